@@ -1,0 +1,43 @@
+"""Errors raised by attnkit. Every message says what was wrong and what to do."""
+
+from __future__ import annotations
+
+
+class AttnkitError(Exception):
+    """Base class of every error attnkit raises on purpose."""
+
+
+class ModelNotFoundError(AttnkitError):
+    """A model name or path could not be resolved without network access."""
+
+
+class NoAttentionError(AttnkitError):
+    """A forward pass returned no attention probabilities."""
+
+
+class EmptyInputError(AttnkitError, ValueError):
+    """An input text, pair or word list was empty."""
+
+
+class InputError(AttnkitError, ValueError):
+    """An input had a type or shape attnkit cannot use."""
+
+
+class ConllError(AttnkitError, ValueError):
+    """A CoNLL-U file was malformed; the message names the file and line."""
+
+
+class DataNotFoundError(AttnkitError, FileNotFoundError):
+    """A data file or folder (treebank, GLUE tsv) was not where it was looked for."""
+
+
+class StoreError(AttnkitError):
+    """An on-disk AttentionSet store is inconsistent with the run that opened it."""
+
+
+class TokenizationMismatchError(AttnkitError, ValueError):
+    """Two attentions that must share a tokenization do not."""
+
+
+class TruncationWarning(UserWarning):
+    """Some inputs were longer than the model's maximum and were truncated."""
