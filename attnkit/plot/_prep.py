@@ -1,0 +1,147 @@
+"""Display preparation shared by the matplotlib figures and the widgets.
+
+Nothing here analyses attention: these helpers only reshape what a view is given into what
+it draws (smaller thumbnails, a layer × head table, labels safe for matplotlib text).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from ..errors import InputError
+
+
+def downsample_max(maps: np.ndarray, size: int) -> np.ndarray:
+    """Shrink the last two axes of ``maps`` ``[..., n, n]`` to at most ``size`` by max-pooling.
+
+    Blocks of ``k × k`` cells (``k = ceil(n / size)``) become one cell holding their maximum,
+    so a single strong link (a diagonal, a column to [SEP]) stays visible at thumbnail size
+    and each map's maximum is kept. Maps with ``n <= size`` are returned unchanged.
+    Returns ``[..., t, t]`` with ``t = ceil(n / k)``.
+    """
+    maps = np.asarray(maps)
+    n = maps.shape[-1]
+    if maps.shape[-2] != n:
+        raise InputError(f"maps must be square in their last two axes; got shape {maps.shape}.")
+    if size < 1:
+        raise InputError(f"thumbnail size must be at least 1; got {size}.")
+    if n <= size:
+        return maps
+    k = math.ceil(n / size)
+    t = math.ceil(n / k)
+    pad = t * k - n
+    if pad:
+        width = [(0, 0)] * (maps.ndim - 2) + [(0, pad), (0, pad)]
+        maps = np.pad(maps, width)  # padding is 0: never above a real attention weight
+    lead = maps.shape[:-2]
+    return maps.reshape(*lead, t, k, t, k).max(axis=(-3, -1))
+
+
+def head_table(
+    data: pd.DataFrame | pd.Series | np.ndarray,
+    value: str | None = None,
+    shape: tuple[int, int] | None = None,
+) -> tuple[np.ndarray, str]:
+    """A per-head metric as a float array ``[layer, head]`` (NaN where a head has no value).
+
+    ``data`` is a DataFrame or Series indexed by ``(layer, head)`` (0-indexed), or an array
+    ``[layer, head]``. ``value`` names the DataFrame column; it may be omitted when the
+    DataFrame has exactly one numeric column. ``shape`` ``(L, H)`` fixes the table size
+    (default: one more than the largest layer and head in the index).
+    Returns the table and the metric's name.
+    """
+    if isinstance(data, np.ndarray):
+        arr = np.asarray(data, dtype=np.float64)
+        if arr.ndim != 2:
+            raise InputError(f"a per-head array must be [layer, head]; got shape {arr.shape}.")
+        if shape is not None and arr.shape != tuple(shape):
+            raise InputError(f"per-head array has shape {arr.shape} but the attention has {tuple(shape)}.")
+        return arr, value or "value"
+    if isinstance(data, pd.DataFrame):
+        numeric = [c for c in data.columns if pd.api.types.is_numeric_dtype(data[c])]
+        if value is None:
+            if len(numeric) != 1:
+                raise InputError(
+                    "the DataFrame has several numeric columns "
+                    f"({', '.join(map(str, numeric)) or 'none'}); pass value=<column name>."
+                )
+            value = str(numeric[0])
+        if value not in data.columns:
+            raise InputError(f"column {value!r} not in the DataFrame; columns are {list(data.columns)}.")
+        series = data[value]
+    elif isinstance(data, pd.Series):
+        series = data
+        value = value or (str(data.name) if data.name is not None else "value")
+    else:
+        raise InputError(
+            f"expected a DataFrame/Series indexed by (layer, head) or an array [layer, head]; "
+            f"got {type(data).__name__}."
+        )
+    index = series.index
+    if not isinstance(index, pd.MultiIndex) or index.nlevels != 2:
+        raise InputError(
+            "the per-head table must be indexed by (layer, head), e.g. df.set_index(['layer', 'head'])."
+        )
+    if not pd.api.types.is_numeric_dtype(series):
+        raise InputError(f"column {value!r} is not numeric.")
+    layers = np.asarray(index.get_level_values(0))
+    heads = np.asarray(index.get_level_values(1))
+    if not (np.issubdtype(layers.dtype, np.integer) and np.issubdtype(heads.dtype, np.integer)):
+        raise InputError("the (layer, head) index must hold integers (0-indexed).")
+    if len(layers) and (layers.min() < 0 or heads.min() < 0):
+        raise InputError("layers and heads are 0-indexed and cannot be negative.")
+    if shape is None:
+        shape = (int(layers.max()) + 1, int(heads.max()) + 1) if len(layers) else (0, 0)
+    elif len(layers) and (layers.max() >= shape[0] or heads.max() >= shape[1]):
+        raise InputError(
+            f"the table names layer {layers.max()} / head {heads.max()} but the attention has "
+            f"{shape[0]} layers × {shape[1]} heads (0-indexed)."
+        )
+    arr = np.full(shape, np.nan)
+    arr[layers, heads] = series.to_numpy(dtype=np.float64)
+    return arr, str(value)
+
+
+def mpl_text(s: str) -> str:
+    """Text safe for a matplotlib label: ``$`` would start mathtext, so it is escaped."""
+    return str(s).replace("$", r"\$")
+
+
+def head_label(layer: int, head: int) -> str:
+    """The displayed "L-H" name of a 0-indexed head (1-indexed, as in the papers)."""
+    return f"{layer + 1}-{head + 1}"
+
+
+def display_token(tok: str) -> str:
+    """A token as the views show it: a leading ``Ġ``/``▁`` space marker becomes ``·``, control
+    characters are escaped, and an empty label shows as ``∅`` (the widgets do the same)."""
+    s = str(tok)
+    if s[:1] in ("\u0120", "\u2581"):
+        s = "\u00b7" + s[1:]
+    s = s.replace("\n", "\\n").replace("\t", "\\t").replace("\r", "\\r")
+    s = "".join(c if ord(c) >= 32 and ord(c) != 127 else f"\\x{ord(c):02x}" for c in s)
+    if s == "":
+        return "\u2205"
+    if s.isspace():
+        return s.replace(" ", "\u2423")
+    return s
+
+
+def truncate(s: str, max_chars: int) -> str:
+    """``s`` cut to ``max_chars`` characters with an ellipsis when cut."""
+    return s if len(s) <= max_chars else s[: max(1, max_chars - 1)] + "\u2026"
+
+
+def label_stride(n: int, max_labels: int) -> int:
+    """Label every k-th of ``n`` positions so at most ``max_labels`` show; k is 1, 2, 5, 10, 20, ..."""
+    if n <= max_labels:
+        return 1
+    raw = math.ceil(n / max_labels)
+    p = 10 ** math.floor(math.log10(raw))
+    for m in (1, 2, 5, 10):
+        if m * p >= raw:
+            return m * p
+    return 10 * p

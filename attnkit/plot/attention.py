@@ -1,0 +1,284 @@
+"""Matplotlib figures of attention: heatmap, head grid, head map, head-embedding scatter.
+
+These are the static twins of the widgets (``attnkit.widgets``): the same colour maps and
+labels, for papers, PDF export and notebooks rendered without a kernel. Every function
+returns a :class:`matplotlib.figure.Figure` built without pyplot, so nothing is shown or
+kept open as a side effect.
+
+Conventions: attention matrices are ``[query, key]`` (rows = from, columns = to); layers and
+heads are 0-indexed in arguments and shown 1-indexed as "L-H".
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import matplotlib
+import numpy as np
+import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.cm import ScalarMappable
+from matplotlib.colors import Normalize, TwoSlopeNorm
+from matplotlib.figure import Figure
+from matplotlib.patches import Rectangle
+
+from ..errors import InputError
+from ._prep import (
+    display_token,
+    downsample_max,
+    head_label,
+    head_table,
+    label_stride,
+    mpl_text,
+    truncate,
+)
+
+SEQUENTIAL = "Blues"
+DIVERGING = "RdBu_r"
+METRIC = "viridis"
+CATEGORICAL = "tab10"
+
+
+def _figure_axes(ax: Axes | None, size: tuple[float, float]) -> tuple[Figure, Axes]:
+    if ax is not None:
+        return ax.figure, ax
+    fig = Figure(figsize=size, layout="constrained")
+    return fig, fig.add_subplot()
+
+
+def heatmap(
+    matrix: np.ndarray,
+    tokens: Sequence[str],
+    *,
+    ax: Axes | None = None,
+    diverging: bool | None = None,
+    vmax: float | None = None,
+    cmap: str | None = None,
+    title: str | None = None,
+    value_label: str = "attention",
+    max_labels: int = 64,
+) -> Figure:
+    """One attention matrix ``[n, n]`` (rows = from/query, columns = to/key) with token labels.
+
+    Sequential colours from 0 to ``vmax`` (default: the matrix maximum); with
+    ``diverging=True`` (default: when the matrix has negative values, e.g. a difference of
+    two maps) a diverging scale symmetric about 0. With more than ``max_labels`` tokens
+    every k-th token is labelled (k = 2, 5, 10, ...).
+    """
+    m = np.asarray(matrix, dtype=np.float64)
+    if m.ndim != 2 or m.shape[0] != m.shape[1]:
+        raise InputError(f"heatmap needs a square [n, n] matrix; got shape {m.shape}.")
+    n = m.shape[0]
+    if len(tokens) != n:
+        raise InputError(f"{len(tokens)} tokens for a {n}×{n} matrix; pass one label per position.")
+    finite = m[np.isfinite(m)]
+    if diverging is None:
+        diverging = bool(finite.size and finite.min() < 0)
+    side = float(np.clip(2.5 + 0.16 * min(n, 64), 4.0, 10.0))
+    fig, ax = _figure_axes(ax, (side + 1.2, side))
+    if diverging:
+        top = vmax if vmax is not None else (float(np.abs(finite).max()) if finite.size else 1.0)
+        top = top if top > 0 else 1.0
+        norm = TwoSlopeNorm(vcenter=0.0, vmin=-top, vmax=top)
+        cmap = cmap or DIVERGING
+    else:
+        top = vmax if vmax is not None else (float(finite.max()) if finite.size else 1.0)
+        norm = Normalize(vmin=0.0, vmax=top if top > 0 else 1.0)
+        cmap = cmap or SEQUENTIAL
+    im = ax.imshow(m, cmap=cmap, norm=norm, interpolation="nearest", aspect="equal")
+    k = label_stride(n, max_labels)
+    ticks = np.arange(0, n, k)
+    labels = [mpl_text(truncate(display_token(tokens[i]), 16)) for i in ticks]
+    fontsize = 8 if n <= 40 else 6.5
+    ax.set_xticks(ticks, labels, rotation=90, fontsize=fontsize)
+    ax.set_yticks(ticks, labels, fontsize=fontsize)
+    ax.xaxis.tick_top()
+    ax.set_xlabel("to (key)")
+    ax.xaxis.set_label_position("top")
+    ax.set_ylabel("from (query)")
+    ax.tick_params(length=0)
+    fig.colorbar(im, ax=ax, shrink=0.6, label=mpl_text(value_label))
+    if title:
+        ax.set_title(mpl_text(title), fontsize=10, pad=6, loc="left")
+    return fig
+
+
+def head_grid(
+    maps: np.ndarray,
+    *,
+    metric: np.ndarray | None = None,
+    metric_name: str = "metric",
+    scale: str = "head",
+    size: int = 128,
+    cmap: str = SEQUENTIAL,
+    title: str | None = None,
+) -> Figure:
+    """Every head's map of ``maps`` ``[layer, head, n, n]`` as a thumbnail labelled "L-H".
+
+    Thumbnails larger than ``size`` cells are max-pooled down (see
+    :func:`attnkit.plot._prep.downsample_max`). ``scale="head"`` colours each head from 0 to
+    its own maximum, ``"global"`` uses 0–1 for all heads. ``metric`` ``[layer, head]``
+    (NaN = no value) is drawn as a coloured bar under each thumbnail.
+    """
+    maps = np.asarray(maps)
+    if maps.ndim != 4 or maps.shape[2] != maps.shape[3]:
+        raise InputError(f"head_grid needs maps [layer, head, n, n]; got shape {maps.shape}.")
+    if scale not in ("head", "global"):
+        raise InputError(f"scale must be 'head' or 'global', not {scale!r}.")
+    L, H = maps.shape[:2]
+    thumbs = downsample_max(maps, size).astype(np.float32)
+    t = thumbs.shape[-1]
+    if scale == "head":
+        top = thumbs.reshape(L, H, -1).max(axis=2)
+        thumbs = thumbs / np.where(top > 0, top, 1.0)[:, :, None, None]
+    if metric is not None:
+        metric = np.asarray(metric, dtype=np.float64)
+        if metric.shape != (L, H):
+            raise InputError(f"metric has shape {metric.shape}; expected [layer, head] = {(L, H)}.")
+    gap_x = max(1, round(t * 0.12))
+    gap_y = max(1, round(t * (0.55 if metric is not None else 0.38)))
+    W = H * (t + gap_x)
+    Hh = L * (t + gap_y)
+    mosaic = np.full((Hh, W), np.nan, dtype=np.float32)
+    for l in range(L):
+        for h in range(H):
+            y, x = l * (t + gap_y), h * (t + gap_x)
+            mosaic[y : y + t, x : x + t] = thumbs[l, h]
+    width = float(np.clip(0.85 * H + 0.8, 4.0, 16.0))
+    fig = Figure(figsize=(width, width * Hh / W + 0.6), layout="constrained")
+    ax = fig.add_subplot()
+    cm = matplotlib.colormaps[cmap].copy()
+    cm.set_bad((1, 1, 1, 0))
+    ax.imshow(mosaic, cmap=cm, vmin=0.0, vmax=1.0, interpolation="nearest" if t < 64 else "antialiased")
+    fs = float(np.clip(60.0 / max(H, L), 4.5, 8.0))
+    if metric is not None:
+        finite = metric[np.isfinite(metric)]
+        mnorm = Normalize(*(finite.min(), finite.max()) if finite.size else (0.0, 1.0))
+        mcm = matplotlib.colormaps[METRIC]
+    for l in range(L):
+        for h in range(H):
+            y, x = l * (t + gap_y), h * (t + gap_x)
+            ax.add_patch(Rectangle((x - 0.5, y - 0.5), t, t, fill=False, lw=0.4, ec="#c8c8c8"))
+            ly = y + t + 0.5
+            if metric is not None:
+                v = metric[l, h]
+                color = mcm(mnorm(v)) if np.isfinite(v) else "#eeeeee"
+                ax.add_patch(Rectangle((x - 0.5, ly), t, gap_y * 0.28, color=color, lw=0))
+                ly += gap_y * 0.32
+            ax.text(x - 0.5, ly, head_label(l, h), fontsize=fs, va="top", ha="left", color="#222")
+    ax.set_xlim(-0.5 - gap_x / 2, W - gap_x / 2)
+    ax.set_ylim(Hh - 0.5, -0.5 - gap_x)
+    ax.axis("off")
+    note = "each head scaled to its own max" if scale == "head" else "one scale 0–1"
+    head = mpl_text(title) if title else f"Attention, {L} layers × {H} heads"
+    ax.set_title(f"{head}  (rows = from, cols = to; {note})", fontsize=9, loc="left")
+    if metric is not None:
+        fig.colorbar(ScalarMappable(mnorm, mcm), ax=ax, shrink=0.4, label=mpl_text(metric_name))
+    return fig
+
+
+def head_map(
+    data: pd.DataFrame | pd.Series | np.ndarray,
+    value: str | None = None,
+    *,
+    diverging: bool | None = None,
+    cmap: str | None = None,
+    vmin: float | None = None,
+    vmax: float | None = None,
+    title: str | None = None,
+    annotate: bool | None = None,
+    ax: Axes | None = None,
+) -> Figure:
+    """A layer × head grid of one per-head metric.
+
+    ``data``: DataFrame/Series indexed by ``(layer, head)`` (0-indexed) or an array
+    ``[layer, head]``; ``value`` names the DataFrame column. Missing heads are left blank.
+    ``diverging`` (default: values on both sides of 0) centres the colours on 0. Values are
+    written in the cells when ``annotate`` (default: at most 16 × 16 heads).
+    """
+    table, name = head_table(data, value)
+    L, H = table.shape
+    finite = table[np.isfinite(table)]
+    lo = vmin if vmin is not None else (float(finite.min()) if finite.size else 0.0)
+    hi = vmax if vmax is not None else (float(finite.max()) if finite.size else 1.0)
+    if diverging is None:
+        diverging = bool(finite.size and finite.min() < 0 < finite.max())
+    if diverging:
+        a = max(abs(lo), abs(hi)) or 1.0
+        norm = TwoSlopeNorm(vcenter=0.0, vmin=-a, vmax=a)
+        cmap = cmap or DIVERGING
+    else:
+        norm = Normalize(lo, hi if hi > lo else lo + 1.0)
+        cmap = cmap or METRIC
+    fig, ax = _figure_axes(ax, (float(np.clip(0.45 * H + 2.2, 4, 12)), float(np.clip(0.4 * L + 1.2, 3, 12))))
+    cm = matplotlib.colormaps[cmap].copy()
+    cm.set_bad("#f2f2f2")
+    im = ax.imshow(np.ma.masked_invalid(table), cmap=cm, norm=norm, aspect="equal", interpolation="nearest")
+    if annotate is None:
+        annotate = L <= 16 and H <= 16
+    if annotate:
+        for l in range(L):
+            for h in range(H):
+                v = table[l, h]
+                if np.isfinite(v):
+                    r, g, b, _ = cm(norm(v))
+                    dark = 0.2126 * r**2.2 + 0.7152 * g**2.2 + 0.0722 * b**2.2 < 0.22
+                    ax.text(h, l, f"{v:.2g}", ha="center", va="center", fontsize=6.5, color="white" if dark else "#111")
+    ax.set_xticks(range(H), [str(h + 1) for h in range(H)], fontsize=7)
+    ax.set_yticks(range(L), [str(l + 1) for l in range(L)], fontsize=7)
+    ax.set_xlabel("head")
+    ax.set_ylabel("layer")
+    ax.tick_params(length=0)
+    fig.colorbar(im, ax=ax, shrink=0.7, label=mpl_text(name))
+    ax.set_title(mpl_text(title or f"{name} per head"), fontsize=10, loc="left")
+    return fig
+
+
+def cluster_scatter(
+    embedding: np.ndarray,
+    layers: Sequence[int],
+    heads: Sequence[int],
+    *,
+    labels: Sequence[str] | None = None,
+    label_name: str | None = None,
+    n_layers: int | None = None,
+    title: str | None = None,
+    ax: Axes | None = None,
+) -> Figure:
+    """Heads as points of a 2-D embedding ``[N, 2]``; point i is head (layers[i], heads[i]).
+
+    Coloured by layer (sequential, the default) or by ``labels`` (one string per point,
+    categorical colours in sorted order). Axes keep equal units.
+    """
+    emb = np.asarray(embedding, dtype=np.float64)
+    if emb.ndim != 2 or emb.shape[1] != 2:
+        raise InputError(f"the embedding must be [n_heads, 2]; got shape {emb.shape}.")
+    N = emb.shape[0]
+    if len(layers) != N or len(heads) != N:
+        raise InputError(f"{N} points but {len(layers)} layers and {len(heads)} heads given.")
+    fig, ax = _figure_axes(ax, (6.4, 5.2))
+    layers = np.asarray(layers)
+    if labels is None:
+        L = n_layers or (int(layers.max()) + 1 if N else 1)
+        norm = Normalize(0, max(L - 1, 1))
+        sc = ax.scatter(emb[:, 0], emb[:, 1], c=layers, cmap=METRIC, norm=norm, s=28, edgecolors="#00000059", linewidths=0.5)
+        cb = fig.colorbar(sc, ax=ax, shrink=0.7, label="layer")
+        ticks = np.unique(np.linspace(0, L - 1, min(L, 7)).round().astype(int))
+        cb.set_ticks(ticks, labels=[str(t + 1) for t in ticks])
+    else:
+        if len(labels) != N:
+            raise InputError(f"{len(labels)} labels for {N} points.")
+        cats = sorted({str(x) for x in labels})
+        cm = matplotlib.colormaps[CATEGORICAL]
+        for i, cat in enumerate(cats):
+            mask = np.array([str(x) == cat for x in labels])
+            ax.scatter(emb[mask, 0], emb[mask, 1], color=cm(i % 10), s=28, label=mpl_text(cat), edgecolors="#00000059", linewidths=0.5)
+        ax.legend(title=mpl_text(label_name or "label"), fontsize=7, title_fontsize=8, loc="best", frameon=False)
+    if N <= 48:
+        for i in range(N):
+            ax.annotate(head_label(int(layers[i]), int(heads[i])), emb[i], fontsize=6, xytext=(3, 2), textcoords="offset points", color="#555")
+    ax.set_aspect("equal", adjustable="datalim")
+    ax.set_xticks([])
+    ax.set_yticks([])
+    ax.set_title(mpl_text(title or "Heads in 2-D"), fontsize=10, loc="left")
+    return fig

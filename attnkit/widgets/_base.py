@@ -1,0 +1,215 @@
+"""What every attnkit widget shares: binary encoding, the bundled front end, the static
+fallback in ``_repr_mimebundle_``, ``save``, and head selection linked to a Heatmap.
+
+Arrays travel to the browser as raw little-endian bytes (traitlets ``Bytes``): attention
+as uint8 codes or float16, small per-head tables as float32. Never as JSON lists of floats.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import warnings
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import anywidget
+import numpy as np
+import traitlets
+from matplotlib.figure import Figure
+
+from ..errors import InputError
+
+if TYPE_CHECKING:
+    from .heatmap import Heatmap
+
+STATIC = Path(__file__).resolve().parent.parent / "static"
+
+_MISSING_BUNDLE = """
+export default {
+  render({ el }) {
+    const d = document.createElement("div");
+    d.className = "attnkit-error";
+    d.textContent = %s;
+    el.appendChild(d);
+  }
+};
+"""
+
+
+def read_bundle(name: str) -> str:
+    """The built ES module ``attnkit/static/<name>.js``, or a module that says it is missing."""
+    path = STATIC / f"{name}.js"
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        msg = (
+            f"attnkit's front end is not built ({path} is missing). Run `make js-build` in "
+            "the source checkout (needs Node.js), or reinstall attnkit from a wheel."
+        )
+        warnings.warn(msg, stacklevel=3)
+        import json
+
+        return _MISSING_BUNDLE % json.dumps(msg)
+
+
+def read_css() -> str:
+    path = STATIC / "widgets.css"
+    return path.read_text(encoding="utf-8") if path.is_file() else ""
+
+
+# ------------------------------------------------------------------- encoding
+def encode_f16(a: np.ndarray) -> bytes:
+    """Little-endian float16 bytes of ``a`` in C order (3 significant digits: enough to read)."""
+    return np.ascontiguousarray(a, dtype="<f2").tobytes()
+
+
+def encode_f32(a: np.ndarray) -> bytes:
+    """Little-endian float32 bytes of ``a`` in C order (NaN kept: "no value")."""
+    return np.ascontiguousarray(a, dtype="<f4").tobytes()
+
+
+def quantize_u8(a: np.ndarray, top: np.ndarray | float) -> bytes:
+    """uint8 codes ``round(255 * a / top)`` clipped to 0..255, ``top`` broadcast against ``a``.
+
+    Code c stands for the value ``c / 255 * top``: at most ``top / 510`` off.
+    """
+    top = np.asarray(top, dtype=np.float32)
+    safe = np.where(top > 0, top, 1.0)
+    codes = np.rint(np.clip(np.asarray(a, dtype=np.float32) / safe, 0.0, 1.0) * 255.0)
+    return np.ascontiguousarray(codes, dtype=np.uint8).tobytes()
+
+
+def check_layer_head(layer: int, head: int, n_layers: int, n_heads: int) -> tuple[int, int]:
+    """Validated 0-indexed (layer, head) as ints."""
+    if isinstance(layer, bool) or isinstance(head, bool):
+        raise InputError("layer and head must be integers, not booleans.")
+    try:
+        layer, head = int(layer), int(head)
+    except (TypeError, ValueError):
+        raise InputError(f"layer and head must be integers; got {layer!r}, {head!r}.") from None
+    if not (0 <= layer < n_layers and 0 <= head < n_heads):
+        raise InputError(
+            f"layer {layer}, head {head} is outside the {n_layers} layers × {n_heads} heads "
+            f"(both 0-indexed: layer 0..{n_layers - 1}, head 0..{n_heads - 1})."
+        )
+    return layer, head
+
+
+# ---------------------------------------------------------------- the widget
+class AttnkitWidget(anywidget.AnyWidget):
+    """Base class: a bundled view plus a matplotlib twin for static output and ``save``."""
+
+    _bundle_name: str = ""
+    title = traitlets.Unicode("").tag(sync=True)
+
+    def __init__(self, **kwargs: Any) -> None:
+        self._esm = read_bundle(self._bundle_name)
+        self._css = read_css()
+        self._png_cache: bytes | None = None
+        super().__init__(**kwargs)
+        self.observe(self._invalidate_static, names=list(self._static_traits()))
+
+    # Subclasses: the figure and the words describing it.
+    def figure(self) -> Figure:
+        """The matplotlib figure of what the widget shows."""
+        raise NotImplementedError
+
+    def _alt_text(self) -> str:
+        return self.title or type(self).__name__
+
+    def _static_traits(self) -> set[str]:
+        return {name for name in self.trait_names(sync=True) if not name.startswith("_") and name != "selected"}
+
+    def _invalidate_static(self, _change: dict | None = None) -> None:
+        self._png_cache = None
+
+    # Static output ---------------------------------------------------------
+    def to_png(self, dpi: int = 110) -> bytes:
+        """PNG bytes of :meth:`figure` (what notebooks show without a running kernel)."""
+        if self._png_cache is None or dpi != 110:
+            buf = io.BytesIO()
+            self.figure().savefig(buf, format="png", dpi=dpi)
+            data = buf.getvalue()
+            if dpi != 110:
+                return data
+            self._png_cache = data
+        return self._png_cache
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> tuple[dict, dict] | None:
+        bundle = super()._repr_mimebundle_(**kwargs)
+        if bundle is None:
+            return None
+        data, meta = bundle
+        try:
+            png = self.to_png()
+        except Exception as err:  # a broken static copy must not hide the live widget
+            warnings.warn(f"attnkit: could not render the static image ({err!r}).", stacklevel=2)
+            return data, meta
+        b64 = base64.b64encode(png).decode("ascii")
+        data["image/png"] = b64
+        alt = html.escape(self._alt_text(), quote=True)
+        data["text/html"] = (
+            f'<img src="data:image/png;base64,{b64}" alt="{alt}" title="{alt}" '
+            'style="max-width:100%;height:auto" />'
+        )
+        return data, meta
+
+    def save(self, path: str | Path, dpi: int = 200) -> Path:
+        """Write the figure to ``path``: ``.png``, ``.svg`` or ``.pdf`` (from the suffix)."""
+        path = Path(path)
+        fmt = path.suffix.lower().lstrip(".")
+        if fmt not in ("png", "svg", "pdf"):
+            raise InputError(f"cannot save {path.name!r}: use a .png, .svg or .pdf file name.")
+        if not path.parent.exists():
+            raise InputError(f"cannot save to {path}: folder {path.parent} does not exist.")
+        self.figure().savefig(path, format=fmt, dpi=dpi)
+        return path
+
+
+class SelectsHead(AttnkitWidget):
+    """A view where clicking picks a head: ``selected`` is ``[layer, head]`` (0-indexed) or ``[]``."""
+
+    selected = traitlets.List(traitlets.Int(), default_value=[], maxlen=2).tag(sync=True)
+    n_layers = traitlets.Int(0).tag(sync=True)
+    n_heads = traitlets.Int(0).tag(sync=True)
+
+    @traitlets.validate("selected")
+    def _check_selected(self, proposal: dict) -> list[int]:
+        value = list(proposal["value"])
+        if value:
+            if len(value) != 2:
+                raise InputError(f"selected must be [layer, head] or []; got {value!r}.")
+            value = list(check_layer_head(value[0], value[1], self.n_layers, self.n_heads))
+        return value
+
+    def link(self, heatmap: "Heatmap") -> "Heatmap":
+        """Make ``heatmap`` show the selected head, and select the head the heatmap steps to.
+
+        Returns the heatmap, so ``grid.link(ak.Heatmap(att))`` can be displayed directly.
+        """
+        from .heatmap import Heatmap
+
+        if not isinstance(heatmap, Heatmap):
+            raise InputError(f"link() takes a Heatmap; got {type(heatmap).__name__}.")
+        if (heatmap.n_layers, heatmap.n_heads) != (self.n_layers, self.n_heads):
+            raise InputError(
+                f"cannot link: this view has {self.n_layers} layers × {self.n_heads} heads, "
+                f"the heatmap {heatmap.n_layers} × {heatmap.n_heads}."
+            )
+
+        def follow(change: dict) -> None:
+            if change["new"]:
+                heatmap.show(*change["new"])
+
+        def back(_change: dict) -> None:
+            pair = [heatmap.layer, heatmap.head]
+            if self.selected != pair:
+                self.selected = pair
+
+        self.observe(follow, names="selected")
+        heatmap.observe(back, names=["layer", "head"])
+        if self.selected:
+            heatmap.show(*self.selected)
+        return heatmap

@@ -1,0 +1,87 @@
+"""HeadMap widget: a layer × head grid of any per-head metric, click to select a head."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import traitlets
+from matplotlib.figure import Figure
+
+from ..plot import attention as plots
+from ..plot._prep import head_table
+from ._base import SelectsHead, encode_f32
+
+
+class HeadMap(SelectsHead):
+    """One per-head metric as a layer × head grid of coloured cells.
+
+    Parameters
+    ----------
+    df : DataFrame/Series indexed by ``(layer, head)`` (0-indexed; e.g. ``head_stats`` or
+        relation accuracy), or an array ``[layer, head]``. Heads without a value stay blank.
+    value : the column to show (may be omitted when there is one numeric column).
+    diverging : centre the colours on 0 (default: when values lie on both sides of 0).
+    vmin, vmax : colour range (default: the values' range).
+    n_layers, n_heads : table size when the index does not reach the last layer/head.
+
+    Hover shows the head and value; a click sets ``selected`` to ``[layer, head]``. Values
+    travel as float32 bytes (L×H numbers; exact read-out on hover).
+    """
+
+    _bundle_name = "headmap"
+
+    values = traitlets.Bytes(b"").tag(sync=True)
+    value_name = traitlets.Unicode("").tag(sync=True)
+    cmap = traitlets.Unicode("").tag(sync=True)
+    diverging = traitlets.Bool(False).tag(sync=True)
+    vmin = traitlets.Float(None, allow_none=True).tag(sync=True)
+    vmax = traitlets.Float(None, allow_none=True).tag(sync=True)
+
+    def __init__(
+        self,
+        df: pd.DataFrame | pd.Series | np.ndarray,
+        value: str | None = None,
+        *,
+        diverging: bool | None = None,
+        vmin: float | None = None,
+        vmax: float | None = None,
+        cmap: str = "",
+        n_layers: int | None = None,
+        n_heads: int | None = None,
+        title: str | None = None,
+    ) -> None:
+        shape = None
+        if n_layers is not None or n_heads is not None:
+            base, _ = head_table(df, value)
+            shape = (n_layers or base.shape[0], n_heads or base.shape[1])
+        table, name = head_table(df, value, shape=shape)
+        finite = table[np.isfinite(table)]
+        if diverging is None:
+            diverging = bool(finite.size and finite.min() < 0 < finite.max())
+        self._table = table
+        super().__init__(
+            n_layers=table.shape[0], n_heads=table.shape[1], values=encode_f32(table),
+            value_name=name, diverging=diverging, vmin=vmin, vmax=vmax, cmap=cmap,
+            title=title or f"{name} per head",
+        )
+
+    @property
+    def table(self) -> np.ndarray:
+        """The values as ``[layer, head]`` (NaN where a head has none)."""
+        return self._table
+
+    def figure(self) -> Figure:
+        return plots.head_map(
+            self._table, self.value_name, diverging=self.diverging, cmap=self.cmap or None,
+            vmin=self.vmin, vmax=self.vmax, title=self.title,
+        )
+
+    def _alt_text(self) -> str:
+        finite = self._table[np.isfinite(self._table)]
+        if finite.size == 0:
+            return f"{self.title}: no values"
+        l, h = np.unravel_index(np.nanargmax(self._table), self._table.shape)
+        return (
+            f"{self.title}: {self.n_layers} layers × {self.n_heads} heads, values "
+            f"{finite.min():.3g} to {finite.max():.3g}, highest at head {l + 1}-{h + 1}."
+        )

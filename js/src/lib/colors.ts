@@ -1,0 +1,114 @@
+// Colour scales: 256-entry RGBA lookup tables interpolated from matplotlib's colour maps
+// (see colormaps.data.ts), so widgets and static figures agree.
+
+import { CATEGORICAL, STOPS } from "../colormaps.data";
+
+export const SEQUENTIAL_DEFAULT = "Blues";
+export const DIVERGING_DEFAULT = "RdBu_r";
+export const METRIC_DEFAULT = "viridis";
+
+/** Names of the colour maps the front end knows. */
+export function colormapNames(): string[] {
+  return Object.keys(STOPS);
+}
+
+/** "#rrggbb" → [r, g, b]. */
+export function parseHex(hex: string): [number, number, number] {
+  const m = /^#?([0-9a-f]{6})$/i.exec(hex);
+  if (!m) throw new Error(`not a #rrggbb colour: ${hex}`);
+  const v = parseInt(m[1], 16);
+  return [(v >> 16) & 255, (v >> 8) & 255, v & 255];
+}
+
+const lutCache = new Map<string, Uint8ClampedArray>();
+
+/** RGBA lookup table of 256 entries (1024 bytes) for a named colour map. */
+export function lut(name: string): Uint8ClampedArray {
+  const key = STOPS[name] ? name : SEQUENTIAL_DEFAULT;
+  const hit = lutCache.get(key);
+  if (hit) return hit;
+  const stops = STOPS[key].map(parseHex);
+  const out = new Uint8ClampedArray(256 * 4);
+  const last = stops.length - 1;
+  for (let i = 0; i < 256; i++) {
+    const pos = (i / 255) * last;
+    const k = Math.min(Math.floor(pos), last - 1);
+    const f = pos - k;
+    for (let c = 0; c < 3; c++) {
+      out[4 * i + c] = Math.round(stops[k][c] * (1 - f) + stops[k + 1][c] * f);
+    }
+    out[4 * i + 3] = 255;
+  }
+  lutCache.set(key, out);
+  return out;
+}
+
+/** Index 0..255 of `v` on a linear sequential scale [vmin, vmax] (clamped; NaN → -1). */
+export function seqIndex(v: number, vmin: number, vmax: number): number {
+  if (!Number.isFinite(v)) return -1;
+  const span = vmax - vmin;
+  if (!(span > 0)) return v > vmin ? 255 : 0;
+  const t = (v - vmin) / span;
+  return t <= 0 ? 0 : t >= 1 ? 255 : Math.round(t * 255);
+}
+
+/** Index 0..255 of `v` on a diverging scale symmetric about 0: -vabs → 0, 0 → 127.5, +vabs → 255. */
+export function divIndex(v: number, vabs: number): number {
+  if (!Number.isFinite(v)) return -1;
+  if (!(vabs > 0)) return v > 0 ? 255 : v < 0 ? 0 : 128;
+  const t = (v / vabs + 1) / 2;
+  return t <= 0 ? 0 : t >= 1 ? 255 : Math.round(t * 255);
+}
+
+/** CSS colour of entry `i` of a colour map. */
+export function lutColor(name: string, i: number): string {
+  const t = lut(name);
+  const k = Math.max(0, Math.min(255, Math.round(i))) * 4;
+  return `rgb(${t[k]}, ${t[k + 1]}, ${t[k + 2]})`;
+}
+
+/** Colour of category `i` (tab10, repeating). */
+export function categorical(i: number): string {
+  return CATEGORICAL[((i % CATEGORICAL.length) + CATEGORICAL.length) % CATEGORICAL.length];
+}
+
+/** Black or white, whichever reads better on the colour of LUT entry `i`. */
+export function textOn(name: string, i: number): string {
+  const t = lut(name);
+  const k = Math.max(0, Math.min(255, Math.round(i))) * 4;
+  // Relative luminance (sRGB, approximate gamma 2.2).
+  const lum = 0.2126 * (t[k] / 255) ** 2.2 + 0.7152 * (t[k + 1] / 255) ** 2.2 + 0.0722 * (t[k + 2] / 255) ** 2.2;
+  return lum > 0.22 ? "#111" : "#fff";
+}
+
+/**
+ * Paint `values` into an RGBA pixel buffer through a LUT.
+ * `index(v)` maps a value to 0..255, or -1 for "no value" (painted `empty`).
+ */
+export function paint(
+  values: ArrayLike<number>,
+  table: Uint8ClampedArray,
+  index: (v: number) => number,
+  out: Uint8ClampedArray = new Uint8ClampedArray(values.length * 4),
+  empty: [number, number, number, number] = [0, 0, 0, 0],
+): Uint8ClampedArray {
+  for (let i = 0; i < values.length; i++) {
+    const k = index(values[i]);
+    const o = 4 * i;
+    if (k < 0) {
+      out[o] = empty[0]; out[o + 1] = empty[1]; out[o + 2] = empty[2]; out[o + 3] = empty[3];
+    } else {
+      const s = 4 * k;
+      out[o] = table[s]; out[o + 1] = table[s + 1]; out[o + 2] = table[s + 2]; out[o + 3] = 255;
+    }
+  }
+  return out;
+}
+
+/** Paint uint8 codes (already 0..255 scale positions) through a LUT: the fast path for thumbnails. */
+export function paintCodes(codes: Uint8Array, table: Uint8ClampedArray, out: Uint8ClampedArray = new Uint8ClampedArray(codes.length * 4)): Uint8ClampedArray {
+  const t32 = new Uint32Array(table.buffer, table.byteOffset, 256);
+  const o32 = new Uint32Array(out.buffer, out.byteOffset, codes.length);
+  for (let i = 0; i < codes.length; i++) o32[i] = t32[codes[i]];
+  return out;
+}

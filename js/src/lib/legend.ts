@@ -1,0 +1,70 @@
+// Colour bars drawn on a canvas (text via fillText: never HTML).
+
+import { lut } from "./colors";
+import { FONT_SMALL, MUTED } from "./canvas";
+import { formatValue } from "./labels";
+
+/** A vertical colour bar at (x, y) of size w×h: top = `hi`, bottom = `lo`; `mid` optional tick. */
+export function colorBarV(
+  ctx: CanvasRenderingContext2D, cmap: string, x: number, y: number, w: number, h: number,
+  lo: number, hi: number, mid?: number, title?: string,
+): void {
+  const t = lut(cmap);
+  for (let i = 0; i < h; i++) {
+    const k = Math.round((1 - i / Math.max(1, h - 1)) * 255) * 4;
+    ctx.fillStyle = `rgb(${t[k]},${t[k + 1]},${t[k + 2]})`;
+    ctx.fillRect(x, y + i, w, 1.5);
+  }
+  ctx.strokeStyle = "#bbb";
+  ctx.lineWidth = 0.5;
+  ctx.strokeRect(x, y, w, h);
+  ctx.fillStyle = MUTED;
+  ctx.font = FONT_SMALL;
+  ctx.textAlign = "left";
+  ctx.textBaseline = "middle";
+  ctx.fillText(formatValue(hi), x + w + 4, y + 4);
+  ctx.fillText(formatValue(lo), x + w + 4, y + h - 4);
+  if (mid !== undefined && Number.isFinite(mid) && hi > lo) {
+    const my = y + ((hi - mid) / (hi - lo)) * h;
+    ctx.fillText(formatValue(mid), x + w + 4, my);
+  }
+  if (title) {
+    // Short titles sit above the bar; long ones run down its right side.
+    if (ctx.measureText(title).width <= 56) {
+      ctx.textAlign = "left";
+      ctx.textBaseline = "bottom";
+      ctx.fillText(title, x, y - 4);
+    } else {
+      ctx.save();
+      ctx.translate(x + w + 50, y);
+      ctx.rotate(Math.PI / 2);
+      ctx.textAlign = "left";
+      ctx.textBaseline = "bottom";
+      ctx.fillText(title, 0, 0);
+      ctx.restore();
+    }
+  }
+}
+
+/** A horizontal colour bar at (x, y) of size w×h: left = `lo`, right = `hi`. */
+export function colorBarH(
+  ctx: CanvasRenderingContext2D, cmap: string, x: number, y: number, w: number, h: number,
+  lo: number, hi: number, title?: string,
+): void {
+  const t = lut(cmap);
+  for (let i = 0; i < w; i++) {
+    const k = Math.round((i / Math.max(1, w - 1)) * 255) * 4;
+    ctx.fillStyle = `rgb(${t[k]},${t[k + 1]},${t[k + 2]})`;
+    ctx.fillRect(x + i, y, 1.5, h);
+  }
+  ctx.strokeStyle = "#bbb";
+  ctx.lineWidth = 0.5;
+  ctx.strokeRect(x, y, w, h);
+  ctx.fillStyle = MUTED;
+  ctx.font = FONT_SMALL;
+  ctx.textBaseline = "middle";
+  ctx.textAlign = "right";
+  ctx.fillText(formatValue(lo), x - 4, y + h / 2);
+  ctx.textAlign = "left";
+  ctx.fillText(title ? `${formatValue(hi)}  ${title}` : formatValue(hi), x + w + 4, y + h / 2);
+}

@@ -1,0 +1,49 @@
+// View-window maths of the zoomable heatmap. A view is the range of cells shown, in cell
+// units: columns [x0, x0 + w), rows [y0, y0 + h); the view is always square (w === h) so
+// cells stay square, and stays inside [0, n].
+
+export interface View {
+  x0: number;
+  y0: number;
+  size: number;
+}
+
+export const MIN_CELLS = 4;
+
+export function fullView(n: number): View {
+  return { x0: 0, y0: 0, size: n };
+}
+
+/** Keep a view inside the map and its size within [min(MIN_CELLS, n), n]. */
+export function clampView(v: View, n: number): View {
+  const size = Math.min(n, Math.max(Math.min(MIN_CELLS, n), v.size));
+  const x0 = Math.min(Math.max(0, v.x0), n - size);
+  const y0 = Math.min(Math.max(0, v.y0), n - size);
+  return { x0, y0, size };
+}
+
+/**
+ * Zoom by `factor` (> 1 zooms in) keeping the cell under the pointer fixed. `fx`, `fy` are the
+ * pointer's position as fractions (0..1) of the plot area.
+ */
+export function zoomAt(v: View, factor: number, fx: number, fy: number, n: number): View {
+  const size = Math.min(n, Math.max(Math.min(MIN_CELLS, n), v.size / factor));
+  const cx = v.x0 + fx * v.size;
+  const cy = v.y0 + fy * v.size;
+  return clampView({ x0: cx - fx * size, y0: cy - fy * size, size }, n);
+}
+
+/** Move by (dx, dy) CSS pixels of drag on a plot area `plotPx` pixels wide. */
+export function panBy(v: View, dx: number, dy: number, plotPx: number, n: number): View {
+  const cells = v.size / plotPx;
+  return clampView({ x0: v.x0 - dx * cells, y0: v.y0 - dy * cells, size: v.size }, n);
+}
+
+/** The cell (row, col) under plot-relative pixel (px, py), or null outside the map. */
+export function cellAt(v: View, px: number, py: number, plotPx: number, n: number): [number, number] | null {
+  if (px < 0 || py < 0 || px >= plotPx || py >= plotPx) return null;
+  const col = Math.floor(v.x0 + (px / plotPx) * v.size);
+  const row = Math.floor(v.y0 + (py / plotPx) * v.size);
+  if (row < 0 || col < 0 || row >= n || col >= n) return null;
+  return [row, col];
+}

@@ -1,0 +1,57 @@
+"""Browser fixtures: Debian Chromium driven by Python playwright.
+
+Without /usr/bin/chromium (or without playwright) the browser tests skip, except under
+CI=true, where that is a failure. Never run `playwright install`: install Chromium with
+`apt-get install -y chromium`.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from harness import CHROMIUM, chromium_available, launch  # noqa: E402
+
+IN_CI = os.environ.get("CI", "").lower() == "true"
+REPO = Path(__file__).resolve().parents[2]
+IMG = REPO / "docs" / "img"
+
+
+def _skip_or_fail(reason: str) -> None:
+    if IN_CI:
+        pytest.fail(f"{reason} (required under CI=true)")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def browser():
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        _skip_or_fail("playwright is not installed (pip install playwright; no browser download needed)")
+    if not chromium_available():
+        _skip_or_fail(f"Chromium not found at {CHROMIUM} (apt-get install -y chromium)")
+    with sync_playwright() as p:
+        b = launch(p)
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+@pytest.fixture(scope="session")
+def img_dir() -> Path:
+    IMG.mkdir(parents=True, exist_ok=True)
+    return IMG
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _bundle_built():
+    static = REPO / "attnkit" / "static"
+    if not (static / "headgrid.js").is_file():
+        _skip_or_fail(f"front end not built ({static} is empty): run `make js-build`")

@@ -1,0 +1,231 @@
+"""Render an attnkit widget in headless Chromium with a stand-in anywidget model.
+
+The page gets exactly what Jupyter would send: the widget's ``_esm`` module text, its
+``_css`` and its synced state, with ``Bytes`` traits delivered as ``DataView`` objects (as
+ipywidgets does). ``model.save_changes()`` records the changes so a test can apply them to
+the Python widget (``apply_saved``) and check that observers fire.
+
+Chromium is Debian's ``/usr/bin/chromium`` (never a downloaded browser); pages are served
+from an in-memory route, so nothing touches the network.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+CHROMIUM = os.environ.get("ATTNKIT_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+    "--disable-sync",
+]
+ORIGIN = "http://attnkit.test"
+
+PAGE = """<!doctype html>
+<html><head><meta charset="utf-8"><title>attnkit widget</title>
+<style>body { margin: 0; padding: 12px; background: #fff; } #root { width: %(width)dpx; }</style>
+</head><body><div id="root"></div>
+<script>
+window.__saved = [];
+window.__alerts = 0;
+window.alert = () => { window.__alerts += 1; };
+window.__errors = [];
+window.addEventListener("error", (e) => window.__errors.push(String(e.message)));
+
+class StandInModel {
+  constructor(state) { this.state = state; this.handlers = new Map(); this.pending = {}; }
+  get(k) { return this.state[k]; }
+  set(k, v) {
+    const old = this.state[k];
+    this.state[k] = v;
+    this.pending[k] = v;
+    if (JSON.stringify(old) !== JSON.stringify(v)) this.emit(`change:${k}`);
+  }
+  save_changes() { window.__saved.push(JSON.parse(JSON.stringify(this.pending))); this.pending = {}; }
+  on(ev, cb) { if (!this.handlers.has(ev)) this.handlers.set(ev, new Set()); this.handlers.get(ev).add(cb); }
+  off(ev, cb) { if (ev && cb) this.handlers.get(ev)?.delete(cb); else if (ev) this.handlers.delete(ev); else this.handlers.clear(); }
+  emit(ev) { for (const cb of this.handlers.get(ev) ?? []) cb(); }
+  send() {}
+  // Test hook: what Python sending new state would do.
+  update(changes) { for (const [k, v] of Object.entries(changes)) { this.state[k] = v; } for (const k of Object.keys(changes)) this.emit(`change:${k}`); }
+}
+
+function decodeState(state) {
+  const out = {};
+  for (const [k, v] of Object.entries(state)) {
+    if (v && typeof v === "object" && "__b64__" in v) {
+      const bin = atob(v.__b64__);
+      const bytes = new Uint8Array(bin.length + 1);  // offset by one: DataViews need not be aligned
+      for (let i = 0; i < bin.length; i++) bytes[i + 1] = bin.charCodeAt(i);
+      out[k] = new DataView(bytes.buffer, 1, bin.length);
+    } else out[k] = v;
+  }
+  return out;
+}
+
+const nextFrame = () => new Promise((r) => requestAnimationFrame(() => setTimeout(r, 0)));
+
+window.mount = async (esm, css, state) => {
+  const style = document.createElement("style");
+  style.textContent = css;
+  document.head.appendChild(style);
+  const url = URL.createObjectURL(new Blob([esm], { type: "text/javascript" }));
+  const tImport = performance.now();
+  const mod = await import(url);
+  const tLoaded = performance.now();
+  const model = new StandInModel(decodeState(state));
+  window.__model = model;
+  const el = document.getElementById("root");
+  const t0 = performance.now();
+  window.__cleanup = mod.default.render({ model, el });
+  const tRendered = performance.now();
+  await nextFrame();
+  const tFrame = performance.now();
+  return { import_ms: tLoaded - tImport, render_ms: tRendered - t0, first_frame_ms: tFrame - t0 };
+};
+</script></body></html>
+"""
+
+
+def chromium_available() -> bool:
+    return Path(CHROMIUM).is_file() and shutil.which(CHROMIUM) is not None
+
+
+def launch(playwright: Any) -> Any:
+    """Launch Debian's Chromium with the project's flags."""
+    return playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+
+
+def wire_state(widget: Any) -> dict[str, Any]:
+    """The widget's synced state as JSON, binary traits as ``{"__b64__": ...}``."""
+    state = widget.get_state()
+    out: dict[str, Any] = {}
+    for k, v in state.items():
+        if k in ("_esm", "_css"):
+            continue
+        if isinstance(v, (bytes, bytearray, memoryview)):
+            out[k] = {"__b64__": base64.b64encode(bytes(v)).decode("ascii")}
+        else:
+            out[k] = v
+    return out
+
+
+class WidgetPage:
+    """One browser page showing one widget."""
+
+    def __init__(self, browser: Any, widget: Any, width: int = 900, dpr: float = 2.0,
+                 height: int = 900) -> None:
+        self.widget = widget
+        self.context = browser.new_context(
+            viewport={"width": width + 40, "height": height}, device_scale_factor=dpr
+        )
+        self.page = self.context.new_page()
+        html = PAGE % {"width": width}
+        self.page.route(f"{ORIGIN}/**", lambda route: route.fulfill(
+            status=200, content_type="text/html", body=html))
+        self.page.goto(f"{ORIGIN}/index.html")
+        self.timings = self.page.evaluate(
+            "([esm, css, state]) => window.mount(esm, css, state)",
+            [widget._esm, widget._css, wire_state(widget)],
+        )
+        self.root = self.page.locator("#root .attnkit")
+        self.canvas = self.page.locator("#root canvas").first
+
+    # ------------------------------------------------------------- queries
+    def data(self, name: str) -> str | None:
+        return self.root.get_attribute(f"data-{name}")
+
+    def wait_drawn(self, count: int = 1, timeout: float = 5000) -> None:
+        self.page.wait_for_function(
+            "(n) => Number(document.querySelector('#root .attnkit')?.dataset.drawn ?? 0) >= n",
+            arg=count, timeout=timeout,
+        )
+
+    def canvas_stats(self, x: float = 0, y: float = 0, w: float | None = None,
+                     h: float | None = None) -> dict[str, float]:
+        """Pixel statistics of a CSS-pixel rectangle of the first canvas: count of pixels that
+        are not blank (alpha > 0 and not white), and the number of distinct colours."""
+        return self.page.evaluate(
+            """([x, y, w, h]) => {
+                const c = document.querySelector('#root canvas');
+                const r = c.width / c.clientWidth;
+                const W = w === null ? c.width : Math.round(w * r);
+                const H = h === null ? c.height : Math.round(h * r);
+                const d = c.getContext('2d').getImageData(Math.round(x * r), Math.round(y * r), W, H).data;
+                let ink = 0; const colours = new Set();
+                for (let i = 0; i < d.length; i += 4) {
+                    if (d[i + 3] > 0 && !(d[i] > 250 && d[i + 1] > 250 && d[i + 2] > 250)) ink++;
+                    if (colours.size < 5000) colours.add((d[i] << 16) | (d[i + 1] << 8) | d[i + 2]);
+                }
+                return { ink, pixels: W * H, colours: colours.size, ratio: r, width: c.width, height: c.height };
+            }""",
+            [x, y, w, h],
+        )
+
+    def move(self, x: float, y: float) -> None:
+        """Move the pointer to canvas-relative CSS pixel (x, y)."""
+        box = self.canvas.bounding_box()
+        self.page.mouse.move(box["x"] + x, box["y"] + y)
+
+    def click(self, x: float, y: float) -> None:
+        box = self.canvas.bounding_box()
+        self.page.mouse.click(box["x"] + x, box["y"] + y)
+
+    def tooltip(self) -> str:
+        tip = self.page.locator("#root .attnkit-tooltip")
+        return tip.text_content() if tip.is_visible() else ""
+
+    def saved(self) -> list[dict[str, Any]]:
+        return self.page.evaluate("() => window.__saved")
+
+    def apply_saved(self) -> None:
+        """Send the browser's saved changes to the Python widget, as the kernel would."""
+        for change in self.saved():
+            self.widget.set_state(change)
+        self.page.evaluate("() => { window.__saved = []; }")
+
+    def push(self, *names: str) -> None:
+        """Send new trait values from the Python widget to the page, as the kernel would."""
+        state = wire_state(self.widget)
+        changes = {k: state[k] for k in names} if names else state
+        self.page.evaluate(
+            """(changes) => {
+                const m = window.__model;
+                const out = {};
+                for (const [k, v] of Object.entries(changes)) {
+                    if (v && typeof v === 'object' && '__b64__' in v) {
+                        const bin = atob(v.__b64__); const b = new Uint8Array(bin.length);
+                        for (let i = 0; i < bin.length; i++) b[i] = bin.charCodeAt(i);
+                        out[k] = new DataView(b.buffer);
+                    } else out[k] = v;
+                }
+                m.update(out);
+            }""",
+            changes,
+        )
+
+    def errors(self) -> list[str]:
+        return self.page.evaluate("() => window.__errors")
+
+    def alerts(self) -> int:
+        return self.page.evaluate("() => window.__alerts")
+
+    def screenshot(self, path: str | Path) -> None:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        self.root.screenshot(path=str(path))
+
+    def close(self) -> None:
+        self.context.close()
+
+
+def dumps(obj: Any) -> str:
+    return json.dumps(obj)
