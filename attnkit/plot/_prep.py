@@ -47,8 +47,8 @@ def head_table(
 ) -> tuple[np.ndarray, str]:
     """A per-head metric as a float array ``[layer, head]`` (NaN where a head has no value).
 
-    ``data`` is a DataFrame or Series indexed by ``(layer, head)`` (0-indexed), or an array
-    ``[layer, head]``. ``value`` names the DataFrame column; it may be omitted when the
+    ``data`` is a DataFrame or Series indexed by ``(layer, head)`` (0-indexed; a DataFrame
+    may instead have ``layer`` and ``head`` columns), or an array ``[layer, head]``. ``value`` names the DataFrame column; it may be omitted when the
     DataFrame has exactly one numeric column. ``shape`` ``(L, H)`` fixes the table size
     (default: one more than the largest layer and head in the index).
     Returns the table and the metric's name.
@@ -61,6 +61,8 @@ def head_table(
             raise InputError(f"per-head array has shape {arr.shape} but the attention has {tuple(shape)}.")
         return arr, value or "value"
     if isinstance(data, pd.DataFrame):
+        if not isinstance(data.index, pd.MultiIndex) and {"layer", "head"} <= set(data.columns):
+            data = data.set_index(["layer", "head"])
         numeric = [c for c in data.columns if pd.api.types.is_numeric_dtype(data[c])]
         if value is None:
             if len(numeric) != 1:

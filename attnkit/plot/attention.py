@@ -20,6 +20,7 @@ from matplotlib.axes import Axes
 from matplotlib.cm import ScalarMappable
 from matplotlib.colors import Normalize, TwoSlopeNorm
 from matplotlib.figure import Figure
+from matplotlib.collections import PatchCollection
 from matplotlib.patches import Rectangle
 
 from ..errors import InputError
@@ -112,13 +113,16 @@ def head_grid(
     size: int = 128,
     cmap: str = SEQUENTIAL,
     title: str | None = None,
+    thumb_labels: bool = True,
 ) -> Figure:
     """Every head's map of ``maps`` ``[layer, head, n, n]`` as a thumbnail labelled "L-H".
 
     Thumbnails larger than ``size`` cells are max-pooled down (see
-    :func:`attnkit.plot._prep.downsample_max`). ``scale="head"`` colours each head from 0 to
-    its own maximum, ``"global"`` uses 0–1 for all heads. ``metric`` ``[layer, head]``
-    (NaN = no value) is drawn as a coloured bar under each thumbnail.
+    :func:`attnkit.plot._prep.downsample_max`), so a thin pattern survives. ``scale="head"``
+    colours each head from 0 to its own maximum, ``"global"`` uses 0–1 for all heads.
+    ``metric`` ``[layer, head]`` (NaN = no value) is drawn as a coloured bar under each
+    thumbnail. ``thumb_labels=False`` numbers rows and columns only (faster to draw).
+    The figure is about 0.56 in per thumbnail whatever ``size`` is.
     """
     maps = np.asarray(maps)
     if maps.ndim != 4 or maps.shape[2] != maps.shape[3]:
@@ -136,7 +140,12 @@ def head_grid(
         if metric.shape != (L, H):
             raise InputError(f"metric has shape {metric.shape}; expected [layer, head] = {(L, H)}.")
     gap_x = max(1, round(t * 0.12))
-    gap_y = max(1, round(t * (0.55 if metric is not None else 0.38)))
+    below = 0.0
+    if thumb_labels:
+        below += 0.26
+    if metric is not None:
+        below += 0.14
+    gap_y = max(1, round(t * (0.12 + below)))
     W = H * (t + gap_x)
     Hh = L * (t + gap_y)
     mosaic = np.full((Hh, W), np.nan, dtype=np.float32)
@@ -144,36 +153,57 @@ def head_grid(
         for h in range(H):
             y, x = l * (t + gap_y), h * (t + gap_x)
             mosaic[y : y + t, x : x + t] = thumbs[l, h]
-    width = float(np.clip(0.85 * H + 0.8, 4.0, 16.0))
-    fig = Figure(figsize=(width, width * Hh / W + 0.6), layout="constrained")
-    ax = fig.add_subplot()
-    cm = matplotlib.colormaps[cmap].copy()
-    cm.set_bad((1, 1, 1, 0))
-    ax.imshow(mosaic, cmap=cm, vmin=0.0, vmax=1.0, interpolation="nearest" if t < 64 else "antialiased")
-    fs = float(np.clip(60.0 / max(H, L), 4.5, 8.0))
+
+    # Fixed margins in inches (no constrained layout: it would draw the mosaic twice).
+    cell_in = 0.56
+    left, right, top_in, bottom = 0.45, 0.15 + (0.9 if metric is not None else 0.0), 0.45, 0.1
+    ax_w = cell_in * W / (t + gap_x)
+    ax_h = ax_w * Hh / W
+    fig_w, fig_h = left + ax_w + right, top_in + ax_h + bottom
+    fig = Figure(figsize=(fig_w, fig_h))
+    ax = fig.add_axes((left / fig_w, bottom / fig_h, ax_w / fig_w, ax_h / fig_h))
+    cm = matplotlib.colormaps[cmap].with_extremes(bad=(1, 1, 1, 0))
+    ax.imshow(mosaic, cmap=cm, vmin=0.0, vmax=1.0, interpolation="antialiased", aspect="auto")
+    fs = 6.0
     if metric is not None:
         finite = metric[np.isfinite(metric)]
         mnorm = Normalize(*(finite.min(), finite.max()) if finite.size else (0.0, 1.0))
         mcm = matplotlib.colormaps[METRIC]
+        colors = mcm(mnorm(np.nan_to_num(metric, nan=0.0)))
+        colors[~np.isfinite(metric)] = matplotlib.colors.to_rgba("#eeeeee")
+    frames = []
+    bars = []
     for l in range(L):
         for h in range(H):
             y, x = l * (t + gap_y), h * (t + gap_x)
-            ax.add_patch(Rectangle((x - 0.5, y - 0.5), t, t, fill=False, lw=0.4, ec="#c8c8c8"))
+            frames.append(Rectangle((x - 0.5, y - 0.5), t, t))
             ly = y + t + 0.5
             if metric is not None:
-                v = metric[l, h]
-                color = mcm(mnorm(v)) if np.isfinite(v) else "#eeeeee"
-                ax.add_patch(Rectangle((x - 0.5, ly), t, gap_y * 0.28, color=color, lw=0))
-                ly += gap_y * 0.32
-            ax.text(x - 0.5, ly, head_label(l, h), fontsize=fs, va="top", ha="left", color="#222")
+                bars.append(Rectangle((x - 0.5, ly), t, t * 0.1))
+                ly += t * 0.14
+            if thumb_labels:
+                ax.text(x - 0.5, ly, head_label(l, h), fontsize=fs, va="top", ha="left", color="#222")
+    ax.add_collection(PatchCollection(frames, facecolor="none", edgecolor="#c8c8c8", linewidth=0.4))
+    if bars:
+        ax.add_collection(PatchCollection(bars, facecolor=colors.reshape(-1, 4), edgecolor="none"))
     ax.set_xlim(-0.5 - gap_x / 2, W - gap_x / 2)
     ax.set_ylim(Hh - 0.5, -0.5 - gap_x)
-    ax.axis("off")
+    ax.set_xticks([x + t / 2 for x in range(0, W, t + gap_x)], [str(h + 1) for h in range(H)], fontsize=fs)
+    ax.set_yticks([y + t / 2 for y in range(0, Hh, t + gap_y)], [str(l + 1) for l in range(L)], fontsize=fs)
+    ax.xaxis.tick_top()
+    ax.tick_params(length=0, pad=2, colors="#666")
+    for side in ax.spines.values():
+        side.set_visible(False)
+    ax.set_ylabel("layer", fontsize=7, color="#666", labelpad=2)
     note = "each head scaled to its own max" if scale == "head" else "one scale 0–1"
     head = mpl_text(title) if title else f"Attention, {L} layers × {H} heads"
-    ax.set_title(f"{head}  (rows = from, cols = to; {note})", fontsize=9, loc="left")
+    fig.text(left / fig_w, 1 - 0.08 / fig_h, f"{head}   (head →; rows = from, cols = to; {note})",
+             fontsize=7.5, va="top", ha="left")
     if metric is not None:
-        fig.colorbar(ScalarMappable(mnorm, mcm), ax=ax, shrink=0.4, label=mpl_text(metric_name))
+        cax = fig.add_axes(((left + ax_w + 0.25) / fig_w, 0.3, 0.12 / fig_w, 0.4))
+        fig.colorbar(ScalarMappable(mnorm, mcm), cax=cax, label=mpl_text(metric_name))
+        cax.tick_params(labelsize=fs)
+        cax.yaxis.label.set_size(7)
     return fig
 
 
@@ -211,8 +241,7 @@ def head_map(
         norm = Normalize(lo, hi if hi > lo else lo + 1.0)
         cmap = cmap or METRIC
     fig, ax = _figure_axes(ax, (float(np.clip(0.45 * H + 2.2, 4, 12)), float(np.clip(0.4 * L + 1.2, 3, 12))))
-    cm = matplotlib.colormaps[cmap].copy()
-    cm.set_bad("#f2f2f2")
+    cm = matplotlib.colormaps[cmap].with_extremes(bad="#f2f2f2")
     im = ax.imshow(np.ma.masked_invalid(table), cmap=cm, norm=norm, aspect="equal", interpolation="nearest")
     if annotate is None:
         annotate = L <= 16 and H <= 16

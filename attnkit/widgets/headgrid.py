@@ -83,10 +83,11 @@ class HeadGrid(SelectsHead):
         )
         self._tokens = list(att.tokens)
 
-    def figure(self) -> Figure:
+    def figure(self, preview: bool = False) -> Figure:
         return plots.head_grid(
             self._maps, metric=self._metric_table, metric_name=self.metric_name or "metric",
-            scale=self.scale, size=self.size, cmap=self.cmap, title=self.title,
+            scale=self.scale, size=min(self.size, 56) if preview else self.size,
+            cmap=self.cmap, title=self.title,
         )
 
     def _alt_text(self) -> str:

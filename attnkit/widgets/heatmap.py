@@ -169,10 +169,11 @@ class Heatmap(AttnkitWidget):
         """The shown ``[n, n]`` matrix (float32, rows = from, columns = to)."""
         return self._matrix
 
-    def figure(self) -> Figure:
+    def figure(self, preview: bool = False) -> Figure:
         return plots.heatmap(
             self._matrix, self.tokens, diverging=self.diverging, vmax=self.vmax,
             cmap=self.cmap or None, title=self.title, value_label=self.value_label,
+            max_labels=40 if preview else 64,
         )
 
     def _alt_text(self) -> str:
