@@ -67,7 +67,7 @@ class HeadGrid(SelectsHead):
         thumbs = downsample_max(att.maps, int(size))
         head_max = thumbs.reshape(L, H, -1).max(axis=2)
         top = head_max[:, :, None, None] if scale == "head" else 1.0
-        self._maps = att.maps
+        self._thumbs = thumbs  # what the browser shows, as floats: the static figure's source
         self._metric_table = None
         metric_bytes, metric_name = b"", ""
         if metric is not None:
@@ -85,7 +85,7 @@ class HeadGrid(SelectsHead):
 
     def figure(self, preview: bool = False) -> Figure:
         return plots.head_grid(
-            self._maps, metric=self._metric_table, metric_name=self.metric_name or "metric",
+            self._thumbs, metric=self._metric_table, metric_name=self.metric_name or "metric",
             scale=self.scale, size=min(self.size, 56) if preview else self.size,
             cmap=self.cmap, title=self.title,
         )

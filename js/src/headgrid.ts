@@ -1,7 +1,7 @@
 // HeadGrid: every layer × head attention map as a thumbnail ("L-H", 1-indexed), an optional
 // per-head metric drawn as a coloured bar under each thumbnail, click to select a head.
 
-import { paintTile, resampleMax } from "./lib/atlas";
+import { paintThumb, resampleRanges } from "./lib/atlas";
 import { FONT_SMALL, INK, localPoint, MUTED, sizeCanvas } from "./lib/canvas";
 import { lut, lutColor, METRIC_DEFAULT, SEQUENTIAL_DEFAULT, seqIndex } from "./lib/colors";
 import { decodeF32, decodeU8 } from "./lib/decode";
@@ -59,9 +59,14 @@ function render({ model, el }: RenderProps) {
   const title = h("div", "attnkit-title");
   const status = h("div", "attnkit-status");
   header.append(title, status);
+  // The canvas holds thumbnails and labels (drawn once per data or size change); hover and
+  // selection rings are positioned elements on top, so pointer moves never repaint it.
   const stage = h("div", "attnkit-stage");
   const canvas = h("canvas", "attnkit-canvas");
-  stage.appendChild(canvas);
+  const hoverRing = h("div", "attnkit-ring attnkit-ring-hover");
+  const selRing = h("div", "attnkit-ring attnkit-ring-selected");
+  const selLabel = h("div", "attnkit-ring-label");
+  stage.append(canvas, hoverRing, selRing, selLabel);
   const tip = new Tooltip(stage);
   const hint = h("div", "attnkit-hint", "Click a head to select it \u00b7 labels are layer-head, counted from 1");
   root.append(header, stage, hint);
@@ -97,42 +102,26 @@ function render({ model, el }: RenderProps) {
     status.textContent = sel ? `selected ${headLabel(sel[0], sel[1])}` : "no head selected";
   };
 
-  // The thumbnails in device pixels, painted once per data/layout change into an offscreen
-  // canvas that every hover redraw copies 1:1.
-  let base: HTMLCanvasElement | null = null;
-  const paintBase = () => {
-    const g = grid;
-    const dpr = canvas.width / g.width;
-    const off = document.createElement("canvas");
-    off.width = canvas.width;
-    off.height = canvas.height;
-    const octx = off.getContext("2d")!;
-    const s = Math.max(1, Math.round(g.cell * dpr));
-    const img = octx.createImageData(s, s);
-    const px = new Uint32Array(img.data.buffer);
-    const tile = new Uint8Array(s * s);
-    const per = data.t * data.t;
-    for (let l = 0; l < data.layers; l++) {
-      for (let hd = 0; hd < data.heads; hd++) {
-        resampleMax(data.codes, (l * data.heads + hd) * per, data.t, s, tile);
-        paintTile(tile, data.lut32, px);
-        const [x, y] = cellOrigin(g, l, hd);
-        octx.putImageData(img, Math.round(x * dpr), Math.round(y * dpr));
-      }
-    }
-    base = off;
-  };
-
-  const draw = () => {
+  const drawBase = () => {
     const g = grid;
     const ctx = sizeCanvas(canvas, g.width, g.height);
     const dpr = canvas.width / g.width;
-    if (!base || base.width !== canvas.width || base.height !== canvas.height) paintBase();
-    performance.mark("attnkit:headgrid:painted");
     ctx.clearRect(0, 0, g.width, g.height);
-    ctx.drawImage(base!, 0, 0, g.width, g.height);
-    performance.mark("attnkit:headgrid:put");
-    const sel = selectedPair(model.get("selected"));
+
+    // Thumbnails, straight into device pixels.
+    const s = Math.max(1, Math.round(g.cell * dpr));
+    const img = ctx.createImageData(s, s);
+    const px = new Uint32Array(img.data.buffer);
+    const ranges = resampleRanges(data.t, s);
+    const per = data.t * data.t;
+    for (let l = 0; l < data.layers; l++) {
+      for (let hd = 0; hd < data.heads; hd++) {
+        paintThumb(data.codes, (l * data.heads + hd) * per, data.t, s, data.lut32, px, ranges);
+        const [x, y] = cellOrigin(g, l, hd);
+        ctx.putImageData(img, Math.round(x * dpr), Math.round(y * dpr));
+      }
+    }
+    performance.mark("attnkit:headgrid:painted");
 
     // Column and row numbers.
     ctx.font = FONT_SMALL;
@@ -169,37 +158,72 @@ function render({ model, el }: RenderProps) {
       colorBarH(ctx, data.metricCmap, g.left + 40, 20, 120, 9, lo, hi, data.metricName);
     }
 
-    // Thumbnails.
+    // Frames, metric bars, "L-H" labels.
+    ctx.strokeStyle = "#d0d0d0";
+    ctx.lineWidth = 1;
+    ctx.beginPath();
     for (let r = 0; r < data.layers; r++) {
       for (let c = 0; c < data.heads; c++) {
         const [x, y] = cellOrigin(g, r, c);
-        ctx.strokeStyle = "#d0d0d0";
-        ctx.lineWidth = 1;
-        ctx.strokeRect(x - 0.5, y - 0.5, g.cell + 1, g.cell + 1);
+        ctx.rect(x - 0.5, y - 0.5, g.cell + 1, g.cell + 1);
+      }
+    }
+    ctx.stroke();
+    ctx.font = FONT_SMALL;
+    ctx.fillStyle = INK;
+    ctx.textAlign = "left";
+    ctx.textBaseline = "top";
+    for (let r = 0; r < data.layers; r++) {
+      for (let c = 0; c < data.heads; c++) {
+        const [x, y] = cellOrigin(g, r, c);
         let ly = y + g.cell + 2;
         if (data.metric) {
           const v = data.metric[r * data.heads + c];
           const k = seqIndex(v, data.metricRange[0], data.metricRange[1]);
           ctx.fillStyle = k < 0 ? "#eee" : lutColor(data.metricCmap, k);
           ctx.fillRect(x, ly, g.cell, 5);
+          ctx.fillStyle = INK;
           ly += 6;
         }
-        const isSel = sel !== null && sel[0] === r && sel[1] === c;
-        const isHover = hover !== null && hover[0] === r && hover[1] === c;
-        ctx.font = isSel ? `bold ${FONT_SMALL}` : FONT_SMALL;
-        ctx.fillStyle = isSel ? "#b35a00" : INK;
-        ctx.textAlign = "left";
-        ctx.textBaseline = "top";
         ctx.fillText(headLabel(r, c), x, ly);
-        if (isSel || isHover) {
-          ctx.strokeStyle = isSel ? "#e07000" : "#555";
-          ctx.lineWidth = isSel ? 3 : 1.5;
-          const o = isSel ? 2.5 : 1.5;
-          ctx.strokeRect(x - o, y - o, g.cell + 2 * o, g.cell + 2 * o);
-        }
       }
     }
+    baseDrawn = true;
+  };
+
+  const place = (el: HTMLElement, p: [number, number] | null, pad: number) => {
+    if (!p) {
+      el.style.display = "none";
+      return;
+    }
+    const [x, y] = cellOrigin(grid, p[0], p[1]);
+    el.style.display = "block";
+    el.style.left = `${x - pad}px`;
+    el.style.top = `${y - pad}px`;
+    el.style.width = `${grid.cell + 2 * pad}px`;
+    el.style.height = `${grid.cell + 2 * pad}px`;
+  };
+  const drawOverlay = () => {
+    const sel = selectedPair(model.get("selected"));
+    const sameAsSel = hover && sel && hover[0] === sel[0] && hover[1] === sel[1];
+    place(hoverRing, sameAsSel ? null : hover, 2);
+    place(selRing, sel, 4);
+    if (sel) {
+      const [x, y] = cellOrigin(grid, sel[0], sel[1]);
+      selLabel.style.display = "block";
+      selLabel.style.left = `${x}px`;
+      selLabel.style.top = `${y + grid.cell + 2 + (data.metric ? 6 : 0)}px`;
+      selLabel.textContent = headLabel(sel[0], sel[1]);
+    } else {
+      selLabel.style.display = "none";
+    }
     canvas.style.cursor = hover ? "pointer" : "";
+  };
+
+  let baseDrawn = false;
+  const draw = () => {
+    if (!baseDrawn) drawBase();
+    drawOverlay();
     markDrawn(root, t0);
     performance.mark("attnkit:headgrid:drawn");
   };
@@ -247,14 +271,14 @@ function render({ model, el }: RenderProps) {
   const reload = coalesce(() => {
     load();
     layout();
-    base = null;
+    baseDrawn = false;
     hover = null;
     redraw();
   });
   const offData = onChange(model, ["thumbs", "n_layers", "n_heads", "size", "head_max", "metric", "metric_name", "metric_cmap", "cmap", "scale", "title"], reload);
   const onSel = () => { updateStatus(); redraw(); };
   model.on("change:selected", onSel);
-  const offWidth = watchWidth(el, () => { layout(); base = null; redraw(); });
+  const offWidth = watchWidth(el, () => { layout(); baseDrawn = false; redraw(); });
 
   load();
   layout();

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { paintTile, resampleMax, resampleRanges } from "../src/lib/atlas";
+import { paintThumb, resampleRanges } from "../src/lib/atlas";
 import { displayToken, formatValue, headLabel, labelStride, truncate } from "../src/lib/labels";
 import { cellOrigin, finiteRange, gridHit, gridLayout } from "../src/lib/layout";
 import { fitEqual, nearest, toScreen } from "../src/lib/scatter";
@@ -86,26 +86,35 @@ describe("thumbnail resampling", () => {
     expect(Array.from(up.start)).toEqual([0, 0, 1, 1]);
   });
 
+  // An identity table makes the painted pixels equal to the codes.
+  const identity = new Uint32Array(256).map((_, i) => i);
+  const paint = (codes: Uint8Array, offset: number, t: number, s: number) => {
+    const out = new Uint32Array(s * s);
+    paintThumb(codes, offset, t, s, identity, out, resampleRanges(t, s));
+    return Array.from(out);
+  };
+
   it("keeps a thin off-diagonal line when shrinking (block maximum)", () => {
     // 8×8 previous-token pattern: (i, i-1) = 255. Nearest sampling at 4×4 would lose it.
     const t = 8, s = 4;
     const codes = new Uint8Array(t * t);
     for (let i = 1; i < t; i++) codes[i * t + i - 1] = 255;
-    const out = resampleMax(codes, 0, t, s);
+    const out = paint(codes, 0, t, s);
     for (let i = 0; i < s; i++) expect(out[i * s + i]).toBe(255);
     expect(out[0 * s + 3]).toBe(0);
+    expect(out.filter((v) => v === 255).length).toBe(7); // 4 blocks on the diagonal, 3 just below it
   });
 
-  it("repeats cells when enlarging", () => {
+  it("repeats cells when enlarging, reading from the thumbnail's offset", () => {
     const codes = new Uint8Array([9, 1, 2, 3, 4]); // offset 1: a 2×2 map [1 2; 3 4]
-    expect(Array.from(resampleMax(codes, 1, 2, 4))).toEqual([1, 1, 2, 2, 1, 1, 2, 2, 3, 3, 4, 4, 3, 3, 4, 4]);
+    expect(paint(codes, 1, 2, 4)).toEqual([1, 1, 2, 2, 1, 1, 2, 2, 3, 3, 4, 4, 3, 3, 4, 4]);
   });
 
-  it("paints a tile through a 32-bit LUT", () => {
+  it("looks colours up in the 32-bit table", () => {
     const lut32 = new Uint32Array(256).map((_, i) => i + 1000);
-    const out = new Uint32Array(3);
-    paintTile(new Uint8Array([0, 5, 255]), lut32, out);
-    expect(Array.from(out)).toEqual([1000, 1005, 1255]);
+    const out = new Uint32Array(4);
+    paintThumb(new Uint8Array([0, 5, 255, 7]), 0, 2, 2, lut32, out, resampleRanges(2, 2));
+    expect(Array.from(out)).toEqual([1000, 1005, 1255, 1007]);
   });
 });
 
