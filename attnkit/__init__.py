@@ -1,8 +1,24 @@
 """attnkit: look inside the attention of transformer language models from a notebook."""
 
 from . import errors
+from .analysis import head_stats
 from .attention import Attention
+from .corpus import AttentionSet, extract
+from .data import Sentence, Treebank, read_conllu
+from .model import Model, load
 
 __version__ = "0.1.0"
 
-__all__ = ["Attention", "errors", "__version__"]
+__all__ = [
+    "Attention",
+    "AttentionSet",
+    "Model",
+    "Sentence",
+    "Treebank",
+    "errors",
+    "extract",
+    "head_stats",
+    "load",
+    "read_conllu",
+    "__version__",
+]
