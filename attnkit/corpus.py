@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import time
 import warnings
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -198,7 +199,8 @@ def _read_records(path: Path) -> list[_Record]:
 
 
 def _atomic_write(path: Path, write) -> None:
-    tmp = path.with_name(path.name + ".tmp")
+    # A per-process name keeps two runs filling the same store from clobbering each other.
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     with open(tmp, "wb") as fh:
         write(fh)
         fh.flush()
@@ -293,7 +295,8 @@ def extract(
         if old is None:
             _atomic_write(path / _MANIFEST, lambda fh: fh.write(json.dumps(info, indent=1).encode()))
         for f in (path / "batches").glob("*.tmp"):
-            f.unlink()
+            if time.time() - f.stat().st_mtime > 600:  # left by an interrupted run
+                f.unlink(missing_ok=True)
         records = _read_records(path)
         done = {r.batch for r in records}
     mem_maps: dict[int, np.ndarray] | None = {} if path is None else None

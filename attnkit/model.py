@@ -283,18 +283,19 @@ class Model:
         # Byte-level BPE tokenizers (GPT-2, RoBERTa) take pre-split words only with a
         # prefix space; build that variant once.
         if self._prefix_tok is None:
-            from transformers import AutoTokenizer
+            import copy
 
-            try:
-                self._prefix_tok = AutoTokenizer.from_pretrained(
-                    self.tokenizer.name_or_path, add_prefix_space=True, local_files_only=True
+            from tokenizers import pre_tokenizers
+
+            tok = copy.deepcopy(self.tokenizer)
+            backend = tok.backend_tokenizer
+            pre = backend.pre_tokenizer
+            if isinstance(pre, pre_tokenizers.ByteLevel):
+                backend.pre_tokenizer = pre_tokenizers.ByteLevel(
+                    add_prefix_space=True, use_regex=True
                 )
-            except (OSError, ValueError):
-                self._prefix_tok = type(self.tokenizer)(
-                    tokenizer_object=self.tokenizer.backend_tokenizer, add_prefix_space=True,
-                    **{k: v for k, v in self.tokenizer.special_tokens_map.items()
-                       if isinstance(v, str)},
-                )
+            tok.add_prefix_space = True
+            self._prefix_tok = tok
         return self._prefix_tok
 
     def _special_role(self, token: str, pos: int) -> str:
@@ -320,7 +321,7 @@ class Model:
         for s, text in enumerate(parts):
             keys = sorted(k for k in spans if k[0] == s)
             offset[s] = len(words)
-            words.extend(text[spans[k][0]:spans[k][1]] for k in keys)
+            words.extend(text[spans[k][0]:spans[k][1]].strip() for k in keys)
         return words, offset
 
     # ------------------------------------------------------------ forward
