@@ -1,0 +1,90 @@
+"""The ``attnkit`` command: ``analyze`` (Clark et al. tables and figures) and friends."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Sequence
+
+from .errors import AttnkitError
+
+
+def _say(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def _treebank_path(arg: str | None, split: str) -> tuple[Path, bool]:
+    """(CoNLL-U file, is_fallback). A folder is searched for ``*-ud-<split>.conllu``."""
+    from .data import find_data, sample_treebank
+    from .errors import DataNotFoundError
+
+    if arg:
+        p = Path(arg)
+        if p.is_dir():
+            hits = sorted(p.glob(f"*-ud-{split}.conllu"))
+            if not hits:
+                raise DataNotFoundError(f"No *-ud-{split}.conllu file in {p}.")
+            return hits[0], False
+        return p, False
+    try:
+        return find_data(f"ud-english-ewt/en_ewt-ud-{split}.conllu"), False
+    except DataNotFoundError as exc:
+        _say(f"note: {exc}\nnote: falling back to attnkit's 12 bundled sample sentences.")
+        return sample_treebank(), True
+
+
+def cmd_analyze(args: argparse.Namespace) -> int:
+    import attnkit as ak
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    path, fallback = _treebank_path(args.treebank, args.split)
+    t0 = time.time()
+    _say(f"model {args.model}; treebank {path}")
+    model = ak.load(args.model)
+    tb = ak.read_conllu(path, limit=args.limit)
+    store = None if args.no_store else out / "store" / f"{path.stem}"
+    sset = ak.extract(model, tb, batch_size=args.batch_size, level="word", store=store)
+    stats = ak.head_stats(sset)
+    stats.to_csv(out / "head_stats.csv", float_format="%.5f")
+    _say(f"wrote {out / 'head_stats.csv'} ({len(sset)} sentences)")
+    from . import plot
+
+    for name, fig in plot.head_stats_figures(stats).items():
+        fig.savefig(out / f"{name}.png", dpi=120, bbox_inches="tight")
+        _say(f"wrote {out / (name + '.png')}")
+    if fallback:
+        _say("For the full analysis get UD English EWT (https://universaldependencies.org) and "
+             "pass --treebank or set ATTNKIT_DATA.")
+    _say(f"done in {time.time() - t0:.0f} s")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="attnkit", description=__doc__)
+    sub = p.add_subparsers(dest="command", required=True)
+    a = sub.add_parser("analyze", help="head statistics and Clark et al. analyses on a treebank")
+    a.add_argument("--model", default="minilm", help="'minilm' (bundled), HF id or folder")
+    a.add_argument("--treebank", help="CoNLL-U file or UD folder (default: EWT from the data folder)")
+    a.add_argument("--split", default="dev", help="split to analyse when --treebank is a folder")
+    a.add_argument("--out", default="reports/analysis", help="output folder")
+    a.add_argument("--limit", type=int, default=None, help="only the first N sentences")
+    a.add_argument("--batch-size", type=int, default=32)
+    a.add_argument("--no-store", action="store_true", help="keep attention in memory only")
+    a.set_defaults(func=cmd_analyze)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except AttnkitError as exc:
+        _say(f"attnkit: error: {exc}")
+        return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
