@@ -43,8 +43,8 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     path, fallback = _treebank_path(args.treebank, args.split)
     t0 = time.time()
     _say(f"model {args.model}; treebank {path}")
-    model = ak.load(args.model)
     tb = ak.read_conllu(path, limit=args.limit)
+    model = ak.load(args.model)
     store = None if args.no_store else out / "store" / f"{path.stem}"
     sset = ak.extract(model, tb, batch_size=args.batch_size, level="word", store=store)
     stats = ak.head_stats(sset)
