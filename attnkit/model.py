@@ -278,22 +278,20 @@ class Model:
                         list(type_ids) if type_ids is not None else None, truncated, meta)
 
     def _tokenizer_for(self, split: bool):
-        if not split or getattr(self.tokenizer, "add_prefix_space", None) is not False:
+        """The tokenizer for pre-split words: byte-level BPE tokenizers (GPT-2, RoBERTa)
+        take them only with a prefix space, so a variant with one is built once."""
+        from tokenizers import pre_tokenizers
+
+        pre = self.tokenizer.backend_tokenizer.pre_tokenizer
+        if not split or not isinstance(pre, pre_tokenizers.ByteLevel) or pre.add_prefix_space:
             return self.tokenizer
-        # Byte-level BPE tokenizers (GPT-2, RoBERTa) take pre-split words only with a
-        # prefix space; build that variant once.
         if self._prefix_tok is None:
             import copy
 
-            from tokenizers import pre_tokenizers
-
             tok = copy.deepcopy(self.tokenizer)
-            backend = tok.backend_tokenizer
-            pre = backend.pre_tokenizer
-            if isinstance(pre, pre_tokenizers.ByteLevel):
-                backend.pre_tokenizer = pre_tokenizers.ByteLevel(
-                    add_prefix_space=True, use_regex=True
-                )
+            tok.backend_tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(
+                add_prefix_space=True, use_regex=pre.use_regex
+            )
             tok.add_prefix_space = True
             self._prefix_tok = tok
         return self._prefix_tok
@@ -354,8 +352,9 @@ class Model:
                 "attn_implementation='eager' (SDPA and flash attention return none); load the "
                 "model with attnkit.load or call hf_model.set_attn_implementation('eager')."
             )
-        stacked = torch.stack(atts, dim=1).float().numpy()  # [B, L, H, T, T]
-        maps = [np.ascontiguousarray(stacked[i, :, :, :n, :n]) for i, n in enumerate(lengths)]
+        # per item [L, H, n, n]: one copy of the unpadded block, no padded [B, L, H, T, T] stack
+        maps = [torch.stack([a[i, :, :n, :n] for a in atts]).float().numpy()
+                for i, n in enumerate(lengths)]
         embs = None
         if embeddings:
             with torch.inference_mode():
