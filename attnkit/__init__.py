@@ -1,10 +1,10 @@
 """attnkit: look inside the attention of transformer language models from a notebook."""
 
 from . import errors
-from .analysis import head_stats
+from .analysis import coref_heads, head_stats
 from .attention import Attention
 from .corpus import AttentionSet, extract
-from .data import Sentence, Treebank, read_conllu
+from .data import Sentence, Treebank, read_conllu, read_coref
 from .model import Model, load
 
 __version__ = "0.1.0"
@@ -15,10 +15,12 @@ __all__ = [
     "Model",
     "Sentence",
     "Treebank",
+    "coref_heads",
     "errors",
     "extract",
     "head_stats",
     "load",
     "read_conllu",
+    "read_coref",
     "__version__",
 ]
