@@ -13,6 +13,8 @@ kept, as in the paper.
 
 from __future__ import annotations
 
+import gc
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Iterable
 
@@ -60,14 +62,39 @@ def attention_graph(
                          "attention > threshold, and attention weights are at most 1.")
     allowed, heads_list = _allowed_heads(heads, n_layers, n_heads)
     sources = resolve_source(att, source)
+    with _gc_paused():
+        return _trace(att, float(threshold), allowed, heads_list, sources)
+
+
+@contextmanager
+def _gc_paused():
+    """Pause the cyclic garbage collector while a graph is built.
+
+    Building thousands of small dicts and lists triggers full collections, each of which
+    walks every object of the process (with torch and transformers loaded, millions): it
+    made graph building 3-5x slower. The graph has no cycles to collect, and the previous
+    state is restored on exit.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _trace(att, threshold, allowed, heads_list, sources) -> nx.DiGraph:
+    maps = att.maps
+    n_layers, n_heads, n, _ = maps.shape
 
     g = nx.DiGraph(tokens=list(att.tokens), roles=[str(r) for r in att.roles],
                    n_layers=n_layers, n_heads=n_heads,
-                   source=sources, threshold=float(threshold), heads=heads_list)
+                   source=sources, threshold=threshold, heads=heads_list)
     frontier: dict[int, set[int]] = {}
     for level, pos in sources:
         frontier.setdefault(level, set()).add(pos)
-        _add_node(g, att, level, pos)
+        g.add_node((level, pos), **_node_attrs(att, level, pos))
     for level in range(n_layers, 0, -1):
         rows = np.array(sorted(frontier.get(level, ())), dtype=np.int64)
         head_ids = np.flatnonzero(allowed[level - 1])
@@ -79,19 +106,25 @@ def attention_graph(
         r_idx, k_idx, h_idx = np.nonzero(hit.transpose(1, 2, 0))
         if r_idx.size == 0:
             continue
-        w = block[h_idx, r_idx, k_idx]
+        w = block[h_idx, r_idx, k_idx].astype(np.float64)
         pair = r_idx * n + k_idx
         starts = np.flatnonzero(np.r_[True, pair[1:] != pair[:-1]])
-        ends = np.r_[starts[1:], len(pair)]
+        bounds = list(zip(starts.tolist(), np.r_[starts[1:], len(pair)].tolist()))
+        # bulk conversion to Python lists, then slicing: far faster than per-edge numpy
+        hs_all = head_ids[h_idx].tolist()
+        w_all = w.tolist()
+        w_max = np.maximum.reduceat(w, starts).tolist()
+        qs = rows[r_idx[starts]].tolist()
+        ks = k_idx[starts].tolist()
         below = frontier.setdefault(level - 1, set())
-        for a, b in zip(starts, ends):
-            q, k = int(rows[r_idx[a]]), int(k_idx[a])
-            if k not in below:
-                below.add(k)
-                _add_node(g, att, level - 1, k)
-            hs = [int(h) for h in head_ids[h_idx[a:b]]]
-            ws = [float(x) for x in w[a:b]]
-            g.add_edge((level, q), (level - 1, k), heads=hs, weights=ws, weight=max(ws))
+        new = sorted(set(ks) - below)
+        below.update(new)
+        g.add_nodes_from(((level - 1, k), _node_attrs(att, level - 1, k)) for k in new)
+        g.add_edges_from(
+            ((level, q), (level - 1, k),
+             {"heads": hs_all[a:b], "weights": w_all[a:b], "weight": wm})
+            for q, k, (a, b), wm in zip(qs, ks, bounds, w_max)
+        )
     return g
 
 
@@ -142,9 +175,9 @@ def _allowed_heads(heads, n_layers: int, n_heads: int):
     return allowed, pairs
 
 
-def _add_node(g: nx.DiGraph, att: Attention, level: int, pos: int) -> None:
-    g.add_node((level, pos), level=level, position=pos, token=att.tokens[pos],
-               role=str(att.roles[pos]))
+def _node_attrs(att: Attention, level: int, pos: int) -> dict:
+    return {"level": level, "position": pos, "token": att.tokens[pos],
+            "role": str(att.roles[pos])}
 
 
 def _as_node(g: nx.DiGraph, item) -> Node:

@@ -44,14 +44,17 @@ def _edge_style(g, color_by_model: bool):
         segs_key.append((u, v))
         w = float(d.get("weight", 1.0))
         colors.append(MODEL_COLORS[d["model"]] if color_by_model else SINGLE_COLOR)
-        widths.append(0.6 + 2.4 * w)
-        alphas.append(0.35 + 0.6 * w)
+        widths.append(0.4 + 1.8 * w)
+        alphas.append(0.3 + 0.6 * w)
     return segs_key, colors, widths, alphas
 
 
-def _draw(g, ax, pos_of, color_by_model: bool):
+def _draw(g, ax, pos_of, color_by_model: bool, path_of=None):
     keys, colors, widths, alphas = _edge_style(g, color_by_model)
-    segs = [(pos_of(u), pos_of(v)) for u, v in keys]
+    if path_of is None:
+        segs = [(pos_of(u), pos_of(v)) for u, v in keys]
+    else:
+        segs = [path_of(u, v) for u, v in keys]
     rgba = [(*plt.matplotlib.colors.to_rgb(c), a) for c, a in zip(colors, alphas)]
     lines = LineCollection(segs, colors=rgba, linewidths=widths, zorder=1)
     lines.set_gid("flow-edges")
@@ -68,13 +71,13 @@ def _draw(g, ax, pos_of, color_by_model: bool):
     return lines
 
 
-def _legend(ax, g, color_by_model: bool):
+def _legend(ax, g, color_by_model: bool, loc: str = "upper right"):
     if color_by_model:
         a, b = g.graph.get("models", ("a", "b"))
         labels = {"both": "both models", "a": f"only {a}", "b": f"only {b}"}
         handles = [Line2D([], [], color=MODEL_COLORS[k], lw=2, label=labels[k])
                    for k in ("both", "a", "b")]
-        ax.legend(handles=handles, loc="upper right", fontsize=8, frameon=False)
+        ax.legend(handles=handles, loc=loc, fontsize=8, frameon=False)
 
 
 def plot_flow_graph(g: nx.DiGraph, ax=None, title: str | None = None):
@@ -99,19 +102,35 @@ def plot_flow_graph(g: nx.DiGraph, ax=None, title: str | None = None):
     return fig
 
 
+def _polar(level: int, pos: int, n_layers: int, n: int) -> tuple[float, float]:
+    return 1.0 + (n_layers - level), np.pi / 2 - 2 * np.pi * pos / max(n, 1)
+
+
 def radial_positions(g: nx.DiGraph) -> dict:
     """Node -> (x, y) of the radial layout: one ring per level, the source's level on the
-    innermost ring and the input tokens on the outermost; positions go clockwise from the
-    top."""
+    innermost ring (radius 1) and the input tokens on the outermost (radius L + 1);
+    positions go clockwise from the top."""
     n_layers, tokens = _check_graph(g)
-    n = max(len(tokens), 1)
     out = {}
-    for v in g.nodes:
-        level, pos = v
-        r = 1.0 + (n_layers - level)
-        theta = np.pi / 2 - 2 * np.pi * pos / n
-        out[v] = (r * np.cos(theta), r * np.sin(theta))
+    for level, pos in g.nodes:
+        r, theta = _polar(level, pos, n_layers, len(tokens))
+        out[(level, pos)] = (r * np.cos(theta), r * np.sin(theta))
     return out
+
+
+def _radial_path(n_layers: int, n: int, steps: int = 12):
+    """An edge between adjacent rings as a spiral arc (radius and angle interpolated along
+    the shorter way round), so it stays between its two rings instead of cutting across."""
+    t = np.linspace(0.0, 1.0, steps)
+
+    def path(u, v):
+        r1, a1 = _polar(*u, n_layers, n)
+        r2, a2 = _polar(*v, n_layers, n)
+        da = (a2 - a1 + np.pi) % (2 * np.pi) - np.pi
+        r, a = r1 + t * (r2 - r1), a1 + t * da
+        return np.column_stack([r * np.cos(a), r * np.sin(a)])
+
+    return path
 
 
 def plot_flow_radial(g: nx.DiGraph, ax=None, title: str | None = None):
@@ -127,7 +146,7 @@ def plot_flow_radial(g: nx.DiGraph, ax=None, title: str | None = None):
         ring = plt.Circle((0, 0), 1.0 + (n_layers - level), fill=False, lw=0.4,
                           color="#dddddd", zorder=0)
         ax.add_patch(ring)
-    _draw(g, ax, lambda v: xy[v], by_model)
+    _draw(g, ax, lambda v: xy[v], by_model, path_of=_radial_path(n_layers, n))
     r_out = 1.0 + n_layers + 0.25
     for pos, tok in enumerate(tokens):
         theta = np.pi / 2 - 2 * np.pi * pos / max(n, 1)
@@ -141,7 +160,7 @@ def plot_flow_radial(g: nx.DiGraph, ax=None, title: str | None = None):
     ax.set_ylim(-lim, lim)
     ax.set_aspect("equal")
     ax.axis("off")
-    _legend(ax, g, by_model)
+    _legend(ax, g, by_model, loc="lower right")
     ax.set_title(title or "attention graph, radial (centre = last layer, outside = input)")
     return fig
 
