@@ -134,3 +134,45 @@ def test_compare_sets():
         compare_sets([att_a(), att_a()], [att_a(), other])
     with pytest.raises(EmptyInputError, match="1 and 2"):
         compare_sets([att_a()], [att_a(), att_b()])
+
+
+PAIRS = [("The cat sat on the mat.", "A cat sat on the mat."),
+         ("She reads the new book.", "She has written three letters."),
+         ("We did n't see the movie.", "Mary gave John a red apple yesterday!")]
+
+
+def test_flow_summary_over_an_attention_set(tiny_bert):
+    import attnkit as ak
+    from attnkit.flow import attention_graph, head_edge_counts
+
+    sset = ak.extract(tiny_bert, PAIRS, level="token", progress=False)
+    s = flow_summary(sset, threshold=0.1)
+    assert s.n_inputs == len(PAIRS)
+    assert len(s.heads) == tiny_bert.n_layers * tiny_bert.n_heads
+    counts = np.stack([head_edge_counts(attention_graph(a, 0.1)) for a in sset])
+    assert s.heads["edges_mean"].to_numpy() == pytest.approx(counts.mean(0).ravel())
+    assert s.per_input["n"].tolist() == [len(a) for a in sset]
+    # shares of the influence over the categories add up to 1 for every input
+    present = s.categories["share_mean"].fillna(0)
+    assert present.sum() == pytest.approx(1.0)
+    same = compare_sets(sset, sset, threshold=0.1)
+    assert same.heads["jsd_mean"].max() == pytest.approx(0.0, abs=1e-9)
+    assert (same.categories["delta_mean"].fillna(0) == 0).all()
+
+
+@pytest.mark.realmodel
+def test_bundled_model_compare_and_mismatch(minilm):
+    a = minilm.attend("The cat sat on the mat.")
+    same = compare(a, minilm.attend("The cat sat on the mat."), threshold=0.1)
+    assert same.heads["jsd"].max() == pytest.approx(0.0, abs=1e-6)
+    assert set(nx_models(same.union)) == {"both"}
+    assert same.graph_a.graph["source"] == [(minilm.n_layers, 0)]
+    with pytest.raises(TokenizationMismatchError) as err:
+        compare(a, minilm.attend("The cat sat on the rug."))
+    msg = str(err.value)
+    assert "position 6: 'mat'" in msg and "vs 'rug'" in msg and "position 5" not in msg
+
+
+def nx_models(g):
+    return [d["model"] for _, _, d in g.edges(data=True)] + [d["model"] for _, d in
+                                                              g.nodes(data=True)]

@@ -1,7 +1,8 @@
 """Token influence on an attention graph (DeRose, Wang & Berger 2020, §4.2).
 
-Our reading of the paper, stated exactly (the paper gives the idea in prose and a figure;
-this is the formula implemented here):
+Our reading of §4.2 ("head counts propagated backward from the source, averaged over
+layers with exponential down-weighting of earlier layers"), written out as the exact
+formula implemented here:
 
 * Head counts. For attention layer ``l`` (1..L; its edges join level ``l`` to level
   ``l - 1``) and position ``w``, ``c_l(w)`` is the number of *(query node, head)* pairs of

@@ -56,7 +56,7 @@ _MAX_ENTRIES = 3_000_000  # CSR entries per union graph (memory ~ 100 bytes per 
 
 def attention_flow(
     att: Attention,
-    sources: int | Iterable[int] | None = None,
+    sources: int | Iterable[int] | str | None = None,
     residual: float = 0.5,
     rtol: float = 1e-11,
     return_bounds: bool = False,
@@ -66,23 +66,34 @@ def attention_flow(
     Parameters
     ----------
     att : the :class:`~attnkit.Attention` of one input (maps ``[L, H, n, n]``).
-    sources : position(s) at the last level (the output of the last layer) the flow starts
-        from; ``None`` means every position. An int gives a 1-D result.
+    sources : where the flow starts, at the last level (the output of the last layer).
+        ``None``: the default source of :func:`~attnkit.flow.attention_graph` (the first
+        [CLS], or the last token of a causal model or an input without [CLS]); an int: that
+        position; a list of ints: those positions; ``"all"``: every position.
     residual : weight of the identity in ``Â = (1 - residual) A + residual I``.
     rtol : relative size of the certified gap at which the refinement stops.
     return_bounds : also return the certified upper bounds.
 
     Returns
     -------
-    float64 ``[len(sources), n]`` (or ``[n]`` for an int source): entry ``[i, k]`` is the
-    max-flow value from node ``(L, sources[i])`` to input token ``(0, k)`` through the
-    network of :func:`flow_network`. Values are not normalised (each lies in ``[0, 1]``;
-    a source's row does not sum to 1). With ``return_bounds=True``, a pair
-    ``(values, upper)`` where ``values <= true max flow <= upper``.
+    float64 ``[n]`` for ``None`` or an int, ``[len(sources), n]`` for a list (``[n, n]`` for
+    ``"all"``): entry ``[i, k]`` is the max-flow value from node ``(L, sources[i])`` to input
+    token ``(0, k)`` through the network of :func:`flow_network`. Values are not
+    normalised (each lies in ``[0, 1]``; a row does not sum to 1). With
+    ``return_bounds=True``, a pair ``(values, upper)`` where
+    ``values <= true max flow <= upper``.
+
+    Cost: one max-flow problem per (source, token) pair; [CLS] alone at 64 tokens and 12
+    layers takes about 3 s on 2 shared CPU cores (docs/benchmarks.md), so ``"all"`` on long
+    inputs takes ``n`` times as long.
     """
     caps = residual_attention(att, residual)
     n = caps.shape[1]
-    single = isinstance(sources, (int, np.integer))
+    single = sources is None or isinstance(sources, (int, np.integer))
+    if sources is None:
+        from .graph import resolve_source
+
+        sources = resolve_source(att)[0][1]
     src = _positions(sources, n)
     s = np.repeat(src, n)
     t = np.tile(np.arange(n), len(src))
@@ -100,7 +111,8 @@ def flow_network(att: Attention, residual: float = 0.5) -> nx.DiGraph:
     Nodes ``(level, position)`` with attributes ``level``, ``position``, ``token``; an edge
     ``(l, q) -> (l - 1, k)`` with attribute ``capacity = Â_l[q, k]`` for every positive
     entry. ``networkx.maximum_flow_value(g, (L, s), (0, k))`` equals
-    ``attention_flow(att, s)[k]``.
+    ``attention_flow(att, s)[k]``. Holds ``(L + 1) n`` nodes and up to ``L n**2`` edges:
+    meant for checking and small inputs.
     """
     caps = residual_attention(att, residual)
     n_layers, n, _ = caps.shape
@@ -156,7 +168,9 @@ def layered_max_flow(caps, sources, sinks, rtol: float = 1e-11, max_rounds: int 
 
 
 def _positions(sources, n: int) -> np.ndarray:
-    if sources is None:
+    if isinstance(sources, str):
+        if sources != "all":
+            raise InputError(f"sources must be None, positions or 'all'; got {sources!r}.")
         return np.arange(n)
     src = np.atleast_1d(np.asarray(sources))
     if src.size == 0:
