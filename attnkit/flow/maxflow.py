@@ -281,8 +281,9 @@ class _Template:
         s = scale[:, None]
         sup = np.floor(gap * scale) + 1  # never saturated: the component's flow <= gap * scale
         data = np.zeros((b, self.n_entries), dtype=np.int32)
-        data[:, self.pos_fwd] = np.floor(np.minimum(c - f, g) * s)
-        data[:, self.pos_bwd] = np.floor(np.minimum(f, g) * s)
+        # values are >= 0, so the truncating cast rounds down
+        data[:, self.pos_fwd] = (np.minimum(c - f, g) * s).astype(np.int32)
+        data[:, self.pos_bwd] = (np.minimum(f, g) * s).astype(np.int32)
         data[:, self.pos_snk] = sup
         ends = np.zeros(b, dtype=np.int32)
         all_data = np.concatenate([sup.astype(np.int32), data.ravel(), ends])
@@ -298,7 +299,8 @@ class _Template:
             flow_data = np.asarray(flow.data)
         comp_flow = flow_data[b:-b].reshape(b, self.n_entries)
         net = comp_flow[:, self.pos_fwd].astype(np.float64)
-        f = np.clip(f + net / s, 0.0, c)
+        f += net / s
+        np.clip(f, 0.0, c, out=f)
         f_all[todo] = f
         # the nodes still reachable from the super-source in the integer residual graph
         resid = (all_data.astype(np.int64) - flow_data) > 0
