@@ -5,6 +5,17 @@ from .analysis import coref_heads, head_stats
 from .attention import Attention
 from .corpus import AttentionSet, extract
 from .data import Sentence, Treebank, read_conllu, read_coref
+from .flow import (
+    attention_flow,
+    attention_graph,
+    compare,
+    compare_sets,
+    flow_summary,
+    influence,
+    paths_between,
+    rollout,
+    subgraph_through,
+)
 from .model import Model, load
 
 __version__ = "0.1.0"
@@ -14,6 +25,15 @@ __all__ = [
     "AttentionSet",
     "Model",
     "Sentence",
+    "attention_flow",
+    "attention_graph",
+    "compare",
+    "compare_sets",
+    "flow_summary",
+    "influence",
+    "paths_between",
+    "rollout",
+    "subgraph_through",
     "Treebank",
     "coref_heads",
     "errors",
