@@ -145,3 +145,39 @@ def test_bad_input(models):
         attention_importance(models["bert"], [])
     with pytest.raises(InputError, match="by"):
         attention_importance(models["bert"], CORPUS[:2], by="token")
+
+
+@pytest.fixture(scope="module")
+def real_model():
+    import os
+
+    import attnkit
+    from attnkit.errors import ModelNotFoundError
+
+    try:
+        return attnkit.load("minilm")
+    except ModelNotFoundError as exc:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"{exc} (required under CI=true)")
+        pytest.skip(str(exc))
+
+
+def test_bundled_model_gradients_match_finite_differences(real_model, monkeypatch):
+    """The bundled sentence-embedding model (loaded the ordinary way) exposes attention
+    that is in its graph: the embedding objective's gradient matches finite differences."""
+    text = "The committee approved the new budget on Tuesday, after a long debate."
+    r = attention_gradients(real_model, text, seed=1)
+    assert r.attention.tokens[0] == "[CLS]" and "[MASK]" in r.attention.tokens
+    module = sys.modules[type(_attention_module(real_model)).__module__]
+    layer = 3
+    g = np.abs(r.grads[layer])
+    h, i, j = np.unravel_index(np.argmax(g), g.shape)
+    eps = 1e-3
+    vals = []
+    for sign in (+1, -1):
+        monkeypatch.setattr(module, "eager_attention_forward",
+                            _perturbing_attention(module, layer, h, i, j, sign * eps))
+        vals.append(attention_gradients(real_model, text, seed=1).value)
+    monkeypatch.undo()
+    fd = (vals[0] - vals[1]) / (2 * eps)
+    assert fd == pytest.approx(r.grads[layer, h, i, j], rel=3e-2, abs=1e-5)

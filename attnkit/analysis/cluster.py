@@ -81,9 +81,8 @@ def head_distances(
     (layer, head) MultiIndex (0-indexed; head ``h`` of layer ``l`` is row ``l*H + h``);
     ``.to_numpy()`` gives the plain array. ``attrs``: ``n_items``, ``n_rows``, ``kind``.
 
-    Cost: ½(L·H)² log evaluations per attention value, i.e. ~2.6 k per value for 72 heads;
-    EWT dev (2,001 sentences at word level) takes a few tens of seconds on one core (see
-    docs/benchmarks.md).
+    Cost: ½(L·H)² logarithms per attention value (2,556 for 72 heads); EWT dev (2,001
+    sentences, word level) takes about 14 s of CPU on one core (docs/benchmarks.md).
     """
     if kind not in ("divergence", "distance"):
         raise InputError(f"kind must be 'divergence' or 'distance', not {kind!r}.")
