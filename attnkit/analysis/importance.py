@@ -32,7 +32,7 @@ Objective = Callable[[Any, dict], Any]
 def _kind(model: Any) -> str:
     """The built-in objective that fits the model's head ("auto")."""
     name = type(model.hf).__name__
-    if name.endswith("ForMaskedLM") or name.endswith("ForPreTraining"):
+    if name.endswith("ForMaskedLM"):
         return "mlm"
     if name.endswith("ForSequenceClassification"):
         return "classification"
