@@ -1,7 +1,14 @@
 """attnkit: look inside the attention of transformer language models from a notebook."""
 
-from . import errors
-from .analysis import coref_heads, head_stats
+from . import errors, plot
+from .analysis import (
+    attention_importance,
+    coref_heads,
+    embed_heads,
+    head_behaviours,
+    head_distances,
+    head_stats,
+)
 from .attention import Attention
 from .corpus import AttentionSet, extract
 from .data import Sentence, Treebank, read_conllu, read_coref
@@ -26,6 +33,10 @@ __all__ = [
     "Model",
     "Sentence",
     "attention_flow",
+    "attention_importance",
+    "embed_heads",
+    "head_behaviours",
+    "head_distances",
     "attention_graph",
     "compare",
     "compare_sets",

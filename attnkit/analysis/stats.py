@@ -49,6 +49,13 @@ def item_stats(att: Attention) -> np.ndarray:
     return out
 
 
+def uniform_row_entropy(att: Attention) -> float:
+    """Mean row entropy (nats) of uniform attention on this input: every row spreads over
+    all ``n`` positions (ln n), or for a causal model over the ``q + 1`` it can see."""
+    n = len(att)
+    return float(np.log(np.arange(1, n + 1)).mean()) if att.causal else float(np.log(n))
+
+
 def head_stats(attentions: Iterable[Attention]) -> pd.DataFrame:
     """Average head behaviour over a corpus.
 
@@ -62,12 +69,16 @@ def head_stats(attentions: Iterable[Attention]) -> pd.DataFrame:
     DataFrame indexed by ``(layer, head)`` (0-indexed) with columns :data:`STAT_COLUMNS`:
     average attention to [CLS], [SEP], punctuation, self, next and previous position, mean
     row entropy and [CLS]-row entropy (nats); each is computed per item, then averaged over
-    items (NaN-aware for ``cls_entropy``). ``n_items`` counts the items.
+    items (NaN-aware for ``cls_entropy``). ``attrs["n_items"]`` counts the items and
+    ``attrs["uniform_entropy"]`` is the mean row entropy uniform attention would have on
+    the same items (the baseline of Clark et al.'s Fig. 4).
     """
     total = None
     count = 0
     cls_count = 0
+    uniform = 0.0
     for att in attentions:
+        uniform += uniform_row_entropy(att)
         s = item_stats(att)
         if total is None:
             total = np.zeros_like(s)
@@ -89,4 +100,5 @@ def head_stats(attentions: Iterable[Attention]) -> pd.DataFrame:
     index = pd.MultiIndex.from_product([range(L), range(H)], names=["layer", "head"])
     df = pd.DataFrame(mean.reshape(L * H, -1), index=index, columns=STAT_COLUMNS)
     df.attrs["n_items"] = count
+    df.attrs["uniform_entropy"] = uniform / count
     return df
