@@ -47,14 +47,12 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     model = ak.load(args.model)
     store = None if args.no_store else out / "store" / f"{path.stem}"
     sset = ak.extract(model, tb, batch_size=args.batch_size, level="word", store=store)
-    stats = ak.head_stats(sset)
-    stats.to_csv(out / "head_stats.csv", float_format="%.5f")
-    _say(f"wrote {out / 'head_stats.csv'} ({len(sset)} sentences)")
-    from . import plot
+    from .pipeline import run_general
 
-    for name, fig in plot.head_stats_figures(stats).items():
-        fig.savefig(out / f"{name}.png", dpi=120, bbox_inches="tight")
-        _say(f"wrote {out / (name + '.png')}")
+    _say("head statistics, clusters and gradient importance ...")
+    sample = list(tb[: args.importance_items])
+    result = run_general(sset, out, model=model, importance_inputs=sample)
+    _say(f"wrote head_stats.csv, head_distances.csv, per_layer.csv and figures under {out}")
     if fallback:
         _say("For the full analysis get UD English EWT (https://universaldependencies.org) and "
              "pass --treebank or set ATTNKIT_DATA.")
@@ -72,6 +70,8 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--out", default="reports/analysis", help="output folder")
     a.add_argument("--limit", type=int, default=None, help="only the first N sentences")
     a.add_argument("--batch-size", type=int, default=32)
+    a.add_argument("--importance-items", type=int, default=100,
+                   help="sentences used for gradient importance (backward passes are slow)")
     a.add_argument("--no-store", action="store_true", help="keep attention in memory only")
     a.set_defaults(func=cmd_analyze)
     return p

@@ -6,5 +6,6 @@ with one call.
 """
 
 from .coref import run_coref
+from .general import run_general, write_general
 
-__all__ = ["run_coref"]
+__all__ = ["run_coref", "run_general", "write_general"]
