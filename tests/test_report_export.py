@@ -12,6 +12,7 @@ import base64
 import json
 import os
 import re
+import sys
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -203,11 +204,15 @@ def test_reexport_without_execute_keeps_provenance(executed, tmp_path):
 
 
 def _failing(tmp_path: Path) -> Path:
-    nb = new_notebook(cells=[
-        new_code_cell("x = 1"),
-        new_code_cell("raise ValueError('boom ' + str(x))"),
-        new_code_cell("print('after')"),
-    ])
+    nb = new_notebook(
+        cells=[
+            new_code_cell("import sys\nx = 1\nprint(sys.executable)"),
+            new_code_cell("raise ValueError('boom ' + str(x))"),
+            new_code_cell("print('after')"),
+        ],
+        # a kernel this machine does not have: the report runs the current Python anyway
+        metadata={"kernelspec": {"name": "no-such-kernel", "display_name": "?", "language": "python"}},
+    )
     path = tmp_path / "failing.ipynb"
     nbformat.write(nb, path)
     return path
@@ -223,6 +228,7 @@ def test_failing_cell_is_named_and_no_report_written(tmp_path):
     assert main(["report", str(path), "-o", str(out), "--execute", "--allow-errors"]) == 0
     html = out.read_text(encoding="utf-8")
     assert "boom 1" in html and "after" in html
+    assert sys.executable in html  # the kernel ran this very interpreter
     assert "not imported by the notebook" in html  # attnkit's version is only claimed when used
 
 

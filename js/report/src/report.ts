@@ -47,17 +47,35 @@ function setState(slot: HTMLElement, state: SlotState): void {
   slot.dataset.attnkitState = state;
 }
 
-/** Hide the fallback as soon as the live view takes up space. */
+/** Keep the fallback and say, as text, why the live view is not there. */
+function showFailure(slot: HTMLElement, why: string): void {
+  setState(slot, "error");
+  const note = document.createElement("div");
+  note.className = "attnkit-report-note";
+  note.textContent = `Live view unavailable (${why}); showing the static image.`;
+  slot.appendChild(note);
+}
+
+/** Hide the fallback as soon as the live view takes up space (unless it drew an error). */
 function swapWhenDrawn(slot: HTMLElement, host: HTMLElement): void {
   const fallback = slot.querySelector<HTMLElement>(":scope > .attnkit-fallback");
   const observer = new ResizeObserver(() => {
     if (host.getBoundingClientRect().height > 0) {
       observer.disconnect();
+      if (host.querySelector(".jupyter-widgets-error-widget")) {
+        host.remove(); // a nested model failed to load: the widget manager already logged why
+        showFailure(slot, "a widget inside it could not be loaded");
+        return;
+      }
       if (fallback) fallback.hidden = true;
       setState(slot, "live");
     }
   });
   observer.observe(host);
+}
+
+function isErrorModel(model: unknown): boolean {
+  return (model as { get(k: string): unknown }).get("_view_name") === "ErrorWidgetView";
 }
 
 async function renderSlot(manager: HTMLManager, models: Map<string, unknown>, slot: HTMLElement): Promise<SlotState> {
@@ -67,6 +85,10 @@ async function renderSlot(manager: HTMLManager, models: Map<string, unknown>, sl
   if (!model) {
     setState(slot, "missing"); // the notebook was not executed with widget state: keep the fallback
     return "missing";
+  }
+  if (isErrorModel(model)) {
+    showFailure(slot, "its widget model could not be loaded");
+    return "error";
   }
   setState(slot, "loading");
   const host = document.createElement("div");
@@ -80,7 +102,7 @@ async function renderSlot(manager: HTMLManager, models: Map<string, unknown>, sl
   } catch (err) {
     console.error(`attnkit report: could not draw widget ${modelId}`, err);
     host.remove();
-    setState(slot, "error");
+    showFailure(slot, "it could not be drawn");
     return "error";
   }
 }
