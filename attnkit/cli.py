@@ -109,8 +109,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--execute", action="store_true",
                    help="run the notebook first, in a fresh kernel of this Python, from the "
                    "notebook's folder; the environment passes through (e.g. ATTNKIT_QUICK=1)")
-    r.add_argument("--timeout", type=int, default=1800,
-                   help="per-cell time limit in seconds when executing (0: none; default 1800)")
+    r.add_argument("--timeout", type=int, default=0,
+                   help="per-cell time limit in seconds when executing (default 0: none)")
     r.add_argument("--allow-errors", action="store_true",
                    help="keep going past failing cells and show their errors in the report")
     r.add_argument("--save-notebook", metavar="PATH", help="also write the executed notebook here")

@@ -36,6 +36,7 @@ import datetime as _dt
 import json
 import os
 import re
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -147,7 +148,7 @@ def _current_python_kernel() -> Any:
     whatever kernel the notebook's metadata names: the report runs in the current venv."""
     from ipykernel.kernelspec import get_kernel_dict
     from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
-    from jupyter_client.manager import KernelManager
+    from jupyter_client.manager import AsyncKernelManager
 
     spec = {k: v for k, v in get_kernel_dict().items() if k in ("argv", "display_name", "language", "metadata")}
 
@@ -155,14 +156,14 @@ def _current_python_kernel() -> Any:
         def get_kernel_spec(self, kernel_name: str) -> KernelSpec:
             return KernelSpec(resource_dir="", **spec)
 
-    return KernelManager(kernel_name="python3", kernel_spec_manager=_CurrentPython())
+    return AsyncKernelManager(kernel_name="python3", kernel_spec_manager=_CurrentPython())
 
 
 def execute_notebook(
     nb: Any,
     *,
     cwd: str | Path | None = None,
-    timeout: int | None = 1800,
+    timeout: int | None = None,
     allow_errors: bool = False,
 ) -> Any:
     """Run every cell of ``nb`` in a fresh kernel of the current Python and return a new,
@@ -205,12 +206,12 @@ def execute_notebook(
         ) from exc
     except CellTimeoutError as exc:
         raise ReportError(
-            f"{_failed_cell(run)} ran longer than {timeout} s; raise the per-cell timeout "
+            f"{_running_cell(run)} ran longer than {timeout} s; raise the per-cell timeout "
             "(--timeout) or run in quick mode (ATTNKIT_QUICK=1)."
         ) from exc
     except DeadKernelError as exc:
         raise ReportError(
-            f"the kernel died while running {_failed_cell(run)} (out of memory?): {exc}"
+            f"the kernel died while running {_running_cell(run)} (out of memory?): {exc}"
         ) from exc
     run.cells.pop()
     record = _probe_record(probe)
@@ -224,9 +225,22 @@ def _failed_cell(nb: Any) -> str:
     for i in range(len(nb.cells) - 1, -1, -1):
         cell = nb.cells[i]
         if cell.cell_type == "code" and any(o.get("output_type") == "error" for o in cell.get("outputs", [])):
-            first = next((ln for ln in cell.source.splitlines() if ln.strip()), "")
-            return f"cell {i + 1} `{first[:60]}`"
+            return _describe(i, cell)
     return "a cell"
+
+
+def _running_cell(nb: Any) -> str:
+    """'cell N `first line`' of the cell that started but never got its reply."""
+    for i, cell in enumerate(nb.cells):
+        timing = cell.get("metadata", {}).get("execution", {})
+        if "iopub.execute_input" in timing and "shell.execute_reply" not in timing:
+            return _describe(i, cell)
+    return "a cell"
+
+
+def _describe(i: int, cell: Any) -> str:
+    first = next((ln for ln in cell.source.splitlines() if ln.strip()), "")
+    return f"cell {i + 1} `{first[:60]}`"
 
 
 def _probe_record(probe: Any) -> dict[str, Any]:
@@ -349,6 +363,26 @@ def _json_for_script(value: Any) -> str:
     )
 
 
+def _check_anywidget_version(nb: Any, bundled: str | None) -> None:
+    """Warn when the notebook's anywidget models come from another minor version than the
+    bundled front end (their protocol may differ; the widgets may not draw)."""
+    if not bundled:
+        return
+    want = ".".join(bundled.split(".")[:2])
+    state = nb.metadata.get("widgets", {}).get(WIDGET_STATE_MIME, {}).get("state", {})
+    for model in state.values():
+        if model.get("model_module") == "anywidget":
+            got = re.sub(r"^[~^]", "", str(model.get("model_module_version", ""))).split(".")
+            if ".".join(got[:2]) != want:
+                warnings.warn(
+                    f"the notebook's widgets were made with anywidget {model.get('model_module_version')}, "
+                    f"the report's front end is anywidget {bundled}; they may not draw. Rebuild "
+                    "js/report against the installed anywidget version.",
+                    stacklevel=3,
+                )
+                return
+
+
 def notebook_to_html(nb: Any, *, name: str = "report") -> str:
     """The offline HTML report of an (executed) notebook, as a string. ``name`` is the page
     title when the notebook's metadata has none."""
@@ -356,6 +390,7 @@ def notebook_to_html(nb: Any, *, name: str = "report") -> str:
 
     js, css = _bundle()
     rec = provenance(nb)
+    _check_anywidget_version(nb, rec["front_end"].get("anywidget"))
     meta = [("generator", f"attnkit {rec['exported_with']}")]
     for key in ("attnkit", "model", "data", "executed"):
         if rec.get(key):
@@ -386,7 +421,7 @@ def write_report(
     out: str | Path,
     *,
     execute: bool = False,
-    timeout: int | None = 1800,
+    timeout: int | None = None,
     allow_errors: bool = False,
     save_notebook: str | Path | None = None,
 ) -> Path:

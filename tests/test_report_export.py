@@ -13,6 +13,7 @@ import json
 import os
 import re
 import sys
+import warnings
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -203,6 +204,19 @@ def test_reexport_without_execute_keeps_provenance(executed, tmp_path):
     assert prov["attnkit"] == attnkit.__version__ and prov["env"] == {"ATTNKIT_QUICK": "1"}
 
 
+def test_anywidget_version_mismatch_warns(executed):
+    _, nb = executed
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # same version: no warning
+        assert "attnkit-slot" in report.notebook_to_html(nb)
+    other = nbformat.from_dict(json.loads(json.dumps(nb)))
+    for m in other.metadata.widgets[STATE]["state"].values():
+        if m["model_module"] == "anywidget":
+            m["model_module_version"] = "~0.99.*"
+    with pytest.warns(UserWarning, match=r"anywidget ~0\.99\.\*"):
+        report.notebook_to_html(other)
+
+
 def _failing(tmp_path: Path) -> Path:
     nb = new_notebook(
         cells=[
@@ -230,6 +244,12 @@ def test_failing_cell_is_named_and_no_report_written(tmp_path):
     assert "boom 1" in html and "after" in html
     assert sys.executable in html  # the kernel ran this very interpreter
     assert "not imported by the notebook" in html  # attnkit's version is only claimed when used
+
+
+def test_cell_timeout_names_the_cell(tmp_path):
+    nb = new_notebook(cells=[new_code_cell("x = 1"), new_code_cell("import time\ntime.sleep(60)"), new_code_cell("y = 2")])
+    with pytest.raises(ReportError, match=r"cell 2 `import time` ran longer than 2 s"):
+        report.execute_notebook(nb, cwd=tmp_path, timeout=2)
 
 
 def test_missing_inputs_raise_clear_errors(tmp_path, monkeypatch):

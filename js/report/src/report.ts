@@ -5,6 +5,7 @@
 //                              <script type="application/vnd.jupyter.widget-view+json"> </div>
 // Each slot shows its static fallback until the live view has drawn something; then the
 // fallback is hidden. Without JavaScript the fallback simply stays.
+// Contract with widgets: <html data-attnkit-kernel="none"> while this renderer runs the page.
 import "./define-shim";
 import "anywidget";
 import { anywidgetFactory } from "./define-shim";
@@ -127,6 +128,9 @@ async function renderReport(): Promise<Summary> {
 }
 
 function start(): void {
+  // Tells widgets there is no kernel behind this page: controls that only work by asking
+  // Python for new data (e.g. stepping to another head) can hide or explain themselves.
+  document.documentElement.dataset.attnkitKernel = "none";
   (window as unknown as { attnkitReport: { ready: Promise<Summary> } }).attnkitReport = {
     ready: renderReport().catch((err) => {
       console.error("attnkit report: the widgets could not be drawn", err);
