@@ -34,7 +34,6 @@ import ast
 import copy
 import datetime as _dt
 import json
-import os
 import re
 import warnings
 from pathlib import Path
