@@ -1,4 +1,5 @@
-"""The ``attnkit`` command: ``analyze`` (Clark et al. tables and figures) and friends."""
+"""The ``attnkit`` command: ``analyze`` (Clark et al. tables and figures), ``report``
+(a notebook as one offline HTML file) and friends."""
 
 from __future__ import annotations
 
@@ -60,6 +61,29 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_report(args: argparse.Namespace) -> int:
+    from .report import write_report
+
+    nb = Path(args.notebook)
+    out = Path(args.output) if args.output else nb.with_suffix(".html")
+    t0 = time.time()
+    if args.execute:
+        _say(f"executing {nb} (a fresh kernel of {sys.executable}) ...")
+    path = write_report(
+        nb,
+        out,
+        execute=args.execute,
+        timeout=args.timeout or None,
+        allow_errors=args.allow_errors,
+        save_notebook=args.save_notebook,
+    )
+    if args.save_notebook:
+        _say(f"wrote {args.save_notebook}")
+    _say(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB) in {time.time() - t0:.0f} s; "
+         f"open it from disk, no network needed: file://{path.resolve()}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="attnkit", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
@@ -74,6 +98,23 @@ def build_parser() -> argparse.ArgumentParser:
                    help="sentences used for gradient importance (backward passes are slow)")
     a.add_argument("--no-store", action="store_true", help="keep attention in memory only")
     a.set_defaults(func=cmd_analyze)
+    r = sub.add_parser(
+        "report",
+        help="a notebook as ONE self-contained HTML file with live widgets, offline",
+        description="Write a notebook as one self-contained HTML file that opens from disk with "
+        "no network and draws every widget live (static PNGs without JavaScript).",
+    )
+    r.add_argument("notebook", help="the .ipynb file")
+    r.add_argument("-o", "--output", help="HTML file to write (default: beside the notebook, .html)")
+    r.add_argument("--execute", action="store_true",
+                   help="run the notebook first, in a fresh kernel of this Python, from the "
+                   "notebook's folder; the environment passes through (e.g. ATTNKIT_QUICK=1)")
+    r.add_argument("--timeout", type=int, default=0,
+                   help="per-cell time limit in seconds when executing (default 0: none)")
+    r.add_argument("--allow-errors", action="store_true",
+                   help="keep going past failing cells and show their errors in the report")
+    r.add_argument("--save-notebook", metavar="PATH", help="also write the executed notebook here")
+    r.set_defaults(func=cmd_report)
     return p
 
 
