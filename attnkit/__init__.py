@@ -1,8 +1,57 @@
 """attnkit: look inside the attention of transformer language models from a notebook."""
 
-from . import errors
+from . import errors, plot
+from .analysis import (
+    attention_importance,
+    coref_heads,
+    embed_heads,
+    head_behaviours,
+    head_distances,
+    head_stats,
+)
 from .attention import Attention
+from .corpus import AttentionSet, extract
+from .data import Sentence, Treebank, read_conllu, read_coref
+from .flow import (
+    attention_flow,
+    attention_graph,
+    compare,
+    compare_sets,
+    flow_summary,
+    influence,
+    paths_between,
+    rollout,
+    subgraph_through,
+)
+from .model import Model, load
 
 __version__ = "0.1.0"
 
-__all__ = ["Attention", "errors", "__version__"]
+__all__ = [
+    "Attention",
+    "AttentionSet",
+    "Model",
+    "Sentence",
+    "attention_flow",
+    "attention_importance",
+    "embed_heads",
+    "head_behaviours",
+    "head_distances",
+    "attention_graph",
+    "compare",
+    "compare_sets",
+    "flow_summary",
+    "influence",
+    "paths_between",
+    "rollout",
+    "subgraph_through",
+    "Treebank",
+    "coref_heads",
+    "errors",
+    "extract",
+    "head_stats",
+    "load",
+    "read_conllu",
+    "read_coref",
+    "__version__",
+]

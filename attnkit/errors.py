@@ -41,3 +41,8 @@ class TokenizationMismatchError(AttnkitError, ValueError):
 
 class TruncationWarning(UserWarning):
     """Some inputs were longer than the model's maximum and were truncated."""
+
+
+class ReportError(AttnkitError):
+    """A notebook could not be read, executed or exported as a report; the message names the
+    cell or file and says what to do."""

@@ -2,3 +2,23 @@
 
 One submodule per family of figures; the public functions are re-exported here.
 """
+
+from .coref import plot_coref_accuracy, plot_coref_heads
+from .flow import plot_comparison, plot_flow_graph, plot_flow_radial, plot_influence
+from .heads import head_metric_grid, head_stats_figures
+from .stats import plot_entropy, plot_head_clusters, plot_importance, plot_special_attention
+
+__all__ = [
+    "head_metric_grid",
+    "head_stats_figures",
+    "plot_comparison",
+    "plot_coref_accuracy",
+    "plot_coref_heads",
+    "plot_entropy",
+    "plot_flow_graph",
+    "plot_flow_radial",
+    "plot_head_clusters",
+    "plot_importance",
+    "plot_influence",
+    "plot_special_attention",
+]

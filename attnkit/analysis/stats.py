@@ -1,0 +1,104 @@
+"""General head behaviour (Clark et al. 2019, §3–4): where each head's attention goes."""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+import numpy as np
+import pandas as pd
+
+from ..attention import Attention
+from ..errors import InputError
+
+STAT_COLUMNS = ["cls", "sep", "punct", "self", "next", "prev", "entropy", "cls_entropy"]
+
+
+def item_stats(att: Attention) -> np.ndarray:
+    """Per-head statistics of one input, float64 ``[layer, head, 8]`` in the order of
+    :data:`STAT_COLUMNS`.
+
+    For every head, the attention *from* each position *to* [CLS], to [SEP], to
+    punctuation, to itself, to the next and to the previous position, averaged over all
+    from-positions; the mean row entropy (nats); and the entropy of the [CLS] row (NaN
+    when the input has no [CLS]). A category absent from the input gives 0 attention
+    (e.g. no punctuation), except [CLS]-row entropy which is NaN.
+    """
+    maps = att.maps.astype(np.float64)
+    L, H, n, _ = maps.shape
+    out = np.zeros((L, H, len(STAT_COLUMNS)))
+
+    def to(mask: np.ndarray) -> np.ndarray:
+        return maps[..., mask].sum(-1).mean(-1)  # [L, H]
+
+    cls = np.zeros(n, bool)
+    cls[att.cls_positions] = True
+    sep = np.zeros(n, bool)
+    sep[att.sep_positions] = True
+    out[..., 0] = to(cls)
+    out[..., 1] = to(sep)
+    out[..., 2] = to(att.punct)
+    diag = np.arange(n)
+    out[..., 3] = maps[..., diag, diag].mean(-1)
+    if n > 1:
+        # the mean runs over all n rows; the last row has no next, the first no previous
+        out[..., 4] = maps[..., diag[:-1], diag[:-1] + 1].sum(-1) / n
+        out[..., 5] = maps[..., diag[1:], diag[1:] - 1].sum(-1) / n
+    ent = -(maps * np.log(np.where(maps > 0, maps, 1.0))).sum(-1)  # [L, H, n]
+    out[..., 6] = ent.mean(-1)
+    out[..., 7] = ent[..., att.cls_positions[0]] if len(att.cls_positions) else np.nan
+    return out
+
+
+def uniform_row_entropy(att: Attention) -> float:
+    """Mean row entropy (nats) of uniform attention on this input: every row spreads over
+    all ``n`` positions (ln n), or for a causal model over the ``q + 1`` it can see."""
+    n = len(att)
+    return float(np.log(np.arange(1, n + 1)).mean()) if att.causal else float(np.log(n))
+
+
+def head_stats(attentions: Iterable[Attention]) -> pd.DataFrame:
+    """Average head behaviour over a corpus.
+
+    Parameters
+    ----------
+    attentions : an :class:`~attnkit.corpus.AttentionSet` or any iterable of
+        :class:`Attention` with the same number of layers and heads.
+
+    Returns
+    -------
+    DataFrame indexed by ``(layer, head)`` (0-indexed) with columns :data:`STAT_COLUMNS`:
+    average attention to [CLS], [SEP], punctuation, self, next and previous position, mean
+    row entropy and [CLS]-row entropy (nats); each is computed per item, then averaged over
+    items (NaN-aware for ``cls_entropy``). ``attrs["n_items"]`` counts the items and
+    ``attrs["uniform_entropy"]`` is the mean row entropy uniform attention would have on
+    the same items (the baseline of Clark et al.'s Fig. 4).
+    """
+    total = None
+    count = 0
+    cls_count = 0
+    uniform = 0.0
+    for att in attentions:
+        uniform += uniform_row_entropy(att)
+        s = item_stats(att)
+        if total is None:
+            total = np.zeros_like(s)
+        elif s.shape != total.shape:
+            raise InputError(
+                f"All attentions must have the same layers and heads; got {s.shape[:2]} after "
+                f"{total.shape[:2]}."
+            )
+        has_cls = not np.isnan(s[0, 0, 7])
+        s[..., 7] = np.nan_to_num(s[..., 7])
+        total += s
+        count += 1
+        cls_count += has_cls
+    if total is None:
+        raise InputError("head_stats() got no attention to average.")
+    mean = total / count
+    mean[..., 7] = total[..., 7] / cls_count if cls_count else np.nan
+    L, H, _ = mean.shape
+    index = pd.MultiIndex.from_product([range(L), range(H)], names=["layer", "head"])
+    df = pd.DataFrame(mean.reshape(L * H, -1), index=index, columns=STAT_COLUMNS)
+    df.attrs["n_items"] = count
+    df.attrs["uniform_entropy"] = uniform / count
+    return df

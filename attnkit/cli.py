@@ -1,0 +1,131 @@
+"""The ``attnkit`` command: ``analyze`` (Clark et al. tables and figures), ``report``
+(a notebook as one offline HTML file) and friends."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Sequence
+
+from .errors import AttnkitError
+
+
+def _say(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def _treebank_path(arg: str | None, split: str) -> tuple[Path, bool]:
+    """(CoNLL-U file, is_fallback). A folder is searched for ``*-ud-<split>.conllu``."""
+    from .data import find_data, sample_treebank
+    from .errors import DataNotFoundError
+
+    if arg:
+        p = Path(arg)
+        if p.is_dir():
+            hits = sorted(p.glob(f"*-ud-{split}.conllu"))
+            if not hits:
+                raise DataNotFoundError(f"No *-ud-{split}.conllu file in {p}.")
+            return hits[0], False
+        return p, False
+    try:
+        return find_data(f"ud-english-ewt/en_ewt-ud-{split}.conllu"), False
+    except DataNotFoundError as exc:
+        _say(f"note: {exc}\nnote: falling back to attnkit's 12 bundled sample sentences.")
+        return sample_treebank(), True
+
+
+def cmd_analyze(args: argparse.Namespace) -> int:
+    import attnkit as ak
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    path, fallback = _treebank_path(args.treebank, args.split)
+    t0 = time.time()
+    _say(f"model {args.model}; treebank {path}")
+    tb = ak.read_conllu(path, limit=args.limit)
+    model = ak.load(args.model)
+    store = None if args.no_store else out / "store" / f"{path.stem}"
+    sset = ak.extract(model, tb, batch_size=args.batch_size, level="word", store=store)
+    from .pipeline import run_general
+
+    _say("head statistics, clusters and gradient importance ...")
+    sample = list(tb[: args.importance_items])
+    result = run_general(sset, out, model=model, importance_inputs=sample)
+    _say(f"wrote head_stats.csv, head_distances.csv, per_layer.csv and figures under {out}")
+    if fallback:
+        _say("For the full analysis get UD English EWT (https://universaldependencies.org) and "
+             "pass --treebank or set ATTNKIT_DATA.")
+    _say(f"done in {time.time() - t0:.0f} s")
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from .report import write_report
+
+    nb = Path(args.notebook)
+    out = Path(args.output) if args.output else nb.with_suffix(".html")
+    t0 = time.time()
+    if args.execute:
+        _say(f"executing {nb} (a fresh kernel of {sys.executable}) ...")
+    path = write_report(
+        nb,
+        out,
+        execute=args.execute,
+        timeout=args.timeout or None,
+        allow_errors=args.allow_errors,
+        save_notebook=args.save_notebook,
+    )
+    if args.save_notebook:
+        _say(f"wrote {args.save_notebook}")
+    _say(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB) in {time.time() - t0:.0f} s; "
+         f"open it from disk, no network needed: file://{path.resolve()}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="attnkit", description=__doc__)
+    sub = p.add_subparsers(dest="command", required=True)
+    a = sub.add_parser("analyze", help="head statistics and Clark et al. analyses on a treebank")
+    a.add_argument("--model", default="minilm", help="'minilm' (bundled), HF id or folder")
+    a.add_argument("--treebank", help="CoNLL-U file or UD folder (default: EWT from the data folder)")
+    a.add_argument("--split", default="dev", help="split to analyse when --treebank is a folder")
+    a.add_argument("--out", default="reports/analysis", help="output folder")
+    a.add_argument("--limit", type=int, default=None, help="only the first N sentences")
+    a.add_argument("--batch-size", type=int, default=32)
+    a.add_argument("--importance-items", type=int, default=100,
+                   help="sentences used for gradient importance (backward passes are slow)")
+    a.add_argument("--no-store", action="store_true", help="keep attention in memory only")
+    a.set_defaults(func=cmd_analyze)
+    r = sub.add_parser(
+        "report",
+        help="a notebook as ONE self-contained HTML file with live widgets, offline",
+        description="Write a notebook as one self-contained HTML file that opens from disk with "
+        "no network and draws every widget live (static PNGs without JavaScript).",
+    )
+    r.add_argument("notebook", help="the .ipynb file")
+    r.add_argument("-o", "--output", help="HTML file to write (default: beside the notebook, .html)")
+    r.add_argument("--execute", action="store_true",
+                   help="run the notebook first, in a fresh kernel of this Python, from the "
+                   "notebook's folder; the environment passes through (e.g. ATTNKIT_QUICK=1)")
+    r.add_argument("--timeout", type=int, default=0,
+                   help="per-cell time limit in seconds when executing (default 0: none)")
+    r.add_argument("--allow-errors", action="store_true",
+                   help="keep going past failing cells and show their errors in the report")
+    r.add_argument("--save-notebook", metavar="PATH", help="also write the executed notebook here")
+    r.set_defaults(func=cmd_report)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except AttnkitError as exc:
+        _say(f"attnkit: error: {exc}")
+        return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,234 @@
+"""Attention graphs over many inputs: the aggregate view DeRose et al. name as their tool's
+limitation (it shows one input at a time).
+
+Each input gets its own attention graph and influence (same threshold, heads, source and
+alpha); what is aggregated are quantities that mean the same thing across inputs of
+different lengths: per-head edge counts, the share of the total influence falling on each
+kind of token (or on each token string), and per-head divergence between two models.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from typing import Iterable
+
+import numpy as np
+import pandas as pd
+
+from ..attention import Attention
+from ..errors import EmptyInputError
+from .compare import check_tokenization, head_edge_counts, js_divergence
+from .graph import attention_graph
+from .influence import influence
+
+CATEGORIES = ("cls", "sep", "special", "punct", "word")
+
+
+def _categories(att: Attention) -> np.ndarray:
+    """Per position: its role, with word positions split into "punct" and "word"."""
+    cat = np.asarray(att.roles, dtype=object).copy()
+    cat[att.punct] = "punct"
+    return cat
+
+
+def _progress(items, show: bool, desc: str, total: int | None = None):
+    if not show:
+        return items
+    from tqdm.auto import tqdm
+
+    if total is None and hasattr(items, "__len__"):
+        total = len(items)
+    return tqdm(items, total=total, desc=desc, unit="input")
+
+
+def _stats(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and sample standard deviation (ddof=1; NaN for one input) along axis 0."""
+    mean = values.mean(axis=0)
+    std = values.std(axis=0, ddof=1) if len(values) > 1 else np.full(mean.shape, np.nan)
+    return mean, std
+
+
+@dataclass
+class FlowSummary:
+    """Result of :func:`flow_summary`.
+
+    heads : DataFrame indexed by (``layer``, ``head``): ``edges_mean``, ``edges_std``
+        (graph edges the head makes per input) and ``share`` (fraction of inputs where
+        it makes at least one).
+    categories : DataFrame indexed by token category ("cls", "sep", "special", "punct",
+        "word"): ``share_mean``, ``share_std`` (fraction of an input's total influence
+        score on that category), ``rating_mean`` (mean 0-5 rating of its positions),
+        ``positions`` (how many positions in all inputs), ``inputs`` (inputs having one).
+    tokens : DataFrame indexed by token string: ``count`` (occurrences), ``inputs``,
+        ``share_mean``, ``share_std`` (influence share per occurrence), ``rating_mean``;
+        sorted by ``share_mean``, largest first.
+    per_input : DataFrame, one row per input: ``n``, ``nodes``, ``edges``, ``top_token``,
+        ``top_share``.
+    """
+
+    heads: pd.DataFrame
+    categories: pd.DataFrame
+    tokens: pd.DataFrame
+    per_input: pd.DataFrame
+
+    @property
+    def n_inputs(self) -> int:
+        return len(self.per_input)
+
+
+def flow_summary(
+    atts: Iterable[Attention],
+    threshold: float = 0.3,
+    alpha: float = 0.5,
+    heads=None,
+    source=None,
+    progress: bool = False,
+) -> FlowSummary:
+    """Aggregate attention graphs, influence and per-head counts over many inputs.
+
+    ``atts`` is any iterable of :class:`~attnkit.Attention` (e.g. an ``AttentionSet`` of
+    all MRPC dev pairs); it is read once. Standard deviations are across inputs (ddof=1).
+    """
+    head_rows, cat_rows, tok_rows, inputs = [], [], [], []
+    shape = None
+    for i, att in enumerate(_progress(atts, progress, "attention graphs")):
+        if shape is None:
+            shape = att.maps.shape[:2]
+        g = attention_graph(att, threshold=threshold, heads=heads, source=source)
+        inf = influence(g, alpha)
+        head_rows.append(head_edge_counts(g))
+        total = inf["score"].sum()
+        share = inf["score"].to_numpy() / total if total > 0 else np.zeros(len(inf))
+        cats = _categories(att)
+        rating = inf["rating"].to_numpy()
+        row = {}
+        for c in CATEGORIES:
+            mask = cats == c
+            row[c] = (share[mask].sum() if mask.any() else np.nan, rating[mask].tolist())
+        cat_rows.append(row)
+        for pos, tok in enumerate(att.tokens):
+            tok_rows.append((tok, i, share[pos], rating[pos]))
+        top = int(np.argmax(share)) if len(share) else 0
+        inputs.append({"n": len(att), "nodes": g.number_of_nodes(), "edges": g.number_of_edges(),
+                       "top_token": att.tokens[top] if total > 0 else None,
+                       "top_share": float(share[top]) if total > 0 else 0.0})
+    if not inputs:
+        raise EmptyInputError("No attention to summarise: the collection is empty.")
+
+    counts = np.stack(head_rows).astype(np.float64)  # [inputs, L, H]
+    mean, std = _stats(counts)
+    index = pd.MultiIndex.from_product([range(shape[0]), range(shape[1])],
+                                       names=["layer", "head"])
+    head_df = pd.DataFrame({"edges_mean": mean.ravel(), "edges_std": std.ravel(),
+                            "share": (counts > 0).mean(axis=0).ravel()}, index=index)
+
+    crow = []
+    for c in CATEGORIES:
+        shares = np.array([r[c][0] for r in cat_rows], dtype=np.float64)
+        present = shares[~np.isnan(shares)]
+        ratings = [x for r in cat_rows for x in r[c][1]]
+        crow.append({
+            "share_mean": present.mean() if len(present) else np.nan,
+            "share_std": present.std(ddof=1) if len(present) > 1 else np.nan,
+            "rating_mean": float(np.mean(ratings)) if ratings else np.nan,
+            "positions": len(ratings), "inputs": len(present),
+        })
+    cat_df = pd.DataFrame(crow, index=pd.Index(CATEGORIES, name="category"))
+
+    toks = pd.DataFrame(tok_rows, columns=["token", "input", "share", "rating"])
+    tok_df = toks.groupby("token").agg(
+        count=("share", "size"), inputs=("input", "nunique"), share_mean=("share", "mean"),
+        share_std=("share", "std"), rating_mean=("rating", "mean"),
+    ).sort_values("share_mean", ascending=False)
+    per_input = pd.DataFrame(inputs, index=pd.RangeIndex(len(inputs), name="input"))
+    return FlowSummary(heads=head_df, categories=cat_df, tokens=tok_df, per_input=per_input)
+
+
+@dataclass
+class SetComparison:
+    """Result of :func:`compare_sets`.
+
+    heads : DataFrame indexed by (``layer``, ``head``): ``jsd_mean``, ``jsd_std`` (per input
+        mean over query rows, then across inputs), ``edges_a_mean``, ``edges_b_mean``,
+        ``share_a``, ``share_b`` (fraction of inputs where the head makes an edge).
+    categories : DataFrame indexed by token category: ``share_a``, ``share_b`` (mean
+        influence share), ``delta_mean``, ``delta_std`` (paired difference b - a).
+    names : display names of the two models.
+    n_inputs : number of paired inputs.
+    """
+
+    heads: pd.DataFrame
+    categories: pd.DataFrame
+    names: tuple[str, str]
+    n_inputs: int
+
+
+def compare_sets(
+    set_a: Iterable[Attention],
+    set_b: Iterable[Attention],
+    threshold: float = 0.3,
+    alpha: float = 0.5,
+    heads=None,
+    source=None,
+    names: tuple[str, str] | None = None,
+    progress: bool = False,
+) -> SetComparison:
+    """Compare two models over the same inputs, pair by pair (input ``i`` of ``set_a`` with
+    input ``i`` of ``set_b``; every pair must share its tokenization).
+
+    Raises TokenizationMismatchError for the first pair tokenized differently (the message
+    names the input), EmptyInputError when there are no pairs or the sets differ in length.
+    """
+    jsds, ea, eb, shares, cats_seen = [], [], [], [], []
+    shape = None
+    total = None
+    if hasattr(set_a, "__len__") and hasattr(set_b, "__len__"):
+        if len(set_a) != len(set_b):
+            raise EmptyInputError(f"The sets have {len(set_a)} and {len(set_b)} inputs; "
+                                  "compare_sets pairs input i of one with input i of the other.")
+        total = len(set_a)
+    pairs = zip(set_a, set_b)
+    for i, (a, b) in enumerate(_progress(pairs, progress, "pairs", total)):
+        if names is None:
+            names = (a.model or "a", b.model or "b")
+        try:
+            check_tokenization(a, b, names)
+        except Exception as exc:
+            raise type(exc)(f"Input {i}: {exc}") from None
+        if shape is None:
+            shape = a.maps.shape[:2]
+        jsds.append(js_divergence(a.maps, b.maps).mean(-1))
+        ga = attention_graph(a, threshold=threshold, heads=heads, source=source)
+        gb = attention_graph(b, threshold=threshold, heads=heads, source=source)
+        ea.append(head_edge_counts(ga))
+        eb.append(head_edge_counts(gb))
+        cats = _categories(a)
+        row = []
+        for g in (ga, gb):
+            s = influence(g, alpha)["score"].to_numpy()
+            s = s / s.sum() if s.sum() > 0 else np.zeros_like(s)
+            row.append([s[cats == c].sum() if (cats == c).any() else np.nan for c in CATEGORIES])
+        shares.append(row)
+    if shape is None:
+        raise EmptyInputError("No pairs to compare: the sets are empty.")
+    jsds, ea, eb = np.stack(jsds), np.stack(ea).astype(float), np.stack(eb).astype(float)
+    jm, js = _stats(jsds)
+    index = pd.MultiIndex.from_product([range(shape[0]), range(shape[1])],
+                                       names=["layer", "head"])
+    heads_df = pd.DataFrame({
+        "jsd_mean": jm.ravel(), "jsd_std": js.ravel(),
+        "edges_a_mean": ea.mean(0).ravel(), "edges_b_mean": eb.mean(0).ravel(),
+        "share_a": (ea > 0).mean(0).ravel(), "share_b": (eb > 0).mean(0).ravel(),
+    }, index=index)
+    sh = np.array(shares, dtype=np.float64)  # [inputs, 2, categories]
+    delta = sh[:, 1] - sh[:, 0]
+    with warnings.catch_warnings():  # categories absent from every input give NaN, silently
+        warnings.simplefilter("ignore", RuntimeWarning)
+        cat_df = pd.DataFrame({
+            "share_a": np.nanmean(sh[:, 0], axis=0), "share_b": np.nanmean(sh[:, 1], axis=0),
+            "delta_mean": np.nanmean(delta, axis=0),
+            "delta_std": np.nanstd(delta, axis=0, ddof=1),
+        }, index=pd.Index(CATEGORIES, name="category"))
+    return SetComparison(heads=heads_df, categories=cat_df, names=tuple(names),
+                         n_inputs=len(jsds))

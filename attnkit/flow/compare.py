@@ -1,0 +1,217 @@
+"""Compare the attention of two models on the same input (DeRose et al. 2020, §4.4):
+typically a pre-trained model and its fine-tuned copy, which share a tokenizer.
+
+Layer convention: "layer ``l``" is maps index ``l`` (0-indexed), whose graph edges run from
+level ``l + 1`` down to level ``l``; the tokens of layer ``l`` are the positions those
+edges reach at level ``l``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import networkx as nx
+import numpy as np
+import pandas as pd
+
+from ..attention import Attention
+from ..errors import InputError, TokenizationMismatchError
+from .graph import attention_graph
+from .influence import influence
+
+MODELS = ("both", "a", "b")
+
+
+@dataclass
+class Comparison:
+    """Result of :func:`compare`.
+
+    names : display names of model a and model b.
+    graph_a, graph_b : the two attention graphs (see :func:`attention_graph`).
+    union : both graphs in one; every node and edge has ``model`` in {"both", "a", "b"};
+        edges carry ``heads_a``/``weights_a``/``weight_a`` and the same for b (empty lists
+        and 0.0 where absent), plus ``heads`` (union), ``weight`` (larger of the two).
+    layers : DataFrame indexed by ``layer`` (0..L-1) with list columns ``tokens_both``,
+        ``tokens_a``, ``tokens_b`` (positions reached in that layer), ``heads_both``,
+        ``heads_a``, ``heads_b`` (heads making at least one edge) and their counts
+        ``n_tokens_*``, ``n_heads_*``, plus ``edges_both``/``edges_a``/``edges_b``.
+    heads : DataFrame indexed by (``layer``, ``head``): ``jsd`` (Jensen-Shannon divergence
+        between the two models' attention rows, base 2 so in [0, 1], averaged over all
+        query positions), ``jsd_max`` (largest row), ``jsd_source`` (the source rows, last
+        layer only, else NaN), ``edges_a``, ``edges_b`` (graph edges the head makes) and
+        ``model`` in {"both", "a", "b", "none"}.
+    influence : DataFrame indexed by position: ``token``, ``score_a``, ``score_b``,
+        ``rating_a``, ``rating_b``, ``delta`` (= score_b - score_a).
+    """
+
+    names: tuple[str, str]
+    graph_a: nx.DiGraph
+    graph_b: nx.DiGraph
+    union: nx.DiGraph
+    layers: pd.DataFrame
+    heads: pd.DataFrame
+    influence: pd.DataFrame
+
+
+def check_tokenization(att_a: Attention, att_b: Attention, names=("a", "b")) -> None:
+    """Raise :class:`~attnkit.errors.TokenizationMismatchError` unless both attentions have
+    the same tokens at the same positions; the message lists the differing positions with
+    both strings."""
+    ta, tb = list(att_a.tokens), list(att_b.tokens)
+    if ta == tb:
+        return
+    diffs = []
+    for pos in range(max(len(ta), len(tb))):
+        a = ta[pos] if pos < len(ta) else None
+        b = tb[pos] if pos < len(tb) else None
+        if a != b:
+            show = lambda x: "(none)" if x is None else repr(x)  # noqa: E731
+            diffs.append(f"position {pos}: {show(a)} ({names[0]}) vs {show(b)} ({names[1]})")
+    more = f"; and {len(diffs) - 10} more" if len(diffs) > 10 else ""
+    raise TokenizationMismatchError(
+        f"The two inputs are tokenized differently ({names[0]}: {len(ta)} tokens, "
+        f"{names[1]}: {len(tb)} tokens); comparing attention needs the same tokens at the "
+        f"same positions. Differences: {'; '.join(diffs[:10])}{more}. Compare a model with "
+        "its fine-tuned copy (same tokenizer) on the same text, or pool both with "
+        ".to_words() when their words agree."
+    )
+
+
+def js_divergence(p: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """Jensen-Shannon divergence (base 2, in [0, 1]) between distributions along the last
+    axis of ``p`` and ``q`` (same shape); returns the leading shape."""
+    p = np.asarray(p, dtype=np.float64)
+    q = np.asarray(q, dtype=np.float64)
+    m = 0.5 * (p + q)
+
+    def kl(x):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            t = np.where(x > 0, x * np.log2(x / m), 0.0)
+        return t.sum(axis=-1)
+
+    return np.clip(0.5 * kl(p) + 0.5 * kl(q), 0.0, 1.0)
+
+
+def compare(
+    att_a: Attention,
+    att_b: Attention,
+    threshold: float = 0.3,
+    heads=None,
+    source=None,
+    alpha: float = 0.5,
+    names: tuple[str, str] | None = None,
+) -> Comparison:
+    """Compare two models' attention on the same input.
+
+    Both graphs are traced with the same ``threshold``, ``heads`` and ``source`` (see
+    :func:`attention_graph`); ``alpha`` is passed to :func:`influence`. ``names`` default
+    to the attentions' ``model`` names (or "a"/"b").
+
+    Raises TokenizationMismatchError when the tokens differ, InputError when the models
+    have different numbers of layers or heads.
+    """
+    if names is None:
+        na, nb = att_a.model or "a", att_b.model or "b"
+        names = (na, nb) if na != nb else (f"{na} (a)", f"{nb} (b)")
+    names = (str(names[0]), str(names[1]))
+    check_tokenization(att_a, att_b, names)
+    if att_a.maps.shape[:2] != att_b.maps.shape[:2]:
+        raise InputError(
+            f"The models differ in shape: {names[0]} has {att_a.n_layers} layers x "
+            f"{att_a.n_heads} heads, {names[1]} has {att_b.n_layers} x {att_b.n_heads}; "
+            "per-layer and per-head comparison needs the same architecture."
+        )
+    ga = attention_graph(att_a, threshold=threshold, heads=heads, source=source)
+    gb = attention_graph(att_b, threshold=threshold, heads=heads, source=source)
+    union = _union(ga, gb, names)
+    layers = _layers(ga, gb)
+    head_df = _heads(att_a, att_b, ga, gb)
+    ia, ib = influence(ga, alpha), influence(gb, alpha)
+    inf = pd.DataFrame({"token": ia["token"], "score_a": ia["score"], "score_b": ib["score"],
+                        "rating_a": ia["rating"], "rating_b": ib["rating"],
+                        "delta": ib["score"] - ia["score"]}, index=ia.index)
+    return Comparison(names=names, graph_a=ga, graph_b=gb, union=union, layers=layers,
+                      heads=head_df, influence=inf)
+
+
+def _which(in_a: bool, in_b: bool) -> str:
+    return "both" if in_a and in_b else ("a" if in_a else "b")
+
+
+def _union(ga: nx.DiGraph, gb: nx.DiGraph, names) -> nx.DiGraph:
+    u = nx.DiGraph()
+    u.graph.update(ga.graph)
+    u.graph["models"] = names
+    for v in set(ga) | set(gb):
+        attrs = dict(ga.nodes[v]) if v in ga else dict(gb.nodes[v])
+        u.add_node(v, **attrs, model=_which(v in ga, v in gb))
+    for e in set(ga.edges) | set(gb.edges):
+        da = ga.edges[e] if ga.has_edge(*e) else None
+        db = gb.edges[e] if gb.has_edge(*e) else None
+        ha, wa = (da["heads"], da["weights"]) if da else ([], [])
+        hb, wb = (db["heads"], db["weights"]) if db else ([], [])
+        wmax_a = max(wa) if wa else 0.0
+        wmax_b = max(wb) if wb else 0.0
+        u.add_edge(*e, model=_which(da is not None, db is not None),
+                   heads_a=list(ha), weights_a=list(wa), weight_a=wmax_a,
+                   heads_b=list(hb), weights_b=list(wb), weight_b=wmax_b,
+                   heads=sorted(set(ha) | set(hb)), weight=max(wmax_a, wmax_b))
+    return u
+
+
+def _layer_sets(g: nx.DiGraph, n_layers: int):
+    tokens = [set() for _ in range(n_layers)]
+    heads = [set() for _ in range(n_layers)]
+    edges = [set() for _ in range(n_layers)]
+    for u, v, hs in g.edges(data="heads"):
+        layer = u[0] - 1
+        tokens[layer].add(v[1])
+        heads[layer].update(hs)
+        edges[layer].add((u, v))
+    return tokens, heads, edges
+
+
+def _layers(ga: nx.DiGraph, gb: nx.DiGraph) -> pd.DataFrame:
+    n_layers = ga.graph["n_layers"]
+    ta, ha, ea = _layer_sets(ga, n_layers)
+    tb, hb, eb = _layer_sets(gb, n_layers)
+    rows = []
+    for layer in range(n_layers):
+        row = {}
+        for kind, a, b in (("tokens", ta[layer], tb[layer]), ("heads", ha[layer], hb[layer])):
+            row[f"{kind}_both"] = sorted(a & b)
+            row[f"{kind}_a"] = sorted(a - b)
+            row[f"{kind}_b"] = sorted(b - a)
+        for kind in ("tokens", "heads"):
+            for m in MODELS:
+                row[f"n_{kind}_{m}"] = len(row[f"{kind}_{m}"])
+        row["edges_both"] = len(ea[layer] & eb[layer])
+        row["edges_a"] = len(ea[layer] - eb[layer])
+        row["edges_b"] = len(eb[layer] - ea[layer])
+        rows.append(row)
+    return pd.DataFrame(rows, index=pd.RangeIndex(n_layers, name="layer"))
+
+
+def head_edge_counts(g: nx.DiGraph) -> np.ndarray:
+    """Int ``[L, H]``: how many edges of the attention graph ``g`` each head makes."""
+    out = np.zeros((g.graph["n_layers"], g.graph["n_heads"]), dtype=np.int64)
+    for u, _, hs in g.edges(data="heads"):
+        out[u[0] - 1, hs] += 1
+    return out
+
+
+def _heads(att_a: Attention, att_b: Attention, ga: nx.DiGraph, gb: nx.DiGraph) -> pd.DataFrame:
+    n_layers, n_heads = att_a.maps.shape[:2]
+    jsd = js_divergence(att_a.maps, att_b.maps)  # [L, H, n]
+    src_rows = [pos for level, pos in ga.graph["source"] if level == n_layers]
+    jsd_src = np.full((n_layers, n_heads), np.nan)
+    if src_rows:
+        jsd_src[-1] = jsd[-1][:, src_rows].mean(axis=1)
+    ca, cb = head_edge_counts(ga), head_edge_counts(gb)
+    model = np.where((ca > 0) & (cb > 0), "both",
+                     np.where(ca > 0, "a", np.where(cb > 0, "b", "none")))
+    index = pd.MultiIndex.from_product([range(n_layers), range(n_heads)],
+                                       names=["layer", "head"])
+    return pd.DataFrame({"jsd": jsd.mean(-1).ravel(), "jsd_max": jsd.max(-1).ravel(),
+                         "jsd_source": jsd_src.ravel(), "edges_a": ca.ravel(),
+                         "edges_b": cb.ravel(), "model": model.ravel()}, index=index)

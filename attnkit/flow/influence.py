@@ -1,0 +1,81 @@
+"""Token influence on an attention graph (DeRose, Wang & Berger 2020, §4.2).
+
+Our reading of §4.2 ("head counts propagated backward from the source, averaged over
+layers with exponential down-weighting of earlier layers"), written out as the exact
+formula implemented here:
+
+* Head counts. For attention layer ``l`` (1..L; its edges join level ``l`` to level
+  ``l - 1``) and position ``w``, ``c_l(w)`` is the number of *(query node, head)* pairs of
+  layer ``l`` whose attention to ``w`` exceeds the threshold, counting only query nodes
+  that are themselves in the graph traced back from the source. This is how the counts
+  "propagate backward from the source": a token earns counts in layer ``l`` only through
+  tokens of level ``l`` that the source reaches, so a token attended strongly by tokens
+  the source never reaches earns nothing. It is the sum of ``len(heads)`` over the graph's
+  edges entering ``(l - 1, w)``.
+* Layer weighting. Counts are averaged over layers with weights ``alpha ** (L - l)``: the
+  last layer (closest to the classification) has weight 1 and each earlier layer is
+  down-weighted by a further factor ``alpha``::
+
+      I(w) = sum_l alpha**(L - l) * c_l(w) / sum_l alpha**(L - l)
+
+* Rating. ``rating(w) = ceil(5 * I(w) / max_w I(w))`` for ``I(w) > 0`` (1..5, the token
+  with the largest influence gets 5) and 0 for tokens the graph never reaches; this is the
+  0-5 scale the paper shows next to each token.
+"""
+
+from __future__ import annotations
+
+import networkx as nx
+import numpy as np
+import pandas as pd
+
+from ..errors import InputError
+
+
+def head_counts(g: nx.DiGraph) -> np.ndarray:
+    """Int ``[L, n]``: ``[l - 1, w]`` = ``c_l(w)``, the head edges of layer ``l`` (maps index
+    ``l - 1``) that enter position ``w`` at level ``l - 1`` in the attention graph ``g``."""
+    n_layers, n = _shape(g)
+    counts = np.zeros((n_layers, n), dtype=np.int64)
+    for (level, _), (_, pos), heads in g.edges(data="heads"):
+        counts[level - 1, pos] += len(heads)
+    return counts
+
+
+def influence(g: nx.DiGraph, alpha: float = 0.5) -> pd.DataFrame:
+    """Influence of every input position on the source of the attention graph ``g``.
+
+    Returns a DataFrame indexed by ``position`` (0..n-1) with columns ``token``, ``role``,
+    ``score`` (``I(w)`` of the module docstring: the layer-weighted mean head count),
+    ``rating`` (0-5) and ``heads`` (the unweighted total of head edges entering ``w``
+    in any layer).
+    """
+    if not 0.0 < float(alpha) <= 1.0:
+        raise InputError(f"alpha must lie in (0, 1]; got {alpha}. It down-weights each "
+                         "earlier layer by that factor.")
+    counts = head_counts(g)
+    n_layers, n = counts.shape
+    weights = float(alpha) ** (n_layers - np.arange(1, n_layers + 1))
+    score = weights @ counts / weights.sum()
+    top = score.max() if n else 0.0
+    rating = np.zeros(n, dtype=np.int64)
+    if top > 0:
+        # the 1e-9 keeps exact fifths (e.g. 0.4 * 5 = 2.0000000000000004) on their step
+        steps = np.clip(np.ceil(5.0 * score / top - 1e-9), 1, 5)
+        rating = np.where(score > 0, steps, 0).astype(np.int64)
+    tokens = list(g.graph["tokens"])
+    roles = list(g.graph.get("roles") or ["word"] * n)
+    return pd.DataFrame(
+        {"token": tokens, "role": roles, "score": score, "rating": rating,
+         "heads": counts.sum(0)},
+        index=pd.RangeIndex(n, name="position"),
+    )
+
+
+def _shape(g: nx.DiGraph) -> tuple[int, int]:
+    try:
+        return int(g.graph["n_layers"]), len(g.graph["tokens"])
+    except KeyError:
+        raise InputError("This graph lacks the attributes of attention_graph() "
+                         "(n_layers, tokens); build it with attnkit.attention_graph.") from None
+

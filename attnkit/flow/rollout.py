@@ -1,0 +1,62 @@
+"""Attention rollout (Abnar & Zuidema 2020) and the residual-augmented attention it uses.
+
+Levels: with ``L`` attention layers there are ``L + 1`` levels of token representations;
+level 0 is the input (embeddings), level ``l`` the output of layer ``l`` (maps index
+``l - 1``). Matrices are ``[query, key]``: rows are "from" (the upper level), columns "to"
+(the level below).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..attention import Attention
+from ..errors import InputError
+
+
+def residual_attention(att: Attention, residual: float = 0.5) -> np.ndarray:
+    """The per-layer matrices ``Â`` that rollout and attention flow use.
+
+    Heads are averaged, the residual connection is modelled by mixing in the identity,
+    ``(1 - residual) * A + residual * I``, and every row is renormalised to sum to 1
+    (as in Abnar & Zuidema; it also repairs rows of float16 or pooled maps that do not sum
+    exactly to 1).
+
+    Returns float64 ``[L, n, n]``: entry ``[l, q, k]`` is how much position ``q`` at level
+    ``l + 1`` takes from position ``k`` at level ``l``.
+    """
+    if not 0.0 <= residual <= 1.0:
+        raise InputError(f"residual must lie in [0, 1]; got {residual}.")
+    maps = np.asarray(att.maps, dtype=np.float64)
+    if maps.shape[0] == 0 or maps.shape[1] == 0 or maps.shape[2] == 0:
+        raise InputError(f"Attention maps are empty (shape {maps.shape}); nothing to roll out.")
+    if not np.all(np.isfinite(maps)) or np.any(maps < 0):
+        raise InputError("Attention maps contain negative or non-finite values; "
+                         "pass probabilities (rows of softmax outputs).")
+    n = maps.shape[2]
+    a = (1.0 - residual) * maps.mean(axis=1) + residual * np.eye(n)
+    sums = a.sum(axis=-1, keepdims=True)
+    if np.any(sums <= 0):
+        raise InputError("An attention row sums to 0 with residual=0; use residual > 0 "
+                         "or pass maps whose rows sum to 1.")
+    return a / sums
+
+
+def rollout(att: Attention, residual: float = 0.5, all_layers: bool = False) -> np.ndarray:
+    """Attention rollout: products of :func:`residual_attention` from the first layer up.
+
+    ``R_1 = Â_1`` and ``R_l = Â_l @ R_{l-1}``, so ``R_l[q, k]`` is the share of position
+    ``q`` at level ``l`` that comes from input token ``k`` (rows sum to 1).
+
+    Returns float64 ``[n, n]`` (``R_L``: rows = positions at the last layer, columns =
+    input tokens), or ``[L, n, n]`` with every ``R_l`` when ``all_layers=True``
+    (``[l - 1]`` holds level ``l``; ``[-1]`` is the default result).
+    """
+    a = residual_attention(att, residual)
+    out = np.empty_like(a)
+    acc = a[0]
+    out[0] = acc
+    for layer in range(1, a.shape[0]):
+        acc = a[layer] @ acc
+        out[layer] = acc
+    return out if all_layers else out[-1]

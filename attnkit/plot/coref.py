@@ -1,0 +1,98 @@
+"""Figures of the coreference-head analysis (:func:`attnkit.analysis.coref.coref_heads`)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..analysis.coref import ACCURACY_COLUMNS, BASELINE_NAMES
+from ..errors import InputError
+
+
+def _check(table: pd.DataFrame) -> None:
+    need = {"kind", "name", "layer", "head", "selected", *ACCURACY_COLUMNS}
+    if not need <= set(table.columns):
+        raise InputError(
+            f"Expected a coref_heads() table with columns {sorted(need)}; got "
+            f"{list(table.columns)}."
+        )
+
+
+def plot_coref_accuracy(table: pd.DataFrame, ax=None, *, title: str | None = None):
+    """Grouped bars: accuracy (%) per mention type (all, pronoun, proper, nominal) of the
+    three baselines and of the selected head of a :func:`coref_heads` table.
+
+    The head is labelled "Head L-H" (1-indexed). Returns the matplotlib Axes.
+    """
+    import matplotlib.pyplot as plt
+
+    _check(table)
+    rows = table[(table["kind"] == "baseline") | table["selected"]]
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7, 3.6))
+    groups = list(ACCURACY_COLUMNS)
+    x = np.arange(len(groups))
+    width = 0.8 / max(len(rows), 1)
+    colors = ["#bbbbbb", "#888888", "#555555", "#d95f02"]
+    for k, (_, r) in enumerate(rows.iterrows()):
+        label = BASELINE_NAMES.get(r["name"], f"Head {r['name']}")
+        vals = np.array([r[g] for g in groups], dtype=float) * 100
+        bars = ax.bar(x - 0.4 + width * (k + 0.5), np.nan_to_num(vals), width,
+                      label=label, color=colors[k % len(colors)] if r["kind"] == "baseline"
+                      else colors[-1])
+        for b, v in zip(bars, vals):
+            if np.isfinite(v):
+                ax.text(b.get_x() + b.get_width() / 2, b.get_height() + 1, f"{v:.0f}",
+                        ha="center", va="bottom", fontsize=7)
+    n = table.attrs.get("n", {})
+    ax.set_xticks(x, [f"{g}\n(n={n[g]})" if g in n else g for g in groups])
+    ax.set_ylabel("antecedent accuracy (%)")
+    ax.set_ylim(0, 105)
+    ax.legend(fontsize=8, ncol=2, loc="upper left", frameon=False)
+    if title is None:
+        title = _title(table)
+    ax.set_title(title, fontsize=9)
+    return ax
+
+
+def plot_coref_heads(table: pd.DataFrame, ax=None, *, column: str = "all",
+                     title: str | None = None):
+    """Heatmap of every head's accuracy (%) on one mention type (``column``), layers as rows
+    and heads as columns (both labelled 1-indexed); the selected head is boxed.
+
+    Returns the matplotlib Axes.
+    """
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Rectangle
+
+    _check(table)
+    if column not in ACCURACY_COLUMNS:
+        raise InputError(f"column must be one of {ACCURACY_COLUMNS}, not {column!r}.")
+    heads = table[table["kind"] == "head"]
+    L, H = int(heads["layer"].max()) + 1, int(heads["head"].max()) + 1
+    grid = np.full((L, H), np.nan)
+    grid[heads["layer"].to_numpy(int), heads["head"].to_numpy(int)] = heads[column] * 100
+    if ax is None:
+        _, ax = plt.subplots(figsize=(0.45 * H + 1.8, 0.4 * L + 1.2))
+    im = ax.imshow(grid, cmap="viridis", aspect="auto", vmin=0)
+    ax.figure.colorbar(im, ax=ax, label=f"accuracy (%), {column}")
+    ax.set_xticks(range(H), [str(h + 1) for h in range(H)], fontsize=7)
+    ax.set_yticks(range(L), [str(l + 1) for l in range(L)], fontsize=7)
+    ax.set_xlabel("head")
+    ax.set_ylabel("layer")
+    sel = heads[heads["selected"]]
+    for _, r in sel.iterrows():
+        ax.add_patch(Rectangle((r["head"] - 0.5, r["layer"] - 0.5), 1, 1, fill=False,
+                               edgecolor="#d95f02", linewidth=2))
+    ax.set_title(title if title is not None else _title(table), fontsize=9)
+    return ax
+
+
+def _title(table: pd.DataFrame) -> str:
+    a = table.attrs
+    if not a:
+        return "Coreference heads"
+    where = (f"{a.get('documents', '?')} docs" +
+             (" (selected on the same docs)" if a.get("same_split") else
+              f", head chosen on {len(a.get('select_on', []))} other docs"))
+    return f"Antecedent selection, {where}"

@@ -1,0 +1,182 @@
+"""Figures of general head behaviour (Clark et al. 2019, Figs. 2, 3, 4 and 6).
+
+Every function draws on ``ax`` when given, else on a new figure that is not registered
+with pyplot (so a notebook shows it once, as the returned value), and returns the Figure.
+Layers are drawn 1-indexed and heads labelled "L-H" (1-indexed), as in the paper.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..errors import InputError
+
+_COLOURS = {
+    "cls": "#9b59b6",
+    "sep": "#2ecc71",
+    "punct": "#16a085",
+    "other": "#7f8c8d",
+}
+_NAMES = {"cls": "[CLS]", "sep": "[SEP]", "punct": "punctuation", "other": "other"}
+_BEHAVIOUR_STYLE = {  # colour, marker
+    "punctuation": ("#16a085", "s"),
+    "[SEP]": ("#2ecc71", "$S$"),
+    "[CLS]": ("#9b59b6", "$C$"),
+    "broad": ("#f39c12", "^"),
+    "previous": ("#3498db", "<"),
+    "next": ("#e74c3c", ">"),
+    "other": ("#95a5a6", "o"),
+}
+
+
+def _axes(ax, figsize):
+    if ax is not None:
+        return ax.figure, ax
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=figsize, layout="constrained")
+    return fig, fig.add_subplot()
+
+
+def _need(df: pd.DataFrame, cols, what: str) -> None:
+    missing = [c for c in cols if c not in getattr(df, "columns", [])]
+    if missing:
+        raise InputError(f"{what} needs columns {missing}; pass the output of the matching analysis.")
+    if not isinstance(df.index, pd.MultiIndex) or list(df.index.names[:2]) != ["layer", "head"]:
+        raise InputError(f"{what} needs a DataFrame indexed by (layer, head), as head_stats() returns.")
+
+
+def _per_layer_scatter(ax, series: pd.Series, colour: str, label: str, jitter: float, marker="o"):
+    layers = series.index.get_level_values("layer").to_numpy() + 1
+    ax.scatter(layers + jitter, series.to_numpy(), s=10, color=colour, alpha=0.45, marker=marker,
+               linewidths=0)
+    means = series.groupby(level="layer").mean()
+    ax.plot(means.index + 1, means.to_numpy(), color=colour, marker=marker, label=label, lw=1.6)
+
+
+def plot_special_attention(stats: pd.DataFrame, ax=None, columns=("cls", "sep", "punct")):
+    """Average attention to [CLS], [SEP] and punctuation per layer (paper Fig. 2, top).
+
+    ``stats`` is :func:`attnkit.head_stats` output; one dot per head (fraction of its
+    attention, averaged over all from-positions and items) and a line through each
+    layer's mean.
+    """
+    _need(stats, list(columns), "plot_special_attention()")
+    fig, ax = _axes(ax, (5.5, 3.4))
+    offsets = np.linspace(-0.15, 0.15, len(columns))
+    for off, col in zip(offsets, columns):
+        _per_layer_scatter(ax, stats[col], _COLOURS.get(col, None), _NAMES.get(col, col), off)
+    L = stats.index.get_level_values("layer").max() + 1
+    ax.set_xticks(range(1, L + 1))
+    ax.set_xlabel("layer")
+    ax.set_ylabel("avg. attention")
+    ax.set_ylim(0, 1)
+    ax.set_title("Attention to special tokens and punctuation")
+    ax.legend(frameon=False)
+    return fig
+
+
+def plot_entropy(stats: pd.DataFrame, uniform_entropy: float | None = None, ax=None,
+                 column: str = "entropy"):
+    """Per-head attention entropy by layer (paper Fig. 4), with the entropy of uniform
+    attention as a dashed line.
+
+    ``column`` is ``"entropy"`` (mean over all rows) or ``"cls_entropy"`` (the [CLS] row,
+    Fig. 4 bottom). ``uniform_entropy`` defaults to ``stats.attrs["uniform_entropy"]``
+    (see :func:`attnkit.analysis.cluster.uniform_entropy`); the line is left out without it.
+    """
+    _need(stats, [column], "plot_entropy()")
+    if uniform_entropy is None:
+        uniform_entropy = stats.attrs.get("uniform_entropy")
+    fig, ax = _axes(ax, (5.5, 3.4))
+    _per_layer_scatter(ax, stats[column], "#2c3e50", "heads (line: layer mean)", 0.0)
+    if uniform_entropy is not None:
+        ax.axhline(uniform_entropy, color="#e74c3c", ls="--", lw=1.2, label="uniform attention")
+    L = stats.index.get_level_values("layer").max() + 1
+    ax.set_xticks(range(1, L + 1))
+    ax.set_xlabel("layer")
+    ax.set_ylabel("avg. attention entropy (nats)")
+    ax.set_ylim(bottom=0)
+    ax.set_title("Entropy of [CLS] attention" if column == "cls_entropy" else "Attention entropy")
+    ax.legend(frameon=False)
+    return fig
+
+
+def plot_importance(importance: pd.DataFrame, ax=None, columns=("sep", "punct", "other", "cls")):
+    """Average gradient magnitude of the objective w.r.t. attention per layer, by what is
+    attended to (paper Fig. 3). ``importance`` is :func:`attention_importance` output
+    (``by="layer"``); missing categories (e.g. no [CLS] in GPT-2) are skipped."""
+    cols = [c for c in columns if c in importance.columns and importance[c].notna().any()]
+    if not cols:
+        raise InputError("plot_importance() needs attention_importance() output (columns "
+                         "cls, sep, punct, other).")
+    if isinstance(importance.index, pd.MultiIndex):
+        importance = importance.groupby(level="layer").mean()
+    fig, ax = _axes(ax, (5.5, 3.4))
+    layers = importance.index.to_numpy() + 1
+    for col in cols:
+        ax.plot(layers, importance[col].to_numpy(), marker="o", color=_COLOURS.get(col),
+                label=_NAMES.get(col, col))
+    ax.set_xticks(layers)
+    ax.set_xlabel("layer")
+    ax.set_ylabel("avg. |∂ objective / ∂ attention|")
+    objective = importance.attrs.get("objective")
+    ax.set_title("Gradient importance of attention" + (f" ({objective})" if objective else ""))
+    ax.set_ylim(bottom=0)
+    ax.legend(frameon=False)
+    return fig
+
+
+def plot_head_clusters(embedding: pd.DataFrame, behaviours: pd.Series | None = None, ax=None,
+                       color_by: str = "behaviour", annotate=None):
+    """Heads embedded in 2-D by MDS of their Jensen–Shannon distances (paper Fig. 6).
+
+    Parameters
+    ----------
+    embedding : :func:`embed_heads` output (columns ``x``, ``y``; index (layer, head)).
+    behaviours : :func:`head_behaviours` output, for ``color_by="behaviour"``.
+    color_by : ``"behaviour"`` (markers as in the paper) or ``"layer"`` (a colour map from
+        the first to the last layer).
+    annotate : optional ``{(layer, head): text}`` (0-indexed) written beside those heads,
+        e.g. the paper's linguistic heads.
+    """
+    if not {"x", "y"} <= set(getattr(embedding, "columns", [])):
+        raise InputError("plot_head_clusters() needs embed_heads() output (columns x, y).")
+    if not isinstance(embedding.index, pd.MultiIndex):
+        raise InputError("plot_head_clusters() needs an embedding indexed by (layer, head); "
+                         "embed a head_distances() DataFrame.")
+    fig, ax = _axes(ax, (5.0, 4.6))
+    layer = embedding.index.get_level_values("layer").to_numpy()
+    if color_by == "layer":
+        import matplotlib as mpl
+
+        L = int(layer.max()) + 1
+        cmap = mpl.colormaps["viridis"]
+        sc = ax.scatter(embedding["x"], embedding["y"], c=layer + 1, cmap=cmap, s=28,
+                        vmin=1, vmax=L)
+        fig.colorbar(sc, ax=ax, label="layer", ticks=range(1, L + 1))
+    elif color_by == "behaviour":
+        if behaviours is None:
+            raise InputError("color_by='behaviour' needs behaviours=head_behaviours(...).")
+        beh = behaviours.reindex(embedding.index)
+        if beh.isna().any():
+            raise InputError("behaviours do not cover every head of the embedding.")
+        for name, (colour, marker) in _BEHAVIOUR_STYLE.items():
+            sel = (beh == name).to_numpy()
+            if sel.any():
+                ax.scatter(embedding["x"][sel], embedding["y"][sel], color=colour, marker=marker,
+                           s=36 if marker.startswith("$") else 22, label=f"{name} ({sel.sum()})")
+        ax.legend(frameon=False, fontsize="small", loc="best")
+    else:
+        raise InputError(f"color_by must be 'behaviour' or 'layer', not {color_by!r}.")
+    for key, text in (annotate or {}).items():
+        if key in embedding.index:
+            x, y = embedding.loc[key, ["x", "y"]]
+            ax.annotate(f"{key[0] + 1}-{key[1] + 1} {text}", (x, y), fontsize="x-small",
+                        xytext=(3, 3), textcoords="offset points")
+    ax.set_xticks([])
+    ax.set_yticks([])
+    ax.set_aspect("equal", adjustable="datalim")
+    ax.set_title("Heads by Jensen–Shannon distance (MDS)")
+    return fig

@@ -1,0 +1,447 @@
+"""Execute a notebook and write one self-contained HTML report that works offline.
+
+The report is nbconvert's lab layout with every network load taken out and, inlined:
+the widget state saved at execution (models, their ``_esm`` front-end modules, binary
+buffers as base64), the Jupyter widget HTML manager and anywidget's front end bundled from
+npm at build time (``attnkit/static/report.js``, built from ``js/report/``), and their CSS.
+Opened from ``file://`` it draws every widget live (hover, click, zoom work on the front end;
+nothing reaches a kernel). Each widget output first shows its static fallback (the PNG in
+its ``_repr_mimebundle_``, else its text); the live view replaces it once it has drawn, so a
+viewer without JavaScript sees the PNGs.
+
+Provenance, shown in a header at the top of the report and as ``<meta name="attnkit-...">``:
+
+- Parameters: the top-level assignments of the code cell tagged ``parameters`` (the
+  papermill convention). With ``execute=True`` their values are read back from the kernel
+  after the run (so ``QUICK = os.environ.get("ATTNKIT_QUICK") == "1"`` is recorded as it
+  was); otherwise the literal values in the cell.
+- Model: the parameter named ``MODEL`` (or ``MODEL_NAME``/``MODEL_ID``, any case), else
+  ``metadata.attnkit.model`` of the notebook; the names of the :class:`attnkit.Model` objects
+  alive in the kernel at the end are listed as well.
+- Data: the parameter named ``DATA`` (or ``DATA_DIR``/``DATA_PATH``/``TREEBANK``/
+  ``DATASET``), else ``metadata.attnkit.data``, else the data folder attnkit used
+  (``ATTNKIT_DATA`` or ``../shared/data``).
+- attnkit version: the one imported by the kernel that ran the notebook; the environment
+  variables starting with ``ATTNKIT_`` (e.g. ``ATTNKIT_QUICK=1``) are listed too.
+
+An executed notebook keeps this record in ``metadata.attnkit.provenance``, so exporting it
+again later (without ``execute``) still names what it was made with.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import datetime as _dt
+import json
+import re
+import warnings
+from pathlib import Path
+from typing import Any
+
+from .errors import ReportError
+
+STATIC = Path(__file__).resolve().parent / "static"
+TEMPLATES = Path(__file__).resolve().parent / "templates"
+TEMPLATE_NAME = "attnkit_report"
+PROVENANCE_MIME = "application/vnd.attnkit.provenance+json"
+WIDGET_STATE_MIME = "application/vnd.jupyter.widget-state+json"
+
+MODEL_KEYS = ("model", "model_name", "model_id")
+DATA_KEYS = ("data", "data_dir", "data_path", "treebank", "dataset")
+
+
+# ----------------------------------------------------------------------- reading
+def read_notebook(path: str | Path) -> Any:
+    """The notebook at ``path`` as an ``nbformat.NotebookNode`` (version 4)."""
+    import nbformat
+
+    path = Path(path)
+    if not path.is_file():
+        raise ReportError(f"notebook {path} does not exist; pass the path of an .ipynb file.")
+    try:
+        return nbformat.read(path, as_version=4)
+    except Exception as exc:  # nbformat raises several unrelated types for a bad file
+        raise ReportError(f"{path} is not a readable Jupyter notebook ({exc}).") from exc
+
+
+def parameters_cell(nb: Any) -> tuple[int, Any] | None:
+    """(index, cell) of the first code cell tagged ``parameters``, or None."""
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type == "code" and "parameters" in cell.get("metadata", {}).get("tags", []):
+            return i, cell
+    return None
+
+
+def parameter_literals(source: str) -> dict[str, Any]:
+    """Top-level names assigned in ``source`` → their value when it is a literal, else the
+    expression's source text. Later assignments win; a cell that does not parse gives {}."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return {}
+    out: dict[str, Any] = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign):
+            targets, value = node.targets, node.value
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            targets, value = [node.target], node.value
+        else:
+            continue
+        names = [t.id for t in targets if isinstance(t, ast.Name)]
+        if not names:
+            continue
+        try:
+            val: Any = ast.literal_eval(value)
+            if not isinstance(val, (str, int, float, bool, type(None))):
+                val = ast.get_source_segment(source, value)
+        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+            val = ast.get_source_segment(source, value)
+        for name in names:
+            out[name] = val
+    return out
+
+
+# --------------------------------------------------------------------- executing
+_PROBE = r'''
+def __attnkit_provenance(names):
+    import json, os, sys, platform
+    from IPython.display import display
+    ns = globals()
+    params = {}
+    for k in names:
+        if k in ns:
+            v = ns[k]
+            if isinstance(v, os.PathLike):
+                v = os.fspath(v)
+            try:
+                text = json.dumps(v)
+            except (TypeError, ValueError):
+                text = None
+            params[k] = v if text is not None and len(text) <= 300 else repr(v)[:300]
+    out = {"parameters": params, "python": platform.python_version(),
+           "env": {k: v for k, v in sorted(os.environ.items()) if k.startswith("ATTNKIT_")}}
+    ak = sys.modules.get("attnkit")  # only if the notebook used it: importing costs seconds
+    if ak is not None:
+        out["attnkit"] = getattr(ak, "__version__", None)
+        try:
+            d = ak.data.data_dir()
+            out["data_dir"] = None if d is None else os.fspath(d)
+        except Exception:
+            pass
+        Model = getattr(ak, "Model", None)
+        if Model is not None:
+            names_seen = []
+            for v in list(ns.values()):
+                if isinstance(v, Model) and v.name not in names_seen:
+                    names_seen.append(v.name)
+            out["models_loaded"] = names_seen
+    display({"%s": out}, raw=True)
+__attnkit_provenance(%s)
+del __attnkit_provenance
+'''
+
+
+def _current_python_kernel() -> Any:
+    """A kernel manager that starts ipykernel with this interpreter (``sys.executable``),
+    whatever kernel the notebook's metadata names: the report runs in the current venv."""
+    from ipykernel.kernelspec import get_kernel_dict
+    from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
+    from jupyter_client.manager import AsyncKernelManager
+
+    spec = {k: v for k, v in get_kernel_dict().items() if k in ("argv", "display_name", "language", "metadata")}
+
+    class _CurrentPython(KernelSpecManager):
+        def get_kernel_spec(self, kernel_name: str) -> KernelSpec:
+            return KernelSpec(resource_dir="", **spec)
+
+    return AsyncKernelManager(kernel_name="python3", kernel_spec_manager=_CurrentPython())
+
+
+def execute_notebook(
+    nb: Any,
+    *,
+    cwd: str | Path | None = None,
+    timeout: int | None = None,
+    allow_errors: bool = False,
+) -> Any:
+    """Run every cell of ``nb`` in a fresh kernel of the current Python and return a new,
+    executed notebook; ``nb`` is left unchanged.
+
+    The kernel inherits this process's environment (so ``ATTNKIT_QUICK=1`` and friends reach
+    it) and starts in ``cwd`` (default: the current folder). Widget state, binary buffers
+    included, is saved in ``metadata.widgets``; the provenance record (see the module doc) in
+    ``metadata.attnkit.provenance``. ``timeout`` is per cell, in seconds (None: no limit).
+    A failing cell raises :class:`~attnkit.errors.ReportError` naming the cell, unless
+    ``allow_errors`` (then the error stays in the cell's output and the run goes on).
+    """
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
+    from nbformat.v4 import new_code_cell
+
+    run = copy.deepcopy(nb)
+    found = parameters_cell(run)
+    names = list(parameter_literals(found[1].source)) if found else []
+    probe = new_code_cell(_PROBE % (PROVENANCE_MIME, json.dumps(names)))
+    run.cells.append(probe)
+    client = NotebookClient(
+        run,
+        km=_current_python_kernel(),
+        timeout=timeout,
+        startup_timeout=120,
+        allow_errors=allow_errors,
+        store_widget_state=True,
+        resources={"metadata": {"path": str(Path(cwd) if cwd else Path.cwd())}},
+    )
+    started = _dt.datetime.now(_dt.timezone.utc)
+    try:
+        client.execute()
+    except CellExecutionError as exc:
+        trace = re.sub(r"\x1b\[[0-9;]*m", "", str(exc)).strip()
+        raise ReportError(
+            f"{_failed_cell(run)} raised {exc.ename}: {exc.evalue}; no report was written. Fix "
+            "the notebook, or pass allow_errors=True (--allow-errors) to keep the error in the "
+            f"report.\n{trace}"
+        ) from exc
+    except CellTimeoutError as exc:
+        raise ReportError(
+            f"{_running_cell(run)} ran longer than {timeout} s; raise the per-cell timeout "
+            "(--timeout) or run in quick mode (ATTNKIT_QUICK=1)."
+        ) from exc
+    except DeadKernelError as exc:
+        raise ReportError(
+            f"the kernel died while running {_running_cell(run)} (out of memory?): {exc}"
+        ) from exc
+    run.cells.pop()
+    record = _probe_record(probe)
+    record["executed"] = started.replace(microsecond=0).isoformat()
+    run.metadata.setdefault("attnkit", {})["provenance"] = record
+    return run
+
+
+def _failed_cell(nb: Any) -> str:
+    """'cell N `first line`' of the last code cell that has an error output."""
+    for i in range(len(nb.cells) - 1, -1, -1):
+        cell = nb.cells[i]
+        if cell.cell_type == "code" and any(o.get("output_type") == "error" for o in cell.get("outputs", [])):
+            return _describe(i, cell)
+    return "a cell"
+
+
+def _running_cell(nb: Any) -> str:
+    """'cell N `first line`' of the cell that started but never got its reply."""
+    for i, cell in enumerate(nb.cells):
+        timing = cell.get("metadata", {}).get("execution", {})
+        if "iopub.execute_input" in timing and "shell.execute_reply" not in timing:
+            return _describe(i, cell)
+    return "a cell"
+
+
+def _describe(i: int, cell: Any) -> str:
+    first = next((ln for ln in cell.source.splitlines() if ln.strip()), "")
+    return f"cell {i + 1} `{first[:60]}`"
+
+
+def _probe_record(probe: Any) -> dict[str, Any]:
+    for out in probe.get("outputs", []):
+        data = out.get("data", {})
+        if PROVENANCE_MIME in data:
+            rec = data[PROVENANCE_MIME]
+            return dict(rec) if isinstance(rec, dict) else json.loads(rec)
+    return {}
+
+
+# -------------------------------------------------------------------- provenance
+def _pick(params: dict[str, Any], keys: tuple[str, ...]) -> Any:
+    lower = {k.lower(): v for k, v in params.items()}
+    for k in keys:
+        if k in lower and lower[k] not in (None, ""):
+            return lower[k]
+    return None
+
+
+def provenance(nb: Any) -> dict[str, Any]:
+    """What the notebook was made with: attnkit version, model, data, parameters, run date.
+
+    From ``metadata.attnkit.provenance`` when the notebook was executed by
+    :func:`execute_notebook`; otherwise from the literals of its ``parameters`` cell and
+    ``metadata.attnkit`` (attnkit version then unknown). Values are plain JSON types.
+    """
+    meta = nb.metadata.get("attnkit", {}) or {}
+    rec: dict[str, Any] = dict(meta.get("provenance", {}) or {})
+    if "parameters" not in rec:
+        found = parameters_cell(nb)
+        rec["parameters"] = parameter_literals(found[1].source) if found else {}
+    params = rec["parameters"]
+    rec["model"] = _pick(params, MODEL_KEYS) or meta.get("model")
+    data = _pick(params, DATA_KEYS) or meta.get("data") or rec.get("data_dir")
+    rec["data"] = None if data is None else str(data)
+    from . import __version__
+
+    rec["exported_with"] = __version__
+    rec["front_end"] = _front_end_versions()
+    return json.loads(json.dumps(rec, default=str))
+
+
+def _front_end_versions() -> dict[str, str]:
+    path = STATIC / "report.json"
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+
+
+def _attnkit_text(rec: dict[str, Any]) -> str:
+    if rec.get("attnkit"):
+        return str(rec["attnkit"])
+    if rec.get("executed"):
+        return f"not imported by the notebook (exported with {rec['exported_with']})"
+    return f"unknown: not executed by attnkit report (exported with {rec['exported_with']})"
+
+
+def _rows(rec: dict[str, Any]) -> list[tuple[str, str]]:
+    """The provenance header as (label, text) rows; every value is shown as text."""
+    model = rec.get("model")
+    loaded = [m for m in rec.get("models_loaded", []) if m != model]
+    if model and loaded:
+        model_text = f"{model} (models in the kernel: {', '.join(map(str, loaded))})"
+    elif model:
+        model_text = str(model)
+    elif loaded:
+        model_text = ", ".join(map(str, loaded))
+    else:
+        model_text = "not recorded (set MODEL in the notebook's parameters cell)"
+    rows = [
+        ("Model", model_text),
+        ("Data", rec.get("data") or "not recorded (set DATA in the notebook's parameters cell)"),
+        ("attnkit", _attnkit_text(rec)),
+    ]
+    params = rec.get("parameters") or {}
+    if params:
+        rows.append(("Parameters", ", ".join(f"{k} = {v!r}" for k, v in params.items())))
+    env = rec.get("env") or {}
+    if env:
+        rows.append(("Environment", ", ".join(f"{k}={v}" for k, v in env.items())))
+    if rec.get("executed"):
+        rows.append(("Executed", f"{rec['executed']} with Python {rec.get('python', '?')}"))
+    else:
+        rows.append(("Executed", "outputs as saved in the notebook"))
+    fe = rec.get("front_end") or {}
+    if fe:
+        rows.append(("Widgets", "drawn offline by " + ", ".join(f"{k} {v}" for k, v in fe.items())))
+    return rows
+
+
+# ---------------------------------------------------------------------- exporting
+def _bundle() -> tuple[str, str]:
+    js, css = STATIC / "report.js", STATIC / "report.css"
+    if not (js.is_file() and css.is_file()):
+        raise ReportError(
+            f"attnkit's report renderer is not built ({js} is missing). In a source checkout run "
+            "`npm --prefix js/report ci && npm --prefix js/report run build` (needs Node.js), "
+            "or reinstall attnkit from a wheel."
+        )
+    css_text = re.sub(r"</(style)", r"<\\/\1", css.read_text(encoding="utf-8"), flags=re.I)
+    return _script_safe(js.read_text(encoding="utf-8")), css_text
+
+
+def _script_safe(js: str) -> str:
+    """``js`` made safe to inline in ``<script>``. ``</script`` and ``<!--`` can only occur
+    in the minified bundle inside string or regex literals, where ``<\\/`` and ``\\u0021``
+    mean the same characters."""
+    js = re.sub(r"</(script)", r"<\\/\1", js, flags=re.I)
+    return js.replace("<!--", "<\\u0021--")
+
+
+def _json_for_script(value: Any) -> str:
+    """JSON that cannot end or confuse the ``<script>`` element holding it."""
+    return (
+        json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+        .replace("<", "\\u003c")
+        .replace(">", "\\u003e")
+        .replace("&", "\\u0026")
+        .replace("\u2028", "\\u2028")
+        .replace("\u2029", "\\u2029")
+    )
+
+
+def _check_anywidget_version(nb: Any, bundled: str | None) -> None:
+    """Warn when the notebook's anywidget models come from another minor version than the
+    bundled front end (their protocol may differ; the widgets may not draw)."""
+    if not bundled:
+        return
+    want = ".".join(bundled.split(".")[:2])
+    state = nb.metadata.get("widgets", {}).get(WIDGET_STATE_MIME, {}).get("state", {})
+    for model in state.values():
+        if model.get("model_module") == "anywidget":
+            got = re.sub(r"^[~^]", "", str(model.get("model_module_version", ""))).split(".")
+            if ".".join(got[:2]) != want:
+                warnings.warn(
+                    f"the notebook's widgets were made with anywidget {model.get('model_module_version')}, "
+                    f"the report's front end is anywidget {bundled}; they may not draw. Rebuild "
+                    "js/report against the installed anywidget version.",
+                    stacklevel=3,
+                )
+                return
+
+
+def notebook_to_html(nb: Any, *, name: str = "report") -> str:
+    """The offline HTML report of an (executed) notebook, as a string. ``name`` is the page
+    title when the notebook's metadata has none."""
+    from nbconvert import HTMLExporter
+
+    js, css = _bundle()
+    rec = provenance(nb)
+    _check_anywidget_version(nb, rec["front_end"].get("anywidget"))
+    meta = [("generator", f"attnkit {rec['exported_with']}")]
+    for key in ("attnkit", "model", "data", "executed"):
+        if rec.get(key):
+            meta.append((f"attnkit-{'version' if key == 'attnkit' else key}", str(rec[key])))
+    exporter = HTMLExporter(
+        template_name=TEMPLATE_NAME,
+        extra_template_basedirs=[str(TEMPLATES)],
+        exclude_anchor_links=True,
+    )
+    exporter.register_filter("attnkit_json", _json_for_script)
+    resources = {
+        "metadata": {"name": name},
+        "attnkit": {
+            "js": js,
+            "css": css,
+            "heading": f"Made with attnkit {rec.get('attnkit') or rec['exported_with']}",
+            "rows": _rows(rec),
+            "meta": meta,
+            "provenance": rec,
+        },
+    }
+    body, _ = exporter.from_notebook_node(nb, resources=resources)
+    return body
+
+
+def write_report(
+    notebook: str | Path,
+    out: str | Path,
+    *,
+    execute: bool = False,
+    timeout: int | None = None,
+    allow_errors: bool = False,
+    save_notebook: str | Path | None = None,
+) -> Path:
+    """Write the offline HTML report of ``notebook`` to ``out`` and return ``out``.
+
+    With ``execute``, the notebook is first run in a fresh kernel of the current Python,
+    from the notebook's folder (see :func:`execute_notebook`); ``save_notebook`` also writes
+    the executed notebook there. Without it, the outputs and widget state saved in the file
+    are used (widgets without saved state show their static fallback).
+    """
+    import nbformat
+
+    src = Path(notebook)
+    nb = read_notebook(src)
+    if execute:
+        nb = execute_notebook(nb, cwd=src.resolve().parent, timeout=timeout, allow_errors=allow_errors)
+    if save_notebook is not None:
+        Path(save_notebook).parent.mkdir(parents=True, exist_ok=True)
+        nbformat.write(nb, str(save_notebook))
+    html = notebook_to_html(nb, name=src.stem)
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(html, encoding="utf-8")
+    return out

@@ -1,0 +1,323 @@
+"""An exported report opened from file:// in headless Chromium with the network cut off.
+
+The report of tests/notebooks/tiny_widgets.ipynb (executed in quick mode) must draw every
+widget live from the inlined renderer and the saved state: the anywidget's canvas from its
+binary buffer (hover reads each byte back exactly, click redraws), the ipywidgets slider
+(keyboard moves it). No request may leave file://, none may fail, and the console must stay
+free of errors. With JavaScript off, the PNG fallback is what shows.
+
+The report of tests/notebooks/attnkit_widgets.ipynb does the same for attnkit's own widgets
+(Heatmap, HeadGrid, HeadMap, ClusterView on a tiny random BERT): hover values are checked
+against the float16/float32 buffers saved in the widget state, the heatmap zooms and fits
+back, a head click selects on the front end. Its screenshot is docs/img/report.png.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from attnkit import report
+from attnkit.cli import main
+
+pytestmark = pytest.mark.browser
+
+REPO = Path(__file__).resolve().parents[2]
+TINY = REPO / "tests" / "notebooks" / "tiny_widgets.ipynb"
+QUICK_BYTES = [0, 64, 128, 255]
+CELL = 40  # px per cell in the notebook's widget
+CHROMIUM = "/usr/bin/chromium"
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+    "--disable-sync",
+]
+
+
+def _skip_or_fail(reason: str) -> None:
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(f"{reason} (required under CI=true)")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="module")
+def chromium():
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        _skip_or_fail("playwright is not installed (pip install playwright; no browser download)")
+    if not Path(CHROMIUM).exists():
+        _skip_or_fail(f"Chromium not found at {CHROMIUM} (apt-get install -y chromium)")
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+@pytest.fixture(scope="module")
+def tiny_report(tmp_path_factory) -> Path:
+    if not (report.STATIC / "report.js").is_file():
+        _skip_or_fail("report renderer not built: npm --prefix js/report ci && npm --prefix js/report run build")
+    mp = pytest.MonkeyPatch()
+    mp.setenv("ATTNKIT_QUICK", "1")
+    try:
+        out = tmp_path_factory.mktemp("browser-report") / "tiny.html"
+        assert main(["report", str(TINY), "-o", str(out), "--execute"]) == 0
+    finally:
+        mp.undo()
+    return out
+
+
+class Offline:
+    """A page that may load file:// only; records every other request, failure and error."""
+
+    def __init__(self, browser, **context_args):
+        self.context = browser.new_context(**context_args)
+        self.page = self.context.new_page()
+        self.blocked: list[str] = []
+        self.failed: list[str] = []
+        self.errors: list[str] = []
+        self.page.route("**/*", self._route)
+        self.page.on("requestfailed", lambda r: self.failed.append(f"{r.url} {r.failure}"))
+        self.page.on("console", lambda m: m.type == "error" and self.errors.append(m.text))
+        self.page.on("pageerror", lambda e: self.errors.append(f"pageerror: {e}"))
+
+    def _route(self, route):
+        if route.request.url.startswith("file://"):
+            route.continue_()
+        else:
+            self.blocked.append(route.request.url)
+            route.abort()
+
+    def close(self):
+        self.context.close()
+
+
+@pytest.fixture
+def offline(chromium):
+    pages: list[Offline] = []
+
+    def make(**kw) -> Offline:
+        pages.append(Offline(chromium, **kw))
+        return pages[-1]
+
+    yield make
+    for p in pages:
+        p.close()
+
+
+def test_report_draws_every_widget_live_offline(tiny_report, offline):
+    o = offline()
+    page = o.page
+    page.goto(tiny_report.as_uri())
+    summary = page.evaluate("window.attnkitReport.ready")
+    assert summary == {"models": 5, "slots": 2, "missing": 0, "failed": 0}
+    # widgets can tell that no kernel answers here
+    assert page.evaluate("document.documentElement.dataset.attnkitKernel") == "none"
+    page.wait_for_function(
+        "[...document.querySelectorAll('.attnkit-slot')].every(s => s.dataset.attnkitState === 'live')",
+        timeout=10_000,
+    )
+    # live views replaced the fallbacks
+    assert page.eval_on_selector_all(".attnkit-slot > .attnkit-fallback", "els => els.map(e => e.hidden)") == [True, True]
+
+    # the anywidget: canvas drawn from the base64 buffer, one 40-px cell per byte
+    canvas = page.locator(".cells-canvas")
+    assert canvas.count() == 1
+    size = canvas.evaluate("c => [c.width, c.height]")
+    assert size == [CELL * len(QUICK_BYTES), CELL]
+    px = canvas.evaluate(
+        "c => { const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;"
+        " return [...Array(c.width / 40).keys()].map(i => [...d.slice((20 * c.width + i * 40 + 20) * 4, (20 * c.width + i * 40 + 20) * 4 + 3)]); }"
+    )
+    assert px == [[255 - b, 255 - b, 255] for b in QUICK_BYTES]
+
+    # hover shows the value of each cell, exactly as the kernel had it
+    tip = page.locator(".cells-tip")
+    for i, b in enumerate(QUICK_BYTES):
+        canvas.hover(position={"x": i * CELL + CELL / 2, "y": CELL / 2})
+        assert tip.text_content() == f"cell {i}: {b}"
+
+    # click selects a cell on the front end (no kernel needed): a red outline is drawn there
+    canvas.click(position={"x": 2 * CELL + CELL / 2, "y": CELL / 2})
+    edge = canvas.evaluate("c => [...c.getContext('2d').getImageData(2 * 40 + 2, 20, 1, 1).data.slice(0, 3)]")
+    assert edge == [255, 0, 0]
+
+    # the ipywidgets slider is a working control
+    readout = page.locator(".widget-readout")
+    assert readout.text_content().strip() == "3"
+    page.locator(".noUi-handle").focus()
+    page.keyboard.press("ArrowRight")
+    assert readout.text_content().strip() == "4"
+
+    # provenance is on the page as text
+    header = page.locator("#attnkit-provenance").inner_text()
+    assert "none (hand-made widget)" in header and "four hand-written bytes" in header
+    assert "ATTNKIT_QUICK=1" in header
+
+    assert o.blocked == [], "the report tried to reach the network"
+    assert o.failed == []
+    assert o.errors == []
+
+
+def test_without_javascript_the_png_fallback_shows(tiny_report, offline):
+    o = offline(java_script_enabled=False)
+    page = o.page
+    page.goto(tiny_report.as_uri())
+    img = page.locator(".attnkit-slot > .attnkit-fallback img")
+    assert img.count() == 1  # the anywidget has a PNG; the slider falls back to its text
+    assert img.evaluate("i => i.complete && i.naturalWidth > 0 && i.getBoundingClientRect().height > 0")
+    assert page.locator(".attnkit-slot canvas").count() == 0
+    assert "IntSlider(value=3" in page.locator(".attnkit-slot").nth(1).inner_text()
+    assert "none (hand-made widget)" in page.locator("#attnkit-provenance").inner_text()
+    assert o.blocked == [] and o.failed == []
+
+
+# ------------------------------------------------------------- the attnkit widgets
+WIDGETS = REPO / "tests" / "notebooks" / "attnkit_widgets.ipynb"
+STATE = "application/vnd.jupyter.widget-state+json"
+
+
+@pytest.fixture(scope="module")
+def widgets_report(tmp_path_factory) -> tuple[Path, dict]:
+    """The report of notebooks/attnkit_widgets.ipynb (quick mode) and its widget state by
+    class name (``{"Heatmap": {"state": ..., "buffers": {name: bytes}}}``)."""
+    try:
+        import attnkit.widgets.heatmap  # noqa: F401
+    except ImportError:
+        pytest.skip("the attnkit widgets are not on this branch yet")
+    if not (report.STATIC / "report.js").is_file():
+        _skip_or_fail("report renderer not built: npm --prefix js/report ci && npm --prefix js/report run build")
+    mp = pytest.MonkeyPatch()
+    mp.setenv("ATTNKIT_QUICK", "1")
+    try:
+        out = tmp_path_factory.mktemp("browser-report") / "widgets.html"
+        nb = out.with_suffix(".ipynb")
+        assert main(["report", str(WIDGETS), "-o", str(out), "--execute", "--save-notebook", str(nb)]) == 0
+    finally:
+        mp.undo()
+    import nbformat
+
+    state = nbformat.read(nb, as_version=4).metadata.widgets[STATE]["state"]
+    by_class = {}
+    for m in state.values():
+        if m["model_name"] == "AnyModel":
+            cls = m["state"]["_anywidget_id"].rsplit(".", 1)[-1]
+            bufs = {b["path"][0]: base64.b64decode(b["data"]) for b in m.get("buffers", [])}
+            by_class[cls] = {"state": m["state"], "buffers": bufs}
+    return out, by_class
+
+
+def _tooltip(page, root) -> str:
+    tip = root.locator(".attnkit-tooltip")
+    return tip.text_content() if tip.is_visible() else ""
+
+
+def _at(page, root, x: float, y: float) -> None:
+    """Move the pointer to (x, y) CSS pixels from the top-left of the widget's first canvas."""
+    canvas = root.locator("canvas").first
+    canvas.scroll_into_view_if_needed()
+    box = canvas.bounding_box()
+    page.mouse.move(box["x"] + x, box["y"] + y)
+
+
+def _numbers(text: str) -> list[float]:
+    return [float(t) for t in re.findall(r"-?\d+\.\d+(?:e[-+]?\d+)?", text)]
+
+
+def test_attnkit_widgets_live_in_the_report(widgets_report, offline, tmp_path):
+    path, models = widgets_report
+    assert set(models) == {"Heatmap", "HeadGrid", "HeadMap", "ClusterView"}
+    o = offline(viewport={"width": 1100, "height": 900})
+    page = o.page
+    page.goto(path.as_uri())
+    summary = page.evaluate("window.attnkitReport.ready")
+    assert summary["slots"] == 4 and summary["missing"] == 0 and summary["failed"] == 0
+    page.wait_for_function(
+        "[...document.querySelectorAll('.attnkit-slot')].every(s => s.dataset.attnkitState === 'live')",
+        timeout=15_000,
+    )
+    page.wait_for_function(
+        "[...document.querySelectorAll('.attnkit-slot .attnkit')].filter(r => Number(r.dataset.drawn) >= 1).length === 4",
+        timeout=15_000,
+    )
+    roots = page.locator(".attnkit-slot .attnkit")
+    heatmap, grid, headmap, cluster = (roots.nth(i) for i in range(4))
+
+    # Heatmap: hovering the strongest cell shows the value the kernel sent (float16 buffer)
+    hm = models["Heatmap"]
+    n = hm["state"]["n"]
+    values = np.frombuffer(hm["buffers"]["values"], dtype="<f2").astype(np.float64).reshape(n, n)
+    r, c = np.unravel_index(np.argmax(values), values.shape)
+    left, top, size = (float(heatmap.get_attribute(f"data-plot-{k}")) for k in ("left", "top", "size"))
+    cell = size / n
+    _at(page, heatmap, left + (c + 0.5) * cell, top + (r + 0.5) * cell)
+    text = _tooltip(page, heatmap)
+    tokens = hm["state"]["tokens"]
+    assert text.startswith("attention: ") and f"(#{r + 1})" in text and f"(#{c + 1})" in text
+    assert tokens[r] in text and tokens[c] in text
+    assert abs(_numbers(text)[0] - values[r, c]) <= 5e-4
+    # zoom with the wheel: the cell under the same pixel changes; double-click fits again
+    probe = (left + size * 0.75, top + size * 0.75)
+    _at(page, heatmap, *probe)
+    before = _tooltip(page, heatmap)
+    _at(page, heatmap, left + 2, top + 2)
+    for _ in range(4):
+        page.mouse.wheel(0, -400)
+    page.wait_for_timeout(150)
+    _at(page, heatmap, *probe)
+    zoomed = _tooltip(page, heatmap)
+    assert zoomed and zoomed != before
+    box = heatmap.locator("canvas").first.bounding_box()  # in view: _at scrolled to it
+    page.mouse.dblclick(box["x"] + left + 5, box["y"] + top + 5)
+    page.wait_for_timeout(150)
+    _at(page, heatmap, *probe)
+    assert _tooltip(page, heatmap) == before
+
+    # HeadGrid: hover names the head and its metric value; click selects it (front end only)
+    hg = models["HeadGrid"]
+    L, H = hg["state"]["n_layers"], hg["state"]["n_heads"]
+    metric = np.frombuffer(hg["buffers"]["metric"], dtype="<f4").reshape(L, H)
+    g = {k: float(grid.get_attribute(f"data-{k}")) for k in ("cell", "grid-left", "grid-top", "pitch-x", "pitch-y")}
+    x = g["grid-left"] + 0 * g["pitch-x"] + g["cell"] / 2
+    y = g["grid-top"] + 1 * g["pitch-y"] + g["cell"] / 2
+    _at(page, grid, x, y)
+    text = _tooltip(page, grid)
+    assert "Head 2-1" in text and "entropy" in text
+    assert any(abs(v - metric[1, 0]) <= 5e-3 for v in _numbers(text))
+    box = grid.locator("canvas").first.bounding_box()
+    page.mouse.click(box["x"] + x, box["y"] + y)
+    assert "selected 2-1" in grid.locator(".attnkit-status").text_content()
+
+    # HeadMap: same metric, hover shows it
+    m = {k: float(headmap.get_attribute(f"data-{k}")) for k in ("cell", "grid-left", "grid-top", "pitch-x", "pitch-y")}
+    _at(page, headmap, m["grid-left"] + 1 * m["pitch-x"] + m["cell"] / 2, m["grid-top"] + m["cell"] / 2)
+    text = _tooltip(page, headmap)
+    assert "Head 1-2" in text and any(abs(v - metric[0, 1]) <= 5e-3 for v in _numbers(text))
+
+    # ClusterView: drawn (ink on its canvas)
+    ink = cluster.locator("canvas").first.evaluate(
+        "c => { const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data; let k = 0;"
+        " for (let i = 0; i < d.length; i += 4) if (d[i + 3] > 0 && (d[i] < 250 || d[i + 1] < 250 || d[i + 2] < 250)) k++; return k; }"
+    )
+    assert ink > 50
+
+    # the top of the report (provenance and the heatmap) for the README
+    page.mouse.move(1, 1)
+    page.evaluate("window.scrollTo(0, 0)")
+    (REPO / "docs" / "img").mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(REPO / "docs" / "img" / "report.png"), full_page=False)
+    assert o.blocked == [], "the report tried to reach the network"
+    assert o.failed == []
+    assert o.errors == []

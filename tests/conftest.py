@@ -1,0 +1,76 @@
+"""Shared fixtures: tiny random models, the bundled model, the shared data folder.
+
+Tests that need the real data or the bundled model skip when they are missing, except
+under CI (``CI=true``), where a missing prerequisite is a failure.
+"""
+
+from __future__ import annotations
+
+import os
+import pytest
+
+IN_CI = os.environ.get("CI", "").lower() == "true"
+
+
+def skip_or_fail(reason: str) -> None:
+    if IN_CI:
+        pytest.fail(f"{reason} (required under CI=true)")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def data_dir():
+    from attnkit.data import data_dir as find
+
+    d = find()
+    if d is None or not d.is_dir():
+        skip_or_fail("real data missing: set ATTNKIT_DATA or put ../shared/data beside the checkout")
+    return d
+
+
+@pytest.fixture(scope="session")
+def ewt_dir(data_dir):
+    d = data_dir / "ud-english-ewt"
+    if not d.is_dir():
+        skip_or_fail(f"UD English EWT missing at {d}")
+    return d
+
+
+@pytest.fixture(scope="session")
+def gum_path(data_dir):
+    p = data_dir / "ud-english-gum" / "en_gum-ud-dev.conllu"
+    if not p.exists():
+        skip_or_fail(f"UD English GUM dev missing at {p}")
+    return p
+
+
+@pytest.fixture(scope="session")
+def minilm():
+    import attnkit
+    from attnkit.errors import ModelNotFoundError
+
+    try:
+        return attnkit.load("minilm")
+    except ModelNotFoundError as exc:
+        skip_or_fail(str(exc))
+
+
+@pytest.fixture(scope="session")
+def tiny_bert():
+    from attnkit.testing import tiny_model
+
+    return tiny_model("bert")
+
+
+@pytest.fixture(scope="session")
+def tiny_roberta():
+    from attnkit.testing import tiny_model
+
+    return tiny_model("roberta")
+
+
+@pytest.fixture(scope="session")
+def tiny_gpt2():
+    from attnkit.testing import tiny_model
+
+    return tiny_model("gpt2")

@@ -1,0 +1,44 @@
+"""`attnkit analyze` end to end on a small sample (bundled model)."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import attnkit
+
+ROOT = Path(attnkit.__file__).resolve().parents[1]
+
+
+def run_cli(*args, env=None):
+    return subprocess.run([sys.executable, "-m", "attnkit.cli", *args], capture_output=True,
+                          text=True, cwd=ROOT, env=env, timeout=900)
+
+
+@pytest.mark.realmodel
+@pytest.mark.realdata
+def test_analyze_on_ewt_sample(minilm, ewt_dir, tmp_path):
+    out = tmp_path / "out"
+    r = run_cli("analyze", "--treebank", str(ewt_dir), "--split", "dev", "--limit", "40",
+                "--importance-items", "8", "--out", str(out))
+    assert r.returncode == 0, r.stderr[-2000:]
+    stats = pd.read_csv(out / "head_stats.csv", index_col=[0, 1])
+    assert len(stats) == 72
+    assert {"cls", "sep", "punct", "entropy", "behaviour"} <= set(stats.columns)
+    # Clark et al.: much attention goes to [CLS]/[SEP] in the deeper layers
+    assert stats["cls"].groupby("layer").mean().iloc[1:].min() > 0.2
+    for fig in ("heads_entropy", "fig2_special_attention", "fig3_importance", "fig6_head_clusters"):
+        assert (out / f"{fig}.png").stat().st_size > 5000
+
+
+def test_analyze_bad_treebank_is_a_clear_error(tmp_path):
+    bad = tmp_path / "bad.conllu"
+    bad.write_text("1\tcat\n")
+    r = run_cli("analyze", "--treebank", str(bad), "--out", str(tmp_path / "o"))
+    assert r.returncode == 2
+    assert "bad.conllu:1:" in r.stderr and "10 tab-separated" in r.stderr
+    sample = str(attnkit.data.sample_treebank())
+    r = run_cli("analyze", "--treebank", sample, "--model", str(tmp_path / "nope"))
+    assert r.returncode == 2 and "No model folder" in r.stderr
