@@ -249,6 +249,15 @@ def test_cluster_view_from_dataframe_subset():
         cv.selected = [1, 0]
 
 
+def test_widgets_keep_the_anywidget_protocol_traits():
+    att = make_att(model="tiny-bert")
+    for w in (Heatmap(att), Heatmap.difference(att, make_att(seed=3)), HeadGrid(att),
+              HeadMap(np.zeros((2, 3)), "zero"), ClusterView(np.zeros((6, 2)) + np.arange(6)[:, None], n_heads=3)):
+        state = w.get_state()
+        assert (state["_model_name"], state["_view_name"]) == ("AnyModel", "AnyView")
+        assert state["_anywidget_id"] == f"attnkit.widgets.{type(w).__module__.rsplit('.', 1)[1]}.{type(w).__name__}"
+
+
 # ------------------------------------------------------------------ static output
 def test_mimebundle_has_png_and_escaped_html():
     xss = "<img src=x onerror=alert(1)>"

@@ -1,8 +1,9 @@
-"""anywidget views: Heatmap, HeadGrid, HeadMap, ClusterView (front end in js/)."""
+"""anywidget views: Heatmap, HeadGrid, HeadMap, ClusterView, FlowView (front end in js/)."""
 
 from .cluster import ClusterView
+from .flow import FlowView
 from .headgrid import HeadGrid
 from .headmap import HeadMap
 from .heatmap import Heatmap
 
-__all__ = ["ClusterView", "HeadGrid", "HeadMap", "Heatmap"]
+__all__ = ["ClusterView", "FlowView", "HeadGrid", "HeadMap", "Heatmap"]

@@ -104,7 +104,7 @@ class Heatmap(AttnkitWidget):
         self._get = get
         self._fixed_vmax = vmax
         self._fixed_title = title
-        self._model_name = model_name
+        self._source_model = model_name
         self._name_pair = name_pair
         self._auto_diverging = diverging is None
         super().__init__(
@@ -211,7 +211,7 @@ class Heatmap(AttnkitWidget):
         elif self._name_pair:
             title = f"{self._name_pair[0]} \u2212 {self._name_pair[1]}, layer {self.layer + 1} head {self.head + 1} ({label})"
         else:
-            who = f"{self._model_name}: " if self._model_name else ""
+            who = f"{self._source_model}: " if self._source_model else ""
             title = f"{who}layer {self.layer + 1}, head {self.head + 1} ({label})"
         with self.hold_sync():
             self.diverging = diverging

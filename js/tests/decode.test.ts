@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { asBytes, decodeF16, decodeF32, decodeU8, halfToFloat } from "../src/lib/decode";
+import { asBytes, decodeF16, decodeF32, decodeU16, decodeU32, decodeU8, halfToFloat } from "../src/lib/decode";
 
 // Reference float16 bit patterns (IEEE 754 binary16).
 const CASES: [number, number][] = [
@@ -58,5 +58,14 @@ describe("float32 and uint8", () => {
 
   it("refuses non-binary values", () => {
     expect(() => asBytes([1, 2, 3] as unknown as ArrayBuffer)).toThrow(TypeError);
+  });
+});
+
+describe("unsigned integers", () => {
+  it("decodes little-endian uint16 and uint32 at odd offsets", () => {
+    const raw = new Uint8Array([0xff, 0x01, 0x02, 0x03, 0x04, 0xff]);
+    expect(Array.from(decodeU16(new DataView(raw.buffer, 1, 4)))).toEqual([0x0201, 0x0403]);
+    expect(Array.from(decodeU32(new DataView(raw.buffer, 1, 4)))).toEqual([0x04030201]);
+    expect(() => decodeU16(new Uint8Array(3))).toThrow(RangeError);
   });
 });

@@ -78,3 +78,19 @@ export function decodeF16(v: Binary): Float32Array {
   }
   return out;
 }
+
+/** Little-endian uint16 values. */
+export function decodeU16(v: Binary): Uint16Array {
+  const b = asBytes(v);
+  const buf = aligned(b, 2);
+  const off = b.byteOffset % 2 === 0 ? b.byteOffset : 0;
+  return new Uint16Array(buf, off, b.byteLength / 2);
+}
+
+/** Little-endian uint32 values. */
+export function decodeU32(v: Binary): Uint32Array {
+  const b = asBytes(v);
+  const buf = aligned(b, 4);
+  const off = b.byteOffset % 4 === 0 ? b.byteOffset : 0;
+  return new Uint32Array(buf, off, b.byteLength / 4);
+}
