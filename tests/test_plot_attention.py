@@ -22,31 +22,31 @@ def render(fig: Figure) -> bytes:
 
 def test_heatmap_labels_every_token_when_short_and_strides_when_long():
     tokens = ["[CLS]", "$5", "$x$", "\u0120the", "[SEP]"]
-    fig = plots.heatmap(np.eye(5) * 0.5 + 0.1, tokens, title="t")
+    fig = plots.plot_heatmap(np.eye(5) * 0.5 + 0.1, tokens, title="t")
     ax = fig.axes[0]
     labels = [t.get_text() for t in ax.get_yticklabels()]
     assert labels == ["[CLS]", r"\$5", r"\$x\$", "\u00b7the", "[SEP]"]
     assert ax.get_ylabel() == "from (query)" and ax.get_xlabel() == "to (key)"
     assert render(fig)[:4] == b"\x89PNG"
-    long = plots.heatmap(np.full((200, 200), 1 / 200), [f"w{i}" for i in range(200)], max_labels=64)
+    long = plots.plot_heatmap(np.full((200, 200), 1 / 200), [f"w{i}" for i in range(200)], max_labels=64)
     assert len(long.axes[0].get_xticks()) == 40  # every 5th
 
 
 def test_heatmap_scales():
     m = np.array([[0.2, -0.4], [0.1, 0.0]])
-    im = plots.heatmap(m, ["a", "b"]).axes[0].images[0]
+    im = plots.plot_heatmap(m, ["a", "b"]).axes[0].images[0]
     assert (im.norm.vmin, im.norm.vmax) == (-0.4, 0.4) and im.get_cmap().name == "RdBu_r"
-    im = plots.heatmap(np.abs(m), ["a", "b"]).axes[0].images[0]
+    im = plots.plot_heatmap(np.abs(m), ["a", "b"]).axes[0].images[0]
     assert (im.norm.vmin, im.norm.vmax) == (0.0, 0.4) and im.get_cmap().name == "Blues"
     with pytest.raises(InputError, match="tokens"):
-        plots.heatmap(m, ["a"])
+        plots.plot_heatmap(m, ["a"])
     with pytest.raises(InputError, match="square"):
-        plots.heatmap(np.zeros((2, 3)), ["a", "b"])
+        plots.plot_heatmap(np.zeros((2, 3)), ["a", "b"])
 
 
 def test_head_grid_labels_every_head():
     maps = np.random.default_rng(0).random((3, 4, 6, 6))
-    fig = plots.head_grid(maps, metric=np.arange(12.0).reshape(3, 4), metric_name="entropy")
+    fig = plots.plot_head_grid(maps, metric=np.arange(12.0).reshape(3, 4), metric_name="entropy")
     ax = fig.axes[0]
     texts = {t.get_text() for t in ax.texts}
     assert {f"{l}-{h}" for l in range(1, 4) for h in range(1, 5)} <= texts
@@ -55,22 +55,22 @@ def test_head_grid_labels_every_head():
     assert np.nanmax(mosaic) == pytest.approx(1.0)  # per-head scaling
     assert render(fig)[:4] == b"\x89PNG"
     with pytest.raises(InputError):
-        plots.head_grid(maps, metric=np.zeros((4, 3)))
+        plots.plot_head_grid(maps, metric=np.zeros((4, 3)))
 
 
 def test_head_map_and_cluster_scatter():
     idx = pd.MultiIndex.from_tuples([(0, 0), (1, 1)], names=["layer", "head"])
-    fig = plots.head_map(pd.DataFrame({"acc": [0.25, 0.75]}, index=idx))
+    fig = plots.plot_head_map(pd.DataFrame({"acc": [0.25, 0.75]}, index=idx))
     ax = fig.axes[0]
     assert sorted(t.get_text() for t in ax.texts) == ["0.25", "0.75"]  # blanks have no text
     assert render(fig)[:4] == b"\x89PNG"
     emb = np.array([[0, 0], [1, 1], [2, 0]], dtype=float)
-    fig = plots.cluster_scatter(emb, [0, 0, 1], [0, 1, 0], labels=["b", "a", "b"], label_name="kind")
+    fig = plots.plot_cluster_scatter(emb, [0, 0, 1], [0, 1, 0], labels=["b", "a", "b"], label_name="kind")
     legend = fig.axes[0].get_legend()
     assert [t.get_text() for t in legend.get_texts()] == ["a", "b"]
     assert render(fig)[:4] == b"\x89PNG"
     with pytest.raises(InputError):
-        plots.cluster_scatter(emb, [0], [0])
+        plots.plot_cluster_scatter(emb, [0], [0])
 
 
 def test_text_helpers():

@@ -301,3 +301,18 @@ def test_missing_bundle_shows_a_message_not_a_crash(monkeypatch, tmp_path):
         hm = Heatmap(make_att())
     assert any("make js-build" in str(w.message) for w in caught)
     assert "make js-build" in hm._esm and "textContent" in hm._esm
+
+
+def test_views_take_the_analyses_outputs_as_they_are():
+    """embed_heads / head_behaviours / head_stats outputs go straight into the views."""
+    atts = [make_att(L=3, H=4, n=n, seed=n) for n in (6, 7, 8)]
+    stats = attnkit.head_stats(atts)
+    emb = attnkit.embed_heads(attnkit.head_distances(atts))
+    behaviours = attnkit.head_behaviours(stats)
+    cv = ClusterView(emb, behaviours)
+    assert cv.label_name == "behaviour" and len(cv.layers) == 12
+    assert [cv.categories[c] for c in cv.codes] == [str(behaviours[k]) for k in zip(cv.layers, cv.heads)]
+    hmap = HeadMap(stats, value="entropy")
+    np.testing.assert_allclose(hmap.table, stats["entropy"].unstack("head").to_numpy(), rtol=1e-6)
+    grid = HeadGrid(atts[0], metric=stats, value="entropy")
+    np.testing.assert_allclose(f32(grid.metric, (3, 4)), stats["entropy"].unstack("head").to_numpy(), rtol=1e-6)

@@ -47,7 +47,7 @@ def _figure_axes(ax: Axes | None, size: tuple[float, float]) -> tuple[Figure, Ax
     return fig, fig.add_subplot()
 
 
-def heatmap(
+def plot_heatmap(
     matrix: np.ndarray,
     tokens: Sequence[str],
     *,
@@ -104,7 +104,7 @@ def heatmap(
     return fig
 
 
-def head_grid(
+def plot_head_grid(
     maps: np.ndarray,
     *,
     metric: np.ndarray | None = None,
@@ -207,7 +207,7 @@ def head_grid(
     return fig
 
 
-def head_map(
+def plot_head_map(
     data: pd.DataFrame | pd.Series | np.ndarray,
     value: str | None = None,
     *,
@@ -263,7 +263,7 @@ def head_map(
     return fig
 
 
-def cluster_scatter(
+def plot_cluster_scatter(
     embedding: np.ndarray,
     layers: Sequence[int],
     heads: Sequence[int],

@@ -118,7 +118,7 @@ class ClusterView(SelectsHead):
         labels = None
         if self._names is not None:
             labels = [x if x is not None else "(none)" for x in self._names]
-        return plots.cluster_scatter(
+        return plots.plot_cluster_scatter(
             self._points, self.layers, self.heads, labels=labels,
             label_name=self.label_name, n_layers=self.n_layers, title=self.title,
         )

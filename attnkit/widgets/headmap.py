@@ -71,7 +71,7 @@ class HeadMap(SelectsHead):
         return self._table
 
     def figure(self, preview: bool = False) -> Figure:
-        return plots.head_map(
+        return plots.plot_head_map(
             self._table, self.value_name, diverging=self.diverging, cmap=self.cmap or None,
             vmin=self.vmin, vmax=self.vmax, title=self.title,
         )

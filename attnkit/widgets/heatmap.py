@@ -170,7 +170,7 @@ class Heatmap(AttnkitWidget):
         return self._matrix
 
     def figure(self, preview: bool = False) -> Figure:
-        return plots.heatmap(
+        return plots.plot_heatmap(
             self._matrix, self.tokens, diverging=self.diverging, vmax=self.vmax,
             cmap=self.cmap or None, title=self.title, value_label=self.value_label,
             max_labels=40 if preview else 64,
