@@ -24,12 +24,19 @@ from .flow import (
     subgraph_through,
 )
 from .model import Model, load
+from .report import write_report
+from .widgets import ClusterView, FlowView, HeadGrid, HeadMap, Heatmap
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Attention",
     "AttentionSet",
+    "ClusterView",
+    "FlowView",
+    "HeadGrid",
+    "HeadMap",
+    "Heatmap",
     "Model",
     "Sentence",
     "attention_flow",
@@ -45,6 +52,7 @@ __all__ = [
     "paths_between",
     "rollout",
     "subgraph_through",
+    "write_report",
     "Treebank",
     "coref_heads",
     "errors",
