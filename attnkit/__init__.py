@@ -1,13 +1,16 @@
 """attnkit: look inside the attention of transformer language models from a notebook."""
 
-from . import errors, plot
+from . import errors, pipeline, plot
 from .analysis import (
+    AttentionProbe,
     attention_importance,
     coref_heads,
     embed_heads,
     head_behaviours,
     head_distances,
     head_stats,
+    relation_heads,
+    right_branching_uas,
 )
 from .attention import Attention
 from .corpus import AttentionSet, extract
@@ -31,6 +34,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Attention",
+    "AttentionProbe",
     "AttentionSet",
     "ClusterView",
     "FlowView",
@@ -61,5 +65,7 @@ __all__ = [
     "load",
     "read_conllu",
     "read_coref",
+    "relation_heads",
+    "right_branching_uas",
     "__version__",
 ]
