@@ -41,3 +41,8 @@ class TokenizationMismatchError(AttnkitError, ValueError):
 
 class TruncationWarning(UserWarning):
     """Some inputs were longer than the model's maximum and were truncated."""
+
+
+class DataFormatError(AttnkitError, ValueError):
+    """A data file other than CoNLL-U (e.g. a GLUE tsv) was malformed; the message names
+    the file and line."""
