@@ -14,7 +14,8 @@ from .analysis import (
 )
 from .attention import Attention
 from .corpus import AttentionSet, extract
-from .data import Sentence, Treebank, read_conllu, read_coref
+from .data import Sentence, Treebank, read_conllu, read_coref, read_glue
+from .finetune import finetune
 from .flow import (
     attention_flow,
     attention_graph,
@@ -61,10 +62,12 @@ __all__ = [
     "coref_heads",
     "errors",
     "extract",
+    "finetune",
     "head_stats",
     "load",
     "read_conllu",
     "read_coref",
+    "read_glue",
     "relation_heads",
     "right_branching_uas",
     "__version__",
