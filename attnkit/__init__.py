@@ -1,13 +1,16 @@
 """attnkit: look inside the attention of transformer language models from a notebook."""
 
-from . import errors, plot
+from . import errors, pipeline, plot
 from .analysis import (
+    AttentionProbe,
     attention_importance,
     coref_heads,
     embed_heads,
     head_behaviours,
     head_distances,
     head_stats,
+    relation_heads,
+    right_branching_uas,
 )
 from .attention import Attention
 from .corpus import AttentionSet, extract
@@ -24,12 +27,20 @@ from .flow import (
     subgraph_through,
 )
 from .model import Model, load
+from .report import write_report
+from .widgets import ClusterView, FlowView, HeadGrid, HeadMap, Heatmap
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Attention",
+    "AttentionProbe",
     "AttentionSet",
+    "ClusterView",
+    "FlowView",
+    "HeadGrid",
+    "HeadMap",
+    "Heatmap",
     "Model",
     "Sentence",
     "attention_flow",
@@ -45,6 +56,7 @@ __all__ = [
     "paths_between",
     "rollout",
     "subgraph_through",
+    "write_report",
     "Treebank",
     "coref_heads",
     "errors",
@@ -53,5 +65,7 @@ __all__ = [
     "load",
     "read_conllu",
     "read_coref",
+    "relation_heads",
+    "right_branching_uas",
     "__version__",
 ]

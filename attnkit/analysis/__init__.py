@@ -10,13 +10,16 @@ from .cluster import (
 )
 from .coref import CorefEvaluation, coref_heads, coref_predictions, coref_summary, split_documents
 from .importance import TARGETS, AttentionGradients, attention_gradients, attention_importance
+from .probe import AttentionProbe, probe_data
 from .stats import STAT_COLUMNS, head_stats, item_stats, uniform_row_entropy
+from .syntax import head_accuracy, offset_accuracy, relation_heads, right_branching_uas, word_hits
 
 __all__ = [
     "BEHAVIOURS",
     "STAT_COLUMNS",
     "TARGETS",
     "AttentionGradients",
+    "AttentionProbe",
     "CorefEvaluation",
     "attention_gradients",
     "attention_importance",
@@ -26,10 +29,16 @@ __all__ = [
     "coref_summary",
     "embed_heads",
     "head_behaviours",
+    "head_accuracy",
     "head_distances",
     "head_stats",
     "item_stats",
+    "offset_accuracy",
+    "probe_data",
+    "relation_heads",
+    "right_branching_uas",
     "split_documents",
     "uniform_entropy",
     "uniform_row_entropy",
+    "word_hits",
 ]

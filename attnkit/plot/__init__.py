@@ -3,14 +3,16 @@
 One submodule per family of figures; the public functions are re-exported here.
 """
 
+from .attention import plot_cluster_scatter, plot_head_grid, plot_head_map, plot_heatmap
 from .coref import plot_coref_accuracy, plot_coref_heads
 from .flow import plot_comparison, plot_flow_graph, plot_flow_radial, plot_influence
-from .heads import head_metric_grid, head_stats_figures
+from .heads import head_stats_figures
+from .syntax import plot_relation_grid, plot_relation_heads
 from .stats import plot_entropy, plot_head_clusters, plot_importance, plot_special_attention
 
 __all__ = [
-    "head_metric_grid",
     "head_stats_figures",
+    "plot_cluster_scatter",
     "plot_comparison",
     "plot_coref_accuracy",
     "plot_coref_heads",
@@ -18,7 +20,12 @@ __all__ = [
     "plot_flow_graph",
     "plot_flow_radial",
     "plot_head_clusters",
+    "plot_head_grid",
+    "plot_head_map",
+    "plot_heatmap",
     "plot_importance",
     "plot_influence",
+    "plot_relation_grid",
+    "plot_relation_heads",
     "plot_special_attention",
 ]

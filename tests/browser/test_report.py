@@ -31,16 +31,6 @@ REPO = Path(__file__).resolve().parents[2]
 TINY = REPO / "tests" / "notebooks" / "tiny_widgets.ipynb"
 QUICK_BYTES = [0, 64, 128, 255]
 CELL = 40  # px per cell in the notebook's widget
-CHROMIUM = "/usr/bin/chromium"
-ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--no-first-run",
-    "--disable-sync",
-]
 
 
 def _skip_or_fail(reason: str) -> None:
@@ -50,19 +40,9 @@ def _skip_or_fail(reason: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def chromium():
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        _skip_or_fail("playwright is not installed (pip install playwright; no browser download)")
-    if not Path(CHROMIUM).exists():
-        _skip_or_fail(f"Chromium not found at {CHROMIUM} (apt-get install -y chromium)")
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        try:
-            yield browser
-        finally:
-            browser.close()
+def chromium(browser):
+    """The session's Chromium (tests/browser/conftest.py): one playwright per process."""
+    return browser
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,280 @@
+"""Syntax heads (Clark et al. 2019, §4.2): which single head predicts each dependency relation.
+
+For every (layer, head) and both directions, each word's predicted partner is the word
+that receives the most attention in its row, with the diagonal zeroed and the special
+positions ([CLS], [SEP], ...) excluded:
+
+* ``"dep->head"`` reads the map as is: row = the dependent, attending to its head;
+* ``"head->dep"`` reads its transpose: the word that attends most *to* the dependent.
+
+A prediction is correct when it is the word's gold head. Accuracy of a relation is the
+fraction of its words (the root excluded) predicted correctly. Beside every head stands the
+fixed-offset baseline: "the head is the word ``k`` positions away" for ``k`` in −3…+3
+except 0 (a word with no word at that offset is counted wrong).
+
+**Possessive rule** (``poss_rule=True``). Clark et al. note that their best ``poss`` head
+"marks 's as the dependent for the poss relation, while gold-standard labels mark the
+complement of an 's as the dependent (the accuracy in Table 1 counts 's as correct)". We
+read this as their evaluation did: for a word whose relation is the possessive (UD
+``nmod:poss``) and whose next word is a possessive clitic (``'s``, ``'``, ``’s``, ``’``),
+the prediction made *for the clitic* is compared with the possessor's gold head. The rule
+touches only possessors followed by a clitic ("John 's dog"), not possessive pronouns
+("his dog"), and applies to heads and offset baselines alike.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+
+from ..errors import InputError
+from ._align import aligned, check_pair
+
+#: The two ways a map is read; see the module docstring.
+DIRECTIONS = ("dep->head", "head->dep")
+#: Offsets of the fixed-offset baseline (signed: +1 = the next word is the head).
+OFFSETS = (-3, -2, -1, 1, 2, 3)
+#: Relation names (full UD labels) that the possessive rule applies to.
+POSSESSIVE_RELATIONS = frozenset({"nmod:poss", "poss"})
+#: Word forms of the possessive clitic.
+POSSESSIVE_MARKERS = frozenset({"'s", "'", "’s", "’", "s'", "'S"})
+
+
+@dataclass
+class WordHits:
+    """Per-word correctness of every head and every offset on one treebank.
+
+    hits : bool ``[n_words, 2, layer, head]`` (direction in :data:`DIRECTIONS` order).
+    offset_hits : bool ``[n_words, len(OFFSETS)]``.
+    deprels : full UD relation of each evaluated word (root and truncated words left out).
+    upos : UPOS tag of each evaluated word.
+    n_skipped : words left out because truncation cut them or their head away.
+    """
+
+    hits: np.ndarray
+    offset_hits: np.ndarray
+    deprels: list[str]
+    upos: list[str]
+    n_skipped: int = 0
+
+    def relations(self, subtypes: bool = True) -> np.ndarray:
+        """Relation label of each evaluated word, with or without its UD subtype."""
+        if subtypes:
+            return np.asarray(self.deprels, dtype=object)
+        return np.asarray([r.split(":")[0] for r in self.deprels], dtype=object)
+
+
+def _predict(maps: np.ndarray, transpose: bool) -> np.ndarray:
+    """Argmax partner of every row of ``maps [L, H, m, m]`` (diagonal zeroed) → ``[L, H, m]``."""
+    a = np.swapaxes(maps, -1, -2) if transpose else maps
+    a = a.copy()
+    m = a.shape[-1]
+    a[..., np.arange(m), np.arange(m)] = -1.0
+    return a.argmax(-1)
+
+
+def word_hits(attention_set, treebank, *, poss_rule: bool = False) -> WordHits:
+    """Score every head (both directions) and every fixed offset on every word.
+
+    Parameters
+    ----------
+    attention_set : an :class:`~attnkit.corpus.AttentionSet` (or list of
+        :class:`~attnkit.attention.Attention`) extracted from ``treebank``, in its order.
+        Token-level items are pooled to words first.
+    treebank : the :class:`~attnkit.data.Treebank` with the gold trees.
+    poss_rule : apply the paper's possessive rule (see the module docstring).
+    """
+    hits, offs, deprels, upos = [], [], [], []
+    skipped = 0
+    offsets = np.array(OFFSETS)
+    for att, sent, pos in aligned(attention_set, treebank):
+        m = len(sent)
+        gold = np.asarray(sent.head_index)
+        kept = pos >= 0
+        kpos = pos[kept]
+        kidx = np.flatnonzero(kept)  # treebank index of each kept word
+        sub = att.maps[:, :, kpos][:, :, :, kpos]
+        preds = np.stack([kidx[_predict(sub, t)] for t in (False, True)])  # [2, L, H, k]
+        pred_of = np.full((2, att.n_layers, att.n_heads, m), -2, dtype=np.int64)
+        pred_of[..., kidx] = preds
+        # the word whose prediction stands for word j (itself, or its clitic by the rule)
+        proxy = np.arange(m)
+        if poss_rule:
+            for j in range(m - 1):
+                if sent.deprels[j] in POSSESSIVE_RELATIONS and sent.words[j + 1] in POSSESSIVE_MARKERS:
+                    proxy[j] = j + 1
+        ok = (gold >= 0) & kept & kept[np.maximum(gold, 0)] & kept[proxy]
+        skipped += int(((gold >= 0) & ~ok).sum())
+        j = np.flatnonzero(ok)
+        hits.append(np.moveaxis(pred_of[..., proxy[j]] == gold[j], -1, 0))
+        offs.append((proxy[j][:, None] + offsets[None, :]) == gold[j][:, None])
+        deprels.extend(sent.deprels[x] for x in j)
+        upos.extend(sent.upos[x] for x in j)
+    if not hits:
+        raise InputError("The treebank is empty: there is nothing to score.")
+    return WordHits(np.concatenate(hits), np.concatenate(offs), deprels, upos, skipped)
+
+
+def _ordered(rel: np.ndarray) -> list[str]:
+    """Relations by descending frequency (ties by name)."""
+    names, counts = np.unique(rel.astype(str), return_counts=True)
+    return [str(n) for _, n in sorted(zip(-counts, names))]
+
+
+def _skipped(rel: str, skip: Sequence[str]) -> bool:
+    return rel in skip or rel.split(":")[0] in skip
+
+
+def _group(hits: WordHits, subtypes: bool, skip: Sequence[str] = ("punct",)):
+    """Per-relation correct counts: ``(relations, n [R], heads [R, 2, L, H], offsets [R, 6])``
+    with "all" first; "all" counts the words whose relation is not in ``skip``."""
+    rel = hits.relations(subtypes)
+    names = _ordered(rel)
+    base = hits.relations(False)
+    all_mask = ~np.isin(rel.astype(str), list(skip)) & ~np.isin(base.astype(str), list(skip))
+    names = [r for r in names if not _skipped(r, skip)]
+    masks = [all_mask] + [rel == r for r in names]
+    n = np.array([mk.sum() for mk in masks])
+    head_c = np.stack([hits.hits[mk].sum(0) for mk in masks])
+    off_c = np.stack([hits.offset_hits[mk].sum(0) for mk in masks])
+    return ["all"] + names, n, head_c, off_c
+
+
+def head_accuracy(attention_set, treebank, *, subtypes: bool = True, poss_rule: bool = False,
+                  skip: Sequence[str] = ("punct",), hits: WordHits | None = None) -> pd.DataFrame:
+    """Accuracy of every head, in both directions, at every relation.
+
+    Returns a DataFrame indexed by ``relation`` ("all" first, then by frequency) with
+    columns ``(direction, layer, head)`` (0-indexed) holding accuracies in [0, 1];
+    ``df.attrs["n"]`` maps each relation to its number of words. Pass ``hits`` (from
+    :func:`word_hits`) to skip recomputing them. The "all" row counts every word except
+    those of the ``skip`` relations (punctuation by default, as in the paper's numbers).
+    """
+    hits = hits if hits is not None else word_hits(attention_set, treebank, poss_rule=poss_rule)
+    names, n, head_c, _ = _group(hits, subtypes, skip)
+    _, _, L, H = head_c.shape
+    acc = head_c / np.maximum(n, 1)[:, None, None, None]
+    cols = pd.MultiIndex.from_product([DIRECTIONS, range(L), range(H)],
+                                      names=["direction", "layer", "head"])
+    df = pd.DataFrame(acc.reshape(len(names), -1), index=pd.Index(names, name="relation"),
+                      columns=cols)
+    df.attrs["n"] = dict(zip(names, n.tolist()))
+    return df
+
+
+def offset_accuracy(attention_set, treebank, *, subtypes: bool = True, poss_rule: bool = False,
+                    skip: Sequence[str] = ("punct",), hits: WordHits | None = None) -> pd.DataFrame:
+    """Accuracy of each fixed offset (columns :data:`OFFSETS`) at every relation (rows as in
+    :func:`head_accuracy`)."""
+    hits = hits if hits is not None else word_hits(attention_set, treebank, poss_rule=poss_rule)
+    names, n, _, off_c = _group(hits, subtypes, skip)
+    acc = off_c / np.maximum(n, 1)[:, None]
+    df = pd.DataFrame(acc, index=pd.Index(names, name="relation"),
+                      columns=pd.Index(OFFSETS, name="offset"))
+    df.attrs["n"] = dict(zip(names, n.tolist()))
+    return df
+
+
+def head_label(layer: int, head: int) -> str:
+    """Display label of a 0-indexed head, 1-indexed as in the papers: (6, 9) → "7-10"."""
+    return f"{layer + 1}-{head + 1}"
+
+
+def relation_heads(
+    attention_set,
+    treebank,
+    *,
+    select_on: tuple | None = None,
+    subtypes: bool = True,
+    poss_rule: bool = False,
+    min_count: int = 100,
+    skip: Sequence[str] = ("punct",),
+) -> pd.DataFrame:
+    """The best single head for every frequent relation, beside the best fixed offset.
+
+    ``(attention_set, treebank)`` is the split the accuracies are *reported* on (e.g. EWT
+    test). The head and the offset of each row are *chosen* on ``select_on``, a pair
+    ``(attention_set, treebank)`` of another split (e.g. EWT dev); without it they are
+    chosen on the reported split itself (``df.attrs["selected_on_report"]`` says so), which
+    overstates accuracy.
+
+    Parameters
+    ----------
+    subtypes : keep UD subtypes (``nmod:poss``) or fold them into the base relation (``nmod``).
+    poss_rule : the paper's possessive rule (module docstring).
+    min_count : keep relations with at least this many words in the reported split.
+    skip : relations left out of the table and of the "all" row (the paper leaves out
+        punctuation); a base name (``nmod``) also skips its subtypes. The root never counts
+        (it has no head word).
+
+    Returns
+    -------
+    DataFrame indexed by ``relation`` ("all" first, then by frequency) with columns
+    ``n`` (words in the reported split), ``layer``, ``head`` (0-indexed), ``direction``,
+    ``label`` (1-indexed "L-H"), ``accuracy``, ``offset``, ``offset_accuracy`` (reported
+    split, in [0, 1]), ``n_select``, ``select_accuracy``, ``offset_select_accuracy``
+    (the choosing split's scores of the chosen head and offset).
+    """
+    report_hits = word_hits(attention_set, treebank, poss_rule=poss_rule)
+    if select_on is not None:
+        sel_set, sel_tb = check_pair(select_on, "select_on")
+        select_hits = word_hits(sel_set, sel_tb, poss_rule=poss_rule)
+    else:
+        select_hits = report_hits
+    names, n, head_c, off_c = _group(report_hits, subtypes, skip)
+    s_names, s_n, s_head_c, s_off_c = _group(select_hits, subtypes, skip)
+    if head_c.shape[1:] != s_head_c.shape[1:]:
+        raise InputError(
+            f"select_on has {s_head_c.shape[2]}x{s_head_c.shape[3]} heads but the reported set "
+            f"has {head_c.shape[2]}x{head_c.shape[3]}; both must come from the same model."
+        )
+    s_index = {r: i for i, r in enumerate(s_names)}
+    _, _, L, H = head_c.shape
+    rows = []
+    for i, rel in enumerate(names):
+        if rel != "all" and (n[i] < min_count or _skipped(rel, skip) or rel == "root"):
+            continue
+        row = {"relation": rel, "n": int(n[i])}
+        si = s_index.get(rel)
+        if si is None or s_n[si] == 0:
+            row.update(layer=-1, head=-1, direction="", label="", accuracy=np.nan, offset=0,
+                       offset_accuracy=np.nan, n_select=0, select_accuracy=np.nan,
+                       offset_select_accuracy=np.nan)
+            rows.append(row)
+            continue
+        s_acc = s_head_c[si] / s_n[si]
+        d, layer, head = np.unravel_index(int(np.argmax(s_acc)), s_acc.shape)
+        k = int(np.argmax(s_off_c[si]))
+        row.update(
+            layer=int(layer), head=int(head), direction=DIRECTIONS[d],
+            label=head_label(int(layer), int(head)),
+            accuracy=head_c[i, d, layer, head] / n[i],
+            offset=OFFSETS[k], offset_accuracy=off_c[i, k] / n[i],
+            n_select=int(s_n[si]), select_accuracy=float(s_acc[d, layer, head]),
+            offset_select_accuracy=s_off_c[si, k] / s_n[si],
+        )
+        rows.append(row)
+    df = pd.DataFrame(rows).set_index("relation")
+    df.attrs.update(selected_on_report=select_on is None, subtypes=subtypes,
+                    poss_rule=poss_rule, n_skipped=report_hits.n_skipped)
+    return df
+
+
+def right_branching_uas(treebank, *, punct: bool = False) -> float:
+    """UAS of the right-branching baseline (each word's head is the next word; the last
+    word is the root), punctuation (UPOS ``PUNCT``) excluded unless ``punct=True``."""
+    correct = total = 0
+    for sent in treebank:
+        m = len(sent)
+        pred = np.arange(1, m + 1)
+        pred[-1] = -1
+        gold = np.asarray(sent.head_index)
+        use = np.ones(m, bool) if punct else np.array([u != "PUNCT" for u in sent.upos])
+        correct += int((pred == gold)[use].sum())
+        total += int(use.sum())
+    if total == 0:
+        raise InputError("The treebank has no scorable words.")
+    return correct / total

@@ -1,0 +1,114 @@
+"""Figures of the syntax-head analysis: best head per relation vs baseline, relation × head grid.
+
+Heads are labelled 1-indexed "L-H" as in the papers.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+
+from ..errors import InputError
+
+
+def _axes(ax, figsize):
+    if ax is not None:
+        return ax
+    import matplotlib.pyplot as plt
+
+    _, ax = plt.subplots(figsize=figsize, layout="constrained")
+    return ax
+
+
+def plot_relation_heads(table: pd.DataFrame, *, relations: Sequence[str] | None = None,
+                        ax=None, title: str | None = None):
+    """Grouped bars: accuracy of the best head of each relation beside the best fixed offset.
+
+    Parameters
+    ----------
+    table : the DataFrame of :func:`attnkit.analysis.syntax.relation_heads`.
+    relations : rows to show, in order (default: all rows of ``table``).
+
+    Each head bar is labelled with its head ("L-H", 1-indexed) and direction arrow
+    (→ for dependent→head, ← for head→dependent), each baseline bar with its offset.
+    Returns the matplotlib Axes.
+    """
+    need = {"accuracy", "offset_accuracy", "label", "direction", "offset"}
+    if not need <= set(table.columns):
+        raise InputError(
+            f"plot_relation_heads needs a relation_heads() table; missing columns "
+            f"{sorted(need - set(table.columns))}."
+        )
+    t = table.loc[list(relations)] if relations is not None else table
+    if t.empty:
+        raise InputError("The relation table is empty: nothing to plot.")
+    ax = _axes(ax, (max(6.0, 0.55 * len(t) + 1.5), 4.0))
+    x = np.arange(len(t))
+    w = 0.4
+    head = ax.bar(x - w / 2, 100 * t["accuracy"].to_numpy(float), w, label="best head",
+                  color="#3b6fb6")
+    base = ax.bar(x + w / 2, 100 * t["offset_accuracy"].to_numpy(float), w,
+                  label="best fixed offset", color="#bbbbbb")
+    arrows = {"dep->head": "→", "head->dep": "←"}
+    for bar, (_, row) in zip(head, t.iterrows()):
+        ax.text(bar.get_x() + bar.get_width() / 2, bar.get_height() + 1,
+                f"{row['label']}{arrows.get(row['direction'], '')}", ha="center", va="bottom",
+                fontsize=7, rotation=90)
+    for bar, (_, row) in zip(base, t.iterrows()):
+        ax.text(bar.get_x() + bar.get_width() / 2, bar.get_height() + 1, f"{int(row['offset']):+d}",
+                ha="center", va="bottom", fontsize=7, rotation=90)
+    ax.set_xticks(x, [str(r) for r in t.index], rotation=45, ha="right")
+    ax.set_ylabel("accuracy (%)")
+    ax.set_ylim(0, 110)
+    ax.legend(loc="upper right", fontsize=8, frameon=False)
+    ax.set_title(title or "Best attention head per relation vs fixed-offset baseline")
+    return ax
+
+
+def plot_relation_grid(accuracy: pd.DataFrame, *, direction: str = "best",
+                       relations: Sequence[str] | None = None, ax=None, cmap: str = "viridis",
+                       title: str | None = None):
+    """Heatmap of every head's accuracy at every relation.
+
+    Parameters
+    ----------
+    accuracy : the DataFrame of :func:`attnkit.analysis.syntax.head_accuracy` (rows
+        relations, columns ``(direction, layer, head)``).
+    direction : ``"dep->head"``, ``"head->dep"`` or ``"best"`` (the better of the two per
+        cell).
+    relations : rows to show, in order (default: all).
+
+    Columns are heads in layer order, labelled "L-H" (1-indexed); rows are relations.
+    Returns the matplotlib Axes.
+    """
+    if not isinstance(accuracy.columns, pd.MultiIndex) or accuracy.columns.nlevels != 3:
+        raise InputError("plot_relation_grid needs a head_accuracy() table "
+                         "(columns: direction, layer, head).")
+    if direction == "best":
+        grid = np.maximum(accuracy["dep->head"].to_numpy(), accuracy["head->dep"].to_numpy())
+        heads = accuracy["dep->head"].columns
+    elif direction in ("dep->head", "head->dep"):
+        grid = accuracy[direction].to_numpy()
+        heads = accuracy[direction].columns
+    else:
+        raise InputError(f"direction must be 'dep->head', 'head->dep' or 'best', not {direction!r}.")
+    rows = list(accuracy.index)
+    if relations is not None:
+        idx = [rows.index(r) for r in relations]
+        grid, rows = grid[idx], list(relations)
+    labels = [f"{layer + 1}-{head + 1}" for layer, head in heads]
+    ax = _axes(ax, (max(6.0, 0.12 * len(labels) + 2), max(3.0, 0.28 * len(rows) + 1.2)))
+    im = ax.imshow(100 * grid, aspect="auto", cmap=cmap, vmin=0, vmax=100, interpolation="nearest")
+    ax.set_yticks(np.arange(len(rows)), rows, fontsize=8)
+    n_layers = len({layer for layer, _ in heads})
+    per_layer = len(labels) // max(n_layers, 1)
+    ticks = np.arange(0, len(labels), per_layer)
+    ax.set_xticks(ticks, [f"L{labels[t].split('-')[0]}" for t in ticks], fontsize=8)
+    for t in ticks[1:]:
+        ax.axvline(t - 0.5, color="white", lw=0.6)
+    ax.set_xlabel("head (grouped by layer; 1-indexed)")
+    ax.figure.colorbar(im, ax=ax, label="accuracy (%)", shrink=0.8)
+    ax.set_title(title or f"Accuracy of every head at every relation ({direction})")
+    return ax

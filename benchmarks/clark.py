@@ -1,0 +1,263 @@
+"""The Clark et al. (2019) pipeline on UD English EWT, timed stage by stage.
+
+    PYTHONPATH=. python benchmarks/clark.py [--out runs/clark] [--baselines]
+
+Stages: extract word-level attention (with input embeddings) of EWT train/dev/test into a
+fresh temporary store; syntax heads (chosen on dev, reported on test); the Attn-Only and
+Attn+emb probes (trained on train, epoch chosen on dev, reported on test). ``--baselines``
+adds the probe baselines (distances+embeddings MLP; the Attn+emb probe on a randomly
+initialised model of the same shape, whose EWT stores it extracts too) as extra stages,
+outside the pipeline total.
+
+Writes the tables (CSV and Markdown) and figures under ``--out`` and the timings (wall
+time, peak RSS) into the ``## clark`` section of docs/benchmarks.md. ``--stores DIR``
+reuses finished stores ``DIR/ewt-{train,dev,test}`` instead of extracting (then extraction
+is not timed and docs/benchmarks.md is left alone).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import resource
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import attnkit as ak  # noqa: E402
+from attnkit.analysis.probe import AttentionProbe, probe_data  # noqa: E402
+from attnkit.analysis.syntax import head_accuracy, relation_heads, right_branching_uas  # noqa: E402
+from attnkit.data import find_data  # noqa: E402
+
+SPLITS = ("train", "dev", "test")
+#: Paper numbers (BERT-base, PTB WSJ with Stanford Dependencies) for side-by-side tables.
+PAPER_PROBES = {"right-branching": 26.3, "distances+emb": 58, "random-init attn+emb": 30,
+                "attn": 61, "attn+emb": 77}
+
+
+def peak_rss_mb() -> float:
+    """Peak resident memory of this process and its waited-for children (MiB)."""
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return max(own, kids) / 1024.0
+
+
+class Timer:
+    def __init__(self):
+        self.rows: list[dict] = []
+
+    def __call__(self, stage: str, pipeline: bool = True):
+        timer = self
+
+        class _Ctx:
+            def __enter__(self):
+                self.t = time.perf_counter()
+                print(f"[clark] {stage} ...", flush=True)
+
+            def __exit__(self, *exc):
+                wall = time.perf_counter() - self.t
+                timer.rows.append({"stage": stage, "wall_s": wall, "peak_rss_mib": peak_rss_mb(),
+                                   "in_pipeline": pipeline})
+                print(f"[clark] {stage}: {wall:.1f} s, peak RSS {peak_rss_mb():.0f} MiB", flush=True)
+
+        return _Ctx()
+
+
+def random_model(seed: int = 0):
+    """A randomly initialised model with the bundled model's shape and tokenizer."""
+    import torch
+    import transformers
+
+    base = ak.load("minilm")
+    torch.manual_seed(seed)
+    config = transformers.BertConfig.from_dict(base.hf.config.to_dict())
+    config._attn_implementation = "eager"
+    hf = transformers.BertModel(config)
+    return ak.Model(hf, base.tokenizer, name="random-init all-MiniLM-L6-v2 shape")
+
+
+def extract_all(model, treebanks: dict, folder: Path, batch_size: int) -> dict:
+    return {s: ak.extract(model, treebanks[s], batch_size=batch_size, store=folder / f"ewt-{s}",
+                          embeddings=True, progress=True) for s in SPLITS}
+
+
+def fit_probe(kind: str, data: dict, epochs: int, seed: int):
+    probe = AttentionProbe(kind, epochs=epochs, seed=seed).fit(data["train"], dev=data["dev"])
+    ev = probe.evaluate(data["test"])
+    return probe, ev
+
+
+def write_section(path: Path, name: str, body: str) -> None:
+    """Replace (or append) the ``## name`` section of a Markdown file."""
+    text = path.read_text() if path.exists() else "# Benchmarks\n"
+    lines = text.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.strip() == f"## {name}"), None)
+    new = [f"## {name}", ""] + body.strip("\n").splitlines() + [""]
+    if start is None:
+        lines = lines + ([""] if lines and lines[-1].strip() else []) + new
+    else:
+        end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
+        lines = lines[:start] + new + lines[end:]
+    path.write_text("\n".join(lines).rstrip("\n") + "\n")
+
+
+def pct(x: float) -> str:
+    return "" if pd.isna(x) else f"{100 * x:.1f}"
+
+
+def relation_markdown(df: pd.DataFrame) -> str:
+    out = ["| relation | n | head | accuracy | offset baseline |", "|---|---:|---|---:|---:|"]
+    arrows = {"dep->head": "dep→head", "head->dep": "head→dep"}
+    for rel, r in df.iterrows():
+        out.append(f"| {rel} | {r['n']} | {r['label']} {arrows.get(r['direction'], '')} | "
+                   f"{pct(r['accuracy'])} | {pct(r['offset_accuracy'])} ({int(r['offset']):+d}) |")
+    return "\n".join(out)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default=str(ROOT / "runs" / "clark"), help="folder for tables/figures")
+    ap.add_argument("--stores", default=None, help="reuse DIR/ewt-{train,dev,test} (no extraction)")
+    ap.add_argument("--tmp", default=None, help="where the fresh temporary stores go")
+    ap.add_argument("--keep", action="store_true", help="keep the temporary stores")
+    ap.add_argument("--baselines", action="store_true", help="also the probe baselines")
+    ap.add_argument("--epochs", type=int, default=6)
+    ap.add_argument("--batch-size", type=int, default=32)
+    ap.add_argument("--threads", type=int, default=1, help="torch threads (machine is shared)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--no-bench", action="store_true", help="do not touch docs/benchmarks.md")
+    args = ap.parse_args(argv)
+
+    import torch
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from attnkit.plot.syntax import plot_relation_grid, plot_relation_heads
+
+    torch.set_num_threads(args.threads)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    timer = Timer()
+    t_all = time.perf_counter()
+
+    with timer("read treebanks"):
+        ewt = find_data("ud-english-ewt")
+        tbs = {s: ak.read_conllu(ewt / f"en_ewt-ud-{s}.conllu") for s in SPLITS}
+    tmp = None
+    if args.stores:
+        sets = {s: ak.AttentionSet.open(Path(args.stores) / f"ewt-{s}") for s in SPLITS}
+    else:
+        tmp = Path(tempfile.mkdtemp(prefix="attnkit-clark-", dir=args.tmp))
+        with timer("extract train/dev/test (bundled model)"):
+            model = ak.load("minilm")
+            sets = extract_all(model, tbs, tmp, args.batch_size)
+    try:
+        pairs = {s: (sets[s], tbs[s]) for s in SPLITS}
+        with timer("relation heads (select dev, report test; with/without subtypes)"):
+            rh = relation_heads(*pairs["test"], select_on=pairs["dev"], poss_rule=True)
+            rh_base = relation_heads(*pairs["test"], select_on=pairs["dev"], subtypes=False,
+                                     poss_rule=True)
+            rh_plain = relation_heads(*pairs["test"], select_on=pairs["dev"], poss_rule=False)
+        rh.to_csv(out / "relation_heads.csv")
+        rh_base.to_csv(out / "relation_heads_nosubtypes.csv")
+        rh_plain.to_csv(out / "relation_heads_noposs.csv")
+        (out / "relation_heads.md").write_text(relation_markdown(rh) + "\n")
+        (out / "relation_heads_nosubtypes.md").write_text(relation_markdown(rh_base) + "\n")
+        grid = head_accuracy(*pairs["test"], poss_rule=True)
+        grid.to_csv(out / "head_accuracy_test.csv")
+        ax = plot_relation_heads(rh, relations=list(rh.index[:16]))
+        ax.figure.savefig(out / "relation_heads.png", dpi=120)
+        keep = [r for r in grid.index if grid.attrs["n"][r] >= 100]
+        ax = plot_relation_grid(grid, relations=keep)
+        ax.figure.savefig(out / "relation_grid.png", dpi=120)
+
+        with timer("probe features (train/dev/test)"):
+            data = {s: probe_data(*pairs[s]) for s in SPLITS}
+        results = [{"probe": "right-branching", "decode": "-",
+                    "uas": right_branching_uas(tbs["test"]), "best_epoch": None}]
+        for kind in ("attn", "attn+emb"):
+            with timer(f"probe {kind} (fit on train, select on dev, test)"):
+                probe, ev = fit_probe(kind, data, args.epochs, args.seed)
+            probe.history_.to_csv(out / f"probe_{kind.replace('+', '_')}_history.csv")
+            for dec, r in ev.iterrows():
+                results.append({"probe": kind, "decode": dec, "uas": r["uas"],
+                                "best_epoch": probe.best_epoch_})
+        pipeline_s = sum(r["wall_s"] for r in timer.rows if r["in_pipeline"])
+
+        if args.baselines:
+            with timer("baseline distances+emb MLP", pipeline=False):
+                probe, ev = fit_probe("dist+emb", data, args.epochs, args.seed)
+            for dec, r in ev.iterrows():
+                results.append({"probe": "distances+emb", "decode": dec, "uas": r["uas"],
+                                "best_epoch": probe.best_epoch_})
+            del data
+            rtmp = Path(tempfile.mkdtemp(prefix="attnkit-clark-random-", dir=args.tmp))
+            try:
+                with timer("baseline random-init model: extract + attn+emb probe", pipeline=False):
+                    rsets = extract_all(random_model(args.seed), tbs, rtmp, args.batch_size)
+                    rdata = {s: probe_data(rsets[s], tbs[s]) for s in SPLITS}
+                    probe, ev = fit_probe("attn+emb", rdata, args.epochs, args.seed)
+                    del rdata
+                for dec, r in ev.iterrows():
+                    results.append({"probe": "random-init attn+emb", "decode": dec,
+                                    "uas": r["uas"], "best_epoch": probe.best_epoch_})
+            finally:
+                shutil.rmtree(rtmp, ignore_errors=True)
+    finally:
+        if tmp is not None and not args.keep:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    res = pd.DataFrame(results)
+    res.to_csv(out / "probes.csv", index=False)
+    lines = ["| probe | decode | UAS (EWT test) | paper (BERT-base, PTB) |", "|---|---|---:|---:|"]
+    for _, r in res.iterrows():
+        lines.append(f"| {r['probe']} | {r['decode']} | {pct(r['uas'])} | "
+                     f"{PAPER_PROBES.get(r['probe'], '')} |")
+    (out / "probes.md").write_text("\n".join(lines) + "\n")
+    timings = pd.DataFrame(timer.rows)
+    timings.to_csv(out / "timings.csv", index=False)
+    total = time.perf_counter() - t_all
+    print(rh.round(3).to_string())
+    print(res.to_string())
+    print(timings.to_string())
+
+    if not args.stores and not args.no_bench:
+        load = os.getloadavg()
+        body = [
+            "The whole Clark et al. pipeline on UD English EWT (12,544 train, 2,001 dev, 2,077 "
+            "test sentences) with the bundled all-MiniLM-L6-v2: word-level extraction with "
+            "input embeddings into a fresh store, syntax heads (dev → test), and the Attn-Only "
+            "and Attn+emb probes (train → dev → test, "
+            f"{args.epochs} epochs each). Measured in one run of",
+            "",
+            "    PYTHONPATH=. python benchmarks/clark.py" + (" --baselines" if args.baselines else ""),
+            "",
+            f"on {os.cpu_count()} CPU cores, torch threads = {args.threads}, Python "
+            f"{platform.python_version()}; load average at the end {load[0]:.1f} / {load[1]:.1f} / "
+            f"{load[2]:.1f} (1 / 5 / 15 min; the machine is shared, so wall times include "
+            "waiting for CPU).",
+            "",
+            "| stage | wall (s) | peak RSS so far (MiB) | in pipeline |",
+            "|---|---:|---:|---|",
+        ]
+        for _, r in timings.iterrows():
+            body.append(f"| {r['stage']} | {r['wall_s']:.0f} | {r['peak_rss_mib']:.0f} | "
+                        f"{'yes' if r['in_pipeline'] else 'no (baseline)'} |")
+        body += ["", f"**Pipeline total: {pipeline_s / 60:.1f} min** (target < 20 min); "
+                     f"peak RSS {timings['peak_rss_mib'].max():.0f} MiB; whole run incl. "
+                     f"baselines {total / 60:.1f} min. Head clustering is not timed yet."]
+        write_section(ROOT / "docs" / "benchmarks.md", "clark", "\n".join(body))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
