@@ -138,6 +138,7 @@ function render({ model, el }: RenderProps) {
   let geo: Radial = { cx: 0, cy: 0, rIn: 0, rOut: 0, layers: 0, n: 0 };
   let size = 600;
   let paths: Float32Array[] = [];
+  let strongest: number[] = []; // edge indices, strongest first
   let nodeXYs = new Float32Array(0);
   let glyph = { left: 34, top: 22, cell: 18, pitch: 20, width: 280, height: 300 };
   let hoverNode = -1;
@@ -204,6 +205,7 @@ function render({ model, el }: RenderProps) {
     const parts: string[] = [];
     if (g.mode === "collection") parts.push(`${g.nInputs} inputs`);
     else parts.push(`${g.nodes.length / 3} nodes, ${g.edges.length / 4} edges`);
+    if (g.mode !== "collection" && g.edges.length / 4 > MAX_DRAWN) parts.push(`drawing the ${MAX_DRAWN} strongest: raise the threshold to see them all`);
     if (restrict.length) parts.push(`restricted to ${restrict.map(([l, hd]) => headLabel(l, hd)).join(", ")}`);
     if (pending) parts.push("recomputing\u2026");
     status.textContent = parts.join(" \u00b7 ");
@@ -221,6 +223,7 @@ function render({ model, el }: RenderProps) {
     geo = { cx: size / 2, cy: size / 2, rIn: Math.max(14, rOut * 0.1), rOut, layers: g.layers, n: Math.max(1, g.tokens.length) };
     paths = [];
     const E = g.edges.length / 4;
+    strongest = Array.from({ length: E }, (_, i) => i).sort((a, b) => g.weight[b] - g.weight[a]);
     for (let i = 0; i < E; i++) paths.push(spiral(geo, g.edges[4 * i], g.edges[4 * i + 1], g.edges[4 * i + 2]));
     const N = g.nodes.length / 3;
     nodeXYs = new Float32Array(2 * N);
@@ -236,30 +239,63 @@ function render({ model, el }: RenderProps) {
   };
 
   // ---------------------------------------------------------------- radial view
+  // Edges are stroked in batches: one path per (colour, weight bucket), since thousands of
+  // separate strokes are what makes large graphs slow to draw.
+  const BUCKETS = 8;
+  const CHUNK = 64;
+  const MAX_DRAWN = 5000;
+  const bucketOf = (w: number) => Math.min(BUCKETS - 1, Math.max(0, Math.floor(w * BUCKETS)));
+  const strokeBatch = (ctx: CanvasRenderingContext2D, ids: Iterable<number>, color: (i: number) => string,
+    alpha: (b: number) => number, width: (b: number) => number) => {
+    const groups = new Map<string, number[]>();
+    for (const i of ids) {
+      const key = `${color(i)}|${bucketOf(g.weight[i])}`;
+      let list = groups.get(key);
+      if (!list) groups.set(key, (list = []));
+      list.push(i);
+    }
+    for (const [key, list] of groups) {
+      const [c, bs] = key.split("|");
+      const b = Number(bs);
+      ctx.globalAlpha = alpha(b);
+      ctx.strokeStyle = c;
+      ctx.lineWidth = width(b);
+      // ...but in chunks: Skia strokes one huge many-subpath path far slower than several
+      // small ones.
+      for (let start = 0; start < list.length; start += CHUNK) {
+        ctx.beginPath();
+        for (let j = start; j < Math.min(list.length, start + CHUNK); j++) {
+          const p = paths[list[j]];
+          ctx.moveTo(p[0], p[1]);
+          for (let k = 2; k < p.length; k += 2) ctx.lineTo(p[k], p[k + 1]);
+        }
+        ctx.stroke();
+      }
+    }
+    ctx.globalAlpha = 1;
+  };
+  const mid = (b: number) => (b + 0.5) / BUCKETS;
+
   const drawEdges = (ctx: CanvasRenderingContext2D) => {
     const E = g.edges.length / 4;
     const focus: Set<number> | null = trace ?? (hoverHead ? new Set<number>() : null);
     if (hoverHead) {
       for (let i = 0; i < E; i++) if (g.edges[4 * i] === hoverHead[0] + 1 && edgeHasHead(g, i, hoverHead[1])) focus!.add(i);
     }
-    const stroke = (i: number, alpha: number, color: string) => {
-      const p = paths[i];
-      const w = g.weight[i];
-      ctx.globalAlpha = alpha;
-      ctx.strokeStyle = color;
-      ctx.lineWidth = 0.4 + 1.8 * w;
-      ctx.beginPath();
-      ctx.moveTo(p[0], p[1]);
-      for (let k = 2; k < p.length; k += 2) ctx.lineTo(p[k], p[k + 1]);
-      ctx.stroke();
-    };
     const color = (i: number) => (g.mode === "compare" ? MODEL_COLORS[g.edges[4 * i + 3]] : SINGLE);
-    for (let i = 0; i < E; i++) {
-      if (focus && focus.has(i)) continue;
-      stroke(i, focus ? 0.07 : 0.3 + 0.6 * g.weight[i], focus ? "#999" : color(i));
+    // At most MAX_DRAWN edges, the strongest: more is an unreadable tangle and slow to paint.
+    const rest: number[] = [];
+    const lit: number[] = [];
+    for (const i of strongest) {
+      if (focus && focus.has(i)) lit.push(i);
+      else if (rest.length + lit.length < MAX_DRAWN) rest.push(i);
     }
-    if (focus) for (const i of focus) stroke(i, 0.95, g.mode === "compare" ? color(i) : HILITE);
-    ctx.globalAlpha = 1;
+    if (focus) {
+      strokeBatch(ctx, rest, () => "#999", () => 0.07, (b) => 0.4 + 1.8 * mid(b));
+      strokeBatch(ctx, lit.slice(0, MAX_DRAWN), g.mode === "compare" ? color : () => HILITE, () => 0.95, (b) => 0.4 + 1.8 * mid(b));
+    } else {
+      strokeBatch(ctx, rest, color, (b) => 0.3 + 0.6 * mid(b), (b) => 0.4 + 1.8 * mid(b));
+    }
     return focus;
   };
 
@@ -355,7 +391,7 @@ function render({ model, el }: RenderProps) {
     if (focus) for (const i of focus) if (g.edges[4 * i] === 1) tracedInputs.add(g.edges[4 * i + 2]);
     for (let p = 0; p < g.tokens.length; p++) {
       const strong = p === hoverPos || tracedInputs.has(p);
-      if (p % stride !== 0 && !strong) continue;
+      if (p % stride !== 0 && p !== hoverPos) continue;
       const a = angleOf(p, n);
       const [x, y] = polar(geo, labelR, a);
       ctx.save();

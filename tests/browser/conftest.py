@@ -28,7 +28,9 @@ def _skip_or_fail(reason: str) -> None:
     pytest.skip(reason)
 
 
-@pytest.fixture(scope="session")
+# Module scope: playwright's sync API allows one instance at a time per process, and other
+# browser test modules (test_report.py) start their own.
+@pytest.fixture(scope="module")
 def browser():
     try:
         from playwright.sync_api import sync_playwright

@@ -157,3 +157,16 @@ def test_real_model_screenshots(browser, img_dir, minilm):
             wp.screenshot(img_dir / name)
         finally:
             wp.close()
+
+
+def test_large_graphs_draw_the_strongest_edges_and_say_so(browser):
+    view = FlowView(structured(12, 12, 128, seed=1), threshold=0.05)
+    assert view.n_edges > 5000
+    wp = WidgetPage(browser, view, width=1000)
+    try:
+        wp.wait_drawn(timeout=30_000)
+        status = wp.page.locator("#root .attnkit-status").text_content()
+        assert f"{view.n_edges} edges" in status and "drawing the 5000 strongest" in status
+        assert wp.canvas_stats()["ink"] > 20_000 and wp.errors() == []
+    finally:
+        wp.close()

@@ -34,14 +34,17 @@ export function nodeXY(g: Radial, level: number, pos: number): [number, number] 
 /**
  * Points of an edge from (level, p) to (level - 1, q) as a spiral between the two rings:
  * radius and angle interpolated together, the angle the shorter way round, so the edge
- * stays in the band between its rings. Returns [x0, y0, x1, y1, ...] with `steps` points.
+ * stays in the band between its rings. Returns [x0, y0, x1, y1, ...] with `steps` points
+ * (0: enough for the arc's angle).
  */
-export function spiral(g: Radial, level: number, p: number, q: number, steps = 12): Float32Array {
+export function spiral(g: Radial, level: number, p: number, q: number, steps = 0): Float32Array {
   const r1 = ringRadius(g, level);
   const r2 = ringRadius(g, level - 1);
   const a1 = angleOf(p, g.n);
   let da = angleOf(q, g.n) - a1;
   da = ((((da + Math.PI) % (2 * Math.PI)) + 2 * Math.PI) % (2 * Math.PI)) - Math.PI;
+  // steps = 0: as many as the arc needs (a point per ~0.15 rad, 2 to 16)
+  if (steps <= 0) steps = Math.max(2, Math.min(16, Math.ceil(Math.abs(da) / 0.15) + 1));
   const out = new Float32Array(2 * steps);
   for (let i = 0; i < steps; i++) {
     const t = steps === 1 ? 1 : i / (steps - 1);
