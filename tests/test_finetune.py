@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import importlib
+
 import numpy as np
 import pytest
 
 import attnkit as ak
-from attnkit import finetune as ft
 from attnkit.data.pairs import GlueDataset
 from attnkit.errors import InputError
 from attnkit.testing import tiny_model
+
+# ``attnkit.finetune`` is the function at package level; the module holds the helpers too.
+ft = importlib.import_module("attnkit.finetune")
 
 SUBJECTS = ["the student", "she", "we", "mary", "teachers", "john", "her brother", "a student"]
 VERBS = ["sat on the mat", "reads the new book"]
