@@ -45,7 +45,8 @@ class FinetuneResult:
     ``accuracy``/``f1`` are on the evaluation set (``dev``); ``majority_rate``/``majority_f1``
     are the same scores of always answering the training set's most frequent label. F1 is
     that of label 1 for two classes (GLUE's convention: MRPC "equivalent"), macro-averaged
-    otherwise. Times are wall-clock seconds.
+    otherwise. Times are wall-clock seconds; ``cpu_seconds`` is the process's CPU time
+    (all threads), a measure that other jobs on a shared machine do not inflate.
     """
 
     model: Any
@@ -60,6 +61,7 @@ class FinetuneResult:
     train_seconds: float
     eval_seconds: float
     wall_seconds: float
+    cpu_seconds: float
     predictions: np.ndarray | None
     history: pd.DataFrame
     """One row per optimiser step: ``epoch``, ``step``, ``loss``, ``lr``."""
@@ -75,7 +77,7 @@ class FinetuneResult:
     def summary(self) -> dict[str, Any]:
         """The numbers and the recipe as a JSON-ready dict."""
         keys = ["n_train", "n_dev", "accuracy", "f1", "majority_rate", "majority_f1",
-                "train_seconds", "eval_seconds", "wall_seconds"]
+                "train_seconds", "eval_seconds", "wall_seconds", "cpu_seconds"]
         out = {k: getattr(self, k) for k in keys}
         out["label_names"] = list(self.label_names)
         out["path"] = str(self.path) if self.path else None
@@ -150,7 +152,10 @@ def classifier_copy(model: Any, label_names: tuple[str, ...], attn_implementatio
                 f"{config.model_type!r}; fine-tune a model that has one (BERT, RoBERTa, GPT-2...)."
             ) from exc
         missing, unexpected = clf.base_model.load_state_dict(model.base.state_dict(), strict=False)
+        # BERT-style classifiers add a pooler when the encoder has none; RoBERTa-style
+        # ones have their own head and drop the encoder's pooler.
         missing = [k for k in missing if not k.startswith("pooler.")]
+        unexpected = [k for k in unexpected if not k.startswith("pooler.")]
         if missing or unexpected:
             raise InputError(
                 f"The encoder of {model.name} does not fit the classifier built from its config "
@@ -299,7 +304,7 @@ def _save(clf: Any, tokenizer: Any, info: dict[str, Any], out: Path, overwrite: 
     old = out.parent / f".{out.name}.old-{os.getpid()}"
     try:
         shutil.rmtree(tmp, ignore_errors=True)
-        clf.save_pretrained(tmp)
+        _quietly(clf.save_pretrained, tmp)
         tokenizer.save_pretrained(tmp)
         if not (tmp / "model.safetensors").is_file() and not list(tmp.glob("*.safetensors")):
             raise InputError(f"transformers wrote no safetensors weights into {tmp}.")
@@ -313,6 +318,19 @@ def _save(clf: Any, tokenizer: Any, info: dict[str, Any], out: Path, overwrite: 
             os.replace(old, out)  # put the previous folder back
         raise
     shutil.rmtree(old, ignore_errors=True)
+
+
+def _quietly(fn, *args):
+    """Call ``fn`` without transformers' own progress bars (library code stays quiet)."""
+    from transformers.utils import logging as hf_logging
+
+    bars = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        return fn(*args)
+    finally:
+        if bars:
+            hf_logging.enable_progress_bar()
 
 
 def _json_default(o: Any):
@@ -375,7 +393,7 @@ def finetune(
 
     from .model import Model, load
 
-    t_start = time.perf_counter()
+    t_start, cpu_start = time.perf_counter(), time.process_time()
     if isinstance(model, (str, Path)):
         model = load(model)
     _check_data(train, "train")
@@ -486,14 +504,16 @@ def finetune(
         model=fine, path=out_path, label_names=label_names, n_train=len(train),
         n_dev=len(dev) if dev is not None else 0, accuracy=acc, f1=f1, majority_rate=maj,
         majority_f1=maj_f1, train_seconds=train_seconds, eval_seconds=eval_seconds,
-        wall_seconds=0.0, predictions=preds, history=pd.DataFrame(history),
+        wall_seconds=0.0, cpu_seconds=0.0, predictions=preds, history=pd.DataFrame(history),
         epochs_eval=pd.DataFrame(evals, columns=["epoch", "accuracy", "f1"]),
         params={**params, "steps": step},
     )
     result.wall_seconds = time.perf_counter() - t_start
+    result.cpu_seconds = time.process_time() - cpu_start
     if out_path is not None:
         _save(clf, model.tokenizer, result.summary(), out_path, overwrite)
         result.wall_seconds = time.perf_counter() - t_start
+        result.cpu_seconds = time.process_time() - cpu_start
     return result
 
 
@@ -542,6 +562,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     a = ap.parse_args(argv)
     if a.threads:
         torch.set_num_threads(a.threads)
+    load_before = os.getloadavg()
     train = read_glue(a.task, a.train_split)
     if a.holdout:
         train, dev = train.split_off(a.holdout, seed=0)  # the same hold-out for every recipe
@@ -554,6 +575,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                    progress=not a.no_progress)
     summary = res.summary()
     summary["eval_split"] = f"holdout {a.holdout} of {a.train_split}" if a.holdout else a.dev_split
+    summary["load_average"] = {"before": load_before, "after": os.getloadavg(), "cpus": os.cpu_count()}
     print(json.dumps(summary, indent=1, default=_json_default))
     return summary
 

@@ -197,3 +197,56 @@ def test_bad_inputs():
         ft.finetune(model, ["a", "b"], None, progress=False)
     with pytest.raises(InputError, match="max_length"):
         ft.finetune(model, data, None, max_length=1000, progress=False)
+
+
+def test_command_line_end_to_end(tmp_path, monkeypatch, capsys):
+    """``python -m attnkit.finetune`` on a GLUE-layout folder found through ATTNKIT_DATA."""
+    import json
+
+    model = tiny()
+    folder = tmp_path / "pretrained"
+    model.hf.save_pretrained(folder)
+    model.tokenizer.save_pretrained(folder)
+    data = rule_data()
+    sst = tmp_path / "data" / "glue" / "SST-2"
+    sst.mkdir(parents=True)
+    rows = "".join(f"{t}\t{y}\n" for t, y in zip(data.inputs, data.labels))
+    for split in ("train", "dev"):
+        (sst / f"{split}.tsv").write_text("sentence\tlabel\n" + rows)
+    monkeypatch.setenv("ATTNKIT_DATA", str(tmp_path / "data"))
+    out = tmp_path / "ft"
+    summary = ft.main(["--model", str(folder), "--task", "sst2", "--epochs", "10", "--lr", "1e-2",
+                       "--batch-size", "8", "--max-length", "32", "--warmup", "0", "--out", str(out),
+                       "--no-progress"])
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["accuracy"] == summary["accuracy"] == 1.0
+    assert summary["label_names"] == ["negative", "positive"] and summary["n_train"] == 32
+    assert json.loads((out / ft.INFO_FILE).read_text())["params"]["lr"] == 0.01
+    assert type(ak.load(out).hf).__name__ == "BertForSequenceClassification"
+
+
+@pytest.mark.realmodel
+def test_bundled_model_one_step(tmp_path):
+    """The bundled MiniLM: encoder copied exactly, saved classifier keeps its tokenizer."""
+    from attnkit.errors import ModelNotFoundError
+
+    try:
+        model = ak.load("minilm")
+    except ModelNotFoundError as exc:
+        if __import__("os").environ.get("CI") == "true":
+            raise
+        pytest.skip(str(exc))
+    pairs = [("The cat sat on the mat .", "A cat was sitting on the mat ."),
+             ("He left early .", "Stocks fell sharply on Monday .")] * 4
+    data = GlueDataset(pairs, np.array([1, 0] * 4), ("not_equivalent", "equivalent"), task="MRPC")
+    clf = ft.classifier_copy(model, data.label_names)
+    assert type(clf).__name__ == "BertForSequenceClassification"
+    base = model.base.state_dict()
+    assert all(np.array_equal(v.numpy(), base[k].numpy()) for k, v in clf.base_model.state_dict().items())
+    res = ft.finetune(model, data, data, epochs=1, batch_size=8, lr=1e-4, out=tmp_path / "m",
+                      progress=False)
+    assert len(res.history) == 1
+    loaded = ak.load(tmp_path / "m")
+    a0, a1 = model.attend(pairs[0]), loaded.attend(pairs[0])
+    assert a0.tokens == a1.tokens and np.array_equal(a0.segments, a1.segments)
+    assert not np.allclose(a0.maps, a1.maps)
