@@ -46,3 +46,8 @@ class TruncationWarning(UserWarning):
 class ReportError(AttnkitError):
     """A notebook could not be read, executed or exported as a report; the message names the
     cell or file and says what to do."""
+
+
+class DataFormatError(AttnkitError, ValueError):
+    """A data file other than CoNLL-U (e.g. a GLUE tsv) was malformed; the message names
+    the file and line."""

@@ -1,0 +1,334 @@
+"""Read GLUE classification tsv files (MRPC, RTE, SST-2, QNLI, ...) into a :class:`GlueDataset`.
+
+``read_glue(path)`` takes a tsv file; ``read_glue(folder, "dev")`` a task folder and a
+split (``<folder>/<split>.tsv``); ``read_glue("MRPC", "train")`` a task name, looked up in
+``glue/`` of the data folder (``$ATTNKIT_DATA``, see :mod:`attnkit.data.paths`).
+
+The files are read the GLUE way: tab-separated, a header row naming the columns, no quote
+processing (``csv.QUOTE_NONE``: MRPC sentences start with a bare ``"``), UTF-8 with or
+without a byte-order mark. The columns are recognised from the header, so a file keeps
+working when renamed.
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+import numpy as np
+import pandas as pd
+
+from ..errors import DataFormatError, DataNotFoundError, InputError
+
+#: Recognised layouts: (text columns, label column, id columns), tried in order.
+_LAYOUTS: list[tuple[tuple[str, ...], str, tuple[str, ...]]] = [
+    (("#1 String", "#2 String"), "Quality", ("#1 ID", "#2 ID")),  # MRPC
+    (("question", "sentence"), "label", ("index",)),  # QNLI
+    (("question1", "question2"), "is_duplicate", ("id",)),  # QQP
+    (("sentence1", "sentence2"), "gold_label", ("index",)),  # MNLI
+    (("sentence1", "sentence2"), "label", ("index",)),  # RTE, WNLI
+    (("sentence",), "label", ("index",)),  # SST-2 (train/dev have no index)
+]
+
+#: Label names per task, index = integer label (the order of the GLUE benchmark).
+LABEL_NAMES: dict[str, tuple[str, ...]] = {
+    "MRPC": ("not_equivalent", "equivalent"),
+    "RTE": ("entailment", "not_entailment"),
+    "QNLI": ("entailment", "not_entailment"),
+    "WNLI": ("not_entailment", "entailment"),
+    "SST-2": ("negative", "positive"),
+    "QQP": ("not_duplicate", "duplicate"),
+    "MNLI": ("entailment", "neutral", "contradiction"),
+}
+
+
+def _task_key(name: str) -> str:
+    return re.sub(r"[^a-z0-9]", "", name.lower())
+
+
+_TASK_KEYS = {_task_key(t): t for t in LABEL_NAMES}
+
+
+@dataclass
+class GlueDataset:
+    """Labelled inputs for classification, in file order.
+
+    ``inputs[i]`` is a text (single-sentence tasks) or a ``(text_a, text_b)`` pair, ready
+    for :meth:`attnkit.Model.encode` and :func:`attnkit.extract`; ``labels[i]`` is an
+    integer in ``range(len(label_names))`` (``None`` for an unlabelled file).
+
+    Iterating yields the inputs (so ``extract(model, dataset)`` works); an integer index
+    gives one input, a slice or an index array gives a new dataset (:meth:`take`).
+    """
+
+    inputs: list[Any]
+    labels: np.ndarray | None
+    label_names: tuple[str, ...]
+    task: str = ""
+    split: str = ""
+    path: Path | None = None
+    ids: list[str] = field(default_factory=list)
+    lines: np.ndarray | None = None
+    """1-based line number of each row in ``path`` (for error messages)."""
+
+    def __post_init__(self):
+        self.inputs = list(self.inputs)
+        self.label_names = tuple(self.label_names)
+        if self.labels is not None:
+            labels = np.asarray(self.labels)
+            if labels.shape != (len(self.inputs),):
+                raise InputError(
+                    f"{len(self.inputs)} inputs but labels of shape {labels.shape}; give one "
+                    "integer label per input."
+                )
+            if labels.size and (not np.issubdtype(labels.dtype, np.integer)
+                                or labels.min() < 0 or labels.max() >= len(self.label_names)):
+                raise InputError(
+                    f"labels must be integers in 0..{len(self.label_names) - 1} (one per name "
+                    f"in label_names={self.label_names}); found {sorted(set(labels.tolist()))[:5]}."
+                )
+            self.labels = labels.astype(np.int64)
+        if not self.ids:
+            self.ids = [str(i) for i in range(len(self.inputs))]
+        if len(self.ids) != len(self.inputs):
+            raise InputError(f"{len(self.inputs)} inputs but {len(self.ids)} ids.")
+
+    # ------------------------------------------------------------ sequence
+    def __len__(self) -> int:
+        return len(self.inputs)
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.inputs)
+
+    def __getitem__(self, i):
+        if isinstance(i, (int, np.integer)):
+            return self.inputs[i]
+        return self.take(np.arange(len(self))[i])
+
+    def __repr__(self) -> str:
+        where = f", {self.path}" if self.path else ""
+        return (f"GlueDataset({self.task or 'custom'} {self.split}: {len(self)} items, "
+                f"labels {list(self.label_names)}{where})")
+
+    @property
+    def is_pair(self) -> bool:
+        """Whether the inputs are ``(text_a, text_b)`` pairs."""
+        return bool(self.inputs) and isinstance(self.inputs[0], tuple)
+
+    # ------------------------------------------------------------ subsets
+    def take(self, index: Sequence[int] | np.ndarray) -> "GlueDataset":
+        """A new dataset with the rows at ``index`` (in that order)."""
+        idx = np.asarray(index, dtype=np.int64).reshape(-1)
+        return GlueDataset(
+            inputs=[self.inputs[i] for i in idx],
+            labels=None if self.labels is None else self.labels[idx],
+            label_names=self.label_names, task=self.task, split=self.split, path=self.path,
+            ids=[self.ids[i] for i in idx],
+            lines=None if self.lines is None else self.lines[idx],
+        )
+
+    def sample(self, n: int, seed: int = 0) -> "GlueDataset":
+        """``n`` rows drawn without replacement (all rows, shuffled, if ``n >= len``)."""
+        rng = np.random.default_rng(seed)
+        return self.take(rng.permutation(len(self))[: max(0, int(n))])
+
+    def split_off(self, fraction: float, seed: int = 0) -> tuple["GlueDataset", "GlueDataset"]:
+        """Split into (rest, held-out) with ``fraction`` of each class held out.
+
+        For choosing hyper-parameters on a part of a training file, so that the dev file
+        stays an honest evaluation.
+        """
+        if not 0 < fraction < 1:
+            raise InputError(f"fraction must be between 0 and 1, not {fraction}.")
+        self._need_labels("split_off")
+        rng = np.random.default_rng(seed)
+        held: list[int] = []
+        for c in range(len(self.label_names)):
+            rows = np.flatnonzero(self.labels == c)
+            rng.shuffle(rows)
+            held.extend(rows[: int(round(fraction * len(rows)))].tolist())
+        mask = np.zeros(len(self), dtype=bool)
+        mask[held] = True
+        return self.take(np.flatnonzero(~mask)), self.take(np.flatnonzero(mask))
+
+    # ------------------------------------------------------------ labels
+    def _need_labels(self, what: str) -> None:
+        if self.labels is None:
+            raise InputError(f"{what} needs labels, and {self!r} has none (a test split?).")
+
+    def class_counts(self) -> pd.Series:
+        """Number of rows per label name."""
+        self._need_labels("class_counts")
+        counts = np.bincount(self.labels, minlength=len(self.label_names))
+        return pd.Series(counts, index=list(self.label_names), name="count")
+
+    @property
+    def majority_label(self) -> int:
+        """The most frequent label (lowest index on ties)."""
+        self._need_labels("majority_label")
+        return int(np.argmax(np.bincount(self.labels, minlength=len(self.label_names))))
+
+    def majority_rate(self) -> float:
+        """Accuracy of always answering the most frequent label of this dataset."""
+        self._need_labels("majority_rate")
+        if not len(self):
+            return float("nan")
+        return float(np.mean(self.labels == self.majority_label))
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per item: ``id``, ``text_a`` (``text_b`` for pairs), ``label``,
+        ``label_name`` and the file ``line``."""
+        if self.is_pair:
+            cols: dict[str, Any] = {"text_a": [a for a, _ in self.inputs],
+                                    "text_b": [b for _, b in self.inputs]}
+        else:
+            cols = {"text_a": list(self.inputs)}
+        frame = pd.DataFrame({"id": self.ids, **cols})
+        if self.labels is not None:
+            frame["label"] = self.labels
+            frame["label_name"] = [self.label_names[k] for k in self.labels]
+        if self.lines is not None:
+            frame["line"] = self.lines
+        return frame
+
+
+# ---------------------------------------------------------------- reading
+def read_glue(path: str | Path, split: str | None = None, *, limit: int | None = None) -> GlueDataset:
+    """Read a GLUE classification tsv file.
+
+    Parameters
+    ----------
+    path : a ``.tsv`` file; or a task folder (``.../glue/MRPC``) together with ``split``;
+        or a task name (``"MRPC"``, ``"sst2"``, ``"RTE"``, ``"QNLI"``) found under ``glue/``
+        in the data folder, together with ``split``.
+    split : ``"train"``, ``"dev"``, ... : reads ``<folder>/<split>.tsv``. Needed (and only
+        allowed) with a folder or a task name.
+    limit : read at most this many rows.
+
+    Returns a :class:`GlueDataset` whose labels use the GLUE order of ``LABEL_NAMES`` for
+    known tasks (MRPC: 0 = not_equivalent, 1 = equivalent).
+
+    Raises :class:`~attnkit.errors.DataFormatError` naming the file and line of the first
+    malformed row (wrong number of fields, empty text, unknown label), and
+    :class:`~attnkit.errors.DataNotFoundError` when the file is not there.
+    """
+    file = _resolve(path, split)
+    task = _task_of(file)
+    with open(file, encoding="utf-8-sig", newline="") as fh:
+        rows = csv.reader(fh, delimiter="\t", quoting=csv.QUOTE_NONE)
+        header = next(rows, None)
+        if header is None:
+            raise DataFormatError(f"{file}: the file is empty; a GLUE tsv starts with a header row.")
+        text_cols, label_col, id_cols = _layout(file, header)
+        col = {name: k for k, name in enumerate(header)}
+        names = LABEL_NAMES.get(task)
+        inputs, raw_labels, ids, lines = [], [], [], []
+        for lineno, row in enumerate(rows, 2):
+            if limit is not None and len(inputs) >= limit:
+                break
+            if not row or row == [""]:
+                continue
+            if len(row) != len(header):
+                raise DataFormatError(
+                    f"{file}:{lineno}: expected {len(header)} tab-separated fields "
+                    f"({', '.join(header)}), found {len(row)}. A tab or line break inside a "
+                    "sentence splits a row; fix that line."
+                )
+            texts = []
+            for c in text_cols:
+                text = row[col[c]].strip()
+                if not text:
+                    raise DataFormatError(f"{file}:{lineno}: the {c!r} field is empty.")
+                texts.append(text)
+            inputs.append(texts[0] if len(texts) == 1 else tuple(texts))
+            if label_col is not None:
+                raw_labels.append((lineno, row[col[label_col]].strip()))
+            present = [row[col[c]] for c in id_cols if c in col]
+            ids.append("-".join(present) if present else str(len(ids)))
+            lines.append(lineno)
+    labels = None
+    if label_col is not None:
+        labels, names = _labels(file, label_col, raw_labels, names)
+    elif names is None:
+        names = ()
+    return GlueDataset(inputs=inputs, labels=labels, label_names=names, task=task or file.parent.name,
+                       split=file.stem, path=file, ids=ids, lines=np.array(lines, dtype=np.int64))
+
+
+def _resolve(path: str | Path, split: str | None) -> Path:
+    p = Path(path).expanduser()
+    if p.is_file():
+        if split is not None:
+            raise InputError(f"{p} is a file; give split= only with a task folder or task name.")
+        return p
+    if not p.exists():
+        if p.suffix or len(p.parts) > 1:
+            raise DataNotFoundError(f"No GLUE file or folder at {p}.")
+        p = _task_folder(str(path))
+    if split is None:
+        splits = sorted(f.stem for f in p.glob("*.tsv"))
+        raise InputError(f"{p} is a task folder: say which split to read, one of {splits}, "
+                         f"e.g. read_glue({str(path)!r}, {(splits or ['dev'])[0]!r}).")
+    file = p / f"{split}.tsv"
+    if not file.is_file():
+        splits = sorted(f.stem for f in p.glob("*.tsv"))
+        raise DataNotFoundError(f"No split {split!r} in {p} (it has {splits}).")
+    return file
+
+
+def _task_folder(name: str) -> Path:
+    from .paths import find_data
+
+    glue = find_data("glue")
+    folders = {_task_key(f.name): f for f in glue.iterdir() if f.is_dir()}
+    found = folders.get(_task_key(name))
+    if found is None:
+        raise DataNotFoundError(
+            f"No GLUE task {name!r} in {glue} (tasks there: {sorted(f.name for f in folders.values())})."
+        )
+    return found
+
+
+def _task_of(file: Path) -> str:
+    return _TASK_KEYS.get(_task_key(file.parent.name), "")
+
+
+def _layout(file: Path, header: list[str]) -> tuple[tuple[str, ...], str | None, tuple[str, ...]]:
+    cols = set(header)
+    for text_cols, label_col, id_cols in _LAYOUTS:  # labelled files first
+        if set(text_cols) <= cols and label_col in cols:
+            return text_cols, label_col, id_cols
+    for text_cols, _, id_cols in _LAYOUTS:  # then unlabelled ones (GLUE test files)
+        if set(text_cols) <= cols:
+            return text_cols, None, id_cols
+    raise DataFormatError(
+        f"{file}:1: header {header} names no known GLUE text columns; expected one of "
+        f"{[list(t) for t, _, _ in _LAYOUTS]} (headerless files such as CoLA are not supported)."
+    )
+
+
+def _labels(file: Path, label_col: str, raw: list[tuple[int, str]],
+            names: tuple[str, ...] | None) -> tuple[np.ndarray, tuple[str, ...]]:
+    """Integer labels from label strings: digits as they are, names by their GLUE index."""
+    values = {v for _, v in raw}
+    if names is None:
+        if values and all(v.isdigit() for v in values):
+            names = tuple(str(k) for k in range(max(int(v) for v in values) + 1))
+        else:
+            names = tuple(sorted(values))
+    index = {n: k for k, n in enumerate(names)}
+    out = np.empty(len(raw), dtype=np.int64)
+    for k, (lineno, v) in enumerate(raw):
+        if v.isdigit() and int(v) < len(names):
+            out[k] = int(v)
+        elif v in index:
+            out[k] = index[v]
+        else:
+            raise DataFormatError(
+                f"{file}:{lineno}: label {v!r} in column {label_col!r} is not one of "
+                f"{list(names)} (or their indices 0..{len(names) - 1})."
+            )
+    return out, names
