@@ -52,8 +52,31 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 
     _say("head statistics, clusters and gradient importance ...")
     sample = list(tb[: args.importance_items])
-    result = run_general(sset, out, model=model, importance_inputs=sample)
+    run_general(sset, out, model=model, importance_inputs=sample)
     _say(f"wrote head_stats.csv, head_distances.csv, per_layer.csv and figures under {out}")
+
+    _say("syntax heads per relation ...")
+    report_path = path.with_name(path.name.replace(f"-{args.split}.", "-test."))
+    if args.split != "test" and report_path != path and report_path.exists():
+        test_tb = ak.read_conllu(report_path, limit=args.limit)
+        test_store = None if args.no_store else out / "store" / report_path.stem
+        test_set = ak.extract(model, test_tb, batch_size=args.batch_size, store=test_store)
+        table = ak.relation_heads(test_set, test_tb, select_on=(sset, tb), min_count=args.min_count)
+        _say(f"heads chosen on {path.name}, reported on {report_path.name}")
+    else:
+        table = ak.relation_heads(sset, tb, min_count=args.min_count)
+        _say("no test split beside the treebank: heads chosen and reported on the same sentences")
+    table.to_csv(out / "relation_heads.csv", float_format="%.4f")
+    ax = ak.plot.plot_relation_heads(table)
+    ax.figure.savefig(out / "relation_heads.png", dpi=110, bbox_inches="tight")
+    _say(f"wrote relation_heads.csv and relation_heads.png under {out}")
+
+    if args.coref:
+        _say(f"coreference heads on {args.coref} ...")
+        ak.pipeline.run_coref(model, args.coref, out=out / "coref",
+                              store=None if args.no_store else out / "store" / "coref",
+                              max_tokens=args.coref_max_tokens)
+        _say(f"wrote coreference tables and figures under {out / 'coref'}")
     if fallback:
         _say("For the full analysis get UD English EWT (https://universaldependencies.org) and "
              "pass --treebank or set ATTNKIT_DATA.")
@@ -97,6 +120,12 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--importance-items", type=int, default=100,
                    help="sentences used for gradient importance (backward passes are slow)")
     a.add_argument("--no-store", action="store_true", help="keep attention in memory only")
+    a.add_argument("--min-count", type=int, default=100,
+                   help="relations with at least this many words in the reported split")
+    a.add_argument("--coref", help="GUM-style CoNLL-U with Entity= coreference: also run the "
+                   "coreference-head analysis on it")
+    a.add_argument("--coref-max-tokens", type=int, default=None,
+                   help="cut documents to this many tokens (default: the model's maximum)")
     a.set_defaults(func=cmd_analyze)
     r = sub.add_parser(
         "report",

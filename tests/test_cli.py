@@ -22,14 +22,17 @@ def run_cli(*args, env=None):
 def test_analyze_on_ewt_sample(minilm, ewt_dir, tmp_path):
     out = tmp_path / "out"
     r = run_cli("analyze", "--treebank", str(ewt_dir), "--split", "dev", "--limit", "40",
-                "--importance-items", "8", "--out", str(out))
+                "--importance-items", "8", "--min-count", "10", "--out", str(out))
     assert r.returncode == 0, r.stderr[-2000:]
     stats = pd.read_csv(out / "head_stats.csv", index_col=[0, 1])
     assert len(stats) == 72
     assert {"cls", "sep", "punct", "entropy", "behaviour"} <= set(stats.columns)
     # Clark et al.: much attention goes to [CLS]/[SEP] in the deeper layers
     assert stats["cls"].groupby("layer").mean().iloc[1:].min() > 0.2
-    for fig in ("heads_entropy", "fig2_special_attention", "fig3_importance", "fig6_head_clusters"):
+    rel = pd.read_csv(out / "relation_heads.csv", index_col=0)
+    assert rel.index[0] == "all" and "det" in rel.index
+    assert "heads chosen on en_ewt-ud-dev.conllu, reported on en_ewt-ud-test.conllu" in r.stderr
+    for fig in ("relation_heads", "heads_entropy", "fig2_special_attention", "fig3_importance", "fig6_head_clusters"):
         assert (out / f"{fig}.png").stat().st_size > 5000
 
 
