@@ -25,6 +25,7 @@ import shutil
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -35,13 +36,33 @@ sys.path.insert(0, str(ROOT))
 
 import attnkit as ak  # noqa: E402
 from attnkit.analysis.probe import AttentionProbe, probe_data  # noqa: E402
-from attnkit.analysis.syntax import head_accuracy, relation_heads, right_branching_uas  # noqa: E402
+from attnkit.analysis.syntax import (  # noqa: E402
+    head_accuracy, relation_heads, right_branching_uas, word_hits)
 from attnkit.data import find_data  # noqa: E402
 
 SPLITS = ("train", "dev", "test")
-#: Paper numbers (BERT-base, PTB WSJ with Stanford Dependencies) for side-by-side tables.
-PAPER_PROBES = {"right-branching": 26.3, "distances+emb": 58, "random-init attn+emb": 30,
-                "attn": 61, "attn+emb": 77}
+#: Paper numbers (Clark et al. 2019, BERT-base on PTB WSJ with Stanford Dependencies), for
+#: side-by-side tables. Table 1: UD relation -> (SD relation, head, accuracy, baseline).
+PAPER_TABLE1 = {
+    "all": ("All", "7-6", 34.5, "26.3 (+1)"),
+    "case": ("pobj, arc reversed", "9-6", 76.3, "34.6 (−2)"),
+    "det": ("det", "8-11", 94.3, "51.7 (+1)"),
+    "nsubj": ("nsubj", "8-2", 58.5, "45.5 (+1)"),
+    "amod": ("amod", "4-10", 75.6, "68.3 (+1)"),
+    "obj": ("dobj", "8-10", 86.8, "40.0 (−2)"),
+    "advmod": ("advmod", "7-6", 48.8, "40.2 (+1)"),
+    "aux": ("aux", "4-10", 81.1, "71.5 (+1)"),
+    "nmod:poss": ("poss", "7-6", 80.5, "47.7 (+1)"),
+    "aux:pass": ("auxpass", "4-10", 82.5, "40.5 (+1)"),
+    "ccomp": ("ccomp", "8-1", 48.8, "12.4 (−2)"),
+    "mark": ("mark", "8-2", 50.7, "14.5 (+2)"),
+    "compound": ("nn", "4-10", 70.4, "70.2 (+1)"),
+    "compound:prt": ("prt", "6-7", 99.1, "91.4 (−1)"),
+}
+#: Relations whose meaning changes when UD subtypes are folded in (no paper counterpart then).
+SUBTYPE_ONLY = {"nmod:poss", "aux:pass", "compound:prt", "aux", "compound"}
+PAPER_PROBES = {"right-branching": 26.3, "distances+emb": 58,
+                "random-init attn + model emb": 30, "attn": 61, "attn+emb": 77}
 
 
 def peak_rss_mb() -> float:
@@ -67,7 +88,8 @@ class Timer:
                 wall = time.perf_counter() - self.t
                 timer.rows.append({"stage": stage, "wall_s": wall, "peak_rss_mib": peak_rss_mb(),
                                    "in_pipeline": pipeline})
-                print(f"[clark] {stage}: {wall:.1f} s, peak RSS {peak_rss_mb():.0f} MiB", flush=True)
+                print(f"[clark] {stage}: {wall:.1f} s, peak RSS {peak_rss_mb():.0f} MiB",
+                      flush=True)
 
         return _Ctx()
 
@@ -105,7 +127,8 @@ def write_section(path: Path, name: str, body: str) -> None:
     if start is None:
         lines = lines + ([""] if lines and lines[-1].strip() else []) + new
     else:
-        end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
+        end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")),
+                   len(lines))
         lines = lines[:start] + new + lines[end:]
     path.write_text("\n".join(lines).rstrip("\n") + "\n")
 
@@ -114,12 +137,16 @@ def pct(x: float) -> str:
     return "" if pd.isna(x) else f"{100 * x:.1f}"
 
 
-def relation_markdown(df: pd.DataFrame) -> str:
-    out = ["| relation | n | head | accuracy | offset baseline |", "|---|---:|---|---:|---:|"]
+def relation_markdown(df: pd.DataFrame, subtypes: bool = True) -> str:
+    out = ["| relation | n | head | accuracy | best offset | paper: relation | head | accuracy "
+           "| offset |", "|---|---:|---|---:|---:|---|---|---:|---:|"]
     arrows = {"dep->head": "dep→head", "head->dep": "head→dep"}
     for rel, r in df.iterrows():
+        paper = PAPER_TABLE1.get(rel) if (subtypes or rel not in SUBTYPE_ONLY) else None
+        ptxt = f"{paper[0]} | {paper[1]} | {paper[2]} | {paper[3]}" if paper else " | | |"
         out.append(f"| {rel} | {r['n']} | {r['label']} {arrows.get(r['direction'], '')} | "
-                   f"{pct(r['accuracy'])} | {pct(r['offset_accuracy'])} ({int(r['offset']):+d}) |")
+                   f"{pct(r['accuracy'])} | {pct(r['offset_accuracy'])} ({int(r['offset']):+d}) | "
+                   f"{ptxt} |")
     return "\n".join(out)
 
 
@@ -130,7 +157,9 @@ def main(argv=None) -> int:
     ap.add_argument("--tmp", default=None, help="where the fresh temporary stores go")
     ap.add_argument("--keep", action="store_true", help="keep the temporary stores")
     ap.add_argument("--baselines", action="store_true", help="also the probe baselines")
-    ap.add_argument("--epochs", type=int, default=6)
+    ap.add_argument("--random-stores", default=None,
+                    help="keep/reuse the random-init model's stores in this folder")
+    ap.add_argument("--epochs", type=int, default=8)
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--threads", type=int, default=1, help="torch threads (machine is shared)")
     ap.add_argument("--seed", type=int, default=0)
@@ -163,16 +192,18 @@ def main(argv=None) -> int:
     try:
         pairs = {s: (sets[s], tbs[s]) for s in SPLITS}
         with timer("relation heads (select dev, report test; with/without subtypes)"):
-            rh = relation_heads(*pairs["test"], select_on=pairs["dev"], poss_rule=True)
-            rh_base = relation_heads(*pairs["test"], select_on=pairs["dev"], subtypes=False,
-                                     poss_rule=True)
+            test_hits = word_hits(*pairs["test"], poss_rule=True)
+            dev_hits = word_hits(*pairs["dev"], poss_rule=True)
+            rh = relation_heads(test_hits, select_on=dev_hits)
+            rh_base = relation_heads(test_hits, select_on=dev_hits, subtypes=False)
             rh_plain = relation_heads(*pairs["test"], select_on=pairs["dev"], poss_rule=False)
         rh.to_csv(out / "relation_heads.csv")
         rh_base.to_csv(out / "relation_heads_nosubtypes.csv")
         rh_plain.to_csv(out / "relation_heads_noposs.csv")
         (out / "relation_heads.md").write_text(relation_markdown(rh) + "\n")
-        (out / "relation_heads_nosubtypes.md").write_text(relation_markdown(rh_base) + "\n")
-        grid = head_accuracy(*pairs["test"], poss_rule=True)
+        (out / "relation_heads_nosubtypes.md").write_text(relation_markdown(rh_base, False) + "\n")
+        (out / "relation_heads_noposs.md").write_text(relation_markdown(rh_plain) + "\n")
+        grid = head_accuracy(hits=test_hits)
         grid.to_csv(out / "head_accuracy_test.csv")
         ax = plot_relation_heads(rh, relations=list(rh.index[:16]))
         ax.figure.savefig(out / "relation_heads.png", dpi=120)
@@ -199,19 +230,32 @@ def main(argv=None) -> int:
             for dec, r in ev.iterrows():
                 results.append({"probe": "distances+emb", "decode": dec, "uas": r["uas"],
                                 "best_epoch": probe.best_epoch_})
+            # the bundled model's embeddings, to pair with random attention below
+            real_v = {s: [it.V for it in data[s].items] for s in SPLITS}
             del data
-            rtmp = Path(tempfile.mkdtemp(prefix="attnkit-clark-random-", dir=args.tmp))
+            rtmp = Path(args.random_stores) if args.random_stores else Path(
+                tempfile.mkdtemp(prefix="attnkit-clark-random-", dir=args.tmp))
             try:
-                with timer("baseline random-init model: extract + attn+emb probe", pipeline=False):
+                with timer("baseline random-init model: extract + attn+emb probes", pipeline=False):
                     rsets = extract_all(random_model(args.seed), tbs, rtmp, args.batch_size)
                     rdata = {s: probe_data(rsets[s], tbs[s]) for s in SPLITS}
                     probe, ev = fit_probe("attn+emb", rdata, args.epochs, args.seed)
+                    for dec, r in ev.iterrows():
+                        results.append({"probe": "random-init attn+emb", "decode": dec,
+                                        "uas": r["uas"], "best_epoch": probe.best_epoch_})
+                    # same random attention, embeddings of the trained model (the paper's
+                    # baseline paired random attention with pre-trained GloVe vectors)
+                    for s in SPLITS:
+                        rdata[s].items = [replace(it, V=v) for it, v in
+                                          zip(rdata[s].items, real_v[s])]
+                    probe, ev = fit_probe("attn+emb", rdata, args.epochs, args.seed)
+                    for dec, r in ev.iterrows():
+                        results.append({"probe": "random-init attn + model emb", "decode": dec,
+                                        "uas": r["uas"], "best_epoch": probe.best_epoch_})
                     del rdata
-                for dec, r in ev.iterrows():
-                    results.append({"probe": "random-init attn+emb", "decode": dec,
-                                    "uas": r["uas"], "best_epoch": probe.best_epoch_})
             finally:
-                shutil.rmtree(rtmp, ignore_errors=True)
+                if not args.random_stores:
+                    shutil.rmtree(rtmp, ignore_errors=True)
     finally:
         if tmp is not None and not args.keep:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -239,7 +283,8 @@ def main(argv=None) -> int:
             "and Attn+emb probes (train → dev → test, "
             f"{args.epochs} epochs each). Measured in one run of",
             "",
-            "    PYTHONPATH=. python benchmarks/clark.py" + (" --baselines" if args.baselines else ""),
+            "    PYTHONPATH=. python benchmarks/clark.py"
+            + (" --baselines" if args.baselines else ""),
             "",
             f"on {os.cpu_count()} CPU cores, torch threads = {args.threads}, Python "
             f"{platform.python_version()}; load average at the end {load[0]:.1f} / {load[1]:.1f} / "

@@ -64,7 +64,8 @@ def test_best_head_and_offset_are_the_known_ones():
     assert df.loc["nsubj", "accuracy"] == 1.0
     assert df.loc["obj", "accuracy"] == 1.0
     # determiners: only the transposed reading of head (1, 0) gets them all
-    assert df.loc["det", ["layer", "head", "direction", "label"]].tolist() == [1, 0, "head->dep", "2-1"]
+    det = df.loc["det", ["layer", "head", "direction", "label"]].tolist()
+    assert det == [1, 0, "head->dep", "2-1"]
     assert df.loc["det", "accuracy"] == 1.0
     # offsets: det is the next word in 3 of 4, obj two words back, nsubj the next word
     assert df.loc["det", "offset"] == 1 and df.loc["det", "offset_accuracy"] == 0.75
@@ -106,6 +107,13 @@ def test_chosen_on_one_split_reported_on_the_other():
     expected = head_accuracy(rep, tb_rep).loc["all", ("dep->head", 1, 1)]
     assert row["accuracy"] == pytest.approx(expected) and expected < 1.0
     assert df.attrs["selected_on_report"] is False
+    # precomputed hits give the same table
+    again = relation_heads(word_hits(rep, tb_rep), select_on=word_hits(sel, tb_sel), min_count=1)
+    assert again.equals(df)
+    with pytest.raises(InputError, match="poss_rule"):
+        relation_heads(word_hits(rep, tb_rep), select_on=word_hits(sel, tb_sel, poss_rule=True))
+    with pytest.raises(InputError, match="treebank"):
+        relation_heads(rep)
 
 
 def possessive_map(sent, n):

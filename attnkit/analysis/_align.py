@@ -10,7 +10,8 @@ from ..attention import Attention
 from ..errors import InputError
 
 
-def aligned(attentions: Iterable[Attention], treebank) -> Iterator[tuple[Attention, object, np.ndarray]]:
+def aligned(attentions: Iterable[Attention],
+            treebank) -> Iterator[tuple[Attention, object, np.ndarray]]:
     """Yield ``(word-level Attention, Sentence, positions)`` for every sentence.
 
     ``positions[j]`` is the map position of treebank word ``j`` (``-1`` when truncation cut

@@ -52,6 +52,7 @@ class WordHits:
     deprels : full UD relation of each evaluated word (root and truncated words left out).
     upos : UPOS tag of each evaluated word.
     n_skipped : words left out because truncation cut them or their head away.
+    poss_rule : whether the possessive rule was applied.
     """
 
     hits: np.ndarray
@@ -59,6 +60,7 @@ class WordHits:
     deprels: list[str]
     upos: list[str]
     n_skipped: int = 0
+    poss_rule: bool = False
 
     def relations(self, subtypes: bool = True) -> np.ndarray:
         """Relation label of each evaluated word, with or without its UD subtype."""
@@ -104,7 +106,8 @@ def word_hits(attention_set, treebank, *, poss_rule: bool = False) -> WordHits:
         proxy = np.arange(m)
         if poss_rule:
             for j in range(m - 1):
-                if sent.deprels[j] in POSSESSIVE_RELATIONS and sent.words[j + 1] in POSSESSIVE_MARKERS:
+                if (sent.deprels[j] in POSSESSIVE_RELATIONS
+                        and sent.words[j + 1] in POSSESSIVE_MARKERS):
                     proxy[j] = j + 1
         ok = (gold >= 0) & kept & kept[np.maximum(gold, 0)] & kept[proxy]
         skipped += int(((gold >= 0) & ~ok).sum())
@@ -115,7 +118,7 @@ def word_hits(attention_set, treebank, *, poss_rule: bool = False) -> WordHits:
         upos.extend(sent.upos[x] for x in j)
     if not hits:
         raise InputError("The treebank is empty: there is nothing to score.")
-    return WordHits(np.concatenate(hits), np.concatenate(offs), deprels, upos, skipped)
+    return WordHits(np.concatenate(hits), np.concatenate(offs), deprels, upos, skipped, poss_rule)
 
 
 def _ordered(rel: np.ndarray) -> list[str]:
@@ -143,8 +146,9 @@ def _group(hits: WordHits, subtypes: bool, skip: Sequence[str] = ("punct",)):
     return ["all"] + names, n, head_c, off_c
 
 
-def head_accuracy(attention_set, treebank, *, subtypes: bool = True, poss_rule: bool = False,
-                  skip: Sequence[str] = ("punct",), hits: WordHits | None = None) -> pd.DataFrame:
+def head_accuracy(attention_set=None, treebank=None, *, subtypes: bool = True,
+                  poss_rule: bool = False, skip: Sequence[str] = ("punct",),
+                  hits: WordHits | None = None) -> pd.DataFrame:
     """Accuracy of every head, in both directions, at every relation.
 
     Returns a DataFrame indexed by ``relation`` ("all" first, then by frequency) with
@@ -165,8 +169,9 @@ def head_accuracy(attention_set, treebank, *, subtypes: bool = True, poss_rule: 
     return df
 
 
-def offset_accuracy(attention_set, treebank, *, subtypes: bool = True, poss_rule: bool = False,
-                    skip: Sequence[str] = ("punct",), hits: WordHits | None = None) -> pd.DataFrame:
+def offset_accuracy(attention_set=None, treebank=None, *, subtypes: bool = True,
+                    poss_rule: bool = False, skip: Sequence[str] = ("punct",),
+                    hits: WordHits | None = None) -> pd.DataFrame:
     """Accuracy of each fixed offset (columns :data:`OFFSETS`) at every relation (rows as in
     :func:`head_accuracy`)."""
     hits = hits if hits is not None else word_hits(attention_set, treebank, poss_rule=poss_rule)
@@ -185,7 +190,7 @@ def head_label(layer: int, head: int) -> str:
 
 def relation_heads(
     attention_set,
-    treebank,
+    treebank=None,
     *,
     select_on: tuple | None = None,
     subtypes: bool = True,
@@ -199,7 +204,9 @@ def relation_heads(
     test). The head and the offset of each row are *chosen* on ``select_on``, a pair
     ``(attention_set, treebank)`` of another split (e.g. EWT dev); without it they are
     chosen on the reported split itself (``df.attrs["selected_on_report"]`` says so), which
-    overstates accuracy.
+    overstates accuracy. Either side may also be a :class:`WordHits` from :func:`word_hits`
+    (``relation_heads(test_hits, select_on=dev_hits)``) to reuse one pass over the data;
+    ``poss_rule`` is then the one the hits were computed with.
 
     Parameters
     ----------
@@ -218,8 +225,20 @@ def relation_heads(
     split, in [0, 1]), ``n_select``, ``select_accuracy``, ``offset_select_accuracy``
     (the choosing split's scores of the chosen head and offset).
     """
-    report_hits = word_hits(attention_set, treebank, poss_rule=poss_rule)
-    if select_on is not None:
+    if isinstance(attention_set, WordHits):
+        report_hits = attention_set
+        poss_rule = report_hits.poss_rule
+    else:
+        if treebank is None:
+            raise InputError("relation_heads needs the treebank the attention set was "
+                             "extracted from: relation_heads(attention_set, treebank, ...).")
+        report_hits = word_hits(attention_set, treebank, poss_rule=poss_rule)
+    if isinstance(select_on, WordHits):
+        select_hits = select_on
+        if select_hits.poss_rule != poss_rule:
+            raise InputError("select_on was scored with a different poss_rule than the "
+                             "reported split; compute both with the same word_hits settings.")
+    elif select_on is not None:
         sel_set, sel_tb = check_pair(select_on, "select_on")
         select_hits = word_hits(sel_set, sel_tb, poss_rule=poss_rule)
     else:

@@ -93,7 +93,8 @@ def plot_relation_grid(accuracy: pd.DataFrame, *, direction: str = "best",
         grid = accuracy[direction].to_numpy()
         heads = accuracy[direction].columns
     else:
-        raise InputError(f"direction must be 'dep->head', 'head->dep' or 'best', not {direction!r}.")
+        raise InputError(
+            f"direction must be 'dep->head', 'head->dep' or 'best', not {direction!r}.")
     rows = list(accuracy.index)
     if relations is not None:
         idx = [rows.index(r) for r in relations]
