@@ -323,15 +323,12 @@ class Model:
         return words, offset
 
     # ------------------------------------------------------------ forward
-    def run(
-        self, encodings: Sequence[Encoding], *, embeddings: bool = False
-    ) -> tuple[list[np.ndarray], list[np.ndarray] | None]:
-        """Forward a batch; returns per-item float32 maps ``[L, H, n_i, n_i]`` (padding
-        stripped) and, with ``embeddings=True``, per-item input embeddings ``[n_i, d]``."""
+    def pad(self, encodings: Sequence[Encoding]) -> dict[str, Any]:
+        """Right-padded model inputs of a batch: ``input_ids``, ``attention_mask`` (long
+        tensors ``[batch, width]``) and ``token_type_ids`` where the model takes them."""
         import torch
 
-        lengths = [len(e) for e in encodings]
-        width = max(lengths)
+        width = max(len(e) for e in encodings)
         ids = torch.full((len(encodings), width), self.pad_id, dtype=torch.long)
         mask = torch.zeros((len(encodings), width), dtype=torch.long)
         types = torch.zeros((len(encodings), width), dtype=torch.long)
@@ -340,11 +337,23 @@ class Model:
             mask[i, : len(e)] = 1
             if e.type_ids is not None:
                 types[i, : len(e)] = torch.tensor(e.type_ids)
-        kwargs = {"input_ids": ids, "attention_mask": mask, "output_attentions": True}
+        batch = {"input_ids": ids, "attention_mask": mask}
         if self._accepts_type_ids:
-            kwargs["token_type_ids"] = types
+            batch["token_type_ids"] = types
+        return batch
+
+    def run(
+        self, encodings: Sequence[Encoding], *, embeddings: bool = False
+    ) -> tuple[list[np.ndarray], list[np.ndarray] | None]:
+        """Forward a batch; returns per-item float32 maps ``[L, H, n_i, n_i]`` (padding
+        stripped) and, with ``embeddings=True``, per-item input embeddings ``[n_i, d]``."""
+        import torch
+
+        lengths = [len(e) for e in encodings]
+        kwargs = self.pad(encodings)
+        ids = kwargs["input_ids"]
         with torch.inference_mode():
-            out = self.base(**kwargs)
+            out = self.base(**kwargs, output_attentions=True)
         atts = getattr(out, "attentions", None)
         if not atts or any(a is None for a in atts):
             raise NoAttentionError(

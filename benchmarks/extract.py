@@ -30,15 +30,8 @@ from _report import write_section  # noqa: E402
 def bare_forward(model, encodings, batch_size):
     """Forward every batch with output_attentions=False; nothing kept."""
     for batch in _plan([len(e) for e in encodings], batch_size):
-        encs = [encodings[i] for i in batch]
-        width = max(len(e) for e in encs)
-        ids = torch.full((len(encs), width), model.pad_id, dtype=torch.long)
-        mask = torch.zeros_like(ids)
-        for k, e in enumerate(encs):
-            ids[k, : len(e)] = torch.tensor(e.input_ids)
-            mask[k, : len(e)] = 1
         with torch.inference_mode():
-            model.base(input_ids=ids, attention_mask=mask, output_attentions=False)
+            model.base(**model.pad([encodings[i] for i in batch]), output_attentions=False)
 
 
 def main() -> None:

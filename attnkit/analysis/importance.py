@@ -90,19 +90,8 @@ def _builtin(kind: str, model: Any, batch: dict, clean: dict | None):
 def _batch(model: Any, encs: list, masked: list[np.ndarray] | None, labels: list | None) -> dict:
     import torch
 
-    lengths = [len(e) for e in encs]
-    width = max(lengths)
-    ids = torch.full((len(encs), width), model.pad_id, dtype=torch.long)
-    mask = torch.zeros((len(encs), width), dtype=torch.long)
-    types = torch.zeros((len(encs), width), dtype=torch.long)
-    for i, e in enumerate(encs):
-        ids[i, : len(e)] = torch.tensor(e.input_ids)
-        mask[i, : len(e)] = 1
-        if e.type_ids is not None:
-            types[i, : len(e)] = torch.tensor(e.type_ids)
-    batch: dict[str, Any] = {"input_ids": ids, "attention_mask": mask, "lengths": lengths}
-    if model._accepts_type_ids:
-        batch["token_type_ids"] = types
+    batch: dict[str, Any] = {**model.pad(encs), "lengths": [len(e) for e in encs]}
+    ids = batch["input_ids"]
     if masked is not None:
         mask_id = model.tokenizer.mask_token_id
         mlm = torch.full_like(ids, -100)
