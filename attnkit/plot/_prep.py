@@ -14,6 +14,26 @@ import pandas as pd
 from ..errors import InputError
 
 
+def figure_axes(ax, size: tuple[float, float], *, pyplot: bool = False):
+    """``(figure, axes)`` to draw on: ``ax`` and its figure, or a new figure of ``size`` inches.
+
+    ``pyplot=False`` builds a :class:`matplotlib.figure.Figure` that pyplot does not track
+    (nothing is shown or kept open as a side effect; return it to display it);
+    ``pyplot=True`` opens it through pyplot, so a notebook shows it at the end of the cell.
+    """
+    if ax is not None:
+        return ax.figure, ax
+    if pyplot:
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(figsize=size, layout="constrained")
+        return fig, ax
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=size, layout="constrained")
+    return fig, fig.add_subplot()
+
+
 def downsample_max(maps: np.ndarray, size: int) -> np.ndarray:
     """Shrink the last two axes of ``maps`` ``[..., n, n]`` to at most ``size`` by max-pooling.
 

@@ -27,6 +27,7 @@ from ..errors import InputError
 from ._prep import (
     display_token,
     downsample_max,
+    figure_axes,
     head_label,
     head_table,
     label_stride,
@@ -38,13 +39,6 @@ SEQUENTIAL = "Blues"
 DIVERGING = "RdBu_r"
 METRIC = "viridis"
 CATEGORICAL = "tab10"
-
-
-def _figure_axes(ax: Axes | None, size: tuple[float, float]) -> tuple[Figure, Axes]:
-    if ax is not None:
-        return ax.figure, ax
-    fig = Figure(figsize=size, layout="constrained")
-    return fig, fig.add_subplot()
 
 
 def plot_heatmap(
@@ -76,7 +70,7 @@ def plot_heatmap(
     if diverging is None:
         diverging = bool(finite.size and finite.min() < 0)
     side = float(np.clip(2.5 + 0.16 * min(n, 64), 4.0, 10.0))
-    fig, ax = _figure_axes(ax, (side + 1.2, side))
+    fig, ax = figure_axes(ax, (side + 1.2, side))
     if diverging:
         top = vmax if vmax is not None else (float(np.abs(finite).max()) if finite.size else 1.0)
         top = top if top > 0 else 1.0
@@ -240,7 +234,7 @@ def plot_head_map(
     else:
         norm = Normalize(lo, hi if hi > lo else lo + 1.0)
         cmap = cmap or METRIC
-    fig, ax = _figure_axes(ax, (float(np.clip(0.45 * H + 2.2, 4, 12)), float(np.clip(0.4 * L + 1.2, 3, 12))))
+    fig, ax = figure_axes(ax, (float(np.clip(0.45 * H + 2.2, 4, 12)), float(np.clip(0.4 * L + 1.2, 3, 12))))
     cm = matplotlib.colormaps[cmap].with_extremes(bad="#f2f2f2")
     im = ax.imshow(np.ma.masked_invalid(table), cmap=cm, norm=norm, aspect="equal", interpolation="nearest")
     if annotate is None:
@@ -285,7 +279,7 @@ def plot_cluster_scatter(
     N = emb.shape[0]
     if len(layers) != N or len(heads) != N:
         raise InputError(f"{N} points but {len(layers)} layers and {len(heads)} heads given.")
-    fig, ax = _figure_axes(ax, (6.4, 5.2))
+    fig, ax = figure_axes(ax, (6.4, 5.2))
     layers = np.asarray(layers)
     if labels is None:
         L = n_layers or (int(layers.max()) + 1 if N else 1)

@@ -7,6 +7,7 @@ import pandas as pd
 
 from ..analysis.coref import ACCURACY_COLUMNS, BASELINE_NAMES
 from ..errors import InputError
+from ._prep import figure_axes
 
 
 def _check(table: pd.DataFrame) -> None:
@@ -24,12 +25,9 @@ def plot_coref_accuracy(table: pd.DataFrame, ax=None, *, title: str | None = Non
 
     The head is labelled "Head L-H" (1-indexed). Returns the matplotlib Axes.
     """
-    import matplotlib.pyplot as plt
-
     _check(table)
     rows = table[(table["kind"] == "baseline") | table["selected"]]
-    if ax is None:
-        _, ax = plt.subplots(figsize=(7, 3.6))
+    _, ax = figure_axes(ax, (7, 3.6), pyplot=True)
     groups = list(ACCURACY_COLUMNS)
     x = np.arange(len(groups))
     width = 0.8 / max(len(rows), 1)
@@ -62,7 +60,6 @@ def plot_coref_heads(table: pd.DataFrame, ax=None, *, column: str = "all",
 
     Returns the matplotlib Axes.
     """
-    import matplotlib.pyplot as plt
     from matplotlib.patches import Rectangle
 
     _check(table)
@@ -72,8 +69,7 @@ def plot_coref_heads(table: pd.DataFrame, ax=None, *, column: str = "all",
     L, H = int(heads["layer"].max()) + 1, int(heads["head"].max()) + 1
     grid = np.full((L, H), np.nan)
     grid[heads["layer"].to_numpy(int), heads["head"].to_numpy(int)] = heads[column] * 100
-    if ax is None:
-        _, ax = plt.subplots(figsize=(0.45 * H + 1.8, 0.4 * L + 1.2))
+    _, ax = figure_axes(ax, (0.45 * H + 1.8, 0.4 * L + 1.2), pyplot=True)
     im = ax.imshow(grid, cmap="viridis", aspect="auto", vmin=0)
     ax.figure.colorbar(im, ax=ax, label=f"accuracy (%), {column}")
     ax.set_xticks(range(H), [str(h + 1) for h in range(H)], fontsize=7)

@@ -15,20 +15,13 @@ from matplotlib.collections import LineCollection
 from matplotlib.lines import Line2D
 
 from ..errors import InputError
+from ._prep import figure_axes
 
 #: Colours of the comparison: shared by both models, only model a, only model b (the
 #: paper's turquoise for the pre-trained and purple for the fine-tuned model).
 MODEL_COLORS = {"both": "#8c8c8c", "a": "#1a9e9e", "b": "#7b3294"}
 SINGLE_COLOR = "#1a6e9e"
 ROLE_COLORS = {"cls": "#d95f02", "sep": "#e6ab02", "special": "#999999", "word": "#1a6e9e"}
-
-
-def _fig_ax(ax, size):
-    if ax is None:
-        fig, ax = plt.subplots(figsize=size)
-    else:
-        fig = ax.figure
-    return fig, ax
 
 
 def _check_graph(g) -> tuple[int, list[str]]:
@@ -87,7 +80,7 @@ def plot_flow_graph(g: nx.DiGraph, ax=None, title: str | None = None):
     n_layers, tokens = _check_graph(g)
     n = len(tokens)
     by_model = "models" in g.graph
-    fig, ax = _fig_ax(ax, (max(4.0, 0.45 * n + 1.5), 0.55 * (n_layers + 1) + 1.8))
+    fig, ax = figure_axes(ax, (max(4.0, 0.45 * n + 1.5), 0.55 * (n_layers + 1) + 1.8), pyplot=True)
     _draw(g, ax, lambda v: (float(v[1]), float(v[0])), by_model)
     ax.set_xlim(-0.6, n - 0.4)
     ax.set_ylim(-0.5, n_layers + 0.5)
@@ -98,7 +91,6 @@ def plot_flow_graph(g: nx.DiGraph, ax=None, title: str | None = None):
         ax.spines[side].set_visible(False)
     _legend(ax, g, by_model)
     ax.set_title(title or f"attention graph (threshold {g.graph.get('threshold', '?')})")
-    fig.tight_layout()
     return fig
 
 
@@ -140,7 +132,7 @@ def plot_flow_radial(g: nx.DiGraph, ax=None, title: str | None = None):
     n_layers, tokens = _check_graph(g)
     n = len(tokens)
     by_model = "models" in g.graph
-    fig, ax = _fig_ax(ax, (7.0, 7.0))
+    fig, ax = figure_axes(ax, (7.0, 7.0), pyplot=True)
     xy = radial_positions(g)
     for level in range(n_layers + 1):
         ring = plt.Circle((0, 0), 1.0 + (n_layers - level), fill=False, lw=0.4,
@@ -186,7 +178,7 @@ def plot_influence(inf: pd.DataFrame, ax=None, title: str | None = None,
     """
     tokens = [str(t) for t in inf["token"]]
     n = len(tokens)
-    fig, ax = _fig_ax(ax, (max(4.0, 0.4 * n + 1.5), 3.2))
+    fig, ax = figure_axes(ax, (max(4.0, 0.4 * n + 1.5), 3.2), pyplot=True)
     x = np.arange(n)
     if "score_a" in inf:
         names = names or ("a", "b")
@@ -214,5 +206,4 @@ def plot_influence(inf: pd.DataFrame, ax=None, title: str | None = None,
     if len(series) > 1:
         ax.legend(fontsize=8, frameon=False)
     ax.set_title(title or "token influence (numbers: 0-5 rating)")
-    fig.tight_layout()
     return fig

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError
+from ._prep import figure_axes
 
 _COLOURS = {
     "cls": "#9b59b6",
@@ -28,15 +29,6 @@ _BEHAVIOUR_STYLE = {  # colour, marker
     "next": ("#e74c3c", ">"),
     "other": ("#95a5a6", "o"),
 }
-
-
-def _axes(ax, figsize):
-    if ax is not None:
-        return ax.figure, ax
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=figsize, layout="constrained")
-    return fig, fig.add_subplot()
 
 
 def _need(df: pd.DataFrame, cols, what: str) -> None:
@@ -63,7 +55,7 @@ def plot_special_attention(stats: pd.DataFrame, ax=None, columns=("cls", "sep", 
     layer's mean.
     """
     _need(stats, list(columns), "plot_special_attention()")
-    fig, ax = _axes(ax, (5.5, 3.4))
+    fig, ax = figure_axes(ax, (5.5, 3.4))
     offsets = np.linspace(-0.15, 0.15, len(columns))
     for off, col in zip(offsets, columns):
         _per_layer_scatter(ax, stats[col], _COLOURS.get(col, None), _NAMES.get(col, col), off)
@@ -89,7 +81,7 @@ def plot_entropy(stats: pd.DataFrame, uniform_entropy: float | None = None, ax=N
     _need(stats, [column], "plot_entropy()")
     if uniform_entropy is None:
         uniform_entropy = stats.attrs.get("uniform_entropy")
-    fig, ax = _axes(ax, (5.5, 3.4))
+    fig, ax = figure_axes(ax, (5.5, 3.4))
     _per_layer_scatter(ax, stats[column], "#2c3e50", "heads (line: layer mean)", 0.0)
     if uniform_entropy is not None:
         ax.axhline(uniform_entropy, color="#e74c3c", ls="--", lw=1.2, label="uniform attention")
@@ -113,7 +105,7 @@ def plot_importance(importance: pd.DataFrame, ax=None, columns=("sep", "punct", 
                          "cls, sep, punct, other).")
     if isinstance(importance.index, pd.MultiIndex):
         importance = importance.groupby(level="layer").mean()
-    fig, ax = _axes(ax, (5.5, 3.4))
+    fig, ax = figure_axes(ax, (5.5, 3.4))
     layers = importance.index.to_numpy() + 1
     for col in cols:
         ax.plot(layers, importance[col].to_numpy(), marker="o", color=_COLOURS.get(col),
@@ -146,7 +138,7 @@ def plot_head_clusters(embedding: pd.DataFrame, behaviours: pd.Series | None = N
     if not isinstance(embedding.index, pd.MultiIndex):
         raise InputError("plot_head_clusters() needs an embedding indexed by (layer, head); "
                          "embed a head_distances() DataFrame.")
-    fig, ax = _axes(ax, (5.0, 4.6))
+    fig, ax = figure_axes(ax, (5.0, 4.6))
     layer = embedding.index.get_level_values("layer").to_numpy()
     if color_by == "layer":
         import matplotlib as mpl

@@ -11,15 +11,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError
-
-
-def _axes(ax, figsize):
-    if ax is not None:
-        return ax
-    import matplotlib.pyplot as plt
-
-    _, ax = plt.subplots(figsize=figsize, layout="constrained")
-    return ax
+from ._prep import figure_axes
 
 
 def plot_relation_heads(table: pd.DataFrame, *, relations: Sequence[str] | None = None,
@@ -44,7 +36,7 @@ def plot_relation_heads(table: pd.DataFrame, *, relations: Sequence[str] | None 
     t = table.loc[list(relations)] if relations is not None else table
     if t.empty:
         raise InputError("The relation table is empty: nothing to plot.")
-    ax = _axes(ax, (max(6.0, 0.55 * len(t) + 1.5), 4.0))
+    _, ax = figure_axes(ax, (max(6.0, 0.55 * len(t) + 1.5), 4.0), pyplot=True)
     x = np.arange(len(t))
     w = 0.4
     head = ax.bar(x - w / 2, 100 * t["accuracy"].to_numpy(float), w, label="best head",
@@ -100,7 +92,7 @@ def plot_relation_grid(accuracy: pd.DataFrame, *, direction: str = "best",
         idx = [rows.index(r) for r in relations]
         grid, rows = grid[idx], list(relations)
     labels = [f"{layer + 1}-{head + 1}" for layer, head in heads]
-    ax = _axes(ax, (max(6.0, 0.12 * len(labels) + 2), max(3.0, 0.28 * len(rows) + 1.2)))
+    _, ax = figure_axes(ax, (max(6.0, 0.12 * len(labels) + 2), max(3.0, 0.28 * len(rows) + 1.2)), pyplot=True)
     im = ax.imshow(100 * grid, aspect="auto", cmap=cmap, vmin=0, vmax=100, interpolation="nearest")
     ax.set_yticks(np.arange(len(rows)), rows, fontsize=8)
     n_layers = len({layer for layer, _ in heads})
