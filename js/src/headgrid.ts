@@ -6,9 +6,10 @@ import { FONT_SMALL, INK, localPoint, MUTED, sizeCanvas } from "./lib/canvas";
 import { lut, lutColor, METRIC_DEFAULT, SEQUENTIAL_DEFAULT, seqIndex } from "./lib/colors";
 import { decodeF32, decodeU8 } from "./lib/decode";
 import { formatValue, headLabel } from "./lib/labels";
-import { cellOrigin, finiteRange, gridHit, GridLayout, gridLayout } from "./lib/layout";
+import { cellOrigin, finiteRange, GridLayout, gridLayout } from "./lib/layout";
 import { colorBarH } from "./lib/legend";
 import { availableWidth, coalesce, h, markDrawn, onChange, RenderProps, scheduler, selectedPair, watchWidth } from "./lib/model";
+import { bindGridPointer } from "./lib/gridpointer";
 import { Tooltip } from "./lib/tooltip";
 
 interface Data {
@@ -74,7 +75,6 @@ function render({ model, el }: RenderProps) {
 
   let data: Data;
   let grid: GridLayout;
-  let hover: [number, number] | null = null;
 
   const load = () => {
     data = readData(model);
@@ -205,6 +205,7 @@ function render({ model, el }: RenderProps) {
   };
   const drawOverlay = () => {
     const sel = selectedPair(model.get("selected"));
+    const hover = pointer.hovered();
     const sameAsSel = hover && sel && hover[0] === sel[0] && hover[1] === sel[1];
     place(hoverRing, sameAsSel ? null : hover, 2);
     place(selRing, sel, 4);
@@ -229,50 +230,34 @@ function render({ model, el }: RenderProps) {
   };
   const redraw = scheduler(draw);
 
-  canvas.addEventListener("pointermove", (ev) => {
-    const [x, y] = localPoint(canvas, ev);
-    const hit = gridHit(grid, x, y);
-    if (hit) {
-      const [r, c] = hit;
+  const pointer = bindGridPointer({
+    canvas,
+    stage,
+    tip,
+    layout: () => grid,
+    describe: (r, c) => {
       const k = r * data.heads + c;
       const rows: [string, string][] = [
         ["layer, head", `${r + 1}, ${c + 1}`],
         ["max attention", formatValue(data.headMax[k])],
       ];
       if (data.metric) rows.push([data.metricName, formatValue(data.metric[k])]);
-      const [sx, sy] = localPoint(stage, ev);
-      tip.show(sx, sy, `Head ${headLabel(r, c)}`, rows);
-    } else {
-      tip.hide();
-    }
-    const same = hover && hit && hover[0] === hit[0] && hover[1] === hit[1];
-    if (!same && (hover || hit)) {
-      hover = hit;
+      return [`Head ${headLabel(r, c)}`, rows];
+    },
+    select: (r, c) => {
+      model.set("selected", [r, c]);
+      model.save_changes();
+      updateStatus();
       redraw();
-    }
-  });
-  canvas.addEventListener("pointerleave", () => {
-    tip.hide();
-    if (hover) {
-      hover = null;
-      redraw();
-    }
-  });
-  canvas.addEventListener("click", (ev) => {
-    const [x, y] = localPoint(canvas, ev);
-    const hit = gridHit(grid, x, y);
-    if (!hit) return;
-    model.set("selected", [hit[0], hit[1]]);
-    model.save_changes();
-    updateStatus();
-    redraw();
+    },
+    redraw,
   });
 
   const reload = coalesce(() => {
     load();
     layout();
     baseDrawn = false;
-    hover = null;
+    pointer.reset();
     redraw();
   });
   const offData = onChange(model, ["thumbs", "n_layers", "n_heads", "size", "head_max", "metric", "metric_name", "metric_cmap", "cmap", "scale", "title"], reload);

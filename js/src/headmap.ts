@@ -5,9 +5,10 @@ import { FONT_SMALL, INK, localPoint, MUTED, sizeCanvas } from "./lib/canvas";
 import { divIndex, DIVERGING_DEFAULT, lutColor, METRIC_DEFAULT, seqIndex, textOn } from "./lib/colors";
 import { decodeF32 } from "./lib/decode";
 import { formatValue, headLabel } from "./lib/labels";
-import { cellOrigin, finiteRange, gridHit, GridLayout, gridLayout } from "./lib/layout";
+import { cellOrigin, finiteRange, GridLayout, gridLayout } from "./lib/layout";
 import { colorBarV } from "./lib/legend";
 import { availableWidth, coalesce, h, markDrawn, onChange, RenderProps, scheduler, selectedPair, watchWidth } from "./lib/model";
+import { bindGridPointer } from "./lib/gridpointer";
 import { Tooltip } from "./lib/tooltip";
 
 interface Data {
@@ -67,7 +68,6 @@ function render({ model, el }: RenderProps) {
 
   let data: Data;
   let grid: GridLayout;
-  let hover: [number, number] | null = null;
 
   const load = () => {
     data = readData(model);
@@ -150,55 +150,37 @@ function render({ model, el }: RenderProps) {
       ctx.lineWidth = w;
       ctx.strokeRect(x - w / 2, y - w / 2, g.cell + w, g.cell + w);
     };
-    mark(hover, "#444", 1.5);
+    mark(pointer.hovered(), "#444", 1.5);
     mark(sel, "#e07000", 3);
 
     const bx = g.left + data.heads * g.pitchX + 12;
     const bh = Math.min(200, Math.max(60, data.layers * g.pitchY - 20));
     ctx.fillStyle = INK;
     colorBarV(ctx, data.cmap, bx, g.top + 16, 12, bh, data.lo, data.hi, data.diverging ? 0 : undefined, data.name);
-    canvas.style.cursor = hover ? "pointer" : "";
+    canvas.style.cursor = pointer.hovered() ? "pointer" : "";
     markDrawn(root, t0);
   };
   const redraw = scheduler(draw);
 
-  canvas.addEventListener("pointermove", (ev) => {
-    const [x, y] = localPoint(canvas, ev);
-    const hit = gridHit(grid, x, y);
-    if (hit) {
-      const v = data.values[hit[0] * data.heads + hit[1]];
-      const [sx, sy] = localPoint(stage, ev);
-      tip.show(sx, sy, `Head ${headLabel(hit[0], hit[1])}`, [[data.name, formatValue(v)]]);
-    } else {
-      tip.hide();
-    }
-    const same = hover && hit && hover[0] === hit[0] && hover[1] === hit[1];
-    if (!same && (hover || hit)) {
-      hover = hit;
+  const pointer = bindGridPointer({
+    canvas,
+    stage,
+    tip,
+    layout: () => grid,
+    describe: (r, c) => [`Head ${headLabel(r, c)}`, [[data.name, formatValue(data.values[r * data.heads + c])]]],
+    select: (r, c) => {
+      model.set("selected", [r, c]);
+      model.save_changes();
+      updateStatus();
       redraw();
-    }
-  });
-  canvas.addEventListener("pointerleave", () => {
-    tip.hide();
-    if (hover) {
-      hover = null;
-      redraw();
-    }
-  });
-  canvas.addEventListener("click", (ev) => {
-    const [x, y] = localPoint(canvas, ev);
-    const hit = gridHit(grid, x, y);
-    if (!hit) return;
-    model.set("selected", [hit[0], hit[1]]);
-    model.save_changes();
-    updateStatus();
-    redraw();
+    },
+    redraw,
   });
 
   const reload = coalesce(() => {
     load();
     layout();
-    hover = null;
+    pointer.reset();
     redraw();
   });
   const offData = onChange(model, ["values", "n_layers", "n_heads", "value_name", "cmap", "diverging", "vmin", "vmax", "title"], reload);
