@@ -32,18 +32,22 @@ RESULTS = ROOT / "docs" / "results.md"
 SECTION = "## Fine-tuning recipe"
 
 #: The recipe chosen from the hold-out search (see the table the script writes).
-RECIPE = dict(task="MRPC", epochs=1, max_items=None, lr=5e-5, max_length=128, batch_size=16,
-              freeze_layers=0, seed=0)
+RECIPE = dict(task="MRPC", epochs=3, max_items=1700, lr=1e-4, max_length=128, batch_size=16,
+              freeze_layers=1, seed=0)
 
 #: Candidates tried on the hold-out (name -> finetune arguments); MRPC unless task given.
 CANDIDATES = {
+    "f1_lr1e-4_n1700_e3": dict(freeze_layers=1, lr=1e-4, max_items=1700, epochs=3),
+    "f1_lr1e-4_n1700_e4": dict(freeze_layers=1, lr=1e-4, max_items=1700, epochs=4),
+    "f1_lr1e-4_n2500_e3": dict(freeze_layers=1, lr=1e-4, max_items=2500, epochs=3),
+    "f1_lr1e-4_all_e3": dict(freeze_layers=1, lr=1e-4, epochs=3),
     "f4_lr1e-4_n1200_e2": dict(freeze_layers=4, lr=1e-4, max_items=1200, epochs=2),
     "f0_lr1e-4_n1200_e1": dict(freeze_layers=0, lr=1e-4, max_items=1200, epochs=1),
     "f0_lr5e-5_all_e1": dict(freeze_layers=0, lr=5e-5, epochs=1),
 }
 
 
-def run(args: dict, *, holdout: bool, threads: int, out: str | None = None,
+def run(args: dict, *, holdout: bool, threads: int, out: str | None = None, split_seed: int = 0,
         progress: bool = True) -> dict:
     import torch
 
@@ -57,22 +61,23 @@ def run(args: dict, *, holdout: bool, threads: int, out: str | None = None,
     load_before = os.getloadavg()
     train = read_glue(task, "train")
     if holdout:
-        train, dev = train.split_off(0.1, seed=0)
+        train, dev = train.split_off(0.1, seed=split_seed)
     else:
         dev = read_glue(task, "dev")
     model = ak.load("minilm")
     res = finetune(model, train, dev, out=out, overwrite=True, progress=progress,
                    eval_each_epoch=holdout, **{"seed": 0, **args})
     row = res.summary()
-    row.update(task=task, eval_split="hold-out 10% of train" if holdout else "dev",
+    row.update(task=task, eval_split=f"hold-out 10% of train (split seed {split_seed})" if holdout else "dev",
+               split_seed=split_seed if holdout else None,
                threads=threads, load_before=load_before[0], load_after=os.getloadavg()[0],
                cpus=os.cpu_count(), machine=platform.processor() or platform.machine(),
                date=time.strftime("%Y-%m-%d %H:%M"))
     return row
 
 
-def load_runs() -> dict:
-    return json.loads(RUNS.read_text()) if RUNS.exists() else {"search": {}, "final": None}
+def load_runs(path: Path = RUNS) -> dict:
+    return json.loads(path.read_text()) if path.exists() else {"search": {}, "final": None}
 
 
 def pct(x: float) -> str:
@@ -106,10 +111,11 @@ def section(runs: dict) -> str:
         "Regenerate (about ten minutes on an idle core; writes this section and the model):",
         "",
         "```",
-        "python benchmarks/finetune.py --out /work/runs/minilm-mrpc",
+        "python benchmarks/finetune.py --out runs/minilm-mrpc",
         "# the same run without the docs: python -m attnkit.finetune --task MRPC "
         f"--epochs {p['epochs']:g} --lr {p['lr']:g} --batch-size {p['batch_size']} "
-        f"--max-length {p['max_length']} --threads 1 --out /work/runs/minilm-mrpc",
+        f"--max-length {p['max_length']} --max-items {p['max_items']} "
+        f"--freeze-layers {p['freeze_layers']} --threads 1 --out runs/minilm-mrpc",
         "```",
         "",
     ]
@@ -169,22 +175,28 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--search", action="store_true", help="run the hold-out candidates not yet measured")
     ap.add_argument("--only", nargs="*", default=None, help="with --search: these candidates, re-measured")
-    ap.add_argument("--out", default="/work/runs/minilm-mrpc", help="where to save the fine-tuned model")
+    ap.add_argument("--out", default=str(ROOT / "runs" / "minilm-mrpc"), help="where to save the fine-tuned model")
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--split-seed", type=int, default=0,
+                    help="with --search: which stratified 10%% hold-out (another seed breaks ties)")
+    ap.add_argument("--runs", default=str(RUNS), help="JSON file of measured runs (read and updated)")
     ap.add_argument("--docs-only", action="store_true", help="rewrite the docs section from the runs file")
     ap.add_argument("--no-progress", action="store_true")
     a = ap.parse_args(argv)
-    runs = load_runs()
+    runs_file = Path(a.runs)
+    runs = load_runs(runs_file)
     if a.search:
         names = a.only if a.only is not None else [n for n in CANDIDATES if n not in runs["search"]]
         for name in names:
-            runs["search"][name] = run(CANDIDATES[name], holdout=True, threads=a.threads,
-                                       progress=not a.no_progress)
-            RUNS.write_text(json.dumps(runs, indent=1))
+            key = name if a.split_seed == 0 else f"{name}@split{a.split_seed}"
+            runs["search"][key] = run(CANDIDATES[name], holdout=True, threads=a.threads,
+                                      split_seed=a.split_seed,
+                                      progress=not a.no_progress)
+            runs_file.write_text(json.dumps(runs, indent=1))
     elif not a.docs_only:
         runs["final"] = run(RECIPE, holdout=False, threads=a.threads, out=a.out,
                             progress=not a.no_progress)
-        RUNS.write_text(json.dumps(runs, indent=1))
+        runs_file.write_text(json.dumps(runs, indent=1))
     write_section(section(runs))
 
 

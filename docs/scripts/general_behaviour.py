@@ -1,7 +1,7 @@
 """Regenerate the general-behaviour results of docs/results.md (Clark et al. 2019, §3, §6).
 
-    python docs/scripts/general_behaviour.py --store /work/runs/ewt-dev \
-        --treebank ud-english-ewt/en_ewt-ud-dev.conllu --out runs/general-ewt-dev \
+    python docs/scripts/general_behaviour.py --store runs/ewt/ewt-test \
+        --treebank ud-english-ewt/en_ewt-ud-test.conllu --out runs/general-ewt-test \
         --figures docs/figures
 
 Reads a word-level AttentionSet store of the bundled model (attnkit.extract), writes CSV
@@ -41,7 +41,9 @@ def main() -> None:
     p.add_argument("--treebank", default="ud-english-ewt/en_ewt-ud-dev.conllu")
     p.add_argument("--model", default="minilm")
     p.add_argument("--out", required=True)
-    p.add_argument("--figures", help="also save the figures here, named ewt-dev-<figure>.png")
+    p.add_argument("--figures", help="also save the figures here, named <tag>-<figure>.png")
+    p.add_argument("--tag", default=None,
+                   help="figure name prefix (default: from the treebank, e.g. ewt-test)")
     p.add_argument("--threads", type=int, default=1)
     args = p.parse_args()
     import torch
@@ -58,11 +60,13 @@ def main() -> None:
     result = run_general(sset, model=model, importance_inputs=tb)
     summary.update(result["summary"], seconds=time.perf_counter() - t)
     written = write_general(result, out)
+    # en_ewt-ud-test.conllu -> ewt-test
+    tag = args.tag or "-".join(Path(args.treebank).stem.replace("en_", "").split("-ud-"))
     if args.figures:
         Path(args.figures).mkdir(parents=True, exist_ok=True)
         for f in written:
             if f.suffix == ".png":
-                shutil.copy(f, Path(args.figures) / f"ewt-dev-{f.name}")
+                shutil.copy(f, Path(args.figures) / f"{tag}-{f.name}")
     imp_out = result["importance"].copy()
     imp_out.index = imp_out.index + 1
     per_layer, beh = result["per_layer"], result["behaviours"]
