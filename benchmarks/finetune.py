@@ -32,7 +32,7 @@ RESULTS = ROOT / "docs" / "results.md"
 SECTION = "## Fine-tuning recipe"
 
 #: The recipe chosen from the hold-out search (see the table the script writes).
-RECIPE = dict(task="MRPC", epochs=3, max_items=1700, lr=1e-4, max_length=128, batch_size=16,
+RECIPE = dict(task="MRPC", epochs=3, max_items=None, lr=1e-4, max_length=128, batch_size=16,
               freeze_layers=1, seed=0)
 
 #: Candidates tried on the hold-out (name -> finetune arguments); MRPC unless task given.
@@ -114,7 +114,8 @@ def section(runs: dict) -> str:
         "python benchmarks/finetune.py --out runs/minilm-mrpc",
         "# the same run without the docs: python -m attnkit.finetune --task MRPC "
         f"--epochs {p['epochs']:g} --lr {p['lr']:g} --batch-size {p['batch_size']} "
-        f"--max-length {p['max_length']} --max-items {p['max_items']} "
+        f"--max-length {p['max_length']} "
+        + (f"--max-items {p['max_items']} " if p.get("max_items") else "") +
         f"--freeze-layers {p['freeze_layers']} --threads 1 --out runs/minilm-mrpc",
         "```",
         "",
@@ -139,21 +140,37 @@ def section(runs: dict) -> str:
         ]
     else:
         lines += ["(Not measured yet: run the command above.)", ""]
+    prev = runs.get("final_previous")
+    if prev:
+        lines += [
+            f"An earlier recipe ({recipe_text(prev['params'])}) was the first choice: on the "
+            f"first hold-out split it tied with the recipe above. Run on dev it scored "
+            f"{pct(prev['accuracy'])} % against a majority rate of {pct(prev['majority_rate'])} % "
+            f"({100 * (prev['accuracy'] - prev['majority_rate']):+.1f} points, "
+            f"{mins(prev['wall_seconds'])} min), short of the +10 points the issue asks for. "
+            "The tie was then broken on a second hold-out split of train (split seed 1, the rows "
+            "with split 1 in the table below), never on dev; the recipe above won it and was run on dev "
+            "once. The dev number above is therefore the second dev evaluation of this search, "
+            "and a reader should count it as such.",
+            "",
+        ]
     search = runs.get("search") or {}
     if search:
         lines += [
             "How the recipe was chosen: each candidate trained on 90 % of MRPC train and was "
-            "scored on the other 10 % (366 pairs, stratified, the same for all); dev was not "
-            "looked at. Accuracy after each epoch in brackets.",
+            "scored on the other 10 % (366 pairs, stratified; split seed 0 for all, seed 1 for "
+            "the tie-break); dev played no part in the choice. Accuracy after each epoch in "
+            "brackets. Two processes of one thread each ran side by side.",
             "",
-            "| candidate | hold-out accuracy | F1 | majority rate | train min | CPU min | load before / after |",
-            "|---|---|---|---|---|---|---|",
+            "| candidate | split | hold-out accuracy | F1 | majority rate | train min | CPU min | load before / after |",
+            "|---|---|---|---|---|---|---|---|",
         ]
         for name, r in search.items():
             curve = ", ".join(pct(e["accuracy"]) for e in r["epochs_eval"])
             cpu = mins(r["cpu_seconds"]) if r.get("cpu_seconds") is not None else "n/a"
             lines.append(
-                f"| {recipe_text(r['params'])} | {pct(r['accuracy'])} ({curve}) | {pct(r['f1'])} "
+                f"| {recipe_text(r['params'])} | {r.get('split_seed') or 0} | {pct(r['accuracy'])} ({curve}) "
+                f"| {pct(r['f1'])} "
                 f"| {pct(r['majority_rate'])} | {mins(r['train_seconds'])} | {cpu} "
                 f"| {r['load_before']:.1f} / {r['load_after']:.1f} |")
         lines.append("")
