@@ -1,6 +1,6 @@
 """head_distances speed: attnkit's chunked pair loop beside a per-item reference, one run.
 
-    python benchmarks/clustering.py --store /work/runs/ewt-dev [--subset 300]
+    python benchmarks/clustering.py --store runs/ewt/ewt-dev [--subset 300]
 
 The reference is the straightforward per-item loop (for every item and every head, the JS
 divergence of that head's rows against all heads at once, as Clark et al.'s script does,

@@ -1,6 +1,6 @@
 """Coreference heads on GUM dev with the bundled model; writes docs/results.md's section.
 
-    PYTHONPATH=. python benchmarks/coref_gum.py --store-root /work/runs/coref-minilm
+    PYTHONPATH=. python benchmarks/coref_gum.py --store-root runs/coref-minilm
 
 Runs :func:`attnkit.pipeline.run_coref` twice — documents cut at the model's maximum
 (512 tokens) and at 128 tokens (Clark et al.'s setting) — writes every table and figure
@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 from attnkit.analysis.coref import BASELINE_NAMES  # noqa: E402
 
 SECTION = "## Coreference (GUM dev)"
-COMMAND = "PYTHONPATH=. python benchmarks/coref_gum.py --store-root /work/runs/coref-minilm"
+COMMAND = "PYTHONPATH=. python benchmarks/coref_gum.py --store-root runs/coref-minilm"
 
 # Clark et al. (2019), Table 2: BERT-base on CoNLL-2012, documents cut at 128 tokens.
 PAPER = pd.DataFrame(

@@ -84,6 +84,14 @@ def pct(x: float) -> str:
     return f"{100 * x:.1f}"
 
 
+def _rel(path: str | None) -> str | None:
+    """A path inside the checkout, relative to it (the docs must not name this machine)."""
+    try:
+        return str(Path(path).relative_to(ROOT)) if path else path
+    except ValueError:
+        return path
+
+
 def mins(s: float) -> str:
     return f"{s / 60:.1f}"
 
@@ -134,7 +142,7 @@ def section(runs: dict) -> str:
             f"Measured {final['date']}; dev accuracy {100 * (final['accuracy'] - final['majority_rate']):+.1f} "
             "points over always answering the majority class of train (\"equivalent\"). F1 is "
             "that of the \"equivalent\" class, GLUE's MRPC convention. Saved at `"
-            f"{final.get('path')}` (safetensors, tokenizer, `finetune.json`); "
+            f"{_rel(final.get('path'))}` (safetensors, tokenizer, `finetune.json`); "
             "`attnkit.load` opens it as `BertForSequenceClassification`.",
             "",
         ]
