@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from .attention import Attention, word_pooling
+from .attention import Attention, pool_maps, word_pooling
 from .errors import InputError, StoreError, TruncationWarning
 
 STORE_VERSION = 1
@@ -345,19 +345,9 @@ def extract(
     return out
 
 
-def _half(a) -> np.ndarray:
+def _half(a: np.ndarray) -> np.ndarray:
     """float16 copy of an array; torch converts with F16C, numpy's astype is ~10x slower."""
-    if isinstance(a, np.ndarray) and a.dtype == np.float16:
-        return a
-    t = a if isinstance(a, torch.Tensor) else torch.from_numpy(np.ascontiguousarray(a))
-    return t.to(torch.float16).numpy()
-
-
-def _pool_half(maps: np.ndarray, pool) -> np.ndarray:
-    """:func:`pool_maps` in torch, returned as float16 (the same products, faster)."""
-    t = torch.from_numpy(np.ascontiguousarray(maps, dtype=np.float32))
-    out = torch.matmul(torch.matmul(torch.from_numpy(pool.mean_from), t), torch.from_numpy(pool.sum_to))
-    return out.to(torch.float16).numpy()
+    return torch.from_numpy(np.ascontiguousarray(a)).to(torch.float16).numpy()
 
 
 def _pack(b: int, batch: list[int], encs: list, maps: list[np.ndarray],
@@ -371,7 +361,7 @@ def _pack(b: int, batch: list[int], encs: list, maps: list[np.ndarray],
         e = embs[k] if embs is not None else None
         if level == "word":
             pool = word_pooling(word_ids, roles)
-            m = _pool_half(m, pool)
+            m = pool_maps(m, pool)
             keep = pool.first
             tokens = [enc.words[word_ids[p]] if roles[p] == "word" else enc.tokens[p] for p in keep]
             roles, word_ids = roles[keep], word_ids[keep]
