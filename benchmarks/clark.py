@@ -30,7 +30,6 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -41,6 +40,7 @@ from attnkit.analysis.probe import AttentionProbe, probe_data  # noqa: E402
 from attnkit.analysis.syntax import (  # noqa: E402
     head_accuracy, relation_heads, right_branching_uas, word_hits)
 from attnkit.data import find_data  # noqa: E402
+from _report import write_section  # noqa: E402
 
 SPLITS = ("train", "dev", "test")
 #: Paper numbers (Clark et al. 2019, BERT-base on PTB WSJ with Stanford Dependencies), for
@@ -118,21 +118,6 @@ def fit_probe(kind: str, data: dict, epochs: int, seed: int):
     probe = AttentionProbe(kind, epochs=epochs, seed=seed).fit(data["train"], dev=data["dev"])
     ev = probe.evaluate(data["test"])
     return probe, ev
-
-
-def write_section(path: Path, name: str, body: str) -> None:
-    """Replace (or append) the ``## name`` section of a Markdown file."""
-    text = path.read_text() if path.exists() else "# Benchmarks\n"
-    lines = text.splitlines()
-    start = next((i for i, line in enumerate(lines) if line.strip() == f"## {name}"), None)
-    new = [f"## {name}", ""] + body.strip("\n").splitlines() + [""]
-    if start is None:
-        lines = lines + ([""] if lines and lines[-1].strip() else []) + new
-    else:
-        end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")),
-                   len(lines))
-        lines = lines[:start] + new + lines[end:]
-    path.write_text("\n".join(lines).rstrip("\n") + "\n")
 
 
 def pct(x: float) -> str:
@@ -319,7 +304,7 @@ def main(argv=None) -> int:
                      f"peak RSS {in_pipe['peak_rss_mib'].max():.0f} MiB "
                      f"({timings['peak_rss_mib'].max():.0f} MiB with the baselines); whole run "
                      f"incl. baselines {total / 60:.1f} min."]
-        write_section(ROOT / "docs" / "benchmarks.md", "clark", "\n".join(body))
+        write_section("clark", "\n".join(body))
     return 0
 
 

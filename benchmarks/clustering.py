@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import platform
-import re
 import resource
 import time
 from pathlib import Path
@@ -21,6 +20,7 @@ import numpy as np
 
 import attnkit as ak
 from attnkit.analysis.cluster import head_distances
+from _report import write_section
 
 
 def reference(items) -> np.ndarray:
@@ -39,17 +39,6 @@ def reference(items) -> np.ndarray:
             total[a] += (0.5 * (xlx[a][None] + xlx) - mlm).sum((1, 2))
         rows += n
     return total / rows
-
-
-def write_section(path: Path, body: str) -> None:
-    text = path.read_text() if path.exists() else "# Benchmarks\n"
-    section = "## clustering\n\n" + body.strip() + "\n"
-    pattern = re.compile(r"^## clustering\n.*?(?=^## |\Z)", re.S | re.M)
-    if pattern.search(text):
-        text = pattern.sub(section + "\n", text).rstrip() + "\n"
-    else:
-        text = text.rstrip() + "\n\n" + section
-    path.write_text(text)
 
 
 def main() -> None:
@@ -96,7 +85,7 @@ The whole store holds {n_values:,} attention values per head; {k} heads make
 ({full_c / (n_values * k * (k - 1) / 2) * 1e9:.1f} ns of CPU each, log-bound). Loading the
 store: {load_s:.1f} s. Peak RSS of the run: {peak:.0f} MiB.
 """
-    write_section(Path(args.out), body)
+    write_section("clustering", body, doc=Path(args.out))
     print(body)
 
 

@@ -11,7 +11,6 @@ under ``--out``, copies the figures to ``docs/figures/`` and replaces the
 from __future__ import annotations
 
 import argparse
-import re
 import shutil
 import sys
 import time
@@ -24,8 +23,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from attnkit.analysis.coref import BASELINE_NAMES  # noqa: E402
+from _report import write_section  # noqa: E402
 
-SECTION = "## Coreference (GUM dev)"
+SECTION = "Coreference (GUM dev)"  # the heading in docs/results.md
 COMMAND = "PYTHONPATH=. python benchmarks/coref_gum.py --store-root runs/coref-minilm"
 
 # Clark et al. (2019), Table 2: BERT-base on CoNLL-2012, documents cut at 128 tokens.
@@ -71,7 +71,7 @@ def section(res512, res128, seconds: float) -> str:
     docs512 = res512["documents"]
     docs128 = res128["documents"]
     A, B = res512["splits"]["A"], res512["splits"]["B"]
-    out = [SECTION, ""]
+    out = []
     out.append(
         "Clark et al. (2019) §4.3: for each coreferent mention, does its head word attend "
         "most (argmax of its word-level row, diagonal and [CLS]/[SEP] excluded) to the head "
@@ -203,16 +203,6 @@ def reading(res512, res128, top) -> str:
     )
 
 
-def write_section(text: str, path: Path) -> None:
-    old = path.read_text(encoding="utf-8") if path.exists() else "# Results\n"
-    pattern = re.compile(rf"^{re.escape(SECTION)}\n.*?(?=^## |\Z)", re.S | re.M)
-    if pattern.search(old):
-        new = pattern.sub(lambda _: text.rstrip("\n") + "\n\n", old)
-    else:
-        new = old.rstrip("\n") + "\n\n" + text.rstrip("\n") + "\n"
-    path.write_text(new.rstrip("\n") + "\n", encoding="utf-8")
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--store-root", default=None,
@@ -251,7 +241,8 @@ def main(argv=None) -> int:
     figs.mkdir(parents=True, exist_ok=True)
     for f in ("coref_accuracy.png", "coref_heads.png"):
         shutil.copy(Path(args.out) / "tokens-512" / f, figs / f)
-    write_section(section(results["512"], results["128"], seconds), Path(args.results))
+    write_section(SECTION, section(results["512"], results["128"], seconds),
+                  doc=Path(args.results), header="# Results\n")
     print(results["512"]["summary"].round(1).to_string())
     print(results["128"]["summary"].round(1).to_string())
     return 0

@@ -27,9 +27,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from _report import write_section  # noqa: E402
+
 RUNS = ROOT / "docs" / "finetune_runs.json"
 RESULTS = ROOT / "docs" / "results.md"
-SECTION = "## Fine-tuning recipe"
+SECTION = "Fine-tuning recipe"  # the heading in docs/results.md
 
 #: The recipe chosen from the hold-out search (see the table the script writes).
 RECIPE = dict(task="MRPC", epochs=3, max_items=None, lr=1e-4, max_length=128, batch_size=16,
@@ -103,7 +105,7 @@ def recipe_text(p: dict) -> str:
 
 
 def section(runs: dict) -> str:
-    lines = [SECTION, ""]
+    lines = []
     final = runs.get("final")
     p = RECIPE
     lines += [
@@ -185,17 +187,6 @@ def section(runs: dict) -> str:
     return "\n".join(lines)
 
 
-def write_section(text: str) -> None:
-    old = RESULTS.read_text() if RESULTS.exists() else "# Reproduced results\n"
-    start = old.find(SECTION + "\n")
-    if start < 0:
-        new = old.rstrip("\n") + "\n\n" + text
-    else:
-        end = old.find("\n## ", start + len(SECTION))
-        new = old[:start] + text + ("\n" + old[end + 1 :] if end >= 0 else "")
-    RESULTS.write_text(new.rstrip("\n") + "\n")
-
-
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--search", action="store_true", help="run the hold-out candidates not yet measured")
@@ -222,7 +213,7 @@ def main(argv: list[str] | None = None) -> None:
         runs["final"] = run(RECIPE, holdout=False, threads=a.threads, out=a.out,
                             progress=not a.no_progress)
         runs_file.write_text(json.dumps(runs, indent=1))
-    write_section(section(runs))
+    write_section(SECTION, section(runs), doc=RESULTS, header="# Results\n")
 
 
 if __name__ == "__main__":
