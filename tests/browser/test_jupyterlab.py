@@ -39,8 +39,11 @@ maps /= maps.sum(-1, keepdims=True)
 att = attnkit.Attention(maps, tokens=tokens, roles=["cls"] + ["word"] * (n - 2) + ["sep"],
                         word_ids=[-1] + list(range(n - 2)) + [-1], words=tokens[1:-1])
 grid = HeadGrid(att)
-grid.observe(lambda ch: pathlib.Path("selected.json").write_text(json.dumps(ch["new"])),
-             names="selected")
+def record(change):  # written whole, then renamed: the test never reads a half-written file
+    tmp = pathlib.Path("selected.json.tmp")
+    tmp.write_text(json.dumps(change["new"]))
+    tmp.replace("selected.json")
+grid.observe(record, names="selected")
 grid
 """
 READ = 'print("SELECTED", grid.selected)'
