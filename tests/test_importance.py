@@ -19,7 +19,10 @@ from attnkit.testing import CORPUS, tiny_model  # noqa: E402
 @pytest.fixture(scope="module")
 def models():
     torch.manual_seed(0)
-    return {k: tiny_model(k) for k in ("bert-mlm", "bert-cls", "bert", "gpt2", "roberta")}
+    out = {k: tiny_model(k) for k in ("bert-mlm", "bert-cls", "bert", "gpt2", "roberta")}
+    for m in out.values():  # float64: central differences in float32 are too coarse on some CPUs
+        m.hf.double()
+    return out
 
 
 def _perturbing_attention(original_module, layer, head, i, j, delta):
