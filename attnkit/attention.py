@@ -14,6 +14,10 @@ import numpy as np
 
 from .errors import InputError
 
+#: Largest distance of a row sum from 1 that attention weights may have (float16 storage
+#: and bfloat16 models stay far inside it).
+ROW_SUM_TOL = 1e-2
+
 #: Roles a position can play. "cls" is a leading [CLS]/<s>/BOS, "sep" a [SEP]/</s>/EOS,
 #: "word" a piece (or, at word level, a whole word) of the text, "special" any other
 #: special token.
@@ -50,6 +54,15 @@ class Attention:
     truncated : True when the input was longer than the model's maximum and was cut.
     model : name of the model that produced the maps.
     causal : True for decoder-only models (rows attend only to earlier positions).
+    measure : what the maps hold: ``"weights"`` (attention probabilities; every row must sum
+        to 1) or another measure of :mod:`attnkit.measures` (rows need not sum to 1).
+
+    Raises
+    ------
+    InputError
+        When maps are not ``[layer, head, n, n]``, hold NaN or infinite values, or (for
+        ``measure="weights"``) have a row that does not sum to 1 within :data:`ROW_SUM_TOL`,
+        or when a per-position list does not have ``n`` entries.
     """
 
     maps: np.ndarray
@@ -64,6 +77,7 @@ class Attention:
     truncated: bool = False
     model: str = ""
     causal: bool = False
+    measure: str = "weights"
 
     def __post_init__(self) -> None:
         self.maps = np.asarray(self.maps, dtype=np.float32)
@@ -71,6 +85,7 @@ class Attention:
             raise InputError(
                 f"Attention maps must have shape [layer, head, n, n]; got {self.maps.shape}."
             )
+        check_maps(self.maps, weights=self.measure == "weights")
         n = self.maps.shape[2]
         self.tokens = list(self.tokens)
         self.roles = np.asarray(self.roles, dtype="<U7")
@@ -138,6 +153,97 @@ class Attention:
         """The ``[n, n]`` map of one head (0-indexed layer and head)."""
         return self.maps[layer, head]
 
+    def map(self, layer: int, head: int) -> np.ndarray:
+        """The float32 ``[n, n]`` map of one head (a view of :attr:`maps`)."""
+        return self.maps[layer, head]
+
+    def block(self, layer: int, head: int, rows: slice, cols: slice) -> np.ndarray:
+        """The float32 block ``maps[layer, head, rows, cols]`` (a view)."""
+        return self.maps[layer, head, rows, cols]
+
+    def pooled(self, layer: int, head: int, size: int, reduce: str = "max") -> np.ndarray:
+        """A ``[m, m]`` overview of one head, ``m = min(size, n)``.
+
+        Rows and columns are cut into ``m`` contiguous bins whose sizes differ by at most
+        one (:func:`pool_edges`); each cell is the max or the mean of its bin.
+        """
+        return pool_square(self.maps[layer, head], size, reduce)
+
+    @classmethod
+    def from_maps(
+        cls,
+        maps: np.ndarray,
+        tokens: Sequence[str],
+        roles: Sequence[str] | None = None,
+        *,
+        words: Sequence[str] | None = None,
+        word_ids: Sequence[int] | None = None,
+        causal: bool | None = None,
+        model: str = "",
+        measure: str = "weights",
+    ) -> "Attention":
+        """An Attention from bare maps and token strings (from any tool).
+
+        Parameters
+        ----------
+        maps : array_like
+            ``[layer, head, n, n]`` (or ``[head, n, n]`` for one layer, ``[n, n]`` for one
+            head); rows are *from*, columns *to*.
+        tokens : sequence of str
+            The ``n`` token strings, as the tokenizer wrote them.
+        roles : sequence of str, optional
+            One of :data:`ROLES` per token; inferred from the tokens when omitted
+            (:func:`infer_roles`).
+        words, word_ids : optional
+            The words and each token's word index (``-1`` for special tokens); inferred
+            from word-piece markers (``##``, ``Ġ``, ``▁``) when omitted (:func:`infer_words`).
+        causal : bool, optional
+            Decoder attention; inferred when omitted (True when every map is zero above the
+            diagonal).
+        model : str
+            Name of the model, for labels.
+        measure : str
+            What the maps hold (``"weights"`` rows must sum to 1).
+
+        Returns
+        -------
+        Attention
+            Token level.
+
+        Raises
+        ------
+        InputError
+            When shapes disagree, or maps are not finite or (weights) rows do not sum to 1.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from attnkit import Attention
+        >>> maps = np.full((1, 1, 4, 4), 0.25)
+        >>> att = Attention.from_maps(maps, ["[CLS]", "play", "##ing", "[SEP]"])
+        >>> att.roles.tolist(), att.words
+        (['cls', 'word', 'word', 'sep'], ['playing'])
+        >>> att.to_words().maps.shape
+        (1, 1, 3, 3)
+        """
+        arr = np.asarray(maps, dtype=np.float32)
+        while arr.ndim < 4:
+            arr = arr[None]
+        tokens = [str(t) for t in tokens]
+        if arr.shape[-1] != len(tokens):
+            raise InputError(
+                f"maps have {arr.shape[-1]} positions but {len(tokens)} tokens were given."
+            )
+        roles_arr = np.asarray(roles if roles is not None else infer_roles(tokens), dtype="<U7")
+        if word_ids is None or words is None:
+            inferred_ids, inferred_words = infer_words(tokens, roles_arr)
+            word_ids = inferred_ids if word_ids is None else word_ids
+            words = inferred_words if words is None else words
+        if causal is None:
+            causal = bool(arr.shape[-1] > 1 and not np.triu(arr, k=1).any())
+        return cls(maps=arr, tokens=tokens, roles=roles_arr, word_ids=np.asarray(word_ids),
+                   words=list(words), causal=causal, model=model, measure=measure)
+
     def select(
         self, layers: Sequence[int] | None = None, heads: Sequence[int] | None = None
     ) -> "Attention":
@@ -177,6 +283,120 @@ class Attention:
             embeddings=emb,
             level="word",
         )
+
+
+def check_maps(maps: np.ndarray, *, weights: bool = True) -> None:
+    """Refuse maps that hold NaN or infinite values, or (``weights``) rows that do not sum
+    to 1 within :data:`ROW_SUM_TOL`; rows that are all zero (padding) are allowed."""
+    if maps.size == 0:
+        return
+    sums = maps.sum(-1, dtype=np.float64)
+    if not np.isfinite(sums).all():
+        bad = np.argwhere(~np.isfinite(sums))[0]
+        raise InputError(
+            f"Attention maps hold NaN or infinite values (first at layer {bad[0]}, head "
+            f"{bad[1]}, row {bad[2]}): the model's forward pass overflowed or the maps are "
+            "corrupt. Run the model in float32 (attnkit.load(..., dtype='float32'))."
+        )
+    if weights:
+        off = np.abs(sums - 1.0)
+        off[sums == 0.0] = 0.0
+        if off.max() > ROW_SUM_TOL:
+            bad = np.unravel_index(int(np.argmax(off)), off.shape)
+            raise InputError(
+                f"Attention weights must have rows that sum to 1; row {bad[2]} of layer "
+                f"{bad[0]}, head {bad[1]} sums to {sums[bad]:.4g}. Rows are 'from' and columns "
+                "'to': transpose maps that are the other way round, or pass measure= for a "
+                "quantity that is not a probability."
+            )
+
+
+_SPECIAL_FIRST = ("[CLS]", "<s>", "<|begin_of_text|>", "<bos>", "<|startoftext|>", "<|im_start|>")
+_SPECIAL_LAST = ("[SEP]", "</s>", "<|endoftext|>", "<eos>", "<|end_of_text|>", "<|eot_id|>",
+                 "<|im_end|>")
+
+
+def infer_roles(tokens: Sequence[str]) -> list[str]:
+    """Roles (:data:`ROLES`) of token strings: a leading [CLS]/<s>/BOS is "cls", [SEP]/</s>/EOS
+    tokens are "sep", other bracketed specials ([PAD], <pad>, <|…|>) "special", the rest "word".
+
+    A leading ``<|endoftext|>`` (GPT-2's BOS) is "cls".
+    """
+    roles = []
+    for pos, tok in enumerate(tokens):
+        if pos == 0 and (tok in _SPECIAL_FIRST or tok == "<|endoftext|>"):
+            roles.append("cls")
+        elif tok in _SPECIAL_LAST:
+            roles.append("sep")
+        elif (tok.startswith("[") and tok.endswith("]") and tok[1:-1].isupper() and len(tok) > 2) or (
+            tok.startswith("<") and tok.endswith(">") and len(tok) > 2 and " " not in tok
+            and (tok.startswith("<|") or tok[1:-1].strip("/").isalpha())
+        ) or tok in _SPECIAL_FIRST:
+            roles.append("special")
+        else:
+            roles.append("word")
+    return roles
+
+
+def infer_words(tokens: Sequence[str], roles: Sequence[str]) -> tuple[list[int], list[str]]:
+    """Group word pieces into words from their markers.
+
+    BERT's ``##`` continues the previous word; byte-level BPE's ``Ġ`` and SentencePiece's
+    ``▁`` start a new one (so a piece without them continues the word before it). Tokens of
+    a tokenizer without markers are one word each. Returns ``(word_ids, words)`` with
+    ``-1`` for non-word roles.
+    """
+    kinds = {"##" if t.startswith("##") else t[0] if t[:1] in ("Ġ", "▁") else ""
+             for t, r in zip(tokens, roles) if r == "word"}
+    starts_mark = bool(kinds & {"Ġ", "▁"})
+    word_ids: list[int] = []
+    words: list[str] = []
+    prev_word = False
+    for tok, role in zip(tokens, roles):
+        if role != "word":
+            word_ids.append(-1)
+            prev_word = False
+            continue
+        if tok.startswith("##"):
+            new, text = not prev_word, tok[2:]
+        elif starts_mark:
+            new = tok[:1] in ("Ġ", "▁") or not prev_word
+            text = tok.lstrip("Ġ▁")
+        else:
+            new, text = True, tok
+        if new or not words:
+            words.append(text)
+        else:
+            words[-1] += text
+        word_ids.append(len(words) - 1)
+        prev_word = True
+    return word_ids, words
+
+
+def pool_edges(n: int, size: int) -> np.ndarray:
+    """Bin edges ``[m + 1]`` cutting ``n`` positions into ``m = min(size, n)`` contiguous bins
+    whose sizes differ by at most one."""
+    m = max(1, min(int(size), n))
+    return (np.arange(m + 1) * n) // m
+
+
+def pool_square(a: np.ndarray, size: int, reduce: str = "max") -> np.ndarray:
+    """Pool an ``[n, n]`` (or ``[..., n, n]``) array into ``[..., m, m]`` bins
+    (:func:`pool_edges`), each the max or the mean of its cells."""
+    if reduce not in ("max", "mean"):
+        raise InputError(f"reduce must be 'max' or 'mean', not {reduce!r}.")
+    n = a.shape[-1]
+    edges = pool_edges(n, size)
+    starts = edges[:-1]
+    if len(starts) == n:
+        return np.array(a, dtype=np.float32)
+    if reduce == "max":
+        out = np.maximum.reduceat(np.maximum.reduceat(a, starts, axis=-2), starts, axis=-1)
+    else:
+        sizes = np.diff(edges).astype(np.float64)
+        out = np.add.reduceat(np.add.reduceat(a.astype(np.float64), starts, axis=-2), starts, axis=-1)
+        out = out / sizes[:, None] / sizes[None, :]
+    return out.astype(np.float32)
 
 
 @dataclass(frozen=True)

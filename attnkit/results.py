@@ -1,0 +1,236 @@
+"""Result types: a table plus what its numbers mean.
+
+:class:`Result` is any analysis table with its metadata; :class:`HeadResult` is the one
+type of every per-head result: a DataFrame indexed by ``(layer, head)`` (0-indexed), with
+``direction`` as a column where the analysis has one. Metadata that used to ride in
+``DataFrame.attrs`` (which pandas drops on most operations) lives in ``.meta``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable, Iterator
+
+import numpy as np
+import pandas as pd
+
+from .errors import InputError
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+    from .widgets import HeadMap
+
+_OWN = frozenset({"table", "meta", "_plot"})
+
+
+class Result:
+    """A table of results and its metadata.
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        The numbers.
+    meta : dict, optional
+        What they mean: items counted, baselines, what was chosen on which data.
+    plot : callable, optional
+        ``plot(result, ax=None, **options) -> Figure``; the default draws the table's
+        numeric columns as bars.
+
+    Column access and DataFrame attributes are forwarded to :attr:`table`, so
+    ``result["uas"]`` and ``result.loc[...]`` read the table.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> from attnkit.results import Result
+    >>> r = Result(pd.DataFrame({"uas": [0.5, 0.7]}, index=["argmax", "mst"]), {"n_items": 2})
+    >>> float(r["uas"].max()), r.meta["n_items"]
+    (0.7, 2)
+    """
+
+    def __init__(
+        self,
+        table: pd.DataFrame,
+        meta: dict[str, Any] | None = None,
+        *,
+        plot: Callable[..., "Figure"] | None = None,
+    ) -> None:
+        if not isinstance(table, pd.DataFrame):
+            raise InputError(f"A result's table must be a pandas DataFrame, not {type(table).__name__}.")
+        self.table = table
+        self.meta: dict[str, Any] = dict(meta or {})
+        self._plot = plot
+
+    # ------------------------------------------------------------ DataFrame-like reading
+    def __getattr__(self, name: str) -> Any:
+        if name in _OWN or name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(self.table, name)
+
+    def __getitem__(self, key: Any) -> Any:
+        return self.table[key]
+
+    def __len__(self) -> int:
+        return len(self.table)
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.table)
+
+    def __contains__(self, key: Any) -> bool:
+        return key in self.table
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Result):
+            return NotImplemented
+        return type(self) is type(other) and self.table.equals(other.table) and _meta_equal(self.meta, other.meta)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"table": self.table, "meta": self.meta, "_plot": self._plot}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+
+    def __repr__(self) -> str:
+        meta = ", ".join(f"{k}={_short(v)}" for k, v in self.meta.items())
+        return f"{type(self).__name__}({meta})\n{self.table!r}"
+
+    def _repr_html_(self) -> str:
+        import html
+
+        meta = "".join(
+            f"<li><b>{html.escape(str(k))}</b>: {html.escape(_short(v))}</li>" for k, v in self.meta.items()
+        )
+        return f"<div><ul style='margin:0 0 4px'>{meta}</ul>{self.table.to_html(max_rows=40)}</div>"
+
+    # ------------------------------------------------------------------------- views
+    def plot(self, ax: "Axes | None" = None, **options: Any) -> "Figure":
+        """A matplotlib figure of the result (see the producing function for what it draws)."""
+        if self._plot is not None:
+            return self._plot(self, ax=ax, **options)
+        from .plot._prep import figure_axes
+
+        fig, ax = figure_axes(ax, (6.0, 3.2))
+        self.table.select_dtypes("number").plot.bar(ax=ax, **options)
+        return fig
+
+
+class HeadResult(Result):
+    """A per-head result: ``table`` indexed by ``(layer, head)``, 0-indexed.
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        Indexed by a ``(layer, head)`` MultiIndex; a ``direction`` column where it applies.
+    meta : dict, optional
+        What the numbers mean.
+    value : str, optional
+        The column :meth:`plot` and :meth:`widget` show by default (else the first numeric).
+    plot : callable, optional
+        As in :class:`Result`; the default draws a layer × head map of ``value``.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> from attnkit.results import HeadResult
+    >>> idx = pd.MultiIndex.from_product([range(2), range(3)], names=["layer", "head"])
+    >>> r = HeadResult(pd.DataFrame({"cls": range(6)}, index=idx, dtype=float), {"n_items": 4})
+    >>> r.n_layers, r.n_heads, float(r.loc[(1, 2), "cls"])
+    (2, 3, 5.0)
+    >>> r.best("cls")
+    (1, 2)
+    """
+
+    def __init__(
+        self,
+        table: pd.DataFrame,
+        meta: dict[str, Any] | None = None,
+        *,
+        value: str | None = None,
+        plot: Callable[..., "Figure"] | None = None,
+    ) -> None:
+        super().__init__(table, meta, plot=plot)
+        if list(table.index.names) != ["layer", "head"]:
+            raise InputError(
+                f"A per-head table is indexed by (layer, head); this one by {list(table.index.names)}."
+            )
+        self.meta.setdefault("value", value)
+
+    @property
+    def n_layers(self) -> int:
+        """Number of layers the table reaches (largest layer index + 1)."""
+        return int(self.table.index.get_level_values("layer").max()) + 1 if len(self.table) else 0
+
+    @property
+    def n_heads(self) -> int:
+        """Number of heads per layer the table reaches (largest head index + 1)."""
+        return int(self.table.index.get_level_values("head").max()) + 1 if len(self.table) else 0
+
+    def _value(self, value: str | None) -> str:
+        value = value or self.meta.get("value")
+        if value is None:
+            numeric = self.table.select_dtypes("number").columns
+            if not len(numeric):
+                raise InputError("This result has no numeric column to show.")
+            value = str(numeric[0])
+        if value not in self.table.columns:
+            raise InputError(f"No column {value!r}; the columns are {list(self.table.columns)}.")
+        return value
+
+    def grid(self, value: str | None = None) -> np.ndarray:
+        """float64 ``[layer, head]`` array of one column (NaN where a head has no row)."""
+        from .plot._prep import head_table
+
+        value = self._value(value)
+        table = self.table[[value]]
+        if "direction" in self.table.columns:
+            table = table.groupby(level=["layer", "head"]).max()
+        return head_table(table, value, shape=(self.n_layers, self.n_heads))[0]
+
+    def best(self, value: str | None = None, *, largest: bool = True) -> tuple[int, int]:
+        """The ``(layer, head)`` with the largest (or smallest) ``value``."""
+        g = self.grid(value)
+        flat = np.nanargmax(g) if largest else np.nanargmin(g)
+        layer, head = np.unravel_index(flat, g.shape)
+        return int(layer), int(head)
+
+    def plot(self, ax: "Axes | None" = None, value: str | None = None, **options: Any) -> "Figure":
+        """A layer × head map of ``value`` (1-indexed "L-H" labels, as in the papers)."""
+        if self._plot is not None:
+            return self._plot(self, ax=ax, value=value, **options)
+        from .plot.attention import plot_head_map
+
+        return plot_head_map(self.grid(value), value=self._value(value), ax=ax, **options)
+
+    def widget(self, value: str | None = None, **options: Any) -> "HeadMap":
+        """A :class:`~attnkit.HeadMap` of ``value``: hover for numbers, click to select."""
+        from .widgets import HeadMap
+
+        value = self._value(value)
+        options.setdefault("title", value)
+        return HeadMap(self.grid(value), **options)
+
+
+def _short(v: Any) -> str:
+    text = repr(v) if not isinstance(v, float) else f"{v:.4g}"
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _meta_equal(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    if a.keys() != b.keys():
+        return False
+    for k in a:
+        x, y = a[k], b[k]
+        if isinstance(x, (pd.DataFrame, pd.Series)):
+            if not (isinstance(y, type(x)) and x.equals(y)):
+                return False
+        elif isinstance(x, np.ndarray) or isinstance(y, np.ndarray):
+            if not np.array_equal(np.asarray(x), np.asarray(y), equal_nan=True):
+                return False
+        elif isinstance(x, float) and isinstance(y, float) and np.isnan(x) and np.isnan(y):
+            continue
+        elif x != y:
+            return False
+    return True
