@@ -54,6 +54,8 @@ class Attention:
     truncated : True when the input was longer than the model's maximum and was cut.
     model : name of the model that produced the maps.
     causal : True for decoder-only models (rows attend only to earlier positions).
+    input_ids : optional int array ``[n]``: the token ids (token level), for analyses that
+        match repeated tokens (induction, duplicate-token heads).
     measure : what the maps hold: ``"weights"`` (attention probabilities; every row must sum
         to 1) or another measure of :mod:`attnkit.measures` (rows need not sum to 1).
 
@@ -78,6 +80,7 @@ class Attention:
     model: str = ""
     causal: bool = False
     measure: str = "weights"
+    input_ids: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         self.maps = np.asarray(self.maps, dtype=np.float32)
@@ -93,7 +96,11 @@ class Attention:
         if self.segments is None:
             self.segments = np.where(self.roles == "word", 0, -1)
         self.segments = np.asarray(self.segments, dtype=np.int64)
-        for name in ("tokens", "roles", "word_ids", "segments"):
+        if self.input_ids is not None:
+            self.input_ids = np.asarray(self.input_ids, dtype=np.int64)
+        for name in ("tokens", "roles", "word_ids", "segments") + (
+            ("input_ids",) if self.input_ids is not None else ()
+        ):
             if len(getattr(self, name)) != n:
                 raise InputError(
                     f"Attention.{name} has {len(getattr(self, name))} entries but maps have "
@@ -282,6 +289,7 @@ class Attention:
             segments=self.segments[keep],
             embeddings=emb,
             level="word",
+            input_ids=None,
         )
 
 

@@ -409,4 +409,5 @@ class Model:
             truncated=enc.truncated,
             model=self.name,
             causal=self.causal,
+            input_ids=np.asarray(enc.input_ids),
         )
