@@ -27,6 +27,14 @@ from .flow import (
     rollout,
     subgraph_through,
 )
+from .interop import (
+    from_bertviz,
+    from_nnsight,
+    from_transformer_lens,
+    from_transformers,
+    to_bertviz,
+    to_circuitsvis,
+)
 from .model import Model, load
 from .report import write_report
 from .widgets import ClusterView, FlowView, HeadGrid, HeadMap, Heatmap
@@ -63,6 +71,12 @@ __all__ = [
     "errors",
     "extract",
     "finetune",
+    "from_bertviz",
+    "from_nnsight",
+    "from_transformer_lens",
+    "from_transformers",
+    "to_bertviz",
+    "to_circuitsvis",
     "head_stats",
     "load",
     "read_conllu",
