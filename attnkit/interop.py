@@ -25,7 +25,8 @@ self-attention (``outputs.encoder_attentions``) or decoder self-attention
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -114,7 +115,7 @@ def _stack(layers: Sequence[Any], batch_index: int | None) -> np.ndarray:
     shapes = {a.shape for a in arrays}
     if len(shapes) != 1:
         raise InputError(f"Layers have different shapes: {sorted(shapes)}.")
-    h, q, k = arrays[0].shape
+    _, q, k = arrays[0].shape
     if q != k:
         raise InputError(
             f"Attention maps are [{q} x {k}], not square: this looks like cross-attention "

@@ -242,7 +242,7 @@ def test_circuitsvis_accepts_the_export(gpt2):
     np.testing.assert_array_equal(one["attention"], att.maps[1])
     for fn in (attention_patterns, attention_heads):
         html = fn(**one).local_src  # the offline HTML (no network check)
-        props = json.loads(re.search(r"CircuitsVis\.\w+,\s*(\{.*\})\s*\)", html, re.S).group(1))
+        props = json.loads(re.search(r"CircuitsVis\.\w+,\s*(\{.*\})\s*\)", html, re.DOTALL).group(1))
         assert props["tokens"] == att.tokens
         np.testing.assert_allclose(props["attention"], att.maps[1], atol=1e-7)
     with pytest.raises(InputError, match="layer 5"):
