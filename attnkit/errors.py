@@ -11,6 +11,14 @@ class ModelNotFoundError(AttnkitError):
     """A model name or path could not be resolved without network access."""
 
 
+class ModelLoadError(AttnkitError):
+    """A model's files were found but could not be read (damaged or mismatched weights)."""
+
+
+class UnsupportedModelError(AttnkitError, ValueError):
+    """A model of a kind attnkit does not analyse (e.g. an encoder-decoder such as T5)."""
+
+
 class NoAttentionError(AttnkitError):
     """A forward pass returned no attention probabilities."""
 

@@ -15,7 +15,14 @@ from typing import Any, Sequence
 import numpy as np
 
 from .attention import Attention
-from .errors import EmptyInputError, InputError, ModelNotFoundError, NoAttentionError
+from .errors import (
+    EmptyInputError,
+    InputError,
+    ModelLoadError,
+    ModelNotFoundError,
+    NoAttentionError,
+    UnsupportedModelError,
+)
 
 #: Short names of models that ship inside pip packages: name -> (module, subfolder, display).
 BUNDLED = {
@@ -103,6 +110,7 @@ def load(
         ) from exc
     from transformers.utils import logging as hf_logging
 
+    refuse_encoder_decoder(config, display)
     auto_cls = _auto_class(config, task)
     bars = hf_logging.is_progress_bar_enabled()
     hf_logging.disable_progress_bar()
@@ -114,10 +122,37 @@ def load(
             trust_remote_code=trust_remote_code,
             attn_implementation="eager",
         )
+    except OSError as exc:
+        raise ModelNotFoundError(
+            f"The weights of {key!r} were not found ({str(exc).splitlines()[0]}). A model folder "
+            "needs config.json, the tokenizer files and the weights (model.safetensors or "
+            "pytorch_model.bin): copy them all, or pass allow_download=True for a hub id."
+        ) from exc
+    except Exception as exc:  # safetensors, torch.load and shape checks raise many types
+        raise ModelLoadError(
+            f"The weights of {key!r} could not be read ({type(exc).__name__}: "
+            f"{str(exc).splitlines()[0] if str(exc) else ''}): the files are damaged, "
+            "incomplete, or do not match config.json. Copy or download them again."
+        ) from exc
     finally:
         if bars:
             hf_logging.enable_progress_bar()
     return Model(hf, tokenizer, name=display, path=str(path))
+
+
+def refuse_encoder_decoder(config: Any, name: str) -> None:
+    """Raise :class:`~attnkit.errors.UnsupportedModelError` for an encoder-decoder config
+    (T5, BART, ...): attnkit models run one stack of self-attention."""
+    if getattr(config, "is_encoder_decoder", False):
+        raise UnsupportedModelError(
+            f"{name} is an encoder-decoder model ({getattr(config, 'model_type', '?')}), which "
+            "attnkit.load does not support: it has encoder self-attention, decoder "
+            "self-attention and cross-attention. Run it yourself with output_attentions=True "
+            "and read each self-attention as its own Attention: "
+            "attnkit.from_transformers(outputs.encoder_attentions, encoder_tokens) and "
+            "attnkit.from_transformers(outputs.decoder_attentions, decoder_tokens) "
+            "(cross-attention is not supported)."
+        )
 
 
 def _auto_class(config: Any, task: str):
@@ -170,6 +205,7 @@ class Model:
                 "attnkit needs a fast (Rust) tokenizer to align tokens to words; "
                 f"{type(tokenizer).__name__} is a slow one."
             )
+        refuse_encoder_decoder(hf_model.config, name or type(hf_model).__name__)
         if hasattr(hf_model, "set_attn_implementation"):
             hf_model.set_attn_implementation("eager")
         hf_model.eval()

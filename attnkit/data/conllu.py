@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConllError, DataNotFoundError
+from ._text import text_lines
 
 _INT_ID = re.compile(r"^[1-9][0-9]*$")
 _RANGE_ID = re.compile(r"^[1-9][0-9]*-[1-9][0-9]*$")
@@ -104,16 +105,15 @@ def _blocks(path: Path):
     """Yield (first line number, lines) for each blank-line separated block."""
     block: list[str] = []
     start = 1
-    with open(path, encoding="utf-8-sig") as fh:
-        for lineno, raw in enumerate(fh, 1):
-            line = raw.rstrip("\n").rstrip("\r")
-            if line.strip():
-                if not block:
-                    start = lineno
-                block.append(line)
-            elif block:
-                yield start, block
-                block = []
+    for lineno, raw in enumerate(text_lines(path, ConllError, "a CoNLL-U treebank"), 1):
+        line = raw.rstrip("\n").rstrip("\r")
+        if line.strip():
+            if not block:
+                start = lineno
+            block.append(line)
+        elif block:
+            yield start, block
+            block = []
     if block:
         yield start, block
 

@@ -18,6 +18,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from ..errors import ConllError, InputError
+from ._text import text_lines
 from .conllu import Sentence, Treebank, read_conllu
 
 #: Field names used when a file has no ``# global.Entity`` comment (GUM's layout).
@@ -183,13 +184,12 @@ def read_coref(source: str | Path | Treebank | Sequence[Sentence], *,
 def _global_fields(path: Path | None) -> tuple[str, ...] | None:
     if path is None or not Path(path).exists():
         return None
-    with open(path, encoding="utf-8-sig") as fh:
-        for line in fh:
-            if line.startswith("# global.Entity"):
-                value = line.split("=", 1)[1].strip() if "=" in line else ""
-                names = tuple(v.strip() for v in value.split("-") if v.strip())
-                if names:
-                    return names
+    for line in text_lines(path, ConllError, "a CoNLL-U treebank"):
+        if line.startswith("# global.Entity"):
+            value = line.split("=", 1)[1].strip() if "=" in line else ""
+            names = tuple(v.strip() for v in value.split("-") if v.strip())
+            if names:
+                return names
     return None
 
 

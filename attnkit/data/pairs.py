@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import DataFormatError, DataNotFoundError, InputError
+from ._text import text_lines
 
 #: Recognised layouts: (text columns, label column, id columns), tried in order.
 _LAYOUTS: list[tuple[tuple[str, ...], str, tuple[str, ...]]] = [
@@ -217,38 +218,38 @@ def read_glue(path: str | Path, split: str | None = None, *, limit: int | None =
     """
     file = _resolve(path, split)
     task = _task_of(file)
-    with open(file, encoding="utf-8-sig", newline="") as fh:
-        rows = csv.reader(fh, delimiter="\t", quoting=csv.QUOTE_NONE)
-        header = next(rows, None)
-        if header is None:
-            raise DataFormatError(f"{file}: the file is empty; a GLUE tsv starts with a header row.")
-        text_cols, label_col, id_cols = _layout(file, header)
-        col = {name: k for k, name in enumerate(header)}
-        names = LABEL_NAMES.get(task)
-        inputs, raw_labels, ids, lines = [], [], [], []
-        for lineno, row in enumerate(rows, 2):
-            if limit is not None and len(inputs) >= limit:
-                break
-            if not row or row == [""]:
-                continue
-            if len(row) != len(header):
-                raise DataFormatError(
-                    f"{file}:{lineno}: expected {len(header)} tab-separated fields "
-                    f"({', '.join(header)}), found {len(row)}. A tab or line break inside a "
-                    "sentence splits a row; fix that line."
-                )
-            texts = []
-            for c in text_cols:
-                text = row[col[c]].strip()
-                if not text:
-                    raise DataFormatError(f"{file}:{lineno}: the {c!r} field is empty.")
-                texts.append(text)
-            inputs.append(texts[0] if len(texts) == 1 else tuple(texts))
-            if label_col is not None:
-                raw_labels.append((lineno, row[col[label_col]].strip()))
-            present = [row[col[c]] for c in id_cols if c in col]
-            ids.append("-".join(present) if present else str(len(ids)))
-            lines.append(lineno)
+    rows = csv.reader(text_lines(file, DataFormatError, "a GLUE tsv"), delimiter="\t",
+                      quoting=csv.QUOTE_NONE)
+    header = next(rows, None)
+    if header is None:
+        raise DataFormatError(f"{file}: the file is empty; a GLUE tsv starts with a header row.")
+    text_cols, label_col, id_cols = _layout(file, header)
+    col = {name: k for k, name in enumerate(header)}
+    names = LABEL_NAMES.get(task)
+    inputs, raw_labels, ids, lines = [], [], [], []
+    for lineno, row in enumerate(rows, 2):
+        if limit is not None and len(inputs) >= limit:
+            break
+        if not row or row == [""]:
+            continue
+        if len(row) != len(header):
+            raise DataFormatError(
+                f"{file}:{lineno}: expected {len(header)} tab-separated fields "
+                f"({', '.join(header)}), found {len(row)}. A tab or line break inside a "
+                "sentence splits a row; fix that line."
+            )
+        texts = []
+        for c in text_cols:
+            text = row[col[c]].strip()
+            if not text:
+                raise DataFormatError(f"{file}:{lineno}: the {c!r} field is empty.")
+            texts.append(text)
+        inputs.append(texts[0] if len(texts) == 1 else tuple(texts))
+        if label_col is not None:
+            raw_labels.append((lineno, row[col[label_col]].strip()))
+        present = [row[col[c]] for c in id_cols if c in col]
+        ids.append("-".join(present) if present else str(len(ids)))
+        lines.append(lineno)
     labels = None
     if label_col is not None:
         labels, names = _labels(file, label_col, raw_labels, names)
