@@ -84,6 +84,16 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cell_progress(index: int, total: int, cell, seconds: float | None) -> None:
+    """One stderr line when a notebook cell starts, one when a slow one (1 s or more) ends."""
+    width = len(str(total))
+    if seconds is None:
+        first = next((ln.strip() for ln in cell.source.splitlines() if ln.strip()), "")
+        _say(f"  [{index:>{width}}/{total}] {first[:70]}{' ...' if len(first) > 70 else ''}")
+    elif seconds >= 1:
+        _say(f"  [{index:>{width}}/{total}] done in {seconds:.0f} s")
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     from .report import write_report
 
@@ -99,6 +109,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         timeout=args.timeout or None,
         allow_errors=args.allow_errors,
         save_notebook=args.save_notebook,
+        on_cell=_cell_progress if args.execute and not args.quiet else None,
     )
     if args.save_notebook:
         _say(f"wrote {args.save_notebook}")
@@ -143,6 +154,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--allow-errors", action="store_true",
                    help="keep going past failing cells and show their errors in the report")
     r.add_argument("--save-notebook", metavar="PATH", help="also write the executed notebook here")
+    r.add_argument("-q", "--quiet", action="store_true",
+                   help="no per-cell progress lines while executing")
     r.set_defaults(func=cmd_report)
     return p
 

@@ -35,7 +35,9 @@ import copy
 import datetime as _dt
 import json
 import re
+import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +48,11 @@ TEMPLATES = Path(__file__).resolve().parent / "templates"
 TEMPLATE_NAME = "attnkit_report"
 PROVENANCE_MIME = "application/vnd.attnkit.provenance+json"
 WIDGET_STATE_MIME = "application/vnd.jupyter.widget-state+json"
+
+#: ``on_cell(index, total, cell, seconds)``: called when code cell ``index`` of ``total``
+#: (1-based, empty cells not counted) starts, with ``seconds=None``, and when it has run,
+#: with its wall time. ``cell`` is the ``nbformat`` cell (``cell.source`` is its code).
+CellCallback = Callable[[int, int, Any, "float | None"], None]
 
 MODEL_KEYS = ("model", "model_name", "model_id")
 DATA_KEYS = ("data", "data_dir", "data_path", "treebank", "dataset")
@@ -164,9 +171,13 @@ def execute_notebook(
     cwd: str | Path | None = None,
     timeout: int | None = None,
     allow_errors: bool = False,
+    on_cell: CellCallback | None = None,
 ) -> Any:
     """Run every cell of ``nb`` in a fresh kernel of the current Python and return a new,
     executed notebook; ``nb`` is left unchanged.
+
+    ``on_cell`` (see :data:`CellCallback`) hears when each code cell starts and ends, e.g.
+    to show progress; the library itself prints nothing.
 
     The kernel inherits this process's environment (so ``ATTNKIT_QUICK=1`` and friends reach
     it) and starts in ``cwd`` (default: the current folder). Widget state, binary buffers
@@ -183,6 +194,7 @@ def execute_notebook(
     found = parameters_cell(run)
     names = list(parameter_literals(found[1].source)) if found else []
     probe = new_code_cell(_PROBE % (PROVENANCE_MIME, json.dumps(names)))
+    hooks = _cell_hooks(run, on_cell) if on_cell is not None else {}
     run.cells.append(probe)
     client = NotebookClient(
         run,
@@ -192,6 +204,7 @@ def execute_notebook(
         allow_errors=allow_errors,
         store_widget_state=True,
         resources={"metadata": {"path": str(Path(cwd) if cwd else Path.cwd())}},
+        **hooks,
     )
     started = _dt.datetime.now(_dt.timezone.utc)
     try:
@@ -217,6 +230,26 @@ def execute_notebook(
     record["executed"] = started.replace(microsecond=0).isoformat()
     run.metadata.setdefault("attnkit", {})["provenance"] = record
     return run
+
+
+def _cell_hooks(nb: Any, on_cell: CellCallback) -> dict[str, Any]:
+    """nbclient's ``on_cell_execute``/``on_cell_executed`` hooks calling ``on_cell`` for the
+    code cells of ``nb`` (cells appended later, like the provenance probe, are not told)."""
+    order = {i: k for k, i in enumerate(
+        i for i, c in enumerate(nb.cells) if c.cell_type == "code" and c.source.strip())}
+    started: dict[int, float] = {}
+
+    def start(cell: Any, cell_index: int, **_: Any) -> None:
+        if cell_index in order:
+            started[cell_index] = time.perf_counter()
+            on_cell(order[cell_index] + 1, len(order), cell, None)
+
+    def done(cell: Any, cell_index: int, **_: Any) -> None:
+        if cell_index in started:
+            on_cell(order[cell_index] + 1, len(order), cell,
+                    time.perf_counter() - started.pop(cell_index))
+
+    return {"on_cell_execute": start, "on_cell_executed": done}
 
 
 def _failed_cell(nb: Any) -> str:
@@ -423,20 +456,23 @@ def write_report(
     timeout: int | None = None,
     allow_errors: bool = False,
     save_notebook: str | Path | None = None,
+    on_cell: CellCallback | None = None,
 ) -> Path:
     """Write the offline HTML report of ``notebook`` to ``out`` and return ``out``.
 
     With ``execute``, the notebook is first run in a fresh kernel of the current Python,
     from the notebook's folder (see :func:`execute_notebook`); ``save_notebook`` also writes
     the executed notebook there. Without it, the outputs and widget state saved in the file
-    are used (widgets without saved state show their static fallback).
+    are used (widgets without saved state show their static fallback). ``on_cell`` hears
+    when each cell starts and ends (:data:`CellCallback`).
     """
     import nbformat
 
     src = Path(notebook)
     nb = read_notebook(src)
     if execute:
-        nb = execute_notebook(nb, cwd=src.resolve().parent, timeout=timeout, allow_errors=allow_errors)
+        nb = execute_notebook(nb, cwd=src.resolve().parent, timeout=timeout,
+                              allow_errors=allow_errors, on_cell=on_cell)
     if save_notebook is not None:
         Path(save_notebook).parent.mkdir(parents=True, exist_ok=True)
         nbformat.write(nb, str(save_notebook))

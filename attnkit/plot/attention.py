@@ -32,6 +32,7 @@ from ._prep import (
     head_table,
     label_stride,
     mpl_text,
+    shown_by_ipython,
     truncate,
 )
 
@@ -154,6 +155,7 @@ def plot_head_grid(
     ax_w = cell_in * W / (t + gap_x)
     ax_h = ax_w * Hh / W
     fig_w, fig_h = left + ax_w + right, top_in + ax_h + bottom
+    shown_by_ipython(Figure)
     fig = Figure(figsize=(fig_w, fig_h))
     ax = fig.add_axes((left / fig_w, bottom / fig_h, ax_w / fig_w, ax_h / fig_h))
     cm = matplotlib.colormaps[cmap].with_extremes(bad=(1, 1, 1, 0))
