@@ -122,7 +122,7 @@ def section(runs: dict) -> str:
         "",
         "```",
         "python benchmarks/finetune.py --out runs/minilm-mrpc",
-        "# the same run without the docs: python -m attnkit.finetune --task MRPC "
+        "# the same run without the docs: attnkit finetune --task MRPC "
         f"--epochs {p['epochs']:g} --lr {p['lr']:g} --batch-size {p['batch_size']} "
         f"--max-length {p['max_length']} "
         + (f"--max-items {p['max_items']} " if p.get("max_items") else "") +
