@@ -326,7 +326,7 @@ def from_transformer_lens(
             f"Cannot read a TransformerLens cache from a {type(cache).__name__}: pass the "
             "ActivationCache that run_with_cache returned."
         )
-    layers = []
+    layers: list[Any] = []
     while TL_PATTERN.format(layer=len(layers)) in keys:
         layers.append(cache[TL_PATTERN.format(layer=len(layers))])
     extra = [k for k in keys if k.endswith("attn.hook_pattern")]
@@ -503,7 +503,7 @@ def to_bertviz(attentions: AttentionLike) -> dict[str, Any]:
     _check_one(attentions, "to_bertviz")
     maps = _dense(attentions)
     segments = getattr(attentions, "segments", None)
-    second = np.flatnonzero(np.asarray(segments) == 1) if segments is not None else []
+    second = np.flatnonzero(np.asarray(segments) == 1) if segments is not None else np.zeros(0, int)
     return {
         "attention": tuple(torch.from_numpy(maps[layer][None].copy()) for layer in range(len(maps))),
         "tokens": list(attentions.tokens),

@@ -11,7 +11,8 @@ from ..data.pairs import GlueDataset
 from ..errors import InputError
 
 
-def check_data(data: Any, what: str) -> None:
+def check_data(data: Any, what: str) -> np.ndarray:
+    """The labels of ``data``, a non-empty labelled :class:`GlueDataset` (else InputError)."""
     if not isinstance(data, GlueDataset):
         raise InputError(f"{what} must be a GlueDataset (attnkit.read_glue(...) or "
                          f"GlueDataset(inputs, labels, label_names)), not {type(data).__name__}.")
@@ -19,9 +20,12 @@ def check_data(data: Any, what: str) -> None:
         raise InputError(f"{what} ({data!r}) has no labels; fine-tuning needs labelled data.")
     if not len(data):
         raise InputError(f"{what} is empty.")
+    return data.labels
 
 
 def tokenize(model: Any, data: GlueDataset, max_length: int) -> dict[str, list[list[int]]]:
+    """Token ids (and masks, type ids where the model takes them) of every input, cut to
+    ``max_length`` tokens (pairs longest-first), unpadded."""
     tok = model.tokenizer
     inputs = data.inputs
     if all(isinstance(x, str) for x in inputs):
@@ -43,7 +47,7 @@ def train_batches(lengths: np.ndarray, batch_size: int, rng: np.random.Generator
     cut, shuffle the batches (less padding, still random)."""
     order = rng.permutation(len(lengths))
     pool = batch_size * 50
-    batches = []
+    batches: list[np.ndarray] = []
     for s in range(0, len(order), pool):
         chunk = order[s : s + pool]
         chunk = chunk[np.argsort(lengths[chunk], kind="stable")]
@@ -51,7 +55,8 @@ def train_batches(lengths: np.ndarray, batch_size: int, rng: np.random.Generator
     return [batches[i] for i in rng.permutation(len(batches))]
 
 
-def collate(enc: dict[str, list[list[int]]], idx: np.ndarray, pad_id: int):
+def collate(enc: dict[str, list[list[int]]], idx: np.ndarray, pad_id: int) -> dict[str, Any]:
+    """Right-padded long tensors ``[len(idx), width]`` of the items ``idx``."""
     import torch
 
     width = max(len(enc["input_ids"][i]) for i in idx)

@@ -24,6 +24,7 @@ INFO_FILE = "finetune.json"
 
 
 def partial_dir(out: Path) -> Path:
+    """The hidden folder this process writes ``out`` into before renaming it."""
     return out.parent / f".{out.name}.partial-{os.getpid()}"
 
 
@@ -43,6 +44,7 @@ def clear_stale_partials(out: Path) -> None:
 
 
 def check_out(out: Path, overwrite: bool) -> None:
+    """Refuse an existing ``out`` unless ``overwrite`` and it was written by finetune."""
     if not out.exists():
         return
     if not overwrite:
@@ -53,7 +55,9 @@ def check_out(out: Path, overwrite: bool) -> None:
 
 
 def save(clf: Any, tokenizer: Any, info: dict[str, Any], out: Path, overwrite: bool) -> None:
-    """Write the folder under a temporary name, then rename it into place."""
+    """Write the classifier, its tokenizer and ``info`` (as :data:`INFO_FILE`) to ``out``:
+    under a temporary name, then renamed into place; interrupted, nothing half-written
+    stays and a previous folder is put back."""
     check_out(out, overwrite)
     out.parent.mkdir(parents=True, exist_ok=True)
     clear_stale_partials(out)
@@ -77,7 +81,7 @@ def save(clf: Any, tokenizer: Any, info: dict[str, Any], out: Path, overwrite: b
     shutil.rmtree(old, ignore_errors=True)
 
 
-def quietly(fn, *args):
+def quietly(fn: Any, *args: Any) -> Any:
     """Call ``fn`` without transformers' own progress bars (library code stays quiet)."""
     from transformers.utils import logging as hf_logging
 
@@ -90,7 +94,8 @@ def quietly(fn, *args):
             hf_logging.enable_progress_bar()
 
 
-def json_default(o: Any):
+def json_default(o: Any) -> Any:
+    """``json.dumps`` fallback for numpy numbers and paths."""
     if isinstance(o, (np.integer,)):
         return int(o)
     if isinstance(o, (np.floating,)):

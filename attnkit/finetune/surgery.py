@@ -9,12 +9,41 @@ from typing import Any
 from ..errors import InputError
 
 
-def classifier_copy(model: Any, label_names: tuple[str, ...], attn_implementation: str = "sdpa"):
+def classifier_copy(model: Any, label_names: tuple[str, ...], attn_implementation: str = "sdpa") -> Any:
     """A new ``AutoModelForSequenceClassification`` holding a copy of ``model``'s encoder.
 
     A model that already is a classifier with as many labels is deep-copied whole.
     Otherwise the head (and a pooler the encoder lacks) starts from the config's random
     initialisation; the encoder weights are copied exactly (checked).
+
+    Parameters
+    ----------
+    model : Model
+        The :class:`attnkit.Model` whose encoder is copied (not modified).
+    label_names : tuple of str
+        The classes; their number sizes the head.
+    attn_implementation : str
+        The attention kernel to train with (falls back to ``"eager"`` where the model has
+        no other).
+
+    Returns
+    -------
+    transformers.PreTrainedModel
+        The classifier, in training mode.
+
+    Raises
+    ------
+    InputError
+        When transformers has no classification head for the model type, or the encoder
+        does not fit the classifier built from its config.
+
+    Examples
+    --------
+    >>> from attnkit.finetune import classifier_copy
+    >>> from attnkit.testing import tiny_model
+    >>> clf = classifier_copy(tiny_model("bert"), ("no", "yes"))
+    >>> type(clf).__name__, clf.config.id2label
+    ('BertForSequenceClassification', {0: 'no', 1: 'yes'})
     """
     import transformers as tf
 
@@ -79,6 +108,7 @@ def freeze(clf: Any, n_layers: int) -> None:
 
 
 def layer_list(base: Any) -> list:
+    """The transformer layers of a bare model (BERT, GPT-2, Llama-style layouts)."""
     for path in ("encoder.layer", "h", "layers", "layer"):
         obj = base
         for part in path.split("."):

@@ -24,11 +24,34 @@ from .surgery import classifier_copy, freeze
 class FinetuneResult:
     """What a :func:`finetune` run produced and measured.
 
-    ``accuracy``/``f1`` are on the evaluation set (``dev``); ``majority_rate``/``majority_f1``
-    are the same scores of always answering the training set's most frequent label. F1 is
-    that of label 1 for two classes (GLUE's convention: MRPC "equivalent"), macro-averaged
-    otherwise. Times are wall-clock seconds; ``cpu_seconds`` is the process's CPU time
-    (all threads), a measure that other jobs on a shared machine do not inflate.
+    Parameters
+    ----------
+    model : Model
+        The fine-tuned :class:`attnkit.Model` (eager attention, eval mode).
+    path : Path or None
+        The folder it was saved to.
+    label_names : tuple of str
+        The classes, in label order.
+    n_train, n_dev : int
+        Items trained on and evaluated on.
+    accuracy, f1 : float
+        On the evaluation set (``dev``; NaN without one). F1 is that of label 1 for two
+        classes (GLUE's convention: MRPC "equivalent"), macro-averaged otherwise.
+    majority_rate, majority_f1 : float
+        The same scores of always answering the training set's most frequent label.
+    train_seconds, eval_seconds, wall_seconds : float
+        Wall-clock times.
+    cpu_seconds : float
+        The process's CPU time (all threads), a measure that other jobs on a shared machine
+        do not inflate.
+    predictions : numpy.ndarray or None
+        Int ``[n_dev]``: the predicted label of each evaluation item.
+    history : pandas.DataFrame
+        One row per optimiser step: ``epoch``, ``step``, ``loss``, ``lr``.
+    epochs_eval : pandas.DataFrame
+        One row per evaluated epoch: ``epoch``, ``accuracy``, ``f1`` (the last always).
+    params : dict
+        The recipe (every argument of :func:`finetune`, the base model, the files).
     """
 
     model: Any
@@ -46,9 +69,7 @@ class FinetuneResult:
     cpu_seconds: float
     predictions: np.ndarray | None
     history: pd.DataFrame
-    """One row per optimiser step: ``epoch``, ``step``, ``loss``, ``lr``."""
     epochs_eval: pd.DataFrame
-    """One row per evaluated epoch: ``epoch``, ``accuracy``, ``f1`` (the last always)."""
     params: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -74,10 +95,32 @@ class FinetuneResult:
 
 
 def scores(labels: np.ndarray, predictions: np.ndarray, n_classes: int) -> tuple[float, float]:
-    """(accuracy, F1): F1 of class 1 for two classes, macro F1 over classes otherwise.
+    """Accuracy and F1 of predicted labels.
 
-    A class never predicted and never present counts F1 = 0 in the macro average only
-    when it is present in ``labels``; absent classes are left out.
+    Parameters
+    ----------
+    labels, predictions : numpy.ndarray
+        Int ``[n]``: gold and predicted labels.
+    n_classes : int
+        The number of classes.
+
+    Returns
+    -------
+    (float, float)
+        Accuracy, and F1 of class 1 for two classes, macro F1 over the classes present in
+        ``labels`` or ``predictions`` otherwise (NaN, NaN for no items).
+
+    Raises
+    ------
+    InputError
+        When the two arrays differ in shape.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from attnkit.finetune import scores
+    >>> scores(np.array([1, 1, 0, 0]), np.array([1, 0, 0, 0]), 2)  # F1 = 2*1 / (2*1 + 0 + 1)
+    (0.75, 0.6666666666666666)
     """
     labels = np.asarray(labels)
     predictions = np.asarray(predictions)
@@ -101,7 +144,27 @@ def scores(labels: np.ndarray, predictions: np.ndarray, n_classes: int) -> tuple
 
 def predict(clf: Any, enc: dict[str, list[list[int]]], pad_id: int, batch_size: int = 64,
             bar: Any = None) -> np.ndarray:
-    """Predicted label of every item (batches sorted by length); puts ``clf`` in eval mode."""
+    """The predicted label of every tokenized item; puts ``clf`` in eval mode.
+
+    Parameters
+    ----------
+    clf : transformers model
+        A sequence classifier (``.logits`` out).
+    enc : dict
+        Unpadded token ids (and masks) per item, as :func:`attnkit.finetune.data.tokenize`
+        writes them.
+    pad_id : int
+        The tokenizer's padding id.
+    batch_size : int
+        Items per forward pass (batches group items of similar length).
+    bar : tqdm, optional
+        A progress bar to advance.
+
+    Returns
+    -------
+    numpy.ndarray
+        Int ``[n]``, in item order.
+    """
     import torch
 
     lengths = np.array([len(x) for x in enc["input_ids"]])
@@ -139,28 +202,69 @@ def finetune(
 ) -> FinetuneResult:
     """Fine-tune a copy of ``model`` with a classification head on ``train``; score on ``dev``.
 
+    The copy is an ``AutoModelForSequenceClassification`` built from the model's config with
+    its encoder weights copied in (:func:`classifier_copy`); the pre-trained model is never
+    modified. Training is AdamW with linear warm-up then linear decay to 0, gradients
+    clipped to norm 1. Set ``torch.set_num_threads`` yourself; finetune leaves it alone.
+
     Parameters
     ----------
-    model : an :class:`attnkit.Model` (or a name for :func:`attnkit.load`). Not modified.
-    train, dev : :class:`~attnkit.data.pairs.GlueDataset` with labels and the same
-        ``label_names`` (e.g. ``read_glue("MRPC", "train")``). ``dev=None``: no evaluation.
-    epochs : passes over the training items; a fraction stops part-way through the last.
-    max_items : train on a random subset of this many training items (seeded).
-    lr, weight_decay, warmup : AdamW with linear warm-up over ``warmup`` of the steps, then
-        linear decay to 0; gradients clipped to norm 1.
-    max_length : token cap per input (pairs truncated longest-first); default 128 or the
-        model's maximum if smaller.
-    batch_size : items per step; batches group items of similar length (less padding).
-    out : folder to save into (safetensors + config + tokenizer + ``finetune.json``);
-        written atomically. An existing folder is an error unless ``overwrite=True`` and it
-        was written by finetune.
-    freeze_layers : 0 trains everything; k > 0 freezes the embeddings and the first k - 1
-        layers.
-    eval_each_epoch : also score ``dev`` after every full epoch (``result.epochs_eval``).
+    model : Model or str
+        An :class:`attnkit.Model`, or a name for :func:`attnkit.load`. Not modified.
+    train : GlueDataset
+        Labelled training items (e.g. ``read_glue("MRPC", "train")``).
+    dev : GlueDataset, optional
+        Labelled evaluation items with the same ``label_names``; None: no evaluation.
+    epochs : float
+        Passes over the training items; a fraction stops part-way through the last.
+    max_items : int, optional
+        Train on a random subset of this many training items (seeded).
+    lr, weight_decay, warmup : float
+        AdamW's learning rate and weight decay; ``warmup`` is the fraction of the steps of
+        linear warm-up.
+    max_length : int, optional
+        Token cap per input (pairs truncated longest-first); default 128 or the model's
+        maximum if smaller.
+    batch_size : int
+        Items per step; batches group items of similar length (less padding).
+    out : str or Path, optional
+        Folder to save into (safetensors + config + tokenizer + ``finetune.json``), written
+        atomically; :func:`attnkit.load` opens it as a classifier.
+    seed : int
+        The only source of randomness (head initialisation, subset, batch order).
+    freeze_layers : int
+        0 trains everything; k > 0 freezes the embeddings and the first k - 1 layers.
+    eval_each_epoch : bool
+        Also score ``dev`` after every full epoch (``result.epochs_eval``).
+    overwrite : bool
+        Replace an existing ``out`` folder written by finetune.
+    progress : bool
+        Show progress bars over steps and evaluation.
 
-    Returns a :class:`FinetuneResult` with the fine-tuned :class:`attnkit.Model` (eager
-    attention, eval mode) as ``result.model``. Shows tqdm progress bars unless
-    ``progress=False``. Set ``torch.set_num_threads`` yourself; finetune leaves it alone.
+    Returns
+    -------
+    FinetuneResult
+        With the fine-tuned :class:`attnkit.Model` as ``result.model``, dev accuracy and F1
+        next to the majority-class baseline, the loss history and the timings.
+
+    Raises
+    ------
+    InputError
+        When ``train``/``dev`` are not labelled GlueDatasets with the same labels, an
+        option is out of range, or ``out`` exists (and is not a finetune folder, or
+        ``overwrite`` is off).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import attnkit as ak
+    >>> from attnkit.data import GlueDataset
+    >>> from attnkit.testing import tiny_model
+    >>> texts = ["the cat sat", "yesterday the cat sat", "we read", "yesterday we read"] * 4
+    >>> data = GlueDataset(texts, np.array([0, 1, 0, 1] * 4), ("plain", "yesterday"))
+    >>> res = ak.finetune(tiny_model("bert"), data, data, epochs=1, batch_size=8, progress=False)
+    >>> res.n_train, len(res.history), res.majority_rate, type(res.model.hf).__name__
+    (16, 2, 0.5, 'BertForSequenceClassification')
     """
     import torch
 
@@ -199,9 +303,10 @@ def finetune(
     torch.manual_seed(seed)
     clf = classifier_copy(model, label_names)
     freeze(clf, freeze_layers)
+    train_labels = check_data(train, "train")  # of the subset
     enc = tokenize(model, train, max_length)
-    dev_enc = tokenize(model, dev, max_length) if dev is not None else None
-    labels = torch.tensor(train.labels, dtype=torch.long)
+    held = None if dev is None else (check_data(dev, "dev"), tokenize(model, dev, max_length))
+    labels = torch.tensor(train_labels, dtype=torch.long)
     lengths = np.array([len(x) for x in enc["input_ids"]])
 
     per_epoch = math.ceil(len(train) / batch_size)
@@ -245,9 +350,9 @@ def finetune(
                 bar.update(1)
                 bar.set_postfix(loss=f"{np.mean([h['loss'] for h in history[-20:]]):.3f}")
             epoch += 1
-            if dev is not None and eval_each_epoch and step < total:
+            if held is not None and eval_each_epoch and step < total:
                 t0 = time.perf_counter()
-                acc, f1 = scores(dev.labels, predict(clf, dev_enc, model.pad_id), len(label_names))
+                acc, f1 = scores(held[0], predict(clf, held[1], model.pad_id), len(label_names))
                 eval_seconds += time.perf_counter() - t0
                 n_dev_evals += 1
                 evals.append({"epoch": epoch, "accuracy": acc, "f1": f1})
@@ -257,18 +362,19 @@ def finetune(
 
     preds = None
     acc = f1 = maj = maj_f1 = float("nan")
-    if dev is not None:
+    if held is not None:
+        dev_labels, dev_enc = held
         t0 = time.perf_counter()
-        dbar = progress_bar(show=progress, total=len(dev), desc="evaluate", unit="item")
+        dbar = progress_bar(show=progress, total=len(dev_labels), desc="evaluate", unit="item")
         try:
             preds = predict(clf, dev_enc, model.pad_id, bar=dbar)
         finally:
             dbar.close()
         eval_seconds += time.perf_counter() - t0
-        acc, f1 = scores(dev.labels, preds, len(label_names))
+        acc, f1 = scores(dev_labels, preds, len(label_names))
         evals.append({"epoch": round(step / per_epoch, 3), "accuracy": acc, "f1": f1})
-        major = np.full(len(dev), train.majority_label)
-        maj, maj_f1 = scores(dev.labels, major, len(label_names))
+        major = np.full(len(dev_labels), train.majority_label)
+        maj, maj_f1 = scores(dev_labels, major, len(label_names))
     clf.eval()
     fine = Model(clf, model.tokenizer, name=f"{model.name}-{train.task or 'finetuned'}".lower(),
                  path=str(out_path) if out_path else "")
