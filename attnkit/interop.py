@@ -135,9 +135,10 @@ def _item_tokens(tokens: Any, batch_index: int | None) -> list[str]:
     return [str(t) for t in items]
 
 
-def _unpad(maps: np.ndarray, n: int, mask: Any, batch_index: int | None) -> np.ndarray:
-    """Cut ``[L, H, w, w]`` maps to the ``n`` real positions of the item."""
-    w = maps.shape[-1]
+def _unpad(maps: np.ndarray, tokens: list[str], mask: Any,
+           batch_index: int | None) -> tuple[np.ndarray, list[str]]:
+    """Cut ``[L, H, w, w]`` maps (and a padded row of tokens) to the item's real positions."""
+    w, n = maps.shape[-1], len(tokens)
     if mask is not None:
         m = _numpy(mask)
         if m.ndim == 2:
@@ -145,14 +146,16 @@ def _unpad(maps: np.ndarray, n: int, mask: Any, batch_index: int | None) -> np.n
         if m.shape != (w,):
             raise InputError(f"attention_mask has shape {m.shape} but the maps have {w} positions.")
         keep = np.flatnonzero(m > 0)
-        if len(keep) != n:
+        if n == w:  # the padded row of tokens
+            tokens = [tokens[i] for i in keep]
+        elif len(keep) != n:
             raise InputError(
                 f"attention_mask keeps {len(keep)} positions but {n} tokens were given; pass the "
-                "tokens of the unpadded input."
+                "tokens of the unpadded input (or of the whole padded row)."
             )
-        return maps[:, :, keep][..., keep]
+        return maps[:, :, keep][..., keep], tokens
     if n == w:
-        return maps
+        return maps, tokens
     if n > w:
         raise InputError(f"{n} tokens were given but the maps have only {w} positions.")
     fits = []
@@ -165,7 +168,7 @@ def _unpad(maps: np.ndarray, n: int, mask: Any, batch_index: int | None) -> np.n
             f"The maps have {w} positions but {n} tokens were given, and the padding could not "
             "be told from the maps; pass attention_mask= (the tokenizer's, for this batch)."
         )
-    return fits[0]
+    return fits[0], tokens
 
 
 def _alignment(tokens: list[str], roles: Sequence[str]) -> tuple[list[int], list[str]]:
@@ -223,8 +226,8 @@ def from_transformers(
         ``[batch, head, n, n]`` tensor per layer (``[head, n, n]`` also works), in any dtype
         and on any device; or the output object itself.
     tokens : sequence of str
-        The item's token strings (``tokenizer.convert_ids_to_tokens(ids)``), or one list
-        per batch item.
+        The item's token strings (``tokenizer.convert_ids_to_tokens(ids)``), unpadded, or
+        its padded row when ``attention_mask`` is given; or one list per batch item.
     roles : sequence of str, optional
         One of ``"cls"``, ``"sep"``, ``"word"``, ``"special"`` per token; inferred from the
         token strings when omitted.
@@ -268,8 +271,7 @@ def from_transformers(
     ((2, 2, 6, 6), ['the', 'cat', 'sat', '.'])
     """
     tok = _item_tokens(tokens, batch_index)
-    maps = _stack(_layers(attentions), batch_index)
-    maps = _unpad(maps, len(tok), attention_mask, batch_index)
+    maps, tok = _unpad(_stack(_layers(attentions), batch_index), tok, attention_mask, batch_index)
     return _attention(maps, tok, roles, causal, model)
 
 
@@ -337,7 +339,7 @@ def from_transformer_lens(
             "drops them, or with names_filter=lambda n: n.endswith('hook_pattern')."
         )
     tok = _item_tokens(tokens, batch_index)
-    maps = _unpad(_stack(layers, batch_index), len(tok), attention_mask, batch_index)
+    maps, tok = _unpad(_stack(layers, batch_index), tok, attention_mask, batch_index)
     return _attention(maps, tok, roles, causal, model)
 
 

@@ -60,6 +60,12 @@ def test_from_transformers_right_padded_batch(bert, use_mask):
         np.testing.assert_allclose(att.maps, ref.maps, atol=1e-6)
         _same_alignment(att, ref)
         assert [w.lower() for w in ref.words] == att.words
+        if use_mask:  # the padded row of tokens, cut by the mask
+            row = bert.tokenizer.convert_ids_to_tokens(enc["input_ids"][i])
+            again = ak.from_transformers(out.attentions, row, batch_index=i,
+                                         attention_mask=enc["attention_mask"])
+            assert again.tokens == ref.tokens
+            np.testing.assert_array_equal(again.maps, att.maps)
 
 
 @pytest.mark.parametrize("use_mask", [True, False])
