@@ -55,8 +55,10 @@ def train_batches(lengths: np.ndarray, batch_size: int, rng: np.random.Generator
     return [batches[i] for i in rng.permutation(len(batches))]
 
 
-def collate(enc: dict[str, list[list[int]]], idx: np.ndarray, pad_id: int) -> dict[str, Any]:
-    """Right-padded long tensors ``[len(idx), width]`` of the items ``idx``."""
+def collate(enc: dict[str, list[list[int]]], idx: np.ndarray, pad_id: int,
+            device: Any = None) -> dict[str, Any]:
+    """Right-padded long tensors ``[len(idx), width]`` of the items ``idx``, on ``device``
+    (default: the CPU)."""
     import torch
 
     width = max(len(enc["input_ids"][i]) for i in idx)
@@ -67,5 +69,5 @@ def collate(enc: dict[str, list[list[int]]], idx: np.ndarray, pad_id: int) -> di
         for r, i in enumerate(idx):
             row = values[i]
             t[r, : len(row)] = torch.tensor(row, dtype=torch.long)
-        out[key] = t
+        out[key] = t if device is None else t.to(device)
     return out

@@ -170,12 +170,13 @@ def predict(clf: Any, enc: dict[str, list[list[int]]], pad_id: int, batch_size: 
     lengths = np.array([len(x) for x in enc["input_ids"]])
     order = np.argsort(lengths, kind="stable")
     preds = np.empty(len(lengths), dtype=np.int64)
+    device = next(clf.parameters()).device
     clf.eval()
     with torch.inference_mode():
         for k in range(0, len(order), batch_size):
             idx = order[k : k + batch_size]
-            logits = clf(**collate(enc, idx, pad_id)).logits
-            preds[idx] = logits.argmax(-1).numpy()
+            logits = clf(**collate(enc, idx, pad_id, device)).logits
+            preds[idx] = logits.argmax(-1).cpu().numpy()
             if bar is not None:
                 bar.update(len(idx))
     return preds
@@ -301,12 +302,15 @@ def finetune(
         train = train.take(np.sort(rng.permutation(len(train))[:max_items]))
     label_names = tuple(train.label_names)
     torch.manual_seed(seed)
+    device = getattr(model, "device", None)  # trains on the model's device
     clf = classifier_copy(model, label_names)
+    if device is not None:
+        clf = clf.to(device)
     freeze(clf, freeze_layers)
     train_labels = check_data(train, "train")  # of the subset
     enc = tokenize(model, train, max_length)
     held = None if dev is None else (check_data(dev, "dev"), tokenize(model, dev, max_length))
-    labels = torch.tensor(train_labels, dtype=torch.long)
+    labels = torch.tensor(train_labels, dtype=torch.long, device=device)
     lengths = np.array([len(x) for x in enc["input_ids"]])
 
     per_epoch = math.ceil(len(train) / batch_size)
@@ -338,7 +342,7 @@ def finetune(
             for idx in train_batches(lengths, batch_size, rng):
                 if step >= total:
                     break
-                loss = clf(**collate(enc, idx, model.pad_id), labels=labels[idx]).loss
+                loss = clf(**collate(enc, idx, model.pad_id, device), labels=labels[idx]).loss
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_([p for _, p in trainable], 1.0)
                 opt.step()
