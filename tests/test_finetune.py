@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 import attnkit as ak
+from attnkit.cli import main
 from attnkit.data.pairs import GlueDataset
 from attnkit.errors import InputError
-from attnkit.cli import main
 from attnkit.testing import tiny_model
 
 # ``attnkit.finetune`` is the function at package level; the package holds the helpers too.

@@ -16,9 +16,9 @@ import os
 from pathlib import Path
 
 import pytest
+from figure_checks import check_figures
 
 from attnkit import report
-from figure_checks import check_figures
 
 NOTEBOOK_DIR = Path(__file__).resolve().parents[1] / "notebooks"
 NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("*.ipynb"))

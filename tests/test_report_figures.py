@@ -12,12 +12,12 @@ import re
 
 import nbformat
 import pytest
+from conftest import skip_or_fail
+from figure_checks import check_figures
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 from attnkit import report
 from attnkit.cli import main
-from conftest import skip_or_fail
-from figure_checks import check_figures
 
 SETUP = """\
 import attnkit as ak

@@ -11,9 +11,9 @@ clusters; each mention's head word is found in the UD tree (see :func:`mention_h
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from collections.abc import Iterable, Sequence
 from typing import NoReturn
 
 import numpy as np
