@@ -159,7 +159,7 @@ def _unpad(maps: np.ndarray, tokens: list[str], mask: Any,
     if n > w:
         raise InputError(f"{n} tokens were given but the maps have only {w} positions.")
     fits = []
-    for side, block in (("right", slice(0, n)), ("left", slice(w - n, w))):
+    for block in (slice(0, n), slice(w - n, w)):  # right padding, left padding
         cut = maps[:, :, block, block]
         if np.abs(cut.sum(-1, dtype=np.float64) - 1.0).max() <= ROW_SUM_TOL:
             fits.append(cut)
