@@ -406,8 +406,8 @@ def from_nnsight(
 def from_bertviz(
     attention: Sequence[Any],
     tokens: Sequence[str],
-    sentence_b_start: int | None = None,
     *,
+    sentence_b_start: int | None = None,
     roles: Sequence[str] | None = None,
     causal: bool | None = None,
     model: str = "",
