@@ -63,8 +63,8 @@ class Mention:
     --------
     >>> import attnkit as ak
     >>> m = ak.read_coref(ak.data.sample_coref())[0].mentions[1]
-    >>> m.text, m.head_word, m.type, (m.doc_start, m.doc_end, m.doc_head), m.fields["etype"]
-    ('her cat', 'cat', 'nominal', (2, 4, 3), 'animal')
+    >>> m.text, m.head_word, m.type, (m.doc_start, m.doc_end, m.doc_head), m.link
+    ('his old friend Mary', 'friend', 'nominal', (2, 6, 4), 'coref')
     """
 
     entity: str
@@ -119,9 +119,9 @@ class Document:
     >>> import attnkit as ak
     >>> doc = ak.read_coref(ak.data.sample_coref())[0]
     >>> doc.n_words, doc.offsets.tolist(), doc.clusters
-    (8, [0, 5], {'1': [0, 2], '2': [1, 3]})
-    >>> doc.cut(5).n_words, len(doc.cut(5).mentions)
-    (5, 3)
+    (11, [0, 7], {'1': [0, 2, 4], '2': [1, 3]})
+    >>> doc.cut(7).n_words, len(doc.cut(7).mentions)  # the first sentence
+    (7, 3)
     """
 
     id: str
@@ -235,8 +235,8 @@ def read_coref(source: str | Path | Treebank | Sequence[Sentence], *,
     --------
     >>> import attnkit as ak
     >>> doc = ak.read_coref(ak.data.sample_coref())[0]
-    >>> [(m.entity, m.text, m.type) for m in doc.mentions]
-    [('1', 'Mary', 'proper'), ('2', 'her cat', 'nominal'), ('1', 'her', 'pronoun'), ('2', 'It', 'pronoun')]
+    >>> [(m.entity, m.text, m.type) for m in doc.mentions[:3]]
+    [('1', 'John', 'proper'), ('2', 'his old friend Mary', 'nominal'), ('1', 'his', 'pronoun')]
     """
     treebank: Sequence[Sentence]
     path: Path | None

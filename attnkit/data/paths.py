@@ -96,18 +96,18 @@ def sample_treebank() -> Path:
 
 
 def sample_coref() -> Path:
-    """A two-sentence CoNLL-U document with coreference (CorefUD ``Entity=`` brackets),
-    written for attnkit's examples and tests (CC0).
+    """Two hand-annotated documents with GUM-style ``Entity=`` coreference, shipped with
+    attnkit (for examples and tests).
 
     Returns
     -------
     Path
-        The ``sample_coref.conllu`` file inside the installed package.
+        The ``coref_sample.conllu`` file inside the installed package.
 
     Examples
     --------
     >>> import attnkit as ak
-    >>> ak.read_coref(ak.data.sample_coref())[0].words
-    ['Mary', 'saw', 'her', 'cat', '.', 'It', 'slept', '.']
+    >>> [doc.id for doc in ak.read_coref(ak.data.sample_coref())]
+    ['doc_a', 'doc_b']
     """
-    return Path(__file__).with_name("sample_coref.conllu")
+    return Path(__file__).with_name("coref_sample.conllu")
