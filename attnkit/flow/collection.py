@@ -47,18 +47,33 @@ def _stats(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 class FlowSummary:
     """Result of :func:`flow_summary`.
 
-    heads : HeadResult indexed by (``layer``, ``head``): ``edges_mean``, ``edges_std``
-        (graph edges the head makes per input) and ``share`` (fraction of inputs where
-        it makes at least one).
-    categories : DataFrame indexed by token category ("cls", "sep", "special", "punct",
-        "word"): ``share_mean``, ``share_std`` (fraction of an input's total influence
-        score on that category), ``rating_mean`` (mean 0-5 rating of its positions),
-        ``positions`` (how many positions in all inputs), ``inputs`` (inputs having one).
-    tokens : DataFrame indexed by token string: ``count`` (occurrences), ``inputs``,
-        ``share_mean``, ``share_std`` (influence share per occurrence), ``rating_mean``;
-        sorted by ``share_mean``, largest first.
-    per_input : DataFrame, one row per input: ``n``, ``nodes``, ``edges``, ``top_token``,
-        ``top_share``.
+    Parameters
+    ----------
+    heads : HeadResult
+        Indexed by (``layer``, ``head``): ``edges_mean``, ``edges_std`` (graph edges the
+        head makes per input) and ``share`` (fraction of inputs where it makes at least
+        one).
+    categories : pandas.DataFrame
+        Indexed by token category ("cls", "sep", "special", "punct", "word"):
+        ``share_mean``, ``share_std`` (fraction of an input's total influence score on that
+        category), ``rating_mean`` (mean 0-5 rating of its positions), ``positions`` (how
+        many positions in all inputs), ``inputs`` (inputs having one).
+    tokens : pandas.DataFrame
+        Indexed by token string: ``count`` (occurrences), ``inputs``, ``share_mean``,
+        ``share_std`` (influence share per occurrence), ``rating_mean``; sorted by
+        ``share_mean``, largest first.
+    per_input : pandas.DataFrame
+        One row per input: ``n``, ``nodes``, ``edges``, ``top_token``, ``top_share``.
+
+    Examples
+    --------
+    >>> import numpy as np, attnkit as ak
+    >>> a = ak.Attention.from_maps(np.array([[[[1, 0], [0.5, 0.5]]], [[[0.5, 0.5], [0.5, 0.5]]]]), ["[CLS]", "a"])
+    >>> b = ak.Attention.from_maps(np.array([[[[1, 0], [0.9, 0.1]]], [[[0.9, 0.1], [0.5, 0.5]]]]), ["[CLS]", "a"])
+    >>> s = ak.flow_summary([a, b], progress=False)
+    >>> # influence shares of [CLS]: 4/3 of 7/3 in a, all of it in b
+    >>> s.n_inputs, round(float(s.categories.loc["cls", "share_mean"]), 4)
+    (2, 0.7857)
     """
 
     heads: HeadResult
@@ -68,6 +83,7 @@ class FlowSummary:
 
     @property
     def n_inputs(self) -> int:
+        """The number of inputs summarised."""
         return len(self.per_input)
 
 
@@ -181,13 +197,28 @@ def flow_summary(
 class SetComparison:
     """Result of :func:`compare_sets`.
 
-    heads : HeadResult indexed by (``layer``, ``head``): ``jsd_mean``, ``jsd_std`` (per input
-        mean over query rows, then across inputs), ``edges_a_mean``, ``edges_b_mean``,
-        ``share_a``, ``share_b`` (fraction of inputs where the head makes an edge).
-    categories : DataFrame indexed by token category: ``share_a``, ``share_b`` (mean
-        influence share), ``delta_mean``, ``delta_std`` (paired difference b - a).
-    names : display names of the two models.
-    n_inputs : number of paired inputs.
+    Parameters
+    ----------
+    heads : HeadResult
+        Indexed by (``layer``, ``head``): ``jsd_mean``, ``jsd_std`` (per input mean over
+        query rows, then across inputs), ``edges_a_mean``, ``edges_b_mean``, ``share_a``,
+        ``share_b`` (fraction of inputs where the head makes an edge).
+    categories : pandas.DataFrame
+        Indexed by token category: ``share_a``, ``share_b`` (mean influence share),
+        ``delta_mean``, ``delta_std`` (paired difference b - a).
+    names : (str, str)
+        Display names of the two models.
+    n_inputs : int
+        Number of paired inputs.
+
+    Examples
+    --------
+    >>> import numpy as np, attnkit as ak
+    >>> a = ak.Attention.from_maps(np.array([[[[1, 0], [0.5, 0.5]]], [[[0.5, 0.5], [0.5, 0.5]]]]), ["[CLS]", "a"])
+    >>> b = ak.Attention.from_maps(np.array([[[[1, 0], [0.9, 0.1]]], [[[0.9, 0.1], [0.5, 0.5]]]]), ["[CLS]", "a"])
+    >>> c = ak.compare_sets([a, a], [b, b], progress=False)
+    >>> c.n_inputs, c.categories.loc["cls", ["share_a", "share_b"]].round(4).tolist()
+    (2, [0.5714, 1.0])
     """
 
     heads: HeadResult

@@ -30,22 +30,41 @@ MODELS = ("both", "a", "b")
 class Comparison:
     """Result of :func:`compare`.
 
-    names : display names of model a and model b.
-    graph_a, graph_b : the two attention graphs (see :func:`attention_graph`).
-    union : both graphs in one; every node and edge has ``model`` in {"both", "a", "b"};
-        edges carry ``heads_a``/``weights_a``/``weight_a`` and the same for b (empty lists
-        and 0.0 where absent), plus ``heads`` (union), ``weight`` (larger of the two).
-    layers : DataFrame indexed by ``layer`` (0..L-1) with list columns ``tokens_both``,
-        ``tokens_a``, ``tokens_b`` (positions reached in that layer), ``heads_both``,
-        ``heads_a``, ``heads_b`` (heads making at least one edge) and their counts
-        ``n_tokens_*``, ``n_heads_*``, plus ``edges_both``/``edges_a``/``edges_b``.
-    heads : HeadResult indexed by (``layer``, ``head``): ``jsd`` (Jensen-Shannon divergence
-        between the two models' attention rows, base 2 so in [0, 1], averaged over all
-        query positions), ``jsd_max`` (largest row), ``jsd_source`` (the source rows, last
-        layer only, else NaN), ``edges_a``, ``edges_b`` (graph edges the head makes) and
+    Parameters
+    ----------
+    names : (str, str)
+        Display names of model a and model b.
+    graph_a, graph_b : networkx.DiGraph
+        The two attention graphs (see :func:`attention_graph`).
+    union : networkx.DiGraph
+        Both graphs in one; every node and edge has ``model`` in {"both", "a", "b"}; edges
+        carry ``heads_a``/``weights_a``/``weight_a`` and the same for b (empty lists and 0.0
+        where absent), plus ``heads`` (union), ``weight`` (larger of the two).
+    layers : pandas.DataFrame
+        Indexed by ``layer`` (0..L-1) with list columns ``tokens_both``, ``tokens_a``,
+        ``tokens_b`` (positions reached in that layer), ``heads_both``, ``heads_a``,
+        ``heads_b`` (heads making at least one edge) and their counts ``n_tokens_*``,
+        ``n_heads_*``, plus ``edges_both``/``edges_a``/``edges_b``.
+    heads : HeadResult
+        Indexed by (``layer``, ``head``): ``jsd`` (Jensen-Shannon divergence between the
+        two models' attention rows, base 2 so in [0, 1], averaged over all query
+        positions), ``jsd_max`` (largest row), ``jsd_source`` (the source rows, last layer
+        only, else NaN), ``edges_a``, ``edges_b`` (graph edges the head makes) and
         ``model`` in {"both", "a", "b", "none"}.
-    influence : DataFrame indexed by position: ``token``, ``score_a``, ``score_b``,
-        ``rating_a``, ``rating_b``, ``delta`` (= score_b - score_a).
+    influence : pandas.DataFrame
+        Indexed by position: ``token``, ``score_a``, ``score_b``, ``rating_a``,
+        ``rating_b``, ``delta`` (= score_b - score_a).
+
+    Examples
+    --------
+    >>> import numpy as np, attnkit as ak
+    >>> a = ak.Attention.from_maps(np.array([[[[1, 0], [0.5, 0.5]]], [[[0.5, 0.5], [0.5, 0.5]]]]), ["[CLS]", "a"])
+    >>> b = ak.Attention.from_maps(np.array([[[[1, 0], [0.9, 0.1]]], [[[0.9, 0.1], [0.5, 0.5]]]]), ["[CLS]", "a"])
+    >>> cmp = ak.compare(a, b)  # from [CLS]; "a" drops below the threshold in b
+    >>> cmp.layers[["n_tokens_both", "n_tokens_a", "n_tokens_b"]].values.tolist()
+    [[1, 1, 0], [1, 1, 0]]
+    >>> cmp.influence["rating_b"].tolist(), round(float(cmp.heads.loc[(1, 0), "jsd_source"]), 4)
+    ([5, 0], 0.1468)
     """
 
     names: tuple[str, str]
@@ -58,9 +77,30 @@ class Comparison:
 
 
 def check_tokenization(att_a: Attention, att_b: Attention, names=("a", "b")) -> None:
-    """Raise :class:`~attnkit.errors.TokenizationMismatchError` unless both attentions have
-    the same tokens at the same positions; the message lists the differing positions with
-    both strings."""
+    """Check that two attentions have the same tokens at the same positions.
+
+    Parameters
+    ----------
+    att_a, att_b : Attention
+        The two attentions.
+    names : (str, str)
+        Their names, for the message.
+
+    Raises
+    ------
+    TokenizationMismatchError
+        Listing the differing positions with both strings.
+
+    Examples
+    --------
+    >>> import numpy as np, attnkit as ak
+    >>> from attnkit.flow.compare import check_tokenization
+    >>> one = np.ones((1, 1, 1, 1))
+    >>> check_tokenization(ak.Attention.from_maps(one, ["cat"]), ak.Attention.from_maps(one, ["dog"]))
+    Traceback (most recent call last):
+    ...
+    attnkit.errors.TokenizationMismatchError: ... Differences: position 0: 'cat' (a) vs 'dog' (b). ...
+    """
     ta, tb = list(att_a.tokens), list(att_b.tokens)
     if ta == tb:
         return
@@ -83,7 +123,25 @@ def check_tokenization(att_a: Attention, att_b: Attention, names=("a", "b")) -> 
 
 def js_divergence(p: np.ndarray, q: np.ndarray) -> np.ndarray:
     """Jensen-Shannon divergence (base 2, in [0, 1]) between distributions along the last
-    axis of ``p`` and ``q`` (same shape); returns the leading shape."""
+    axis.
+
+    Parameters
+    ----------
+    p, q : array_like
+        Distributions along the last axis, same shape.
+
+    Returns
+    -------
+    numpy.ndarray
+        Float64 of the leading shape.
+
+    Examples
+    --------
+    >>> from attnkit.flow.compare import js_divergence
+    >>> # ½ KL(p ‖ m) + ½ KL(q ‖ m), m = [.75, .25]: ln-value 0.2158 / ln 2
+    >>> round(float(js_divergence([0.5, 0.5], [1, 0])), 4), float(js_divergence([1, 0], [0, 1]))
+    (0.3113, 1.0)
+    """
     p = np.asarray(p, dtype=np.float64)
     q = np.asarray(q, dtype=np.float64)
     m = 0.5 * (p + q)
@@ -228,7 +286,27 @@ def _layers(ga: nx.DiGraph, gb: nx.DiGraph) -> pd.DataFrame:
 
 
 def head_edge_counts(g: nx.DiGraph) -> np.ndarray:
-    """Int ``[L, H]``: how many edges of the attention graph ``g`` each head makes."""
+    """How many edges of an attention graph each head makes.
+
+    Parameters
+    ----------
+    g : networkx.DiGraph
+        From :func:`attention_graph`.
+
+    Returns
+    -------
+    numpy.ndarray
+        Int ``[L, H]``.
+
+    Examples
+    --------
+    >>> import numpy as np, attnkit as ak
+    >>> a = ak.Attention.from_maps(np.array([[[[1, 0], [0.5, 0.5]]], [[[0.5, 0.5], [0.5, 0.5]]]]), ["[CLS]", "a"])
+    >>> b = ak.Attention.from_maps(np.array([[[[1, 0], [0.9, 0.1]]], [[[0.9, 0.1], [0.5, 0.5]]]]), ["[CLS]", "a"])
+    >>> from attnkit.flow.compare import head_edge_counts
+    >>> head_edge_counts(ak.attention_graph(a)).tolist()  # layer 0: [CLS]->[CLS], a->[CLS], a->a
+    [[3], [2]]
+    """
     out = np.zeros((g.graph["n_layers"], g.graph["n_heads"]), dtype=np.int64)
     for u, _, hs in g.edges(data="heads"):
         out[u[0] - 1, hs] += 1
