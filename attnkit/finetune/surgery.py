@@ -89,8 +89,33 @@ def classifier_copy(model: Any, label_names: tuple[str, ...], attn_implementatio
 
 
 def freeze(clf: Any, n_layers: int) -> None:
-    """Stop gradients into the embeddings and the first ``n_layers - 1`` layers
-    (``n_layers = 0``: train everything; ``1``: freeze the embeddings only)."""
+    """Stop gradients into the embeddings and the first ``n_layers - 1`` layers.
+
+    Parameters
+    ----------
+    clf : transformers model
+        The classifier (changed in place).
+    n_layers : int
+        0 trains everything; 1 freezes the embeddings only; k freezes the embeddings and
+        the first k - 1 layers.
+
+    Raises
+    ------
+    InputError
+        When the model has fewer layers, or its layer list cannot be found.
+
+    Examples
+    --------
+    >>> from attnkit.finetune.surgery import classifier_copy, freeze
+    >>> from attnkit.testing import tiny_model
+    >>> clf = classifier_copy(tiny_model("bert"), ("no", "yes"))
+    >>> freeze(clf, 2)  # the embeddings and layer 0
+    >>> frozen = [n for n, p in clf.named_parameters() if not p.requires_grad]
+    >>> sorted({".".join(n.split(".")[1:4]) for n in frozen if "layer" in n})
+    ['encoder.layer.0']
+    >>> any("embeddings" in n for n in frozen), any("layer.1" in n for n in frozen)
+    (True, False)
+    """
     if n_layers <= 0:
         return
     base = clf.base_model
@@ -108,7 +133,30 @@ def freeze(clf: Any, n_layers: int) -> None:
 
 
 def layer_list(base: Any) -> list:
-    """The transformer layers of a bare model (BERT, GPT-2, Llama-style layouts)."""
+    """The transformer layers of a bare model (BERT, GPT-2, Llama-style layouts).
+
+    Parameters
+    ----------
+    base : transformers model
+        The bare model (``model.base_model``).
+
+    Returns
+    -------
+    list
+        Its layer modules, bottom first.
+
+    Raises
+    ------
+    InputError
+        When no layer list is found.
+
+    Examples
+    --------
+    >>> from attnkit.finetune.surgery import layer_list
+    >>> from attnkit.testing import tiny_model
+    >>> len(layer_list(tiny_model("gpt2").base))
+    2
+    """
     for path in ("encoder.layer", "h", "layers", "layer"):
         obj = base
         for part in path.split("."):
