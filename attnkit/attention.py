@@ -326,7 +326,7 @@ _SPECIAL_LAST = ("[SEP]", "</s>", "<|endoftext|>", "<eos>", "<|end_of_text|>", "
 
 def infer_roles(tokens: Sequence[str]) -> list[str]:
     """Roles (:data:`ROLES`) of token strings: a leading [CLS]/<s>/BOS is "cls", [SEP]/</s>/EOS
-    tokens are "sep", other bracketed specials ([PAD], <pad>, <|…|>) "special", the rest "word".
+    tokens are "sep", other bracketed specials (``[PAD]``, ``<pad>``, ``<|…|>``) "special", the rest "word".
 
     A leading ``<|endoftext|>`` (GPT-2's BOS) is "cls".
     """

@@ -261,13 +261,21 @@ def subgraph_through(graph: nx.DiGraph, nodes: Iterable[Node | int] | Node | int
 class PathQuery:
     """Every path between two nodes of an attention graph (paper §4.4.2).
 
-    graph : the subgraph made of all those paths (edges with their ``heads``/``weights``).
-    tokens : DataFrame of the intermediate nodes, one row each, columns ``level``,
-        ``position``, ``token``; ordered from the upper node down.
-    edges : DataFrame with one row per (edge, head): ``layer`` (maps index = upper level
-        - 1), ``head``, ``from_level``, ``from_position``, ``from_token``, ``to_level``,
-        ``to_position``, ``to_token``, ``weight``.
-    n_paths : number of distinct node paths from the upper to the lower node.
+    Parameters
+    ----------
+    upper, lower : Node
+        The two ``(level, position)`` nodes.
+    graph : networkx.DiGraph
+        The subgraph made of all those paths (edges with their ``heads``/``weights``).
+    tokens : pandas.DataFrame
+        The intermediate nodes, one row each, columns ``level``, ``position``, ``token``;
+        ordered from the upper node down.
+    edges : pandas.DataFrame
+        One row per (edge, head): ``layer`` (maps index, the upper level minus 1), ``head``,
+        ``from_level``, ``from_position``, ``from_token``, ``to_level``, ``to_position``,
+        ``to_token``, ``weight``.
+    n_paths : int
+        Number of distinct node paths from the upper to the lower node.
     """
 
     upper: Node

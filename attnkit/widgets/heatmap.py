@@ -27,7 +27,7 @@ class Heatmap(AttnkitWidget):
     maps : optional array drawn instead of ``att.maps``: ``[layer, head, n, n]`` or one
         ``[n, n]`` matrix (e.g. rollout, a difference of two models) on ``att``'s tokens.
     diverging : diverging colours centred on 0 (default: when ``maps`` has negative values).
-    vmax : top of the colour scale (default: the shown matrix's max, or max |value| when
+    vmax : top of the colour scale (default: the shown matrix's max, or max ``|value|`` when
         diverging).
     cmap : a colour map name known to the front end ("Blues", "viridis", "magma",
         "RdBu_r", "PuOr_r").

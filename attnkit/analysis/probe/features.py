@@ -20,16 +20,27 @@ IGNORE = -100
 
 @dataclass
 class ProbeItem:
-    """One sentence, restricted to the words that survived truncation (``k`` of ``m``).
+    """One sentence's features, restricted to the words that survived truncation (``k`` of
+    ``m``).
 
-    A : float16 ``[k, k, K]`` word-to-word maps: ``A[j, i, f]`` = attention of map f from
+    Parameters
+    ----------
+    A : numpy.ndarray
+        Float16 ``[k, k, K]`` word-to-word maps: ``A[j, i, f]`` = attention of map f from
         word j to word i.
-    R : float16 ``[k, 4K]`` ROOT features of each word: its attention to [CLS], to [SEP],
+    R : numpy.ndarray
+        Float16 ``[k, 4K]`` ROOT features of each word: its attention to [CLS], to [SEP],
         and the attention from [CLS] and from [SEP] to it (K maps each, in that order).
-    V : float16 ``[k, d]`` input embeddings, or None.
-    gold : int ``[k]``: 0 = ROOT, ``1 + r`` = kept word r, ``-100`` = unknown/cut away.
-    scored : bool ``[k]``: counts in UAS (gold known, not punctuation).
-    kidx : int ``[k]``: treebank index of each kept word; ``m`` the sentence length.
+    V : numpy.ndarray or None
+        Float16 ``[k, d]`` input embeddings.
+    gold : numpy.ndarray
+        Int ``[k]``: 0 = ROOT, ``1 + r`` = kept word r, :data:`IGNORE` = unknown/cut away.
+    scored : numpy.ndarray
+        Bool ``[k]``: counts in UAS (gold known, not punctuation).
+    kidx : numpy.ndarray
+        Int ``[k]``: treebank index of each kept word.
+    m : int
+        The sentence length.
     """
 
     A: np.ndarray
