@@ -69,6 +69,8 @@ __all__ = [
     "Treebank",
     "coref_heads",
     "errors",
+    "pipeline",
+    "plot",
     "extract",
     "finetune",
     "from_bertviz",

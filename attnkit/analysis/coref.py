@@ -252,7 +252,7 @@ def _evaluate_doc(att: Attention, doc: Document, pos: np.ndarray, exclude: set[s
         earlier.reverse()  # nearest first
         pick = {
             "nearest": earlier[0] if earlier else None,
-            "head_match": _first(earlier, lambda a: _same_head(a, m)),
+            "head_match": _first(earlier, lambda a: _same_head(a, m)),  # noqa: B023 (called now)
         }
         stage, chosen = _sieve(m, earlier)
         pick["sieve"] = chosen

@@ -277,7 +277,7 @@ def compare_sets(
     2
     """
     set_a, set_b = attentions, other
-    jsds, ea, eb, shares, cats_seen = [], [], [], [], []
+    jsds, ea, eb, shares = [], [], [], []
     shape = None
     total = None
     if hasattr(set_a, "__len__") and hasattr(set_b, "__len__"):

@@ -7,9 +7,8 @@ recomputed here when the threshold or the head restriction changes in the browse
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Sequence
+from typing import Any
 
-import matplotlib
 import networkx as nx
 import numpy as np
 import traitlets
@@ -20,7 +19,7 @@ from .._compat import renamed
 from ..attention import Attention
 from ..errors import InputError
 from ..types import Attentions, Sources
-from ..plot._prep import head_label, mpl_text
+from ..plot._prep import mpl_text
 from ..plot.flow import plot_flow_radial
 from ._base import SelectsHead, encode_f16, encode_f32
 
