@@ -243,7 +243,7 @@ class Attention:
             )
         roles_arr = np.asarray(roles if roles is not None else infer_roles(tokens), dtype="<U7")
         if word_ids is None or words is None:
-            inferred_ids, inferred_words = infer_words(tokens, roles_arr)
+            inferred_ids, inferred_words = infer_words(tokens, roles_arr.tolist())
             word_ids = inferred_ids if word_ids is None else word_ids
             words = inferred_words if words is None else words
         if causal is None:
@@ -286,7 +286,7 @@ class Attention:
             tokens=tokens,
             roles=self.roles[keep],
             word_ids=self.word_ids[keep],
-            segments=self.segments[keep],
+            segments=None if self.segments is None else self.segments[keep],
             embeddings=emb,
             level="word",
             input_ids=None,

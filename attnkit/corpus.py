@@ -117,7 +117,7 @@ class AttentionSet(Sequence[Attention]):
         ]
         return pd.DataFrame(rows, index=pd.RangeIndex(len(rows), name="item"))
 
-    def __getitem__(self, i):  # type: ignore[override]
+    def __getitem__(self, i):
         if isinstance(i, slice):
             return [self[j] for j in range(*i.indices(len(self)))]
         if i < 0:
@@ -154,12 +154,17 @@ class AttentionSet(Sequence[Attention]):
     # --------------------------------------------------------------- storage
     def _array(self, r: _Record, kind: str) -> np.ndarray:
         if self._mem_maps is not None:
-            return (self._mem_maps if kind == "maps" else self._mem_embs)[r.batch]
+            mem = self._mem_maps if kind == "maps" else self._mem_embs
+            if mem is None:
+                raise StoreError("This in-memory attention set holds no embeddings; extract "
+                                 "with embeddings=True.")
+            return mem[r.batch]
         key = (r.batch, kind)
         if key not in self._cache:
             if len(self._cache) > 8:
                 self._cache.clear()
             suffix = "npy" if kind == "maps" else "emb.npy"
+            assert self.path is not None  # a set without in-memory maps lives on disk
             self._cache[key] = np.load(self.path / "batches" / f"{r.batch:06d}.{suffix}", mmap_mode="r")
         return self._cache[key]
 
@@ -193,7 +198,7 @@ def _read_manifest(path: Path) -> dict[str, Any] | None:
 
 
 def _read_records(path: Path) -> list[_Record]:
-    records = []
+    records: list[_Record] = []
     for f in sorted((path / "batches").glob("*.json")):
         records.extend(_Record(**d) for d in json.loads(f.read_text()))
     return records
@@ -316,10 +321,12 @@ def extract(
             maps, embs = model.run(encs, embeddings=embeddings)
             recs, flat_maps, flat_embs = _pack(b, batch, encs, maps, embs, level)
             if path is None:
+                assert mem_maps is not None  # in memory: set up above
                 mem_maps[b] = flat_maps
                 if mem_embs is not None:
                     mem_embs[b] = flat_embs
             else:
+                assert writer is not None  # on disk: set up above
                 if pending is not None:
                     pending.result()
                 pending = writer.submit(_write_batch, path, b, recs, flat_maps, flat_embs)

@@ -32,7 +32,7 @@ import numpy as np
 
 from .attention import ROW_SUM_TOL, Attention, infer_roles, infer_words
 from .errors import InputError
-from .types import AttentionLike
+from .types import AttentionLike, dense_maps
 
 __all__ = [
     "from_bertviz",
@@ -454,12 +454,8 @@ def from_bertviz(
 
 # ----------------------------------------------------------------------- writing
 def _dense(att: AttentionLike) -> np.ndarray:
-    """``[layer, head, n, n]`` float32 maps of one input, read through the protocol."""
-    maps = getattr(att, "maps", None)
-    if isinstance(maps, np.ndarray) and maps.ndim == 4:
-        return np.asarray(maps, dtype=np.float32)
-    return np.stack([np.stack([np.asarray(att.map(layer, head), dtype=np.float32)
-                               for head in range(att.n_heads)]) for layer in range(att.n_layers)])
+    """``[layer, head, n, n]`` float32 maps of one input."""
+    return np.asarray(dense_maps(att), dtype=np.float32)
 
 
 def _check_one(att: Any, what: str) -> None:

@@ -7,6 +7,7 @@ rows over a corpus, ``embed_heads`` places the heads in 2-D by multidimensional 
 
 from __future__ import annotations
 
+from collections.abc import Sized
 from typing import Any
 
 import numpy as np
@@ -123,7 +124,7 @@ def head_distances(
         buf, size = [], 0
 
     items = as_collection(attentions)
-    n_total = len(items) if hasattr(items, "__len__") else None
+    n_total = len(items) if isinstance(items, Sized) else None
     for att in progress_bar(items, show=progress, desc="head distances", total=n_total):
         maps = att.maps
         L, H, n, _ = maps.shape
@@ -311,7 +312,7 @@ def embed_heads(
     scale = float(d.max()) or 1.0
     starts = [classical_mds(d)]
     starts += [rng.normal(scale=scale, size=(d.shape[0], 2)) for _ in range(n_init - 1)]
-    best_x, best_stress = None, np.inf
+    best_x, best_stress = starts[0], np.inf
     for x0 in starts:
         x, stress = _smacof(d, x0, max_iter, tol)
         if stress < best_stress:

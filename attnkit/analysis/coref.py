@@ -197,6 +197,8 @@ def coref_predictions(
     if n_att != len(docs):
         raise InputError(f"Got {n_att} attention items for {len(docs)} documents; give one "
                          "item per document, in the same order (extract(model, docs)).")
+    if shape is None:
+        raise InputError("coref_predictions() got no attention; give one item per document.")
     L, H = shape
     cols = ["doc", "sentence", "start", "end", "head", "text", "head_word", "type", "link",
             "entity", "n_antecedents", "distance", *BASELINES, "sieve_stage"]
@@ -448,7 +450,7 @@ def coref_heads(
         for head in range(H):
             rows.append({
                 "layer": layer, "head": head, "name": f"{layer + 1}-{head + 1}",
-                **{c: (float(v[layer, head]) if np.ndim(v) else np.nan)
+                **{c: (float(np.asarray(v)[layer, head]) if np.ndim(v) else np.nan)
                    for c, v in head_acc.items()},
                 "selected": (layer, head) == tuple(int(x) for x in best),
             })

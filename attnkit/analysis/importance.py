@@ -67,6 +67,7 @@ def _builtin(kind: str, model: Any, batch: dict, clean: dict | None):
 
     kwargs = {k: batch[k] for k in ("input_ids", "attention_mask", "token_type_ids") if k in batch}
     if kind == "embedding":
+        assert clean is not None  # the unmasked batch: _run passes it for this objective
         with torch.no_grad():
             target = _mean_pool(model.base(**clean).last_hidden_state, clean["attention_mask"])
         out = model.base(**kwargs, output_attentions=True)

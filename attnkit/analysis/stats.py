@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sized
+
 import numpy as np
 import pandas as pd
 
@@ -9,7 +11,7 @@ from .._progress import progress as progress_bar
 from ..attention import Attention
 from ..errors import InputError
 from ..results import HeadResult
-from ..types import Attentions, as_collection
+from ..types import AttentionLike, Attentions, as_collection
 
 STAT_COLUMNS = ["cls", "sep", "punct", "self", "next", "prev", "entropy", "cls_entropy"]
 
@@ -50,7 +52,7 @@ def item_stats(att: Attention) -> np.ndarray:
     return out
 
 
-def uniform_row_entropy(att: Attention) -> float:
+def uniform_row_entropy(att: AttentionLike) -> float:
     """Mean row entropy (nats) of uniform attention on this input: every row spreads over
     all ``n`` positions (ln n), or for a causal model over the ``q + 1`` it can see."""
     n = len(att)
@@ -101,7 +103,7 @@ def head_stats(attentions: Attentions, *, progress: bool = True) -> HeadResult:
     cls_count = 0
     uniform = 0.0
     items = as_collection(attentions)
-    total_items = len(items) if hasattr(items, "__len__") else None
+    total_items = len(items) if isinstance(items, Sized) else None
     for att in progress_bar(items, show=progress, desc="head stats", total=total_items):
         uniform += uniform_row_entropy(att)
         s = item_stats(att)

@@ -137,13 +137,15 @@ def word_hits(attentions: Attentions, gold: Treebank, *, poss_rule: bool = False
     >>> hits.hits[:, 0, 0, 0].tolist(), hits.hits[:, 0, 0, 1].tolist()  # dep->head, heads 0 and 1
     ([True, True, True, True, True, True], [True, True, False, True, False, False])
     """
-    attention_set, treebank = attentions, gold
-    hits, offs, deprels, upos = [], [], [], []
+    hits: list[np.ndarray] = []
+    offs: list[np.ndarray] = []
+    deprels: list[str] = []
+    upos: list[str] = []
     skipped = 0
     offsets = np.array(OFFSETS)
-    for att, sent, pos in aligned(attention_set, treebank):
+    for att, sent, pos in aligned(attentions, gold):
         m = len(sent)
-        gold = np.asarray(sent.head_index)
+        head = np.asarray(sent.head_index)
         kept = pos >= 0
         kpos = pos[kept]
         kidx = np.flatnonzero(kept)  # treebank index of each kept word
@@ -158,16 +160,26 @@ def word_hits(attentions: Attentions, gold: Treebank, *, poss_rule: bool = False
                 if (sent.deprels[j] in POSSESSIVE_RELATIONS
                         and sent.words[j + 1] in POSSESSIVE_MARKERS):
                     proxy[j] = j + 1
-        ok = (gold >= 0) & kept & kept[np.maximum(gold, 0)] & kept[proxy]
-        skipped += int(((gold >= 0) & ~ok).sum())
-        j = np.flatnonzero(ok)
-        hits.append(np.moveaxis(pred_of[..., proxy[j]] == gold[j], -1, 0))
-        offs.append((proxy[j][:, None] + offsets[None, :]) == gold[j][:, None])
-        deprels.extend(sent.deprels[x] for x in j)
-        upos.extend(sent.upos[x] for x in j)
+        ok = (head >= 0) & kept & kept[np.maximum(head, 0)] & kept[proxy]
+        skipped += int(((head >= 0) & ~ok).sum())
+        scored = np.flatnonzero(ok)
+        hits.append(np.moveaxis(pred_of[..., proxy[scored]] == head[scored], -1, 0))
+        offs.append((proxy[scored][:, None] + offsets[None, :]) == head[scored][:, None])
+        deprels.extend(sent.deprels[x] for x in scored)
+        upos.extend(sent.upos[x] for x in scored)
     if not hits:
         raise InputError("The treebank is empty: there is nothing to score.")
     return WordHits(np.concatenate(hits), np.concatenate(offs), deprels, upos, skipped, poss_rule)
+
+
+def _hits_of(attentions: Attentions | None, gold: Treebank | None, hits: WordHits | None,
+             poss_rule: bool) -> WordHits:
+    """``hits``, or the :func:`word_hits` of ``(attentions, gold)``."""
+    if hits is not None:
+        return hits
+    if attentions is None or gold is None:
+        raise InputError("Pass the attention set and its treebank, or hits=word_hits(...).")
+    return word_hits(attentions, gold, poss_rule=poss_rule)
 
 
 def _ordered(rel: np.ndarray) -> list[str]:
@@ -241,7 +253,7 @@ def head_accuracy(attentions: Attentions | None = None, gold: Treebank | None = 
     0     1     dep->head  0.6  1.0
           1     head->dep  0.2  0.5
     """
-    hits = hits if hits is not None else word_hits(attentions, gold, poss_rule=poss_rule)
+    hits = _hits_of(attentions, gold, hits, poss_rule)
     names, n, head_c, _ = _group(hits, subtypes, skip)
     _, _, L, H = head_c.shape
     acc = head_c / np.maximum(n, 1)[:, None, None, None]  # [R, 2, L, H]
@@ -302,7 +314,7 @@ def offset_accuracy(attentions: Attentions | None = None, gold: Treebank | None 
     >>> off.table.loc["all"].tolist()  # +1 is right for The, cat, the (3 of 5 words)
     [0.2, 0.0, 0.0, 0.6, 0.2, 0.0]
     """
-    hits = hits if hits is not None else word_hits(attentions, gold, poss_rule=poss_rule)
+    hits = _hits_of(attentions, gold, hits, poss_rule)
     names, n, _, off_c = _group(hits, subtypes, skip)
     acc = off_c / np.maximum(n, 1)[:, None]
     df = pd.DataFrame(acc, index=pd.Index(names, name="relation"),
@@ -496,9 +508,9 @@ def right_branching_uas(gold: Treebank, *, punct: bool = False) -> float:
         m = len(sent)
         pred = np.arange(1, m + 1)
         pred[-1] = -1
-        gold = np.asarray(sent.head_index)
+        head = np.asarray(sent.head_index)
         use = np.ones(m, bool) if punct else np.array([u != "PUNCT" for u in sent.upos])
-        correct += int((pred == gold)[use].sum())
+        correct += int((pred == head)[use].sum())
         total += int(use.sum())
     if total == 0:
         raise InputError("The treebank has no scorable words.")

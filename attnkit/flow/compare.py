@@ -9,17 +9,16 @@ edges reach at level ``l``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Any, Iterable
 
 import networkx as nx
 import numpy as np
 import pandas as pd
 
 from .._compat import renamed
-from ..attention import Attention
 from ..errors import InputError, TokenizationMismatchError
 from ..results import HeadResult
-from ..types import AttentionLike, HeadId, Sources
+from ..types import AttentionLike, HeadId, Sources, dense_maps
 from .graph import attention_graph
 from .influence import influence
 
@@ -76,7 +75,8 @@ class Comparison:
     influence: pd.DataFrame
 
 
-def check_tokenization(att_a: Attention, att_b: Attention, names=("a", "b")) -> None:
+def check_tokenization(att_a: AttentionLike, att_b: AttentionLike,
+                       names: tuple[str, str] = ("a", "b")) -> None:
     """Check that two attentions have the same tokens at the same positions.
 
     Parameters
@@ -202,11 +202,11 @@ def compare(
     """
     att_a, att_b = attentions, other
     if names is None:
-        na, nb = att_a.model or "a", att_b.model or "b"
+        na, nb = getattr(att_a, "model", "") or "a", getattr(att_b, "model", "") or "b"
         names = (na, nb) if na != nb else (f"{na} (a)", f"{nb} (b)")
     names = (str(names[0]), str(names[1]))
     check_tokenization(att_a, att_b, names)
-    if att_a.maps.shape[:2] != att_b.maps.shape[:2]:
+    if (att_a.n_layers, att_a.n_heads) != (att_b.n_layers, att_b.n_heads):
         raise InputError(
             f"The models differ in shape: {names[0]} has {att_a.n_layers} layers x "
             f"{att_a.n_heads} heads, {names[1]} has {att_b.n_layers} x {att_b.n_heads}; "
@@ -253,9 +253,9 @@ def _union(ga: nx.DiGraph, gb: nx.DiGraph, names) -> nx.DiGraph:
 
 
 def _layer_sets(g: nx.DiGraph, n_layers: int):
-    tokens = [set() for _ in range(n_layers)]
-    heads = [set() for _ in range(n_layers)]
-    edges = [set() for _ in range(n_layers)]
+    tokens: list[set[int]] = [set() for _ in range(n_layers)]
+    heads: list[set[int]] = [set() for _ in range(n_layers)]
+    edges: list[set[tuple[Any, Any]]] = [set() for _ in range(n_layers)]
     for u, v, hs in g.edges(data="heads"):
         layer = u[0] - 1
         tokens[layer].add(v[1])
@@ -270,7 +270,7 @@ def _layers(ga: nx.DiGraph, gb: nx.DiGraph) -> pd.DataFrame:
     tb, hb, eb = _layer_sets(gb, n_layers)
     rows = []
     for layer in range(n_layers):
-        row = {}
+        row: dict[str, Any] = {}
         for kind, a, b in (("tokens", ta[layer], tb[layer]), ("heads", ha[layer], hb[layer])):
             row[f"{kind}_both"] = sorted(a & b)
             row[f"{kind}_a"] = sorted(a - b)
@@ -313,9 +313,10 @@ def head_edge_counts(g: nx.DiGraph) -> np.ndarray:
     return out
 
 
-def _heads(att_a: Attention, att_b: Attention, ga: nx.DiGraph, gb: nx.DiGraph) -> pd.DataFrame:
-    n_layers, n_heads = att_a.maps.shape[:2]
-    jsd = js_divergence(att_a.maps, att_b.maps)  # [L, H, n]
+def _heads(att_a: AttentionLike, att_b: AttentionLike, ga: nx.DiGraph,
+           gb: nx.DiGraph) -> pd.DataFrame:
+    n_layers, n_heads = att_a.n_layers, att_a.n_heads
+    jsd = js_divergence(dense_maps(att_a), dense_maps(att_b))  # [L, H, n]
     src_rows = [pos for level, pos in ga.graph["source"] if level == n_layers]
     jsd_src = np.full((n_layers, n_heads), np.nan)
     if src_rows:

@@ -25,7 +25,7 @@ import pandas as pd
 from .._compat import renamed
 from ..attention import Attention
 from ..errors import InputError
-from ..types import AttentionLike, HeadId, Sources
+from ..types import AttentionLike, HeadId, Sources, dense_maps
 
 Node = tuple[int, int]
 
@@ -77,7 +77,7 @@ def attention_graph(
     [((1, 2), (0, 2))]
     """
     att = attentions
-    maps = att.maps
+    maps = dense_maps(att)
     n_layers, n_heads, n, _ = maps.shape
     if not 0.0 <= float(threshold) < 1.0:
         raise InputError(f"threshold must lie in [0, 1); got {threshold}. Edges need "
@@ -152,10 +152,10 @@ def _trace(att, threshold, allowed, heads_list, sources) -> nx.DiGraph:
 
 def resolve_source(att: AttentionLike, source: Sources = None) -> list[Node]:
     """The source node ids :func:`attention_graph` starts from (see its ``sources``)."""
-    n_layers = att.maps.shape[0]
+    n_layers = att.n_layers
     n = len(att)
     if source is None:
-        cls = att.cls_positions
+        cls = np.flatnonzero(np.asarray(att.roles) == "cls")
         pos = n - 1 if att.causal or len(cls) == 0 else int(cls[0])
         return [(n_layers, pos)]
     items = [source] if isinstance(source, (int, np.integer, tuple)) else list(source)

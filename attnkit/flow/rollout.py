@@ -12,7 +12,7 @@ import numpy as np
 
 from .._compat import renamed
 from ..errors import InputError
-from ..types import AttentionLike
+from ..types import AttentionLike, dense_maps
 
 
 @renamed(positional=("residual",), att="attentions")
@@ -29,7 +29,7 @@ def residual_attention(attentions: AttentionLike, *, residual: float = 0.5) -> n
     """
     if not 0.0 <= residual <= 1.0:
         raise InputError(f"residual must lie in [0, 1]; got {residual}.")
-    maps = np.asarray(attentions.maps, dtype=np.float64)
+    maps = np.asarray(dense_maps(attentions), dtype=np.float64)
     if maps.shape[0] == 0 or maps.shape[1] == 0 or maps.shape[2] == 0:
         raise InputError(f"Attention maps are empty (shape {maps.shape}); nothing to roll out.")
     if not np.all(np.isfinite(maps)) or np.any(maps < 0):

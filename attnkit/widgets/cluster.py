@@ -88,7 +88,7 @@ class ClusterView(SelectsHead):
 
         cats: list[str] = []
         codes: list[int] = layers.tolist()
-        names: list[str] | None = None
+        names: list[str | None] | None = None
         if labels is not None and not (isinstance(labels, str) and labels == "layer"):
             if isinstance(labels, str):
                 raise InputError(f"labels must be 'layer' or one label per head, not {labels!r}.")

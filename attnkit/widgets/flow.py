@@ -178,7 +178,7 @@ class FlowView(SelectsHead):
         summary = flow.flow_summary(attentions, threshold=threshold, alpha=alpha,
                                     sources=sources, progress=progress)
         self = cls.__new__(cls)
-        self._att = self._other = None
+        self._att = self._other = None  # type: ignore[assignment]  # a collection: no single input
         self._fixed_title = title
         self.result = summary
         heads = summary.heads
@@ -287,7 +287,10 @@ class FlowView(SelectsHead):
         """The drawn graph (a comparison's union graph in comparison mode)."""
         if self.mode == "collection":
             raise InputError("a collection view has no single graph; see .result (a FlowSummary).")
-        return self.result.union if self.mode == "compare" else self.result
+        if self.mode == "compare":
+            assert isinstance(self.result, flow.Comparison)
+            return self.result.union
+        return self.result
 
     def figure(self, preview: bool = False) -> Figure:
         if self.mode == "collection":
