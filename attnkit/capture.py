@@ -8,9 +8,12 @@ every attention layer calls :func:`attention_forward`, which
 1. computes the layer's output with the fast kernel: transformers' own
    ``sdpa_attention_forward``, or, when a recorder asks for each row's log-sum-exp, the
    torch fused kernel that returns it with the output (``_scaled_dot_product_flash_attention_for_cpu``
-   on CPU, flash / memory-efficient attention on CUDA). Layers whose eager definition SDPA
-   cannot express (logit soft-capping, learned sink logits) are computed exactly, in blocks of
-   query rows, by :meth:`AttentionCall.probabilities`;
+   on CPU, flash / memory-efficient attention on CUDA). Two cases compute the output from
+   the eager probabilities instead, in blocks of query rows: layers whose eager definition
+   SDPA cannot express (logit soft-capping, learned sink logits), and sessions with a
+   recorder that wants every probability of the layer anyway (``needs_probabilities = True``,
+   as :class:`DenseRecorder`: computing them once and multiplying them with the values is the
+   eager arithmetic and cheaper than running the kernel beside them);
 2. hands an :class:`AttentionCall` to every :class:`Recorder` of the active
    :func:`recording` session, and records nothing when no session is active.
 
@@ -46,7 +49,8 @@ it needs and keeps what it wants. The call holds, for one attention layer of one
 - ``lse`` ``[B, H, q]`` float32: each row's log-sum-exp (sinks included), when a recorder of
   the session has ``needs_lse = True``,
 - :meth:`AttentionCall.probabilities` ``(rows)``: the eager probabilities of a block of query
-  rows, computed on demand (nothing is computed for a recorder that does not ask).
+  rows, computed on demand (nothing is computed for a recorder that does not ask), or
+  read from those the output was computed from.
 
 attnkit's own recorders are :class:`DenseRecorder` (full maps of every layer, written into
 per-item numpy arrays) and :class:`LazyRecorder` (queries, keys and row log-sum-exps for
@@ -88,8 +92,9 @@ BLOCK_ELEMENTS = 1 << 24
 class Recorder(Protocol):
     """Anything called with each layer's :class:`AttentionCall` during a :func:`recording`.
 
-    A recorder that needs each row's log-sum-exp sets ``needs_lse = True`` (an attribute;
-    absent means False).
+    Optional attributes (absent means False): ``needs_lse = True`` when it reads
+    ``call.lse``; ``needs_probabilities = True`` when it reads every probability of every
+    layer (the layer's output is then computed from them, see the module docstring).
     """
 
     def __call__(self, call: "AttentionCall") -> None: ...
@@ -169,6 +174,7 @@ class AttentionCall:
     kwargs: dict[str, Any] = field(default_factory=dict)
     output: Any = None
     lse: Any = None
+    _probabilities: Any = field(default=None, repr=False)
 
     @property
     def groups(self) -> int:
@@ -226,6 +232,8 @@ class AttentionCall:
         with sinks, the softmax over keys and sink with the sink column dropped)."""
         import torch
 
+        if self._probabilities is not None:
+            return self._probabilities[:, :, rows]
         s = self.scores(rows)
         if self.sinks is None:
             return torch.softmax(s, dim=-1)
@@ -250,6 +258,7 @@ class AttentionCall:
 class _Session:
     recorders: list
     needs_lse: bool
+    needs_probabilities: bool
     calls: int = 0
 
 
@@ -264,7 +273,9 @@ def recording(recorders: Sequence[Recorder]) -> Iterator[_Session]:
     if not register():
         raise CaptureError("This version of transformers has no attention interface; attnkit "
                            "needs transformers >= 5 to attach recorders.")
-    session = _Session(list(recorders), any(getattr(r, "needs_lse", False) for r in recorders))
+    session = _Session(list(recorders),
+                       any(getattr(r, "needs_lse", False) for r in recorders),
+                       any(getattr(r, "needs_probabilities", False) for r in recorders))
     token = _ACTIVE.set(session)
     try:
         yield session
@@ -283,14 +294,18 @@ def attention_forward(
     scaling: float | None = None,
     is_causal: bool | None = None,
     **kwargs: Any,
-) -> tuple[Any, None]:
+) -> tuple[Any, Any]:
     """The attention function registered as ``"attnkit"`` (transformers' signature).
 
-    Returns ``(output [B, q, H, d], None)`` like transformers' SDPA function.
+    Returns ``(output [B, q, H, d], None)`` like transformers' SDPA function, or with
+    ``output_attentions=True`` the eager probabilities ``[B, H, q, k]`` in place of ``None``
+    (computed beside the output: they carry no gradient into it; gradient analyses run the
+    eager path, :meth:`attnkit.Model.eager`).
     """
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
     session = _ACTIVE.get()
+    weights_asked = kwargs.pop("output_attentions", False)
     softcap = kwargs.pop("softcap", None)
     sinks = kwargs.pop("s_aux", None)
     position_bias = kwargs.pop("position_bias", None)
@@ -305,8 +320,9 @@ def attention_forward(
         dropout=dropout if module.training else 0.0, kwargs=kwargs,
     )
     want_lse = session is not None and session.needs_lse
-    if softcap is not None or sinks is not None:
-        call.output, call.lse = _exact_attention(call, want_lse)
+    keep = session is not None and session.needs_probabilities
+    if softcap is not None or sinks is not None or keep:
+        call.output, call.lse = _exact_attention(call, want_lse, keep)
     else:
         fused = _fused_with_lse(call) if want_lse else None
         if fused is not None:
@@ -321,7 +337,10 @@ def attention_forward(
         session.calls += 1
         for recorder in session.recorders:
             recorder(call)
-    return call.output, None
+    weights = None
+    if weights_asked:  # output_attentions=True: the eager probabilities, as eager returns them
+        weights = _chunked(call.probabilities, call, dim=2).to(query.dtype)
+    return call.output, weights
 
 
 def _chunked(fn: Callable[[slice], Any], call: AttentionCall, dim: int) -> Any:
@@ -330,21 +349,26 @@ def _chunked(fn: Callable[[slice], Any], call: AttentionCall, dim: int) -> Any:
     return torch.cat([fn(rows) for rows in call.row_blocks()], dim=dim)
 
 
-def _exact_attention(call: AttentionCall, want_lse: bool) -> tuple[Any, Any]:
-    """Output ``[B, q, H, d]`` (and row log-sum-exps) of a layer SDPA cannot express,
-    computed block of rows by block of rows from the eager probabilities."""
+def _exact_attention(call: AttentionCall, want_lse: bool, keep: bool = False) -> tuple[Any, Any]:
+    """Output ``[B, q, H, d]`` (and row log-sum-exps) computed block of rows by block of rows
+    from the eager probabilities; with ``keep`` the probabilities of all rows stay on the
+    call for its recorders."""
     import torch
 
     value = call.repeated(call.value)
-    outs, lses = [], []
+    outs, lses, kept = [], [], []
     for rows in call.row_blocks():
         p = call.probabilities(rows)
+        if keep:
+            kept.append(p)
         if call.dropout:
             p = torch.nn.functional.dropout(p, p=call.dropout, training=True)
         outs.append(torch.matmul(p.to(value.dtype), value))
         if want_lse:
             lses.append(call.log_sum_exp(rows))
     out = torch.cat(outs, dim=2).transpose(1, 2).contiguous()
+    if keep:
+        call._probabilities = kept[0] if len(kept) == 1 else torch.cat(kept, dim=2)
     return out, (torch.cat(lses, dim=2) if want_lse else None)
 
 
@@ -428,9 +452,10 @@ def supports_interface(hf_model: Any) -> bool:
 # ------------------------------------------------------------------ recorders
 class DenseRecorder:
     """Records every layer's full probabilities into per-item float32 numpy arrays
-    ``[L, H, n_i, n_i]`` (padding stripped), one block of query rows at a time."""
+    ``[L, H, n_i, n_i]`` (padding stripped)."""
 
     needs_lse = False
+    needs_probabilities = True
 
     def __init__(self, lengths: Sequence[int], n_layers: int, n_heads: int):
         self.lengths = list(lengths)
@@ -445,12 +470,9 @@ class DenseRecorder:
                 f"{self.n_layers} layers; attnkit records self-attention of encoder-only or "
                 "decoder-only models."
             )
-        for rows in call.row_blocks():
-            p = call.probabilities(rows).cpu().numpy()
-            for i, n in enumerate(self.lengths):
-                r1 = min(rows.stop, n)
-                if rows.start < r1:
-                    self.maps[i][call.layer, :, rows.start : r1] = p[i, :, : r1 - rows.start, :n]
+        p = call.probabilities().cpu().numpy()
+        for i, n in enumerate(self.lengths):
+            self.maps[i][call.layer] = p[i, :, :n, :n]
         self.layers_seen += 1
 
 
