@@ -131,7 +131,7 @@ def child(config: str, n: int, reps: int) -> dict:
                 blocks.append(time.perf_counter() - t)
             out["block_ms"] = 1000 * statistics.median(blocks)
         else:
-            t_stats, stats_times, _ = median_time(lambda: ak.head_stats(att), reps)
+            t_stats, stats_times, _ = median_time(lambda: ak.head_stats([att]), reps)
             out["stats_s"], out["stats_times"] = t_stats, stats_times
             out["time"] += t_stats  # capture + streamed statistics
     out.setdefault("peak_mb", rss_mb())

@@ -17,12 +17,18 @@ def item_stats(att: Attention) -> np.ndarray:
     """Per-head statistics of one input, float64 ``[layer, head, 8]`` in the order of
     :data:`STAT_COLUMNS`.
 
+    Dense :class:`Attention` is reduced all at once; any other attention (e.g.
+    :class:`~attnkit.lazy.LazyAttention`) is streamed band by band, one head at a time
+    (:func:`streamed_stats`), holding one band of rows, never all maps.
+
     For every head, the attention *from* each position *to* [CLS], to [SEP], to
     punctuation, to itself, to the next and to the previous position, averaged over all
     from-positions; the mean row entropy (nats); and the entropy of the [CLS] row (NaN
     when the input has no [CLS]). A category absent from the input gives 0 attention
     (e.g. no punctuation), except [CLS]-row entropy which is NaN.
     """
+    if not isinstance(att, Attention):
+        return streamed_stats(att)
     maps = att.maps.astype(np.float64)
     L, H, n, _ = maps.shape
     out = np.zeros((L, H, len(STAT_COLUMNS)))
@@ -46,6 +52,43 @@ def item_stats(att: Attention) -> np.ndarray:
     ent = -(maps * np.log(np.where(maps > 0, maps, 1.0))).sum(-1)  # [L, H, n]
     out[..., 6] = ent.mean(-1)
     out[..., 7] = ent[..., att.cls_positions[0]] if len(att.cls_positions) else np.nan
+    return out
+
+
+def streamed_stats(att) -> np.ndarray:
+    """:func:`item_stats` of any :class:`~attnkit.types.AttentionLike`, read band by band
+    (:func:`attnkit.blocks.row_bands`): materialises one band of one head at a time.
+
+    Sums run in float64 over float32 products, so the result equals :func:`item_stats`'s
+    to float32 rounding.
+    """
+    from ..blocks import row_bands
+
+    L, H, n = att.n_layers, att.n_heads, len(att)
+    indicator = np.zeros((n, 3), dtype=np.float32)  # columns: to [CLS], to [SEP], to punct
+    indicator[att.cls_positions, 0] = 1.0
+    indicator[att.sep_positions, 1] = 1.0
+    indicator[np.flatnonzero(att.punct), 2] = 1.0
+    cls_row = int(att.cls_positions[0]) if len(att.cls_positions) else -1
+    out = np.zeros((L, H, len(STAT_COLUMNS)))
+    for layer in range(L):
+        for head in range(H):
+            acc = np.zeros(len(STAT_COLUMNS))
+            acc[7] = np.nan if cls_row < 0 else 0.0
+            for rows, cols, block in row_bands(att, layer, head):
+                acc[0:3] += (block @ indicator[cols]).sum(0, dtype=np.float64)
+                q = np.arange(rows.start, rows.stop)
+                for col, offset in ((3, 0), (4, 1), (5, -1)):  # self, next, previous
+                    k = q + offset - cols.start
+                    ok = (k >= 0) & (k < block.shape[1]) & (q + offset >= 0) & (q + offset < n)
+                    acc[col] += block[np.flatnonzero(ok), k[ok]].sum(dtype=np.float64)
+                logs = np.log(np.where(block > 0, block, 1.0))
+                ent = -np.einsum("ij,ij->i", block, logs, dtype=np.float64)
+                acc[6] += ent.sum()
+                if rows.start <= cls_row < rows.stop:
+                    acc[7] = ent[cls_row - rows.start]
+            acc[:7] /= n
+            out[layer, head] = acc
     return out
 
 
