@@ -10,7 +10,7 @@ demand, so memory stays at one band (``BAND_ELEMENTS`` floats) plus what the red
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import numpy as np
 

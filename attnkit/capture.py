@@ -73,9 +73,10 @@ Examples
 from __future__ import annotations
 
 import contextvars
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Protocol, Sequence
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -97,7 +98,7 @@ class Recorder(Protocol):
     layer (the layer's output is then computed from them, see the module docstring).
     """
 
-    def __call__(self, call: "AttentionCall") -> None: ...
+    def __call__(self, call: AttentionCall) -> None: ...
 
 
 @dataclass
@@ -113,7 +114,7 @@ class RowSpans:
     hi: Any
 
     @classmethod
-    def full(cls, n_rows: int, n_keys: int, causal: bool, device: Any) -> "RowSpans":
+    def full(cls, n_rows: int, n_keys: int, causal: bool, device: Any) -> RowSpans:
         import torch
 
         rows = torch.arange(n_rows, device=device)
@@ -122,7 +123,7 @@ class RowSpans:
         return cls(lo, hi)
 
     @classmethod
-    def from_mask(cls, mask: Any) -> "RowSpans":
+    def from_mask(cls, mask: Any) -> RowSpans:
         """Spans of a boolean mask ``[q, k]`` (True = attend); raises :class:`CaptureError`
         when a row's allowed keys are not one contiguous run."""
         import torch
@@ -445,7 +446,7 @@ def supports_interface(hf_model: Any) -> bool:
         return False
     try:
         return bool(can_set())
-    except Exception:  # a model class whose source cannot be inspected
+    except (OSError, TypeError, AttributeError):  # a class whose source cannot be read
         return False
 
 

@@ -33,10 +33,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-FULL = dict(layers=16, heads=32, kv_heads=8, hidden=2048, mlp=8192, vocab=128256, n=32768,
-            dtype="bfloat16", device="cuda")
-TINY = dict(layers=2, heads=4, kv_heads=2, hidden=64, mlp=128, vocab=512, n=256,
-            dtype="float32", device="cpu")
+FULL = {"layers": 16, "heads": 32, "kv_heads": 8, "hidden": 2048, "mlp": 8192, "vocab": 128256, "n": 32768,
+            "dtype": "bfloat16", "device": "cuda"}
+TINY = {"layers": 2, "heads": 4, "kv_heads": 2, "hidden": 64, "mlp": 128, "vocab": 512, "n": 256,
+            "dtype": "float32", "device": "cpu"}
 
 
 def build(shape: dict):

@@ -11,9 +11,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from attnkit.capture import AttentionCall, RowSpans, recording  # noqa: E402
-from attnkit.errors import CaptureError  # noqa: E402
-from attnkit.testing import TINY_WINDOW, tiny_model  # noqa: E402
+from attnkit.capture import AttentionCall, RowSpans, recording
+from attnkit.errors import CaptureError
+from attnkit.testing import TINY_WINDOW, tiny_model
 
 # Mistral and gpt-oss: sliding window TINY_WINDOW everywhere; Gemma 2: soft-capping and a
 # sliding window on every other layer; Llama, Qwen2, Mistral, Gemma 2, gpt-oss: grouped keys
@@ -151,7 +151,9 @@ def test_lse_recorder_gets_row_log_sum_exps(models):
 
     class Lse:
         needs_lse = True
-        seen: list = []
+
+        def __init__(self):
+            self.seen = []
 
         def __call__(self, call):
             self.seen.append((call.lse, call.log_sum_exp()))
@@ -186,11 +188,10 @@ def test_position_bias_refused_lazily_but_recorded_densely(models):
     bias = torch.randn(1, 4, 5, 5)
     calls = []
     with recording([calls.append]):
-        out, _ = attention_forward(module, q, k, v, None, scaling=0.3, position_bias=bias)
+        _out, _ = attention_forward(module, q, k, v, None, scaling=0.3, position_bias=bias)
     kr = k.repeat_interleave(2, dim=1)
     s = q @ kr.transpose(-1, -2) * 0.3 + bias
     s = s.masked_fill(torch.ones(5, 5, dtype=torch.bool).triu(1), float("-inf"))
     torch.testing.assert_close(calls[0].probabilities(), torch.softmax(s, -1))
-    with pytest.raises(CaptureError, match="position bias"):
-        with recording([LazyRecorder(5)]):
-            attention_forward(module, q, k, v, None, scaling=0.3, position_bias=bias)
+    with pytest.raises(CaptureError, match="position bias"), recording([LazyRecorder(5)]):
+        attention_forward(module, q, k, v, None, scaling=0.3, position_bias=bias)

@@ -5,10 +5,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-import attnkit  # noqa: E402
-from attnkit.device import resolve_device, resolve_dtype  # noqa: E402
-from attnkit.errors import DeviceError  # noqa: E402
-from attnkit.testing import tiny_model  # noqa: E402
+import attnkit
+from attnkit.device import resolve_device, resolve_dtype
+from attnkit.errors import DeviceError
+from attnkit.testing import tiny_model
 
 CPU = torch.device("cpu")
 

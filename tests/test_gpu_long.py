@@ -11,7 +11,7 @@ import pytest
 pytest.importorskip("torch")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
-import gpu_long  # noqa: E402
+import gpu_long
 
 
 def test_gpu_long_tiny_on_cpu(capsys):

@@ -5,12 +5,17 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-import attnkit  # noqa: E402
-from attnkit import model as model_module  # noqa: E402
-from attnkit.errors import CaptureError, InputError, InputTooLongError, TruncationWarning  # noqa: E402
-from attnkit.lazy import LazyAttention  # noqa: E402
-from attnkit.testing import CORPUS, tiny_model  # noqa: E402
-from attnkit.types import AttentionLike  # noqa: E402
+import attnkit
+from attnkit import model as model_module
+from attnkit.errors import (
+    CaptureError,
+    InputError,
+    InputTooLongError,
+    TruncationWarning,
+)
+from attnkit.lazy import LazyAttention
+from attnkit.testing import CORPUS, tiny_model
+from attnkit.types import AttentionLike
 
 TEXT = "She has written three letters to her brother, unbelievably. " + CORPUS[1]
 

@@ -5,11 +5,11 @@ import pytest
 
 pytest.importorskip("torch")
 
-import attnkit as ak  # noqa: E402
-from attnkit import blocks  # noqa: E402
-from attnkit.analysis.stats import item_stats, streamed_stats  # noqa: E402
-from attnkit.lazy import LazyAttention  # noqa: E402
-from attnkit.testing import CORPUS, tiny_model  # noqa: E402
+import attnkit as ak
+from attnkit import blocks
+from attnkit.analysis.stats import item_stats, streamed_stats
+from attnkit.lazy import LazyAttention
+from attnkit.testing import CORPUS, tiny_model
 
 TEXT = CORPUS[2] + " " + CORPUS[4]
 

@@ -10,6 +10,8 @@ import pandas as pd
 from ..attention import Attention
 from ..errors import InputError
 
+_TINY = float(np.finfo(np.float32).tiny)
+
 STAT_COLUMNS = ["cls", "sep", "punct", "self", "next", "prev", "entropy", "cls_entropy"]
 
 
@@ -59,16 +61,18 @@ def streamed_stats(att) -> np.ndarray:
     """:func:`item_stats` of any :class:`~attnkit.types.AttentionLike`, read band by band
     (:func:`attnkit.blocks.row_bands`): materialises one band of one head at a time.
 
-    Sums run in float64 over float32 products, so the result equals :func:`item_stats`'s
-    to float32 rounding.
+    Row sums run over float32 products (torch's cascaded sums), totals in float64, so the
+    result equals :func:`item_stats`'s to float32 rounding.
     """
+    import torch
+
     from ..blocks import row_bands
 
     L, H, n = att.n_layers, att.n_heads, len(att)
-    indicator = np.zeros((n, 3), dtype=np.float32)  # columns: to [CLS], to [SEP], to punct
-    indicator[att.cls_positions, 0] = 1.0
-    indicator[att.sep_positions, 1] = 1.0
-    indicator[np.flatnonzero(att.punct), 2] = 1.0
+    indicator = torch.zeros((n, 3), dtype=torch.float32)  # columns: to [CLS], [SEP], punct
+    indicator[torch.as_tensor(att.cls_positions, dtype=torch.long), 0] = 1.0
+    indicator[torch.as_tensor(att.sep_positions, dtype=torch.long), 1] = 1.0
+    indicator[torch.as_tensor(np.flatnonzero(att.punct), dtype=torch.long), 2] = 1.0
     cls_row = int(att.cls_positions[0]) if len(att.cls_positions) else -1
     out = np.zeros((L, H, len(STAT_COLUMNS)))
     for layer in range(L):
@@ -76,17 +80,17 @@ def streamed_stats(att) -> np.ndarray:
             acc = np.zeros(len(STAT_COLUMNS))
             acc[7] = np.nan if cls_row < 0 else 0.0
             for rows, cols, block in row_bands(att, layer, head):
-                acc[0:3] += (block @ indicator[cols]).sum(0, dtype=np.float64)
-                q = np.arange(rows.start, rows.stop)
+                b = torch.from_numpy(block)
+                acc[0:3] += (b @ indicator[cols]).sum(0, dtype=torch.float64).numpy()
+                diag = rows.start - cols.start  # block[i, i + diag] is position (q, q)
                 for col, offset in ((3, 0), (4, 1), (5, -1)):  # self, next, previous
-                    k = q + offset - cols.start
-                    ok = (k >= 0) & (k < block.shape[1]) & (q + offset >= 0) & (q + offset < n)
-                    acc[col] += block[np.flatnonzero(ok), k[ok]].sum(dtype=np.float64)
-                logs = np.log(np.where(block > 0, block, 1.0))
-                ent = -np.einsum("ij,ij->i", block, logs, dtype=np.float64)
-                acc[6] += ent.sum()
+                    acc[col] += float(torch.diagonal(b, diag + offset).sum(dtype=torch.float64))
+                # p log p with 0 log 0 = 0; clamping at the smallest normal float keeps log
+                # on its fast path (zeros and denormals are slow) and adds 0 * log(tiny) = 0
+                ent = -(b * torch.log(b.clamp_min(_TINY))).sum(-1)
+                acc[6] += float(ent.sum(dtype=torch.float64))
                 if rows.start <= cls_row < rows.stop:
-                    acc[7] = ent[cls_row - rows.start]
+                    acc[7] = float(ent[cls_row - rows.start])
             acc[:7] /= n
             out[layer, head] = acc
     return out
