@@ -126,10 +126,15 @@ def load(
 
     Examples
     --------
-    >>> import attnkit
-    >>> model = attnkit.load("minilm", device="cpu", dtype="float32")  # doctest: +SKIP
-    >>> model.device, model.dtype  # doctest: +SKIP
-    (device(type='cpu'), torch.float32)
+    >>> import tempfile, attnkit
+    >>> from attnkit.testing import tiny_model
+    >>> tiny = tiny_model("llama")
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     tiny.hf.save_pretrained(folder)
+    ...     _ = tiny.tokenizer.save_pretrained(folder)
+    ...     model = attnkit.load(folder, device="cpu", dtype="bfloat16")
+    >>> model.device, model.dtype
+    (device(type='cpu'), torch.bfloat16)
     """
     import torch
     from transformers import AutoConfig, AutoTokenizer
