@@ -14,9 +14,10 @@ import contextlib
 import importlib.util
 import inspect
 import warnings
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -85,7 +86,7 @@ def load(
     trust_remote_code: bool = False,
     allow_download: bool = False,
     task: str = "auto",
-) -> "Model":
+) -> Model:
     """Load a model and its fast tokenizer for attention analysis.
 
     Parameters
@@ -389,7 +390,7 @@ class Model:
         return {k: v.to(dev) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
 
     @contextlib.contextmanager
-    def eager(self) -> Iterator["Model"]:
+    def eager(self) -> Iterator[Model]:
         """Within the block the model runs its eager attention, whose probabilities are part
         of the autograd graph (gradient analyses need them); back to :attr:`capture` after."""
         hf = self.hf
@@ -536,7 +537,7 @@ class Model:
             batch["token_type_ids"] = types
         return batch
 
-    def record(self, encodings: Sequence[Encoding], recorders: Sequence["Recorder"]) -> int:
+    def record(self, encodings: Sequence[Encoding], recorders: Sequence[Recorder]) -> int:
         """One forward pass of a batch on :attr:`device` with ``recorders`` attached to every
         attention layer (:mod:`attnkit.capture`); returns the number of attention calls.
 
@@ -602,7 +603,6 @@ class Model:
         NoAttentionError
             When the model returned no attention probabilities.
         """
-        import torch
 
         lengths = [len(e) for e in encodings]
         if self.capture == "interface":
@@ -618,12 +618,7 @@ class Model:
             maps = rec.maps
         else:
             maps = self._run_eager(encodings)
-        embs = None
-        if embeddings:
-            ids = self.pad(encodings)["input_ids"].to(self.device)
-            with torch.inference_mode():
-                table = self.hf.get_input_embeddings()(ids).float().cpu().numpy()
-            embs = [table[i, :n] for i, n in enumerate(lengths)]
+        embs = [self.run_embeddings(e) for e in encodings] if embeddings else None
         return maps, embs
 
     def _run_eager(self, encodings: Sequence[Encoding]) -> list[np.ndarray]:
@@ -655,7 +650,7 @@ class Model:
         return 4 * self.n_layers * self.n_heads * n * n
 
     def attend(self, item: Any, *, level: str = "token", embeddings: bool = False,
-               lazy: bool | None = None) -> "Attention | LazyAttention":
+               lazy: bool | None = None) -> Attention | LazyAttention:
         """Attention of the model on one input (see :meth:`encode` for accepted inputs).
 
         Parameters
@@ -725,26 +720,14 @@ class Model:
             att = self.to_attention(enc, maps[0], embs[0] if embs else None)
         return att.to_words() if level == "word" else att
 
-    def _attend_lazy(self, enc: Encoding, embeddings: bool) -> "LazyAttention":
+    def _attend_lazy(self, enc: Encoding, embeddings: bool) -> LazyAttention:
         from .capture import LazyRecorder
         from .lazy import LazyAttention
 
         rec = LazyRecorder(len(enc))
         self.record([enc], [rec])
         emb = self.run_embeddings(enc) if embeddings else None
-        return LazyAttention(
-            rec.layers,
-            tokens=enc.tokens,
-            roles=np.array(enc.roles),
-            word_ids=np.array(enc.word_ids),
-            words=enc.words,
-            segments=np.array(enc.segments),
-            embeddings=emb,
-            meta=self._meta(enc),
-            model=self.name,
-            causal=self.causal,
-            input_ids=np.asarray(enc.input_ids),
-        )
+        return LazyAttention(rec.layers, embeddings=emb, **self._alignment(enc))
 
     def run_embeddings(self, enc: Encoding) -> np.ndarray:
         """The float32 input embeddings ``[n, d]`` of one encoding (numpy, CPU)."""
@@ -754,25 +737,16 @@ class Model:
         with torch.inference_mode():
             return self.hf.get_input_embeddings()(ids)[0].float().cpu().numpy()
 
-    def _meta(self, enc: Encoding) -> dict[str, Any]:
-        return {**enc.meta, "sinks": True} if self.sinks else dict(enc.meta)
+    def _alignment(self, enc: Encoding) -> dict[str, Any]:
+        """What dense and lazy attention take from an encoding (and from the model)."""
+        meta = {**enc.meta, "sinks": True} if self.sinks else dict(enc.meta)
+        return dict(tokens=enc.tokens, roles=np.array(enc.roles), word_ids=np.array(enc.word_ids),
+                    words=enc.words, segments=np.array(enc.segments), meta=meta,
+                    model=self.name, causal=self.causal, input_ids=np.asarray(enc.input_ids))
 
     def to_attention(self, enc: Encoding, maps: np.ndarray, emb: np.ndarray | None = None) -> Attention:
         """Wrap one item's maps with its encoding's alignment."""
-        return Attention(
-            maps=maps,
-            tokens=enc.tokens,
-            roles=np.array(enc.roles),
-            word_ids=np.array(enc.word_ids),
-            words=enc.words,
-            segments=np.array(enc.segments),
-            embeddings=emb,
-            meta=self._meta(enc),
-            truncated=enc.truncated,
-            model=self.name,
-            causal=self.causal,
-            input_ids=np.asarray(enc.input_ids),
-        )
+        return Attention(maps=maps, embeddings=emb, truncated=enc.truncated, **self._alignment(enc))
 
 
 def _float32() -> Any:
