@@ -724,7 +724,7 @@ class Model:
         from .capture import LazyRecorder
         from .lazy import LazyAttention
 
-        rec = LazyRecorder(len(enc))
+        rec = LazyRecorder(len(enc), self.n_layers)
         self.record([enc], [rec])
         emb = self.run_embeddings(enc) if embeddings else None
         return LazyAttention(rec.layers, embeddings=emb, **self._alignment(enc))

@@ -116,7 +116,7 @@ def main(argv: list[str] | None = None) -> dict:
         return h
 
     def lazy():
-        rec = LazyRecorder(len(enc))
+        rec = LazyRecorder(len(enc), shape["layers"])
         with torch.inference_mode(), recording([rec]):
             h = model.base(**batch, use_cache=False).last_hidden_state
         sync()
