@@ -82,6 +82,7 @@ def median_time(fn, reps: int):
     """Median wall time, the wall times, median CPU time of the process, and the last result."""
     times, cpu, out = [], [], None
     for _ in range(reps):
+        out = None  # the previous run's result is not alive during the next one
         t, c = time.perf_counter(), time.process_time()
         out = fn()
         times.append(time.perf_counter() - t)

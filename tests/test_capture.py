@@ -195,3 +195,17 @@ def test_position_bias_refused_lazily_but_recorded_densely(models):
     torch.testing.assert_close(calls[0].probabilities(), torch.softmax(s, -1))
     with pytest.raises(CaptureError, match="position bias"), recording([LazyRecorder(5)]):
         attention_forward(module, q, k, v, None, scaling=0.3, position_bias=bias)
+
+
+def test_additive_masks_as_spans():
+    """A pure additive mask (0 / large negative) is described exactly; one holding a bias is
+    refused for lazy capture."""
+    from attnkit.capture import _bool_mask
+
+    low = torch.finfo(torch.float32).min
+    pure = torch.tensor([[0.0, low, low], [0.0, 0.0, low], [low, 0.0, 0.0]])
+    assert torch.equal(_bool_mask(pure), pure == 0)
+    spans = RowSpans.from_mask(_bool_mask(pure))
+    assert spans.lo.tolist() == [0, 0, 1] and spans.hi.tolist() == [1, 2, 3]
+    with pytest.raises(CaptureError, match="position bias"):
+        _bool_mask(pure + torch.tensor([[0.0, 0.0, 0.0], [-0.5, 0.0, 0.0], [0.0, 0.0, 0.0]]))
