@@ -507,9 +507,9 @@ class LazyRecorder:
         self.n_layers = n_layers
         self.layers: list[LayerQK] = []
         self._spans: dict[Any, RowSpans] = {}
-        self._buffers: tuple[Any, Any, Any] | None = None
+        self._buffers: tuple[Any, ...] | None = None
 
-    def _keep(self, query: Any, key: Any, lse: Any) -> tuple[Any, Any, Any]:
+    def _keep(self, query: Any, key: Any, lse: Any) -> tuple[Any, ...]:
         """Copies of one layer's ``query [H, n, d]``, ``key`` and ``lse`` that outlive it."""
         import torch
 
@@ -518,7 +518,7 @@ class LazyRecorder:
             self._buffers = tuple(
                 torch.empty((self.n_layers, *t.shape), dtype=t.dtype, device=t.device)
                 for t in (query, key, lse))
-        if self._buffers is not None and layer < self.n_layers and all(
+        if self._buffers is not None and layer < (self.n_layers or 0) and all(
                 b.shape[1:] == t.shape and b.dtype == t.dtype
                 for b, t in zip(self._buffers, (query, key, lse))):
             return tuple(b[layer].copy_(t) for b, t in zip(self._buffers, (query, key, lse)))

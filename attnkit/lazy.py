@@ -90,6 +90,7 @@ class LazyAttention(Positions):
             raise InputError("LazyAttention needs at least one layer.")
         self._layers = list(layers)
         self._groups: Any = None  # word level: token -> word-level position (torch, device)
+        self._group_sizes: Any = None  # word level: tokens per word-level position
         self._n_tokens = int(self._layers[0].query.shape[1])
         self.tokens = [str(t) for t in tokens]
         self.roles = np.asarray(roles, dtype="<U7")

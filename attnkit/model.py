@@ -334,6 +334,7 @@ class Model:
         self._accepts_type_ids = getattr(config, "type_vocab_size", 0) and self.model_type not in (
             "roberta", "xlm-roberta", "camembert"
         )
+        params: Any
         try:
             params = inspect.signature(self.base.forward).parameters
         except (TypeError, ValueError, AttributeError):

@@ -82,10 +82,9 @@ def rollout(att: Attention, residual: float = 0.5, all_layers: bool = False) -> 
     input tokens), or ``[L, n, n]`` with every ``R_l`` when ``all_layers=True``
     (``[l - 1]`` holds level ``l``; ``[-1]`` is the default result).
     """
-    levels = []
-    acc = None
+    levels: list[np.ndarray] = []
     for a in residual_layers(att, residual):  # one layer's matrix at a time
-        acc = a if acc is None else a @ acc
-        if all_layers:
-            levels.append(acc)
-    return np.stack(levels) if all_layers else acc
+        levels = [*levels, a @ levels[-1]] if levels else [a]
+        if not all_layers:
+            levels = levels[-1:]
+    return np.stack(levels) if all_layers else levels[-1]
