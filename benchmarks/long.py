@@ -17,8 +17,9 @@ the other, all in one run (so all see the same machine load):
   heads and positions);
 - ``stats``: one lazy capture, then ``head_stats`` streamed band by band (timed alone).
 
-Times are medians of ``--reps`` runs (after one untimed warm-up forward of 256 tokens in
-every process), wall and CPU time; peak memory is the process's peak RSS (``ru_maxrss``), with the RSS after
+The configurations alternate in ``--reps`` rounds of one run each (after one untimed warm-up
+forward of 256 tokens in every process); times are medians over the rounds, wall and CPU
+time; peak memory is the process's peak RSS (``ru_maxrss``), with the RSS after
 loading the model (``base``) beside it.
 """
 
@@ -152,6 +153,21 @@ def run_child(config: str, n: int, reps: int) -> dict:
     return json.loads(res.stdout.strip().splitlines()[-1])
 
 
+def merge_runs(results: list[dict]) -> dict:
+    """One configuration's rounds: median times, the largest peak RSS, the first run's other
+    numbers (or the first error)."""
+    errors = [r for r in results if "error" in r]
+    if errors:
+        return errors[0]
+    out = dict(results[0])
+    for key in ("time", "cpu", "map_s", "block_ms"):
+        if key in out:
+            out[key] = statistics.median(r[key] for r in results)
+    out["times"] = [r["time"] for r in results]
+    out["peak_mb"] = max(r["peak_mb"] for r in results)
+    return out
+
+
 def fmt(r: dict | None, key: str = "time") -> str:
     if r is None:
         return "skipped: maps alone would not fit"
@@ -179,15 +195,17 @@ def main() -> None:
     load_before = os.getloadavg()[0]
     rows = []
     for n in args.sizes:
-        r = {"n": n}
-        for config in ("bare", "lazy", "stats", "eager"):
-            maps_gb = 4 * SHAPE["layers"] * SHAPE["heads"] * n * n / 1e9
-            if config == "eager" and maps_gb > args.eager_cap:
-                r[config] = None
-                continue
-            reps = 1 if config == "eager" and maps_gb > 1 else args.reps
-            r[config] = run_child(config, n, reps)
-            print(n, config, r[config], flush=True)
+        r: dict = {"n": n}
+        maps_gb = 4 * SHAPE["layers"] * SHAPE["heads"] * n * n / 1e9
+        runs: dict[str, list[dict]] = {c: [] for c in ("bare", "lazy", "stats", "eager")}
+        for round_ in range(args.reps):  # rounds: the sides alternate, so they share the load
+            for config in runs:
+                if config == "eager" and (maps_gb > args.eager_cap or (maps_gb > 1 and round_)):
+                    continue
+                runs[config].append(run_child(config, n, 1))
+                print(n, config, runs[config][-1], flush=True)
+        for config, results in runs.items():
+            r[config] = merge_runs(results) if results else None
         rows.append(r)
     load_after = os.getloadavg()[0]
     lines = [
@@ -228,10 +246,11 @@ Random-init Llama-shaped decoder ({SHAPE['layers']} layers x {SHAPE['heads']} he
 {SHAPE['kv_heads']} key/value heads, hidden {SHAPE['hidden']}, MLP {SHAPE['mlp']}, vocabulary
 {SHAPE['vocab']}), float32, one torch thread, torch {torch.__version__} on {os.cpu_count()} CPU
 cores ({platform.machine()}), 1-min load average {load_before:.1f} before, {load_after:.1f}
-after (the machine is shared). Each cell is one fresh process: median time of {args.reps} runs
-(eager capture above 1 GB of maps: one run) after a warm-up forward of 256 tokens, the
-median CPU time of the process beside it (less sensitive to the shared machine's load), and
-that process's peak RSS (model and libraries included: about
+after (the machine is shared). Every run is one fresh process (after a warm-up forward of
+256 tokens); the configurations alternate in {args.reps} rounds so that they share the load,
+and each cell gives the median wall time over the rounds (eager capture above 1 GB of maps:
+one round), the median CPU time of the process beside it (less sensitive to the shared
+machine's load), and the largest peak RSS (model and libraries included: about
 {rows[0]['bare']['base_mb']:.0f} MB after loading). `head_stats` is timed on its own, after
 one lazy capture; its peak RSS includes that capture.
 Lazy capture keeps queries, keys and row log-sum-exps: {kept}.
