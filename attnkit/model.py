@@ -390,6 +390,14 @@ class Model:
         dev = self.device
         return {k: v.to(dev) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
 
+    def _ensure_implementation(self) -> None:
+        """Put the model back on this wrapper's attention implementation when something else
+        (another Model around the same weights, user code) switched it."""
+        config = getattr(self.hf, "config", None)
+        current = getattr(config, "_attn_implementation", self._implementation)
+        if current != self._implementation and hasattr(self.hf, "set_attn_implementation"):
+            self.hf.set_attn_implementation(self._implementation)
+
     @contextlib.contextmanager
     def eager(self) -> Iterator[Model]:
         """Within the block the model runs its eager attention, whose probabilities are part
@@ -570,6 +578,7 @@ class Model:
                 f"{self.name} keeps its eager attention path (its attention does not go through "
                 "transformers' attention interface), so recorders cannot be attached to it."
             )
+        self._ensure_implementation()
         kwargs = self.to_device(self.pad(encodings))
         with torch.inference_mode(), recording(recorders) as session:
             self.base(**kwargs, **self._forward_options)
@@ -627,6 +636,7 @@ class Model:
         import torch
 
         lengths = [len(e) for e in encodings]
+        self._ensure_implementation()
         kwargs = self.to_device(self.pad(encodings))
         with torch.inference_mode():
             out = self.base(**kwargs, output_attentions=True)

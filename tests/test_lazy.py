@@ -151,3 +151,13 @@ def test_too_long_input_is_refused_lazily_and_truncated_densely():
     with pytest.warns(TruncationWarning):
         att = model.attend(text, lazy=False)
     assert len(att) == 32 and att.truncated
+
+
+def test_two_wrappers_around_one_model():
+    """Wrapping the same weights for the eager path does not break the interface wrapper."""
+    model = tiny_model("llama")
+    eager = model_module.Model(model.hf, model.tokenizer, name="eager", capture="eager")
+    a = model.attend("The cat sat.")
+    b = eager.attend("The cat sat.")
+    np.testing.assert_allclose(a.maps, b.maps, atol=1e-5)
+    assert isinstance(model.attend("The cat sat.", lazy=True), LazyAttention)
