@@ -51,3 +51,8 @@ class ReportError(AttnkitError):
 class DataFormatError(AttnkitError, ValueError):
     """A data file other than CoNLL-U (e.g. a GLUE tsv) was malformed; the message names
     the file and line."""
+
+
+class NotSupportedError(AttnkitError, NotImplementedError):
+    """An option attnkit does not support (yet) for this function or model; the message says
+    what to use instead."""
