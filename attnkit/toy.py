@@ -47,7 +47,7 @@ def toy_words(vocab_size: int) -> list[str]:
     return [words[i] for i in order[:vocab_size]]
 
 
-def toy_tokenizer(vocab_size: int = 256, *, max_positions: int = 2048) -> "PreTrainedTokenizerFast":
+def toy_tokenizer(vocab_size: int = 256, *, max_positions: int = 2048) -> PreTrainedTokenizerFast:
     """A fast word-level tokenizer over :func:`toy_words`: one token per space-separated word,
     unknown words become ``<unk>``, and every text starts with ``<bos>``.
 
@@ -55,8 +55,8 @@ def toy_tokenizer(vocab_size: int = 256, *, max_positions: int = 2048) -> "PreTr
     --------
     >>> from attnkit.toy import toy_tokenizer
     >>> tok = toy_tokenizer(8)
-    >>> tok.convert_ids_to_tokens(tok("rul mup")["input_ids"])
-    ['<bos>', 'rul', 'mup']
+    >>> tok.convert_ids_to_tokens(tok("dat dif")["input_ids"])
+    ['<bos>', 'dat', 'dif']
     """
     from tokenizers import Tokenizer, models, pre_tokenizers, processors
     from transformers import PreTrainedTokenizerFast
@@ -73,26 +73,31 @@ def toy_tokenizer(vocab_size: int = 256, *, max_positions: int = 2048) -> "PreTr
 
 def train_induction_model(
     *,
-    vocab_size: int = 256,
+    vocab_size: int = 512,
     hidden: int = 64,
     heads: int = 2,
     min_length: int = 4,
-    max_length: int = 128,
+    start_length: int = 32,
+    max_length: int = 256,
+    ramp_steps: int = 480,
     tokens_per_step: int = 2048,
-    steps: int = 600,
+    steps: int = 800,
     lr: float = 3e-3,
     max_positions: int = 2048,
     seed: int = 0,
     progress: bool = True,
-) -> "Model":
+) -> Model:
     """Train a 2-layer attention-only decoder on repeated random tokens.
 
     Every training sequence is ``<bos> r r``: ``r`` holds ``m`` distinct random words, ``m``
-    drawn log-uniformly from ``[min_length, max_length]`` for each step, with as many
-    sequences per step as fit in ``tokens_per_step``. The loss is the cross-entropy of the
-    tokens of the second copy that can be predicted (all but its first), so the only way to
-    lower it is to look back at the first copy: the model forms a previous-token head in
-    layer 1 and induction heads in layer 2. AdamW (weight decay 0.01) at a constant ``lr``.
+    drawn log-uniformly from ``[min_length, top]`` for each step, with as many sequences per
+    step as fit in ``tokens_per_step``. ``top`` grows geometrically from ``start_length`` to
+    ``max_length`` over the first ``ramp_steps`` steps (short sequences first: the heads form
+    sooner and more reliably), then stays. The loss is the cross-entropy of the tokens of the
+    second copy that can be predicted (all but its first), so the only way to lower it is to
+    look back at the first copy: the model forms previous-token heads in layer 1 and
+    induction heads in layer 2. AdamW (weight decay 0.01) at a constant ``lr``, so a shorter
+    run is the start of a longer one.
 
     The model is transformers' ``LlamaForCausalLM`` (rotary positions, RMSNorm, untied
     embeddings) with ``intermediate_size=1`` and each MLP's ``down_proj`` zero and frozen,
@@ -107,9 +112,12 @@ def train_induction_model(
         Model width; each head has ``hidden // heads`` dimensions.
     heads : int
         Attention heads per layer.
-    min_length, max_length : int
-        Range of the random sequence length ``m`` (a training input has ``2 m + 1`` tokens);
-        ``max_length <= vocab_size``.
+    min_length, start_length, max_length : int
+        The random sequence length ``m`` is at least ``min_length`` and at most
+        ``start_length`` at the first step, ``max_length`` from step ``ramp_steps`` on (a
+        training input has ``2 m + 1`` tokens); ``max_length <= vocab_size``.
+    ramp_steps : int
+        Steps over which the longest length grows from ``start_length`` to ``max_length``.
     tokens_per_step : int
         Tokens per optimisation step (batch size ``tokens_per_step // (2 m + 1)``).
     steps : int
@@ -129,7 +137,8 @@ def train_induction_model(
     -------
     Model
         The trained model, ready for ``model.attend``. ``model.config.attnkit_toy`` records
-        the recipe, the training time (seconds, torch threads), the last loss and the
+        the recipe, the training time (wall and CPU seconds, torch threads), the loss and accuracy of the
+        training batches every 50 steps (``history``: ``[step, loss, accuracy]``), and the
         accuracy of :func:`induction_accuracy` on fresh inputs of several lengths.
 
     Raises
@@ -139,14 +148,15 @@ def train_induction_model(
 
     Examples
     --------
-    A few steps only (the default 600 take about 20 s on one CPU core):
+    A few steps only (the default 800 take about a minute on one CPU core):
 
     >>> from attnkit.toy import train_induction_model
-    >>> model = train_induction_model(vocab_size=16, hidden=16, max_length=8, steps=2, progress=False)
+    >>> model = train_induction_model(vocab_size=16, hidden=16, start_length=8, max_length=8,
+    ...                               steps=2, progress=False)
     >>> model.n_layers, model.n_heads, model.causal
     (2, 2, True)
-    >>> model.attend("rul mup rul mup").tokens
-    ['<bos>', 'rul', 'mup', 'rul', 'mup']
+    >>> model.attend("dat dif dat dif").tokens
+    ['<bos>', 'dat', 'dif', 'dat', 'dif']
     """
     import torch
     import transformers as tf
@@ -154,18 +164,19 @@ def train_induction_model(
     from ._progress import progress as progress_bar
     from .model import Model
 
-    if not 2 <= min_length <= max_length <= vocab_size:
+    if not 2 <= min_length <= start_length <= max_length <= vocab_size:
         raise InputError(
-            f"Need 2 <= min_length <= max_length <= vocab_size; got min_length={min_length}, "
-            f"max_length={max_length}, vocab_size={vocab_size}."
+            "Need 2 <= min_length <= start_length <= max_length <= vocab_size; got "
+            f"min_length={min_length}, start_length={start_length}, max_length={max_length}, "
+            f"vocab_size={vocab_size}."
         )
     if hidden < 1 or heads < 1 or hidden % heads or (hidden // heads) % 2:
         raise InputError(
             f"hidden must split into {heads} heads of an even size; got hidden={hidden}."
         )
-    if steps < 0 or tokens_per_step < 2 * max_length + 1 or max_positions < 2 * max_length + 1:
+    if steps < 0 or ramp_steps < 0 or tokens_per_step < 2 * max_length + 1 or max_positions < 2 * max_length + 1:
         raise InputError(
-            "steps must be >= 0, and tokens_per_step and max_positions at least "
+            "steps and ramp_steps must be >= 0, and tokens_per_step and max_positions at least "
             f"2 * max_length + 1 = {2 * max_length + 1}."
         )
     tokenizer = toy_tokenizer(vocab_size, max_positions=max_positions)
@@ -186,48 +197,57 @@ def train_induction_model(
     params = [p for p in hf.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.01)
     gen = torch.Generator().manual_seed(seed)
-    lo, hi = math.log(min_length), math.log(max_length)
+    lo, first, last = math.log(min_length), math.log(start_length), math.log(max_length)
     hf.train()
+    history: list[list[float]] = []
     loss_value = float("nan")
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     bar = progress_bar(show=progress, total=steps, desc="training induction model", unit="step")
     try:
         for step in range(steps):
-            m = int(round(math.exp(lo + float(torch.rand((), generator=gen)) * (hi - lo))))
+            top = first + min(1.0, step / ramp_steps if ramp_steps else 1.0) * (last - first)
+            m = round(math.exp(lo + float(torch.rand((), generator=gen)) * (top - lo)))
             batch = max(1, tokens_per_step // (2 * m + 1))
             r = torch.argsort(torch.rand(batch, vocab_size, generator=gen), dim=1)[:, :m] + n_special
             x = torch.cat([torch.zeros(batch, 1, dtype=torch.long), r, r], dim=1)
             logits = hf(input_ids=x).logits[:, m + 1 : 2 * m]
+            target = x[:, m + 2 :]
             loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]),
-                                                     x[:, m + 2 :].reshape(-1))
+                                                     target.reshape(-1))
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
             loss_value = loss.item()
             bar.update(1)
-            if step % 50 == 0:
-                bar.set_postfix(loss=f"{loss_value:.3f}", refresh=False)
+            if step % 50 == 0 or step == steps - 1:
+                acc = float((logits.detach().argmax(-1) == target).float().mean())
+                history.append([step, round(loss_value, 4), round(acc, 4)])
+                bar.set_postfix(loss=f"{loss_value:.3f}", acc=f"{acc:.2f}", refresh=False)
     finally:
         bar.close()
-    seconds = time.perf_counter() - start
+    seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
     model = Model(hf, tokenizer, name="toy-induction-2l")
-    lengths = sorted({min(max_length, 16), max_length // 2, max_length, min(vocab_size, 2 * max_length)})
-    accuracy = {str(k): induction_accuracy(model, length=k, n=16, seed=seed + 1) for k in lengths if k >= 2}
+    lengths = sorted({min(max_length, 16), max_length // 4, max_length, min(vocab_size, 2 * max_length)})
+    accuracy = {str(k): round(induction_accuracy(model, length=k, n=8, seed=seed + 1), 4)
+                for k in lengths if k >= 2}
     hf.config.attnkit_toy = {
         "recipe": {"vocab_size": vocab_size, "hidden": hidden, "heads": heads,
-                   "min_length": min_length, "max_length": max_length,
+                   "min_length": min_length, "start_length": start_length,
+                   "max_length": max_length, "ramp_steps": ramp_steps,
                    "tokens_per_step": tokens_per_step, "steps": steps, "lr": lr,
                    "max_positions": max_positions, "seed": seed},
         "train_seconds": round(seconds, 2),
+        "train_cpu_seconds": round(cpu, 2),
         "torch_threads": torch.get_num_threads(),
         "torch_version": torch.__version__,
         "final_loss": loss_value,
+        "history": history,
         "accuracy": accuracy,
     }
     return model
 
 
-def induction_accuracy(model: "Model", *, length: int = 64, n: int = 16, seed: int = 0) -> float:
+def induction_accuracy(model: Model, *, length: int = 64, n: int = 16, seed: int = 0) -> float:
     """Share of the predictable tokens of repeated random sequences the model predicts.
 
     On :func:`attnkit.induction_inputs` ``(model, n, length, seed=seed)``, the tokens of the
@@ -281,7 +301,7 @@ def induction_accuracy(model: "Model", *, length: int = 64, n: int = 16, seed: i
     return float((pred == x[:, first:]).float().mean())
 
 
-def save(model: "Model", folder: str | Path) -> Path:
+def save(model: Model, folder: str | Path) -> Path:
     """Write a model and its tokenizer to ``folder`` (created if needed; its config, weight and
     tokenizer files are replaced) so that ``attnkit.load(folder)`` reads it back.
 
@@ -301,7 +321,8 @@ def save(model: "Model", folder: str | Path) -> Path:
     --------
     >>> import tempfile, attnkit as ak
     >>> from attnkit.toy import save, train_induction_model
-    >>> model = train_induction_model(vocab_size=16, hidden=16, max_length=8, steps=0, progress=False)
+    >>> model = train_induction_model(vocab_size=16, hidden=16, start_length=8, max_length=8,
+    ...                               steps=0, progress=False)
     >>> with tempfile.TemporaryDirectory() as d:
     ...     ak.load(save(model, d)).n_heads
     2
@@ -313,7 +334,7 @@ def save(model: "Model", folder: str | Path) -> Path:
     return folder
 
 
-def induction_model() -> "Model":
+def induction_model() -> Model:
     """The induction model trained with the default recipe, shipped with attnkit.
 
     ``train_induction_model()`` (seed 0) made it; ``model.config.attnkit_toy`` holds the

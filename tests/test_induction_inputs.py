@@ -84,7 +84,8 @@ def test_induction_inputs_run_everywhere(tiny_gpt2):
 def test_induction_inputs_with_replacement_when_vocabulary_is_small():
     from attnkit.toy import train_induction_model
 
-    model = train_induction_model(vocab_size=8, hidden=8, heads=2, max_length=4, steps=0, progress=False)
+    model = train_induction_model(vocab_size=8, hidden=8, start_length=4, max_length=4, steps=0,
+                                  progress=False)
     x = ak.induction_inputs(model, 1, 20, seed=0)[0]  # 8 words < 20: drawn with replacement
     assert x.shape == (41,) and set(x[1:].tolist()) <= set(range(3, 11))
     np.testing.assert_array_equal(x[1:21], x[21:])

@@ -9,8 +9,9 @@ Olsson et al. 2022) and to that earlier occurrence itself (duplicate-token heads
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -96,7 +97,7 @@ def _plan(att: AttentionLike, kinds: Sequence[str]) -> tuple[_Plan, str]:
             cells["duplicate"] = (q, j)
     for kind in kinds:
         q, _ = cells[kind]
-        rows[kind] = int(len(np.unique(q)))
+        rows[kind] = len(np.unique(q))
         uniform[kind] = float((1.0 / visible[q]).sum())
     return _Plan(cells, rows, uniform), identity
 

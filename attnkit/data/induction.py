@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 
 
 def induction_inputs(
-    model: "Model",
+    model: Model,
     n: int,
     length: int,
     *,
@@ -68,7 +68,7 @@ def induction_inputs(
     >>> len(ids), bool((ids[1:6] == ids[6:]).all())
     (11, True)
     >>> att = model.attend(ids)
-    >>> att.roles[0], len(att)
+    >>> str(att.roles[0]), len(att)
     ('cls', 11)
     """
     if n < 1 or length < 1:
