@@ -354,5 +354,7 @@ def induction_model() -> Model:
     """
     from .model import load
 
-    return load(INDUCTION_MODEL)
+    model = load(INDUCTION_MODEL)
+    model.name = "toy-induction-2l"
+    return model
 
