@@ -185,11 +185,12 @@ def train_induction_model(
         vocab_size=vocab_size + n_special, hidden_size=hidden, intermediate_size=1,
         num_hidden_layers=2, num_attention_heads=heads, num_key_value_heads=heads,
         max_position_embeddings=max_positions, bos_token_id=0, pad_token_id=1,
-        eos_token_id=None, tie_word_embeddings=False, attn_implementation="sdpa",
+        eos_token_id=None, tie_word_embeddings=False,
     )
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         hf = tf.LlamaForCausalLM(config)
+    hf.set_attn_implementation("sdpa")  # the fast kernel for training; Model() sets its own
     for layer in hf.model.layers:
         torch.nn.init.zeros_(layer.mlp.down_proj.weight)
         for p in layer.mlp.parameters():

@@ -109,19 +109,27 @@ def _item_sums(att: AttentionLike, plan: _Plan, kinds: Sequence[str]) -> np.ndar
     if n == 0:
         return out
     causal = bool(getattr(att, "causal", False))
+    Reader = Callable[[int, int, int, int], np.ndarray]  # (layer, r0, r1, c1) -> [heads, rows, cols]
+    groups: list[tuple[list[int], Reader]]
     if isinstance(att, Attention):
+        dense = att.maps
+
+        def read_layer(layer: int, r0: int, r1: int, c1: int) -> np.ndarray:
+            return dense[layer, :, r0:r1, :c1]
+
         # dense: all heads of a layer at once, straight from the maps already held
-        groups: list[tuple[list[int], Callable[[int, int, int, int], np.ndarray]]] = [
-            (list(range(H)), lambda layer, r0, r1, c1: att.maps[layer, :, r0:r1, :c1])
-        ]
+        groups = [(list(range(H)), read_layer)]
         step = n
     else:
+
+        def reader(h: int) -> Reader:
+            def read_head(layer: int, r0: int, r1: int, c1: int) -> np.ndarray:
+                return np.asarray(att.block(layer, h, slice(r0, r1), slice(0, c1)))[None]
+
+            return read_head
+
         # anything else (lazy attention): one head at a time, a band of rows per read
-        groups = [
-            ([h], lambda layer, r0, r1, c1, h=h: np.asarray(
-                att.block(layer, h, slice(r0, r1), slice(0, c1)))[None])
-            for h in range(H)
-        ]
+        groups = [([h], reader(h)) for h in range(H)]
         step = max(1, _BLOCK_ELEMENTS // max(n, 1))
     starts = {k: np.searchsorted(plan.cells[k][0], np.arange(0, n + step, step)) for k in kinds}
     for layer in range(L):
