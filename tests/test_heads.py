@@ -228,3 +228,16 @@ def test_bad_input():
         ak.head_scores([att, other], progress=False)
     with pytest.raises(NotSupportedError, match="client=None"):
         ak.head_scores(att, client=object(), progress=False)
+
+
+def test_other_measures_are_read_as_row_shares():
+    weights = hand_map()
+    scaled = weights * np.arange(1, 7)[:, None]  # each row a different total, same shares
+    att = ak.Attention.from_maps(scaled, TOKENS, causal=True, measure="norm")
+    got = ak.head_scores(att, progress=False)
+    want = ak.head_scores(ak.Attention.from_maps(weights, TOKENS, causal=True), progress=False)
+    np.testing.assert_allclose(got.table.to_numpy(), want.table.to_numpy(), rtol=1e-6)
+    assert got.meta["measure"] == "norm"
+    signed = ak.Attention.from_maps(weights - 0.1, TOKENS, causal=True, measure="grad×attn")
+    with pytest.raises(InputError, match="negative"):
+        ak.head_scores(signed, progress=False)

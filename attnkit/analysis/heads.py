@@ -109,6 +109,7 @@ def _item_sums(att: AttentionLike, plan: _Plan, kinds: Sequence[str]) -> np.ndar
     if n == 0:
         return out
     causal = bool(getattr(att, "causal", False))
+    shares = getattr(att, "measure", "weights") != "weights"
     Reader = Callable[[int, int, int, int], np.ndarray]  # (layer, r0, r1, c1) -> [heads, rows, cols]
     groups: list[tuple[list[int], Reader]]
     if isinstance(att, Attention):
@@ -139,12 +140,26 @@ def _item_sums(att: AttentionLike, plan: _Plan, kinds: Sequence[str]) -> np.ndar
                 if not any(starts[k][c + 1] > starts[k][c] for k in kinds):
                     continue
                 block = read(layer, r0, r1, r1 if causal else n)
+                if shares:
+                    block = _row_shares(block, getattr(att, "measure", ""))
                 for i, kind in enumerate(kinds):
                     a, b = starts[kind][c], starts[kind][c + 1]
                     if b > a:
                         q, k = plan.cells[kind]
                         out[layer, heads, i] += block[:, q[a:b] - r0, k[a:b]].sum(-1, dtype=np.float64)
     return out
+
+
+def _row_shares(block: np.ndarray, measure: str) -> np.ndarray:
+    """Rows of a non-negative measure's block as shares of their totals (the block holds whole
+    rows: every column a row can have); rows that sum to 0 stay 0."""
+    if (block < 0).any():
+        raise InputError(
+            f"{measure} maps have negative values, so a head's share of them to a position is not "
+            "defined; score attention weights or a non-negative measure (norm, ALTI) instead."
+        )
+    total = block.sum(-1, keepdims=True, dtype=np.float64)
+    return np.divide(block, total, out=np.zeros(block.shape), where=total > 0)
 
 
 def head_scores(
@@ -180,6 +195,10 @@ def head_scores(
     inputs (rows pooled, so long inputs weigh more). :func:`attnkit.induction_inputs` makes
     inputs in which every row of the second half counts for ``induction``.
 
+    Maps of another measure than attention weights (``Attention.measure``: norm, ALTI) are
+    read as shares of each row's total, so the scores stay shares; signed measures
+    (grad×attn) are refused.
+
     Parameters
     ----------
     attentions : AttentionLike or iterable of AttentionLike
@@ -209,8 +228,8 @@ def head_scores(
     Raises
     ------
     InputError
-        When ``kinds`` is empty or holds an unknown kind, when there is no input, or when
-        inputs differ in layers or heads.
+        When ``kinds`` is empty or holds an unknown kind, when there is no input, when
+        inputs differ in layers or heads, or when maps of a measure have negative values.
     NotSupportedError
         When ``client`` is given.
 
