@@ -131,3 +131,14 @@ def test_bad_options():
         from attnkit.testing import tiny_model
 
         toy.induction_accuracy(tiny_model("bert"), length=4)
+
+
+def test_lazy_attention_gives_the_dense_scores(shipped):
+    pytest.importorskip("attnkit.lazy", reason="needs lazy capture (attnkit.lazy)")
+    inputs = ak.induction_inputs(shipped, 2, 100, seed=0)
+    dense = ak.head_scores([shipped.attend(x, lazy=False) for x in inputs], progress=False)
+    lazy_atts = [shipped.attend(x, lazy=True) for x in inputs]
+    assert not isinstance(lazy_atts[0], ak.Attention)
+    lazy = ak.head_scores(lazy_atts, progress=False)
+    np.testing.assert_allclose(lazy.table.to_numpy(), dense.table.to_numpy(), atol=1e-5)
+    assert lazy.meta == dense.meta
