@@ -137,6 +137,25 @@ def _auto_class(config: Any, task: str):
     return tf.AutoModel
 
 
+def _token_ids(item: Any) -> list[int] | None:
+    """``item`` as a list of token ids when it is one (ints, a 1-D integer array or tensor),
+    else None. Raises InputError for arrays that are not 1-D integers."""
+    if type(item).__module__.startswith("torch"):
+        item = item.detach().cpu().numpy()
+    if isinstance(item, np.ndarray):
+        if item.dtype.kind not in "iu" or item.ndim != 1:
+            raise InputError(
+                f"An array of token ids must be 1-D and of integers; got shape {item.shape} "
+                f"and dtype {item.dtype}."
+            )
+        return item.tolist()
+    if isinstance(item, (list, tuple)) and item and all(
+        isinstance(i, (int, np.integer)) and not isinstance(i, bool) for i in item
+    ):
+        return [int(i) for i in item]
+    return None
+
+
 @dataclass
 class Encoding:
     """One tokenized input, aligned to words, ready for a forward pass.
@@ -458,22 +477,3 @@ class Model:
             causal=self.causal,
             input_ids=np.asarray(enc.input_ids),
         )
-
-
-def _token_ids(item: Any) -> list[int] | None:
-    """``item`` as a list of token ids when it is one (ints, a 1-D integer array or tensor),
-    else None. Raises InputError for arrays that are not 1-D integers."""
-    if type(item).__module__.startswith("torch"):
-        item = item.detach().cpu().numpy()
-    if isinstance(item, np.ndarray):
-        if item.dtype.kind not in "iu" or item.ndim != 1:
-            raise InputError(
-                f"An array of token ids must be 1-D and of integers; got shape {item.shape} "
-                f"and dtype {item.dtype}."
-            )
-        return item.tolist()
-    if isinstance(item, (list, tuple)) and item and all(
-        isinstance(i, (int, np.integer)) and not isinstance(i, bool) for i in item
-    ):
-        return [int(i) for i in item]
-    return None
