@@ -39,6 +39,11 @@ class TokenizationMismatchError(AttnkitError, ValueError):
     """Two attentions that must share a tokenization do not."""
 
 
+class NotSupportedError(AttnkitError, NotImplementedError):
+    """An option attnkit does not support (yet) for this function or model; the message says
+    what to use instead."""
+
+
 class TruncationWarning(UserWarning):
     """Some inputs were longer than the model's maximum and were truncated."""
 
@@ -51,8 +56,3 @@ class ReportError(AttnkitError):
 class DataFormatError(AttnkitError, ValueError):
     """A data file other than CoNLL-U (e.g. a GLUE tsv) was malformed; the message names
     the file and line."""
-
-
-class NotSupportedError(AttnkitError, NotImplementedError):
-    """An option attnkit does not support (yet) for this function or model; the message says
-    what to use instead."""
