@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ._compat import renamed
 from .attention import Attention
 from .errors import (
     CaptureError,
@@ -300,8 +301,9 @@ class Model:
     (device(type='cpu'), torch.float32, 'interface')
     """
 
-    def __init__(self, hf_model: Any, tokenizer: Any, name: str = "", path: str = "", *,
-                 capture: str = "auto"):
+    @renamed(positional=("name", "path"))
+    def __init__(self, hf_model: Any, tokenizer: Any, *, name: str = "", path: str = "",
+                 capture: str = "auto") -> None:
         from .capture import IMPLEMENTATION, register, supports_interface
 
         if not getattr(tokenizer, "is_fast", False):
@@ -796,7 +798,7 @@ class Model:
                     stacklevel=2,
                 )
             maps, embs = self.run([enc], embeddings=embeddings)
-            att = self.to_attention(enc, maps[0], embs[0] if embs else None)
+            att = self.to_attention(enc, maps[0], embeddings=embs[0] if embs else None)
         return att.to_words() if level == "word" else att
 
     def _attend_lazy(self, enc: Encoding, embeddings: bool) -> LazyAttention:
@@ -808,11 +810,11 @@ class Model:
         emb = self.run_embeddings(enc) if embeddings else None
         return LazyAttention(rec.layers, embeddings=emb, **self._alignment(enc))
 
-    def run_embeddings(self, enc: Encoding) -> np.ndarray:
+    def run_embeddings(self, encoding: Encoding) -> np.ndarray:
         """The float32 input embeddings ``[n, d]`` of one encoding (numpy, CPU)."""
         import torch
 
-        ids = torch.tensor([enc.input_ids], device=self.device)
+        ids = torch.tensor([encoding.input_ids], device=self.device)
         with torch.inference_mode():
             return self.hf.get_input_embeddings()(ids)[0].float().cpu().numpy()
 
@@ -823,9 +825,12 @@ class Model:
                     words=enc.words, segments=np.array(enc.segments), meta=meta,
                     model=self.name, causal=self.causal, input_ids=np.asarray(enc.input_ids))
 
-    def to_attention(self, enc: Encoding, maps: np.ndarray, emb: np.ndarray | None = None) -> Attention:
-        """Wrap one item's maps with its encoding's alignment."""
-        return Attention(maps=maps, embeddings=emb, truncated=enc.truncated, **self._alignment(enc))
+    @renamed(positional=("emb",), enc="encoding", emb="embeddings")
+    def to_attention(self, encoding: Encoding, maps: np.ndarray, *,
+                     embeddings: np.ndarray | None = None) -> Attention:
+        """Wrap one item's maps ``[L, H, n, n]`` with its encoding's alignment."""
+        return Attention(maps=maps, embeddings=embeddings, truncated=encoding.truncated,
+                         **self._alignment(encoding))
 
 
 def _float32() -> Any:
