@@ -1,6 +1,6 @@
 """attnkit: look inside the attention of transformer language models from a notebook."""
 
-from . import errors, pipeline, plot
+from . import errors, pipeline, plot, toy
 from .analysis import (
     AttentionProbe,
     attention_importance,
@@ -8,13 +8,14 @@ from .analysis import (
     embed_heads,
     head_behaviours,
     head_distances,
+    head_scores,
     head_stats,
     relation_heads,
     right_branching_uas,
 )
 from .attention import Attention
 from .corpus import AttentionSet, extract
-from .data import Sentence, Treebank, read_conllu, read_coref, read_glue
+from .data import Sentence, Treebank, induction_inputs, read_conllu, read_coref, read_glue
 from .finetune import finetune
 from .flow import (
     attention_flow,
@@ -35,6 +36,7 @@ from .interop import (
     to_bertviz,
     to_circuitsvis,
 )
+from .lazy import LazyAttention
 from .model import Model, load
 from .report import write_report
 from .widgets import ClusterView, FlowView, HeadGrid, HeadMap, Heatmap
@@ -50,6 +52,7 @@ __all__ = [
     "HeadGrid",
     "HeadMap",
     "Heatmap",
+    "LazyAttention",
     "Model",
     "Sentence",
     "attention_flow",
@@ -79,12 +82,15 @@ __all__ = [
     "from_transformers",
     "to_bertviz",
     "to_circuitsvis",
+    "head_scores",
     "head_stats",
+    "induction_inputs",
     "load",
     "read_conllu",
     "read_coref",
     "read_glue",
     "relation_heads",
+    "toy",
     "right_branching_uas",
     "__version__",
 ]

@@ -137,7 +137,7 @@ def cmd_finetune(args: argparse.Namespace) -> int:
         train, dev = train.split_off(args.holdout, seed=0)  # the same hold-out for every recipe
     else:
         dev = read_glue(args.task, args.dev_split)
-    res = finetune(args.model, train, dev, epochs=args.epochs, max_items=args.max_items,
+    res = finetune(args.model, train, evaluate_on=dev, epochs=args.epochs, max_items=args.max_items,
                    lr=args.lr, max_length=args.max_length, batch_size=args.batch_size,
                    out=args.out, seed=args.seed, freeze_layers=args.freeze_layers,
                    weight_decay=args.weight_decay, warmup=args.warmup,

@@ -114,8 +114,8 @@ average {load0:.1f} at the start, {load1:.1f} at the end. Best of repeated runs 
 |---|---:|---:|---:|---|
 | all-pairs attention flow, n = 10, 12 layers x 12 heads (100 max-flows) | networkx `edmonds_karp` loop (Abnar & Zuidema's code): {t_ek:.2f} s | `attention_flow(att, "all")`: {t_ours:.3f} s | **{t_ek / t_ours:.0f}x** | >= 50x, same values |
 | same, networkx default `preflow_push` loop | {t_pp:.2f} s | {t_ours:.3f} s | {t_pp / t_ours:.0f}x | |
-| attention flow from [CLS], n = 64, 12 layers x 12 heads (64 max-flows) | | `attention_flow(att, 0)`: **{t64:.2f} s** | | < 10 s |
-| `attention_graph(att, 0.3)` + `influence(g)`, n = 128, 6 layers x 12 heads | | **{t128 * 1000:.0f} ms** ({g128.number_of_nodes()} nodes, {g128.number_of_edges()} edges) | | < 0.2 s |
+| attention flow from [CLS], n = 64, 12 layers x 12 heads (64 max-flows) | | `attention_flow(att, sources=0)`: **{t64:.2f} s** | | < 10 s |
+| `attention_graph(att, threshold=0.3)` + `influence(g)`, n = 128, 6 layers x 12 heads | | **{t128 * 1000:.0f} ms** ({g128.number_of_nodes()} nodes, {g128.number_of_edges()} edges) | | < 0.2 s |
 
 Values: at n = 10 the largest relative difference from networkx is {rel_ek:.1e}
 (`edmonds_karp`) and {rel_pp:.1e} (`preflow_push`), and the certified gap between the

@@ -18,6 +18,7 @@ from typing import NoReturn
 
 import numpy as np
 
+from .._compat import renamed
 from ..errors import ConllError, InputError
 from ._text import text_lines
 from .conllu import Sentence, Treebank, read_conllu
@@ -204,13 +205,14 @@ def _prefix(s: Sentence, n: int) -> Sentence:
 
 
 # --------------------------------------------------------------------- reading
-def read_coref(source: str | Path | Treebank | Sequence[Sentence], *,
+@renamed(source="path")
+def read_coref(path: str | Path | Treebank | Sequence[Sentence], *,
                fields: Sequence[str] | None = None) -> list[Document]:
     """Read the coreference annotation of a CoNLL-U file (or an already read treebank).
 
     Parameters
     ----------
-    source : str, Path, Treebank or sequence of Sentence
+    path : str, Path, Treebank or sequence of Sentence
         The path of a CoNLL-U file, or sentences already read (grouped into documents by
         ``Sentence.doc_id``).
     fields : sequence of str, optional
@@ -229,7 +231,7 @@ def read_coref(source: str | Path | Treebank | Sequence[Sentence], *,
         Naming the file, line (when the file is at hand) and sentence for unbalanced or
         malformed brackets, or a file that is not CoNLL-U text.
     DataNotFoundError
-        When there is no file at ``source``.
+        When there is no file at ``path``.
 
     Examples
     --------
@@ -238,28 +240,29 @@ def read_coref(source: str | Path | Treebank | Sequence[Sentence], *,
     >>> [(m.entity, m.text, m.type) for m in doc.mentions[:3]]
     [('1', 'John', 'proper'), ('2', 'his old friend Mary', 'nominal'), ('1', 'his', 'pronoun')]
     """
+    source = path
     treebank: Sequence[Sentence]
-    path: Path | None
+    file: Path | None
     if isinstance(source, (str, Path)):
-        path = Path(source)
-        treebank = read_conllu(path)
+        file = Path(source)
+        treebank = read_conllu(file)
     else:
         treebank = source
-        path = getattr(source, "path", None)
+        file = getattr(source, "path", None)
     if fields is None:
-        fields = _global_fields(path) if path is not None else None
+        fields = _global_fields(file) if file is not None else None
         fields = tuple(fields or DEFAULT_ENTITY_FIELDS)
     else:
         fields = tuple(fields)
     docs: list[Document] = []
     groups: list[tuple[str, list[Sentence]]] = []
     for s in treebank:
-        did = s.doc_id or (path.stem if path else "doc")
+        did = s.doc_id or (file.stem if file else "doc")
         if not groups or groups[-1][0] != did:
             groups.append((did, []))
         groups[-1][1].append(s)
     for did, sents in groups:
-        docs.append(_document(did, sents, fields, path))
+        docs.append(_document(did, sents, fields, file))
     return docs
 
 

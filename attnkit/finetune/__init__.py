@@ -1,6 +1,6 @@
 """A small, honest fine-tuning loop: a pre-trained encoder plus a classification head.
 
-``finetune(model, train, dev, out=folder)`` trains a *copy* of an :class:`attnkit.Model`
+``finetune(model, train, evaluate_on=dev, out=folder)`` trains a *copy* of an :class:`attnkit.Model`
 with a sequence-classification head (``AutoModelForSequenceClassification`` built from the
 model's config, its encoder weights copied in), reports dev accuracy and F1 next to the
 majority-class baseline, and saves a folder (safetensors weights, config, tokenizer and a

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .._compat import renamed
 from .._progress import progress as progress_bar
 from ..data.pairs import GlueDataset
 from ..errors import InputError
@@ -182,11 +183,12 @@ def predict(clf: Any, enc: dict[str, list[list[int]]], pad_id: int, batch_size: 
     return preds
 
 
+@renamed(positional=("dev",), train="inputs", dev="evaluate_on")
 def finetune(
     model: Any,
-    train: GlueDataset,
-    dev: GlueDataset | None = None,
+    inputs: GlueDataset,
     *,
+    evaluate_on: GlueDataset | None = None,
     epochs: float = 3,
     max_items: int | None = None,
     lr: float = 5e-5,
@@ -201,7 +203,8 @@ def finetune(
     overwrite: bool = False,
     progress: bool = True,
 ) -> FinetuneResult:
-    """Fine-tune a copy of ``model`` with a classification head on ``train``; score on ``dev``.
+    """Fine-tune a copy of ``model`` with a classification head on ``inputs``; score on
+    ``evaluate_on``.
 
     The copy is an ``AutoModelForSequenceClassification`` built from the model's config with
     its encoder weights copied in (:func:`classifier_copy`); the pre-trained model is never
@@ -212,10 +215,11 @@ def finetune(
     ----------
     model : Model or str
         An :class:`attnkit.Model`, or a name for :func:`attnkit.load`. Not modified.
-    train : GlueDataset
+    inputs : GlueDataset
         Labelled training items (e.g. ``read_glue("MRPC", "train")``).
-    dev : GlueDataset, optional
-        Labelled evaluation items with the same ``label_names``; None: no evaluation.
+    evaluate_on : GlueDataset, optional
+        Labelled held-out items with the same ``label_names`` (e.g. the ``"dev"`` split),
+        reported on; nothing is chosen on them. None: no evaluation.
     epochs : float
         Passes over the training items; a fraction stops part-way through the last.
     max_items : int, optional
@@ -236,7 +240,7 @@ def finetune(
     freeze_layers : int
         0 trains everything; k > 0 freezes the embeddings and the first k - 1 layers.
     eval_each_epoch : bool
-        Also score ``dev`` after every full epoch (``result.epochs_eval``).
+        Also score ``evaluate_on`` after every full epoch (``result.epochs_eval``).
     overwrite : bool
         Replace an existing ``out`` folder written by finetune.
     progress : bool
@@ -251,7 +255,7 @@ def finetune(
     Raises
     ------
     InputError
-        When ``train``/``dev`` are not labelled GlueDatasets with the same labels, an
+        When ``inputs``/``evaluate_on`` are not labelled GlueDatasets with the same labels, an
         option is out of range, or ``out`` exists (and is not a finetune folder, or
         ``overwrite`` is off).
 
@@ -263,10 +267,12 @@ def finetune(
     >>> from attnkit.testing import tiny_model
     >>> texts = ["the cat sat", "yesterday the cat sat", "we read", "yesterday we read"] * 4
     >>> data = GlueDataset(texts, np.array([0, 1, 0, 1] * 4), ("plain", "yesterday"))
-    >>> res = ak.finetune(tiny_model("bert"), data, data, epochs=1, batch_size=8, progress=False)
+    >>> res = ak.finetune(tiny_model("bert"), data, evaluate_on=data, epochs=1,
+    ...                  batch_size=8, progress=False)
     >>> res.n_train, len(res.history), res.majority_rate, type(res.model.hf).__name__
     (16, 2, 0.5, 'BertForSequenceClassification')
     """
+    train, dev = inputs, evaluate_on
     import torch
 
     from ..model import Model, load

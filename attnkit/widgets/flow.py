@@ -292,7 +292,7 @@ class FlowView(SelectsHead):
             return self.result.union
         return self.result
 
-    def figure(self, preview: bool = False) -> Figure:
+    def figure(self, *, preview: bool = False) -> Figure:
         if self.mode == "collection":
             return self._collection_figure()
         fig = Figure(figsize=(7.0, 7.0), layout="constrained")
