@@ -57,7 +57,7 @@ test: install lint
 	$(MAKE) docs
 
 lint: install
-	$(PY) -m ruff check attnkit tests
+	$(PY) -m ruff check attnkit tests benchmarks
 	$(PY) -m mypy attnkit
 
 # The API reference (Sphinx, a page per module) into build/docs; warnings are errors.

@@ -175,7 +175,7 @@ def section(runs: dict) -> str:
             "| candidate | split | hold-out accuracy | F1 | majority rate | train min | CPU min | load before / after |",
             "|---|---|---|---|---|---|---|---|",
         ]
-        for name, r in search.items():
+        for r in search.values():
             curve = ", ".join(pct(e["accuracy"]) for e in r["epochs_eval"])
             cpu = mins(r["cpu_seconds"]) if r.get("cpu_seconds") is not None else "n/a"
             lines.append(

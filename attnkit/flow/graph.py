@@ -25,7 +25,7 @@ import pandas as pd
 from .._compat import renamed
 from ..attention import Attention
 from ..errors import InputError
-from ..types import AttentionLike, HeadId, Sources, dense_maps
+from ..types import AttentionLike, HeadId, Sources
 
 Node = tuple[int, int]
 

@@ -15,7 +15,7 @@ import numpy as np
 from .._compat import renamed
 from ..attention import Attention
 from ..errors import InputError
-from ..types import AttentionLike, dense_maps
+from ..types import AttentionLike
 
 
 def residual_layers(att: AttentionLike, residual: float = 0.5) -> Iterator[np.ndarray]:
