@@ -567,7 +567,9 @@ class Model:
         ids = ids[: self.max_length]
         tokens = self.tokenizer.convert_ids_to_tokens(ids)
         special = set(self.tokenizer.all_special_ids)
-        roles, word_ids, words = [], [], []
+        roles: list[str] = []
+        word_ids: list[int] = []
+        words: list[str] = []
         for pos, (tid, tok) in enumerate(zip(ids, tokens)):
             if tid in special:
                 roles.append(self._special_role(tok, pos))

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from .._progress import progress as progress_bar
-from ..attention import Attention
+from ..attention import Attention, Positions
 from ..errors import InputError
 from ..results import HeadResult
 from ..types import AttentionLike, Attentions, as_collection
@@ -18,7 +18,7 @@ _TINY = float(np.finfo(np.float32).tiny)
 STAT_COLUMNS = ["cls", "sep", "punct", "self", "next", "prev", "entropy", "cls_entropy"]
 
 
-def item_stats(att: Attention) -> np.ndarray:
+def item_stats(att: AttentionLike) -> np.ndarray:
     """Per-head statistics of one input, float64 ``[layer, head, 8]`` in the order of
     :data:`STAT_COLUMNS`.
 
@@ -71,6 +71,9 @@ def streamed_stats(att: AttentionLike) -> np.ndarray:
 
     from ..blocks import row_bands
 
+    if not isinstance(att, Positions):
+        raise InputError(f"head statistics need the token roles of attnkit's Attention or "
+                         f"LazyAttention; got {type(att).__name__}.")
     L, H, n = att.n_layers, att.n_heads, len(att)
     indicator = torch.zeros((n, 3), dtype=torch.float32)  # columns: to [CLS], [SEP], punct
     indicator[torch.as_tensor(att.cls_positions, dtype=torch.long), 0] = 1.0
