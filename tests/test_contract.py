@@ -16,6 +16,8 @@ DATA = {
     # what a reader or a model's low-level step works on: one head, one block, one batch
     "layer", "head", "rows", "cols", "size", "reduce", "layers", "encodings", "encoding",
     "ids", "batch", "recorders", "word_ids", "words",
+    # another tool's objects, named as that tool names them (attnkit.interop)
+    "cache", "saved", "attention",
 }
 #: Spellings that the contract replaced; they live on only through attnkit._compat.renamed.
 RETIRED = {"att", "atts", "att_a", "att_b", "attention_set", "set_a", "set_b", "X", "y", "df",
