@@ -155,6 +155,23 @@ class AttentionProbe:
         -------
         AttentionProbe
             ``self``, fitted.
+
+        Raises
+        ------
+        InputError
+            When the probe's settings are invalid, ``gold`` is missing or does not match
+            ``attentions``, or the attention is not word level (or lacks the embeddings a
+            ``+emb`` kind needs).
+
+        Examples
+        --------
+        >>> import attnkit as ak
+        >>> from attnkit.testing import tiny_model
+        >>> tb = ak.read_conllu(ak.data.sample_treebank())[:4]
+        >>> sset = ak.extract(tiny_model("bert"), tb, level="word", progress=False)
+        >>> probe = ak.AttentionProbe(kind="attn", epochs=1, progress=False).fit(sset, tb)
+        >>> probe.n_maps_, len(probe.history_)  # K = 2 layers x 2 heads maps; one epoch
+        (4, 1)
         """
         X, y, dev = attentions, gold, select_on
         import torch
@@ -263,9 +280,38 @@ class AttentionProbe:
 
     @renamed(X="attentions")
     def predict(self, attentions: Any, *, decode: str | None = None) -> list[np.ndarray]:
-        """Predicted heads of every sentence of ``attentions``: int ``[m]`` arrays in the
-        CoNLL-U convention (0 = root, ``i + 1`` = word i); ``-1`` for words cut away by
-        truncation."""
+        """Predicted heads of every sentence of ``attentions``.
+
+        Parameters
+        ----------
+        attentions : AttentionSet or ProbeData
+            Word-level attention (as in :meth:`fit`); no trees needed.
+        decode : {"argmax", "mst"}, optional
+            Each word its best head, or a maximum spanning tree with one root; default the
+            probe's ``decode``.
+
+        Returns
+        -------
+        list of ndarray
+            Per sentence, int ``[m]`` in the CoNLL-U convention (0 = root, ``i + 1`` = word
+            i); ``-1`` for words cut away by truncation.
+
+        Raises
+        ------
+        InputError
+            When the probe is not fitted or ``decode`` is unknown.
+
+        Examples
+        --------
+        >>> import attnkit as ak
+        >>> from attnkit.testing import tiny_model
+        >>> tb = ak.read_conllu(ak.data.sample_treebank())[:4]
+        >>> sset = ak.extract(tiny_model("bert"), tb, level="word", progress=False)
+        >>> probe = ak.AttentionProbe(kind="attn", epochs=1, progress=False).fit(sset, tb)
+        >>> heads = probe.predict(sset, decode="mst")[0]
+        >>> len(heads) == len(tb[0]), int((heads == 0).sum())  # a tree has one root
+        (True, 1)
+        """
         X = attentions
         self._fitted()
         decode = decode or self.decode
@@ -283,7 +329,37 @@ class AttentionProbe:
     def score(self, attentions: Any, gold: Treebank | None = None, *,
               decode: str | None = None) -> float:
         """UAS (fraction of non-punctuation words given their gold head) on
-        ``(attentions, gold)``."""
+        ``(attentions, gold)``.
+
+        Parameters
+        ----------
+        attentions : AttentionSet or ProbeData
+            Word-level attention (as in :meth:`fit`).
+        gold : Treebank
+            The trees of those sentences.
+        decode : {"argmax", "mst"}, optional
+            Default the probe's ``decode``.
+
+        Returns
+        -------
+        float
+            In [0, 1]; NaN when no word is scored.
+
+        Raises
+        ------
+        InputError
+            When the probe is not fitted, ``decode`` is unknown or ``gold`` does not match.
+
+        Examples
+        --------
+        >>> import attnkit as ak
+        >>> from attnkit.testing import tiny_model
+        >>> tb = ak.read_conllu(ak.data.sample_treebank())[:4]
+        >>> sset = ak.extract(tiny_model("bert"), tb, level="word", progress=False)
+        >>> probe = ak.AttentionProbe(kind="attn", epochs=1, progress=False).fit(sset, tb)
+        >>> bool(0.0 <= probe.score(sset, tb) <= 1.0)
+        True
+        """
         X, y = attentions, gold
         self._fitted()
         decode = decode or self.decode
@@ -293,9 +369,38 @@ class AttentionProbe:
 
     @renamed(X="attentions", y="gold")
     def evaluate(self, attentions: Any, gold: Treebank | None = None) -> Result:
-        """UAS with both decoders: a :class:`~attnkit.results.Result` whose table is
-        indexed by ``decode`` with ``uas`` and ``n_words`` (scored words: punctuation and
-        truncated words left out); ``meta`` holds the probe's ``kind``."""
+        """UAS with both decoders.
+
+        Parameters
+        ----------
+        attentions : AttentionSet or ProbeData
+            Word-level attention (as in :meth:`fit`).
+        gold : Treebank
+            The trees of those sentences.
+
+        Returns
+        -------
+        Result
+            Table indexed by ``decode`` (``"argmax"``, ``"mst"``) with ``uas`` and
+            ``n_words`` (scored words: punctuation and truncated words left out); ``meta``
+            holds the probe's ``kind``.
+
+        Raises
+        ------
+        InputError
+            When the probe is not fitted or ``gold`` does not match.
+
+        Examples
+        --------
+        >>> import attnkit as ak
+        >>> from attnkit.testing import tiny_model
+        >>> tb = ak.read_conllu(ak.data.sample_treebank())[:4]
+        >>> sset = ak.extract(tiny_model("bert"), tb, level="word", progress=False)
+        >>> probe = ak.AttentionProbe(kind="attn", epochs=1, progress=False).fit(sset, tb)
+        >>> result = probe.evaluate(sset, tb)
+        >>> list(result.table.columns), result.meta["kind"]
+        (['uas', 'n_words'], 'attn')
+        """
         X, y = attentions, gold
         self._fitted()
         items = self._prepare(X, y)
