@@ -86,7 +86,8 @@ def _layers(attentions: Any) -> list[Any]:
     if not layers or any(a is None for a in layers):
         raise InputError(
             "The attentions are empty or hold None: run the model with output_attentions=True "
-            "and attn_implementation='eager'."
+            "and attn_implementation='eager' (a model wrapped in attnkit.Model runs attnkit's "
+            "attention function: call it inside `with model.eager():`)."
         )
     return layers
 
@@ -262,7 +263,8 @@ def from_transformers(
     >>> m = tiny_model("bert")
     >>> enc = m.tokenizer(["The cat sat.", "Mary gave John a red apple."], padding=True,
     ...                   return_tensors="pt")
-    >>> out = m.hf(**enc, output_attentions=True)
+    >>> with m.eager():  # Hugging Face's eager attention, as a user's own model runs
+    ...     out = m.hf(**enc, output_attentions=True)
     >>> tokens = m.tokenizer.convert_ids_to_tokens(enc["input_ids"][0])
     >>> tokens
     ['[CLS]', 'the', 'cat', 'sat', '.', '[SEP]', '[PAD]', '[PAD]', '[PAD]']
