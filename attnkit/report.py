@@ -616,6 +616,19 @@ def write_report(
     ReportError
         When the notebook cannot be read, a cell fails (unless ``allow_errors``) or times
         out, or the report renderer is not built; no report is written then.
+
+    Examples
+    --------
+    >>> import pathlib, tempfile
+    >>> import nbformat
+    >>> from nbformat.v4 import new_markdown_cell, new_notebook
+    >>> import attnkit as ak
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     src = pathlib.Path(folder, "hello.ipynb")
+    ...     nbformat.write(new_notebook(cells=[new_markdown_cell("# Hello")]), src)
+    ...     html = ak.write_report(src, pathlib.Path(folder, "hello.html"))
+    ...     html.name, "Hello" in html.read_text(encoding="utf-8")
+    ('hello.html', True)
     """
     import nbformat
 
