@@ -6,16 +6,12 @@ under CI (``CI=true``), where a missing prerequisite is a failure.
 
 from __future__ import annotations
 
-import os
 import pytest
 
-IN_CI = os.environ.get("CI", "").lower() == "true"
+from prereq import skip_or_fail
 
-
-def skip_or_fail(reason: str) -> None:
-    if IN_CI:
-        pytest.fail(f"{reason} (required under CI=true)")
-    pytest.skip(reason)
+# Both conftest modules are named "conftest"; as doctest modules they would clash.
+collect_ignore = ["conftest.py", "browser/conftest.py"]
 
 
 @pytest.fixture(scope="session")

@@ -12,7 +12,7 @@ import re
 
 import nbformat
 import pytest
-from conftest import skip_or_fail
+from prereq import skip_or_fail
 from figure_checks import check_figures
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 

@@ -7,7 +7,6 @@ CI=true, where that is a failure. Never run `playwright install`: install Chromi
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
@@ -16,16 +15,9 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from harness import CHROMIUM, chromium_available, launch  # noqa: E402
+from prereq import REPO, skip_or_fail  # noqa: E402
 
-IN_CI = os.environ.get("CI", "").lower() == "true"
-REPO = Path(__file__).resolve().parents[2]
 IMG = REPO / "docs" / "img"
-
-
-def _skip_or_fail(reason: str) -> None:
-    if IN_CI:
-        pytest.fail(f"{reason} (required under CI=true)")
-    pytest.skip(reason)
 
 
 # Module scope: playwright's sync API allows one instance at a time per process, and other
@@ -35,9 +27,9 @@ def browser():
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
-        _skip_or_fail("playwright is not installed (pip install playwright; no browser download needed)")
+        skip_or_fail("playwright is not installed (pip install playwright; no browser download needed)")
     if not chromium_available():
-        _skip_or_fail(f"Chromium not found at {CHROMIUM} (apt-get install -y chromium)")
+        skip_or_fail(f"Chromium not found at {CHROMIUM} (apt-get install -y chromium)")
     with sync_playwright() as p:
         b = launch(p)
         try:
@@ -56,4 +48,4 @@ def img_dir() -> Path:
 def _bundle_built():
     static = REPO / "attnkit" / "static"
     if not (static / "headgrid.js").is_file():
-        _skip_or_fail(f"front end not built ({static} is empty): run `make js-build`")
+        skip_or_fail(f"front end not built ({static} is empty): run `make js-build`")

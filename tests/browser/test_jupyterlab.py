@@ -18,7 +18,7 @@ import urllib.request
 import nbformat
 import pytest
 
-from conftest import REPO, _skip_or_fail
+from prereq import REPO, skip_or_fail
 
 pytestmark = pytest.mark.browser
 
@@ -69,7 +69,7 @@ def lab(tmp_path):
     try:
         import jupyterlab  # noqa: F401
     except ImportError:
-        _skip_or_fail("jupyterlab is not installed (pip install jupyterlab)")
+        skip_or_fail("jupyterlab is not installed (pip install jupyterlab)")
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell(SETUP), nbformat.v4.new_code_cell(READ)]
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}

@@ -15,7 +15,6 @@ back, a head click selects on the front end. Its screenshot is docs/img/report.p
 from __future__ import annotations
 
 import base64
-import os
 import re
 from pathlib import Path
 
@@ -24,19 +23,13 @@ import pytest
 
 from attnkit import report
 from attnkit.cli import main
+from prereq import REPO, skip_or_fail
 
 pytestmark = pytest.mark.browser
 
-REPO = Path(__file__).resolve().parents[2]
 TINY = REPO / "tests" / "notebooks" / "tiny_widgets.ipynb"
 QUICK_BYTES = [0, 64, 128, 255]
 CELL = 40  # px per cell in the notebook's widget
-
-
-def _skip_or_fail(reason: str) -> None:
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(f"{reason} (required under CI=true)")
-    pytest.skip(reason)
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +41,7 @@ def chromium(browser):
 @pytest.fixture(scope="module")
 def tiny_report(tmp_path_factory) -> Path:
     if not (report.STATIC / "report.js").is_file():
-        _skip_or_fail("report renderer not built: npm --prefix js/report ci && npm --prefix js/report run build")
+        skip_or_fail("report renderer not built: npm --prefix js/report ci && npm --prefix js/report run build")
     mp = pytest.MonkeyPatch()
     mp.setenv("ATTNKIT_QUICK", "1")
     try:
@@ -178,7 +171,7 @@ def widgets_report(tmp_path_factory) -> tuple[Path, dict]:
     except ImportError:
         pytest.skip("the attnkit widgets are not on this branch yet")
     if not (report.STATIC / "report.js").is_file():
-        _skip_or_fail("report renderer not built: npm --prefix js/report ci && npm --prefix js/report run build")
+        skip_or_fail("report renderer not built: npm --prefix js/report ci && npm --prefix js/report run build")
     mp = pytest.MonkeyPatch()
     mp.setenv("ATTNKIT_QUICK", "1")
     try:
