@@ -13,7 +13,7 @@ from .analysis import (
     right_branching_uas,
 )
 from .attention import Attention
-from .corpus import AttentionSet, extract
+from .corpus import AttentionSet, extract, open_store
 from .data import Sentence, Treebank, read_conllu, read_coref, read_glue
 from .finetune import finetune
 from .flow import (
@@ -65,6 +65,7 @@ __all__ = [
     "finetune",
     "head_stats",
     "load",
+    "open_store",
     "read_conllu",
     "read_coref",
     "read_glue",

@@ -1,0 +1,532 @@
+"""Running attnkit on a Dask cluster: extraction shards and corpus reductions.
+
+Extraction (:func:`attnkit.extract` with ``client=``): a :class:`ModelPlugin` loads the
+model once per worker (by name, or from a pickled :class:`~attnkit.model.Model`); inputs
+are tokenized, laid out by the client, and batches go to workers in shards. Each worker
+writes its batches straight into the store and commits them; a shard lost with its worker
+is rerun elsewhere by the scheduler and skips the batches already committed. The maps are
+the same bits as in-process extraction of the same batches.
+
+Reductions (:func:`map_blocks`): an analysis hands one function that turns a block of
+items (one stored batch) into a partial result; blocks run as tasks on the workers (each
+opens the store read-only) or here, in the same order, and the caller combines the
+partials in block order, so a cluster gives exactly the in-process result.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import math
+import re
+import threading
+import uuid
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
+
+import numpy as np
+
+from .errors import AttnkitError, ClusterError, InputError, ModelNotFoundError
+
+if TYPE_CHECKING:
+    from .model import Model
+    from .store import Location
+
+#: Seconds to wait for a scheduler given by address.
+CONNECT_TIMEOUT_S = 10
+#: Items per block when a reduction runs over a plain list of attentions.
+BLOCK_ITEMS = 32
+_FACTORY = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+
+
+# ------------------------------------------------------------------ the model
+def resolve_model(spec: str) -> "Model":
+    """A Model from a name: ``"package.module:function"`` calls that factory (e.g.
+    ``"attnkit.testing:tiny_model"``); anything else goes to :func:`attnkit.load`."""
+    if _FACTORY.match(spec):
+        module, _, fn = spec.partition(":")
+        try:
+            factory = getattr(importlib.import_module(module), fn)
+        except (ImportError, AttributeError) as exc:
+            raise ModelNotFoundError(
+                f"The model factory {spec!r} cannot be imported ({exc}); give "
+                "'package.module:function' of a function that returns an attnkit Model."
+            ) from exc
+        return factory()
+    from .model import load
+
+    return load(spec)
+
+
+class ModelPlugin:
+    """Dask worker plugin: the model, loaded once per worker process (and again by a
+    worker that replaces a lost one).
+
+    Tasks reach it through :func:`worker_model`. Torch uses as many threads as the worker.
+    """
+
+    def __init__(self, name: str, spec: str | None = None, model: "Model | None" = None):
+        self.name = name
+        self.spec = spec
+        self._model = model
+        self.model: "Model | None" = None
+
+    def setup(self, worker: Any) -> None:
+        import torch
+
+        torch.set_num_threads(max(1, int(getattr(worker.state, "nthreads", 1) or 1)))
+        self.model = self._model if self._model is not None else resolve_model(self.spec or "")
+
+    def teardown(self, worker: Any) -> None:
+        self.model = None
+
+
+def _plugin_class() -> type:
+    from distributed import WorkerPlugin
+
+    return type("AttnkitModelPlugin", (ModelPlugin, WorkerPlugin), {"__module__": __name__})
+
+
+AttnkitModelPlugin: type | None = None
+
+
+def _make_plugin(name: str, spec: str | None, model: "Model | None") -> Any:
+    global AttnkitModelPlugin
+    if AttnkitModelPlugin is None:
+        AttnkitModelPlugin = _plugin_class()
+    return AttnkitModelPlugin(name, spec, model)
+
+
+def worker_model(name: str) -> "Model":
+    """The model of plugin ``name`` on the worker running this task."""
+    from distributed import get_worker
+
+    plugin = get_worker().plugins.get(name)
+    if plugin is None or plugin.model is None:
+        raise ModelNotFoundError(
+            f"This worker has no model {name!r} (its plugin failed to set up); see the "
+            "worker's log."
+        )
+    return plugin.model
+
+
+# ------------------------------------------------------------------ the client
+def connect(client: Any) -> tuple[Any, bool]:
+    """(Client, whether we opened it) from a Client or a scheduler address."""
+    from distributed import Client
+
+    if isinstance(client, str):
+        try:
+            return Client(client, timeout=CONNECT_TIMEOUT_S, set_as_default=False), True
+        except (OSError, TimeoutError) as exc:
+            raise ClusterError(
+                f"Could not reach the Dask scheduler at {client!r} within {CONNECT_TIMEOUT_S} s "
+                f"({type(exc).__name__}: {exc}). Start it (dask scheduler, a LocalCluster, "
+                "dask-jobqueue or dask-kubernetes) and pass its address or Client, or pass "
+                "client=None to run in this process."
+            ) from exc
+    if not isinstance(client, Client):
+        raise InputError(
+            f"client must be a dask.distributed.Client or a scheduler address, not "
+            f"{type(client).__name__}."
+        )
+    if client.status not in ("running", "newly-created"):
+        raise ClusterError(
+            f"The Dask client is {client.status}: its scheduler cannot be reached. Reconnect "
+            "(Client(address)) or pass client=None to run in this process."
+        )
+    try:
+        client.sync(client.scheduler.identity, callback_timeout=CONNECT_TIMEOUT_S)
+    except Exception as exc:
+        raise ClusterError(
+            f"The Dask scheduler of this client ({client.scheduler.address}) does not answer "
+            f"({type(exc).__name__}: {exc}). Restart the cluster and reconnect, or pass "
+            "client=None to run in this process."
+        ) from exc
+    return client, False
+
+
+def _n_workers(client: Any) -> int:
+    n = len(client.scheduler_info().get("workers", {}))
+    if n == 0:
+        try:
+            client.wait_for_workers(1, timeout=CONNECT_TIMEOUT_S * 3)
+        except Exception as exc:
+            raise ClusterError(
+                f"The Dask cluster at {client.scheduler.address} has no workers. Start some "
+                "(cluster.scale(n)) and try again."
+            ) from exc
+        n = len(client.scheduler_info().get("workers", {}))
+    return max(n, 1)
+
+
+def _cluster_call(what: str, fn: Callable[[], Any]) -> Any:
+    """Run a client call; comm failures become ClusterError, attnkit errors pass through."""
+    from distributed import KilledWorker
+
+    try:
+        return fn()
+    except AttnkitError:
+        raise
+    except KilledWorker as exc:
+        raise ClusterError(
+            f"{what}: workers kept dying on the same task ({exc}). Most often they run out of "
+            "memory: give them more, or lower batch_size. Batches already committed to the "
+            "store are kept; run again to resume."
+        ) from exc
+    except (OSError, TimeoutError) as exc:
+        raise ClusterError(
+            f"{what}: lost contact with the Dask scheduler ({type(exc).__name__}: {exc}). "
+            "Committed batches are kept; reconnect and run again to resume."
+        ) from exc
+
+
+# ------------------------------------------------------------------ extraction runners
+class _LocalRunner:
+    """Extraction in this process."""
+
+    def __init__(self, model: "Model"):
+        self.model = model
+
+    def encode(self, items: list, *, progress: bool) -> tuple[list, dict]:
+        from .corpus import model_info
+
+        return [self.model.encode(x) for x in items], model_info(self.model)
+
+    def run(self, todo: list[int], encs: list[list], level: str, embeddings: bool, keep_maps: bool,
+            summarize: dict, *, sink: Callable | None, loc: "Location | None", token: str | None,
+            on_done: Callable[[int], None]) -> None:
+        from .corpus import run_in_process
+
+        run_in_process(self.model, todo, encs, level, embeddings, keep_maps, summarize, sink=sink,
+                       loc=loc, token=token, on_done=on_done)
+
+
+class _ClusterRunner:
+    """Extraction on a Dask cluster: one model per worker, shards of batches."""
+
+    def __init__(self, model: "Model | str", client: Any):
+        self.client, self._owned = connect(client)
+        try:
+            self.n_workers = _n_workers(self.client)
+            self.name = self._register(model)
+        except BaseException:
+            self.close()
+            raise
+        self.local = model if not isinstance(model, str) else None
+
+    def close(self) -> None:
+        if self._owned:
+            self.client.close()
+
+    def _register(self, model: "Model | str") -> str:
+        from .corpus import model_fingerprint
+
+        if isinstance(model, str):
+            import hashlib
+
+            key, spec, obj = hashlib.sha256(model.encode()).hexdigest()[:16], model, None
+        else:
+            key, spec, obj = model_fingerprint(model)[:16], None, model
+        name = f"attnkit-model-{key}"
+        have = _cluster_call("Registering the model", lambda: self.client.run_on_scheduler(
+            _scheduler_plugins))
+        if name in have:
+            return name
+        plugin = _make_plugin(name, spec, obj)
+        try:
+            _cluster_call("Loading the model on the workers",
+                          lambda: self.client.register_plugin(plugin, name=name))
+        except AttnkitError as exc:
+            self._unregister(name)
+            if isinstance(exc, ClusterError):
+                raise
+            raise ModelNotFoundError(
+                f"The workers could not load the model {spec or name!r}: {exc} Each worker "
+                "loads it itself: make it available where the workers run (the same folder "
+                "path or Hugging Face cache, or an installed package for a factory "
+                "'module:function'), or pass a name they can resolve."
+            ) from exc
+        except Exception as exc:
+            self._unregister(name)
+            raise ModelNotFoundError(
+                f"The workers could not load the model {spec or name!r} "
+                f"({type(exc).__name__}: {exc}). Each worker loads it itself: make it "
+                "available where the workers run (the same folder path or Hugging Face "
+                "cache, or an installed package for a factory 'module:function')."
+            ) from exc
+        return name
+
+    def _unregister(self, name: str) -> None:
+        try:
+            self.client.unregister_worker_plugin(name)
+        except Exception:
+            pass
+
+    def encode(self, items: list, *, progress: bool) -> tuple[list, dict]:
+        if self.local is not None:
+            return _LocalRunner(self.local).encode(items, progress=progress)
+        from distributed import as_completed
+
+        step = max(1, min(2048, math.ceil(len(items) / (4 * self.n_workers))))
+        shards = [items[k : k + step] for k in range(0, len(items), step)]
+
+        def go() -> tuple[list, dict]:
+            futures = [self.client.submit(_encode_shard, self.name, s, pure=False) for s in shards]
+            info_f = self.client.submit(_worker_info, self.name, pure=False)
+            out: dict[Any, list] = {}
+            for f in as_completed(futures):
+                out[f.key] = f.result()
+            return [e for f in futures for e in out[f.key]], info_f.result()
+
+        return _cluster_call("Tokenizing on the workers", go)
+
+    def run(self, todo: list[int], encs: list[list], level: str, embeddings: bool, keep_maps: bool,
+            summarize: dict, *, sink: Callable | None, loc: "Location | None", token: str | None,
+            on_done: Callable[[int], None]) -> None:
+        if not todo:
+            return
+        from distributed import as_completed
+
+        per = max(1, min(8, math.ceil(len(todo) / (4 * self.n_workers))))
+        run_id = uuid.uuid4().hex[:8]
+        names = sorted(summarize)
+
+        def go() -> None:
+            futures = []
+            for k in range(0, len(todo), per):
+                futures.append(self.client.submit(
+                    _extract_shard, self.name, todo[k : k + per], encs[k : k + per], level,
+                    embeddings, keep_maps, names, loc, token,
+                    key=f"attnkit-extract-{run_id}-{k // per:05d}", pure=False))
+            try:
+                for f in as_completed(futures):
+                    for b, arrays in f.result().items():
+                        if sink is not None:
+                            sink(b, arrays)
+                        on_done(b)
+                    f.release()
+            except BaseException:
+                self.client.cancel(futures)
+                raise
+
+        _cluster_call("Extraction on the cluster", go)
+
+
+def _scheduler_plugins(dask_scheduler: Any = None) -> list[str]:
+    return list(getattr(dask_scheduler, "worker_plugins", {}) or {})
+
+
+def runner(model: "Model | str", client: Any) -> Any:
+    """The extraction runner for ``model`` here (client None) or on a cluster."""
+    from .model import Model
+
+    if not isinstance(model, (Model, str)):
+        raise InputError(f"model must be an attnkit Model or a model name, not {type(model).__name__}.")
+    if client is None:
+        return _LocalRunner(resolve_model(model) if isinstance(model, str) else model)
+    return _ClusterRunner(model, client)
+
+
+# ------------------------------------------------------------------ worker tasks
+_WRITERS: dict[tuple[str, str], Any] = {}
+_READERS: dict[str, Any] = {}
+_CACHE_LOCK = threading.Lock()
+
+
+def _encode_shard(name: str, items: list) -> list:
+    model = worker_model(name)
+    return [model.encode(x) for x in items]
+
+
+def _worker_info(name: str) -> dict:
+    from .corpus import model_info
+
+    return model_info(worker_model(name))
+
+
+def _extract_shard(name: str, batches: list[int], encs: list[list], level: str, embeddings: bool,
+                   keep_maps: bool, summaries: list[str], loc: "Location | None",
+                   token: str | None) -> dict[int, Any]:
+    """Compute and write (or return) batches on a worker; committed ones are skipped."""
+    from .corpus import compute_batch
+    from .store import BatchWriter
+    from .summaries import SUMMARIES
+
+    model = worker_model(name)
+    writer = None
+    if loc is not None:
+        with _CACHE_LOCK:
+            key = (loc.url, token or "")
+            if key not in _WRITERS:
+                _WRITERS.clear()
+                _WRITERS[key] = BatchWriter(loc, token or "")
+            writer = _WRITERS[key]
+    summarize = {k: SUMMARIES[k].compute for k in summaries}
+    out: dict[int, Any] = {}
+    for b, e in zip(batches, encs):
+        if writer is not None and writer.committed(b):
+            out[b] = None
+            continue
+        arrays = compute_batch(model, e, level, embeddings, keep_maps, summarize)
+        if writer is not None:
+            writer.write(b, arrays)
+            out[b] = None
+        else:
+            out[b] = arrays
+    return out
+
+
+def _open_reader(url: str, storage_options: dict) -> Any:
+    from .corpus import AttentionSet
+    from .store import Location
+
+    with _CACHE_LOCK:
+        if url not in _READERS:
+            if len(_READERS) > 4:
+                _READERS.clear()
+            _READERS[url] = AttentionSet.open(Location(url, storage_options))
+        return _READERS[url]
+
+
+def _store_blocks(url: str, storage_options: dict, batches: list[int], fn: Any,
+                  summaries: tuple[str, ...]) -> list[Any]:
+    sset = _open_reader(url, storage_options)
+    return [fn(*sset.read_batch(b, summaries)) for b in batches]
+
+
+def _list_blocks(blocks: list[tuple[np.ndarray, list]], fn: Any) -> list[Any]:
+    return [fn(items, atts, {}) for items, atts in blocks]
+
+
+# ------------------------------------------------------------------ reductions
+Block = Callable[[np.ndarray, "list | None", dict], Any]
+
+
+def map_blocks(
+    attentions: Iterable[Any],
+    fn: Block,
+    *,
+    client: Any = None,
+    summaries: Sequence[str] = (),
+    progress: bool = False,
+    desc: str = "",
+) -> list[Any]:
+    """``fn(items, attentions, summaries)`` over blocks of a corpus, results in block order.
+
+    A block is one stored batch of an :class:`~attnkit.AttentionSet` (``items``: their
+    indices in the set, ``attentions``: their :class:`~attnkit.Attention` in the same order,
+    None for a summaries-only store; ``summaries``: the requested per-item summary rows),
+    or :data:`BLOCK_ITEMS` consecutive items of any other iterable. With ``client`` the
+    blocks run as Dask tasks (a stored set is read by the workers themselves; other data are
+    sent to them); without, here. The list is the same either way, so a caller that
+    combines it in order gets the same result on a cluster.
+
+    ``fn`` must be picklable (a module-level function or a functools.partial of one).
+    """
+    from .corpus import AttentionSet
+
+    summaries = tuple(summaries)
+    if isinstance(attentions, AttentionSet):
+        return _map_set(attentions, fn, client, summaries, progress, desc)
+    if summaries:
+        raise InputError(f"Per-item summaries {summaries} come only from an AttentionSet store.")
+    from .types import as_collection
+
+    atts = as_collection(attentions)
+    if client is None:
+        from ._progress import progress as bar
+
+        out = []
+        block: list = []
+        start = 0
+        for att in bar(atts, show=progress, desc=desc):
+            block.append(att)
+            if len(block) == BLOCK_ITEMS:
+                out.append(fn(np.arange(start, start + len(block)), block, {}))
+                start += len(block)
+                block = []
+        if block:
+            out.append(fn(np.arange(start, start + len(block)), block, {}))
+        return out
+    items = list(atts)
+    blocks = [(np.arange(k, min(k + BLOCK_ITEMS, len(items))), items[k : k + BLOCK_ITEMS])
+              for k in range(0, len(items), BLOCK_ITEMS)]
+    return _run_tasks(client, _list_blocks, blocks, fn, progress, desc)
+
+
+def _map_set(sset: Any, fn: Block, client: Any, summaries: tuple[str, ...], progress: bool,
+             desc: str) -> list[Any]:
+    missing = [s for s in summaries if s not in sset.summaries]
+    if missing:
+        raise InputError(f"The set keeps no summaries {missing}.")
+    loc = sset.location
+    if client is None or loc is None or (loc.url.startswith("memory://")):
+        if client is not None and sset.has_maps and not summaries:
+            blocks = []
+            for b in range(sset.n_batches):
+                items, atts, _ = sset.read_batch(b)
+                blocks.append((items, atts))
+            return _run_tasks(client, _list_blocks, blocks, fn, progress, desc)
+        from ._progress import progress as bar
+
+        return [fn(*sset.read_batch(b, summaries))
+                for b in bar(range(sset.n_batches), show=progress, desc=desc, unit="batch")]
+    return _run_tasks(client, functools.partial(_store_blocks, loc.url, loc.storage_options),
+                      list(range(sset.n_batches)), fn, progress, desc, summaries=summaries)
+
+
+def _run_tasks(client: Any, task: Callable, blocks: list, fn: Block, progress: bool, desc: str,
+               summaries: tuple[str, ...] | None = None) -> list[Any]:
+    from distributed import as_completed
+
+    from ._progress import progress as bar
+
+    client, owned = connect(client)
+    try:
+        n_workers = _n_workers(client)
+        per = max(1, min(16, math.ceil(len(blocks) / (4 * n_workers))))
+        groups = [blocks[k : k + per] for k in range(0, len(blocks), per)]
+
+        def go() -> list[Any]:
+            [fn_f] = client.scatter([fn], broadcast=True, hash=False)
+            args = (fn_f,) if summaries is None else (fn_f, summaries)
+            futures = [client.submit(task, g, *args, pure=False) for g in groups]
+            done: dict[Any, list] = {}
+            b = bar(show=progress, desc=desc, total=len(blocks), unit="block")
+            try:
+                for f in as_completed(futures):
+                    done[f.key] = f.result()
+                    b.update(len(done[f.key]))
+            except BaseException:
+                client.cancel(futures)
+                raise
+            finally:
+                b.close()
+            return [r for f in futures for r in done[f.key]]
+
+        return _cluster_call("A reduction on the cluster", go)
+    finally:
+        if owned:
+            client.close()
+
+
+def sum_partials(parts: Iterable[Any]) -> Any:
+    """Add partial results (arrays, numbers, or dicts/tuples of them) in the order given."""
+    total: Any = None
+    for p in parts:
+        total = p if total is None else _add(total, p)
+    if total is None:
+        raise InputError("There was nothing to add up (no items).")
+    return total
+
+
+def _add(a: Any, b: Any) -> Any:
+    if isinstance(a, dict):
+        return {k: _add(a[k], b[k]) for k in a}
+    if isinstance(a, tuple):
+        return tuple(_add(x, y) for x, y in zip(a, b))
+    return a + b
+
+
+__all__ = ["ModelPlugin", "connect", "map_blocks", "resolve_model", "runner", "sum_partials",
+           "worker_model"]

@@ -1,0 +1,62 @@
+"""Per-item summaries a store can keep instead of (or beside) the attention maps.
+
+``extract(..., keep=("stats", "edges"))`` stores, for every item, only what the corpus
+analyses need, for corpora whose maps would not fit on any disk:
+
+- ``"stats"``: :func:`attnkit.analysis.stats.item_stats` (``[layer, head, 8]``: attention
+  to [CLS], [SEP], punctuation, self, next, previous, mean row entropy, [CLS]-row entropy);
+  :func:`attnkit.head_stats` reads them instead of the maps.
+- ``"edges"``: for every head, the :data:`EDGES_K` strongest attention edges
+  (``[layer, head, k, 3]``: from-position, to-position, weight; weight-descending, ties by
+  position; unused slots ``(-1, -1, 0)``).
+
+Word-level maps are ``level="word"`` with ``keep="maps"``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+#: Edges kept per head and item by the "edges" summary.
+EDGES_K = 16
+
+
+@dataclass(frozen=True)
+class Summary:
+    """A per-item summary: how to compute it from one Attention and its per-item shape."""
+
+    compute: Callable[[Any], np.ndarray]
+    shape: Callable[[dict], tuple[int, ...]]
+    dtype: Any = np.float64
+
+
+def _stats(att: Any) -> np.ndarray:
+    from .analysis.stats import item_stats
+
+    return item_stats(att)
+
+
+def top_edges(att: Any, k: int = EDGES_K) -> np.ndarray:
+    """The ``k`` strongest edges of every head of one input, ``[layer, head, k, 3]``
+    (from, to, weight), strongest first; slots past ``n*n`` hold ``(-1, -1, 0)``."""
+    L, H = att.n_layers, att.n_heads
+    n = len(att)
+    out = np.zeros((L, H, k, 3))
+    out[..., :2] = -1
+    flat = np.asarray(att.maps, dtype=np.float64).reshape(L, H, n * n)
+    m = min(k, n * n)
+    # stable sort on -weight: ties keep the lower (from, to) position first
+    order = np.argsort(-flat, axis=-1, kind="stable")[..., :m]
+    out[..., :m, 0] = order // n
+    out[..., :m, 1] = order % n
+    out[..., :m, 2] = np.take_along_axis(flat, order, axis=-1)
+    return out
+
+
+SUMMARIES: dict[str, Summary] = {
+    "stats": Summary(_stats, lambda info: (info["n_layers"], info["n_heads"], 8)),
+    "edges": Summary(top_edges, lambda info: (info["n_layers"], info["n_heads"], EDGES_K, 3)),
+}
