@@ -796,6 +796,21 @@ def create(
 
     ``summaries`` maps a summary name to (per-item shape, dtype).
     """
+    try:
+        _create_all(loc, info, layout, index, meta_json, summaries)
+    except StoreError:
+        raise
+    except Exception as exc:
+        if disk_full(exc):
+            raise StoreError(
+                f"The disk holding {loc} is full: the store could not be created. Free space "
+                "(or pick another store) and run attnkit.extract again."
+            ) from exc
+        raise StoreError(f"Could not create the store {loc} ({type(exc).__name__}: {exc}).") from exc
+
+
+def _create_all(loc: Location, info: dict, layout: Layout, index: Index, meta_json: list[str],
+                summaries: dict[str, tuple[tuple[int, ...], Any]]) -> None:
     g = _zarr_open(loc, "a")
     g.attrs["attnkit"] = {**info, "state": "creating"}
     n_items = layout.n_items
@@ -826,7 +841,7 @@ def write_index(g: Any, layout: Layout, index: Index, meta_json: list[str]) -> N
         writes.append((arr, (slice(None),), values))
     for res in _sync(_gather_writes(writes)):
         if isinstance(res, BaseException):
-            raise StoreError(f"Could not write the item index of the store: {res}") from res
+            raise res
 
 
 def uncommit(loc: Location, batches: Iterable[int]) -> None:
