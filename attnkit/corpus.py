@@ -13,9 +13,10 @@ import hashlib
 import json
 import warnings
 from collections import OrderedDict
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -289,7 +290,7 @@ class AttentionSet(Sequence[Attention]):
 
     # --------------------------------------------------------------- opening
     @classmethod
-    def open(cls, path: str | Path, *, storage_options: dict | None = None) -> "AttentionSet":
+    def open(cls, path: str | Path, *, storage_options: dict | None = None) -> AttentionSet:
         """Open a finished store written by :func:`extract`, read-only (no model needed).
 
         Stores of format 1 (folders of ``.npy`` batches) open read-only too; convert them
@@ -348,7 +349,7 @@ def _plan(lengths: list[int], batch_size: int) -> list[list[int]]:
     return [order[k : k + batch_size] for k in range(0, len(order), batch_size)]
 
 
-def level_positions(enc: "Encoding", level: str) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray, Any]:
+def level_positions(enc: Encoding, level: str) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray, Any]:
     """Tokens, roles, word ids and segments of an encoding at ``level`` (and the word
     pooling that gets there, None at token level)."""
     roles = np.array(enc.roles)
@@ -362,7 +363,7 @@ def level_positions(enc: "Encoding", level: str) -> tuple[list[str], np.ndarray,
     return tokens, roles[keep], word_ids[keep], segments[keep], pool
 
 
-def model_fingerprint(model: "Model") -> str:
+def model_fingerprint(model: Model) -> str:
     """A hash of the model's configuration and a sample of every weight tensor: two
     different models (or a model and its fine-tuned version) never share it."""
     h = hashlib.sha256()
@@ -377,7 +378,7 @@ def model_fingerprint(model: "Model") -> str:
     return h.hexdigest()
 
 
-def model_info(model: "Model") -> dict[str, Any]:
+def model_info(model: Model) -> dict[str, Any]:
     """What a store records about the model (computed where the model lives)."""
     return {
         "model": model.name,
@@ -431,7 +432,7 @@ def _half(a: np.ndarray) -> np.ndarray:
     return torch.from_numpy(np.ascontiguousarray(a)).to(torch.float16).numpy()
 
 
-def compute_batch(model: "Model", encs: list, level: str, embeddings: bool, keep_maps: bool = True,
+def compute_batch(model: Model, encs: list, level: str, embeddings: bool, keep_maps: bool = True,
                   summarize: dict[str, Callable[[Attention], np.ndarray]] | None = None,
                   ) -> dict[str, np.ndarray]:
     """Run one batch and pack it as the store holds it: flat float16 ``maps`` and
@@ -485,7 +486,7 @@ def _keep(keep: str | Sequence[str]) -> tuple[bool, list[str]]:
 
 
 def extract(
-    model: "Model | str",
+    model: Model | str,
     inputs: Iterable[Any],
     *,
     batch_size: int = 32,
@@ -727,7 +728,7 @@ def _check_same(loc: st.Location, old: dict, new: dict, v1: str) -> None:
 
 
 # ----------------------------------------------------------------- in process
-def run_in_process(model: "Model", todo: list[int], encs: list[list], level: str, embeddings: bool,
+def run_in_process(model: Model, todo: list[int], encs: list[list], level: str, embeddings: bool,
                    keep_maps: bool, summarize: dict, *, sink: Callable | None,
                    loc: st.Location | None, token: str | None, on_done: Callable[[int], None]) -> None:
     """Compute batches here; a background thread writes each one while the next runs."""

@@ -15,13 +15,15 @@ partials in block order, so a cluster gives exactly the in-process result.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
 import math
 import re
 import threading
 import uuid
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -39,7 +41,7 @@ _FACTORY = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 
 
 # ------------------------------------------------------------------ the model
-def resolve_model(spec: str) -> "Model":
+def resolve_model(spec: str) -> Model:
     """A Model from a name: ``"package.module:function"`` calls that factory (e.g.
     ``"attnkit.testing:tiny_model"``); anything else goes to :func:`attnkit.load`."""
     if _FACTORY.match(spec):
@@ -64,11 +66,11 @@ class ModelPlugin:
     Tasks reach it through :func:`worker_model`. Torch uses as many threads as the worker.
     """
 
-    def __init__(self, name: str, spec: str | None = None, model: "Model | None" = None):
+    def __init__(self, name: str, spec: str | None = None, model: Model | None = None):
         self.name = name
         self.spec = spec
         self._model = model
-        self.model: "Model | None" = None
+        self.model: Model | None = None
 
     def setup(self, worker: Any) -> None:
         import torch
@@ -89,14 +91,14 @@ def _plugin_class() -> type:
 AttnkitModelPlugin: type | None = None
 
 
-def _make_plugin(name: str, spec: str | None, model: "Model | None") -> Any:
+def _make_plugin(name: str, spec: str | None, model: Model | None) -> Any:
     global AttnkitModelPlugin
     if AttnkitModelPlugin is None:
         AttnkitModelPlugin = _plugin_class()
     return AttnkitModelPlugin(name, spec, model)
 
 
-def worker_model(name: str) -> "Model":
+def worker_model(name: str) -> Model:
     """The model of plugin ``name`` on the worker running this task."""
     from distributed import get_worker
 
@@ -184,7 +186,7 @@ def _cluster_call(what: str, fn: Callable[[], Any]) -> Any:
 class _LocalRunner:
     """Extraction in this process."""
 
-    def __init__(self, model: "Model"):
+    def __init__(self, model: Model):
         self.model = model
 
     def encode(self, items: list, *, progress: bool) -> tuple[list, dict]:
@@ -193,7 +195,7 @@ class _LocalRunner:
         return [self.model.encode(x) for x in items], model_info(self.model)
 
     def run(self, todo: list[int], encs: list[list], level: str, embeddings: bool, keep_maps: bool,
-            summarize: dict, *, sink: Callable | None, loc: "Location | None", token: str | None,
+            summarize: dict, *, sink: Callable | None, loc: Location | None, token: str | None,
             on_done: Callable[[int], None]) -> None:
         from .corpus import run_in_process
 
@@ -204,7 +206,7 @@ class _LocalRunner:
 class _ClusterRunner:
     """Extraction on a Dask cluster: one model per worker, shards of batches."""
 
-    def __init__(self, model: "Model | str", client: Any):
+    def __init__(self, model: Model | str, client: Any):
         self.client, self._owned = connect(client)
         try:
             self.n_workers = _n_workers(self.client)
@@ -218,7 +220,7 @@ class _ClusterRunner:
         if self._owned:
             self.client.close()
 
-    def _register(self, model: "Model | str") -> str:
+    def _register(self, model: Model | str) -> str:
         from .corpus import model_fingerprint
 
         if isinstance(model, str):
@@ -257,10 +259,8 @@ class _ClusterRunner:
         return name
 
     def _unregister(self, name: str) -> None:
-        try:
+        with contextlib.suppress(Exception):  # best effort: the plugin may not be there
             self.client.unregister_worker_plugin(name)
-        except Exception:
-            pass
 
     def encode(self, items: list, *, progress: bool) -> tuple[list, dict]:
         if self.local is not None:
@@ -281,7 +281,7 @@ class _ClusterRunner:
         return _cluster_call("Tokenizing on the workers", go)
 
     def run(self, todo: list[int], encs: list[list], level: str, embeddings: bool, keep_maps: bool,
-            summarize: dict, *, sink: Callable | None, loc: "Location | None", token: str | None,
+            summarize: dict, *, sink: Callable | None, loc: Location | None, token: str | None,
             on_done: Callable[[int], None]) -> None:
         if not todo:
             return
@@ -316,7 +316,7 @@ def _scheduler_plugins(dask_scheduler: Any = None) -> list[str]:
     return list(getattr(dask_scheduler, "worker_plugins", {}) or {})
 
 
-def runner(model: "Model | str", client: Any) -> Any:
+def runner(model: Model | str, client: Any) -> Any:
     """The extraction runner for ``model`` here (client None) or on a cluster."""
     from .model import Model
 
@@ -345,7 +345,7 @@ def _worker_info(name: str) -> dict:
 
 
 def _extract_shard(name: str, batches: list[int], encs: list[list], level: str, embeddings: bool,
-                   keep_maps: bool, summaries: list[str], loc: "Location | None",
+                   keep_maps: bool, summaries: list[str], loc: Location | None,
                    token: str | None) -> dict[int, Any]:
     """Compute and write (or return) batches on a worker; committed ones are skipped."""
     from .corpus import compute_batch

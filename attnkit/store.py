@@ -25,6 +25,7 @@ chunk holds; :func:`verify` lists every damaged batch and ``extract`` recomputes
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import hashlib
 import json
@@ -33,9 +34,10 @@ import socket
 import threading
 import time
 import uuid
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -78,7 +80,7 @@ class Location:
     storage_options: dict = field(default_factory=dict, hash=False)
 
     @classmethod
-    def of(cls, where: "str | Path | Location", storage_options: dict | None = None) -> "Location":
+    def of(cls, where: str | Path | Location, storage_options: dict | None = None) -> Location:
         if isinstance(where, Location):
             return where
         text = str(where)
@@ -389,7 +391,7 @@ async def _gather_writes(writes: list[tuple[Any, tuple, np.ndarray]]) -> list[An
 
 
 def _describe_items(items: Iterable[int], meta: Callable[[int], dict] | None, limit: int = 12) -> str:
-    items = sorted(set(int(i) for i in items))
+    items = sorted({int(i) for i in items})
     shown = []
     for i in items[:limit]:
         sid = (meta(i) or {}).get("sent_id") if meta else None
@@ -451,11 +453,8 @@ class StoreReader:
 
     def _read_layout(self) -> Layout:
         names = list(ITEM_COLUMNS)
-        try:
-            arrays = [self.array(f"items/{k}") for k in names]
-            values = _sync(_gather([(a, (slice(None),)) for a in arrays]))
-        except StoreError:
-            raise
+        arrays = [self.array(f"items/{k}") for k in names]
+        values = _sync(_gather([(a, (slice(None),)) for a in arrays]))
         for k, v in zip(names, values):
             if isinstance(v, BaseException) or (np.asarray(v) == -1).any():
                 raise StoreError(
@@ -573,7 +572,7 @@ class StoreReader:
                 v = np.asarray(arr[lo:hi])
                 if _holds_fill(name, v) or (name.startswith("summaries/") and not self._chunk_exists(name, k)):
                     why = "missing"
-            except Exception as exc:  # a checksum mismatch or a chunk cut short
+            except Exception as exc:  # noqa: BLE001 - any decoding failure means a damaged chunk
                 why = f"checksum mismatch or truncated: {exc}".replace("\n", " ")[:160]
             if why:
                 if why == "missing" and self._chunk_exists(name, k):
@@ -599,7 +598,7 @@ class StoreReader:
                 if ok and name.startswith("summaries/"):
                     c = self.array(name).chunks[0]
                     ok = all(self._chunk_exists(name, k) for k in range(r[0] // c, -(-r[1] // c)))
-            except Exception:
+            except Exception:  # noqa: BLE001 - any decoding failure means a damaged chunk
                 ok = False
             if not ok:
                 problems.append(name)
@@ -659,7 +658,7 @@ class WriterLock:
         return {"token": self.token, "host": _host(), "pid": os.getpid(),
                 "since": getattr(self, "_since", time.time()), "heartbeat": time.time()}
 
-    def acquire(self) -> "WriterLock":
+    def acquire(self) -> WriterLock:
         self._since = time.time()
         for _ in range(3):
             if self.loc.create_json(self._record(), _LOCK):
@@ -691,11 +690,10 @@ class WriterLock:
 
     def _beat(self) -> None:
         while not self._stop.wait(_HEARTBEAT_S):
-            try:
+            # a missed heartbeat only makes the lock look older
+            with contextlib.suppress(Exception):
                 if self.holds():
                     self.loc.write_json(self._record(), _LOCK)
-            except Exception:  # a missed heartbeat only makes the lock look older
-                pass
 
     def holds(self) -> bool:
         return lock_token(self.loc) == self.token

@@ -15,8 +15,9 @@ Word-level maps are ``level="word"`` with ``keep="maps"``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
