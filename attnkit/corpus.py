@@ -579,6 +579,17 @@ def extract(
     from . import engine
 
     runner = engine.runner(model, client)
+    try:
+        return _extract(runner, items, batch_size=batch_size, level=level, store=store,
+                        embeddings=embeddings, keep_maps=keep_maps, summary_names=summary_names,
+                        storage_options=storage_options, verify=verify, progress=progress)
+    finally:
+        runner.close()
+
+
+def _extract(runner: Any, items: list, *, batch_size: int, level: str, store: str | Path | None,
+             embeddings: bool, keep_maps: bool, summary_names: list[str],
+             storage_options: dict | None, verify: bool, progress: bool) -> AttentionSet:
     encodings, minfo = runner.encode(items, progress=progress)
     plan = _plan([len(e) for e in encodings], batch_size)
     index, n = build_index(encodings, level)
@@ -643,7 +654,7 @@ def extract(
             f"{n_trunc} of {len(items)} inputs were longer than {minfo['model']}'s maximum of "
             f"{minfo['max_length']} tokens and were truncated (see AttentionSet.truncated).",
             TruncationWarning,
-            stacklevel=2,
+            stacklevel=3,
         )
     if store is not None:
         backend = st.StoreReader(loc)

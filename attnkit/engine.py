@@ -1,6 +1,6 @@
 """Running attnkit on a Dask cluster: extraction shards and corpus reductions.
 
-Extraction (:func:`attnkit.extract` with ``client=``): a :class:`ModelPlugin` loads the
+Extraction (:func:`attnkit.extract` with ``client=``): a worker plugin loads the
 model once per worker (by name, or from a pickled :class:`~attnkit.model.Model`); inputs
 are tokenized, laid out by the client, and batches go to workers in shards. Each worker
 writes its batches straight into the store and commits them; a shard lost with its worker
@@ -57,45 +57,6 @@ def resolve_model(spec: str) -> Model:
     from .model import load
 
     return load(spec)
-
-
-class ModelPlugin:
-    """Dask worker plugin: the model, loaded once per worker process (and again by a
-    worker that replaces a lost one).
-
-    Tasks reach it through :func:`worker_model`. Torch uses as many threads as the worker.
-    """
-
-    def __init__(self, name: str, spec: str | None = None, model: Model | None = None):
-        self.name = name
-        self.spec = spec
-        self._model = model
-        self.model: Model | None = None
-
-    def setup(self, worker: Any) -> None:
-        import torch
-
-        torch.set_num_threads(max(1, int(getattr(worker.state, "nthreads", 1) or 1)))
-        self.model = self._model if self._model is not None else resolve_model(self.spec or "")
-
-    def teardown(self, worker: Any) -> None:
-        self.model = None
-
-
-def _plugin_class() -> type:
-    from distributed import WorkerPlugin
-
-    return type("AttnkitModelPlugin", (ModelPlugin, WorkerPlugin), {"__module__": __name__})
-
-
-AttnkitModelPlugin: type | None = None
-
-
-def _make_plugin(name: str, spec: str | None, model: Model | None) -> Any:
-    global AttnkitModelPlugin
-    if AttnkitModelPlugin is None:
-        AttnkitModelPlugin = _plugin_class()
-    return AttnkitModelPlugin(name, spec, model)
 
 
 def worker_model(name: str) -> Model:
@@ -189,6 +150,9 @@ class _LocalRunner:
     def __init__(self, model: Model):
         self.model = model
 
+    def close(self) -> None:
+        pass
+
     def encode(self, items: list, *, progress: bool) -> tuple[list, dict]:
         from .corpus import model_info
 
@@ -208,15 +172,20 @@ class _ClusterRunner:
 
     def __init__(self, model: Model | str, client: Any):
         self.client, self._owned = connect(client)
+        self.local = model if not isinstance(model, str) else None
+        self.name = ""
         try:
             self.n_workers = _n_workers(self.client)
             self.name = self._register(model)
         except BaseException:
             self.close()
             raise
-        self.local = model if not isinstance(model, str) else None
 
     def close(self) -> None:
+        """Unload a model that was shipped as an object (a name stays loaded for the next
+        call) and close a client opened from an address."""
+        if getattr(self, "local", None) is not None and getattr(self, "name", None):
+            self._unregister(self.name)
         if self._owned:
             self.client.close()
 
@@ -234,7 +203,9 @@ class _ClusterRunner:
             _scheduler_plugins))
         if name in have:
             return name
-        plugin = _make_plugin(name, spec, obj)
+        from ._worker import ModelPlugin
+
+        plugin = ModelPlugin(name, spec, obj)
         try:
             _cluster_call("Loading the model on the workers",
                           lambda: self.client.register_plugin(plugin, name=name))
@@ -274,7 +245,7 @@ class _ClusterRunner:
             futures = [self.client.submit(_encode_shard, self.name, s, pure=False) for s in shards]
             info_f = self.client.submit(_worker_info, self.name, pure=False)
             out: dict[Any, list] = {}
-            for f in as_completed(futures):
+            for f in as_completed(futures, loop=self.client.loop):
                 out[f.key] = f.result()
             return [e for f in futures for e in out[f.key]], info_f.result()
 
@@ -299,7 +270,7 @@ class _ClusterRunner:
                     embeddings, keep_maps, names, loc, token,
                     key=f"attnkit-extract-{run_id}-{k // per:05d}", pure=False))
             try:
-                for f in as_completed(futures):
+                for f in as_completed(futures, loop=self.client.loop):
                     for b, arrays in f.result().items():
                         if sink is not None:
                             sink(b, arrays)
@@ -494,7 +465,7 @@ def _run_tasks(client: Any, task: Callable, blocks: list, fn: Block, progress: b
             done: dict[Any, list] = {}
             b = bar(show=progress, desc=desc, total=len(blocks), unit="block")
             try:
-                for f in as_completed(futures):
+                for f in as_completed(futures, loop=client.loop):
                     done[f.key] = f.result()
                     b.update(len(done[f.key]))
             except BaseException:
@@ -528,5 +499,5 @@ def _add(a: Any, b: Any) -> Any:
     return a + b
 
 
-__all__ = ["ModelPlugin", "connect", "map_blocks", "resolve_model", "runner", "sum_partials",
+__all__ = ["connect", "map_blocks", "resolve_model", "runner", "sum_partials",
            "worker_model"]

@@ -1,0 +1,158 @@
+"""Extraction on a Dask cluster (2 worker processes, one thread each): the same bits as in
+process, and every cluster fault with a clear attnkit error and no wrong value."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+
+import cloudpickle
+import numpy as np
+import pytest
+
+import attnkit as ak
+from attnkit import engine
+from attnkit import store as st
+from attnkit.errors import ClusterError, ModelNotFoundError
+from attnkit.testing import tiny_model
+
+distributed = pytest.importorskip("distributed")
+
+TEXTS = [f"{t} {'the cat ' * (i % 4)}".strip() for i, t in enumerate([
+    "The cat sat on the mat.",
+    "A student reads the new book in the library.",
+    "She has written three letters to her brother, unbelievably.",
+    "We did n't see the movie.",
+    "Mary gave John a red apple yesterday!",
+    "Teachers and students discussed the results of the experiment?",
+] * 3)]  # 18 items: 9 batches of 2
+
+FACTORY = "attnkit.testing:tiny_model"
+
+
+@pytest.fixture(scope="module")
+def client():
+    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                       dashboard_address=None, silence_logs=logging.CRITICAL)
+    c = distributed.Client(cluster, set_as_default=False)
+    yield c
+    c.close()
+    cluster.close()
+
+
+def _same_bits(a, b) -> None:
+    assert len(a) == len(b)
+    for x, y in zip(a, b):
+        assert x.tokens == y.tokens
+        np.testing.assert_array_equal(x.maps, y.maps)
+        if x.input_ids is not None or y.input_ids is not None:
+            np.testing.assert_array_equal(x.input_ids, y.input_ids)
+
+
+def test_cluster_extraction_equals_in_process_bit_for_bit(client, tmp_path):
+    ref = ak.extract(tiny_model(), TEXTS, batch_size=2, level="token", progress=False)
+    on_disk = ak.extract(FACTORY, TEXTS, batch_size=2, level="token", store=tmp_path / "s",
+                         client=client, progress=False)
+    assert on_disk.run_info == {"computed_batches": 9, "reused_batches": 0}
+    _same_bits(ref, on_disk)
+    _same_bits(ref, ak.open_store(tmp_path / "s"))
+    # in memory, from a Model object shipped to the workers, with a progress bar
+    _same_bits(ref, ak.extract(tiny_model(), TEXTS, batch_size=2, level="token", client=client,
+                               progress=True))
+    # the store is reused from the cluster, and the other way round
+    again = ak.extract(tiny_model(), TEXTS, batch_size=2, level="token", store=tmp_path / "s",
+                       progress=False)
+    assert again.run_info == {"computed_batches": 0, "reused_batches": 9}
+
+
+def test_scheduler_address_and_word_level_with_embeddings(client, tmp_path):
+    ref = ak.extract(tiny_model("roberta"), TEXTS, batch_size=4, embeddings=True, progress=False)
+    got = ak.extract(tiny_model("roberta"), TEXTS, batch_size=4, embeddings=True,
+                     store=tmp_path / "w", client=client.scheduler.address, progress=False)
+    _same_bits(ref, got)
+    for x, y in zip(ref, got):
+        np.testing.assert_array_equal(x.embeddings, y.embeddings)
+
+
+class _Dying:
+    """Model.run that kills its worker process: once (the first time any worker runs its
+    ``at``-th batch), or every time."""
+
+    def __init__(self, run, flag: str, at: int = 2, always: bool = False):
+        self.run, self.flag, self.at, self.always, self.calls = run, flag, at, always, 0
+
+    def __call__(self, *args, **kwargs):
+        self.calls += 1
+        if self.calls == self.at:
+            try:
+                fd = os.open(self.flag, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+                os.close(fd)
+                first = True
+            except FileExistsError:
+                first = False
+            if first or self.always:
+                os.kill(os.getpid(), signal.SIGKILL)
+        return self.run(*args, **kwargs)
+
+
+def _dying_model(flag, **kw):
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    model = tiny_model()
+    model.run = _Dying(model.run, str(flag), **kw)
+    return model
+
+
+def test_killed_worker_mid_shard_is_retried_elsewhere(client, tmp_path):
+    flag = tmp_path / "killed"
+    got = ak.extract(_dying_model(flag), TEXTS, batch_size=2, store=tmp_path / "s", client=client,
+                     progress=False)
+    assert flag.exists(), "a worker should have been killed during its second batch"
+    _same_bits(ak.extract(tiny_model(), TEXTS, batch_size=2, progress=False), got)
+    client.wait_for_workers(2, timeout=120)
+
+
+def test_workers_that_keep_dying_give_a_cluster_error(client, tmp_path):
+    cluster_scheduler = client.cluster.scheduler
+    cluster_scheduler.allowed_failures = 0
+    try:
+        with pytest.raises(ClusterError, match="kept dying") as err:
+            ak.extract(_dying_model(tmp_path / "k", at=1, always=True), TEXTS, batch_size=2,
+                       store=tmp_path / "s", client=client, progress=False)
+        assert "memory" in str(err.value) and "resume" in str(err.value)
+    finally:
+        cluster_scheduler.allowed_failures = 3
+    loc = st.Location.of(tmp_path / "s")
+    assert st.lock_token(loc) is None  # the lock was released
+    assert not st.committed_batches(loc)  # nothing half-written was committed
+    client.wait_for_workers(2, timeout=120)
+    # the store is resumed and completed by a healthy run
+    got = ak.extract(tiny_model(), TEXTS, batch_size=2, store=tmp_path / "s", progress=False)
+    _same_bits(ak.extract(tiny_model(), TEXTS, batch_size=2, progress=False), got)
+
+
+def test_model_name_workers_cannot_load(client):
+    with pytest.raises(ModelNotFoundError, match="workers could not load the model 'no-such-model"):
+        ak.extract("no-such-model-for-attnkit", TEXTS, client=client, progress=False)
+    with pytest.raises(ModelNotFoundError, match="cannot be imported"):
+        ak.extract("attnkit.testing:no_such_factory", TEXTS, client=client, progress=False)
+    names = client.run_on_scheduler(engine._scheduler_plugins)
+    assert not [n for n in names if n.startswith("attnkit-model-")
+                and n != f"attnkit-model-{__import__('hashlib').sha256(FACTORY.encode()).hexdigest()[:16]}"]
+    # the cluster still works
+    assert len(ak.extract(FACTORY, TEXTS[:3], client=client, progress=False)) == 3
+
+
+def test_unreachable_scheduler(monkeypatch):
+    monkeypatch.setattr(engine, "CONNECT_TIMEOUT_S", 1)
+    with pytest.raises(ClusterError, match="Could not reach the Dask scheduler at 'tcp://127.0.0.1:1'"):
+        ak.extract(tiny_model(), TEXTS, client="tcp://127.0.0.1:1", progress=False)
+    cluster = distributed.LocalCluster(n_workers=0, processes=False, dashboard_address=":0")
+    c = distributed.Client(cluster, set_as_default=False)
+    cluster.close()
+    try:
+        with pytest.raises(ClusterError, match="scheduler"):
+            ak.extract(tiny_model(), TEXTS, client=c, progress=False)
+    finally:
+        c.close()
