@@ -174,3 +174,62 @@ def migrate(path: str | Path, out: str | Path | None = None, *, keep_old: bool =
     if not keep_old:
         shutil.rmtree(backup)
     return src
+
+
+class V1Writer:
+    """Writes format 1, as attnkit 0.1 did (a JSON record file per batch, written last),
+    for the benchmark that compares the two formats and for tests of migration."""
+
+    def __init__(self, path: Path, manifest: dict, layout: st.Layout, index: st.Index):
+        self.path, self.layout, self.index = Path(path), layout, index
+        (self.path / "batches").mkdir(parents=True, exist_ok=True)
+        st.atomic_write(self.path / _MANIFEST, lambda fh: fh.write(json.dumps(manifest, indent=1).encode()))
+
+    def write(self, b: int, arrays: dict[str, np.ndarray]) -> None:
+        lay, ix, t = self.layout, self.index, self.layout.table
+        m0 = lay.map_range(b)[0]
+        e0 = lay.emb_range(b)[0]
+        recs = []
+        for i in lay.batches[b]:
+            i = int(i)
+            recs.append({
+                "item": i, "batch": b, "offset": int(t["map_offset"][i]) - m0, "n": int(t["n"][i]),
+                "tokens": list(ix.tokens[i]), "roles": [str(r) for r in ix.roles[i]],
+                "word_ids": [int(w) for w in ix.word_ids[i]],
+                "segments": [int(s) for s in ix.segments[i]], "words": list(ix.words[i]),
+                "meta": ix.meta[i], "truncated": bool(t["truncated"][i]),
+                "emb_offset": int(t["emb_offset"][i]) - e0 if "embeddings" in arrays else -1,
+            })
+        bdir = self.path / "batches"
+        st.atomic_write(bdir / f"{b:06d}.npy", lambda fh: np.save(fh, arrays["maps"]))
+        if "embeddings" in arrays:
+            st.atomic_write(bdir / f"{b:06d}.emb.npy", lambda fh: np.save(fh, arrays["embeddings"]))
+        st.atomic_write(bdir / f"{b:06d}.json", lambda fh: fh.write(json.dumps(recs).encode()))
+
+
+def extract_v1(model: Any, inputs: Iterable[Any], path: str | Path, *, batch_size: int = 32,
+               level: str = "word", embeddings: bool = False) -> None:
+    """Extract into a format-1 store the way attnkit 0.1 did (same batches, same float16
+    maps, a background thread writing ``.npy`` files): the baseline of
+    benchmarks/distributed.py and the source of the migration tests."""
+    from .corpus import _plan, build_index, run_in_process, v1_fingerprint
+
+    items = list(inputs)
+    encs = [model.encode(x) for x in items]
+    index, n = build_index(encs, level)
+    plan = _plan([len(e) for e in encs], batch_size)
+    dim = int(model.hf.get_input_embeddings().embedding_dim) if embeddings else 0
+    layout = st.plan_layout(plan, n, [len(e) for e in encs], [len(e.words) for e in encs],
+                            [e.truncated for e in encs], n_layers=model.n_layers,
+                            n_heads=model.n_heads, embedding_dim=dim)
+    manifest = {
+        "version": 1, "model": model.name, "level": level, "n_layers": model.n_layers,
+        "n_heads": model.n_heads, "causal": model.causal, "batch_size": batch_size,
+        "n_items": len(items), "n_batches": len(plan), "embeddings": embeddings,
+        "embedding_dim": dim,
+        "fingerprint": v1_fingerprint(model.name, model.n_layers, model.n_heads, encs, level,
+                                      batch_size, embeddings),
+    }
+    writer = V1Writer(Path(path), manifest, layout, index)
+    run_in_process(model, list(range(len(plan))), [[encs[i] for i in b] for b in plan], level,
+                   embeddings, True, {}, write=writer.write, background=True, on_done=lambda b: None)

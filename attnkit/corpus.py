@@ -740,23 +740,23 @@ def _check_same(loc: st.Location, old: dict, new: dict, v1: str) -> None:
 
 # ----------------------------------------------------------------- in process
 def run_in_process(model: Model, todo: list[int], encs: list[list], level: str, embeddings: bool,
-                   keep_maps: bool, summarize: dict, *, sink: Callable | None,
-                   loc: st.Location | None, token: str | None, on_done: Callable[[int], None]) -> None:
-    """Compute batches here; a background thread writes each one while the next runs."""
-    writer = st.BatchWriter(loc, token) if loc is not None else None
-    pool = ThreadPoolExecutor(max_workers=1) if writer is not None else None
+                   keep_maps: bool, summarize: dict, *, write: Callable[[int, dict], None],
+                   background: bool, on_done: Callable[[int], None]) -> None:
+    """Compute batches here and hand each to ``write``; with ``background`` a thread writes
+    one batch while the next one runs."""
+    pool = ThreadPoolExecutor(max_workers=1) if background else None
     pending: tuple[int, Future] | None = None
     try:
         for b, e in zip(todo, encs):
             arrays = compute_batch(model, e, level, embeddings, keep_maps, summarize)
-            if writer is None:
-                sink(b, arrays)  # type: ignore[misc]
+            if pool is None:
+                write(b, arrays)
                 on_done(b)
                 continue
             if pending is not None:
                 pending[1].result()
                 on_done(pending[0])
-            pending = (b, pool.submit(writer.write, b, arrays))  # type: ignore[union-attr]
+            pending = (b, pool.submit(write, b, arrays))
         if pending is not None:
             pending[1].result()
             on_done(pending[0])

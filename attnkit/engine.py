@@ -162,9 +162,14 @@ class _LocalRunner:
             summarize: dict, *, sink: Callable | None, loc: Location | None, token: str | None,
             on_done: Callable[[int], None]) -> None:
         from .corpus import run_in_process
+        from .store import BatchWriter
 
-        run_in_process(self.model, todo, encs, level, embeddings, keep_maps, summarize, sink=sink,
-                       loc=loc, token=token, on_done=on_done)
+        if loc is not None:
+            write, background = BatchWriter(loc, token or "").write, True
+        else:
+            write, background = sink, False
+        run_in_process(self.model, todo, encs, level, embeddings, keep_maps, summarize,
+                       write=write, background=background, on_done=on_done)
 
 
 class _ClusterRunner:

@@ -19,6 +19,7 @@ from fsspec.implementations.memory import MemoryFileSystem
 
 import attnkit as ak
 from attnkit import store as st
+from attnkit._store_v1 import extract_v1
 from attnkit.cli import main
 from attnkit.errors import InputError, StoreError
 
@@ -284,39 +285,12 @@ def test_summaries_only_store(tiny_bert, tmp_path):
 
 
 # ------------------------------------------------------------------ format 1
-def _write_v1(sset: ak.AttentionSet, path: Path, fingerprint: str = "f") -> None:
-    """A format-1 store as attnkit 0.1 wrote it (manifest, .npy batches, JSON records)."""
-    (path / "batches").mkdir(parents=True)
-    info = {k: sset.info[k] for k in ("model", "level", "n_layers", "n_heads", "causal", "batch_size",
-                                      "embeddings", "embedding_dim")}
-    info.update(version=1, n_items=len(sset), n_batches=sset.n_batches, fingerprint=fingerprint)
-    (path / "manifest.json").write_text(json.dumps(info))
-    for b in range(sset.n_batches):
-        items, atts, _ = sset.read_batch(b)
-        recs, maps, embs, off, eoff = [], [], [], 0, 0
-        for i, a in zip(items, atts):
-            recs.append({"item": int(i), "batch": b, "offset": off, "n": len(a), "tokens": a.tokens,
-                         "roles": a.roles.tolist(), "word_ids": a.word_ids.tolist(),
-                         "segments": a.segments.tolist(), "words": a.words, "meta": a.meta,
-                         "truncated": a.truncated, "emb_offset": eoff if a.embeddings is not None else -1})
-            maps.append(a.maps.astype(np.float16).ravel())
-            off += a.maps.size
-            if a.embeddings is not None:
-                embs.append(a.embeddings.astype(np.float16).ravel())
-                eoff += a.embeddings.size
-        np.save(path / "batches" / f"{b:06d}.npy", np.concatenate(maps))
-        if embs:
-            np.save(path / "batches" / f"{b:06d}.emb.npy", np.concatenate(embs))
-        (path / "batches" / f"{b:06d}.json").write_text(json.dumps(recs))
-
-
 def test_format1_opens_read_only_and_migrates(tiny_bert, tmp_path, capsys):
-    from attnkit.corpus import v1_fingerprint
-
     ref = ak.extract(tiny_bert, TEXTS, batch_size=3, embeddings=True, progress=False)
-    encs = [tiny_bert.encode(t) for t in TEXTS]
     old = tmp_path / "old"
-    _write_v1(ref, old, v1_fingerprint("tiny-bert", 2, 2, encs, "word", 3, True))
+    extract_v1(tiny_bert, TEXTS, old, batch_size=3, embeddings=True)
+    assert sorted(p.name for p in (old / "batches").iterdir())[:3] == [
+        "000000.emb.npy", "000000.json", "000000.npy"]
     v1 = ak.open_store(old)
     _same(v1, ref)
     with pytest.raises(StoreError, match="format 1"):
@@ -336,9 +310,8 @@ def test_format1_opens_read_only_and_migrates(tiny_bert, tmp_path, capsys):
 
 
 def test_format1_damaged_batch_file_names_its_items(tiny_bert, tmp_path):
-    ref = ak.extract(tiny_bert, TEXTS, batch_size=3, progress=False)
     old = tmp_path / "old"
-    _write_v1(ref, old)
+    extract_v1(tiny_bert, TEXTS, old, batch_size=3)
     f = old / "batches" / "000001.npy"
     f.write_bytes(f.read_bytes()[: f.stat().st_size // 2])  # the issue's truncated batch file
     sset = ak.open_store(old)
