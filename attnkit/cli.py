@@ -143,6 +143,9 @@ def cmd_store(args: argparse.Namespace) -> int:
         if problems:
             bad[b] = problems
     missing = len(reader.layout.batches) - len(reader.committed)
+    bad_index = reader.verify_index()
+    for name in bad_index:
+        print(f"index {name}: damaged; extract again with the same inputs rewrites it")
     for b, problems in bad.items():
         items = st._describe_items(reader.layout.batches[b], reader.meta)
         print(f"batch {b}: damaged {', '.join(problems)}; items {items}")
@@ -150,7 +153,7 @@ def cmd_store(args: argparse.Namespace) -> int:
           f"{missing} not computed yet")
     if bad or missing:
         print("Run attnkit.extract with the same model, inputs and store to recompute them.")
-    return 1 if bad else 0
+    return 1 if bad or bad_index else 0
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -696,7 +696,10 @@ def _prepare_store(loc: st.Location, info: dict, layout: st.Layout, index: st.In
             return lock, set()
         try:
             reader = st.StoreReader(loc, require_complete=False)
-        except StoreError:  # the item table is damaged: rewrite it from the inputs
+            damaged_index = bool(reader.verify_index())
+        except StoreError:  # the item table is damaged
+            damaged_index = True
+        if damaged_index:  # everything in the index comes from the inputs: write it again
             import zarr
 
             g = zarr.open_group(loc.url, mode="a", storage_options=loc.storage_options or None)

@@ -35,6 +35,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -69,6 +70,12 @@ ITEM_COLUMNS = {
     "word_offset": np.int64,
 }
 _ITEM_CHUNK = 1 << 18
+#: Decoded chunks of index arrays a reader keeps (a chunk holds many batches' positions).
+_CHUNK_CACHE = 64
+
+
+def _is_index(name: str) -> bool:
+    return name in _POSITION_ARRAYS
 
 
 # ------------------------------------------------------------------ where a store lives
@@ -423,6 +430,7 @@ class StoreReader:
         self.group = g
         self.info = info
         self._arrays: dict[str, Any] = {}
+        self._chunks: OrderedDict[tuple[str, int], np.ndarray] = OrderedDict()
         self.layout = self._read_layout()
         self.committed = committed_batches(loc)
         n_batches = len(self.layout.batches)
@@ -523,14 +531,65 @@ class StoreReader:
                 "with the same model, inputs and store to compute it."
             )
         ranges = self.batch_reads(b, names)
-        reads = [(self.array(k), (slice(*r),)) for k, r in ranges.items()]
+        direct = {k: r for k, r in ranges.items() if not _is_index(k)}
+        # index arrays hold every item's positions in few chunks: read whole chunks, keep them
+        wanted = []
+        for name, (lo, hi) in ranges.items():
+            if _is_index(name) and hi > lo:
+                c = self.array(name).chunks[0]
+                wanted += [(name, k) for k in range(lo // c, -(-hi // c)) if (name, k) not in self._chunks]
+        reads = [(self.array(k), (slice(*r),)) for k, r in direct.items()]
+        for name, k in wanted:
+            arr = self.array(name)
+            c = arr.chunks[0]
+            reads.append((arr, (slice(k * c, min((k + 1) * c, arr.shape[0])),)))
         values = _sync(_gather(reads))
         out = {}
-        for (name, r), v in zip(ranges.items(), values):
+        for (name, r), v in zip(direct.items(), values):
             if isinstance(v, BaseException) or _holds_fill(name, np.asarray(v)):
                 raise self.damage_error(name, r, v if isinstance(v, BaseException) else None)
             out[name] = np.asarray(v)
+        for (name, k), v in zip(wanted, values[len(direct):]):
+            c = self.array(name).chunks[0]
+            if isinstance(v, BaseException) or _holds_fill(name, np.asarray(v)):
+                raise self.damage_error(name, (k * c, (k + 1) * c), v if isinstance(v, BaseException) else None)
+            self._chunks[(name, k)] = np.asarray(v)
+            while len(self._chunks) > _CHUNK_CACHE:
+                self._chunks.popitem(last=False)
+        for name, (lo, hi) in ranges.items():
+            if not _is_index(name):
+                continue
+            if hi <= lo:
+                out[name] = np.asarray(self.array(name)[0:0])
+                continue
+            c = self.array(name).chunks[0]
+            parts = []
+            for k in range(lo // c, -(-hi // c)):
+                chunk = self._chunks.get((name, k))
+                if chunk is None:  # evicted while this batch was assembled: read it again
+                    return self.read_batch(b, names)
+                self._chunks.move_to_end((name, k))
+                parts.append(chunk[max(lo - k * c, 0) : min(hi - k * c, c)])
+            out[name] = parts[0] if len(parts) == 1 else np.concatenate(parts)
         return out
+
+    def verify_index(self) -> list[str]:
+        """Index arrays (positions, token ids, words) that fail to read back intact."""
+        bad = []
+        for name in _POSITION_ARRAYS:
+            if name == "ids/input_ids" and not self.info.get("input_ids", True):
+                continue
+            try:
+                ok = not _holds_fill(name, np.asarray(self.array(name)[:]))
+            except Exception:  # noqa: BLE001 - any decoding failure means a damaged chunk
+                ok = False
+            if not ok:
+                bad.append(name)
+        try:
+            self._read_meta()
+        except StoreError:
+            bad.append("items/meta")
+        return bad
 
     def damage_error(self, name: str, r: tuple[int, int], exc: BaseException | None) -> StoreError:
         """A StoreError naming the chunks of ``name`` within range ``r`` that are damaged

@@ -121,6 +121,20 @@ def test_damaged_item_table_refuses_to_open_and_is_rewritten(tiny_bert, made):
     _same(again, sset)
 
 
+def test_damaged_index_chunk_names_items_and_is_rewritten(tiny_bert, made):
+    path, sset = made
+    chunk = path / "positions" / "tokens" / "c" / "0"  # every item's tokens live in this chunk
+    data = bytearray(chunk.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    chunk.write_bytes(bytes(data))
+    with pytest.raises(StoreError, match="positions/tokens/c/0") as err:
+        ak.open_store(path)[0]
+    assert sorted(err.value.items) == list(range(len(TEXTS)))
+    again = ak.extract(tiny_bert, TEXTS, batch_size=2, store=path, embeddings=True, progress=False)
+    assert again.run_info == {"computed_batches": 0, "reused_batches": 4}
+    _same(again, sset)
+
+
 def test_token_level_keeps_input_ids(tiny_gpt2, tmp_path):
     sset = ak.extract(tiny_gpt2, TEXTS[:3], level="token", store=tmp_path / "s", progress=False)
     again = ak.open_store(tmp_path / "s")
