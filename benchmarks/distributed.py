@@ -30,12 +30,12 @@ from pathlib import Path
 # `import distributed` finds Dask's, and load the section writer by file.
 HERE = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
-import importlib.util  # noqa: E402
+import importlib.util
 
-import torch  # noqa: E402
+import torch
 
-import attnkit as ak  # noqa: E402
-from attnkit._store_v1 import extract_v1  # noqa: E402
+import attnkit as ak
+from attnkit._store_v1 import extract_v1
 
 _spec = importlib.util.spec_from_file_location("_report", HERE / "_report.py")
 _report = importlib.util.module_from_spec(_spec)
@@ -81,7 +81,7 @@ def main() -> None:
     sizes: dict[str, int] = {}
     run_loads: dict[str, list[float]] = {k: [] for k in times}
     for rep in range(args.reps):
-        for key in times:
+        for key, runs in times.items():
             out = tmp / f"{key}-{rep}"
             start_load = load()
             t = time.perf_counter()
@@ -92,11 +92,23 @@ def main() -> None:
             else:
                 client = clusters[int(key[1])][1]
                 ak.extract("minilm", tb, batch_size=bs, store=out, client=client, progress=False)
-            times[key].append(time.perf_counter() - t)
+            runs.append(time.perf_counter() - t)
             run_loads[key].append(max(start_load, load()))
             sizes[key] = du(out)
             shutil.rmtree(out)
-            print(key, rep, f"{times[key][-1]:.1f} s", f"load {run_loads[key][-1]:.1f}", flush=True)
+            print(key, rep, f"{runs[-1]:.1f} s", f"load {run_loads[key][-1]:.1f}", flush=True)
+    # what per-item summaries cost: time per attention value, token level, one thread
+    from attnkit.summaries import SUMMARIES
+
+    sample = ak.extract(model, tb[:500], batch_size=bs, level="token", progress=False)
+    atts = list(sample)
+    n_values = sum(a.maps.size for a in atts)
+    summary_ns = {}
+    for name, summ in SUMMARIES.items():
+        t = time.perf_counter()
+        for a in atts:
+            summ.compute(a)
+        summary_ns[name] = (time.perf_counter() - t) / n_values * 1e9
     loads.append(load())
     for cluster, client in clusters.values():
         client.close()
@@ -131,6 +143,8 @@ competed with other work). Best of {args.reps} interleaved run(s) each; each is 
 - store size format 2 / format 1: {sizes['v2'] / sizes['v1']:.3f} (chunk padding and the item index)
 - one worker's throughput: {per_worker_tok:.0f} word-pieces/s ({rate['c1']:.1f} sentences/s), the
   number docs/scale.md scales from
+- per-item summaries (one thread, token level, {len(atts)} sentences, {n_values / 1e6:.0f} M attention
+  values): `stats` {summary_ns['stats']:.2f} ns and `edges` {summary_ns['edges']:.2f} ns per attention value
 - all runs (s): {'; '.join(f"{k} {', '.join(f'{x:.1f}' for x in v)}" for k, v in times.items())}
 """
     print(body)
