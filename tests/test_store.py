@@ -290,6 +290,14 @@ def test_summaries_only_store(tiny_bert, tmp_path):
     for i, att in enumerate(full):
         np.testing.assert_array_equal(stats[i], item_stats(att))
         np.testing.assert_array_equal(edges[i], top_edges(att))
+    # against a full stable sort of every map (ties in position order)
+    for i, att in enumerate(full):
+        L, H, n, _ = att.maps.shape
+        flat = att.maps.reshape(L, H, n * n)
+        ref = np.argsort(-flat, axis=-1, kind="stable")[..., :16]
+        np.testing.assert_array_equal(edges[i][..., 0] * n + edges[i][..., 1], ref)
+    tied = ak.Attention.from_maps(np.full((1, 1, 3, 3), 1 / 3), ["[CLS]", "a", "[SEP]"])
+    np.testing.assert_array_equal(top_edges(tied, k=4)[0, 0, :, :2], [[0, 0], [0, 1], [0, 2], [1, 0]])
     # hand check of one edge list: the strongest edge of head (0, 0) of item 0
     m = full[0].maps[0, 0]
     q, k = np.unravel_index(np.argmax(m), m.shape)
