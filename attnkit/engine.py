@@ -352,21 +352,22 @@ def _extract_shard(name: str, batches: list[int], encs: list[list], level: str, 
     return out
 
 
-def _open_reader(url: str, storage_options: dict) -> Any:
+def _open_reader(url: str, storage_options: dict, version: str) -> Any:
     from .corpus import AttentionSet
     from .store import Location
 
+    key = f"{url}|{version}"  # a store extracted again under the same path is opened again
     with _CACHE_LOCK:
-        if url not in _READERS:
+        if key not in _READERS:
             if len(_READERS) > 4:
                 _READERS.clear()
-            _READERS[url] = AttentionSet.open(Location(url, storage_options))
-        return _READERS[url]
+            _READERS[key] = AttentionSet.open(Location(url, storage_options))
+        return _READERS[key]
 
 
-def _store_blocks(url: str, storage_options: dict, batches: list[int], fn: Any,
+def _store_blocks(url: str, storage_options: dict, version: str, batches: list[int], fn: Any,
                   summaries: tuple[str, ...]) -> list[Any]:
-    sset = _open_reader(url, storage_options)
+    sset = _open_reader(url, storage_options, version)
     return [fn(*sset.read_batch(b, summaries)) for b in batches]
 
 
@@ -447,7 +448,8 @@ def _map_set(sset: Any, fn: Block, client: Any, summaries: tuple[str, ...], prog
 
         return [fn(*sset.read_batch(b, summaries))
                 for b in bar(range(sset.n_batches), show=progress, desc=desc, unit="batch")]
-    return _run_tasks(client, functools.partial(_store_blocks, loc.url, loc.storage_options),
+    version = f"{sset.info.get('inputs_fingerprint')}|{sset.info.get('model_fingerprint')}"
+    return _run_tasks(client, functools.partial(_store_blocks, loc.url, loc.storage_options, version),
                       list(range(sset.n_batches)), fn, progress, desc, summaries=summaries)
 
 
