@@ -679,6 +679,7 @@ def _prepare_store(loc: st.Location, info: dict, layout: st.Layout, index: st.In
         raise StoreError(f"{loc} is a file, not a store folder; pass a folder path.")
     lock = st.WriterLock(loc).acquire()
     try:
+        st.remove_leftovers(loc)
         old = st.read_info(loc)
         if old is None:
             if loc.local and any(p.name != "writer.lock" for p in Path(loc.url).iterdir()):

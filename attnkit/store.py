@@ -901,6 +901,17 @@ def write_index(g: Any, layout: Layout, index: Index, meta_json: list[str]) -> N
             raise res
 
 
+def remove_leftovers(loc: Location) -> None:
+    """Delete temporary files a killed writer left in a local store (Zarr's ``*.partial``
+    chunk files, attnkit's ``*.tmp`` markers); call only while holding the lock."""
+    if not loc.local:
+        return
+    for pattern in ("*.partial", "*.tmp"):
+        for f in Path(loc.url).rglob(pattern):
+            if f.name != _LOCK:
+                f.unlink(missing_ok=True)
+
+
 def uncommit(loc: Location, batches: Iterable[int]) -> None:
     """Forget batches (their chunks will be rewritten)."""
     for b in batches:
