@@ -34,8 +34,8 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Sequence
 from collections import OrderedDict
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
