@@ -156,3 +156,29 @@ def test_unreachable_scheduler(monkeypatch):
             ak.extract(tiny_model(), TEXTS, client=c, progress=False)
     finally:
         c.close()
+
+
+def _block_sums(items, atts, summaries):
+    """Per block: item ids and the float64 sum of every head's map (a partial to add up)."""
+    return {"n": np.float64(len(items)), "sum": sum(a.maps.astype(np.float64).sum((2, 3)) for a in atts),
+            "ids": np.asarray(items, dtype=np.int64).sum()}
+
+
+def test_map_blocks_gives_the_same_partials_on_the_cluster(client, tmp_path):
+    sset = ak.extract(tiny_model(), TEXTS, batch_size=4, store=tmp_path / "s", progress=False)
+    here = engine.map_blocks(sset, _block_sums)
+    there = engine.map_blocks(sset, _block_sums, client=client)
+    assert len(here) == sset.n_batches == 5
+    for a, b in zip(here, there):
+        assert a.keys() == b.keys()
+        for k in a:
+            np.testing.assert_array_equal(a[k], b[k])
+    total = engine.sum_partials(there)
+    assert total["n"] == len(TEXTS) and total["ids"] == sum(range(len(TEXTS)))
+    # every row sums to 1, so a head's map sums to n: the total is the number of positions
+    np.testing.assert_allclose(total["sum"], sum(len(a) for a in sset), rtol=1e-3)
+    # a plain list goes in blocks of 32 items, sent to the workers
+    atts = list(sset)
+    listed = engine.map_blocks(atts, _block_sums, client=client)
+    np.testing.assert_array_equal(engine.sum_partials(listed)["sum"],
+                                  engine.sum_partials(engine.map_blocks(atts, _block_sums))["sum"])
