@@ -263,8 +263,7 @@ class AttentionSet(Sequence[Attention]):
     def read_batch(self, b: int, summaries: Sequence[str] = ()) -> tuple[np.ndarray, list[Attention] | None, dict[str, np.ndarray]]:
         """Items of batch ``b`` with their attention (None for a summaries-only store) and
         the requested per-item summaries (rows in the same order); one verified read."""
-        data = self._backend.read_batch(b, self._names(summaries)) if summaries or b not in self._cache \
-            else self._batch(b)
+        data = self._batch(b, summaries)
         items = self._layout.batches[b]
         atts = [self._item(int(i), data, b) for i in items] if self.has_maps else None
         return items, atts, {s: data[f"summaries/{s}"] for s in summaries}

@@ -263,17 +263,21 @@ class _ClusterRunner:
             return
         from distributed import as_completed
 
-        per = max(1, min(8, math.ceil(len(todo) / (4 * self.n_workers))))
+        per = max(1, min(4, math.ceil(len(todo) / (8 * self.n_workers))))
         run_id = uuid.uuid4().hex[:8]
         names = sorted(summarize)
+        # the longest batches first (the plan sorts by length), so that the last shards
+        # to finish are short ones and no worker waits long for another at the end
+        order = sorted(range(len(todo)), key=lambda k: -sum(len(e) for e in encs[k]))
 
         def go() -> None:
             futures = []
-            for k in range(0, len(todo), per):
+            for j in range(0, len(order), per):
+                ks = order[j : j + per]
                 futures.append(self.client.submit(
-                    _extract_shard, self.name, todo[k : k + per], encs[k : k + per], level,
-                    embeddings, keep_maps, names, loc, token,
-                    key=f"attnkit-extract-{run_id}-{k // per:05d}", pure=False))
+                    _extract_shard, self.name, [todo[k] for k in ks], [encs[k] for k in ks],
+                    level, embeddings, keep_maps, names, loc, token,
+                    key=f"attnkit-extract-{run_id}-{j // per:05d}", pure=False))
             try:
                 for f in as_completed(futures, loop=self.client.loop):
                     for b, arrays in f.result().items():
