@@ -268,7 +268,7 @@ class _ClusterRunner:
         names = sorted(summarize)
         # the longest batches first (the plan sorts by length), so that the last shards
         # to finish are short ones and no worker waits long for another at the end
-        order = sorted(range(len(todo)), key=lambda k: -sum(len(e) for e in encs[k]))
+        order = sorted(range(len(todo)), key=lambda k: -sum(len(e) ** 2 for e in encs[k]))
 
         def go() -> None:
             futures = []
