@@ -289,7 +289,7 @@ class AttentionSet(Sequence[Attention]):
 
     # --------------------------------------------------------------- opening
     @classmethod
-    def open(cls, path: str | Path, *, storage_options: dict | None = None) -> AttentionSet:
+    def open(cls, path: str | Path | st.Location, *, storage_options: dict | None = None) -> AttentionSet:
         """Open a finished store written by :func:`extract`, read-only (no model needed).
 
         Stores of format 1 (folders of ``.npy`` batches) open read-only too; convert them
@@ -620,7 +620,7 @@ def _extract(runner: Any, items: list, *, batch_size: int, level: str, store: st
     meta_json = [json.dumps(e.meta, default=str) for e in encodings]
     summarize = {k: SUMMARIES[k].compute for k in summary_names}
     shapes = {k: (SUMMARIES[k].shape(minfo), SUMMARIES[k].dtype) for k in summary_names}
-    lock = None
+    lock: st.WriterLock | None = None
     if store is None:
         backend: Any = _Memory(info, layout, index.concat(layout), [dict(e.meta) for e in encodings])
         done: set[int] = set()
@@ -635,14 +635,10 @@ def _extract(runner: Any, items: list, *, batch_size: int, level: str, store: st
     bar = _bar(show=progress, desc=f"attention ({minfo['model']})", total=len(items),
                initial=sum(len(plan[b]) for b in done))
     try:
-        if store is None:
-            runner.run(todo, [[encodings[i] for i in plan[b]] for b in todo], level, embeddings,
-                       keep_maps, summarize, sink=backend.write, loc=None, token=None,
-                       on_done=lambda b: bar.update(len(plan[b])))
-        else:
-            runner.run(todo, [[encodings[i] for i in plan[b]] for b in todo], level, embeddings,
-                       keep_maps, summarize, sink=None, loc=loc, token=lock.token,
-                       on_done=lambda b: bar.update(len(plan[b])))
+        runner.run(todo, [[encodings[i] for i in plan[b]] for b in todo], level, embeddings,
+                   keep_maps, summarize, sink=backend.write if lock is None else None,
+                   loc=None if lock is None else loc, token=None if lock is None else lock.token,
+                   on_done=lambda b: bar.update(len(plan[b])))
     finally:
         bar.close()
         if lock is not None:

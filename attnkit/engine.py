@@ -63,7 +63,7 @@ def worker_model(name: str) -> Model:
     """The model of plugin ``name`` on the worker running this task."""
     from distributed import get_worker
 
-    plugin = get_worker().plugins.get(name)
+    plugin: Any = get_worker().plugins.get(name)
     if plugin is None or plugin.model is None:
         raise ModelNotFoundError(
             f"This worker has no model {name!r} (its plugin failed to set up); see the "
@@ -164,10 +164,8 @@ class _LocalRunner:
         from .corpus import run_in_process
         from .store import BatchWriter
 
-        if loc is not None:
-            write, background = BatchWriter(loc, token or "").write, True
-        else:
-            write, background = sink, False
+        write: Any = BatchWriter(loc, token or "").write if loc is not None else sink
+        background = loc is not None
         run_in_process(self.model, todo, encs, level, embeddings, keep_maps, summarize,
                        write=write, background=background, on_done=on_done)
 

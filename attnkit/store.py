@@ -54,7 +54,7 @@ LOCK_STALE_S = 120.0
 _HEARTBEAT_S = 20.0
 
 # name -> (dtype, fill value that valid data never holds, chunk length)
-_POSITION_ARRAYS = {
+_POSITION_ARRAYS: dict[str, tuple[Any, Any, int]] = {
     "positions/tokens": (str, "", 1 << 16),
     "positions/roles": (np.uint8, 255, 1 << 20),
     "positions/word_ids": (np.int32, -2, 1 << 20),
@@ -280,9 +280,10 @@ def plan_layout(
     t["n_words"][:] = n_words
     t["truncated"][:] = np.asarray(truncated, dtype=np.int8)
     mo = eo = po = io = wo = row = 0
-    out_batches = []
-    for b, items in enumerate(batches):
-        items = np.asarray(items, dtype=np.int64)
+    out_batches: list[np.ndarray] = []
+    for members in batches:
+        items = np.asarray(members, dtype=np.int64)
+        b = len(out_batches)
         out_batches.append(items)
         for i in items:
             t["batch"][i], t["row"][i] = b, row
@@ -335,7 +336,7 @@ class Index:
 
 
 # ------------------------------------------------------------------ zarr helpers
-def _zarr_open(loc: Location, mode: str) -> Any:
+def _zarr_open(loc: Location, mode: Any) -> Any:
     import zarr
 
     so = loc.storage_options or None
@@ -681,7 +682,8 @@ def read_info(loc: Location) -> dict | None:
         g = zarr.open_group(loc.url, mode="r", storage_options=loc.storage_options or None, zarr_format=3)
     except (FileNotFoundError, KeyError, ValueError):
         return None
-    return dict(g.attrs.get("attnkit") or {}) or None
+    info = g.attrs.get("attnkit")
+    return dict(info) if isinstance(info, dict) and info else None
 
 
 # ------------------------------------------------------------------ writing
