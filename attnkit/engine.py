@@ -326,7 +326,7 @@ def _extract_shard(name: str, batches: list[int], encs: list[list], level: str, 
                    keep_maps: bool, summaries: list[str], loc: Location | None,
                    token: str | None) -> dict[int, Any]:
     """Compute and write (or return) batches on a worker; committed ones are skipped."""
-    from .corpus import compute_batch
+    from .corpus import run_in_process
     from .store import BatchWriter
     from .summaries import SUMMARIES
 
@@ -341,16 +341,16 @@ def _extract_shard(name: str, batches: list[int], encs: list[list], level: str, 
             writer = _WRITERS[key]
     summarize = {k: SUMMARIES[k].compute for k in summaries}
     out: dict[int, Any] = {}
-    for b, e in zip(batches, encs):
-        if writer is not None and writer.committed(b):
-            out[b] = None
-            continue
-        arrays = compute_batch(model, e, level, embeddings, keep_maps, summarize)
-        if writer is not None:
-            writer.write(b, arrays)
-            out[b] = None
-        else:
-            out[b] = arrays
+    todo = [(b, e) for b, e in zip(batches, encs) if writer is None or not writer.committed(b)]
+    out.update({b: None for b in batches})
+
+    def keep(b: int, arrays: dict) -> None:
+        out[b] = arrays
+
+    # as in one process: a thread writes a batch while the next one runs
+    run_in_process(model, [b for b, _ in todo], [e for _, e in todo], level, embeddings, keep_maps,
+                   summarize, write=writer.write if writer is not None else keep,
+                   background=writer is not None, on_done=lambda b: None)
     return out
 
 
