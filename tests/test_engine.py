@@ -182,3 +182,10 @@ def test_map_blocks_gives_the_same_partials_on_the_cluster(client, tmp_path):
     listed = engine.map_blocks(atts, _block_sums, client=client)
     np.testing.assert_array_equal(engine.sum_partials(listed)["sum"],
                                   engine.sum_partials(engine.map_blocks(atts, _block_sums))["sum"])
+
+
+def test_a_model_name_works_in_process_too():
+    got = ak.extract(FACTORY, TEXTS[:4], level="token", progress=False)
+    _same_bits(ak.extract(tiny_model(), TEXTS[:4], level="token", progress=False), got)
+    with pytest.raises(ModelNotFoundError, match="cannot be imported"):
+        ak.extract("attnkit.testing:no_such_factory", TEXTS[:1], progress=False)
