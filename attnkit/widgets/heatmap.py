@@ -8,6 +8,7 @@ import numpy as np
 import traitlets
 from matplotlib.figure import Figure
 
+from .._compat import renamed
 from ..attention import Attention
 from ..errors import InputError, TokenizationMismatchError
 from ..plot import attention as plots
@@ -20,7 +21,7 @@ class Heatmap(AttnkitWidget):
 
     Parameters
     ----------
-    att : the :class:`~attnkit.Attention` whose tokens label the axes.
+    attentions : the :class:`~attnkit.Attention` whose tokens label the axes.
     layer, head : 0-indexed head to show (displayed 1-indexed as "L-H"); the arrows in the
         header, :meth:`show`, or a linked :class:`HeadGrid` change it.
     maps : optional array drawn instead of ``att.maps``: ``[layer, head, n, n]`` or one
@@ -49,12 +50,13 @@ class Heatmap(AttnkitWidget):
     cmap = traitlets.Unicode("").tag(sync=True)
     value_label = traitlets.Unicode("attention").tag(sync=True)
 
+    @renamed(positional=("layer", "head"), att="attentions")
     def __init__(
         self,
-        att: Attention,
+        attentions: Attention,
+        *,
         layer: int = 0,
         head: int = 0,
-        *,
         maps: np.ndarray | None = None,
         diverging: bool | None = None,
         vmax: float | None = None,
@@ -62,6 +64,7 @@ class Heatmap(AttnkitWidget):
         title: str | None = None,
         value_label: str | None = None,
     ) -> None:
+        att = attentions
         if not isinstance(att, Attention):
             raise InputError(f"Heatmap takes an attnkit Attention; got {type(att).__name__}.")
         n = len(att)
