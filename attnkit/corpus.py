@@ -262,11 +262,14 @@ class AttentionSet(Sequence[Attention]):
 
     def read_batch(self, b: int, summaries: Sequence[str] = ()) -> tuple[np.ndarray, list[Attention] | None, dict[str, np.ndarray]]:
         """Items of batch ``b`` with their attention (None for a summaries-only store) and
-        the requested per-item summaries (rows in the same order); one verified read."""
+        the requested per-item summaries plus ``"n"``, the items' lengths (rows in the same
+        order); one verified read."""
         data = self._batch(b, summaries)
         items = self._layout.batches[b]
         atts = [self._item(int(i), data, b) for i in items] if self.has_maps else None
-        return items, atts, {s: data[f"summaries/{s}"] for s in summaries}
+        rows = {s: data[f"summaries/{s}"] for s in summaries}
+        rows["n"] = self._layout.table["n"][items]
+        return items, atts, rows
 
     def summary(self, name: str) -> np.ndarray:
         """Per-item summary ``name`` (see :attr:`summaries`), rows in input order."""

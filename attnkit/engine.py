@@ -23,6 +23,7 @@ import re
 import threading
 import uuid
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -354,10 +355,11 @@ def _extract_shard(name: str, batches: list[int], encs: list[list], level: str, 
     return out
 
 
-def _open_reader(url: str, storage_options: dict, version: str) -> Any:
+def _open_reader(ref: tuple[str, dict, str]) -> Any:
     from .corpus import AttentionSet
     from .store import Location
 
+    url, storage_options, version = ref
     key = f"{url}|{version}"  # a store extracted again under the same path is opened again
     with _CACHE_LOCK:
         if key not in _READERS:
@@ -367,95 +369,162 @@ def _open_reader(url: str, storage_options: dict, version: str) -> Any:
         return _READERS[key]
 
 
-def _store_blocks(url: str, storage_options: dict, version: str, batches: list[int], fn: Any,
-                  summaries: tuple[str, ...]) -> list[Any]:
-    sset = _open_reader(url, storage_options, version)
-    return [fn(*sset.read_batch(b, summaries)) for b in batches]
-
-
-def _list_blocks(blocks: list[tuple[np.ndarray, list]], fn: Any) -> list[Any]:
-    return [fn(items, atts, {}) for items, atts in blocks]
-
-
 # ------------------------------------------------------------------ reductions
-Block = Callable[[np.ndarray, "list | None", dict], Any]
+@dataclass
+class Block:
+    """A block of a corpus handed to a reduction: one stored batch of an AttentionSet, or
+    :data:`BLOCK_ITEMS` consecutive items of another collection.
+
+    items : indices of the items in the corpus (input order), in the block's order.
+    attentions : their Attention objects (None for a store that keeps summaries only).
+    summaries : per-item summary rows asked for (same order), and ``"n"``, item lengths.
+    other : the paired items of a second corpus (``other=`` of :func:`map_blocks`), or None.
+    """
+
+    items: np.ndarray
+    attentions: list | None
+    summaries: dict[str, np.ndarray]
+    other: list | None = None
+
+
+def _store_ref(sset: Any) -> tuple[str, dict, str] | None:
+    """How a worker reopens a stored set; None for a set held in this process's memory."""
+    loc = sset.location
+    if loc is None or loc.url.startswith("memory://"):
+        return None
+    return loc.url, loc.storage_options, \
+        f"{sset.info.get('inputs_fingerprint')}|{sset.info.get('model_fingerprint')}"
+
+
+def _read_block(sset: Any, b: int, summaries: tuple[str, ...], other: Any) -> Block:
+    items, atts, summ = sset.read_batch(b, summaries)
+    return Block(items, atts, summ, None if other is None else [other[int(i)] for i in items])
+
+
+def _store_task(ref: tuple, other_ref: tuple | None, batches: list[int], fn: Any,
+                summaries: tuple[str, ...]) -> list[Any]:
+    """On a worker: open the store(s) read-only and reduce some of its batches."""
+    sset = _open_reader(ref)
+    other = _open_reader(other_ref) if other_ref is not None else None
+    return [fn(_read_block(sset, b, summaries, other)) for b in batches]
+
+
+def _list_task(blocks: list[Block], fn: Any) -> list[Any]:
+    return [fn(block) for block in blocks]
 
 
 def map_blocks(
     attentions: Iterable[Any],
-    fn: Block,
+    fn: Callable[[Block], Any],
     *,
+    other: Iterable[Any] | None = None,
     client: Any = None,
     summaries: Sequence[str] = (),
     progress: bool = False,
     desc: str = "",
 ) -> list[Any]:
-    """``fn(items, attentions, summaries)`` over blocks of a corpus, results in block order.
+    """``fn(block)`` over the blocks of a corpus; the partial results in block order.
 
-    A block is one stored batch of an :class:`~attnkit.AttentionSet` (``items``: their
-    indices in the set, ``attentions``: their :class:`~attnkit.Attention` in the same order,
-    None for a summaries-only store; ``summaries``: the requested per-item summary rows),
-    or :data:`BLOCK_ITEMS` consecutive items of any other iterable. With ``client`` the
-    blocks run as Dask tasks (a stored set is read by the workers themselves; other data are
-    sent to them); without, here. The list is the same either way, so a caller that
-    combines it in order gets the same result on a cluster.
+    Blocks are the stored batches of an :class:`~attnkit.AttentionSet` (read in store
+    order, one verified read each) or :data:`BLOCK_ITEMS` consecutive items of any other
+    iterable (see :class:`Block`). ``other`` pairs item ``i`` with item ``i`` of a second
+    corpus. With ``client`` the blocks run as Dask tasks: a set in a store is read by the
+    workers themselves (the store must be where they can reach it), other data are sent to
+    them. Without, they run here. The list is the same either way, so a caller that
+    combines it in order gets the same result on a cluster, to the bit.
 
-    ``fn`` must be picklable (a module-level function or a functools.partial of one).
+    ``fn`` must be picklable: a module-level function or a functools.partial of one.
     """
+    from ._progress import progress as bar
     from .corpus import AttentionSet
+    from .types import as_collection
 
     summaries = tuple(summaries)
     if isinstance(attentions, AttentionSet):
-        return _map_set(attentions, fn, client, summaries, progress, desc)
+        sset = attentions
+        missing = [s for s in summaries if s not in sset.summaries]
+        if missing:
+            raise InputError(f"The set keeps no summaries {missing}; it has {sset.summaries or 'none'}.")
+        if other is not None and not isinstance(other, AttentionSet):
+            other = list(as_collection(other))
+        _check_paired(len(sset), other)
+        ref = _store_ref(sset)
+        other_ref = _store_ref(other) if isinstance(other, AttentionSet) else None
+        if client is not None and ref is not None and (other is None or other_ref is not None):
+            task = functools.partial(_store_task, ref, other_ref)
+            return _run_tasks(client, task, list(range(sset.n_batches)), fn, progress, desc,
+                              summaries)
+        if client is None:
+            return [fn(_read_block(sset, b, summaries, other))
+                    for b in bar(range(sset.n_batches), show=progress, desc=desc, unit="batch")]
+        blocks = [_read_block(sset, b, summaries, other) for b in range(sset.n_batches)]
+        return _run_tasks(client, _list_task, blocks, fn, progress, desc)
     if summaries:
         raise InputError(f"Per-item summaries {summaries} come only from an AttentionSet store.")
-    from .types import as_collection
-
     atts = as_collection(attentions)
-    if client is None:
-        from ._progress import progress as bar
-
-        out = []
-        block: list = []
-        start = 0
-        for att in bar(atts, show=progress, desc=desc):
+    if other is not None:
+        other = other if isinstance(other, AttentionSet) else list(as_collection(other))
+    if client is None and other is None:
+        out, block, start = [], [], 0
+        for att in bar(atts, show=progress, desc=desc, total=_length(atts)):
             block.append(att)
             if len(block) == BLOCK_ITEMS:
-                out.append(fn(np.arange(start, start + len(block)), block, {}))
+                out.append(fn(Block(np.arange(start, start + len(block)), block, {})))
                 start += len(block)
                 block = []
         if block:
-            out.append(fn(np.arange(start, start + len(block)), block, {}))
+            out.append(fn(Block(np.arange(start, start + len(block)), block, {})))
         return out
     items = list(atts)
-    blocks = [(np.arange(k, min(k + BLOCK_ITEMS, len(items))), items[k : k + BLOCK_ITEMS])
-              for k in range(0, len(items), BLOCK_ITEMS)]
-    return _run_tasks(client, _list_blocks, blocks, fn, progress, desc)
+    _check_paired(len(items), other)
+    blocks = []
+    for k in range(0, len(items), BLOCK_ITEMS):
+        idx = np.arange(k, min(k + BLOCK_ITEMS, len(items)))
+        blocks.append(Block(idx, items[k : k + BLOCK_ITEMS], {},
+                            None if other is None else [other[int(i)] for i in idx]))
+    if client is None:
+        return [fn(b) for b in bar(blocks, show=progress, desc=desc, unit="block")]
+    return _run_tasks(client, _list_task, blocks, fn, progress, desc)
 
 
-def _map_set(sset: Any, fn: Block, client: Any, summaries: tuple[str, ...], progress: bool,
-             desc: str) -> list[Any]:
-    missing = [s for s in summaries if s not in sset.summaries]
-    if missing:
-        raise InputError(f"The set keeps no summaries {missing}.")
-    loc = sset.location
-    if client is None or loc is None or (loc.url.startswith("memory://")):
-        if client is not None and sset.has_maps and not summaries:
-            blocks = []
-            for b in range(sset.n_batches):
-                items, atts, _ = sset.read_batch(b)
-                blocks.append((items, atts))
-            return _run_tasks(client, _list_blocks, blocks, fn, progress, desc)
-        from ._progress import progress as bar
-
-        return [fn(*sset.read_batch(b, summaries))
-                for b in bar(range(sset.n_batches), show=progress, desc=desc, unit="batch")]
-    version = f"{sset.info.get('inputs_fingerprint')}|{sset.info.get('model_fingerprint')}"
-    return _run_tasks(client, functools.partial(_store_blocks, loc.url, loc.storage_options, version),
-                      list(range(sset.n_batches)), fn, progress, desc, summaries=summaries)
+def _length(items: Any) -> int | None:
+    return len(items) if hasattr(items, "__len__") else None
 
 
-def _run_tasks(client: Any, task: Callable, blocks: list, fn: Block, progress: bool, desc: str,
+def _check_paired(n: int, other: Any) -> None:
+    if other is not None and len(other) != n:
+        raise InputError(f"The two corpora have {n} and {len(other)} items; item i of one is "
+                         "paired with item i of the other.")
+
+
+def map_items(
+    attentions: Iterable[Any],
+    fn: Callable[..., Any],
+    *,
+    other: Iterable[Any] | None = None,
+    client: Any = None,
+    progress: bool = False,
+    desc: str = "",
+) -> list[Any]:
+    """``fn(i, attention)`` (or ``fn(i, attention, other_attention)``) for every item, the
+    results in input order whatever order the blocks ran in. ``fn`` must be picklable."""
+    parts = map_blocks(attentions, functools.partial(_apply_items, fn), other=other, client=client,
+                       progress=progress, desc=desc)
+    pairs = [p for part in parts for p in part]
+    pairs.sort(key=lambda p: p[0])
+    return [v for _, v in pairs]
+
+
+def _apply_items(fn: Callable[..., Any], block: Block) -> list[tuple[int, Any]]:
+    if block.attentions is None:
+        raise InputError("This set keeps per-item summaries only; this analysis needs the maps "
+                         "(extract with keep='maps').")
+    if block.other is None:
+        return [(int(i), fn(int(i), a)) for i, a in zip(block.items, block.attentions)]
+    return [(int(i), fn(int(i), a, b)) for i, a, b in zip(block.items, block.attentions, block.other)]
+
+
+def _run_tasks(client: Any, task: Callable, blocks: list, fn: Callable, progress: bool, desc: str,
                summaries: tuple[str, ...] | None = None) -> list[Any]:
     from distributed import as_completed
 
@@ -469,8 +538,8 @@ def _run_tasks(client: Any, task: Callable, blocks: list, fn: Block, progress: b
 
         def go() -> list[Any]:
             [fn_f] = client.scatter([fn], broadcast=True, hash=False)
-            args = (fn_f,) if summaries is None else (fn_f, summaries)
-            futures = [client.submit(task, g, *args, pure=False) for g in groups]
+            futures = [client.submit(task, g, fn_f, *(() if summaries is None else (summaries,)),
+                                     pure=False) for g in groups]
             done: dict[Any, list] = {}
             b = bar(show=progress, desc=desc, total=len(blocks), unit="block")
             try:
@@ -491,7 +560,14 @@ def _run_tasks(client: Any, task: Callable, blocks: list, fn: Block, progress: b
 
 
 def sum_partials(parts: Iterable[Any]) -> Any:
-    """Add partial results (arrays, numbers, or dicts/tuples of them) in the order given."""
+    """Add partial results (arrays, numbers, or dicts/tuples of them) in the order given.
+
+    Raises
+    ------
+    InputError
+        When there is nothing to add, or two arrays differ in shape (attention of models
+        with different layers and heads).
+    """
     total: Any = None
     for p in parts:
         total = p if total is None else _add(total, p)
@@ -505,8 +581,13 @@ def _add(a: Any, b: Any) -> Any:
         return {k: _add(a[k], b[k]) for k in a}
     if isinstance(a, tuple):
         return tuple(_add(x, y) for x, y in zip(a, b))
+    if isinstance(a, np.ndarray) and np.shape(a) != np.shape(b):
+        raise InputError(
+            f"All attentions must have the same layers and heads; got partial results of shapes "
+            f"{np.shape(a)} and {np.shape(b)}."
+        )
     return a + b
 
 
-__all__ = ["connect", "map_blocks", "resolve_model", "runner", "sum_partials",
-           "worker_model"]
+__all__ = ["Block", "connect", "map_blocks", "map_items", "resolve_model", "runner",
+           "sum_partials", "worker_model"]

@@ -158,10 +158,11 @@ def test_unreachable_scheduler(monkeypatch):
         c.close()
 
 
-def _block_sums(items, atts, summaries):
+def _block_sums(block):
     """Per block: item ids and the float64 sum of every head's map (a partial to add up)."""
-    return {"n": np.float64(len(items)), "sum": sum(a.maps.astype(np.float64).sum((2, 3)) for a in atts),
-            "ids": np.asarray(items, dtype=np.int64).sum()}
+    return {"n": np.float64(len(block.items)),
+            "sum": sum(a.maps.astype(np.float64).sum((2, 3)) for a in block.attentions),
+            "ids": np.asarray(block.items, dtype=np.int64).sum()}
 
 
 def test_map_blocks_gives_the_same_partials_on_the_cluster(client, tmp_path):
@@ -189,3 +190,49 @@ def test_a_model_name_works_in_process_too():
     _same_bits(ak.extract(tiny_model(), TEXTS[:4], level="token", progress=False), got)
     with pytest.raises(ModelNotFoundError, match="cannot be imported"):
         ak.extract("attnkit.testing:no_such_factory", TEXTS[:1], progress=False)
+
+
+def _equal_tables(a, b) -> None:
+    import pandas as pd
+
+    pd.testing.assert_frame_equal(getattr(a, "table", a), getattr(b, "table", b), check_exact=True)
+
+
+def test_corpus_analyses_on_the_cluster_equal_in_process(client, tmp_path):
+    tb = ak.read_conllu(ak.data.sample_treebank())
+    model = tiny_model()
+    sset = ak.extract(model, tb, batch_size=4, embeddings=True, store=tmp_path / "s", progress=False)
+    dev, test = ak.read_conllu(ak.data.sample_treebank())[:6], ak.read_conllu(ak.data.sample_treebank())[6:]
+    dev_set = ak.extract(model, dev, batch_size=2, store=tmp_path / "dev", progress=False)
+    test_list = list(ak.extract(model, test, batch_size=2, progress=False))  # sent to workers
+
+    _equal_tables(ak.head_stats(sset, progress=False), ak.head_stats(sset, client=client, progress=False))
+    _equal_tables(ak.head_distances(sset, progress=False),
+                  ak.head_distances(sset, client=client, progress=False))
+    here = ak.relation_heads(test_list, test, select_on=(dev_set, dev), min_count=1)
+    there = ak.relation_heads(test_list, test, select_on=(dev_set, dev), min_count=1, client=client)
+    _equal_tables(here, there)
+    from attnkit.analysis.syntax import word_hits
+
+    h1, h2 = word_hits(sset, tb), word_hits(sset, tb, client=client)
+    np.testing.assert_array_equal(h1.hits, h2.hits)
+    assert h1.deprels == h2.deprels and h1.n_skipped == h2.n_skipped
+
+    from attnkit.analysis.probe import probe_data
+
+    f1, f2 = probe_data(sset, tb), probe_data(sset, tb, client=client)
+    assert len(f1) == len(f2) == len(tb)
+    for a, b in zip(f1.items, f2.items):
+        for name in ("A", "R", "V", "gold", "scored", "kidx"):
+            np.testing.assert_array_equal(getattr(a, name), getattr(b, name))
+
+    s1 = ak.flow_summary(sset, threshold=0.2, progress=False)
+    s2 = ak.flow_summary(sset, threshold=0.2, progress=False, client=client)
+    _equal_tables(s1.heads, s2.heads)
+    _equal_tables(s1.tokens, s2.tokens)
+    _equal_tables(s1.per_input, s2.per_input)
+    other = ak.extract(tiny_model(seed=1), tb, batch_size=4, store=tmp_path / "o", progress=False)
+    c1 = ak.compare_sets(sset, other, threshold=0.2, progress=False)
+    c2 = ak.compare_sets(sset, other, threshold=0.2, progress=False, client=client)
+    _equal_tables(c1.heads, c2.heads)
+    _equal_tables(c1.categories, c2.categories)

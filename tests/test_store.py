@@ -304,6 +304,14 @@ def test_summaries_only_store(tiny_bert, tmp_path):
     assert tuple(edges[0, 0, 0, 0, :2]) == (q, k) and edges[0, 0, 0, 0, 2] == m[q, k]
     with pytest.raises(InputError, match="keep"):
         ak.extract(tiny_bert, TEXTS, keep="pictures", progress=False)
+    # head_stats reads the stored statistics: the same numbers as from the maps
+    import pandas as pd
+
+    from_maps = ak.head_stats(ak.extract(tiny_bert, TEXTS, batch_size=3, store=tmp_path / "m",
+                                         progress=False), progress=False)
+    from_stats = ak.head_stats(sset, progress=False)
+    pd.testing.assert_frame_equal(from_maps.table, from_stats.table, check_exact=True)
+    assert from_maps.meta == from_stats.meta
 
 
 # ------------------------------------------------------------------ format 1
