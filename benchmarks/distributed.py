@@ -109,6 +109,23 @@ def main() -> None:
         for a in atts:
             summ.compute(a)
         summary_ns[name] = (time.perf_counter() - t) / n_values * 1e9
+    # the whole stats-only path (maps -> float16 -> Attention -> statistics -> store) beyond
+    # the forward pass, per attention value: what docs/scale.md scales to a 7 B model
+    from attnkit.corpus import _plan
+
+    encs = [model.encode(s) for s in tb[:500]]
+    plan = _plan([len(e) for e in encs], bs)
+    best_fwd = best_stats = float("inf")
+    for rep in range(2):
+        t = time.perf_counter()
+        for b in plan:
+            model.run([encs[i] for i in b])
+        best_fwd = min(best_fwd, time.perf_counter() - t)
+        t = time.perf_counter()
+        ak.extract(model, tb[:500], batch_size=bs, level="token", keep="stats",
+                   store=tmp / f"stats-{rep}", progress=False, verify=False)
+        best_stats = min(best_stats, time.perf_counter() - t)
+    stats_path_ns = (best_stats - best_fwd) / n_values * 1e9
     loads.append(load())
     for cluster, client in clusters.values():
         client.close()
@@ -144,7 +161,10 @@ competed with other work). Best of {args.reps} interleaved run(s) each; each is 
 - one worker's throughput: {per_worker_tok:.0f} word-pieces/s ({rate['c1']:.1f} sentences/s), the
   number docs/scale.md scales from
 - per-item summaries (one thread, token level, {len(atts)} sentences, {n_values / 1e6:.0f} M attention
-  values): `stats` {summary_ns['stats']:.2f} ns and `edges` {summary_ns['edges']:.2f} ns per attention value
+  values): `stats` {summary_ns['stats']:.2f} ns and `edges` {summary_ns['edges']:.2f} ns per attention value;
+  the whole `extract(keep="stats")` path beyond the forward pass (float16 rounding, checks,
+  statistics, store) {stats_path_ns:.2f} ns per attention value (forward {best_fwd:.1f} s,
+  extract {best_stats:.1f} s)
 - all runs (s): {'; '.join(f"{k} {', '.join(f'{x:.1f}' for x in v)}" for k, v in times.items())}
 """
     print(body)
