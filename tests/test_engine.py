@@ -16,18 +16,11 @@ import attnkit as ak
 from attnkit import engine
 from attnkit import store as st
 from attnkit.errors import ClusterError, ModelNotFoundError
-from attnkit.testing import tiny_model
+from attnkit.testing import CORPUS, tiny_model
 
 distributed = pytest.importorskip("distributed")
 
-TEXTS = [f"{t} {'the cat ' * (i % 4)}".strip() for i, t in enumerate([
-    "The cat sat on the mat.",
-    "A student reads the new book in the library.",
-    "She has written three letters to her brother, unbelievably.",
-    "We did n't see the movie.",
-    "Mary gave John a red apple yesterday!",
-    "Teachers and students discussed the results of the experiment?",
-] * 3)]  # 18 items: 9 batches of 2
+TEXTS = [f"{t} {'the cat ' * (i % 4)}".strip() for i, t in enumerate(CORPUS * 3)]  # 18 items: 9 batches of 2
 
 FACTORY = "attnkit.testing:tiny_model"
 
