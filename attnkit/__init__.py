@@ -1,6 +1,6 @@
 """attnkit: look inside the attention of transformer language models from a notebook."""
 
-from . import errors, pipeline, plot
+from . import errors, pipeline, plot, toy
 from .analysis import (
     AttentionProbe,
     attention_importance,
@@ -8,13 +8,14 @@ from .analysis import (
     embed_heads,
     head_behaviours,
     head_distances,
+    head_scores,
     head_stats,
     relation_heads,
     right_branching_uas,
 )
 from .attention import Attention
 from .corpus import AttentionSet, extract, open_store
-from .data import Sentence, Treebank, read_conllu, read_coref, read_glue
+from .data import Sentence, Treebank, induction_inputs, read_conllu, read_coref, read_glue
 from .finetune import finetune
 from .flow import (
     attention_flow,
@@ -27,6 +28,7 @@ from .flow import (
     rollout,
     subgraph_through,
 )
+from .lazy import LazyAttention
 from .model import Model, load
 from .report import write_report
 from .widgets import ClusterView, FlowView, HeadGrid, HeadMap, Heatmap
@@ -42,6 +44,7 @@ __all__ = [
     "HeadGrid",
     "HeadMap",
     "Heatmap",
+    "LazyAttention",
     "Model",
     "Sentence",
     "attention_flow",
@@ -63,13 +66,16 @@ __all__ = [
     "errors",
     "extract",
     "finetune",
+    "head_scores",
     "head_stats",
+    "induction_inputs",
     "load",
     "open_store",
     "read_conllu",
     "read_coref",
     "read_glue",
     "relation_heads",
+    "toy",
     "right_branching_uas",
     "__version__",
 ]

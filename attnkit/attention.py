@@ -7,11 +7,12 @@ Maps are float32 ``[layer, head, query, key]``: row ``q`` is the distribution of
 from __future__ import annotations
 
 import unicodedata
-from dataclasses import dataclass, field, replace
+from dataclasses import KW_ONLY, dataclass, field, replace
 from typing import Any, Sequence
 
 import numpy as np
 
+from ._compat import renamed
 from .errors import InputError
 
 #: Largest distance of a row sum from 1 that attention weights may have (float16 storage
@@ -33,95 +34,18 @@ def is_punct(text: str) -> bool:
     return bool(core) and all(unicodedata.category(c).startswith("P") for c in core)
 
 
-@dataclass
-class Attention:
-    """Attention of one model on one input.
+class Positions:
+    """Position queries shared by dense and lazy attention (they only read ``tokens``,
+    ``roles``, ``word_ids`` and ``words``)."""
 
-    Attributes
-    ----------
-    maps : float32 array ``[layer, head, n, n]`` (rows = from, columns = to; rows sum to 1).
-    tokens : ``n`` position labels (word-pieces at token level, words at word level).
-    roles : str array ``[n]``, one of :data:`ROLES` per position.
-    word_ids : int array ``[n]``: index into ``words`` of the word a position belongs to,
-        ``-1`` for special positions.
-    words : the words of the input (for a pair, the words of both texts in order).
-    level : ``"token"`` or ``"word"``.
-    segments : int array ``[n]``: 0 or 1 for the first/second text of a pair, ``-1`` for
-        special positions; all 0 for a single text.
-    embeddings : optional float array ``[n, d]``: the model's input (static) embeddings,
-        averaged per position.
-    meta : free-form metadata of the item (e.g. ``sent_id``).
-    truncated : True when the input was longer than the model's maximum and was cut.
-    model : name of the model that produced the maps.
-    causal : True for decoder-only models (rows attend only to earlier positions).
-    input_ids : optional int array ``[n]``: the token ids (token level), for analyses that
-        match repeated tokens (induction, duplicate-token heads).
-    measure : what the maps hold: ``"weights"`` (attention probabilities; every row must sum
-        to 1) or another measure of :mod:`attnkit.measures` (rows need not sum to 1).
-
-    Raises
-    ------
-    InputError
-        When maps are not ``[layer, head, n, n]``, hold NaN or infinite values, or (for
-        ``measure="weights"``) have a row that does not sum to 1 within :data:`ROW_SUM_TOL`,
-        or when a per-position list does not have ``n`` entries.
-    """
-
-    maps: np.ndarray
     tokens: list[str]
     roles: np.ndarray
     word_ids: np.ndarray
     words: list[str]
-    level: str = "token"
-    segments: np.ndarray | None = None
-    embeddings: np.ndarray | None = None
-    meta: dict[str, Any] = field(default_factory=dict)
-    truncated: bool = False
-    model: str = ""
-    causal: bool = False
-    measure: str = "weights"
-    input_ids: np.ndarray | None = None
-
-    def __post_init__(self) -> None:
-        self.maps = np.asarray(self.maps, dtype=np.float32)
-        if self.maps.ndim != 4 or self.maps.shape[2] != self.maps.shape[3]:
-            raise InputError(
-                f"Attention maps must have shape [layer, head, n, n]; got {self.maps.shape}."
-            )
-        check_maps(self.maps, weights=self.measure == "weights")
-        n = self.maps.shape[2]
-        self.tokens = list(self.tokens)
-        self.roles = np.asarray(self.roles, dtype="<U7")
-        self.word_ids = np.asarray(self.word_ids, dtype=np.int64)
-        if self.segments is None:
-            self.segments = np.where(self.roles == "word", 0, -1)
-        self.segments = np.asarray(self.segments, dtype=np.int64)
-        if self.input_ids is not None:
-            self.input_ids = np.asarray(self.input_ids, dtype=np.int64)
-        for name in ("tokens", "roles", "word_ids", "segments") + (
-            ("input_ids",) if self.input_ids is not None else ()
-        ):
-            if len(getattr(self, name)) != n:
-                raise InputError(
-                    f"Attention.{name} has {len(getattr(self, name))} entries but maps have "
-                    f"{n} positions."
-                )
-        if self.level not in ("token", "word"):
-            raise InputError(f"level must be 'token' or 'word', not {self.level!r}.")
-
-    # ------------------------------------------------------------------ shape
-    @property
-    def n_layers(self) -> int:
-        return self.maps.shape[0]
-
-    @property
-    def n_heads(self) -> int:
-        return self.maps.shape[1]
 
     def __len__(self) -> int:
-        return self.maps.shape[2]
+        return len(self.tokens)
 
-    # -------------------------------------------------------------- positions
     @property
     def cls_positions(self) -> np.ndarray:
         """Positions whose role is "cls" (int array)."""
@@ -154,6 +78,99 @@ class Attention:
             if w >= 0:
                 out[w] = pos
         return out
+
+
+@dataclass
+class Attention(Positions):
+    """Attention of one model on one input.
+
+    Attributes
+    ----------
+    maps : float32 array ``[layer, head, n, n]`` (rows = from, columns = to; rows sum to 1).
+    tokens : ``n`` position labels (word-pieces at token level, words at word level).
+    roles : str array ``[n]``, one of :data:`ROLES` per position.
+    word_ids : int array ``[n]``: index into ``words`` of the word a position belongs to,
+        ``-1`` for special positions.
+    words : the words of the input (for a pair, the words of both texts in order).
+    level : ``"token"`` or ``"word"``.
+    segments : int array ``[n]``: 0 or 1 for the first/second text of a pair, ``-1`` for
+        special positions; all 0 for a single text.
+    embeddings : optional float array ``[n, d]``: the model's input (static) embeddings,
+        averaged per position.
+    meta : free-form metadata of the item (e.g. ``sent_id``). ``meta["sinks"]`` is True for
+        models with learned sink logits (gpt-oss): their rows sum to at most 1, the rest
+        being attention to the sink.
+    truncated : True when the input was longer than the model's maximum and was cut.
+    model : name of the model that produced the maps.
+    causal : True for decoder-only models (rows attend only to earlier positions).
+    input_ids : optional int array ``[n]``: the token ids (token level), for analyses that
+        match repeated tokens (induction, duplicate-token heads).
+    measure : what the maps hold: ``"weights"`` (attention probabilities; every row must sum
+        to 1) or another measure of :mod:`attnkit.measures` (rows need not sum to 1).
+
+    Raises
+    ------
+    InputError
+        When maps are not ``[layer, head, n, n]``, hold NaN or infinite values, or (for
+        ``measure="weights"``) have a row that does not sum to 1 within :data:`ROW_SUM_TOL`,
+        or when a per-position list does not have ``n`` entries.
+    """
+
+    maps: np.ndarray
+    tokens: list[str]
+    roles: np.ndarray
+    word_ids: np.ndarray
+    words: list[str]
+    _: KW_ONLY
+    level: str = "token"
+    segments: np.ndarray | None = None
+    embeddings: np.ndarray | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+    truncated: bool = False
+    model: str = ""
+    causal: bool = False
+    measure: str = "weights"
+    input_ids: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        self.maps = np.asarray(self.maps, dtype=np.float32)
+        if self.maps.ndim != 4 or self.maps.shape[2] != self.maps.shape[3]:
+            raise InputError(
+                f"Attention maps must have shape [layer, head, n, n]; got {self.maps.shape}."
+            )
+        check_maps(self.maps, weights=self.measure == "weights",
+                   sinks=bool(self.meta.get("sinks", False)))
+        n = self.maps.shape[2]
+        self.tokens = list(self.tokens)
+        self.roles = np.asarray(self.roles, dtype="<U7")
+        self.word_ids = np.asarray(self.word_ids, dtype=np.int64)
+        if self.segments is None:
+            self.segments = np.where(self.roles == "word", 0, -1)
+        self.segments = np.asarray(self.segments, dtype=np.int64)
+        if self.input_ids is not None:
+            self.input_ids = np.asarray(self.input_ids, dtype=np.int64)
+        for name in ("tokens", "roles", "word_ids", "segments") + (
+            ("input_ids",) if self.input_ids is not None else ()
+        ):
+            if len(getattr(self, name)) != n:
+                raise InputError(
+                    f"Attention.{name} has {len(getattr(self, name))} entries but maps have "
+                    f"{n} positions."
+                )
+        if self.level not in ("token", "word"):
+            raise InputError(f"level must be 'token' or 'word', not {self.level!r}.")
+
+    # ------------------------------------------------------------------ shape
+    @property
+    def n_layers(self) -> int:
+        return self.maps.shape[0]
+
+    @property
+    def n_heads(self) -> int:
+        return self.maps.shape[1]
+
+    def __len__(self) -> int:
+        return self.maps.shape[2]
 
     # -------------------------------------------------------------- selection
     def head(self, layer: int, head: int) -> np.ndarray:
@@ -251,8 +268,9 @@ class Attention:
         return cls(maps=arr, tokens=tokens, roles=roles_arr, word_ids=np.asarray(word_ids),
                    words=list(words), causal=causal, model=model, measure=measure)
 
+    @renamed(positional=("layers", "heads"))
     def select(
-        self, layers: Sequence[int] | None = None, heads: Sequence[int] | None = None
+        self, *, layers: Sequence[int] | None = None, heads: Sequence[int] | None = None
     ) -> "Attention":
         """A new Attention keeping only the given layers and/or heads (0-indexed)."""
         maps = self.maps
@@ -293,9 +311,11 @@ class Attention:
         )
 
 
-def check_maps(maps: np.ndarray, *, weights: bool = True) -> None:
+def check_maps(maps: np.ndarray, *, weights: bool = True, sinks: bool = False) -> None:
     """Refuse maps that hold NaN or infinite values, or (``weights``) rows that do not sum
-    to 1 within :data:`ROW_SUM_TOL`; rows that are all zero (padding) are allowed."""
+    to 1 within :data:`ROW_SUM_TOL`; rows that are all zero (padding) are allowed. With
+    ``sinks`` (models with learned sink logits, e.g. gpt-oss, whose softmax also spends
+    weight on a sink that is no token) rows may sum to anything from 0 to 1."""
     if maps.size == 0:
         return
     sums = maps.sum(-1, dtype=np.float64)
@@ -309,6 +329,8 @@ def check_maps(maps: np.ndarray, *, weights: bool = True) -> None:
     if weights:
         off = np.abs(sums - 1.0)
         off[sums == 0.0] = 0.0
+        if sinks:
+            off = np.maximum(sums - 1.0, 0.0)
         if off.max() > ROW_SUM_TOL:
             bad = np.unravel_index(int(np.argmax(off)), off.shape)
             raise InputError(
@@ -391,19 +413,27 @@ def pool_edges(n: int, size: int) -> np.ndarray:
 def pool_square(a: np.ndarray, size: int, reduce: str = "max") -> np.ndarray:
     """Pool an ``[n, n]`` (or ``[..., n, n]``) array into ``[..., m, m]`` bins
     (:func:`pool_edges`), each the max or the mean of its cells."""
+    edges = pool_edges(a.shape[-1], size)
+    return pool_cells(a, edges, edges, reduce)
+
+
+def pool_cells(a: np.ndarray, row_edges: np.ndarray, col_edges: np.ndarray,
+               reduce: str = "max") -> np.ndarray:
+    """Pool ``[..., r, c]`` into bins: rows cut at ``row_edges`` (``[mr + 1]``, from 0 to
+    ``r``), columns at ``col_edges``; each cell the max or the mean of its bin (float32)."""
     if reduce not in ("max", "mean"):
         raise InputError(f"reduce must be 'max' or 'mean', not {reduce!r}.")
-    n = a.shape[-1]
-    edges = pool_edges(n, size)
-    starts = edges[:-1]
-    if len(starts) == n:
+    r_starts, c_starts = row_edges[:-1], col_edges[:-1]
+    if len(r_starts) == a.shape[-2] and len(c_starts) == a.shape[-1]:
         return np.array(a, dtype=np.float32)
     if reduce == "max":
-        out = np.maximum.reduceat(np.maximum.reduceat(a, starts, axis=-2), starts, axis=-1)
+        out = np.maximum.reduceat(np.maximum.reduceat(a, r_starts, axis=-2), c_starts, axis=-1)
     else:
-        sizes = np.diff(edges).astype(np.float64)
-        out = np.add.reduceat(np.add.reduceat(a.astype(np.float64), starts, axis=-2), starts, axis=-1)
-        out = out / sizes[:, None] / sizes[None, :]
+        r_sizes = np.diff(row_edges).astype(np.float64)
+        c_sizes = np.diff(col_edges).astype(np.float64)
+        out = np.add.reduceat(np.add.reduceat(a.astype(np.float64), r_starts, axis=-2),
+                              c_starts, axis=-1)
+        out = out / r_sizes[:, None] / c_sizes[None, :]
     return out.astype(np.float32)
 
 
@@ -421,22 +451,29 @@ class WordPooling:
     first: np.ndarray
 
 
+def word_groups(word_ids: np.ndarray, roles: np.ndarray) -> np.ndarray:
+    """Int ``[n]``: the word-level position of each token position: special positions alone,
+    word pieces by word id; groups numbered in the order of their first token position."""
+    word_ids = np.asarray(word_ids)
+    group_of: dict[Any, int] = {}
+    out = np.empty(len(word_ids), dtype=np.int64)
+    for pos in range(len(word_ids)):
+        key = ("w", int(word_ids[pos])) if roles[pos] == "word" else ("s", pos)
+        out[pos] = group_of.setdefault(key, len(group_of))
+    return out
+
+
 def word_pooling(word_ids: np.ndarray, roles: np.ndarray) -> WordPooling:
-    """Group token positions by word: special positions alone, word pieces by word id.
+    """Group token positions by word (:func:`word_groups`) as pooling matrices.
 
     Groups are ordered by their first token position.
     """
-    word_ids = np.asarray(word_ids)
-    n = len(word_ids)
-    group_of: dict[Any, int] = {}
-    groups: list[list[int]] = []
-    for pos in range(n):
-        key = ("w", int(word_ids[pos])) if roles[pos] == "word" else ("s", pos)
-        if key not in group_of:
-            group_of[key] = len(groups)
-            groups.append([])
-        groups[group_of[key]].append(pos)
-    m = len(groups)
+    group = word_groups(word_ids, roles)
+    n = len(group)
+    m = int(group.max()) + 1 if n else 0
+    groups: list[list[int]] = [[] for _ in range(m)]
+    for pos, g in enumerate(group.tolist()):
+        groups[g].append(pos)
     sum_to = np.zeros((n, m), dtype=np.float32)
     mean_from = np.zeros((m, n), dtype=np.float32)
     for g, members in enumerate(groups):

@@ -260,10 +260,11 @@ class AttentionSet(Sequence[Attention]):
         """Item indices of batch ``b`` (the order the store holds them)."""
         return self._layout.batches[b]
 
-    def read_batch(self, b: int, summaries: Sequence[str] = ()) -> tuple[np.ndarray, list[Attention] | None, dict[str, np.ndarray]]:
-        """Items of batch ``b`` with their attention (None for a summaries-only store) and
-        the requested per-item summaries plus ``"n"``, the items' lengths (rows in the same
-        order); one verified read."""
+    def read_batch(self, batch: int, *, summaries: Sequence[str] = ()) -> tuple[np.ndarray, list[Attention] | None, dict[str, np.ndarray]]:
+        """Items of stored batch ``batch`` with their attention (None for a summaries-only
+        store) and the requested per-item summaries plus ``"n"``, the items' lengths (rows in
+        the same order); one verified read."""
+        b = batch
         data = self._batch(b, summaries)
         items = self._layout.batches[b]
         atts = [self._item(int(i), data, b) for i in items] if self.has_maps else None
@@ -271,13 +272,14 @@ class AttentionSet(Sequence[Attention]):
         rows["n"] = self._layout.table["n"][items]
         return items, atts, rows
 
-    def summary(self, name: str) -> np.ndarray:
-        """Per-item summary ``name`` (see :attr:`summaries`), rows in input order."""
+    def summary(self, kind: str) -> np.ndarray:
+        """Per-item summary ``kind`` (one of :attr:`summaries`), rows in input order."""
+        name = kind
         if name not in self.summaries:
             raise InputError(f"This set keeps no summary {name!r}; it has {self.summaries or 'none'}.")
         parts, order = [], []
         for b in range(self.n_batches):
-            items, _, s = self.read_batch(b, [name])
+            items, _, s = self.read_batch(b, summaries=[name])
             parts.append(s[name])
             order.append(items)
         rows = np.concatenate(parts)

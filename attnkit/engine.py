@@ -397,7 +397,7 @@ def _store_ref(sset: Any) -> tuple[str, dict, str] | None:
 
 
 def _read_block(sset: Any, b: int, summaries: tuple[str, ...], other: Any) -> Block:
-    items, atts, summ = sset.read_batch(b, summaries)
+    items, atts, summ = sset.read_batch(b, summaries=summaries)
     return Block(items, atts, summ, None if other is None else [other[int(i)] for i in items])
 
 

@@ -1,6 +1,6 @@
 """A small, honest fine-tuning loop: a pre-trained encoder plus a classification head.
 
-``finetune(model, train, dev, out=folder)`` trains a *copy* of an :class:`attnkit.Model`
+``finetune(model, train, evaluate_on=dev, out=folder)`` trains a *copy* of an :class:`attnkit.Model`
 with a sequence-classification head (``AutoModelForSequenceClassification`` built from the
 model's config, its encoder weights copied in), reports dev accuracy and F1 next to the
 majority-class baseline, and saves a folder (safetensors weights, config, tokenizer and a
@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ._compat import renamed
 from .data.pairs import GlueDataset
 from .errors import InputError
 
@@ -231,7 +232,17 @@ def _train_batches(lengths: np.ndarray, batch_size: int, rng: np.random.Generato
     return [batches[i] for i in rng.permutation(len(batches))]
 
 
-def _collate(enc: dict[str, list[list[int]]], idx: np.ndarray, pad_id: int):
+def _device_of(module: Any) -> Any:
+    import torch
+
+    try:
+        return next(module.parameters()).device
+    except StopIteration:
+        return torch.device("cpu")
+
+
+def _collate(enc: dict[str, list[list[int]]], idx: np.ndarray, pad_id: int, device: Any = None):
+    """Padded long tensors of the items ``idx``, on ``device`` (default: the CPU)."""
     import torch
 
     width = max(len(enc["input_ids"][i]) for i in idx)
@@ -242,7 +253,7 @@ def _collate(enc: dict[str, list[list[int]]], idx: np.ndarray, pad_id: int):
         for r, i in enumerate(idx):
             row = values[i]
             t[r, : len(row)] = torch.tensor(row, dtype=torch.long)
-        out[key] = t
+        out[key] = t if device is None else t.to(device)
     return out
 
 
@@ -254,12 +265,13 @@ def predict(clf: Any, enc: dict[str, list[list[int]]], pad_id: int, batch_size: 
     lengths = np.array([len(x) for x in enc["input_ids"]])
     order = np.argsort(lengths, kind="stable")
     preds = np.empty(len(lengths), dtype=np.int64)
+    device = _device_of(clf)
     clf.eval()
     with torch.inference_mode():
         for k in range(0, len(order), batch_size):
             idx = order[k : k + batch_size]
-            logits = clf(**_collate(enc, idx, pad_id)).logits
-            preds[idx] = logits.argmax(-1).numpy()
+            logits = clf(**_collate(enc, idx, pad_id, device)).logits
+            preds[idx] = logits.argmax(-1).cpu().numpy()
             if bar is not None:
                 bar.update(len(idx))
     return preds
@@ -344,11 +356,12 @@ def _json_default(o: Any):
 
 
 # ---------------------------------------------------------------- finetune
+@renamed(positional=("dev",), train="inputs", dev="evaluate_on")
 def finetune(
     model: Any,
-    train: GlueDataset,
-    dev: GlueDataset | None = None,
+    inputs: GlueDataset,
     *,
+    evaluate_on: GlueDataset | None = None,
     epochs: float = 3,
     max_items: int | None = None,
     lr: float = 5e-5,
@@ -363,13 +376,16 @@ def finetune(
     overwrite: bool = False,
     progress: bool = True,
 ) -> FinetuneResult:
-    """Fine-tune a copy of ``model`` with a classification head on ``train``; score on ``dev``.
+    """Fine-tune a copy of ``model`` with a classification head on ``inputs``; score on
+    ``evaluate_on``.
 
     Parameters
     ----------
     model : an :class:`attnkit.Model` (or a name for :func:`attnkit.load`). Not modified.
-    train, dev : :class:`~attnkit.data.pairs.GlueDataset` with labels and the same
-        ``label_names`` (e.g. ``read_glue("MRPC", "train")``). ``dev=None``: no evaluation.
+    inputs, evaluate_on : :class:`~attnkit.data.pairs.GlueDataset` with labels and the same
+        ``label_names`` (e.g. ``read_glue("MRPC", "train")`` and ``"dev"``): the training
+        data and the held-out split reported on (``None``: no evaluation; nothing is chosen
+        on it).
     epochs : passes over the training items; a fraction stops part-way through the last.
     max_items : train on a random subset of this many training items (seeded).
     lr, weight_decay, warmup : AdamW with linear warm-up over ``warmup`` of the steps, then
@@ -384,10 +400,11 @@ def finetune(
         layers.
     eval_each_epoch : also score ``dev`` after every full epoch (``result.epochs_eval``).
 
-    Returns a :class:`FinetuneResult` with the fine-tuned :class:`attnkit.Model` (eager
-    attention, eval mode) as ``result.model``. Shows tqdm progress bars unless
+    Returns a :class:`FinetuneResult` with the fine-tuned :class:`attnkit.Model` (trained
+    on the model's device, in eval mode) as ``result.model``. Shows tqdm progress bars unless
     ``progress=False``. Set ``torch.set_num_threads`` yourself; finetune leaves it alone.
     """
+    train, dev = inputs, evaluate_on
     import torch
     from tqdm.auto import tqdm
 
@@ -424,11 +441,11 @@ def finetune(
         train = train.take(np.sort(rng.permutation(len(train))[:max_items]))
     label_names = tuple(train.label_names)
     torch.manual_seed(seed)
-    clf = classifier_copy(model, label_names)
+    clf = classifier_copy(model, label_names).to(model.device)  # trains on the model's device
     _freeze(clf, freeze_layers)
     enc = _tokenize(model, train, max_length)
     dev_enc = _tokenize(model, dev, max_length) if dev is not None else None
-    labels = torch.tensor(train.labels, dtype=torch.long)
+    labels = torch.tensor(train.labels, dtype=torch.long, device=model.device)
     lengths = np.array([len(x) for x in enc["input_ids"]])
 
     per_epoch = math.ceil(len(train) / batch_size)
@@ -460,7 +477,7 @@ def finetune(
             for idx in _train_batches(lengths, batch_size, rng):
                 if step >= total:
                     break
-                loss = clf(**_collate(enc, idx, model.pad_id), labels=labels[idx]).loss
+                loss = clf(**_collate(enc, idx, model.pad_id, model.device), labels=labels[idx]).loss
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_([p for _, p in trainable], 1.0)
                 opt.step()
@@ -568,7 +585,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         train, dev = train.split_off(a.holdout, seed=0)  # the same hold-out for every recipe
     else:
         dev = read_glue(a.task, a.dev_split)
-    res = finetune(a.model, train, dev, epochs=a.epochs, max_items=a.max_items, lr=a.lr,
+    res = finetune(a.model, train, evaluate_on=dev, epochs=a.epochs, max_items=a.max_items, lr=a.lr,
                    max_length=a.max_length, batch_size=a.batch_size, out=a.out, seed=a.seed,
                    freeze_layers=a.freeze_layers, weight_decay=a.weight_decay, warmup=a.warmup,
                    eval_each_epoch=a.eval_each_epoch, overwrite=a.overwrite,

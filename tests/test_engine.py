@@ -229,3 +229,16 @@ def test_corpus_analyses_on_the_cluster_equal_in_process(client, tmp_path):
     c2 = ak.compare_sets(sset, other, threshold=0.2, progress=False, client=client)
     _equal_tables(c1.heads, c2.heads)
     _equal_tables(c1.categories, c2.categories)
+
+
+def test_head_scores_on_the_cluster_equal_in_process(client, tmp_path):
+    model = tiny_model("gpt2")
+    inputs = ak.induction_inputs(model, 6, 8, seed=0)
+    sset = ak.extract(model, inputs, batch_size=2, level="token", store=tmp_path / "d", progress=False)
+    here = ak.head_scores(sset, progress=False)
+    _equal_tables(here, ak.head_scores(sset, client=client, progress=False))
+    assert here.meta == ak.head_scores(sset, client=client, progress=False).meta
+    # every row of each input's second half has one earlier occurrence, so it counts
+    assert here.meta["n_rows"]["induction"] == 6 * 8 and here.meta["n_items"] == 6
+    atts = [model.attend(ids) for ids in inputs]  # a list: sent to the workers in blocks
+    _equal_tables(ak.head_scores(atts, progress=False), ak.head_scores(atts, client=client, progress=False))

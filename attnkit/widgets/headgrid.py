@@ -86,7 +86,7 @@ class HeadGrid(SelectsHead):
         )
         self._tokens = list(att.tokens)
 
-    def figure(self, preview: bool = False) -> Figure:
+    def figure(self, *, preview: bool = False) -> Figure:
         return plots.plot_head_grid(
             self._thumbs, metric=self._metric_table, metric_name=self.metric_name or "metric",
             scale=self.scale, size=min(self.size, 56) if preview else self.size,

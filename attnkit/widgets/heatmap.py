@@ -120,22 +120,25 @@ class Heatmap(AttnkitWidget):
         self.observe(self._on_head, names=["layer", "head"])
 
     @classmethod
+    @renamed(positional=("layer", "head"), att_a="attentions", att_b="other")
     def difference(
         cls,
-        att_a: Attention,
-        att_b: Attention,
+        attentions: Attention,
+        other: Attention,
+        *,
         layer: int = 0,
         head: int = 0,
-        *,
         names: tuple[str, str] | None = None,
         vmax: float | None = None,
         cmap: str = "",
     ) -> "Heatmap":
-        """The difference ``att_a − att_b`` of one head on a diverging scale (red: more in A).
+        """The difference ``attentions − other`` of one head on a diverging scale (red: more
+        in A).
 
         Both must share tokens and shapes (e.g. a pre-trained and a fine-tuned model on the
         same input). ``names`` label A and B (default: the models' names).
         """
+        att_a, att_b = attentions, other
         for a in (att_a, att_b):
             if not isinstance(a, Attention):
                 raise InputError(f"Heatmap.difference takes two Attention objects; got {type(a).__name__}.")
@@ -172,7 +175,7 @@ class Heatmap(AttnkitWidget):
         """The shown ``[n, n]`` matrix (float32, rows = from, columns = to)."""
         return self._matrix
 
-    def figure(self, preview: bool = False) -> Figure:
+    def figure(self, *, preview: bool = False) -> Figure:
         return plots.plot_heatmap(
             self._matrix, self.tokens, diverging=self.diverging, vmax=self.vmax,
             cmap=self.cmap or None, title=self.title, value_label=self.value_label,
