@@ -159,12 +159,12 @@ competed with other work). Best of {args.reps} interleaved run(s) each; each is 
 - **format 2 (Zarr + checksums) vs format 1: {overhead * 100:+.1f} %** of extraction time (target <= +10 %)
 - store size format 2 / format 1: {sizes['v2'] / sizes['v1']:.3f} (chunk padding and the item index)
 - one worker's throughput: {per_worker_tok:.0f} word-pieces/s ({rate['c1']:.1f} sentences/s), the
-  number docs/scale.md scales from
+  (MiniLM on one CPU thread)
 - per-item summaries (one thread, token level, {len(atts)} sentences, {n_values / 1e6:.0f} M attention
   values): `stats` {summary_ns['stats']:.2f} ns and `edges` {summary_ns['edges']:.2f} ns per attention value;
   the whole `extract(keep="stats")` path beyond the forward pass (float16 rounding, checks,
   statistics, store) {stats_path_ns:.2f} ns per attention value (forward {best_fwd:.1f} s,
-  extract {best_stats:.1f} s)
+  extract {best_stats:.1f} s); these per-value costs are what docs/scale.md scales to a 7 B model
 - all runs (s): {'; '.join(f"{k} {', '.join(f'{x:.1f}' for x in v)}" for k, v in times.items())}
 """
     print(body)
