@@ -242,3 +242,25 @@ def test_head_scores_on_the_cluster_equal_in_process(client, tmp_path):
     assert here.meta["n_rows"]["induction"] == 6 * 8 and here.meta["n_items"] == 6
     atts = [model.attend(ids) for ids in inputs]  # a list: sent to the workers in blocks
     _equal_tables(ak.head_scores(atts, progress=False), ak.head_scores(atts, client=client, progress=False))
+
+
+def test_a_corrupt_chunk_read_on_a_worker_is_a_store_error_naming_its_items(client, tmp_path):
+    from attnkit.errors import StoreError
+
+    path = tmp_path / "s"
+    sset = ak.extract(tiny_model(), TEXTS, batch_size=2, level="token", store=path, progress=False)
+    b = 3
+    lo, _ = sset._layout.map_range(b)
+    chunk = path / "maps" / "c" / str(lo // sset.info["chunks"]["maps"])
+    with open(chunk, "r+b") as fh:
+        fh.seek(min(100, chunk.stat().st_size // 2))
+        fh.write(b"\x00\x3c" * 32)
+    hit = sorted(int(i) for i in sset.batch_items(b))
+    for analysis in (ak.head_stats, ak.head_distances, ak.head_scores):
+        with pytest.raises(StoreError) as err:
+            analysis(ak.open_store(path), client=client, progress=False)
+        assert sorted(err.value.items) == hit, analysis.__name__
+    # the next extract recomputes that batch, and the cluster then gives the in-process numbers
+    again = ak.extract(tiny_model(), TEXTS, batch_size=2, level="token", store=path, progress=False)
+    assert again.run_info["computed_batches"] == 1
+    _equal_tables(ak.head_stats(again, progress=False), ak.head_stats(again, client=client, progress=False))
