@@ -20,7 +20,7 @@ import pandas as pd
 from ..attention import Attention
 from ..errors import InputError
 from ..results import HeadResult
-from ..types import AttentionLike, Attentions
+from ..types import AttentionLike, Attentions, as_collection
 
 #: The kinds of head :func:`head_scores` measures, in its default column order.
 HEAD_KINDS = ("sink", "previous", "induction", "duplicate")
@@ -304,7 +304,7 @@ def head_scores(
         raise InputError(f"kinds names a kind twice: {list(kinds)!r}.")
     from ..engine import map_blocks
 
-    parts = map_blocks(attentions, functools.partial(_scores_partial, kinds=kinds), client=client,
+    parts = map_blocks(as_collection(attentions), functools.partial(_scores_partial, kinds=kinds), client=client,
                        progress=progress, desc="head scores")
     sums: np.ndarray | None = None
     rows = dict.fromkeys(kinds, 0)
