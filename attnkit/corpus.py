@@ -163,7 +163,22 @@ class AttentionSet(Sequence[Attention]):
         return self._layout.table["truncated"].astype(bool)
 
     def items(self) -> pd.DataFrame:
-        """One row per item: length ``n``, word count, truncation flag and metadata."""
+        """One row per item: length ``n``, word count, truncation flag and metadata.
+
+        Returns
+        -------
+        DataFrame
+            Indexed by ``item`` (input order), columns ``n``, ``n_words``, ``truncated``
+            and the items' metadata (e.g. ``sent_id``).
+
+        Examples
+        --------
+        >>> import attnkit as ak
+        >>> from attnkit.testing import tiny_model
+        >>> aset = ak.extract(tiny_model("bert"), ["The cat sat.", "We read it."], progress=False)
+        >>> aset.items()[["n", "n_words", "truncated"]].values.tolist()
+        [[6, 4, False], [6, 4, False]]
+        """
         t = self._layout.table
         rows = [
             {"n": int(t["n"][i]), "n_words": int(t["n_words"][i]), "truncated": bool(t["truncated"][i]),

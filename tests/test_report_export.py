@@ -201,7 +201,9 @@ def test_reexport_without_execute_keeps_provenance(executed, tmp_path):
     out = tmp_path / "again.html"
     assert main(["report", str(saved), "-o", str(out)]) == 0
     prov = json.loads(dict(_parse(out.read_text(encoding="utf-8")).scripts)["application/vnd.attnkit.provenance+json"])
-    assert prov["attnkit"] == attnkit.__version__ and prov["env"] == {"ATTNKIT_QUICK": "1"}
+    assert prov["attnkit"] == attnkit.__version__ and prov["env"]["ATTNKIT_QUICK"] == "1"
+    # every ATTNKIT_ variable of the run, and nothing else (ATTNKIT_DATA when it is set)
+    assert prov["env"] == {k: v for k, v in os.environ.items() if k.startswith("ATTNKIT_")}
 
 
 def test_anywidget_version_mismatch_warns(executed):

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 
 from ..attention import Attention
+from ..data.conllu import Sentence
 from ..errors import InputError
 
 
-def aligned(attentions: Iterable[Attention],
-            treebank) -> Iterator[tuple[Attention, object, np.ndarray]]:
+def aligned(attentions: Any, treebank: Any) -> Iterator[tuple[Attention, Sentence, np.ndarray]]:
     """Yield ``(word-level Attention, Sentence, positions)`` for every sentence.
 
     ``positions[j]`` is the map position of treebank word ``j`` (``-1`` when truncation cut

@@ -12,16 +12,17 @@ from __future__ import annotations
 import functools
 import warnings
 from dataclasses import dataclass
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from .._compat import renamed
-from ..attention import Attention
+from ..attention import is_punct
 from ..errors import EmptyInputError, InputError
 from ..results import HeadResult
-from ..types import Attentions, HeadId, Sources
+from ..types import AttentionLike, Attentions, HeadId, Sources, dense_maps
 from .compare import check_tokenization, head_edge_counts, js_divergence
 from .graph import attention_graph
 from .influence import influence
@@ -29,10 +30,10 @@ from .influence import influence
 CATEGORIES = ("cls", "sep", "special", "punct", "word")
 
 
-def _categories(att: Attention) -> np.ndarray:
+def _categories(att: AttentionLike) -> np.ndarray:
     """Per position: its role, with word positions split into "punct" and "word"."""
     cat = np.asarray(att.roles, dtype=object).copy()
-    cat[att.punct] = "punct"
+    cat[[r == "word" and is_punct(t) for t, r in zip(att.tokens, att.roles)]] = "punct"
     return cat
 
 
@@ -47,18 +48,33 @@ def _stats(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 class FlowSummary:
     """Result of :func:`flow_summary`.
 
-    heads : HeadResult indexed by (``layer``, ``head``): ``edges_mean``, ``edges_std``
-        (graph edges the head makes per input) and ``share`` (fraction of inputs where
-        it makes at least one).
-    categories : DataFrame indexed by token category ("cls", "sep", "special", "punct",
-        "word"): ``share_mean``, ``share_std`` (fraction of an input's total influence
-        score on that category), ``rating_mean`` (mean 0-5 rating of its positions),
-        ``positions`` (how many positions in all inputs), ``inputs`` (inputs having one).
-    tokens : DataFrame indexed by token string: ``count`` (occurrences), ``inputs``,
-        ``share_mean``, ``share_std`` (influence share per occurrence), ``rating_mean``;
-        sorted by ``share_mean``, largest first.
-    per_input : DataFrame, one row per input: ``n``, ``nodes``, ``edges``, ``top_token``,
-        ``top_share``.
+    Parameters
+    ----------
+    heads : HeadResult
+        Indexed by (``layer``, ``head``): ``edges_mean``, ``edges_std`` (graph edges the
+        head makes per input) and ``share`` (fraction of inputs where it makes at least
+        one).
+    categories : pandas.DataFrame
+        Indexed by token category ("cls", "sep", "special", "punct", "word"):
+        ``share_mean``, ``share_std`` (fraction of an input's total influence score on that
+        category), ``rating_mean`` (mean 0-5 rating of its positions), ``positions`` (how
+        many positions in all inputs), ``inputs`` (inputs having one).
+    tokens : pandas.DataFrame
+        Indexed by token string: ``count`` (occurrences), ``inputs``, ``share_mean``,
+        ``share_std`` (influence share per occurrence), ``rating_mean``; sorted by
+        ``share_mean``, largest first.
+    per_input : pandas.DataFrame
+        One row per input: ``n``, ``nodes``, ``edges``, ``top_token``, ``top_share``.
+
+    Examples
+    --------
+    >>> import numpy as np, attnkit as ak
+    >>> a = ak.Attention.from_maps(np.array([[[[1, 0], [0.5, 0.5]]], [[[0.5, 0.5], [0.5, 0.5]]]]), ["[CLS]", "a"])
+    >>> b = ak.Attention.from_maps(np.array([[[[1, 0], [0.9, 0.1]]], [[[0.9, 0.1], [0.5, 0.5]]]]), ["[CLS]", "a"])
+    >>> s = ak.flow_summary([a, b], progress=False)
+    >>> # influence shares of [CLS]: 4/3 of 7/3 in a, all of it in b
+    >>> s.n_inputs, round(float(s.categories.loc["cls", "share_mean"]), 4)
+    (2, 0.7857)
     """
 
     heads: HeadResult
@@ -68,6 +84,7 @@ class FlowSummary:
 
     @property
     def n_inputs(self) -> int:
+        """The number of inputs summarised."""
         return len(self.per_input)
 
 
@@ -169,11 +186,12 @@ def flow_summary(
                        tokens=tok_df, per_input=per_input)
 
 
-def _compare_item(i: int, a: Attention, b: Attention, threshold: float, heads: Any,
+def _compare_item(i: int, a: AttentionLike, b: AttentionLike, threshold: float, heads: Any,
                   sources: Sources, alpha: float, names: tuple[str, str] | None) -> tuple:
     """Pair ``i``'s per-head divergence and edge counts and both models' influence shares
     per token category (see :func:`compare_sets`)."""
-    pair_names = names if names is not None else (a.model or "a", b.model or "b")
+    pair_names = names if names is not None else (getattr(a, "model", "") or "a",
+                                                  getattr(b, "model", "") or "b")
     try:
         check_tokenization(a, b, pair_names)
     except Exception as exc:
@@ -186,11 +204,11 @@ def _compare_item(i: int, a: Attention, b: Attention, threshold: float, heads: A
         s = influence(g, alpha=alpha)["score"].to_numpy()
         s = s / s.sum() if s.sum() > 0 else np.zeros_like(s)
         row.append([s[cats == c].sum() if (cats == c).any() else np.nan for c in CATEGORIES])
-    return (js_divergence(a.maps, b.maps).mean(-1), head_edge_counts(ga), head_edge_counts(gb),
-            row, pair_names)
+    return (js_divergence(dense_maps(a), dense_maps(b)).mean(-1), head_edge_counts(ga),
+            head_edge_counts(gb), row, pair_names)
 
 
-def _flow_item(i: int, att: Attention, threshold: float, heads: Any, sources: Sources,
+def _flow_item(i: int, att: AttentionLike, threshold: float, heads: Any, sources: Sources,
                alpha: float) -> tuple:
     """Input ``i``'s per-head edge counts, influence share and ratings per token category,
     per-token rows and summary row (see :func:`flow_summary`)."""
@@ -216,13 +234,28 @@ def _flow_item(i: int, att: Attention, threshold: float, heads: Any, sources: So
 class SetComparison:
     """Result of :func:`compare_sets`.
 
-    heads : HeadResult indexed by (``layer``, ``head``): ``jsd_mean``, ``jsd_std`` (per input
-        mean over query rows, then across inputs), ``edges_a_mean``, ``edges_b_mean``,
-        ``share_a``, ``share_b`` (fraction of inputs where the head makes an edge).
-    categories : DataFrame indexed by token category: ``share_a``, ``share_b`` (mean
-        influence share), ``delta_mean``, ``delta_std`` (paired difference b - a).
-    names : display names of the two models.
-    n_inputs : number of paired inputs.
+    Parameters
+    ----------
+    heads : HeadResult
+        Indexed by (``layer``, ``head``): ``jsd_mean``, ``jsd_std`` (per input mean over
+        query rows, then across inputs), ``edges_a_mean``, ``edges_b_mean``, ``share_a``,
+        ``share_b`` (fraction of inputs where the head makes an edge).
+    categories : pandas.DataFrame
+        Indexed by token category: ``share_a``, ``share_b`` (mean influence share),
+        ``delta_mean``, ``delta_std`` (paired difference b - a).
+    names : (str, str)
+        Display names of the two models.
+    n_inputs : int
+        Number of paired inputs.
+
+    Examples
+    --------
+    >>> import numpy as np, attnkit as ak
+    >>> a = ak.Attention.from_maps(np.array([[[[1, 0], [0.5, 0.5]]], [[[0.5, 0.5], [0.5, 0.5]]]]), ["[CLS]", "a"])
+    >>> b = ak.Attention.from_maps(np.array([[[[1, 0], [0.9, 0.1]]], [[[0.9, 0.1], [0.5, 0.5]]]]), ["[CLS]", "a"])
+    >>> c = ak.compare_sets([a, a], [b, b], progress=False)
+    >>> c.n_inputs, c.categories.loc["cls", ["share_a", "share_b"]].round(4).tolist()
+    (2, [0.5714, 1.0])
     """
 
     heads: HeadResult
@@ -300,14 +333,15 @@ def compare_sets(
         names = pairs[0][4]
     shape = pairs[0][0].shape
     jsds, ea, eb, shares = ([p[k] for p in pairs] for k in range(4))
-    jsds, ea, eb = np.stack(jsds), np.stack(ea).astype(float), np.stack(eb).astype(float)
-    jm, js = _stats(jsds)
+    jsd_all = np.stack(jsds)
+    edges_a, edges_b = np.stack(ea).astype(float), np.stack(eb).astype(float)
+    jm, js = _stats(jsd_all)
     index = pd.MultiIndex.from_product([range(shape[0]), range(shape[1])],
                                        names=["layer", "head"])
     heads_df = pd.DataFrame({
         "jsd_mean": jm.ravel(), "jsd_std": js.ravel(),
-        "edges_a_mean": ea.mean(0).ravel(), "edges_b_mean": eb.mean(0).ravel(),
-        "share_a": (ea > 0).mean(0).ravel(), "share_b": (eb > 0).mean(0).ravel(),
+        "edges_a_mean": edges_a.mean(0).ravel(), "edges_b_mean": edges_b.mean(0).ravel(),
+        "share_a": (edges_a > 0).mean(0).ravel(), "share_b": (edges_b > 0).mean(0).ravel(),
     }, index=index)
     sh = np.array(shares, dtype=np.float64)  # [inputs, 2, categories]
     delta = sh[:, 1] - sh[:, 0]
@@ -318,7 +352,8 @@ def compare_sets(
             "delta_mean": np.nanmean(delta, axis=0),
             "delta_std": np.nanstd(delta, axis=0, ddof=1),
         }, index=pd.Index(CATEGORIES, name="category"))
-    heads_res = HeadResult(heads_df, {"names": tuple(names), "threshold": threshold},
+    pair_names = (str(names[0]), str(names[1]))
+    heads_res = HeadResult(heads_df, {"names": pair_names, "threshold": threshold},
                            value="jsd_mean")
-    return SetComparison(heads=heads_res, categories=cat_df, names=tuple(names),
-                         n_inputs=len(jsds))
+    return SetComparison(heads=heads_res, categories=cat_df, names=pair_names,
+                         n_inputs=len(jsd_all))

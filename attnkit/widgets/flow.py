@@ -7,9 +7,8 @@ recomputed here when the threshold or the head restriction changes in the browse
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Sequence
+from typing import Any
 
-import matplotlib
 import networkx as nx
 import numpy as np
 import traitlets
@@ -20,7 +19,7 @@ from .._compat import renamed
 from ..attention import Attention
 from ..errors import InputError
 from ..types import Attentions, Sources
-from ..plot._prep import head_label, mpl_text
+from ..plot._prep import mpl_text
 from ..plot.flow import plot_flow_radial
 from ._base import SelectsHead, encode_f16, encode_f32
 
@@ -77,17 +76,41 @@ class FlowView(SelectsHead):
     clicking one restricts that layer's traversal to the clicked heads (click again to
     release). The threshold slider recomputes the graph in the kernel.
 
+    Use :meth:`collection` for the aggregate view over many inputs.
+
     Parameters
     ----------
-    attentions : the Attention to trace.
-    other : optional second Attention on the same tokens (e.g. the fine-tuned model): the
-        view then colours what both graphs share (grey), what only ``att`` has (turquoise)
+    attentions : Attention
+        The attention to trace.
+    other : Attention, optional
+        A second attention on the same tokens (e.g. the fine-tuned model): the view then
+        colours what both graphs share (grey), what only ``attentions`` has (turquoise)
         and what only ``other`` has (purple), and splits each head glyph in two.
-    threshold, alpha, sources : passed to :func:`attnkit.attention_graph` /
-        :func:`attnkit.influence` / :func:`attnkit.compare`.
-    names : display names of the two models (default: their ``model`` names).
+    threshold, alpha : float
+        Passed to :func:`attnkit.attention_graph` / :func:`attnkit.influence` /
+        :func:`attnkit.compare`.
+    sources : int, sequence, str or None
+        Where the graph starts (default: [CLS] after the last layer).
+    names : (str, str), optional
+        Display names of the two models (default: their ``model`` names).
+    title : str, optional
+        Title above the view (default: says the source and threshold).
 
-    Use :meth:`collection` for the aggregate view over many inputs.
+    Raises
+    ------
+    InputError
+        When the inputs are not Attention objects or their architectures differ.
+    TokenizationMismatchError
+        When ``other`` has other tokens.
+
+    Examples
+    --------
+    >>> import attnkit as ak
+    >>> from attnkit.testing import tiny_model
+    >>> att = tiny_model("bert").attend("The cat sat on the mat.")
+    >>> view = ak.FlowView(att, threshold=0.2)
+    >>> view.mode, view.n_nodes == view.graph.number_of_nodes()
+    ('single', True)
     """
 
     _bundle_name = "flow"
@@ -173,13 +196,45 @@ class FlowView(SelectsHead):
         title: str | None = None,
         progress: bool = True,
     ) -> "FlowView":
-        """Aggregate view over many inputs (:func:`attnkit.flow_summary`): one ring per layer
-        with a wedge per head coloured by how many edges it makes on average, and bars of
-        the influence share of each token category and of the ``top`` token strings."""
+        """Aggregate view over many inputs (:func:`attnkit.flow_summary`).
+
+        One ring per layer with a wedge per head coloured by how many edges it makes on
+        average, and bars of the influence share of each token category and of the ``top``
+        token strings.
+
+        Parameters
+        ----------
+        attentions : AttentionSet or iterable of Attention
+            The inputs.
+        threshold, alpha : float
+            As in :func:`attnkit.flow_summary`.
+        sources : int, sequence, str or None
+            Where each input's graph starts (default: [CLS] after the last layer).
+        top : int
+            How many token strings get a bar.
+        title : str, optional
+            Title above the view.
+        progress : bool
+            Show a progress bar over inputs.
+
+        Returns
+        -------
+        FlowView
+            In ``mode="collection"``; ``result`` holds the :class:`~attnkit.flow.FlowSummary`.
+
+        Examples
+        --------
+        >>> import attnkit as ak
+        >>> from attnkit.testing import tiny_model
+        >>> aset = ak.extract(tiny_model("bert"), ["The cat sat.", "We read it."], progress=False)
+        >>> view = ak.FlowView.collection(aset, threshold=0.2, progress=False)
+        >>> view.mode, view.n_inputs
+        ('collection', 2)
+        """
         summary = flow.flow_summary(attentions, threshold=threshold, alpha=alpha,
                                     sources=sources, progress=progress)
         self = cls.__new__(cls)
-        self._att = self._other = None
+        self._att = self._other = None  # type: ignore[assignment]  # a collection: no single input
         self._fixed_title = title
         self.result = summary
         heads = summary.heads
@@ -226,8 +281,28 @@ class FlowView(SelectsHead):
         return sorted(out)
 
     def allowed_heads(self) -> list[tuple[int, int]] | None:
-        """The (layer, head) pairs the traversal may use: in a layer with restricted heads
-        only those, elsewhere every head; ``None`` when nothing is restricted."""
+        """The (layer, head) pairs the traversal may use.
+
+        In a layer with restricted heads (clicked glyphs, or ``restrict`` set from Python)
+        only those, elsewhere every head.
+
+        Returns
+        -------
+        list of (int, int) or None
+            0-indexed pairs; None when nothing is restricted.
+
+        Examples
+        --------
+        >>> import attnkit as ak
+        >>> from attnkit.testing import tiny_model
+        >>> att = tiny_model("bert").attend("The cat sat on the mat.")
+        >>> view = ak.FlowView(att)
+        >>> view.allowed_heads() is None
+        True
+        >>> view.restrict = [[0, 1]]  # layer 0: only head 1; layer 1: both heads
+        >>> view.allowed_heads()
+        [(0, 1), (1, 0), (1, 1)]
+        """
         if not self.restrict:
             return None
         chosen: dict[int, set[int]] = {}
@@ -288,9 +363,32 @@ class FlowView(SelectsHead):
         """The drawn graph (a comparison's union graph in comparison mode)."""
         if self.mode == "collection":
             raise InputError("a collection view has no single graph; see .result (a FlowSummary).")
-        return self.result.union if self.mode == "compare" else self.result
+        if self.mode == "compare":
+            assert isinstance(self.result, flow.Comparison)
+            return self.result.union
+        return self.result
 
     def figure(self, *, preview: bool = False) -> Figure:
+        """The matplotlib figure of the radial graph (or the collection's rings and bars) (what reports and saved files show).
+
+        Parameters
+        ----------
+        preview : bool
+            Accepted for every widget; the graph is drawn in full.
+
+        Returns
+        -------
+        matplotlib.figure.Figure
+            Not attached to pyplot (nothing is shown or kept open).
+
+        Examples
+        --------
+        >>> import attnkit as ak
+        >>> from attnkit.testing import tiny_model
+        >>> att = tiny_model("bert").attend("The cat sat on the mat.")
+        >>> len(ak.FlowView(att).figure().axes) >= 1
+        True
+        """
         if self.mode == "collection":
             return self._collection_figure()
         fig = Figure(figsize=(7.0, 7.0), layout="constrained")

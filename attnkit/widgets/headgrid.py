@@ -19,20 +19,42 @@ class HeadGrid(SelectsHead):
     """All heads of ``att`` as thumbnails labelled "L-H" (1-indexed), like bertviz's model
     view but drawn on one canvas from uint8 bytes.
 
-    Parameters
-    ----------
-    attentions : the :class:`~attnkit.Attention` to show.
-    metric : optional per-head values drawn as a coloured bar under each thumbnail and shown
-        on hover: a DataFrame/Series indexed by ``(layer, head)`` (e.g. ``head_stats``) or an
-        array ``[layer, head]``.
-    value : the DataFrame column to use (needed when it has several numeric columns).
-    scale : ``"head"`` (default) colours each head from 0 to its own maximum, so diffuse
-        heads show their pattern; ``"global"`` uses 0–1 for every head.
-    size : thumbnails of more than ``size`` tokens are max-pooled to at most ``size`` cells
-        per side (default 128: the pixel size of a thumbnail on a hi-DPI screen).
-
     ``selected`` is ``[layer, head]`` (0-indexed) after a click, ``[]`` before; observe it,
     or :meth:`link` a :class:`Heatmap` to follow it.
+
+    Parameters
+    ----------
+    attentions : Attention
+        The attention to show.
+    metric : HeadResult, DataFrame, Series or ndarray, optional
+        Per-head values drawn as a coloured bar under each thumbnail and shown on hover:
+        indexed by ``(layer, head)`` (e.g. ``head_stats``) or an array ``[layer, head]``.
+    value : str, optional
+        The column of ``metric`` to use (needed when it has several numeric columns).
+    scale : {"head", "global"}
+        ``"head"`` colours each head from 0 to its own maximum, so diffuse heads show their
+        pattern; ``"global"`` uses 0–1 for every head.
+    size : int
+        Thumbnails of more than ``size`` tokens are max-pooled to at most ``size`` cells
+        per side (default 128: the pixel size of a thumbnail on a hi-DPI screen).
+    cmap : str
+        Colour map of the thumbnails.
+    title : str, optional
+        Title above the grid (default: model, layers, heads and tokens).
+
+    Raises
+    ------
+    InputError
+        For an input that is not an Attention, an unknown ``scale`` or an empty input.
+
+    Examples
+    --------
+    >>> import attnkit as ak
+    >>> from attnkit.testing import tiny_model
+    >>> att = tiny_model("bert").attend("The cat sat on the mat.")
+    >>> grid = ak.HeadGrid(att, metric=ak.head_stats(att, progress=False), value="entropy")
+    >>> grid.n_layers, grid.n_heads, grid.metric_name
+    (2, 2, 'entropy')
     """
 
     _bundle_name = "headgrid"
@@ -87,6 +109,27 @@ class HeadGrid(SelectsHead):
         self._tokens = list(att.tokens)
 
     def figure(self, *, preview: bool = False) -> Figure:
+        """The matplotlib figure of every head's thumbnail (what reports and saved files show).
+
+        Parameters
+        ----------
+        preview : bool
+            Thumbnails of at most 56 cells per side (what notebooks embed).
+
+        Returns
+        -------
+        matplotlib.figure.Figure
+            Not attached to pyplot (nothing is shown or kept open).
+
+        Examples
+        --------
+        >>> import attnkit as ak
+        >>> from attnkit.testing import tiny_model
+        >>> att = tiny_model("bert").attend("The cat sat on the mat.")
+        >>> fig = ak.HeadGrid(att).figure(preview=True)
+        >>> len(fig.axes[0].images)  # the thumbnails of all heads drawn as one image
+        1
+        """
         return plots.plot_head_grid(
             self._thumbs, metric=self._metric_table, metric_name=self.metric_name or "metric",
             scale=self.scale, size=min(self.size, 56) if preview else self.size,

@@ -19,21 +19,46 @@ from ._base import AttnkitWidget, check_layer_head, encode_f16
 class Heatmap(AttnkitWidget):
     """One head's attention ``[n, n]`` (rows = from/query, columns = to/key).
 
-    Parameters
-    ----------
-    attentions : the :class:`~attnkit.Attention` whose tokens label the axes.
-    layer, head : 0-indexed head to show (displayed 1-indexed as "L-H"); the arrows in the
-        header, :meth:`show`, or a linked :class:`HeadGrid` change it.
-    maps : optional array drawn instead of ``att.maps``: ``[layer, head, n, n]`` or one
-        ``[n, n]`` matrix (e.g. rollout, a difference of two models) on ``att``'s tokens.
-    diverging : diverging colours centred on 0 (default: when ``maps`` has negative values).
-    vmax : top of the colour scale (default: the shown matrix's max, or max |value| when
-        diverging).
-    cmap : a colour map name known to the front end ("Blues", "viridis", "magma",
-        "RdBu_r", "PuOr_r").
-
     In the browser: scroll to zoom, drag to pan, double-click to fit; hovering a cell shows
     from-token, to-token and value. Values travel as float16 bytes.
+
+    Parameters
+    ----------
+    attentions : Attention
+        The attention whose tokens label the axes.
+    layer, head : int
+        0-indexed head to show (displayed 1-indexed as "L-H"); the arrows in the header,
+        :meth:`show`, or a linked :class:`HeadGrid` change it.
+    maps : ndarray, optional
+        Drawn instead of ``attentions.maps``: ``[layer, head, n, n]`` or one ``[n, n]``
+        matrix (e.g. rollout, a difference of two models) on the same tokens.
+    diverging : bool, optional
+        Diverging colours centred on 0 (default: when ``maps`` has negative values).
+    vmax : float, optional
+        Top of the colour scale (default: the shown matrix's max, or max ``|value|`` when
+        diverging).
+    cmap : str
+        A colour map name known to the front end ("Blues", "viridis", "magma", "RdBu_r",
+        "PuOr_r").
+    title : str, optional
+        Title (default: model and head).
+    value_label : str, optional
+        What the values are, for the colour bar and hover (default "attention").
+
+    Raises
+    ------
+    InputError
+        For an input that is not an Attention, an empty input, ``maps`` of another shape
+        or a head outside the model.
+
+    Examples
+    --------
+    >>> import attnkit as ak
+    >>> from attnkit.testing import tiny_model
+    >>> att = tiny_model("bert").attend("The cat sat on the mat.")
+    >>> view = ak.Heatmap(att, layer=1, head=0)
+    >>> view.layer, view.head, view.matrix.shape == (len(att), len(att))
+    (1, 0, True)
     """
 
     _bundle_name = "heatmap"
@@ -135,8 +160,39 @@ class Heatmap(AttnkitWidget):
         """The difference ``attentions − other`` of one head on a diverging scale (red: more
         in A).
 
-        Both must share tokens and shapes (e.g. a pre-trained and a fine-tuned model on the
-        same input). ``names`` label A and B (default: the models' names).
+        Parameters
+        ----------
+        attentions, other : Attention
+            A and B: the same tokens and shapes (e.g. a pre-trained and a fine-tuned model
+            on the same input).
+        layer, head : int
+            0-indexed head to show first.
+        names : (str, str), optional
+            Labels of A and B (default: the models' names).
+        vmax : float, optional
+            Top of the colour scale (default: max ``|A − B|`` of the shown head).
+        cmap : str
+            A diverging colour map name (default "RdBu_r").
+
+        Returns
+        -------
+        Heatmap
+            Showing ``A − B``; :meth:`show` moves both to another head.
+
+        Raises
+        ------
+        TokenizationMismatchError
+            When the tokens differ.
+        InputError
+            When the shapes differ or an input is not an Attention.
+
+        Examples
+        --------
+        >>> import numpy as np, attnkit as ak
+        >>> a = ak.Attention.from_maps(np.array([[[[1, 0], [0.5, 0.5]]]]), ["x", "y"])
+        >>> b = ak.Attention.from_maps(np.array([[[[1, 0], [0.2, 0.8]]]]), ["x", "y"])
+        >>> ak.Heatmap.difference(a, b, names=("A", "B")).matrix.round(2).tolist()
+        [[0.0, 0.0], [0.3, -0.3]]
         """
         att_a, att_b = attentions, other
         for a in (att_a, att_b):
@@ -164,7 +220,32 @@ class Heatmap(AttnkitWidget):
 
     # ------------------------------------------------------------------ API
     def show(self, layer: int, head: int) -> None:
-        """Show head (layer, head), 0-indexed."""
+        """Show another head.
+
+        Parameters
+        ----------
+        layer, head : int
+            0-indexed.
+
+        Returns
+        -------
+        None
+
+        Raises
+        ------
+        InputError
+            For a head outside the model.
+
+        Examples
+        --------
+        >>> import attnkit as ak
+        >>> from attnkit.testing import tiny_model
+        >>> att = tiny_model("bert").attend("The cat sat on the mat.")
+        >>> view = ak.Heatmap(att)
+        >>> view.show(1, 1)
+        >>> view.layer, view.head
+        (1, 1)
+        """
         layer, head = check_layer_head(layer, head, self.n_layers, self.n_heads)
         with self.hold_trait_notifications():
             self.layer = layer
@@ -176,6 +257,27 @@ class Heatmap(AttnkitWidget):
         return self._matrix
 
     def figure(self, *, preview: bool = False) -> Figure:
+        """The matplotlib figure of the shown head (what reports and saved files show).
+
+        Parameters
+        ----------
+        preview : bool
+            Label at most 40 tokens per axis instead of 64 (what notebooks embed).
+
+        Returns
+        -------
+        matplotlib.figure.Figure
+            Not attached to pyplot (nothing is shown or kept open).
+
+        Examples
+        --------
+        >>> import attnkit as ak
+        >>> from attnkit.testing import tiny_model
+        >>> att = tiny_model("bert").attend("The cat sat on the mat.")
+        >>> fig = ak.Heatmap(att, title="L1-H1").figure()
+        >>> fig.axes[0].get_title(loc="left")
+        'L1-H1'
+        """
         return plots.plot_heatmap(
             self._matrix, self.tokens, diverging=self.diverging, vmax=self.vmax,
             cmap=self.cmap or None, title=self.title, value_label=self.value_label,

@@ -7,7 +7,6 @@ import math
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from attnkit.widgets import FlowView
@@ -16,7 +15,7 @@ from harness import WidgetPage
 from patterns import structured
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from flow_cases import ROLES, att_a, att_b, make_att, two_layer_maps  # noqa: E402
+from flow_cases import ROLES, att_a, make_att, two_layer_maps  # noqa: E402
 
 pytestmark = pytest.mark.browser
 
