@@ -252,7 +252,7 @@ class AttentionSet(Sequence[Attention]):
             input_ids=ids,
         )
 
-    def __getitem__(self, i):  # type: ignore[override]
+    def __getitem__(self, i):
         if isinstance(i, slice):
             return [self[j] for j in range(*i.indices(len(self)))]
         i = int(i)
@@ -272,13 +272,64 @@ class AttentionSet(Sequence[Attention]):
         return len(self._layout.batches)
 
     def batch_items(self, b: int) -> np.ndarray:
-        """Item indices of batch ``b`` (the order the store holds them)."""
+        """Item indices of stored batch ``b``, in the order the store holds them.
+
+        Parameters
+        ----------
+        b : int
+            A batch, ``0 <= b < n_batches`` (batches hold inputs of similar length).
+
+        Returns
+        -------
+        numpy.ndarray
+            Int indices of the batch's items in input order.
+
+        Examples
+        --------
+        >>> import attnkit as ak
+        >>> from attnkit.testing import tiny_model
+        >>> aset = ak.extract(tiny_model("bert"), ["A cat.", "The cat sat on the mat.", "We read."],
+        ...                   batch_size=2, progress=False)
+        >>> aset.n_batches, sorted(int(i) for b in range(aset.n_batches) for i in aset.batch_items(b))
+        (2, [0, 1, 2])
+        """
         return self._layout.batches[b]
 
     def read_batch(self, batch: int, *, summaries: Sequence[str] = ()) -> tuple[np.ndarray, list[Attention] | None, dict[str, np.ndarray]]:
-        """Items of stored batch ``batch`` with their attention (None for a summaries-only
-        store) and the requested per-item summaries plus ``"n"``, the items' lengths (rows in
-        the same order); one verified read."""
+        """Items of stored batch ``batch`` with their attention and per-item summaries, in
+        one verified read (how the corpus analyses read a store, batch by batch).
+
+        Parameters
+        ----------
+        batch : int
+            A batch, ``0 <= batch < n_batches``.
+        summaries : sequence of str
+            Per-item summaries to read too (any of :attr:`summaries`).
+
+        Returns
+        -------
+        items : numpy.ndarray
+            Input-order indices of the batch's items.
+        attentions : list of Attention or None
+            Their attention, same order; None for a store that keeps summaries only.
+        rows : dict of str to numpy.ndarray
+            Each requested summary's rows (same order), and ``"n"``, the items' lengths.
+
+        Raises
+        ------
+        StoreError
+            When a chunk of the batch is damaged or missing (naming its items).
+
+        Examples
+        --------
+        >>> import attnkit as ak
+        >>> from attnkit.testing import tiny_model
+        >>> aset = ak.extract(tiny_model("bert"), ["The cat sat.", "We read it."], batch_size=2,
+        ...                   keep=("maps", "stats"), progress=False)
+        >>> items, atts, rows = aset.read_batch(0, summaries=["stats"])
+        >>> sorted(items.tolist()), len(atts), rows["stats"].shape, rows["n"].tolist()
+        ([0, 1], 2, (2, 2, 2, 8), [6, 6])
+        """
         b = batch
         data = self._batch(b, summaries)
         items = self._layout.batches[b]
@@ -288,7 +339,34 @@ class AttentionSet(Sequence[Attention]):
         return items, atts, rows
 
     def summary(self, kind: str) -> np.ndarray:
-        """Per-item summary ``kind`` (one of :attr:`summaries`), rows in input order."""
+        """A per-item summary of every item, rows in input order.
+
+        Parameters
+        ----------
+        kind : str
+            One of :attr:`summaries` (``"stats"``, ``"edges"``; see
+            :mod:`attnkit.summaries`).
+
+        Returns
+        -------
+        numpy.ndarray
+            ``[items, ...]``: ``stats`` is ``[items, layer, head, 8]``, ``edges``
+            ``[items, layer, head, k, 3]``.
+
+        Raises
+        ------
+        InputError
+            When the set does not keep that summary.
+
+        Examples
+        --------
+        >>> import attnkit as ak
+        >>> from attnkit.testing import tiny_model
+        >>> aset = ak.extract(tiny_model("bert"), ["The cat sat.", "We read it."],
+        ...                   keep="stats", progress=False)
+        >>> aset.has_maps, aset.summary("stats").shape
+        (False, (2, 2, 2, 8))
+        """
         name = kind
         if name not in self.summaries:
             raise InputError(f"This set keeps no summary {name!r}; it has {self.summaries or 'none'}.")
@@ -313,7 +391,35 @@ class AttentionSet(Sequence[Attention]):
         """Open a finished store written by :func:`extract`, read-only (no model needed).
 
         Stores of format 1 (folders of ``.npy`` batches) open read-only too; convert them
-        with ``attnkit store migrate PATH``.
+        with ``attnkit store migrate PATH``. :func:`attnkit.open_store` is the same.
+
+        Parameters
+        ----------
+        path : str, Path or attnkit.store.Location
+            The store folder given to ``extract(..., store=path)``, or an fsspec URL.
+        storage_options : dict, optional
+            Passed to fsspec (credentials, endpoint).
+
+        Returns
+        -------
+        AttentionSet
+            Reading maps batch by batch as items are asked for; every read is verified
+            against the chunks' checksums.
+
+        Raises
+        ------
+        StoreError
+            When there is no attnkit store at ``path``, it is incomplete, or damaged.
+
+        Examples
+        --------
+        >>> import tempfile, attnkit as ak
+        >>> from attnkit.testing import tiny_model
+        >>> with tempfile.TemporaryDirectory() as folder:
+        ...     aset = ak.extract(tiny_model("bert"), ["The cat sat."], store=folder, progress=False)
+        ...     again = ak.AttentionSet.open(folder)
+        ...     len(again), bool((again[0].maps == aset[0].maps).all())
+        (1, True)
         """
         loc = st.Location.of(path, storage_options)
         from . import _store_v1

@@ -414,10 +414,10 @@ def _list_task(blocks: list[Block], fn: Any) -> list[Any]:
 
 
 def map_blocks(
-    attentions: Iterable[Any],
+    attentions: Any,
     fn: Callable[[Block], Any],
     *,
-    other: Iterable[Any] | None = None,
+    other: Any = None,
     client: Any = None,
     summaries: Sequence[str] = (),
     progress: bool = False,
@@ -498,10 +498,10 @@ def _check_paired(n: int, other: Any) -> None:
 
 
 def map_items(
-    attentions: Iterable[Any],
+    attentions: Any,
     fn: Callable[..., Any],
     *,
-    other: Iterable[Any] | None = None,
+    other: Any = None,
     client: Any = None,
     progress: bool = False,
     desc: str = "",

@@ -181,11 +181,11 @@ def _item_hits(i: int, att: Any, gold: Treebank, poss_rule: bool) -> tuple:
                     and sent.words[j + 1] in POSSESSIVE_MARKERS):
                 proxy[j] = j + 1
     ok = (heads >= 0) & kept & kept[np.maximum(heads, 0)] & kept[proxy]
-    j = np.flatnonzero(ok)
+    scored = np.flatnonzero(ok)
     offsets = np.array(OFFSETS)
-    return (np.moveaxis(pred_of[..., proxy[j]] == heads[j], -1, 0),
-            (proxy[j][:, None] + offsets[None, :]) == heads[j][:, None],
-            [sent.deprels[x] for x in j], [sent.upos[x] for x in j],
+    return (np.moveaxis(pred_of[..., proxy[scored]] == heads[scored], -1, 0),
+            (proxy[scored][:, None] + offsets[None, :]) == heads[scored][:, None],
+            [sent.deprels[x] for x in scored], [sent.upos[x] for x in scored],
             int(((heads >= 0) & ~ok).sum()))
 
 

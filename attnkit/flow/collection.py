@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import warnings
 from dataclasses import dataclass
-from collections.abc import Iterable
+from collections.abc import Iterable, Sized
 from typing import Any
 
 import numpy as np
@@ -22,7 +22,7 @@ from .._compat import renamed
 from ..attention import is_punct
 from ..errors import EmptyInputError, InputError
 from ..results import HeadResult
-from ..types import AttentionLike, Attentions, HeadId, Sources, dense_maps
+from ..types import AttentionLike, Attentions, HeadId, Sources, as_collection, dense_maps
 from .compare import check_tokenization, head_edge_counts, js_divergence
 from .graph import attention_graph
 from .influence import influence
@@ -140,7 +140,7 @@ def flow_summary(
     """
     from ..engine import map_items
 
-    heads = None if heads is None else [tuple(h) for h in heads]
+    heads = None if heads is None else [(int(h[0]), int(h[1])) for h in heads]
     per_input = map_items(attentions, functools.partial(
         _flow_item, threshold=threshold, heads=heads, sources=sources, alpha=alpha),
         client=client, progress=progress, desc="attention graphs")
@@ -319,11 +319,11 @@ def compare_sets(
     """
     from ..engine import map_items
 
-    set_a, set_b = attentions, other
-    if hasattr(set_a, "__len__") and hasattr(set_b, "__len__") and len(set_a) != len(set_b):
+    set_a, set_b = as_collection(attentions), as_collection(other)
+    if isinstance(set_a, Sized) and isinstance(set_b, Sized) and len(set_a) != len(set_b):
         raise EmptyInputError(f"The sets have {len(set_a)} and {len(set_b)} inputs; "
                               "compare_sets pairs input i of one with input i of the other.")
-    heads = None if heads is None else [tuple(h) for h in heads]
+    heads = None if heads is None else [(int(h[0]), int(h[1])) for h in heads]
     pairs = map_items(set_a, functools.partial(
         _compare_item, threshold=threshold, heads=heads, sources=sources, alpha=alpha, names=names),
         other=set_b, client=client, progress=progress, desc="pairs")
