@@ -14,7 +14,7 @@ from .analysis import (
     right_branching_uas,
 )
 from .attention import Attention
-from .corpus import AttentionSet, extract
+from .corpus import AttentionSet, extract, open_store
 from .data import Sentence, Treebank, induction_inputs, read_conllu, read_coref, read_glue
 from .finetune import finetune
 from .flow import (
@@ -86,6 +86,7 @@ __all__ = [
     "head_stats",
     "induction_inputs",
     "load",
+    "open_store",
     "read_conllu",
     "read_coref",
     "read_glue",

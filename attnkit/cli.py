@@ -1,5 +1,6 @@
 """The ``attnkit`` command: ``analyze`` (Clark et al. tables and figures), ``report``
-(a notebook as one offline HTML file) and ``finetune`` (a classifier on a GLUE task)."""
+(a notebook as one offline HTML file), ``store`` (info, verify, migrate) and ``finetune``
+(a classifier on a GLUE task)."""
 
 from __future__ import annotations
 
@@ -118,6 +119,55 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_store(args: argparse.Namespace) -> int:
+    from . import store as st
+    from ._store_v1 import is_v1, migrate
+
+    if args.action == "migrate":
+        t0 = time.time()
+        path = Path(args.path)
+        new = migrate(path, args.output, keep_old=not args.remove_old)
+        kept = "" if args.output or args.remove_old else f"; the original is kept at {path}.v1"
+        _say(f"migrated {path} to format {st.FORMAT} at {new} in {time.time() - t0:.0f} s, every "
+             f"value checked against the original{kept}")
+        return 0
+    loc = st.Location.of(args.path)
+    if loc.local and is_v1(Path(loc.url)):
+        print(f"{loc}: format 1 (read-only in this attnkit; convert with `attnkit store migrate`)")
+        return 0
+    if args.action == "info":
+        from .corpus import AttentionSet
+
+        sset = AttentionSet(st.StoreReader(loc, require_complete=False))
+        info = sset.info
+        done = len(sset._backend.committed)
+        print(f"{loc}: attnkit store format {info['format']}, model {info['model']} "
+              f"({info['n_layers']} layers x {info['n_heads']} heads), {info['level']} level, "
+              f"{info['n_items']} items in {info['n_batches']} batches ({done} committed), "
+              f"maps {'kept' if info.get('keep_maps', True) else 'not kept'}, embeddings "
+              f"{'kept' if info.get('embeddings') else 'not kept'}, summaries "
+              f"{', '.join(info.get('summaries', [])) or 'none'}")
+        return 0
+    reader = st.StoreReader(loc, require_complete=False)
+    bad = {}
+    for b in sorted(reader.committed):
+        problems = reader.verify_batch(b)
+        if problems:
+            bad[b] = problems
+    missing = len(reader.layout.batches) - len(reader.committed)
+    bad_index = reader.verify_index()
+    for name in bad_index:
+        print(f"index {name}: damaged; extract again with the same inputs rewrites it")
+    for b, problems in bad.items():
+        items = st._describe_items(reader.layout.batches[b], reader.meta)
+        print(f"batch {b}: damaged {', '.join(problems)}; items {items}")
+    print(f"{loc}: {len(reader.committed) - len(bad)} batches intact, {len(bad)} damaged, "
+          f"{missing} not computed yet")
+    if bad or missing:
+        print("Run attnkit.extract with the same model, inputs and store to recompute them.")
+    return 1 if bad or bad_index else 0
+
+
 def cmd_finetune(args: argparse.Namespace) -> int:
     """Fine-tune on a GLUE task; print the result summary as JSON on stdout."""
     import json
@@ -224,6 +274,19 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("-q", "--quiet", action="store_true",
                    help="no per-cell progress lines while executing")
     r.set_defaults(func=cmd_report)
+    s = sub.add_parser(
+        "store",
+        help="inspect, verify or migrate an attention store",
+        description="Stores written by attnkit.extract: `info` says what one holds, `verify` "
+        "re-reads every committed batch against its checksums, `migrate` converts a store of "
+        "format 1 (.npy batches) to format 2 (checksummed Zarr).",
+    )
+    s.add_argument("action", choices=["info", "verify", "migrate"])
+    s.add_argument("path", help="store folder or fsspec URL")
+    s.add_argument("-o", "--output", help="migrate: write the new store here and leave PATH alone")
+    s.add_argument("--remove-old", action="store_true",
+                   help="migrate: delete the original once the copy is checked (default: keep PATH.v1)")
+    s.set_defaults(func=cmd_store)
     _finetune_parser(sub)
     return p
 

@@ -62,6 +62,11 @@ class StoreError(AttnkitError):
     """An on-disk AttentionSet store is inconsistent with the run that opened it."""
 
 
+class ClusterError(AttnkitError):
+    """A Dask cluster could not be reached, or its workers kept failing on a task; the
+    message says which and what to do (work already committed to a store is kept)."""
+
+
 class TokenizationMismatchError(AttnkitError, ValueError):
     """Two attentions that must share a tokenization do not."""
 

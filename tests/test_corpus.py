@@ -105,12 +105,12 @@ def test_interrupted_run_resumes(tmp_path, tiny_bert):
                              env=env, stdout=subprocess.PIPE, text=True)
     deadline = time.time() + 120
     while time.time() < deadline:
-        if len(list((store / "batches").glob("*.json"))) >= 3 if store.exists() else False:
+        if len(list((store / "commits").glob("*.json"))) >= 3 if store.exists() else False:
             break
         time.sleep(0.05)
     child.send_signal(signal.SIGKILL)
     child.wait()
-    finished = len(list((store / "batches").glob("*.json")))
+    finished = len(list((store / "commits").glob("*.json")))
     assert 3 <= finished < 14, "the child should have been killed mid-way"
     with pytest.raises(StoreError, match="incomplete"):
         AttentionSet.open(store)
@@ -122,4 +122,5 @@ def test_interrupted_run_resumes(tmp_path, tiny_bert):
     for a, b in zip(resumed, whole):
         assert a.tokens == b.tokens
         np.testing.assert_array_equal(a.maps, b.maps)
-    assert not list((store / "batches").glob("*.tmp"))
+    assert not list(store.rglob("*.tmp"))
+    assert not (store / "writer.lock").exists()

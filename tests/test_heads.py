@@ -7,7 +7,7 @@ import pytest
 
 import attnkit as ak
 from attnkit.analysis import heads as heads_mod
-from attnkit.errors import InputError, NotSupportedError
+from attnkit.errors import InputError
 
 # One causal head over "<s> a b a c a": "a" occurs at 1, 3 and 5.
 ROWS = [
@@ -205,10 +205,10 @@ def test_real_decoder_tokens_and_set(tiny_gpt2):
     # induction reference: the row 6 positions into the second copy attends back length-1
     ref = np.mean([a.maps[:, :, q, q - 5] for a in atts for q in range(7, 13)], axis=0)
     np.testing.assert_allclose(r.grid("induction"), ref, rtol=1e-5)
-    # from a stored set: token strings stand in for ids, same numbers
+    # from a stored set: the store keeps the token ids too, same numbers
     sset = ak.extract(tiny_gpt2, inputs, level="token", progress=False)
     s = ak.head_scores(sset, progress=False)
-    assert s.meta["identity"] == "tokens"
+    assert s.meta["identity"] == "input_ids" and s.meta["n_rows"] == r.meta["n_rows"]
     np.testing.assert_allclose(s.table.to_numpy(), r.table.to_numpy(), atol=2e-3)  # float16 store
     assert r.widget("induction").value_name == "induction"
 
@@ -226,7 +226,7 @@ def test_bad_input():
     other = ak.Attention.from_maps(np.stack([hand_map()] * 2)[None], TOKENS)
     with pytest.raises(InputError, match="same layers and heads"):
         ak.head_scores([att, other], progress=False)
-    with pytest.raises(NotSupportedError, match="client=None"):
+    with pytest.raises(InputError, match="client must be"):
         ak.head_scores(att, client=object(), progress=False)
 
 

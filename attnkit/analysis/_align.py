@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 
@@ -18,29 +19,42 @@ def aligned(attentions: Any, treebank: Any) -> Iterator[tuple[Attention, Sentenc
     it away). Items must come in treebank order with the same words; a mismatch raises
     :class:`~attnkit.errors.InputError` naming the first item that differs.
     """
+    check_length(attentions, treebank)
+    n_att = len(attentions) if hasattr(attentions, "__len__") else None
+    count = 0
+    for i, (att, sent) in enumerate(zip(attentions, treebank)):
+        count += 1
+        att, pos = align_item(i, att, sent)
+        yield att, sent, pos
+    if n_att is None and count != len(treebank):
+        raise InputError(
+            f"The attentions ran out after {count} items but the treebank has {len(treebank)} "
+            "sentences."
+        )
+
+
+def align_item(i: int, att: Attention, sent) -> tuple[Attention, np.ndarray]:
+    """Item ``i``'s word-level attention and the map position of each of ``sent``'s words
+    (``-1`` where truncation cut a word away), or an InputError when they do not match."""
+    sid = att.meta.get("sent_id")
+    if (sid is not None and sid != sent.id) or len(att.words) != len(sent.words):
+        raise InputError(
+            f"Attention item {i} (sent_id {sid!r}, {len(att.words)} words) does not match "
+            f"treebank sentence {i} (sent_id {sent.id!r}, {len(sent.words)} words). Pass the "
+            "set extracted from this treebank, in the same order."
+        )
+    if att.level != "word":
+        att = att.to_words()
+    return att, att.word_positions
+
+
+def check_length(attentions, treebank) -> None:
+    """Refuse a collection whose length is known and differs from the treebank's."""
     n_att = len(attentions) if hasattr(attentions, "__len__") else None
     if n_att is not None and n_att != len(treebank):
         raise InputError(
             f"The attention set has {n_att} items but the treebank has {len(treebank)} "
             "sentences; extract the set from this treebank (attnkit.extract(model, treebank))."
-        )
-    count = 0
-    for i, (att, sent) in enumerate(zip(attentions, treebank)):
-        count += 1
-        sid = att.meta.get("sent_id")
-        if (sid is not None and sid != sent.id) or len(att.words) != len(sent.words):
-            raise InputError(
-                f"Attention item {i} (sent_id {sid!r}, {len(att.words)} words) does not match "
-                f"treebank sentence {i} (sent_id {sent.id!r}, {len(sent.words)} words). Pass the "
-                "set extracted from this treebank, in the same order."
-            )
-        if att.level != "word":
-            att = att.to_words()
-        yield att, sent, att.word_positions
-    if n_att is None and count != len(treebank):
-        raise InputError(
-            f"The attentions ran out after {count} items but the treebank has {len(treebank)} "
-            "sentences."
         )
 
 

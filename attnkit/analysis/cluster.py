@@ -7,13 +7,12 @@ rows over a corpus, ``embed_heads`` places the heads in 2-D by multidimensional 
 
 from __future__ import annotations
 
-from collections.abc import Sized
+import functools
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from .._progress import progress as progress_bar
 from ..errors import InputError
 from ..results import HeadResult, Result, table_and_meta
 from ..types import Attentions, as_collection
@@ -59,6 +58,7 @@ def head_distances(
     kind: str = "divergence",
     chunk: int = 8192,
     progress: bool = True,
+    client: Any = None,
 ) -> HeadResult:
     """Jensen–Shannon divergence between every pair of heads, averaged over a corpus.
 
@@ -78,6 +78,8 @@ def head_distances(
         Jensen–Shannon distance; identical heads 0, heads with disjoint attention √ln 2).
     chunk : attention values (per head) processed at a time; bigger uses more memory.
     progress : show a progress bar over items.
+    client : dask.distributed.Client, optional
+        Compute the per-batch sums on this Dask cluster; ``None`` here. Same result.
 
     Returns
     -------
@@ -110,10 +112,34 @@ def head_distances(
         raise InputError(f"kind must be 'divergence' or 'distance', not {kind!r}.")
     if chunk < 1:
         raise InputError(f"chunk must be at least 1, not {chunk}.")
+    from ..engine import map_blocks, sum_partials
+
+    parts = map_blocks(attentions, functools.partial(_distance_partial, chunk=chunk),
+                       client=client, progress=progress, desc="head distances")
+    if not parts:
+        raise InputError("head_distances() got no attention to compare.")
+    shapes = {p.pop("shape") for p in parts}
+    if len(shapes) > 1:
+        raise InputError(f"All attentions must have the same layers and heads; got {sorted(shapes)}.")
+    (shape,) = shapes
+    p = sum_partials(parts)
+    total, n_rows, n_items = p["total"], int(p["rows"]), int(p["items"])
+    div = (total + total.T) / n_rows
+    np.clip(div, 0.0, _LN2, out=div)
+    np.fill_diagonal(div, 0.0)
+    values = np.sqrt(div) if kind == "distance" else div
+    index = _head_index(*shape)
+    out = pd.DataFrame(values, index=index, columns=index.copy())
+    return HeadResult(out, {"n_items": n_items, "n_rows": n_rows, "kind": kind},
+                      plot=_plot_distances)
+
+
+def _distance_partial(block: Any, chunk: int) -> dict:
+    """Summed pairwise JS divergence of one block's rows (``chunk`` values at a time)."""
     total: np.ndarray | None = None
     shape: tuple[int, int] | None = None
     buf: list[np.ndarray] = []
-    size = n_rows = n_items = 0
+    size = n_rows = 0
 
     def flush() -> None:
         nonlocal buf, size, total
@@ -123,9 +149,9 @@ def head_distances(
         total = part if total is None else total + part
         buf, size = [], 0
 
-    items = as_collection(attentions)
-    n_total = len(items) if isinstance(items, Sized) else None
-    for att in progress_bar(items, show=progress, desc="head distances", total=n_total):
+    if block.attentions is None:
+        raise InputError("head_distances needs attention maps; this set keeps summaries only.")
+    for att in block.attentions:
         maps = att.maps
         L, H, n, _ = maps.shape
         if shape is None:
@@ -138,22 +164,11 @@ def head_distances(
         buf.append(maps.reshape(L * H, n * n))
         size += n * n
         n_rows += n
-        n_items += 1
         if size >= chunk:
             flush()
-    if shape is None:
-        raise InputError("head_distances() got no attention to compare.")
     if buf:
         flush()
-    assert total is not None
-    div = (total + total.T) / n_rows
-    np.clip(div, 0.0, _LN2, out=div)
-    np.fill_diagonal(div, 0.0)
-    values = np.sqrt(div) if kind == "distance" else div
-    index = _head_index(*shape)
-    out = pd.DataFrame(values, index=index, columns=index.copy())
-    return HeadResult(out, {"n_items": n_items, "n_rows": n_rows, "kind": kind},
-                      plot=_plot_distances)
+    return {"total": total, "rows": n_rows, "items": len(block.attentions), "shape": shape}
 
 
 def _plot_distances(result: HeadResult, ax: Any = None, value: Any = None, **options: Any) -> Any:

@@ -8,6 +8,7 @@ Olsson et al. 2022) and to that earlier occurrence itself (duplicate-token heads
 
 from __future__ import annotations
 
+import functools
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -16,9 +17,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .._progress import progress as progress_bar
 from ..attention import Attention
-from ..errors import InputError, NotSupportedError
+from ..errors import InputError
 from ..results import HeadResult
 from ..types import AttentionLike, Attentions, as_collection
 
@@ -188,6 +188,43 @@ def _item_sums(att: AttentionLike, plan: _Plan, kinds: Sequence[str]) -> np.ndar
     return out
 
 
+def _scores_partial(block: Any, kinds: tuple[str, ...]) -> dict[str, Any]:
+    """One block's contribution to :func:`head_scores`: per-kind sums ``[layer, head, kind]``
+    added over its items in order, rows and uniform baselines counted, and what the items
+    are (identity, level, measure, causality)."""
+    if block.attentions is None:
+        raise InputError("This set keeps per-item summaries only; head_scores needs the maps "
+                         "(extract with keep='maps').")
+    out: dict[str, Any] = {
+        "sums": None, "rows": dict.fromkeys(kinds, 0), "uniform": dict.fromkeys(kinds, 0.0),
+        "identities": [], "levels": [], "measures": [], "causal": [], "count": 0,
+        "first": int(block.items[0]) if len(block.items) else 0,
+    }
+    for i, att in zip(block.items, block.attentions):
+        plan, identity = _plan(att, kinds)
+        s = _item_sums(att, plan, kinds)
+        if out["sums"] is None:
+            out["sums"] = s
+        elif s.shape != out["sums"].shape:
+            raise InputError(
+                f"All attentions must have the same layers and heads; input {int(i)} has "
+                f"{s.shape[:2]} after {out['sums'].shape[:2]}."
+            )
+        else:
+            out["sums"] += s
+        for k in kinds:
+            out["rows"][k] += plan.rows[k]
+            out["uniform"][k] += plan.uniform[k]
+        for key, value in (("identities", identity),
+                           ("levels", str(getattr(att, "level", "token"))),
+                           ("measures", str(getattr(att, "measure", "weights"))),
+                           ("causal", bool(getattr(att, "causal", False)))):
+            if value not in out[key]:
+                out[key].append(value)
+        out["count"] += 1
+    return out
+
+
 def _row_shares(block: np.ndarray, measure: str) -> np.ndarray:
     """Rows of a non-negative measure's block as shares of their totals (the block holds whole
     rows: every column a row can have); rows that sum to 0 stay 0."""
@@ -248,10 +285,12 @@ def head_scores(
     kinds : sequence of str or str
         Which scores to compute, any of :data:`HEAD_KINDS`; the columns come in this order.
     progress : bool
-        Show a progress bar over the inputs.
-    client : None
-        Reserved for running on a ``dask.distributed`` cluster; only ``None`` (in process)
-        is supported yet.
+        Show a progress bar (over a set's stored batches, or blocks of inputs).
+    client : dask.distributed.Client, optional
+        Compute the per-batch sums on this Dask cluster (workers read a stored set
+        themselves; other inputs are sent to them in blocks); ``None``: in this process.
+        The sums are added in the same order either way, so the scores are the same to
+        the bit.
 
     Returns
     -------
@@ -267,9 +306,10 @@ def head_scores(
     ------
     InputError
         When ``kinds`` is empty or holds an unknown kind, when there is no input, when
-        inputs differ in layers or heads, or when maps of a measure have negative values.
-    NotSupportedError
-        When ``client`` is given.
+        inputs differ in layers or heads, when maps of a measure have negative values, or
+        when a stored set keeps summaries only (no maps).
+    ClusterError
+        When ``client`` is given and the cluster cannot be reached or its workers fail.
 
     Examples
     --------
@@ -292,11 +332,6 @@ def head_scores(
     >>> scores.meta["n_rows"]["induction"], list(scores.columns)
     (16, ['sink', 'previous', 'induction', 'duplicate'])
     """
-    if client is not None:
-        raise NotSupportedError(
-            "head_scores does not run on a dask cluster yet; call it with client=None "
-            "(the same numbers, computed in this process)."
-        )
     kinds = (kinds,) if isinstance(kinds, str) else tuple(kinds)
     unknown = [k for k in kinds if k not in HEAD_KINDS]
     if not kinds or unknown:
@@ -305,8 +340,10 @@ def head_scores(
         )
     if len(set(kinds)) != len(kinds):
         raise InputError(f"kinds names a kind twice: {list(kinds)!r}.")
-    items = as_collection(attentions)
-    total = len(items) if hasattr(items, "__len__") else None  # type: ignore[arg-type]
+    from ..engine import map_blocks
+
+    parts = map_blocks(as_collection(attentions), functools.partial(_scores_partial, kinds=kinds), client=client,
+                       progress=progress, desc="head scores")
     sums: np.ndarray | None = None
     rows = dict.fromkeys(kinds, 0)
     uniform = dict.fromkeys(kinds, 0.0)
@@ -315,26 +352,26 @@ def head_scores(
     measures: dict[str, None] = {}
     causal: set[bool] = set()
     count = 0
-    for att in progress_bar(items, show=progress, desc="head scores", total=total, unit="input"):
-        plan, identity = _plan(att, kinds)
-        s = _item_sums(att, plan, kinds)
+    for part in parts:  # in block order: the same sums in process and on a cluster
+        if part["sums"] is None:
+            continue
         if sums is None:
-            sums = s
-        elif s.shape != sums.shape:
+            sums = part["sums"]
+        elif part["sums"].shape != sums.shape:
             raise InputError(
-                f"All attentions must have the same layers and heads; input {count} has "
-                f"{s.shape[:2]} after {sums.shape[:2]}."
+                f"All attentions must have the same layers and heads; input {part['first']} has "
+                f"{part['sums'].shape[:2]} after {sums.shape[:2]}."
             )
         else:
-            sums += s
+            sums = sums + part["sums"]
         for k in kinds:
-            rows[k] += plan.rows[k]
-            uniform[k] += plan.uniform[k]
-        identities[identity] = None
-        levels[str(getattr(att, "level", "token"))] = None
-        measures[str(getattr(att, "measure", "weights"))] = None
-        causal.add(bool(getattr(att, "causal", False)))
-        count += 1
+            rows[k] += part["rows"][k]
+            uniform[k] += part["uniform"][k]
+        identities.update(dict.fromkeys(part["identities"]))
+        levels.update(dict.fromkeys(part["levels"]))
+        measures.update(dict.fromkeys(part["measures"]))
+        causal.update(part["causal"])
+        count += part["count"]
     if sums is None:
         raise InputError("head_scores() got no attention; give an Attention or a collection of them.")
     empty = [k for k in kinds if rows[k] == 0]

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Sized
+import functools
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from .._progress import progress as progress_bar
 from ..attention import Attention, Positions
 from ..errors import InputError
 from ..results import HeadResult
-from ..types import AttentionLike, Attentions, as_collection
+from ..types import AttentionLike, Attentions
 
 _TINY = float(np.finfo(np.float32).tiny)
 
@@ -105,20 +105,23 @@ def streamed_stats(att: AttentionLike) -> np.ndarray:
 def uniform_row_entropy(att: AttentionLike) -> float:
     """Mean row entropy (nats) of uniform attention on this input: every row spreads over
     all ``n`` positions (ln n), or for a causal model over the ``q + 1`` it can see."""
-    n = len(att)
-    return float(np.log(np.arange(1, n + 1)).mean()) if att.causal else float(np.log(n))
+    return _uniform(len(att), bool(att.causal))
 
 
-def head_stats(attentions: Attentions, *, progress: bool = True) -> HeadResult:
+def head_stats(attentions: Attentions, *, progress: bool = True, client: Any = None) -> HeadResult:
     """Average head behaviour over a corpus (Clark et al. 2019, §3).
 
     Parameters
     ----------
     attentions : AttentionSet, Attention or iterable of Attention
         The inputs; all with the same number of layers and heads. One input counts as a
-        corpus of one.
+        corpus of one. A store that keeps the per-item ``"stats"`` summary
+        (``extract(..., keep="stats")``) is read from it, without the maps.
     progress : bool
         Show a progress bar over the inputs.
+    client : dask.distributed.Client, optional
+        Compute the per-batch sums on this Dask cluster (workers read a stored set
+        themselves); ``None`` computes them here. The result is the same to the bit.
 
     Returns
     -------
@@ -148,36 +151,55 @@ def head_stats(attentions: Attentions, *, progress: bool = True) -> HeadResult:
     >>> bool(((stats["cls"] >= 0) & (stats["cls"] <= 1)).all())
     True
     """
-    total = None
-    count = 0
-    cls_count = 0
-    uniform = 0.0
-    items = as_collection(attentions)
-    total_items = len(items) if isinstance(items, Sized) else None
-    for att in progress_bar(items, show=progress, desc="head stats", total=total_items):
-        uniform += uniform_row_entropy(att)
-        s = item_stats(att)
-        if total is None:
-            total = np.zeros_like(s)
-        elif s.shape != total.shape:
-            raise InputError(
-                f"All attentions must have the same layers and heads; got {s.shape[:2]} after "
-                f"{total.shape[:2]}."
-            )
-        has_cls = not np.isnan(s[0, 0, 7])
-        s[..., 7] = np.nan_to_num(s[..., 7])
-        total += s
-        count += 1
-        cls_count += has_cls
-    if total is None:
+    from ..corpus import AttentionSet
+    from ..engine import map_blocks, sum_partials
+
+    stored = isinstance(attentions, AttentionSet) and "stats" in attentions.summaries
+    causal = bool(attentions.causal) if isinstance(attentions, AttentionSet) else None
+    if isinstance(attentions, AttentionSet) and not stored and not attentions.has_maps:
+        raise InputError("This set keeps neither maps nor the 'stats' summary; extract with "
+                         "keep='maps' or keep='stats' for head_stats.")
+    parts = map_blocks(attentions, functools.partial(_stats_partial, causal=causal),
+                       client=client, summaries=("stats",) if stored else (), progress=progress,
+                       desc="head stats")
+    if not parts:
         raise InputError("head_stats() got no attention to average.")
+    p = sum_partials(parts)
+    total, count, cls_count = p["total"], int(p["count"]), int(p["cls"])
     mean = total / count
     mean[..., 7] = total[..., 7] / cls_count if cls_count else np.nan
     L, H, _ = mean.shape
     index = pd.MultiIndex.from_product([range(L), range(H)], names=["layer", "head"])
     df = pd.DataFrame(mean.reshape(L * H, -1), index=index, columns=STAT_COLUMNS)
-    return HeadResult(df, {"n_items": count, "uniform_entropy": uniform / count},
+    return HeadResult(df, {"n_items": count, "uniform_entropy": p["uniform"] / count},
                       value="cls", plot=_plot_stats)
+
+
+def _stats_partial(block: Any, causal: bool | None = None) -> dict:
+    """Sums over one block of items: statistics (``cls_entropy`` counted where there is a
+    [CLS]), items, items with a [CLS], and uniform-attention entropy."""
+    if block.attentions is None or "stats" in block.summaries:  # stored per-item statistics
+        rows = [np.array(r, dtype=np.float64) for r in block.summaries["stats"]]
+        uniform = sum(_uniform(int(n), bool(causal)) for n in block.summaries["n"])
+    else:
+        rows = [item_stats(att) for att in block.attentions]
+        uniform = sum(uniform_row_entropy(att) for att in block.attentions)
+    total = np.zeros_like(rows[0])
+    cls_count = 0
+    for s in rows:
+        if s.shape != total.shape:
+            raise InputError(
+                f"All attentions must have the same layers and heads; got {s.shape[:2]} after "
+                f"{total.shape[:2]}."
+            )
+        cls_count += not np.isnan(s[0, 0, 7])
+        s[..., 7] = np.nan_to_num(s[..., 7])
+        total += s
+    return {"total": total, "count": len(rows), "cls": cls_count, "uniform": uniform}
+
+
+def _uniform(n: int, causal: bool) -> float:
+    return float(np.log(np.arange(1, n + 1)).mean()) if causal else float(np.log(n))
 
 
 def _plot_stats(result: HeadResult, ax=None, value=None, **options):

@@ -24,6 +24,7 @@ touches only possessors followed by a clitic ("John 's dog"), not possessive pro
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -35,7 +36,7 @@ from ..data.conllu import Treebank
 from ..errors import InputError
 from ..results import HeadResult, Result
 from ..types import Attentions
-from ._align import aligned, check_pair
+from ._align import align_item, check_length, check_pair
 
 #: The two ways a map is read; see the module docstring.
 DIRECTIONS = ("dep->head", "head->dep")
@@ -100,7 +101,8 @@ def _predict(maps: np.ndarray, transpose: bool) -> np.ndarray:
 
 
 @renamed(attention_set="attentions", treebank="gold")
-def word_hits(attentions: Attentions, gold: Treebank, *, poss_rule: bool = False) -> WordHits:
+def word_hits(attentions: Attentions, gold: Treebank, *, poss_rule: bool = False,
+              client: Any = None) -> WordHits:
     """Score every head (both directions) and every fixed offset on every word.
 
     Parameters
@@ -111,6 +113,9 @@ def word_hits(attentions: Attentions, gold: Treebank, *, poss_rule: bool = False
         The gold trees.
     poss_rule : bool
         Apply the paper's possessive rule (see the module docstring).
+    client : dask.distributed.Client, optional
+        Score the items on this Dask cluster (workers read a stored set themselves);
+        ``None`` scores them here. Same result.
 
     Returns
     -------
@@ -137,49 +142,61 @@ def word_hits(attentions: Attentions, gold: Treebank, *, poss_rule: bool = False
     >>> hits.hits[:, 0, 0, 0].tolist(), hits.hits[:, 0, 0, 1].tolist()  # dep->head, heads 0 and 1
     ([True, True, True, True, True, True], [True, True, False, True, False, False])
     """
-    hits: list[np.ndarray] = []
-    offs: list[np.ndarray] = []
-    deprels: list[str] = []
-    upos: list[str] = []
-    skipped = 0
-    offsets = np.array(OFFSETS)
-    for att, sent, pos in aligned(attentions, gold):
-        m = len(sent)
-        head = np.asarray(sent.head_index)
-        kept = pos >= 0
-        kpos = pos[kept]
-        kidx = np.flatnonzero(kept)  # treebank index of each kept word
-        sub = att.maps[:, :, kpos][:, :, :, kpos]
-        preds = np.stack([kidx[_predict(sub, t)] for t in (False, True)])  # [2, L, H, k]
-        pred_of = np.full((2, att.n_layers, att.n_heads, m), -2, dtype=np.int64)
-        pred_of[..., kidx] = preds
-        # the word whose prediction stands for word j (itself, or its clitic by the rule)
-        proxy = np.arange(m)
-        if poss_rule:
-            for j in range(m - 1):
-                if (sent.deprels[j] in POSSESSIVE_RELATIONS
-                        and sent.words[j + 1] in POSSESSIVE_MARKERS):
-                    proxy[j] = j + 1
-        ok = (head >= 0) & kept & kept[np.maximum(head, 0)] & kept[proxy]
-        skipped += int(((head >= 0) & ~ok).sum())
-        scored = np.flatnonzero(ok)
-        hits.append(np.moveaxis(pred_of[..., proxy[scored]] == head[scored], -1, 0))
-        offs.append((proxy[scored][:, None] + offsets[None, :]) == head[scored][:, None])
-        deprels.extend(sent.deprels[x] for x in scored)
-        upos.extend(sent.upos[x] for x in scored)
-    if not hits:
+    from ..engine import map_items
+
+    check_length(attentions, gold)
+    per_item = map_items(attentions, functools.partial(_item_hits, gold=gold, poss_rule=poss_rule),
+                         client=client)
+    if len(per_item) != len(gold):
+        raise InputError(
+            f"The attentions ran out after {len(per_item)} items but the treebank has "
+            f"{len(gold)} sentences."
+        )
+    if not per_item:
         raise InputError("The treebank is empty: there is nothing to score.")
-    return WordHits(np.concatenate(hits), np.concatenate(offs), deprels, upos, skipped, poss_rule)
+    hits, offs, deprels, upos, skipped = zip(*per_item)
+    return WordHits(np.concatenate(hits), np.concatenate(offs),
+                    [r for rs in deprels for r in rs], [u for us in upos for u in us],
+                    int(sum(skipped)), poss_rule)
+
+
+def _item_hits(i: int, att: Any, gold: Treebank, poss_rule: bool) -> tuple:
+    """Hits of every head and offset on the words of item ``i`` (see :func:`word_hits`)."""
+    sent = gold[i]
+    att, pos = align_item(i, att, sent)
+    m = len(sent)
+    heads = np.asarray(sent.head_index)
+    kept = pos >= 0
+    kpos = pos[kept]
+    kidx = np.flatnonzero(kept)  # treebank index of each kept word
+    sub = att.maps[:, :, kpos][:, :, :, kpos]
+    preds = np.stack([kidx[_predict(sub, t)] for t in (False, True)])  # [2, L, H, k]
+    pred_of = np.full((2, att.n_layers, att.n_heads, m), -2, dtype=np.int64)
+    pred_of[..., kidx] = preds
+    # the word whose prediction stands for word j (itself, or its clitic by the rule)
+    proxy = np.arange(m)
+    if poss_rule:
+        for j in range(m - 1):
+            if (sent.deprels[j] in POSSESSIVE_RELATIONS
+                    and sent.words[j + 1] in POSSESSIVE_MARKERS):
+                proxy[j] = j + 1
+    ok = (heads >= 0) & kept & kept[np.maximum(heads, 0)] & kept[proxy]
+    scored = np.flatnonzero(ok)
+    offsets = np.array(OFFSETS)
+    return (np.moveaxis(pred_of[..., proxy[scored]] == heads[scored], -1, 0),
+            (proxy[scored][:, None] + offsets[None, :]) == heads[scored][:, None],
+            [sent.deprels[x] for x in scored], [sent.upos[x] for x in scored],
+            int(((heads >= 0) & ~ok).sum()))
 
 
 def _hits_of(attentions: Attentions | None, gold: Treebank | None, hits: WordHits | None,
-             poss_rule: bool) -> WordHits:
+             poss_rule: bool, client: Any = None) -> WordHits:
     """``hits``, or the :func:`word_hits` of ``(attentions, gold)``."""
     if hits is not None:
         return hits
     if attentions is None or gold is None:
         raise InputError("Pass the attention set and its treebank, or hits=word_hits(...).")
-    return word_hits(attentions, gold, poss_rule=poss_rule)
+    return word_hits(attentions, gold, poss_rule=poss_rule, client=client)
 
 
 def _ordered(rel: np.ndarray) -> list[str]:
@@ -210,7 +227,8 @@ def _group(hits: WordHits, subtypes: bool, skip: Sequence[str] = ("punct",)):
 @renamed(attention_set="attentions", treebank="gold")
 def head_accuracy(attentions: Attentions | None = None, gold: Treebank | None = None, *,
                   subtypes: bool = True, poss_rule: bool = False,
-                  skip: Sequence[str] = ("punct",), hits: WordHits | None = None) -> HeadResult:
+                  skip: Sequence[str] = ("punct",), hits: WordHits | None = None,
+                  client: Any = None) -> HeadResult:
     """Accuracy of every head, in both directions, at every relation.
 
     Parameters
@@ -220,6 +238,8 @@ def head_accuracy(attentions: Attentions | None = None, gold: Treebank | None = 
     subtypes, poss_rule, skip : as in :func:`relation_heads`.
     hits : WordHits, optional
         From :func:`word_hits`, to skip recomputing them.
+    client : dask.distributed.Client, optional
+        Score the words on this Dask cluster (:func:`word_hits`); same result.
 
     Returns
     -------
@@ -253,7 +273,7 @@ def head_accuracy(attentions: Attentions | None = None, gold: Treebank | None = 
     0     1     dep->head  0.6  1.0
           1     head->dep  0.2  0.5
     """
-    hits = _hits_of(attentions, gold, hits, poss_rule)
+    hits = _hits_of(attentions, gold, hits, poss_rule, client=client)
     names, n, head_c, _ = _group(hits, subtypes, skip)
     _, _, L, H = head_c.shape
     acc = head_c / np.maximum(n, 1)[:, None, None, None]  # [R, 2, L, H]
@@ -277,7 +297,8 @@ def _plot_grid(result: HeadResult, ax: Any = None, value: Any = None, **options:
 @renamed(attention_set="attentions", treebank="gold")
 def offset_accuracy(attentions: Attentions | None = None, gold: Treebank | None = None, *,
                     subtypes: bool = True, poss_rule: bool = False,
-                    skip: Sequence[str] = ("punct",), hits: WordHits | None = None) -> Result:
+                    skip: Sequence[str] = ("punct",), hits: WordHits | None = None,
+                    client: Any = None) -> Result:
     """Accuracy of each fixed offset at every relation: "the head is the word ``k`` positions
     away".
 
@@ -289,6 +310,8 @@ def offset_accuracy(attentions: Attentions | None = None, gold: Treebank | None 
     subtypes, poss_rule, skip : as in :func:`relation_heads`.
     hits : WordHits, optional
         From :func:`word_hits`.
+    client : dask.distributed.Client, optional
+        Score the words on this Dask cluster (see :func:`word_hits`); ``None``: here.
 
     Returns
     -------
@@ -314,7 +337,7 @@ def offset_accuracy(attentions: Attentions | None = None, gold: Treebank | None 
     >>> off.table.loc["all"].tolist()  # +1 is right for The, cat, the (3 of 5 words)
     [0.2, 0.0, 0.0, 0.6, 0.2, 0.0]
     """
-    hits = _hits_of(attentions, gold, hits, poss_rule)
+    hits = _hits_of(attentions, gold, hits, poss_rule, client=client)
     names, n, _, off_c = _group(hits, subtypes, skip)
     acc = off_c / np.maximum(n, 1)[:, None]
     df = pd.DataFrame(acc, index=pd.Index(names, name="relation"),
@@ -353,6 +376,7 @@ def relation_heads(
     poss_rule: bool = False,
     min_count: int = 100,
     skip: Sequence[str] = ("punct",),
+    client: Any = None,
 ) -> Result:
     """The best single head for every frequent relation, beside the best fixed offset.
 
@@ -378,6 +402,9 @@ def relation_heads(
     skip : relations left out of the table and of the "all" row (the paper leaves out
         punctuation); a base name (``nmod``) also skips its subtypes. The root never counts
         (it has no head word).
+    client : dask.distributed.Client, optional
+        Score every word of both splits on this Dask cluster (workers read stored sets
+        themselves); the per-head hit counts, and so the table, are the same as without.
 
     Returns
     -------
@@ -417,7 +444,7 @@ def relation_heads(
         if gold is None:
             raise InputError("relation_heads needs the treebank the attention was extracted "
                              "from: relation_heads(attentions, treebank, ...).")
-        report_hits = word_hits(attentions, gold, poss_rule=poss_rule)
+        report_hits = word_hits(attentions, gold, poss_rule=poss_rule, client=client)
     if isinstance(select_on, WordHits):
         select_hits = select_on
         if select_hits.poss_rule != poss_rule:
@@ -425,7 +452,7 @@ def relation_heads(
                              "reported split; compute both with the same word_hits settings.")
     elif select_on is not None:
         sel_set, sel_tb = check_pair(select_on, "select_on")
-        select_hits = word_hits(sel_set, sel_tb, poss_rule=poss_rule)
+        select_hits = word_hits(sel_set, sel_tb, poss_rule=poss_rule, client=client)
     else:
         select_hits = report_hits
     names, n, head_c, off_c = _group(report_hits, subtypes, skip)

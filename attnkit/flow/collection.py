@@ -9,17 +9,18 @@ kind of token (or on each token string), and per-head divergence between two mod
 
 from __future__ import annotations
 
+import functools
 import warnings
 from dataclasses import dataclass
 from collections.abc import Iterable, Sized
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from .._compat import renamed
-from .._progress import progress as progress_bar
 from ..attention import is_punct
-from ..errors import EmptyInputError
+from ..errors import EmptyInputError, InputError
 from ..results import HeadResult
 from ..types import AttentionLike, Attentions, HeadId, Sources, as_collection, dense_maps
 from .compare import check_tokenization, head_edge_counts, js_divergence
@@ -97,6 +98,7 @@ def flow_summary(
     sources: Sources = None,
     alpha: float = 0.5,
     progress: bool = True,
+    client: Any = None,
 ) -> FlowSummary:
     """Aggregate attention graphs, influence and per-head counts over many inputs.
 
@@ -110,6 +112,9 @@ def flow_summary(
         Passed to :func:`influence`.
     progress : bool
         Show a progress bar over the inputs.
+    client : dask.distributed.Client, optional
+        Build the graphs on this Dask cluster (workers read a stored set themselves);
+        ``None`` builds them here. Same result.
 
     Returns
     -------
@@ -133,34 +138,22 @@ def flow_summary(
     >>> summary.n_inputs, list(summary.heads.columns)
     (2, ['edges_mean', 'edges_std', 'share'])
     """
-    head_rows, cat_rows, tok_rows, inputs = [], [], [], []
-    shape = None
-    items = as_collection(attentions)
-    n_total = len(items) if isinstance(items, Sized) else None
-    for i, att in enumerate(progress_bar(items, show=progress, desc="attention graphs",
-                                         total=n_total, unit="input")):
-        if shape is None:
-            shape = (att.n_layers, att.n_heads)
-        g = attention_graph(att, threshold=threshold, heads=heads, sources=sources)
-        inf = influence(g, alpha=alpha)
-        head_rows.append(head_edge_counts(g))
-        total = inf["score"].sum()
-        share = inf["score"].to_numpy() / total if total > 0 else np.zeros(len(inf))
-        cats = _categories(att)
-        rating = inf["rating"].to_numpy()
-        row = {}
-        for c in CATEGORIES:
-            mask = cats == c
-            row[c] = (share[mask].sum() if mask.any() else np.nan, rating[mask].tolist())
-        cat_rows.append(row)
-        for pos, tok in enumerate(att.tokens):
-            tok_rows.append((tok, i, share[pos], rating[pos]))
-        top = int(np.argmax(share)) if len(share) else 0
-        inputs.append({"n": len(att), "nodes": g.number_of_nodes(), "edges": g.number_of_edges(),
-                       "top_token": att.tokens[top] if total > 0 else None,
-                       "top_share": float(share[top]) if total > 0 else 0.0})
-    if not inputs or shape is None:
+    from ..engine import map_items
+
+    heads = None if heads is None else [(int(h[0]), int(h[1])) for h in heads]
+    per_input = map_items(attentions, functools.partial(
+        _flow_item, threshold=threshold, heads=heads, sources=sources, alpha=alpha),
+        client=client, progress=progress, desc="attention graphs")
+    if not per_input:
         raise EmptyInputError("No attention to summarise: the collection is empty.")
+    shapes = {r[0].shape for r in per_input}
+    if len(shapes) > 1:
+        raise InputError(f"All attentions must have the same layers and heads; got {sorted(shapes)}.")
+    head_rows = [r[0] for r in per_input]
+    cat_rows = [r[1] for r in per_input]
+    tok_rows = [t for r in per_input for t in r[2]]
+    inputs = [r[3] for r in per_input]
+    shape = head_rows[0].shape
 
     counts = np.stack(head_rows).astype(np.float64)  # [inputs, L, H]
     mean, std = _stats(counts)
@@ -191,6 +184,50 @@ def flow_summary(
     meta = {"threshold": threshold, "alpha": alpha, "n_inputs": len(per_input)}
     return FlowSummary(heads=HeadResult(head_df, meta, value="edges_mean"), categories=cat_df,
                        tokens=tok_df, per_input=per_input)
+
+
+def _compare_item(i: int, a: AttentionLike, b: AttentionLike, threshold: float, heads: Any,
+                  sources: Sources, alpha: float, names: tuple[str, str] | None) -> tuple:
+    """Pair ``i``'s per-head divergence and edge counts and both models' influence shares
+    per token category (see :func:`compare_sets`)."""
+    pair_names = names if names is not None else (getattr(a, "model", "") or "a",
+                                                  getattr(b, "model", "") or "b")
+    try:
+        check_tokenization(a, b, pair_names)
+    except Exception as exc:
+        raise type(exc)(f"Input {i}: {exc}") from None
+    ga = attention_graph(a, threshold=threshold, heads=heads, sources=sources)
+    gb = attention_graph(b, threshold=threshold, heads=heads, sources=sources)
+    cats = _categories(a)
+    row = []
+    for g in (ga, gb):
+        s = influence(g, alpha=alpha)["score"].to_numpy()
+        s = s / s.sum() if s.sum() > 0 else np.zeros_like(s)
+        row.append([s[cats == c].sum() if (cats == c).any() else np.nan for c in CATEGORIES])
+    return (js_divergence(dense_maps(a), dense_maps(b)).mean(-1), head_edge_counts(ga),
+            head_edge_counts(gb), row, pair_names)
+
+
+def _flow_item(i: int, att: AttentionLike, threshold: float, heads: Any, sources: Sources,
+               alpha: float) -> tuple:
+    """Input ``i``'s per-head edge counts, influence share and ratings per token category,
+    per-token rows and summary row (see :func:`flow_summary`)."""
+    g = attention_graph(att, threshold=threshold, heads=heads, sources=sources)
+    inf = influence(g, alpha=alpha)
+    total = inf["score"].sum()
+    share = inf["score"].to_numpy() / total if total > 0 else np.zeros(len(inf))
+    cats = _categories(att)
+    rating = inf["rating"].to_numpy()
+    row = {}
+    for c in CATEGORIES:
+        mask = cats == c
+        row[c] = (share[mask].sum() if mask.any() else np.nan, rating[mask].tolist())
+    toks = [(tok, i, share[pos], rating[pos]) for pos, tok in enumerate(att.tokens)]
+    top = int(np.argmax(share)) if len(share) else 0
+    summary = {"n": len(att), "nodes": g.number_of_nodes(), "edges": g.number_of_edges(),
+               "top_token": att.tokens[top] if total > 0 else None,
+               "top_share": float(share[top]) if total > 0 else 0.0}
+    return head_edge_counts(g), row, toks, summary
 
 
 @dataclass
@@ -239,6 +276,7 @@ def compare_sets(
     alpha: float = 0.5,
     names: tuple[str, str] | None = None,
     progress: bool = True,
+    client: Any = None,
 ) -> SetComparison:
     """Compare two models over the same inputs, pair by pair.
 
@@ -252,6 +290,9 @@ def compare_sets(
         Display names of the two models.
     progress : bool
         Show a progress bar over the pairs.
+    client : dask.distributed.Client, optional
+        Compare the pairs on this Dask cluster (workers read stored sets themselves);
+        ``None`` here. Same result.
 
     Returns
     -------
@@ -276,43 +317,22 @@ def compare_sets(
     >>> ak.compare_sets(a, b, progress=False).n_inputs
     2
     """
+    from ..engine import map_items
+
     set_a, set_b = as_collection(attentions), as_collection(other)
-    jsds: list[np.ndarray] = []
-    ea: list[np.ndarray] = []
-    eb: list[np.ndarray] = []
-    shares: list[list[list[float]]] = []
-    shape = None
-    total = None
-    if isinstance(set_a, Sized) and isinstance(set_b, Sized):
-        if len(set_a) != len(set_b):
-            raise EmptyInputError(f"The sets have {len(set_a)} and {len(set_b)} inputs; "
-                                  "compare_sets pairs input i of one with input i of the other.")
-        total = len(set_a)
-    pairs = zip(set_a, set_b)
-    for i, (a, b) in enumerate(progress_bar(pairs, show=progress, desc="pairs", total=total,
-                                            unit="pair")):
-        if names is None:
-            names = (getattr(a, "model", "") or "a", getattr(b, "model", "") or "b")
-        try:
-            check_tokenization(a, b, names)
-        except Exception as exc:
-            raise type(exc)(f"Input {i}: {exc}") from None
-        if shape is None:
-            shape = (a.n_layers, a.n_heads)
-        jsds.append(js_divergence(dense_maps(a), dense_maps(b)).mean(-1))
-        ga = attention_graph(a, threshold=threshold, heads=heads, sources=sources)
-        gb = attention_graph(b, threshold=threshold, heads=heads, sources=sources)
-        ea.append(head_edge_counts(ga))
-        eb.append(head_edge_counts(gb))
-        cats = _categories(a)
-        row = []
-        for g in (ga, gb):
-            s = influence(g, alpha=alpha)["score"].to_numpy()
-            s = s / s.sum() if s.sum() > 0 else np.zeros_like(s)
-            row.append([s[cats == c].sum() if (cats == c).any() else np.nan for c in CATEGORIES])
-        shares.append(row)
-    if shape is None or names is None:
+    if isinstance(set_a, Sized) and isinstance(set_b, Sized) and len(set_a) != len(set_b):
+        raise EmptyInputError(f"The sets have {len(set_a)} and {len(set_b)} inputs; "
+                              "compare_sets pairs input i of one with input i of the other.")
+    heads = None if heads is None else [(int(h[0]), int(h[1])) for h in heads]
+    pairs = map_items(set_a, functools.partial(
+        _compare_item, threshold=threshold, heads=heads, sources=sources, alpha=alpha, names=names),
+        other=set_b, client=client, progress=progress, desc="pairs")
+    if not pairs:
         raise EmptyInputError("No pairs to compare: the sets are empty.")
+    if names is None:
+        names = pairs[0][4]
+    shape = pairs[0][0].shape
+    jsds, ea, eb, shares = ([p[k] for p in pairs] for k in range(4))
     jsd_all = np.stack(jsds)
     edges_a, edges_b = np.stack(ea).astype(float), np.stack(eb).astype(float)
     jm, js = _stats(jsd_all)

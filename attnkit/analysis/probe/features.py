@@ -3,7 +3,7 @@ word embeddings of every sentence, read once (:func:`probe_data`), and their pad
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,7 +12,7 @@ import numpy as np
 from ..._compat import renamed
 from ...data.conllu import Treebank
 from ...errors import InputError
-from .._align import aligned
+from .._align import align_item, check_length
 
 #: Gold label of a word whose head is unknown or was cut away (ignored by the loss).
 IGNORE = -100
@@ -72,7 +72,7 @@ class ProbeData:
 
 @renamed(X="attentions", y="gold")
 def probe_data(attentions: Any, gold: Treebank | None = None, *, embeddings: bool = True,
-               attention: bool = True) -> ProbeData:
+               attention: bool = True, client: Any = None) -> ProbeData:
     """Read the probe features of ``attentions`` (an attention set, word level) once.
 
     ``gold`` is the treebank ``attentions`` was extracted from (needed to fit or score).
@@ -90,6 +90,9 @@ def probe_data(attentions: Any, gold: Treebank | None = None, *, embeddings: boo
     embeddings, attention : bool
         Which features to read (the ``"attn"`` probe needs no embeddings, ``"dist+emb"`` no
         attention).
+    client : dask.distributed.Client, optional
+        Compute the features on this Dask cluster's workers (a stored set is read by them);
+        ``None``: here. The arrays are the same.
 
     Returns
     -------
@@ -111,67 +114,83 @@ def probe_data(attentions: Any, gold: Treebank | None = None, *, embeddings: boo
     ProbeData(12 sentences, attention=True, embeddings=False, labelled=True)
     """
     X, y = attentions, gold
-    items = read_items(X, y, need_emb=embeddings, need_attn=attention)
+    items = read_items(X, y, need_emb=embeddings, need_attn=attention, client=client)
     return ProbeData(items, embeddings, attention, y is not None)
 
 
 def read_items(X: Any, y: Treebank | None = None, need_emb: bool = True,
-               need_attn: bool = True) -> list[ProbeItem]:
-    """The features of every sentence of ``X`` (word level), with gold heads from ``y``."""
-    pairs: Iterable[tuple[Any, Any, Any]] = aligned(X, y) if y is not None else ((a if a.level == "word" else a.to_words(), None,
-                                                   None) for a in X)
-    out = []
-    for att, sent, pos in pairs:
-        if pos is None:
-            pos = att.word_positions
-        kept = pos >= 0
-        kpos = pos[kept]
-        kidx = np.flatnonzero(kept)
-        k = len(kpos)
-        L, H = att.n_layers, att.n_heads
-        K = L * H
-        if need_attn:
-            if k and kpos[-1] - kpos[0] == k - 1:  # contiguous words: slice, don't gather
-                rows = att.maps[:, :, kpos[0]: kpos[-1] + 1]
-                words = rows[..., kpos[0]: kpos[-1] + 1]
-            else:
-                rows = att.maps[:, :, kpos]  # [L, H, k, n]
-                words = rows[..., kpos]
-            A = np.ascontiguousarray(words.reshape(K, k, k).transpose(1, 2, 0), dtype=np.float16)
-            # the [CLS] and [SEP] columns of the maps and of their transposes
-            to_cls = rows[..., att.cls_positions].sum(-1).reshape(K, k)
-            to_sep = rows[..., att.sep_positions].sum(-1).reshape(K, k)
-            from_cls = att.maps[:, :, att.cls_positions][..., kpos].sum(2).reshape(K, k)
-            from_sep = att.maps[:, :, att.sep_positions][..., kpos].sum(2).reshape(K, k)
-            R = np.concatenate([to_cls, to_sep, from_cls, from_sep]).T.astype(np.float16)
-        else:
-            A = np.zeros((k, k, 0), np.float16)
-            R = np.zeros((k, 0), np.float16)
-        V = None
-        if need_emb:
-            if att.embeddings is None:
-                raise InputError(
-                    "This probe needs the model's input embeddings per word, but the attention "
-                    "set has none. Extract it with attnkit.extract(model, treebank, "
-                    "embeddings=True)."
-                )
-            V = np.asarray(att.embeddings[kpos], dtype=np.float16)
-        gold = np.full(k, IGNORE, np.int64)
-        scored = np.zeros(k, bool)
-        m = len(att.words)
-        if sent is not None:
-            rank = np.full(len(sent), -1)
-            rank[kidx] = np.arange(k)
-            h = np.asarray(sent.head_index)[kidx]
-            gold = np.where(h < 0, 0, np.where(rank[np.maximum(h, 0)] >= 0,
-                                               1 + rank[np.maximum(h, 0)], IGNORE))
-            punct = np.array([sent.upos[x] == "PUNCT" for x in kidx], dtype=bool)
-            scored = (gold != IGNORE) & ~punct
-            m = len(sent)
-        out.append(ProbeItem(A, R, V, gold, scored, kidx, m))
+               need_attn: bool = True, client: Any = None) -> list[ProbeItem]:
+    """The features of every sentence of ``X`` (word level), with gold heads from ``y``;
+    with ``client``, computed on that Dask cluster (same arrays, input order)."""
+    from ...engine import map_items
+
+    if y is not None:
+        check_length(X, y)
+    out = map_items(X, functools.partial(item_features, treebank=y, need_emb=need_emb,
+                                         need_attn=need_attn), client=client)
+    if y is not None and len(out) != len(y):
+        raise InputError(f"The attentions ran out after {len(out)} items but the treebank has "
+                         f"{len(y)} sentences.")
     if not out:
         raise InputError("The probe got no sentences.")
     return out
+
+
+def item_features(i: int, att: Any, treebank: Treebank | None, need_emb: bool,
+                  need_attn: bool) -> ProbeItem:
+    """The probe's features of item ``i`` (and its gold tree when ``treebank`` is given)."""
+    sent = None
+    if treebank is not None:
+        sent = treebank[i]
+        att, pos = align_item(i, att, sent)
+    else:
+        att = att if att.level == "word" else att.to_words()
+        pos = att.word_positions
+    kept = pos >= 0
+    kpos = pos[kept]
+    kidx = np.flatnonzero(kept)
+    k = len(kpos)
+    L, H = att.n_layers, att.n_heads
+    K = L * H
+    if need_attn:
+        if k and kpos[-1] - kpos[0] == k - 1:  # contiguous words: slice, don't gather
+            rows = att.maps[:, :, kpos[0]: kpos[-1] + 1]
+            words = rows[..., kpos[0]: kpos[-1] + 1]
+        else:
+            rows = att.maps[:, :, kpos]  # [L, H, k, n]
+            words = rows[..., kpos]
+        A = np.ascontiguousarray(words.reshape(K, k, k).transpose(1, 2, 0), dtype=np.float16)
+        # the [CLS] and [SEP] columns of the maps and of their transposes
+        to_cls = rows[..., att.cls_positions].sum(-1).reshape(K, k)
+        to_sep = rows[..., att.sep_positions].sum(-1).reshape(K, k)
+        from_cls = att.maps[:, :, att.cls_positions][..., kpos].sum(2).reshape(K, k)
+        from_sep = att.maps[:, :, att.sep_positions][..., kpos].sum(2).reshape(K, k)
+        R = np.concatenate([to_cls, to_sep, from_cls, from_sep]).T.astype(np.float16)
+    else:
+        A = np.zeros((k, k, 0), np.float16)
+        R = np.zeros((k, 0), np.float16)
+    V = None
+    if need_emb:
+        if att.embeddings is None:
+            raise InputError(
+                "This probe needs the model's input embeddings per word, but the attention "
+                "set has none. Extract it with attnkit.extract(model, treebank, "
+                "embeddings=True)."
+            )
+        V = np.asarray(att.embeddings[kpos], dtype=np.float16)
+    gold = np.full(k, IGNORE, np.int64)
+    scored = np.zeros(k, bool)
+    m = len(att.words)
+    if sent is not None:
+        rank = np.full(len(sent), -1)
+        rank[kidx] = np.arange(k)
+        h = np.asarray(sent.head_index)[kidx]
+        gold = np.where(h < 0, 0, np.where(rank[np.maximum(h, 0)] >= 0,
+                                           1 + rank[np.maximum(h, 0)], IGNORE))
+        punct = np.array([sent.upos[x] == "PUNCT" for x in kidx], dtype=bool)
+        scored = (gold != IGNORE) & ~punct
+        m = len(sent)
+    return ProbeItem(A, R, V, gold, scored, kidx, m)
 
 
 def embedding_norm(items: list[ProbeItem]) -> tuple[np.ndarray, np.ndarray]:

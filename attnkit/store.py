@@ -1,0 +1,927 @@
+"""Store format 2: the attention of many inputs in a checksummed Zarr (format 3) group.
+
+A store is a folder or any fsspec URL (``s3://bucket/run.zarr``, ``memory://x``) that Zarr
+and Dask read directly::
+
+    zarr.json                 the group; attributes["attnkit"] say what the store holds
+    maps                      float16, every item's [layer, head, n, n] maps, flat
+    embeddings                float16, every item's [n, d] input embeddings, flat (optional)
+    positions/{tokens,roles,word_ids,segments}   one entry per position
+    ids/input_ids             token ids (token level, also for word-level stores)
+    words/words               the words of every item
+    items/{batch,row,n,...}   the item table: one row per item, in input order
+    summaries/<name>          per-item summaries, one row per item (optional)
+    commits/000012.json       batch 12 is complete (written after its chunks)
+    writer.lock               held by the one process that writes
+
+Items are laid out batch by batch (the order the model ran them); each batch of maps and
+embeddings starts on a chunk boundary, so two workers never write the same chunk. Every
+chunk carries a crc32c checksum (Zarr's ``crc32c`` codec); fill values that valid data
+never hold (NaN, -2, 255, "") reveal a missing chunk. A read that meets a corrupt,
+truncated or missing chunk raises :class:`~attnkit.errors.StoreError` naming the items the
+chunk holds; :func:`verify` lists every damaged batch and ``extract`` recomputes them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import hashlib
+import json
+import os
+import socket
+import threading
+import time
+import uuid
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .attention import ROLES
+from .errors import StoreError
+
+FORMAT = 2
+_COMMITS = "commits"
+_LOCK = "writer.lock"
+#: Seconds after which a writer lock whose heartbeat stopped is considered abandoned
+#: (a lock of a dead process on the same host is taken over at once).
+LOCK_STALE_S = 120.0
+_HEARTBEAT_S = 20.0
+
+# name -> (dtype, fill value that valid data never holds, chunk length)
+_POSITION_ARRAYS: dict[str, tuple[Any, Any, int]] = {
+    "positions/tokens": (str, "", 1 << 16),
+    "positions/roles": (np.uint8, 255, 1 << 20),
+    "positions/word_ids": (np.int32, -2, 1 << 20),
+    "positions/segments": (np.int8, -2, 1 << 20),
+    "ids/input_ids": (np.int64, -1, 1 << 20),
+    "words/words": (str, "", 1 << 16),
+}
+#: The item table: one row per item in input order.
+ITEM_COLUMNS = {
+    "batch": np.int64, "row": np.int64, "n": np.int64, "n_tokens": np.int64,
+    "n_words": np.int64, "truncated": np.int8, "map_offset": np.int64,
+    "emb_offset": np.int64, "pos_offset": np.int64, "ids_offset": np.int64,
+    "word_offset": np.int64,
+}
+_ITEM_CHUNK = 1 << 18
+#: Decoded chunks of index arrays a reader keeps (a chunk holds many batches' positions).
+_CHUNK_CACHE = 64
+
+
+def _is_index(name: str) -> bool:
+    return name in _POSITION_ARRAYS
+
+
+# ------------------------------------------------------------------ where a store lives
+@dataclass(frozen=True)
+class Location:
+    """A store's address: a local folder or an fsspec URL, with fsspec storage options."""
+
+    url: str
+    storage_options: dict = field(default_factory=dict, hash=False)
+
+    @classmethod
+    def of(cls, where: str | Path | Location, storage_options: dict | None = None) -> Location:
+        if isinstance(where, Location):
+            return where
+        text = str(where)
+        if "://" not in text or text.startswith("file://"):
+            text = str(Path(text.removeprefix("file://")).expanduser().absolute())
+        return cls(text, dict(storage_options or {}))
+
+    @property
+    def local(self) -> bool:
+        return "://" not in self.url
+
+    @property
+    def fs(self) -> Any:
+        import fsspec
+
+        fs, _ = fsspec.core.url_to_fs(self.url, **self.storage_options)
+        return fs
+
+    @property
+    def root(self) -> str:
+        import fsspec
+
+        _, path = fsspec.core.url_to_fs(self.url, **self.storage_options)
+        return path.rstrip("/")
+
+    def path(self, *parts: str) -> str:
+        return "/".join([self.root, *parts])
+
+    def __str__(self) -> str:
+        return self.url
+
+    # plain-file helpers (markers, the lock): every failure becomes a StoreError
+    def exists(self, *parts: str) -> bool:
+        return self.fs.exists(self.path(*parts))
+
+    def read_json(self, *parts: str) -> Any:
+        with self.fs.open(self.path(*parts), "rb") as fh:
+            return json.loads(fh.read().decode())
+
+    def write_json(self, obj: Any, *parts: str) -> None:
+        data = json.dumps(obj, indent=1).encode()
+        if self.local:
+            atomic_write(Path(self.path(*parts)), lambda fh: fh.write(data))
+        else:  # an object store's PUT replaces the object atomically
+            self.fs.pipe_file(self.path(*parts), data)
+
+    def create_json(self, obj: Any, *parts: str) -> bool:
+        """Write ``obj`` only if the file does not exist yet; False when it did."""
+        target = self.path(*parts)
+        data = json.dumps(obj, indent=1).encode()
+        try:
+            if self.local:
+                Path(target).parent.mkdir(parents=True, exist_ok=True)
+                fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+                with os.fdopen(fd, "wb") as fh:
+                    fh.write(data)
+                    fh.flush()
+                    os.fsync(fh.fileno())
+                return True
+            with self.fs.open(target, "xb") as fh:
+                fh.write(data)
+            return True
+        except FileExistsError:
+            return False
+
+    def remove(self, *parts: str) -> None:
+        try:
+            self.fs.rm_file(self.path(*parts))
+        except FileNotFoundError:
+            pass
+
+    def listdir(self, *parts: str) -> list[str]:
+        try:
+            return [p.rstrip("/").rsplit("/", 1)[-1] for p in self.fs.ls(self.path(*parts), detail=False)]
+        except FileNotFoundError:
+            return []
+
+
+def atomic_write(path: Path, write: Callable[[Any], Any]) -> None:
+    """Write a local file through a temporary beside it and a rename (never half-written)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    try:
+        with open(tmp, "wb") as fh:
+            write(fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def disk_full(exc: BaseException) -> bool:
+    """True when ``exc`` (or what caused it) says the disk or quota is full."""
+    while exc is not None:
+        if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            return True
+        exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
+    return False
+
+
+# ------------------------------------------------------------------ the layout
+@dataclass
+class Layout:
+    """Where every item lives: batches (item ids in storage order) and per-item offsets.
+
+    Everything here is known before the model runs (lengths come from the tokenizer), so
+    workers write disjoint, chunk-aligned ranges.
+    """
+
+    batches: list[np.ndarray]
+    table: dict[str, np.ndarray]  # ITEM_COLUMNS, indexed by item id
+    map_chunk: int
+    emb_chunk: int
+    map_size: int  # total length of the maps array (padded)
+    emb_size: int
+    item_map_size: np.ndarray  # elements of each item's maps
+    item_emb_size: np.ndarray
+
+    @property
+    def n_items(self) -> int:
+        return len(self.table["n"])
+
+    def map_range(self, b: int) -> tuple[int, int]:
+        """Start and end (unpadded) of batch ``b`` in the maps array."""
+        items = self.batches[b]
+        last = items[-1]
+        return int(self.table["map_offset"][items[0]]), int(self.table["map_offset"][last] + self.item_map_size[last])
+
+    def emb_range(self, b: int) -> tuple[int, int]:
+        items = self.batches[b]
+        last = items[-1]
+        return int(self.table["emb_offset"][items[0]]), int(self.table["emb_offset"][last] + self.item_emb_size[last])
+
+    def range(self, b: int, column: str, size: str) -> tuple[int, int]:
+        """Start and end of batch ``b`` in a per-position array (``pos_offset``/``n`` ...)."""
+        items = self.batches[b]
+        start = int(self.table[column][items[0]])
+        last = items[-1]
+        return start, int(self.table[column][last] + self.table[size][last])
+
+    def rows(self, b: int) -> tuple[int, int]:
+        items = self.batches[b]
+        return int(self.table["row"][items[0]]), int(self.table["row"][items[-1]] + 1)
+
+    def batch_of_chunk(self, name: str, chunk: int) -> list[int]:
+        """Batches holding elements of chunk ``chunk`` of array ``name``."""
+        c = self.map_chunk if name == "maps" else self.emb_chunk
+        lo, hi = chunk * c, (chunk + 1) * c
+        rng = self.map_range if name == "maps" else self.emb_range
+        return [b for b in range(len(self.batches)) if rng(b)[0] < hi and rng(b)[1] > lo]
+
+
+def _pow2_chunk(sizes: Sequence[int], waste: float = 0.05, lo: int = 1 << 10, hi: int = 1 << 22) -> int:
+    """The largest power-of-two chunk length in ``[lo, hi]`` for which padding every batch to
+    a chunk boundary wastes at most ``waste`` of the data."""
+    total = sum(sizes)
+    best = lo
+    c = lo
+    while c <= hi:
+        padded = sum(-(-s // c) * c for s in sizes)
+        if padded - total <= waste * total:
+            best = c
+        c <<= 1
+    return best
+
+
+def plan_layout(
+    batches: Sequence[Sequence[int]],
+    n: Sequence[int],
+    n_tokens: Sequence[int],
+    n_words: Sequence[int],
+    truncated: Sequence[bool],
+    *,
+    n_layers: int,
+    n_heads: int,
+    embedding_dim: int,
+) -> Layout:
+    """Offsets of every item, batches laid out one after another, chunk-aligned."""
+    n_items = len(n)
+    n_arr = np.asarray(n, dtype=np.int64)
+    map_size = n_layers * n_heads * n_arr * n_arr
+    emb_size = n_arr * embedding_dim
+    map_chunk = _pow2_chunk([int(map_size[list(b)].sum()) for b in batches])
+    emb_chunk = _pow2_chunk([int(emb_size[list(b)].sum()) for b in batches]) if embedding_dim else 1
+    t = {k: np.zeros(n_items, dtype=v) for k, v in ITEM_COLUMNS.items()}
+    t["n"][:] = n_arr
+    t["n_tokens"][:] = n_tokens
+    t["n_words"][:] = n_words
+    t["truncated"][:] = np.asarray(truncated, dtype=np.int8)
+    mo = eo = po = io = wo = row = 0
+    out_batches: list[np.ndarray] = []
+    for members in batches:
+        items = np.asarray(members, dtype=np.int64)
+        b = len(out_batches)
+        out_batches.append(items)
+        for i in items:
+            t["batch"][i], t["row"][i] = b, row
+            t["map_offset"][i], t["emb_offset"][i] = mo, eo
+            t["pos_offset"][i], t["ids_offset"][i], t["word_offset"][i] = po, io, wo
+            mo += int(map_size[i])
+            eo += int(emb_size[i])
+            po += int(n_arr[i])
+            io += int(t["n_tokens"][i])
+            wo += int(t["n_words"][i])
+            row += 1
+        mo = -(-mo // map_chunk) * map_chunk
+        if embedding_dim:
+            eo = -(-eo // emb_chunk) * emb_chunk
+    return Layout(out_batches, t, map_chunk, emb_chunk, mo, eo, map_size, emb_size)
+
+
+# ------------------------------------------------------------------ index content
+@dataclass
+class Index:
+    """What the tokenizer knows about every item (input order): written at creation."""
+
+    tokens: list[list[str]]
+    roles: list[np.ndarray]
+    word_ids: list[np.ndarray]
+    segments: list[np.ndarray]
+    input_ids: list[np.ndarray] | None
+    words: list[list[str]]
+    meta: list[dict]
+
+    def concat(self, layout: Layout) -> dict[str, np.ndarray]:
+        """The per-position arrays in storage order."""
+        order = np.concatenate(layout.batches) if layout.batches else np.zeros(0, np.int64)
+        codes = {r: k for k, r in enumerate(ROLES)}
+
+        def cat(parts: list, dtype: Any) -> np.ndarray:
+            chosen = [np.asarray(parts[i], dtype=dtype) for i in order]
+            return np.concatenate(chosen) if chosen else np.zeros(0, dtype)
+
+        out = {
+            "positions/tokens": cat([np.asarray(t, dtype=object) for t in self.tokens], object),
+            "positions/roles": cat([[codes[r] for r in rs] for rs in self.roles], np.uint8),
+            "positions/word_ids": cat(self.word_ids, np.int32),
+            "positions/segments": cat(self.segments, np.int8),
+            "words/words": cat([np.asarray(w, dtype=object) for w in self.words], object),
+        }
+        if self.input_ids is not None:
+            out["ids/input_ids"] = cat(self.input_ids, np.int64)
+        return out
+
+
+# ------------------------------------------------------------------ zarr helpers
+def _zarr_open(loc: Location, mode: Any) -> Any:
+    import zarr
+
+    so = loc.storage_options or None
+    try:
+        return zarr.open_group(loc.url, mode=mode, storage_options=so, zarr_format=3)
+    except FileNotFoundError as exc:
+        raise StoreError(f"No attnkit store at {loc}: {exc}.") from exc
+
+
+def _create(group: Any, name: str, shape: tuple, chunks: tuple, dtype: Any, fill: Any) -> Any:
+    from zarr.codecs import Crc32cCodec
+
+    parent, _, leaf = name.rpartition("/")
+    g = group.require_group(parent) if parent else group
+    return g.create_array(
+        leaf, shape=shape, chunks=chunks, dtype=dtype, fill_value=fill,
+        compressors=[Crc32cCodec()], config={"write_empty_chunks": True}, overwrite=True,
+    )
+
+
+def _fill_of(name: str) -> Any:
+    if name in ("maps", "embeddings") or name.startswith("summaries/"):
+        return np.nan
+    if name in _POSITION_ARRAYS:
+        return _POSITION_ARRAYS[name][1]
+    return -1
+
+
+def _holds_fill(name: str, values: np.ndarray) -> bool:
+    """True when ``values`` contain the fill value of ``name``: a chunk was missing."""
+    fill = _fill_of(name)
+    if values.size == 0:
+        return False
+    if name.startswith("summaries/"):
+        return False  # summaries may hold NaN; their chunks are checked by listing instead
+    if isinstance(fill, float) and np.isnan(fill):
+        return bool(np.isnan(values).any())
+    if values.dtype.kind in "OUT":
+        return bool((values == fill).any())
+    return bool((values == fill).any())
+
+
+def _sync(coro: Any) -> Any:
+    from zarr.core.sync import sync
+
+    return sync(coro)
+
+
+async def _gather(reads: list[tuple[Any, tuple]]) -> list[Any]:
+    return await asyncio.gather(
+        *[arr.async_array.getitem(sel) for arr, sel in reads], return_exceptions=True
+    )
+
+
+async def _gather_writes(writes: list[tuple[Any, tuple, np.ndarray]]) -> list[Any]:
+    return await asyncio.gather(
+        *[arr.async_array.setitem(sel, value) for arr, sel, value in writes],
+        return_exceptions=True,
+    )
+
+
+def _describe_items(items: Iterable[int], meta: Callable[[int], dict] | None, limit: int = 12) -> str:
+    items = sorted({int(i) for i in items})
+    shown = []
+    for i in items[:limit]:
+        sid = (meta(i) or {}).get("sent_id") if meta else None
+        shown.append(f"{i} ({sid})" if sid else str(i))
+    more = f" and {len(items) - limit} more" if len(items) > limit else ""
+    return ", ".join(shown) + more
+
+
+# ------------------------------------------------------------------ reading
+class StoreReader:
+    """A store of format 2, opened read-only: info, layout and verified batch reads."""
+
+    def __init__(self, loc: Location, *, require_complete: bool = True, mode: str = "r"):
+        self.loc = loc
+        g = _zarr_open(loc, mode)
+        info = dict(g.attrs.get("attnkit") or {})
+        if not info:
+            raise StoreError(f"{loc} is a Zarr group but not an attnkit store (no 'attnkit' attributes).")
+        if info.get("format") != FORMAT:
+            raise StoreError(
+                f"{loc} is an attnkit store of format {info.get('format')}; this attnkit reads "
+                f"format {FORMAT}. Upgrade attnkit, or extract again into a new store."
+            )
+        if info.get("state") != "ready":
+            raise StoreError(
+                f"The store {loc} was never finished being created (its creation was "
+                "interrupted). Run attnkit.extract again with the same model, inputs and store."
+            )
+        self.group = g
+        self.info = info
+        self._arrays: dict[str, Any] = {}
+        self._chunks: OrderedDict[tuple[str, int], np.ndarray] = OrderedDict()
+        self.layout = self._read_layout()
+        self.committed = committed_batches(loc)
+        n_batches = len(self.layout.batches)
+        if require_complete and len(self.committed) < n_batches:
+            raise StoreError(
+                f"The store {loc} is incomplete ({len(self.committed)} of {n_batches} batches). "
+                "Run attnkit.extract again with the same model, inputs and store to finish it."
+            )
+
+    # -- arrays
+    def array(self, name: str) -> Any:
+        if name not in self._arrays:
+            try:
+                self._arrays[name] = self.group[name]
+            except KeyError as exc:
+                raise StoreError(
+                    f"The store {self.loc} has no array {name!r}: it is damaged (its metadata "
+                    "file was deleted). Extract again into a new store."
+                ) from exc
+        return self._arrays[name]
+
+    def has(self, name: str) -> bool:
+        try:
+            self.array(name)
+            return True
+        except StoreError:
+            return False
+
+    def _read_layout(self) -> Layout:
+        names = list(ITEM_COLUMNS)
+        arrays = [self.array(f"items/{k}") for k in names]
+        values = _sync(_gather([(a, (slice(None),)) for a in arrays]))
+        for k, v in zip(names, values):
+            if isinstance(v, BaseException) or (np.asarray(v) == -1).any():
+                raise StoreError(
+                    f"The item table of {self.loc} (items/{k}) is damaged "
+                    f"({v if isinstance(v, BaseException) else 'a missing chunk'}): every item "
+                    "is affected. Run attnkit.extract with the same model, inputs and store to "
+                    "rewrite it; the attention already computed is kept."
+                ) from (v if isinstance(v, BaseException) else None)
+        table = {k: np.asarray(v, dtype=ITEM_COLUMNS[k]) for k, v in zip(names, values)}
+        info = self.info
+        n_batches = int(info["n_batches"])
+        order = np.argsort(table["row"], kind="stable")
+        cuts = np.searchsorted(table["batch"][order], np.arange(n_batches + 1))
+        batches = [order[cuts[b] : cuts[b + 1]] for b in range(n_batches)]
+        L, H, d = info["n_layers"], info["n_heads"], info.get("embedding_dim", 0)
+        n = table["n"]
+        return Layout(batches, table, int(info["chunks"]["maps"]), int(info["chunks"].get("embeddings", 1)),
+                      int(info["sizes"]["maps"]), int(info["sizes"].get("embeddings", 0)),
+                      L * H * n * n, n * d)
+
+    def meta(self, i: int) -> dict:
+        if not hasattr(self, "_meta"):
+            self._meta = self._read_meta()
+        return self._meta[i]
+
+    def _read_meta(self) -> list[dict]:
+        try:
+            raw = self.array("items/meta")[:]
+        except StoreError:
+            raise
+        except Exception as exc:
+            raise StoreError(
+                f"The item table of {self.loc} (items/meta) is damaged ({exc}). Run "
+                "attnkit.extract with the same model, inputs and store to rewrite it."
+            ) from exc
+        if (raw == "").any():
+            raise StoreError(f"The item table of {self.loc} (items/meta) has a missing chunk. "
+                             "Run attnkit.extract with the same model, inputs and store to rewrite it.")
+        return [json.loads(s) for s in raw]
+
+    # -- verified batch reads
+    def batch_reads(self, b: int, names: Iterable[str]) -> dict[str, tuple[int, int]]:
+        lay = self.layout
+        ranges: dict[str, tuple[int, int]] = {}
+        for name in names:
+            if name == "maps":
+                ranges[name] = lay.map_range(b)
+            elif name == "embeddings":
+                ranges[name] = lay.emb_range(b)
+            elif name.startswith("positions/"):
+                ranges[name] = lay.range(b, "pos_offset", "n")
+            elif name == "ids/input_ids":
+                ranges[name] = lay.range(b, "ids_offset", "n_tokens")
+            elif name == "words/words":
+                ranges[name] = lay.range(b, "word_offset", "n_words")
+            else:  # summaries: one row per item
+                ranges[name] = lay.rows(b)
+        return ranges
+
+    def read_batch(self, b: int, names: Iterable[str]) -> dict[str, np.ndarray]:
+        """The arrays ``names`` over batch ``b``, verified (checksums, no missing chunk)."""
+        if b not in self.committed:
+            raise StoreError(
+                f"Batch {b} of {self.loc} is not complete (items "
+                f"{_describe_items(self.layout.batches[b], self.meta)}). Run attnkit.extract "
+                "with the same model, inputs and store to compute it."
+            )
+        ranges = self.batch_reads(b, names)
+        direct = {k: r for k, r in ranges.items() if not _is_index(k)}
+        # index arrays hold every item's positions in few chunks: read whole chunks, keep them
+        wanted = []
+        for name, (lo, hi) in ranges.items():
+            if _is_index(name) and hi > lo:
+                c = self.array(name).chunks[0]
+                wanted += [(name, k) for k in range(lo // c, -(-hi // c)) if (name, k) not in self._chunks]
+        reads = [(self.array(k), (slice(*r),)) for k, r in direct.items()]
+        for name, k in wanted:
+            arr = self.array(name)
+            c = arr.chunks[0]
+            reads.append((arr, (slice(k * c, min((k + 1) * c, arr.shape[0])),)))
+        values = _sync(_gather(reads))
+        out = {}
+        for (name, r), v in zip(direct.items(), values):
+            if isinstance(v, BaseException) or _holds_fill(name, np.asarray(v)):
+                raise self.damage_error(name, r, v if isinstance(v, BaseException) else None)
+            out[name] = np.asarray(v)
+        for (name, k), v in zip(wanted, values[len(direct):]):
+            c = self.array(name).chunks[0]
+            if isinstance(v, BaseException) or _holds_fill(name, np.asarray(v)):
+                raise self.damage_error(name, (k * c, (k + 1) * c), v if isinstance(v, BaseException) else None)
+            self._chunks[(name, k)] = np.asarray(v)
+            while len(self._chunks) > _CHUNK_CACHE:
+                self._chunks.popitem(last=False)
+        for name, (lo, hi) in ranges.items():
+            if not _is_index(name):
+                continue
+            if hi <= lo:
+                out[name] = np.asarray(self.array(name)[0:0])
+                continue
+            c = self.array(name).chunks[0]
+            parts = []
+            for k in range(lo // c, -(-hi // c)):
+                chunk = self._chunks.get((name, k))
+                if chunk is None:  # evicted while this batch was assembled: read it again
+                    return self.read_batch(b, names)
+                self._chunks.move_to_end((name, k))
+                parts.append(chunk[max(lo - k * c, 0) : min(hi - k * c, c)])
+            out[name] = parts[0] if len(parts) == 1 else np.concatenate(parts)
+        return out
+
+    def verify_index(self) -> list[str]:
+        """Index arrays (positions, token ids, words) that fail to read back intact."""
+        bad = []
+        for name in _POSITION_ARRAYS:
+            if name == "ids/input_ids" and not self.info.get("input_ids", True):
+                continue
+            try:
+                ok = not _holds_fill(name, np.asarray(self.array(name)[:]))
+            except Exception:  # noqa: BLE001 - any decoding failure means a damaged chunk
+                ok = False
+            if not ok:
+                bad.append(name)
+        try:
+            self._read_meta()
+        except StoreError:
+            bad.append("items/meta")
+        return bad
+
+    def damage_error(self, name: str, r: tuple[int, int], exc: BaseException | None) -> StoreError:
+        """A StoreError naming the chunks of ``name`` within range ``r`` that are damaged
+        and the items they hold."""
+        bad = self.bad_chunks(name, r)
+        items: set[int] = set()
+        for _, batches, _ in bad:
+            for b in batches:
+                items.update(int(i) for i in self.layout.batches[b])
+        what = "; ".join(f"{name}/c/{k} ({why})" for k, _, why in bad) or f"{name} ({exc})"
+        if not items:  # could not pinpoint: blame the batches the range covers
+            items = {int(i) for b in self.batches_of_range(name, r) for i in self.layout.batches[b]}
+        err = StoreError(
+            f"The store {self.loc} is damaged: {what}. The damaged chunks hold items "
+            f"{_describe_items(items, self.meta)}. Their values were not used. Run "
+            "attnkit.extract with the same model, inputs and store to recompute exactly these "
+            "items, or `attnkit store verify` to list every damaged batch."
+        )
+        err.items = sorted(items)  # type: ignore[attr-defined]
+        return err
+
+    def batches_of_range(self, name: str, r: tuple[int, int]) -> list[int]:
+        out = []
+        for b in range(len(self.layout.batches)):
+            br = self.batch_reads(b, [name])[name]
+            if br[0] < r[1] and br[1] > r[0]:
+                out.append(b)
+        return out
+
+    def bad_chunks(self, name: str, r: tuple[int, int]) -> list[tuple[int, list[int], str]]:
+        """(chunk index, batches it holds, why) of the damaged chunks of ``name`` in ``r``."""
+        arr = self.array(name)
+        c = arr.chunks[0]
+        out = []
+        for k in range(r[0] // c, -(-r[1] // c)):
+            lo, hi = max(r[0], k * c), min(r[1], (k + 1) * c)
+            why = None
+            try:
+                v = np.asarray(arr[lo:hi])
+                if _holds_fill(name, v) or (name.startswith("summaries/") and not self._chunk_exists(name, k)):
+                    why = "missing"
+            except Exception as exc:  # noqa: BLE001 - any decoding failure means a damaged chunk
+                why = f"checksum mismatch or truncated: {exc}".replace("\n", " ")[:160]
+            if why:
+                if why == "missing" and self._chunk_exists(name, k):
+                    why = "holds fill values"
+                out.append((k, self.batches_of_range(name, (k * c, (k + 1) * c)), why))
+        return out
+
+    def _chunk_exists(self, name: str, k: int) -> bool:
+        return self.loc.exists(*name.split("/"), "c", str(k))
+
+    def verify_batch(self, b: int) -> list[str]:
+        """Problems of committed batch ``b`` (empty when every chunk reads back intact)."""
+        names = [n for n in ("maps", "embeddings") if self.has(n)]
+        names += [f"summaries/{s}" for s in self.info.get("summaries", [])]
+        problems = []
+        for name in names:
+            r = self.batch_reads(b, [name])[name]
+            if r[1] <= r[0]:
+                continue
+            try:
+                v = np.asarray(self.array(name)[slice(*r)])
+                ok = not _holds_fill(name, v)
+                if ok and name.startswith("summaries/"):
+                    c = self.array(name).chunks[0]
+                    ok = all(self._chunk_exists(name, k) for k in range(r[0] // c, -(-r[1] // c)))
+            except Exception:  # noqa: BLE001 - any decoding failure means a damaged chunk
+                ok = False
+            if not ok:
+                problems.append(name)
+        return problems
+
+
+def committed_batches(loc: Location) -> set[int]:
+    """Batches whose commit marker exists."""
+    out = set()
+    for name in loc.listdir(_COMMITS):
+        if name.endswith(".json") and name[:-5].isdigit():
+            out.add(int(name[:-5]))
+    return out
+
+
+def read_info(loc: Location) -> dict | None:
+    """The ``attnkit`` attributes of a format-2 store, or None when there is no store."""
+    import zarr
+
+    try:
+        g = zarr.open_group(loc.url, mode="r", storage_options=loc.storage_options or None, zarr_format=3)
+    except (FileNotFoundError, KeyError, ValueError):
+        return None
+    info = g.attrs.get("attnkit")
+    return dict(info) if isinstance(info, dict) and info else None
+
+
+# ------------------------------------------------------------------ writing
+def _host() -> str:
+    return socket.gethostname()
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class WriterLock:
+    """The one writer of a store: an exclusively created lock file with a heartbeat.
+
+    A lock left by a dead process on this host, or one whose heartbeat stopped more than
+    :data:`LOCK_STALE_S` seconds ago, is taken over; any other lock refuses the second
+    writer with a :class:`StoreError` saying who holds it.
+    """
+
+    def __init__(self, loc: Location):
+        self.loc = loc
+        self.token = uuid.uuid4().hex
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def _record(self) -> dict:
+        return {"token": self.token, "host": _host(), "pid": os.getpid(),
+                "since": getattr(self, "_since", time.time()), "heartbeat": time.time()}
+
+    def acquire(self) -> WriterLock:
+        self._since = time.time()
+        for _ in range(3):
+            if self.loc.create_json(self._record(), _LOCK):
+                self._thread = threading.Thread(target=self._beat, daemon=True, name="attnkit-lock")
+                self._thread.start()
+                return self
+            try:
+                held = self.loc.read_json(_LOCK)
+            except (FileNotFoundError, json.JSONDecodeError, OSError):
+                held = None
+            if held is None or self._stale(held):
+                self.loc.remove(_LOCK)
+                continue
+            since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(held.get("since", 0)))
+            raise StoreError(
+                f"The store {self.loc} is being written by another process (pid "
+                f"{held.get('pid')} on host {held.get('host')}, since {since}). Two writers "
+                "would interleave their batches: wait until it finishes (then run again to "
+                "reuse its batches), or write to another store. If that process is gone, "
+                f"delete {self.loc.path(_LOCK)}."
+            )
+        raise StoreError(f"Could not take the writer lock of {self.loc}; try again.")
+
+    @staticmethod
+    def _stale(held: dict) -> bool:
+        if held.get("host") == _host() and not _pid_alive(int(held.get("pid", -1))):
+            return True
+        return time.time() - float(held.get("heartbeat", 0)) > LOCK_STALE_S
+
+    def _beat(self) -> None:
+        while not self._stop.wait(_HEARTBEAT_S):
+            # a missed heartbeat only makes the lock look older
+            with contextlib.suppress(Exception):
+                if self.holds():
+                    self.loc.write_json(self._record(), _LOCK)
+
+    def holds(self) -> bool:
+        return lock_token(self.loc) == self.token
+
+    def release(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        if self.holds():
+            self.loc.remove(_LOCK)
+
+
+def lock_token(loc: Location) -> str | None:
+    try:
+        return loc.read_json(_LOCK).get("token")
+    except (FileNotFoundError, json.JSONDecodeError, OSError):
+        return None
+
+
+class BatchWriter:
+    """Writes batches into a created store: chunks first, then the commit marker.
+
+    Used by the process that holds the lock and by cluster workers acting for it (they
+    carry its ``token`` and refuse to commit once another writer took the lock over).
+    """
+
+    def __init__(self, loc: Location, token: str):
+        self.loc = loc
+        self.token = token
+        self.reader = StoreReader(loc, require_complete=False, mode="r+")
+
+    def committed(self, b: int) -> bool:
+        return self.loc.exists(_COMMITS, f"{b:06d}.json")
+
+    def write(self, b: int, arrays: dict[str, np.ndarray]) -> None:
+        """Write batch ``b`` (``maps``, ``embeddings``, ``summaries/<name>``) and commit it."""
+        r = self.reader
+        lay = r.layout
+        writes = []
+        for name, value in arrays.items():
+            arr = r.array(name)
+            if name in ("maps", "embeddings"):
+                start, stop = lay.map_range(b) if name == "maps" else lay.emb_range(b)
+                c = arr.chunks[0]
+                padded = np.zeros(-(-(stop - start) // c) * c, dtype=np.float16)
+                if value.size != stop - start:
+                    raise StoreError(f"Batch {b}: {name} has {value.size} values, the layout wants {stop - start}.")
+                padded[: value.size] = value
+                writes.append((arr, (slice(start, start + padded.size),), padded))
+            else:
+                lo, hi = lay.rows(b)
+                writes.append((arr, (slice(lo, hi),), value))
+        self._check_token(b)
+        for res in _sync(_gather_writes(writes)):
+            if isinstance(res, BaseException):
+                raise self._write_error(b, res) from res
+        self._check_token(b)
+        try:
+            self.loc.write_json({"batch": b, "items": len(lay.batches[b]), "time": time.time(),
+                                 "host": _host(), "pid": os.getpid(), "token": self.token},
+                                _COMMITS, f"{b:06d}.json")
+        except OSError as exc:
+            raise self._write_error(b, exc) from exc
+
+    def _check_token(self, b: int) -> None:
+        if lock_token(self.loc) != self.token:
+            raise StoreError(
+                f"Batch {b} was not written: the writer lock of {self.loc} is now held by "
+                "another process (this run's lock was taken over or deleted). Nothing was "
+                "interleaved; run extract again once the other writer is done."
+            )
+
+    def _write_error(self, b: int, exc: BaseException) -> StoreError:
+        items = _describe_items(self.reader.layout.batches[b], None)
+        if disk_full(exc):
+            return StoreError(
+                f"The disk holding {self.loc} is full: batch {b} (items {items}) could not be "
+                "written and was not committed. The batches committed before it are intact. "
+                "Free space (or pick another store) and run attnkit.extract again with the "
+                "same model, inputs and store to resume."
+            )
+        return StoreError(
+            f"Writing batch {b} (items {items}) to {self.loc} failed ({type(exc).__name__}: "
+            f"{exc}); it was not committed. Run attnkit.extract again to resume."
+        )
+
+
+def create(
+    loc: Location,
+    info: dict,
+    layout: Layout,
+    index: Index,
+    meta_json: list[str],
+    *,
+    summaries: dict[str, tuple[tuple[int, ...], Any]],
+) -> None:
+    """Create (or re-create) the arrays and write the index; ``state`` becomes ready last.
+
+    ``summaries`` maps a summary name to (per-item shape, dtype).
+    """
+    try:
+        _create_all(loc, info, layout, index, meta_json, summaries)
+    except StoreError:
+        raise
+    except Exception as exc:
+        if disk_full(exc):
+            raise StoreError(
+                f"The disk holding {loc} is full: the store could not be created. Free space "
+                "(or pick another store) and run attnkit.extract again."
+            ) from exc
+        raise StoreError(f"Could not create the store {loc} ({type(exc).__name__}: {exc}).") from exc
+
+
+def _create_all(loc: Location, info: dict, layout: Layout, index: Index, meta_json: list[str],
+                summaries: dict[str, tuple[tuple[int, ...], Any]]) -> None:
+    g = _zarr_open(loc, "a")
+    g.attrs["attnkit"] = {**info, "state": "creating"}
+    n_items = layout.n_items
+    if info.get("keep_maps", True):
+        _create(g, "maps", (layout.map_size,), (layout.map_chunk,), np.float16, np.nan)
+    if info.get("embeddings"):
+        _create(g, "embeddings", (layout.emb_size,), (layout.emb_chunk,), np.float16, np.nan)
+    bs = int(info["batch_size"])
+    for name, (shape, dtype) in summaries.items():
+        _create(g, f"summaries/{name}", (n_items, *shape), (bs, *shape), dtype, np.nan)
+    write_index(g, layout, index, meta_json)
+    g.attrs["attnkit"] = {**info, "state": "ready"}
+
+
+def write_index(g: Any, layout: Layout, index: Index, meta_json: list[str]) -> None:
+    """Write the item table and the per-position arrays (everything the tokenizer knows)."""
+    n_items = layout.n_items
+    chunk = min(_ITEM_CHUNK, max(n_items, 1))
+    writes = []
+    for k, dtype in ITEM_COLUMNS.items():
+        arr = _create(g, f"items/{k}", (n_items,), (chunk,), dtype, -1)
+        writes.append((arr, (slice(None),), layout.table[k]))
+    arr = _create(g, "items/meta", (n_items,), (chunk,), str, "")
+    writes.append((arr, (slice(None),), np.asarray(meta_json, dtype=object)))
+    for name, values in index.concat(layout).items():
+        dtype, fill, c = _POSITION_ARRAYS[name]
+        arr = _create(g, name, (len(values),), (min(c, max(len(values), 1)),), dtype, fill)
+        writes.append((arr, (slice(None),), values))
+    for res in _sync(_gather_writes(writes)):
+        if isinstance(res, BaseException):
+            raise res
+
+
+def remove_leftovers(loc: Location) -> None:
+    """Delete temporary files a killed writer left in a local store (Zarr's ``*.partial``
+    chunk files, attnkit's ``*.tmp`` markers); call only while holding the lock."""
+    if not loc.local:
+        return
+    for pattern in ("*.partial", "*.tmp"):
+        for f in Path(loc.url).rglob(pattern):
+            if f.name != _LOCK:
+                f.unlink(missing_ok=True)
+
+
+def uncommit(loc: Location, batches: Iterable[int]) -> None:
+    """Forget batches (their chunks will be rewritten)."""
+    for b in batches:
+        loc.remove(_COMMITS, f"{b:06d}.json")
+
+
+def fingerprint(*parts: Any) -> str:
+    h = hashlib.sha256()
+    for p in parts:
+        h.update(json.dumps(p, default=str, sort_keys=True).encode())
+    return h.hexdigest()
