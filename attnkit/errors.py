@@ -51,3 +51,9 @@ class ReportError(AttnkitError):
 class DataFormatError(AttnkitError, ValueError):
     """A data file other than CoNLL-U (e.g. a GLUE tsv) was malformed; the message names
     the file and line."""
+
+
+class UnsupportedModelError(AttnkitError, ValueError):
+    """A model's architecture does not offer what a computation needs (e.g. an attention
+    measure on a model whose output projection attnkit cannot find); the message names
+    what is supported."""

@@ -1,0 +1,1 @@
+"""Attention measures beyond raw weights."""

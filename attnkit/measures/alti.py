@@ -1,0 +1,61 @@
+"""``measure="alti"``: Aggregation of Layer-wise Token-to-token Interactions.
+
+Ferrando, Gállego & Costa-jussà (2022), *Measuring the Mixing of Contextual Information in
+the Transformer*, EMNLP.
+
+Definition: with the block decomposition ``z_i = Σ_j T_i(x_j) + c_i`` of
+:mod:`~attnkit.measures.norm_residual` (attention, residual and normalisation; ``z_i`` the
+block's actual output), the contribution of input ``j`` to output ``i`` is how much
+closer ``T_i(x_j)`` lies to ``z_i`` than the zero vector does, in Manhattan distance::
+
+    c_ij = max(0, ‖z_i‖₁ - ‖z_i - T_i(x_j)‖₁)
+    m_ij = c_ij / Σ_k c_ik
+
+one "mixed" head per layer, non-negative, rows sum to 1 (a row whose every term lies
+farther from ``z_i`` than zero does stays 0). Because the residual is inside the block,
+the layers compose by plain matrix products: ALTI's input attribution is the rollout of
+these maps *without* an added identity, ``rollout(att, residual=0)``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._decompose import BlockDecomposition
+
+PER_HEAD = False
+CITATION = ("Ferrando, Gállego & Costa-jussà (2022), Measuring the Mixing of Contextual "
+            "Information in the Transformer, EMNLP.")
+
+
+def alti_maps(block: BlockDecomposition) -> Any:
+    """ALTI contributions ``m_ij``: float ``[1, n, n]`` (rows = from, columns = to).
+
+    Examples
+    --------
+    A pre-norm block whose output projection is the identity: ``z_0 = x_0 + 0.5 v_0 +
+    0.5 v_1 = (4, 1)``; ``T_0(x_0) = (4, 0)`` lies at L1 distance 1 from it, ``T_0(x_1) =
+    (0, 1)`` at 4, so ``c_00 = 5 - 1 = 4`` and ``c_01 = 5 - 4 = 1``.
+
+    >>> import torch
+    >>> from attnkit.measures._arch import LayerParts
+    >>> from attnkit.measures._decompose import BlockDecomposition
+    >>> from attnkit.measures.alti import alti_maps
+    >>> probs = torch.tensor([[[0.5, 0.5], [0.0, 1.0]]], dtype=torch.float64)
+    >>> values = torch.tensor([[[2.0, 0.0], [0.0, 2.0]]])
+    >>> x = torch.tensor([[3.0, 0.0], [0.0, 0.0]])
+    >>> parts = LayerParts(None, torch.eye(2), None, "pre", None)
+    >>> alti_maps(BlockDecomposition(probs, values, x, parts))[0].tolist()
+    [[0.8, 0.2], [0.0, 1.0]]
+    """
+    import torch
+
+    n = block.n
+    out = torch.empty((n, n), dtype=block.whole.dtype)
+    for rows, t in block.chunks():
+        z = block.whole[rows].unsqueeze(1)  # [r, 1, d]
+        dist = (z - t).abs().sum(-1)  # [r, n]
+        c = (z.abs().sum(-1) - dist).clamp(min=0)
+        total = c.sum(-1, keepdim=True)
+        out[rows] = torch.where(total > 0, c / torch.where(total > 0, total, 1), 0)
+    return out.unsqueeze(0)
