@@ -57,3 +57,18 @@ class UnsupportedModelError(AttnkitError, ValueError):
     """A model's architecture does not offer what a computation needs (e.g. an attention
     measure on a model whose output projection attnkit cannot find); the message names
     what is supported."""
+
+
+class DeviceError(AttnkitError, ValueError):
+    """A device or dtype was asked for that this machine cannot run (no such GPU, a dtype
+    the device does not support); the message says what is available."""
+
+
+class CaptureError(AttnkitError):
+    """Attention could not be captured the way that was asked (e.g. lazy capture on a model
+    whose attention does not go through transformers' attention interface)."""
+
+
+class InputTooLongError(InputError):
+    """An input has more tokens than the model has positions, where attnkit refuses to
+    truncate it silently (lazy and long-context capture)."""
