@@ -190,7 +190,7 @@ def _run(model, items, objective, labels, batch_size, mask_rate, seed, progress,
             if kind == "embedding":
                 clean = {k: v for k, v in _batch(model, chunk, None, None).items()
                          if k in ("input_ids", "attention_mask", "token_type_ids")}
-            with torch.enable_grad():
+            with torch.enable_grad(), model.eager():
                 emb = None
                 if input_grads:
                     emb = model.hf.get_input_embeddings()(batch["input_ids"]).detach()
