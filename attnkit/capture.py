@@ -89,7 +89,10 @@ class Recorder(Protocol):
     """Anything called with each layer's :class:`AttentionCall` during a :func:`recording`.
 
     A recorder that needs each row's log-sum-exp sets ``needs_lse = True`` (an attribute;
-    absent means False).
+    absent means False). One that needs more of the forward pass than attention (e.g. the
+    residual stream, for :mod:`attnkit.measures`) sets ``forward_options`` (a dict passed to
+    the model's forward, e.g. ``{"output_hidden_states": True}``) and has a method
+    ``finish(output)`` that :meth:`attnkit.Model.record` calls with the forward's output.
     """
 
     def __call__(self, call: "AttentionCall") -> None: ...

@@ -540,7 +540,9 @@ class Model:
         encodings : sequence of Encoding
             The batch (:meth:`encode`), right-padded by :meth:`pad`.
         recorders : sequence of Recorder
-            Callables taking each layer's :class:`~attnkit.capture.AttentionCall`.
+            Callables taking each layer's :class:`~attnkit.capture.AttentionCall`; a
+            recorder's ``forward_options`` go to the forward, and its ``finish(output)`` is
+            called with the forward's output.
 
         Returns
         -------
@@ -564,8 +566,13 @@ class Model:
                 "transformers' attention interface), so recorders cannot be attached to it."
             )
         kwargs = self.to_device(self.pad(encodings))
+        for r in recorders:
+            kwargs.update(getattr(r, "forward_options", {}))
         with torch.inference_mode(), recording(recorders) as session:
-            self.base(**kwargs, **self._forward_options)
+            out = self.base(**kwargs, **self._forward_options)
+        for r in recorders:
+            if hasattr(r, "finish"):
+                r.finish(out)
         if session.calls == 0:
             raise NoAttentionError(
                 f"{self.name} ran no attention layer through attnkit's attention function; "
@@ -574,7 +581,7 @@ class Model:
         return session.calls
 
     def run(
-        self, encodings: Sequence[Encoding], *, embeddings: bool = False
+        self, encodings: Sequence[Encoding], *, embeddings: bool = False, measure: str = "weights"
     ) -> tuple[list[np.ndarray], list[np.ndarray] | None]:
         """Forward a batch on the model's device; returns per-item float32 maps
         ``[L, H, n_i, n_i]`` (padding stripped, numpy on the CPU) and, with
@@ -586,6 +593,10 @@ class Model:
             The batch (:meth:`encode`).
         embeddings : bool
             Also return each item's input (static) embeddings.
+        measure : str
+            What the maps hold (:mod:`attnkit.measures`): ``"weights"``, ``"norm"``,
+            ``"norm+residual"``, ``"alti"`` (one forward) or ``"grad×attn"`` (one forward and
+            one backward, default objective). The mixed measures have ``H = 1``.
 
         Returns
         -------
@@ -600,7 +611,11 @@ class Model:
         import torch
 
         lengths = [len(e) for e in encodings]
-        if self.capture == "interface":
+        if measure != "weights":
+            from .measures import measure_maps
+
+            maps = measure_maps(self, encodings, measure)
+        elif self.capture == "interface":
             from .capture import DenseRecorder
 
             rec = DenseRecorder(lengths, self.n_layers, self.n_heads)
@@ -650,7 +665,7 @@ class Model:
         return 4 * self.n_layers * self.n_heads * n * n
 
     def attend(self, item: Any, *, level: str = "token", embeddings: bool = False,
-               lazy: bool | None = None) -> "Attention | LazyAttention":
+               lazy: bool | None = None, measure: str = "weights") -> "Attention | LazyAttention":
         """Attention of the model on one input (see :meth:`encode` for accepted inputs).
 
         Parameters
@@ -667,11 +682,19 @@ class Model:
             ``[layer, head, n, n]``; ``None``: lazy when the dense maps would pass
             :data:`LAZY_ABOVE_BYTES` (1 GiB) and the model's attention goes through the
             attention interface.
+        measure : str
+            What the maps hold (:mod:`attnkit.measures`): ``"weights"`` (attention
+            probabilities), ``"norm"`` (Kobayashi et al. 2020), ``"norm+residual"``
+            (Kobayashi et al. 2021; one mixed head per layer), ``"alti"`` (Ferrando et al.
+            2022; one mixed head per layer) or ``"grad×attn"`` (its default objective;
+            :func:`attnkit.measures.grad_attn` takes others). Lazy capture holds weights
+            only.
 
         Returns
         -------
         Attention or LazyAttention
-            Rows are *from*, columns *to*; rows sum to 1.
+            Rows are *from*, columns *to*; rows of weights sum to 1 (other measures:
+            see :mod:`attnkit.measures`); ``measure`` says which.
 
         Raises
         ------
@@ -681,6 +704,10 @@ class Model:
             When lazy capture gets an input longer than the model's positions (it is never
             truncated silently). Dense capture truncates it with a
             :class:`~attnkit.errors.TruncationWarning`.
+        InputError
+            For an unknown measure, or ``lazy=True`` with a measure other than weights.
+        UnsupportedModelError
+            When a measure cannot be computed for this architecture.
 
         Examples
         --------
@@ -689,8 +716,19 @@ class Model:
         >>> att = model.attend("The cat sat on the mat.", lazy=True)
         >>> type(att).__name__, att.map(0, 1).shape == (len(att), len(att))
         ('LazyAttention', True)
+        >>> alti = model.attend("The cat sat on the mat.", measure="alti")
+        >>> alti.measure, alti.n_heads, bool(abs(alti.maps.sum(-1) - 1).max() < 1e-5)
+        ('alti', 1, True)
         """
+        from .measures import check_measure
+
+        measure = check_measure(measure)
         enc = self.encode(item)
+        if measure != "weights":
+            if lazy:
+                raise InputError(f"Lazy capture holds attention weights only; measure={measure!r} "
+                                 "needs lazy=False.")
+            lazy = False
         if lazy is None:
             lazy = self.capture == "interface" and self.dense_bytes(len(enc)) > LAZY_ABOVE_BYTES
         if lazy:
@@ -716,8 +754,8 @@ class Model:
                     TruncationWarning,
                     stacklevel=2,
                 )
-            maps, embs = self.run([enc], embeddings=embeddings)
-            att = self.to_attention(enc, maps[0], embs[0] if embs else None)
+            maps, embs = self.run([enc], embeddings=embeddings, measure=measure)
+            att = self.to_attention(enc, maps[0], embs[0] if embs else None, measure)
         return att.to_words() if level == "word" else att
 
     def _attend_lazy(self, enc: Encoding, embeddings: bool) -> "LazyAttention":
@@ -752,9 +790,11 @@ class Model:
     def _meta(self, enc: Encoding) -> dict[str, Any]:
         return {**enc.meta, "sinks": True} if self.sinks else dict(enc.meta)
 
-    def to_attention(self, enc: Encoding, maps: np.ndarray, emb: np.ndarray | None = None) -> Attention:
-        """Wrap one item's maps with its encoding's alignment."""
+    def to_attention(self, enc: Encoding, maps: np.ndarray, emb: np.ndarray | None = None,
+                     measure: str = "weights") -> Attention:
+        """Wrap one item's maps (of ``measure``) with its encoding's alignment."""
         return Attention(
+            measure=measure,
             maps=maps,
             tokens=enc.tokens,
             roles=np.array(enc.roles),

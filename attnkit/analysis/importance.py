@@ -174,7 +174,7 @@ def _run(model, items, objective, labels, batch_size, mask_rate, seed, progress,
             raise InputError(f"Got {len(labels)} labels for {len(items)} inputs; give one per input.")
     if batch_size < 1:
         raise InputError(f"batch_size must be at least 1, not {batch_size}.")
-    encs: list[Encoding] = [model.encode(x) for x in items]
+    encs: list[Encoding] = [x if isinstance(x, Encoding) else model.encode(x) for x in items]
     bar = tqdm(total=len(encs), desc=f"attention gradients ({model.name})", unit="item",
                disable=not progress, dynamic_ncols=True)
     try:

@@ -1,1 +1,27 @@
-"""Attention measures beyond raw weights."""
+"""What a map holds: attention weights, or measures of what attention actually passes on.
+
+``model.attend(text, measure=...)`` and ``attnkit.extract(..., measure=...)`` return maps
+``[layer, head, n, n]`` (rows = from, columns = to) of one of :data:`MEASURES`, one module
+each, with its paper and definition:
+
+- ``"weights"`` (:mod:`~attnkit.measures.weights`): the attention probabilities.
+- ``"norm"`` (:mod:`~attnkit.measures.norm`): ``‖α f(x)‖``, Kobayashi et al. (2020).
+- ``"norm+residual"`` (:mod:`~attnkit.measures.norm_residual`): the same through the
+  residual connection and layer norm, Kobayashi et al. (2021); one mixed head per layer.
+- ``"alti"`` (:mod:`~attnkit.measures.alti`): Ferrando et al. (2022); one mixed head per
+  layer, rows sum to 1; roll it out with ``rollout(att, residual=0)``.
+- ``"grad×attn"`` (:mod:`~attnkit.measures.grad_attn`): ``α ⊙ ∂y/∂α``, signed.
+
+The forward-only measures are computed from :mod:`attnkit.capture`'s recorders in the same
+single forward that records the weights; where each architecture keeps its output
+projection and normalisation is one table, :data:`~attnkit.measures._arch.ARCHS`.
+Results are :class:`~attnkit.Attention` objects with ``measure`` set; rows of measures other
+than weights need not sum to 1.
+"""
+
+from ._arch import ARCHS
+from .compute import MEASURES, MeasureRecorder, check_measure, measure_maps, n_heads
+from .grad_attn import grad_attn
+
+__all__ = ["ARCHS", "MEASURES", "MeasureRecorder", "check_measure", "grad_attn", "measure_maps",
+           "n_heads"]

@@ -12,7 +12,7 @@ Placement of the normalisation around the attention block:
 ``"post"``
     ``z = LN(x + Attn(x))`` (BERT, RoBERTa, DistilBERT).
 ``"pre"``
-    ``z = x + Attn(LN(x))`` (GPT-2, GPT-NeoX, Llama, Qwen2, Mistral); the pre-norm is part
+    ``z = x + Attn(LN(x))`` (GPT-2, GPT-NeoX, Llama, Qwen2, Mistral, gpt-oss); the pre-norm is part
     of the value states the recorder sees, so only the residual sum is decomposed. For
     GPT-NeoX's parallel residual the block is ``x + Attn(LN(x))`` without the MLP branch.
 ``"sandwich"``
@@ -57,6 +57,7 @@ ARCHS: dict[str, ArchSpec] = {
     "llama": _DECODER,
     "qwen2": _DECODER,
     "mistral": _DECODER,
+    "gpt_oss": _DECODER,
     "gemma2": ArchSpec("layers", "self_attn", "self_attn.o_proj", "sandwich",
                        "post_attention_layernorm", norm_offset=1.0),
 }
