@@ -196,7 +196,7 @@ def test_alti_one_layer_model_equals_hand_computation(one_layer_bert):
     model = one_layer_bert
     enc = model.encode("The cat sat on the mat.")
     batch = model.pad([enc])
-    with torch.no_grad():
+    with torch.no_grad(), model.eager():
         out = model.base(**batch, output_attentions=True, output_hidden_states=True)
     x = out.hidden_states[0][0]
     probs, v, _, expected = _hand_alti(model, x.numpy())

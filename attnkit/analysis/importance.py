@@ -227,7 +227,7 @@ def _run(model, items, objective, labels, batch_size, mask_rate, seed, progress,
             g = torch.stack(grads, dim=1).float().numpy()  # [B, L, H, T, T]
             a = torch.stack([x.detach() for x in atts], dim=1).float().numpy()
             ids = batch["input_ids"].numpy()
-            vals = values.detach().float().reshape(-1).numpy()
+            vals = values.detach().double().reshape(-1).cpu().numpy()
             for k, enc in enumerate(chunk):
                 n = len(enc)
                 fed = enc
