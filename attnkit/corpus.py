@@ -94,6 +94,11 @@ class AttentionSet(Sequence[Attention]):
     def causal(self) -> bool:
         return bool(self.info.get("causal", False))
 
+    @property
+    def measure(self) -> str:
+        """What the maps hold (:mod:`attnkit.measures`); ``"weights"`` for stores without it."""
+        return str(self.info.get("measure", "weights"))
+
     def __len__(self) -> int:
         return len(self._records)
 
@@ -145,6 +150,7 @@ class AttentionSet(Sequence[Attention]):
             truncated=r.truncated,
             model=self.model,
             causal=self.causal,
+            measure=self.measure,
         )
 
     def __iter__(self) -> Iterator[Attention]:
@@ -209,10 +215,13 @@ def _atomic_write(path: Path, write) -> None:
     os.replace(tmp, path)
 
 
-def _fingerprint(model: Any, encodings: list, level: str, batch_size: int, embeddings: bool) -> str:
+def _fingerprint(model: Any, encodings: list, level: str, batch_size: int, embeddings: bool,
+                 measure: str = "weights") -> str:
     h = hashlib.sha256()
     h.update(json.dumps([model.name, model.n_layers, model.n_heads, level, batch_size,
                          embeddings, STORE_VERSION]).encode())
+    if measure != "weights":  # stores of weights keep the fingerprint they always had
+        h.update(measure.encode())
     for e in encodings:
         h.update(json.dumps([e.input_ids, e.words, e.meta], default=str).encode())
     return h.hexdigest()
@@ -240,6 +249,7 @@ def extract(
     level: str = "word",
     store: str | Path | None = None,
     embeddings: bool = False,
+    measure: str = "weights",
     progress: bool = True,
 ) -> AttentionSet:
     """Attention of ``model`` on every input, batched, pooled to words on request.
@@ -254,6 +264,10 @@ def extract(
         again with the same model, inputs and options skips finished batches. ``None``
         keeps everything in memory.
     embeddings : also keep the model's input embeddings per position (for probes).
+    measure : what the maps hold (:mod:`attnkit.measures`): ``"weights"``, ``"norm"``,
+        ``"norm+residual"``, ``"alti"`` or ``"grad×attn"``; the mixed measures store one
+        head per layer. Word pooling sums *to* a word and averages *from* it, whatever
+        the measure.
 
     Items longer than the model's maximum are truncated, flagged (``AttentionSet.truncated``)
     and counted in one :class:`~attnkit.errors.TruncationWarning`.
@@ -262,6 +276,9 @@ def extract(
         raise InputError(f"level must be 'word' or 'token', not {level!r}.")
     if batch_size < 1:
         raise InputError(f"batch_size must be at least 1, not {batch_size}.")
+    from .measures import check_measure, n_heads
+
+    measure = check_measure(measure)
     items = list(inputs)
     if not items:
         raise InputError("extract() got no inputs.")
@@ -272,14 +289,15 @@ def extract(
         "model": model.name,
         "level": level,
         "n_layers": model.n_layers,
-        "n_heads": model.n_heads,
+        "n_heads": n_heads(model, measure),
         "causal": model.causal,
+        "measure": measure,
         "batch_size": batch_size,
         "n_items": len(items),
         "n_batches": len(plan),
         "embeddings": embeddings,
         "embedding_dim": int(model.hf.get_input_embeddings().embedding_dim) if embeddings else 0,
-        "fingerprint": _fingerprint(model, encodings, level, batch_size, embeddings),
+        "fingerprint": _fingerprint(model, encodings, level, batch_size, embeddings, measure),
     }
     path = Path(store) if store is not None else None
     done: set[int] = set()
@@ -313,7 +331,7 @@ def extract(
             if b in done:
                 continue
             encs = [encodings[i] for i in batch]
-            maps, embs = model.run(encs, embeddings=embeddings)
+            maps, embs = model.run(encs, embeddings=embeddings, measure=measure)
             recs, flat_maps, flat_embs = _pack(b, batch, encs, maps, embs, level)
             if path is None:
                 mem_maps[b] = flat_maps

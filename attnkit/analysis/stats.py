@@ -7,7 +7,7 @@ from typing import Iterable
 import numpy as np
 import pandas as pd
 
-from ..attention import Attention
+from ..attention import Attention, row_shares
 from ..errors import InputError
 
 STAT_COLUMNS = ["cls", "sep", "punct", "self", "next", "prev", "entropy", "cls_entropy"]
@@ -21,9 +21,10 @@ def item_stats(att: Attention) -> np.ndarray:
     punctuation, to itself, to the next and to the previous position, averaged over all
     from-positions; the mean row entropy (nats); and the entropy of the [CLS] row (NaN
     when the input has no [CLS]). A category absent from the input gives 0 attention
-    (e.g. no punctuation), except [CLS]-row entropy which is NaN.
+    (e.g. no punctuation), except [CLS]-row entropy which is NaN. Maps of a measure other
+    than weights are read as each row's shares (:func:`~attnkit.attention.row_shares`).
     """
-    maps = att.maps.astype(np.float64)
+    maps = row_shares(att.maps.astype(np.float64), getattr(att, "measure", "weights"))
     L, H, n, _ = maps.shape
     out = np.zeros((L, H, len(STAT_COLUMNS)))
 

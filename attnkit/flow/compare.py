@@ -14,7 +14,7 @@ import networkx as nx
 import numpy as np
 import pandas as pd
 
-from ..attention import Attention
+from ..attention import Attention, row_shares
 from ..errors import InputError, TokenizationMismatchError
 from .graph import attention_graph
 from .influence import influence
@@ -202,7 +202,8 @@ def head_edge_counts(g: nx.DiGraph) -> np.ndarray:
 
 def _heads(att_a: Attention, att_b: Attention, ga: nx.DiGraph, gb: nx.DiGraph) -> pd.DataFrame:
     n_layers, n_heads = att_a.maps.shape[:2]
-    jsd = js_divergence(att_a.maps, att_b.maps)  # [L, H, n]
+    jsd = js_divergence(row_shares(att_a.maps, getattr(att_a, "measure", "weights")),
+                        row_shares(att_b.maps, getattr(att_b, "measure", "weights")))  # [L, H, n]
     src_rows = [pos for level, pos in ga.graph["source"] if level == n_layers]
     jsd_src = np.full((n_layers, n_heads), np.nan)
     if src_rows:

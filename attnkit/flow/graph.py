@@ -15,14 +15,14 @@ from __future__ import annotations
 
 import gc
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Iterable
 
 import networkx as nx
 import numpy as np
 import pandas as pd
 
-from ..attention import Attention
+from ..attention import Attention, row_shares
 from ..errors import InputError
 
 Node = tuple[int, int]
@@ -38,7 +38,9 @@ def attention_graph(
 
     Parameters
     ----------
-    att : Attention with maps ``[L, H, n, n]`` (rows = from, columns = to).
+    att : Attention with maps ``[L, H, n, n]`` (rows = from, columns = to). Maps of a
+        measure other than weights are read as each row's shares
+        (:func:`~attnkit.attention.row_shares`), and edge weights are those shares.
     threshold : an attention weight must be strictly greater than this to make an edge.
     heads : optional ``(layer, head)`` pairs (0-indexed, ``layer`` = maps index) whose
         attention may create edges; ``None`` allows every head.
@@ -55,6 +57,9 @@ def attention_graph(
     ``n_heads``, ``source`` (list of node ids), ``threshold``, ``heads`` (the allowed pairs,
     or None).
     """
+    measure = getattr(att, "measure", "weights")
+    if measure != "weights":
+        att = replace(att, maps=row_shares(att.maps, measure))
     maps = att.maps
     n_layers, n_heads, n, _ = maps.shape
     if not 0.0 <= float(threshold) < 1.0:

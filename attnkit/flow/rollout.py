@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..attention import Attention
+from ..attention import Attention, row_shares
 from ..errors import InputError
 
 
@@ -20,7 +20,9 @@ def residual_attention(att: Attention, residual: float = 0.5) -> np.ndarray:
     Heads are averaged, the residual connection is modelled by mixing in the identity,
     ``(1 - residual) * A + residual * I``, and every row is renormalised to sum to 1
     (as in Abnar & Zuidema; it also repairs rows of float16 or pooled maps that do not sum
-    exactly to 1).
+    exactly to 1). Maps of another measure (:mod:`attnkit.measures`) are first turned into
+    each row's shares (:func:`~attnkit.attention.row_shares`); measures that already hold
+    the residual (``"norm+residual"``, ``"alti"``) roll out with ``residual=0``.
 
     Returns float64 ``[L, n, n]``: entry ``[l, q, k]`` is how much position ``q`` at level
     ``l + 1`` takes from position ``k`` at level ``l``.
@@ -28,6 +30,9 @@ def residual_attention(att: Attention, residual: float = 0.5) -> np.ndarray:
     if not 0.0 <= residual <= 1.0:
         raise InputError(f"residual must lie in [0, 1]; got {residual}.")
     maps = np.asarray(att.maps, dtype=np.float64)
+    if not np.all(np.isfinite(maps)):
+        raise InputError("Attention maps contain non-finite values; pass probabilities.")
+    maps = row_shares(maps, getattr(att, "measure", "weights"))
     if maps.shape[0] == 0 or maps.shape[1] == 0 or maps.shape[2] == 0:
         raise InputError(f"Attention maps are empty (shape {maps.shape}); nothing to roll out.")
     if not np.all(np.isfinite(maps)) or np.any(maps < 0):

@@ -19,9 +19,42 @@ Results are :class:`~attnkit.Attention` objects with ``measure`` set; rows of me
 than weights need not sum to 1.
 """
 
+from dataclasses import replace
+
+import numpy as np
+
+from ..attention import Attention, row_shares
 from ._arch import ARCHS
 from .compute import MEASURES, MeasureRecorder, check_measure, measure_maps, n_heads
 from .grad_attn import grad_attn
 
 __all__ = ["ARCHS", "MEASURES", "MeasureRecorder", "check_measure", "grad_attn", "measure_maps",
-           "n_heads"]
+           "mixed", "n_heads"]
+
+
+def mixed(att: Attention) -> Attention:
+    """One "mixed" head per layer: the mean over heads of each row's shares
+    (:func:`~attnkit.attention.row_shares`), so a per-head measure can be set beside a
+    mixed one (``norm+residual``, ``alti``) in :func:`~attnkit.compare` or a FlowView.
+
+    Returns
+    -------
+    Attention
+        Maps ``[layer, 1, n, n]``, the same ``measure`` (rows of non-negative measures sum
+        to 1 or 0).
+
+    Raises
+    ------
+    InputError
+        For signed maps (``grad×attn``).
+
+    Examples
+    --------
+    >>> from attnkit.testing import tiny_model
+    >>> from attnkit.measures import mixed
+    >>> att = tiny_model("bert").attend("The cat sat on the mat.", measure="norm")
+    >>> mixed(att).maps.shape
+    (2, 1, 9, 9)
+    """
+    shares = row_shares(np.asarray(att.maps, dtype=np.float64), att.measure)
+    return replace(att, maps=shares.mean(axis=1, keepdims=True).astype(np.float32))
