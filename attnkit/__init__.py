@@ -1,11 +1,12 @@
 """attnkit: look inside the attention of transformer language models from a notebook."""
 
-from . import errors, pipeline, plot
+from . import errors, measures, pipeline, plot
 from .analysis import (
     AttentionProbe,
     attention_importance,
     coref_heads,
     embed_heads,
+    faithfulness,
     head_behaviours,
     head_distances,
     head_stats,
@@ -47,6 +48,7 @@ __all__ = [
     "attention_flow",
     "attention_importance",
     "embed_heads",
+    "faithfulness",
     "head_behaviours",
     "head_distances",
     "attention_graph",
@@ -62,6 +64,7 @@ __all__ = [
     "coref_heads",
     "errors",
     "extract",
+    "measures",
     "finetune",
     "head_stats",
     "load",

@@ -8,13 +8,16 @@ from .cluster import (
     head_distances,
     uniform_entropy,
 )
+from .attribution import ATTRIBUTIONS, attribution
 from .coref import CorefEvaluation, coref_heads, coref_predictions, coref_summary, split_documents
+from .faithfulness import faithfulness
 from .importance import TARGETS, AttentionGradients, attention_gradients, attention_importance
 from .probe import AttentionProbe, probe_data
 from .stats import STAT_COLUMNS, head_stats, item_stats, uniform_row_entropy
 from .syntax import head_accuracy, offset_accuracy, relation_heads, right_branching_uas, word_hits
 
 __all__ = [
+    "ATTRIBUTIONS",
     "BEHAVIOURS",
     "STAT_COLUMNS",
     "TARGETS",
@@ -23,11 +26,13 @@ __all__ = [
     "CorefEvaluation",
     "attention_gradients",
     "attention_importance",
+    "attribution",
     "classical_mds",
     "coref_heads",
     "coref_predictions",
     "coref_summary",
     "embed_heads",
+    "faithfulness",
     "head_behaviours",
     "head_accuracy",
     "head_distances",
