@@ -78,12 +78,12 @@ def test_decomposition_reproduces_the_block_output(models, monkeypatch, kind):
     enc = model.encode(TEXT)
     expected = _block_outputs(model, enc)
     assert len(blocks) == model.n_layers
-    for layer, block in enumerate(blocks):
-        np.testing.assert_allclose(block.whole.numpy(), expected[layer].float().numpy(),
+    for layer, block in enumerate(blocks):  # a batch of one
+        np.testing.assert_allclose(block.whole[0].numpy(), expected[layer].float().numpy(),
                                    atol=1e-4, rtol=1e-5, err_msg=f"{kind} layer {layer}")
         total = block.rest().clone()
         for rows, t in block.chunks():
-            total[rows] += t.sum(1)
+            total[:, rows] += t.sum(2)
         np.testing.assert_allclose(total.numpy(), block.whole.numpy(), atol=1e-4)
     n = len(enc)
     assert att.maps.shape == (model.n_layers, 1, n, n) and att.measure == "alti"
@@ -224,3 +224,15 @@ def test_unsupported_architecture_refuses_clearly(models, monkeypatch):
     monkeypatch.setattr(model, "model_type", "t5")
     with pytest.raises(UnsupportedModelError, match="supported: bert"):
         model.attend(TEXT, measure="norm")
+
+
+@pytest.mark.parametrize("measure", ["norm", "norm+residual", "alti"])
+@pytest.mark.parametrize("kind", ["bert", "gpt2", "gemma2"])
+def test_a_padded_batch_gives_each_item_its_own_maps(models, kind, measure):
+    model = models[kind]
+    encs = [model.encode(t) for t in CORPUS[:3]]
+    assert len({len(e) for e in encs}) > 1
+    batch, _ = model.run(encs, measure=measure)
+    for enc, maps in zip(encs, batch):
+        alone, _ = model.run([enc], measure=measure)
+        np.testing.assert_allclose(maps, alone[0], atol=1e-5, rtol=1e-5)

@@ -16,7 +16,12 @@ pre-norm ``x_i + y_i``, sandwich ``x_i + N(y_i)``) as ``z_i = Σ_j T_i(x_j) + c_
 ``c_i`` gathers the biases, which belong to no token. A normalisation is linear once its
 statistics (mean and standard deviation, or root mean square, of the whole row ``i``) are
 fixed, so each norm is applied to each term with row ``i``'s own statistics:
-``L_i(u) = scale ⊙ (u - mean(u)) / σ_i`` (LayerNorm) or ``scale ⊙ u / r_i`` (RMSNorm).
+``L_i(u) = P(u) / σ_i`` with ``P(u) = scale ⊙ (u - mean(u))`` (LayerNorm) or
+``P(u) = scale ⊙ u`` (RMSNorm; ``σ_i`` is then the root mean square). ``P`` does not depend
+on ``i``, so it is applied once to each ``f^h_j`` and ``x_j`` rather than to every term.
+
+Everything accepts an optional leading batch dimension (a padded batch: padded keys have
+zero attention, so they get zero terms; padded rows are to be dropped by the caller).
 """
 
 from __future__ import annotations
@@ -26,41 +31,39 @@ from typing import Any, Iterator
 from ..errors import InputError
 from ._arch import LayerParts, NormSpec
 
-#: Elements of one chunk of ``[rows, n, d]`` term vectors (16 MiB in float32).
-CHUNK_ELEMENTS = 1 << 22
+#: Elements of one chunk of ``[batch, rows, n, d]`` term vectors (64 MiB in float32).
+CHUNK_ELEMENTS = 1 << 24
 
 
 def head_outputs(values: Any, w_o: Any, n_heads: int) -> Any:
-    """``f[h, j] = W_O^h v^h_j``: float ``[H, n, d]``.
+    """``f[..., h, j] = W_O^h v^h_j``: float ``[..., H, n, d]``.
 
     Parameters
     ----------
-    values : tensor ``[H_kv, n, k]``, the value states as the attention function receives
-        them. With grouped-query attention (``H_kv < H``) query head ``h`` reads value head
-        ``h // (H // H_kv)``, as transformers' ``repeat_kv`` does.
+    values : tensor ``[..., H_kv, n, k]``, the value states as the attention function
+        receives them. With grouped-query attention (``H_kv < H``) query head ``h`` reads
+        value head ``h // (H // H_kv)``, as transformers' ``repeat_kv`` does.
     w_o : tensor ``[d, H * k]``, the output projection (``out = w_o @ concat(heads) + b``).
     n_heads : ``H``.
     """
     import torch
 
-    h_kv, n, k = values.shape
+    h_kv, n, k = values.shape[-3:]
     if n_heads % h_kv or w_o.shape[1] != n_heads * k:
         raise InputError(
             f"value states [{h_kv}, {n}, {k}] do not fit {n_heads} heads and an output "
             f"projection of shape {tuple(w_o.shape)}."
         )
-    v = values.repeat_interleave(n_heads // h_kv, dim=0) if h_kv != n_heads else values
+    v = values.repeat_interleave(n_heads // h_kv, dim=-3) if h_kv != n_heads else values
     w = w_o.to(v.dtype).reshape(w_o.shape[0], n_heads, k)
-    return torch.einsum("hnk,dhk->hnd", v, w)
+    return torch.einsum("...hnk,dhk->...hnd", v, w)
 
 
-def _linear_norm(u: Any, norm: NormSpec, stat: Any) -> Any:
-    """The norm's linear part applied to ``u [..., r, (n,) d]`` with row statistics ``stat``
-    (``[r, 1]`` or ``[r, 1, 1]``: σ or rms of each row's whole)."""
-    scale = norm.scale.to(u.dtype)
+def _project(u: Any, norm: NormSpec) -> Any:
+    """``P(u)``: the row-independent part of the norm's linear map (see module docstring)."""
     if norm.kind == "layer":
         u = u - u.mean(-1, keepdim=True)
-    return scale * u / stat
+    return norm.scale.to(u.dtype) * u
 
 
 def _row_stat(total: Any, norm: NormSpec) -> Any:
@@ -70,47 +73,54 @@ def _row_stat(total: Any, norm: NormSpec) -> Any:
 
 
 class BlockDecomposition:
-    """``z_i = Σ_j T_i(x_j) + c_i`` for one layer and one input (see the module docstring).
+    """``z_i = Σ_j T_i(x_j) + c_i`` for one layer (see the module docstring).
 
     Parameters
     ----------
-    probs : tensor ``[H, n, n]``, attention probabilities (rows = from).
-    values : tensor ``[H_kv, n, k]``, value states.
-    residual : tensor ``[n, d]``, the residual stream entering the layer.
+    probs : tensor ``[(B,) H, n, n]``, attention probabilities (rows = from).
+    values : tensor ``[(B,) H_kv, n, k]``, value states.
+    residual : tensor ``[(B,) n, d]``, the residual stream entering the layer.
     parts : the layer's :class:`~attnkit.measures._arch.LayerParts`.
 
     Attributes
     ----------
-    f : ``[H, n, d]`` head outputs (:func:`head_outputs`).
-    whole : ``[n, d]`` the block output ``z``, computed the way the model computes it.
+    f : ``[(B,) H, n, d]`` head outputs (:func:`head_outputs`).
+    whole : ``[(B,) n, d]`` the block output ``z``, computed the way the model computes it.
     """
+
+    @property
+    def whole(self) -> Any:
+        return self._out(self._whole)
 
     def __init__(self, probs: Any, values: Any, residual: Any, parts: LayerParts) -> None:
         import torch
 
+        self.batched = probs.dim() == 4
+        if not self.batched:
+            probs, values, residual = probs[None], values[None], residual[None]
         self.probs = probs
         self.residual = residual.to(probs.dtype)
         self.parts = parts
-        self.f = head_outputs(values.to(probs.dtype), parts.w_o, probs.shape[0])
-        y = torch.einsum("hij,hjd->id", probs, self.f)
+        self.f = head_outputs(values.to(probs.dtype), parts.w_o, probs.shape[1])
+        y = torch.einsum("bhij,bhjd->bid", probs, self.f)
         self.bias = None if parts.b_o is None else parts.b_o.to(probs.dtype)
         if self.bias is not None:
             y = y + self.bias
         norm = parts.norm
+        self.stat = None
         if parts.placement == "pre":
-            self.stat = None
-            self.whole = self.residual + y
+            self._whole = self.residual + y
         elif parts.placement == "post":
             assert norm is not None
             total = self.residual + y
             self.stat = _row_stat(total, norm)
-            self.whole = _linear_norm(total, norm, self.stat)
+            self._whole = _project(total, norm) / self.stat
             if norm.bias is not None:
-                self.whole = self.whole + norm.bias.to(probs.dtype)
+                self._whole = self._whole + norm.bias.to(probs.dtype)
         elif parts.placement == "sandwich":
             assert norm is not None
             self.stat = _row_stat(y, norm)
-            self.whole = self.residual + _linear_norm(y, norm, self.stat)
+            self._whole = self.residual + _project(y, norm) / self.stat
         else:
             raise InputError(f"unknown placement {parts.placement!r}")
 
@@ -118,37 +128,56 @@ class BlockDecomposition:
     def n(self) -> int:
         return self.probs.shape[-1]
 
+    def _out(self, t: Any) -> Any:
+        return t if self.batched else t[0]
+
     def chunks(self) -> Iterator[tuple[slice, Any]]:
-        """``(rows, T)`` with ``T[r, j] = T_i(x_j)`` for ``i`` in ``rows``: float
-        ``[len(rows), n, d]``, row blocks of at most :data:`CHUNK_ELEMENTS` elements."""
+        """``(rows, T)`` with ``T[..., r, j, :] = T_i(x_j)`` for ``i`` in ``rows``: float
+        ``[(B,) len(rows), n, d]``, blocks of at most :data:`CHUNK_ELEMENTS` elements."""
         import torch
 
-        n, d = self.n, self.residual.shape[-1]
-        step = max(1, CHUNK_ELEMENTS // max(1, n * d))
+        B, n, d = self.residual.shape
+        step = max(1, CHUNK_ELEMENTS // max(1, B * n * d))
         placement, norm = self.parts.placement, self.parts.norm
+        f, x = self.f, self.residual
+        if placement == "post":  # the norm's P applies to every term, the residual's too
+            f, x = _project(f, norm), _project(x, norm)
+        elif placement == "sandwich":
+            f = _project(f, norm)
         for start in range(0, n, step):
             rows = slice(start, min(n, start + step))
-            idx = torch.arange(rows.start, rows.stop)
-            t = torch.einsum("hij,hjd->ijd", self.probs[:, rows], self.f)
-            local = torch.arange(len(idx))
-            if placement in ("pre", "post"):
-                t[local, idx] += self.residual[rows]
-            if placement != "pre":
-                assert norm is not None
-                t = _linear_norm(t, norm, self.stat[rows].unsqueeze(-1))
-            if placement == "sandwich":
-                t[local, idx] += self.residual[rows]
-            yield rows, t
+            local = torch.arange(rows.stop - rows.start)
+            t = torch.einsum("bhij,bhjd->bijd", self.probs[:, :, rows], f)
+            if placement == "post":
+                t[:, local, local + start] += x[:, rows]
+                t /= self.stat[:, rows].unsqueeze(-1)
+            elif placement == "sandwich":
+                t /= self.stat[:, rows].unsqueeze(-1)
+                t[:, local, local + start] += x[:, rows]
+            else:
+                t[:, local, local + start] += x[:, rows]
+            yield rows, self._out(t)
 
     def rest(self) -> Any:
-        """``c_i = z_i - Σ_j T_i(x_j)``: ``[n, d]``, the part of the output that comes from
-        biases (the output projection's, the norm's) and belongs to no token."""
+        """``c_i = z_i - Σ_j T_i(x_j)``: ``[(B,) n, d]``, the part of the output that comes
+        from biases (the output projection's, the norm's) and belongs to no token."""
         import torch
 
-        c = torch.zeros_like(self.whole)
+        c = torch.zeros_like(self._whole)
         if self.bias is not None:
             b = self.bias.expand_as(c)
-            c = b if self.parts.placement == "pre" else _linear_norm(b, self.parts.norm, self.stat)
+            c = b if self.parts.placement == "pre" else _project(b, self.parts.norm) / self.stat
         if self.parts.placement == "post" and self.parts.norm.bias is not None:
             c = c + self.parts.norm.bias.to(c.dtype)
-        return c
+        return self._out(c)
+
+    def whole_rows(self, rows: slice) -> Any:
+        """``z`` of ``rows``: ``[(B,) len(rows), d]``."""
+        return self._out(self._whole[:, rows])
+
+    def empty(self) -> Any:
+        """A zero ``[(B,) n, n]`` tensor to fill with one value per term."""
+        import torch
+
+        B, n = self.residual.shape[:2]
+        return self._out(torch.zeros((B, n, n), dtype=self._whole.dtype, device=self._whole.device))

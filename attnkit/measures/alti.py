@@ -29,7 +29,7 @@ CITATION = ("Ferrando, Gállego & Costa-jussà (2022), Measuring the Mixing of C
 
 
 def alti_maps(block: BlockDecomposition) -> Any:
-    """ALTI contributions ``m_ij``: float ``[1, n, n]`` (rows = from, columns = to).
+    """ALTI contributions ``m_ij``: float ``[(B,) 1, n, n]`` (rows = from, columns = to).
 
     Examples
     --------
@@ -50,12 +50,16 @@ def alti_maps(block: BlockDecomposition) -> Any:
     """
     import torch
 
-    n = block.n
-    out = torch.empty((n, n), dtype=block.whole.dtype)
+    out = block.empty()
     for rows, t in block.chunks():
-        z = block.whole[rows].unsqueeze(1)  # [r, 1, d]
-        dist = (z - t).abs().sum(-1)  # [r, n]
-        c = (z.abs().sum(-1) - dist).clamp(min=0)
+        z = block.whole_rows(rows)  # [(B,) r, d]
+        lead = t.shape[:-2]
+        # L1 distances of each term to its row's whole, without a [r, n, d] difference;
+        # ‖z‖₁ by the same kernel, so a zero term gets exactly zero contribution
+        zr = z.reshape(-1, 1, z.shape[-1])
+        dist = torch.cdist(zr, t.reshape(-1, *t.shape[-2:]), p=1).reshape(*lead, -1)
+        size = torch.cdist(zr, torch.zeros_like(zr), p=1).reshape(*lead, 1)
+        c = (size - dist).clamp(min=0)
         total = c.sum(-1, keepdim=True)
-        out[rows] = torch.where(total > 0, c / torch.where(total > 0, total, 1), 0)
-    return out.unsqueeze(0)
+        out[..., rows, :] = torch.where(total > 0, c / torch.where(total > 0, total, 1), 0)
+    return out.unsqueeze(-3)

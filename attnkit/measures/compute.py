@@ -104,12 +104,15 @@ class MeasureRecorder:
         if self.measure in _BLOCK:
             self._pending[layer] = (probs, call.value)
             return
+        if self.measure == "norm":
+            probs = norm.norm_maps(probs, call.value.float(), self.parts[layer].w_o.float())
+        self._store(layer, probs)
+
+    def _store(self, layer: int, maps: Any) -> None:
+        """Per-item slices (padding stripped) of a batch's ``[B, H', T, T]`` maps."""
+        arr = maps.cpu().numpy()
         for i, n in enumerate(self.lengths):
-            p = probs[i, :, :n, :n]
-            if self.measure == "norm":
-                v = call.value[i, :, :n].float()
-                p = norm.norm_maps(p, v, self.parts[layer].w_o.float())
-            self.maps[i][layer] = p.cpu().numpy()
+            self.maps[i][layer] = arr[i, :, :n, :n]
 
     def finish(self, output: Any) -> None:
         """Decompose the blocks now that the residual stream (hidden states) is known."""
@@ -122,10 +125,10 @@ class MeasureRecorder:
             )
         fn = _BLOCK[self.measure]
         for layer, (probs, values) in sorted(self._pending.items()):
-            for i, n in enumerate(self.lengths):
-                block = BlockDecomposition(probs[i, :, :n, :n], values[i, :, :n].float(),
-                                           hidden[layer][i, :n].float(), self.parts[layer])
-                self.maps[i][layer] = fn(block).cpu().numpy()
+            # the padded batch at once: padded keys have zero attention, hence zero terms
+            block = BlockDecomposition(probs, values.float(), hidden[layer].float(),
+                                       self.parts[layer])
+            self._store(layer, fn(block))
         self._pending.clear()
 
 

@@ -28,12 +28,12 @@ CITATION = ("Kobayashi, Kuribayashi, Yokoi & Inui (2020), Attention is Not Only 
 
 
 def norm_maps(probs: Any, values: Any, w_o: Any) -> Any:
-    """``‖α^h_ij f^h(x_j)‖``: float ``[H, n, n]`` (rows = from, columns = to).
+    """``‖α^h_ij f^h(x_j)‖``: float ``[(B,) H, n, n]`` (rows = from, columns = to).
 
     Parameters
     ----------
-    probs : tensor ``[H, n, n]``, attention probabilities.
-    values : tensor ``[H_kv, n, k]``, value states (grouped-query heads are shared).
+    probs : tensor ``[(B,) H, n, n]``, attention probabilities.
+    values : tensor ``[(B,) H_kv, n, k]``, value states (grouped-query heads are shared).
     w_o : tensor ``[d, H * k]``, the output projection's weight.
 
     Examples
@@ -48,5 +48,5 @@ def norm_maps(probs: Any, values: Any, w_o: Any) -> Any:
     >>> norm_maps(probs, values, torch.eye(4))[0].tolist()
     [[2.5, 0.5], [4.5, 0.1]]
     """
-    f = head_outputs(values, w_o, probs.shape[0])
-    return probs * f.norm(dim=-1).unsqueeze(1)
+    f = head_outputs(values, w_o, probs.shape[-3])
+    return probs * f.norm(dim=-1).unsqueeze(-2)

@@ -31,7 +31,7 @@ CITATION = ("Kobayashi, Kuribayashi, Yokoi & Inui (2021), Incorporating Residual
 
 
 def norm_residual_maps(block: BlockDecomposition) -> Any:
-    """``‖T_i(x_j)‖₂``: float ``[1, n, n]`` (one mixed head; rows = from, columns = to).
+    """``‖T_i(x_j)‖₂``: float ``[(B,) 1, n, n]`` (one mixed head; rows = from, columns = to).
 
     Examples
     --------
@@ -49,9 +49,7 @@ def norm_residual_maps(block: BlockDecomposition) -> Any:
     >>> norm_residual_maps(BlockDecomposition(probs, values, x, parts))[0].tolist()
     [[4.0, 1.0], [0.0, 2.0]]
     """
-    import torch
-
-    out = torch.empty((block.n, block.n), dtype=block.whole.dtype)
+    out = block.empty()
     for rows, t in block.chunks():
-        out[rows] = t.norm(dim=-1)
-    return out.unsqueeze(0)
+        out[..., rows, :] = t.norm(dim=-1)
+    return out.unsqueeze(-3)
