@@ -121,6 +121,19 @@ def test_decomposition_sums_to_the_block_output(placement, kind):
     np.testing.assert_allclose(total.numpy(), z, atol=1e-10)
 
 
+@pytest.mark.parametrize("placement,kind", [("post", "layer"), ("pre", None), ("sandwich", "rms")])
+def test_term_norms_equal_the_norms_of_the_terms(placement, kind):
+    """norm+residual's Gram-matrix shortcut equals the norms of the explicit terms."""
+    rng = np.random.default_rng(5)
+    probs = _probs(rng, 3, 6)
+    values = torch.tensor(rng.normal(size=(3, 6, 2)), dtype=D)
+    x = torch.tensor(rng.normal(size=(6, 6)), dtype=D)
+    block = BlockDecomposition(probs, values, x, _parts(placement, 6, rng, kind))
+    explicit = torch.cat([t.norm(dim=-1) for _, t in block.chunks()])
+    np.testing.assert_allclose(block.term_norms().numpy(), explicit.numpy(), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(norm_residual_maps(block)[0].numpy(), explicit.numpy(), rtol=1e-10)
+
+
 def test_chunks_do_not_change_results(monkeypatch):
     import attnkit.measures._decompose as dec
 

@@ -158,6 +158,36 @@ class BlockDecomposition:
                 t[:, local, local + start] += x[:, rows]
             yield rows, self._out(t)
 
+    def _scaled_parts(self) -> tuple[Any, Any, Any]:
+        """``(g, s, w)`` with ``T_ij = s_i Σ_h α^h_ij g^h_j + δ_ij w_i``: ``g [B, H, n, d]``,
+        ``s [B, n]`` (or None for 1), ``w [B, n, d]``."""
+        placement, norm = self.parts.placement, self.parts.norm
+        if placement == "pre":
+            return self.f, None, self.residual
+        g = _project(self.f, norm)
+        s = 1.0 / self.stat[..., 0]
+        if placement == "post":
+            return g, s, _project(self.residual, norm) * s.unsqueeze(-1)
+        return g, s, self.residual
+
+    def term_norms(self) -> Any:
+        """``‖T_i(x_j)‖₂`` for every pair: ``[(B,) n, n]``, without forming the ``[n, n, d]``
+        terms: ``‖Σ_h α^h_ij g^h_j‖² = α_ijᵀ G_j α_ij`` with each token's ``H × H`` Gram
+        matrix ``G_j = [⟨g^h_j, g^h'_j⟩]``; the diagonal adds the residual's terms."""
+        import torch
+
+        g, s, w = self._scaled_parts()
+        gram = torch.einsum("bhjd,bkjd->bjhk", g, g)  # [B, n, H, H]
+        sq = torch.einsum("bhij,bjhk,bkij->bij", self.probs, gram, self.probs)
+        diag_a = torch.einsum("bhii,bhid->bid", self.probs, g)  # A_ii
+        n = self.n
+        idx = torch.arange(n)
+        if s is not None:
+            sq = sq * (s * s).unsqueeze(-1)
+            diag_a = diag_a * s.unsqueeze(-1)
+        sq[:, idx, idx] += 2 * (diag_a * w).sum(-1) + (w * w).sum(-1)
+        return self._out(sq.clamp(min=0).sqrt())
+
     def rest(self) -> Any:
         """``c_i = z_i - Σ_j T_i(x_j)``: ``[(B,) n, d]``, the part of the output that comes
         from biases (the output projection's, the norm's) and belongs to no token."""

@@ -49,7 +49,4 @@ def norm_residual_maps(block: BlockDecomposition) -> Any:
     >>> norm_residual_maps(BlockDecomposition(probs, values, x, parts))[0].tolist()
     [[4.0, 1.0], [0.0, 2.0]]
     """
-    out = block.empty()
-    for rows, t in block.chunks():
-        out[..., rows, :] = t.norm(dim=-1)
-    return out.unsqueeze(-3)
+    return block.term_norms().unsqueeze(-3)
