@@ -82,8 +82,8 @@ def test_decomposition_reproduces_the_block_output(models, monkeypatch, kind):
         np.testing.assert_allclose(block.whole[0].numpy(), expected[layer].float().numpy(),
                                    atol=1e-4, rtol=1e-5, err_msg=f"{kind} layer {layer}")
         total = block.rest().clone()
-        for rows, t in block.chunks():
-            total[:, rows] += t.sum(2)
+        for items, rows, t in block.chunks():
+            total[items, rows] += t.sum(2)
         np.testing.assert_allclose(total.numpy(), block.whole.numpy(), atol=1e-4)
     n = len(enc)
     assert att.maps.shape == (model.n_layers, 1, n, n) and att.measure == "alti"

@@ -116,8 +116,8 @@ def test_decomposition_sums_to_the_block_output(placement, kind):
         z = xn + parts.norm.scale.numpy() * y / np.sqrt((y ** 2).mean(-1, keepdims=True) + 1e-5)
     np.testing.assert_allclose(block.whole.numpy(), z, atol=1e-10)
     total = block.rest().clone()
-    for rows, t in block.chunks():
-        total[rows] += t.sum(1)
+    for _, rows, t in block.chunks():
+        total[rows] += t[0].sum(1)
     np.testing.assert_allclose(total.numpy(), z, atol=1e-10)
 
 
@@ -129,7 +129,7 @@ def test_term_norms_equal_the_norms_of_the_terms(placement, kind):
     values = torch.tensor(rng.normal(size=(3, 6, 2)), dtype=D)
     x = torch.tensor(rng.normal(size=(6, 6)), dtype=D)
     block = BlockDecomposition(probs, values, x, _parts(placement, 6, rng, kind))
-    explicit = torch.cat([t.norm(dim=-1) for _, t in block.chunks()])
+    explicit = torch.cat([t[0].norm(dim=-1) for _, _, t in block.chunks()])
     np.testing.assert_allclose(block.term_norms().numpy(), explicit.numpy(), rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(norm_residual_maps(block)[0].numpy(), explicit.numpy(), rtol=1e-10)
 
@@ -144,6 +144,7 @@ def test_chunks_do_not_change_results(monkeypatch):
     parts = _parts("post", 4, rng, "layer")
     whole = alti_maps(BlockDecomposition(probs, values, x, parts))
     monkeypatch.setattr(dec, "CHUNK_ELEMENTS", 4 * 7 * 3)  # 3 rows per chunk
+    assert len(list(BlockDecomposition(probs, values, x, parts).chunks())) == 3
     assert torch.allclose(alti_maps(BlockDecomposition(probs, values, x, parts)), whole)
 
 

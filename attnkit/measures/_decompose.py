@@ -31,8 +31,10 @@ from typing import Any, Iterator
 from ..errors import InputError
 from ._arch import LayerParts, NormSpec
 
-#: Elements of one chunk of ``[batch, rows, n, d]`` term vectors (64 MiB in float32).
-CHUNK_ELEMENTS = 1 << 24
+#: Elements of one chunk of ``[batch, rows, n, d]`` term vectors (1 MiB in float32): small
+#: enough to stay in cache between the product that makes it and the reduction that reads
+#: it (a chunk of 64 MiB made ALTI about 3x slower on a loaded 2-core machine).
+CHUNK_ELEMENTS = 1 << 18
 
 
 def head_outputs(values: Any, w_o: Any, n_heads: int) -> Any:
@@ -131,32 +133,30 @@ class BlockDecomposition:
     def _out(self, t: Any) -> Any:
         return t if self.batched else t[0]
 
-    def chunks(self) -> Iterator[tuple[slice, Any]]:
-        """``(rows, T)`` with ``T[..., r, j, :] = T_i(x_j)`` for ``i`` in ``rows``: float
-        ``[(B,) len(rows), n, d]``, blocks of at most :data:`CHUNK_ELEMENTS` elements."""
+    def chunks(self) -> Iterator[tuple[slice, slice, Any]]:
+        """``(items, rows, T)`` with ``T[b, r, j, :] = T_i(x_j)`` of item ``items[b]`` and
+        row ``i = rows[r]``: float ``[len(items), len(rows), n, d]`` (``items`` is
+        ``slice(0, 1)`` without a batch dimension). Blocks hold at most
+        :data:`CHUNK_ELEMENTS` elements, so that each is made and read while in cache."""
         import torch
 
         B, n, d = self.residual.shape
-        step = max(1, CHUNK_ELEMENTS // max(1, B * n * d))
-        placement, norm = self.parts.placement, self.parts.norm
-        f, x = self.f, self.residual
-        if placement == "post":  # the norm's P applies to every term, the residual's too
-            f, x = _project(f, norm), _project(x, norm)
-        elif placement == "sandwich":
-            f = _project(f, norm)
-        for start in range(0, n, step):
-            rows = slice(start, min(n, start + step))
-            local = torch.arange(rows.stop - rows.start)
-            t = torch.einsum("bhij,bhjd->bijd", self.probs[:, :, rows], f)
-            if placement == "post":
-                t[:, local, local + start] += x[:, rows]
-                t /= self.stat[:, rows].unsqueeze(-1)
-            elif placement == "sandwich":
-                t /= self.stat[:, rows].unsqueeze(-1)
-                t[:, local, local + start] += x[:, rows]
-            else:
-                t[:, local, local + start] += x[:, rows]
-            yield rows, self._out(t)
+        per_item = n * n * d
+        if per_item <= CHUNK_ELEMENTS:
+            b_step, r_step = max(1, CHUNK_ELEMENTS // per_item), n
+        else:
+            b_step, r_step = 1, max(1, CHUNK_ELEMENTS // (n * d))
+        g, s, w = self._scaled_parts()
+        for b0 in range(0, B, b_step):
+            items = slice(b0, min(B, b0 + b_step))
+            for start in range(0, n, r_step):
+                rows = slice(start, min(n, start + r_step))
+                local = torch.arange(rows.stop - rows.start)
+                t = torch.einsum("bhij,bhjd->bijd", self.probs[items, :, rows], g[items])
+                if s is not None:
+                    t *= s[items, rows, None, None]
+                t[:, local, local + start] += w[items, rows]
+                yield items, rows, t
 
     def _scaled_parts(self) -> tuple[Any, Any, Any]:
         """``(g, s, w)`` with ``T_ij = s_i Σ_h α^h_ij g^h_j + δ_ij w_i``: ``g [B, H, n, d]``,
@@ -177,8 +177,10 @@ class BlockDecomposition:
         import torch
 
         g, s, w = self._scaled_parts()
-        gram = torch.einsum("bhjd,bkjd->bjhk", g, g)  # [B, n, H, H]
-        sq = torch.einsum("bhij,bjhk,bkij->bij", self.probs, gram, self.probs)
+        gt = g.transpose(1, 2).contiguous()  # [B, n, H, d]
+        gram = torch.matmul(gt, gt.transpose(-1, -2))  # [B, n(j), H, H]
+        p = self.probs.permute(0, 3, 2, 1).contiguous()  # [B, n(j), n(i), H]
+        sq = (torch.matmul(p, gram) * p).sum(-1).transpose(1, 2)  # [B, n(i), n(j)]
         diag_a = torch.einsum("bhii,bhid->bid", self.probs, g)  # A_ii
         n = self.n
         idx = torch.arange(n)
@@ -201,13 +203,14 @@ class BlockDecomposition:
             c = c + self.parts.norm.bias.to(c.dtype)
         return self._out(c)
 
-    def whole_rows(self, rows: slice) -> Any:
-        """``z`` of ``rows``: ``[(B,) len(rows), d]``."""
-        return self._out(self._whole[:, rows])
-
     def empty(self) -> Any:
-        """A zero ``[(B,) n, n]`` tensor to fill with one value per term."""
+        """A zero ``[B, n, n]`` tensor to fill with one value per term (batched always;
+        :meth:`result` drops the batch dimension where the input had none)."""
         import torch
 
         B, n = self.residual.shape[:2]
-        return self._out(torch.zeros((B, n, n), dtype=self._whole.dtype, device=self._whole.device))
+        return torch.zeros((B, n, n), dtype=self._whole.dtype, device=self._whole.device)
+
+    def result(self, t: Any) -> Any:
+        """``t [B, ...]`` without its batch dimension when the input had none."""
+        return self._out(t)

@@ -51,8 +51,9 @@ def alti_maps(block: BlockDecomposition) -> Any:
     import torch
 
     out = block.empty()
-    for rows, t in block.chunks():
-        z = block.whole_rows(rows)  # [(B,) r, d]
+    whole = block._whole
+    for items, rows, t in block.chunks():
+        z = whole[items, rows]  # [b, r, d]
         lead = t.shape[:-2]
         # L1 distances of each term to its row's whole, without a [r, n, d] difference;
         # ‖z‖₁ by the same kernel, so a zero term gets exactly zero contribution
@@ -61,5 +62,5 @@ def alti_maps(block: BlockDecomposition) -> Any:
         size = torch.cdist(zr, torch.zeros_like(zr), p=1).reshape(*lead, 1)
         c = (size - dist).clamp(min=0)
         total = c.sum(-1, keepdim=True)
-        out[..., rows, :] = torch.where(total > 0, c / torch.where(total > 0, total, 1), 0)
-    return out.unsqueeze(-3)
+        out[items, rows] = torch.where(total > 0, c / torch.where(total > 0, total, 1), 0)
+    return block.result(out.unsqueeze(-3))
