@@ -18,7 +18,12 @@ statistics (mean and standard deviation, or root mean square, of the whole row `
 fixed, so each norm is applied to each term with row ``i``'s own statistics:
 ``L_i(u) = P(u) / σ_i`` with ``P(u) = scale ⊙ (u - mean(u))`` (LayerNorm) or
 ``P(u) = scale ⊙ u`` (RMSNorm; ``σ_i`` is then the root mean square). ``P`` does not depend
-on ``i``, so it is applied once to each ``f^h_j`` and ``x_j`` rather than to every term.
+on ``i``, so it is folded into the output projection once (``W'^h = P W_O^h``):
+
+    T_i(x_j) = s_i Σ_h α^h_ij g^h_j + δ_ij w_i,   g^h_j = W'^h v^h_j
+
+with ``s_i = 1/σ_i`` and ``w_i = P(x_i)/σ_i`` (post-norm), ``s_i = 1/σ_i`` and ``w_i = x_i``
+(sandwich), ``s_i = 1`` and ``w_i = x_i`` (pre-norm, ``W' = W_O``).
 
 Everything accepts an optional leading batch dimension (a padded batch: padded keys have
 zero attention, so they get zero terms; padded rows are to be dropped by the caller).
@@ -31,10 +36,25 @@ from typing import Any, Iterator
 from ..errors import InputError
 from ._arch import LayerParts, NormSpec
 
-#: Elements of one chunk of ``[batch, rows, n, d]`` term vectors (1 MiB in float32): small
+#: Elements of one block of ``[items, rows, n, d]`` term vectors (4 MiB in float32): small
 #: enough to stay in cache between the product that makes it and the reduction that reads
-#: it (a chunk of 64 MiB made ALTI about 3x slower on a loaded 2-core machine).
-CHUNK_ELEMENTS = 1 << 18
+#: it (a single 64 MiB block made ALTI several times slower).
+CHUNK_ELEMENTS = 1 << 20
+
+
+def _per_head(w_o: Any, n_heads: int, dtype: Any) -> Any:
+    """The output projection as ``[H, k, d]``: ``[h] = (W_O^h)ᵀ``."""
+    d = w_o.shape[0]
+    return w_o.to(dtype).reshape(d, n_heads, -1).permute(1, 2, 0).contiguous()
+
+
+def repeat_heads(values: Any, n_heads: int) -> Any:
+    """Value states ``[..., H_kv, n, k]`` repeated over the query heads that share them
+    (query head ``h`` reads value head ``h // (H // H_kv)``, as transformers' ``repeat_kv``)."""
+    h_kv = values.shape[-3]
+    if n_heads % h_kv:
+        raise InputError(f"{n_heads} query heads cannot share {h_kv} value heads.")
+    return values.repeat_interleave(n_heads // h_kv, dim=-3) if h_kv != n_heads else values
 
 
 def head_outputs(values: Any, w_o: Any, n_heads: int) -> Any:
@@ -43,29 +63,37 @@ def head_outputs(values: Any, w_o: Any, n_heads: int) -> Any:
     Parameters
     ----------
     values : tensor ``[..., H_kv, n, k]``, the value states as the attention function
-        receives them. With grouped-query attention (``H_kv < H``) query head ``h`` reads
-        value head ``h // (H // H_kv)``, as transformers' ``repeat_kv`` does.
+        receives them (grouped-query heads are shared, :func:`repeat_heads`).
     w_o : tensor ``[d, H * k]``, the output projection (``out = w_o @ concat(heads) + b``).
     n_heads : ``H``.
     """
     import torch
 
-    h_kv, n, k = values.shape[-3:]
-    if n_heads % h_kv or w_o.shape[1] != n_heads * k:
-        raise InputError(
-            f"value states [{h_kv}, {n}, {k}] do not fit {n_heads} heads and an output "
-            f"projection of shape {tuple(w_o.shape)}."
-        )
-    v = values.repeat_interleave(n_heads // h_kv, dim=-3) if h_kv != n_heads else values
-    w = w_o.to(v.dtype).reshape(w_o.shape[0], n_heads, k)
-    return torch.einsum("...hnk,dhk->...hnd", v, w)
+    if w_o.shape[1] != n_heads * values.shape[-1]:
+        raise InputError(f"value states of size {values.shape[-1]} do not fit {n_heads} heads "
+                         f"and an output projection of shape {tuple(w_o.shape)}.")
+    v = repeat_heads(values, n_heads)
+    return torch.matmul(v, _per_head(w_o, n_heads, v.dtype))
+
+
+def head_output_norms(values: Any, w_o: Any, n_heads: int) -> Any:
+    """``‖f^h_j‖₂``: ``[..., H, n]``, as ``sqrt(v M_h v)`` with ``M_h = (W_O^h)ᵀ W_O^h``
+    (``k × k``), without forming the ``[H, n, d]`` vectors."""
+    import torch
+
+    v = repeat_heads(values, n_heads)
+    w = _per_head(w_o, n_heads, v.dtype)
+    m = torch.matmul(w, w.transpose(1, 2))  # [H, k, k]
+    return (torch.matmul(v, m) * v).sum(-1).clamp(min=0).sqrt()
+
+
+def _center(u: Any, norm: NormSpec, dim: int = -1) -> Any:
+    return u - u.mean(dim, keepdim=True) if norm.kind == "layer" else u
 
 
 def _project(u: Any, norm: NormSpec) -> Any:
-    """``P(u)``: the row-independent part of the norm's linear map (see module docstring)."""
-    if norm.kind == "layer":
-        u = u - u.mean(-1, keepdim=True)
-    return norm.scale.to(u.dtype) * u
+    """``P(u)`` along the last axis (see module docstring)."""
+    return norm.scale.to(u.dtype) * _center(u, norm)
 
 
 def _row_stat(total: Any, norm: NormSpec) -> Any:
@@ -86,13 +114,8 @@ class BlockDecomposition:
 
     Attributes
     ----------
-    f : ``[(B,) H, n, d]`` head outputs (:func:`head_outputs`).
     whole : ``[(B,) n, d]`` the block output ``z``, computed the way the model computes it.
     """
-
-    @property
-    def whole(self) -> Any:
-        return self._out(self._whole)
 
     def __init__(self, probs: Any, values: Any, residual: Any, parts: LayerParts) -> None:
         import torch
@@ -100,31 +123,41 @@ class BlockDecomposition:
         self.batched = probs.dim() == 4
         if not self.batched:
             probs, values, residual = probs[None], values[None], residual[None]
+        dtype = probs.dtype
         self.probs = probs
-        self.residual = residual.to(probs.dtype)
+        self.residual = residual.to(dtype)
         self.parts = parts
-        self.f = head_outputs(values.to(probs.dtype), parts.w_o, probs.shape[1])
-        y = torch.einsum("bhij,bhjd->bid", probs, self.f)
-        self.bias = None if parts.b_o is None else parts.b_o.to(probs.dtype)
+        self.n_heads = H = probs.shape[1]
+        self.v = repeat_heads(values.to(dtype), H)  # [B, H, n, k]
+        B, n, d = self.residual.shape
+        self.w = _per_head(parts.w_o, H, dtype)  # [H, k, d]
+        # the attention output: heads' contexts through the output projection
+        ctx = torch.matmul(probs, self.v).transpose(1, 2).reshape(B, n, -1)
+        y = torch.matmul(ctx, parts.w_o.to(dtype).T)
+        self.bias = None if parts.b_o is None else parts.b_o.to(dtype)
         if self.bias is not None:
             y = y + self.bias
         norm = parts.norm
         self.stat = None
+        self.w_proj = self.w  # W' = P W_O, per head [H, k, d]
         if parts.placement == "pre":
             self._whole = self.residual + y
-        elif parts.placement == "post":
+        elif parts.placement in ("post", "sandwich"):
             assert norm is not None
-            total = self.residual + y
+            total = self.residual + y if parts.placement == "post" else y
             self.stat = _row_stat(total, norm)
-            self._whole = _project(total, norm) / self.stat
-            if norm.bias is not None:
-                self._whole = self._whole + norm.bias.to(probs.dtype)
-        elif parts.placement == "sandwich":
-            assert norm is not None
-            self.stat = _row_stat(y, norm)
-            self._whole = self.residual + _project(y, norm) / self.stat
+            normed = _project(total, norm) / self.stat
+            if parts.placement == "post":
+                self._whole = normed if norm.bias is None else normed + norm.bias.to(dtype)
+            else:
+                self._whole = self.residual + normed
+            self.w_proj = norm.scale.to(dtype) * _center(self.w, norm)
         else:
             raise InputError(f"unknown placement {parts.placement!r}")
+
+    @property
+    def whole(self) -> Any:
+        return self._out(self._whole)
 
     @property
     def n(self) -> int:
@@ -132,6 +165,24 @@ class BlockDecomposition:
 
     def _out(self, t: Any) -> Any:
         return t if self.batched else t[0]
+
+    def _scale_and_diag(self) -> tuple[Any, Any]:
+        """``(s, w)`` of the module docstring: ``s [B, n]`` (None for 1), ``w [B, n, d]``."""
+        placement = self.parts.placement
+        if placement == "pre":
+            return None, self.residual
+        s = 1.0 / self.stat[..., 0]
+        if placement == "post":
+            return s, _project(self.residual, self.parts.norm) * s.unsqueeze(-1)
+        return s, self.residual
+
+    def projected_outputs(self) -> Any:
+        """``g^h_j = W'^h v^h_j`` as ``[H, B, n, d]`` (one batched product per head)."""
+        import torch
+
+        B, H, n, k = self.v.shape
+        vh = self.v.transpose(0, 1).reshape(H, B * n, k)
+        return torch.bmm(vh, self.w_proj).view(H, B, n, -1)
 
     def chunks(self) -> Iterator[tuple[slice, slice, Any]]:
         """``(items, rows, T)`` with ``T[b, r, j, :] = T_i(x_j)`` of item ``items[b]`` and
@@ -146,48 +197,45 @@ class BlockDecomposition:
             b_step, r_step = max(1, CHUNK_ELEMENTS // per_item), n
         else:
             b_step, r_step = 1, max(1, CHUNK_ELEMENTS // (n * d))
-        g, s, w = self._scaled_parts()
+        g = self.projected_outputs()
+        s, w = self._scale_and_diag()
         for b0 in range(0, B, b_step):
             items = slice(b0, min(B, b0 + b_step))
             for start in range(0, n, r_step):
                 rows = slice(start, min(n, start + r_step))
                 local = torch.arange(rows.stop - rows.start)
-                t = torch.einsum("bhij,bhjd->bijd", self.probs[items, :, rows], g[items])
+                t = torch.einsum("bhij,hbjd->bijd", self.probs[items, :, rows], g[:, items])
                 if s is not None:
                     t *= s[items, rows, None, None]
                 t[:, local, local + start] += w[items, rows]
                 yield items, rows, t
 
-    def _scaled_parts(self) -> tuple[Any, Any, Any]:
-        """``(g, s, w)`` with ``T_ij = s_i Σ_h α^h_ij g^h_j + δ_ij w_i``: ``g [B, H, n, d]``,
-        ``s [B, n]`` (or None for 1), ``w [B, n, d]``."""
-        placement, norm = self.parts.placement, self.parts.norm
-        if placement == "pre":
-            return self.f, None, self.residual
-        g = _project(self.f, norm)
-        s = 1.0 / self.stat[..., 0]
-        if placement == "post":
-            return g, s, _project(self.residual, norm) * s.unsqueeze(-1)
-        return g, s, self.residual
-
     def term_norms(self) -> Any:
         """``‖T_i(x_j)‖₂`` for every pair: ``[(B,) n, n]``, without forming the ``[n, n, d]``
         terms: ``‖Σ_h α^h_ij g^h_j‖² = α_ijᵀ G_j α_ij`` with each token's ``H × H`` Gram
-        matrix ``G_j = [⟨g^h_j, g^h'_j⟩]``; the diagonal adds the residual's terms."""
+        matrix ``G_j[h, h'] = ⟨g^h_j, g^h'_j⟩ = v^h_j · (W'^hᵀ W'^h') v^h'_j``; the diagonal
+        adds the residual's terms ``2 s_i ⟨A_ii, w_i⟩ + ‖w_i‖²``."""
         import torch
 
-        g, s, w = self._scaled_parts()
-        gt = g.transpose(1, 2).contiguous()  # [B, n, H, d]
-        gram = torch.matmul(gt, gt.transpose(-1, -2))  # [B, n(j), H, H]
+        B, H, n, k = self.v.shape
+        s, w = self._scale_and_diag()
+        wp = self.w_proj  # [H, k, d]
+        cross = torch.matmul(wp.reshape(H * k, -1), wp.reshape(H * k, -1).T)  # [(h k), (h' l)]
+        vh = self.v.transpose(0, 1).reshape(H, B * n, k)
+        u = torch.bmm(vh, cross.view(H, k, H * k)).view(H, B * n, H, k)  # (v^h M^{hh'})_l
+        vb = self.v.permute(0, 2, 1, 3).reshape(B * n, H, k)
+        gram = torch.einsum("hngl,ngl->nhg", u, vb).view(B, n, H, H)  # [B, n(j), H, H]
         p = self.probs.permute(0, 3, 2, 1).contiguous()  # [B, n(j), n(i), H]
         sq = (torch.matmul(p, gram) * p).sum(-1).transpose(1, 2)  # [B, n(i), n(j)]
-        diag_a = torch.einsum("bhii,bhid->bid", self.probs, g)  # A_ii
-        n = self.n
+        # ⟨A_ii, w_i⟩ = Σ_h α^h_ii v^h_i · (W'^h w_i)
+        wq = torch.matmul(w, wp.reshape(H * k, -1).T).view(B, n, H, k)  # W'^h w_i
+        diag_alpha = torch.diagonal(self.probs, dim1=-2, dim2=-1).transpose(1, 2)  # [B, n, H]
+        aw = (diag_alpha * (wq * self.v.transpose(1, 2)).sum(-1)).sum(-1)  # [B, n]
         idx = torch.arange(n)
         if s is not None:
             sq = sq * (s * s).unsqueeze(-1)
-            diag_a = diag_a * s.unsqueeze(-1)
-        sq[:, idx, idx] += 2 * (diag_a * w).sum(-1) + (w * w).sum(-1)
+            aw = aw * s
+        sq[:, idx, idx] += 2 * aw + (w * w).sum(-1)
         return self._out(sq.clamp(min=0).sqrt())
 
     def rest(self) -> Any:

@@ -12,15 +12,16 @@ that reads head ``h``. The measure is the norm of one summand::
 
 A large weight on a token whose transformed vector is small (Kobayashi et al. found this
 for BERT's [SEP] and punctuation) gives a small norm. Maps are per head, non-negative;
-rows do not sum to 1 (``m^h_ij`` is in the units of the residual stream). Cost: one
-``[H, n, d]`` product per layer, the size of the output projection itself.
+rows do not sum to 1 (``m^h_ij`` is in the units of the residual stream). Cost: per layer,
+``‖f^h(x_j)‖² = v^h_j · M_h v^h_j`` with the ``k × k`` matrix ``M_h = W_O^hᵀ W_O^h``; the
+``[H, n, d]`` vectors are never formed.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from ._decompose import head_outputs
+from ._decompose import head_output_norms
 
 PER_HEAD = True
 CITATION = ("Kobayashi, Kuribayashi, Yokoi & Inui (2020), Attention is Not Only a Weight: "
@@ -48,5 +49,4 @@ def norm_maps(probs: Any, values: Any, w_o: Any) -> Any:
     >>> norm_maps(probs, values, torch.eye(4))[0].tolist()
     [[2.5, 0.5], [4.5, 0.1]]
     """
-    f = head_outputs(values, w_o, probs.shape[-3])
-    return probs * f.norm(dim=-1).unsqueeze(-2)
+    return probs * head_output_norms(values, w_o, probs.shape[-3]).unsqueeze(-2)
