@@ -22,7 +22,7 @@ Placement of the normalisation around the attention block:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import UnsupportedModelError
@@ -83,6 +83,10 @@ class LayerParts:
     b_o : ``[d]`` or None.
     placement : ``"post"``, ``"pre"`` or ``"sandwich"``.
     norm : the normalisation after the attention (``"post"``, ``"sandwich"``), else None.
+    tap : the module whose input (``"post"``: ``x + y``; ``"sandwich"``: ``y``) or output
+        (``"pre"``: ``y``) holds the attention output ``y``, so the measures read it from
+        the forward instead of recomputing it; None where unknown.
+    cache : derived matrices (filled by :mod:`~attnkit.measures._decompose`).
     """
 
     attention: Any
@@ -90,6 +94,8 @@ class LayerParts:
     b_o: Any
     placement: str
     norm: NormSpec | None
+    tap: Any = None
+    cache: dict = field(default_factory=dict)
 
 
 def spec(model: Any) -> ArchSpec:
@@ -123,6 +129,19 @@ def _norm_spec(module: Any, offset: float) -> NormSpec:
     return NormSpec("rms", weight + offset, None, float(eps))
 
 
+#: Derived matrices per layer, kept across batches; the key holds the weights' storage and
+#: version counters, so weights changed in place (fine-tuning) get new ones.
+_CACHE: dict[tuple, dict] = {}
+
+
+def _cache_for(*tensors: Any) -> dict:
+    key = tuple((t.data_ptr(), t._version, str(t.dtype), str(t.device)) for t in tensors
+                if t is not None)
+    if len(_CACHE) > 512:
+        _CACHE.clear()
+    return _CACHE.setdefault(key, {})
+
+
 def layer_parts(model: Any) -> list[LayerParts]:
     """The :class:`LayerParts` of every layer of ``model`` (a :class:`~attnkit.Model`)."""
     s = spec(model)
@@ -132,12 +151,15 @@ def layer_parts(model: Any) -> list[LayerParts]:
         for layer in layers:
             proj = _get(layer, s.out_proj)
             w = proj.weight.detach()
+            norm_mod = _get(layer, s.norm) if s.norm else None
             parts.append(LayerParts(
                 attention=_get(layer, s.attention),
                 w_o=w.T if s.conv1d else w,
                 b_o=None if getattr(proj, "bias", None) is None else proj.bias.detach(),
                 placement=s.placement,
-                norm=_norm_spec(_get(layer, s.norm), s.norm_offset) if s.norm else None,
+                norm=_norm_spec(norm_mod, s.norm_offset) if norm_mod is not None else None,
+                tap=norm_mod if norm_mod is not None else _get(layer, s.attention),
+                cache=_cache_for(w, None if norm_mod is None else norm_mod.weight),
             ))
     except AttributeError as exc:
         raise UnsupportedModelError(

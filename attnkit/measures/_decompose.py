@@ -48,6 +48,14 @@ def _per_head(w_o: Any, n_heads: int, dtype: Any) -> Any:
     return w_o.to(dtype).reshape(d, n_heads, -1).permute(1, 2, 0).contiguous()
 
 
+def _derived(parts: LayerParts, name: str, dtype: Any, make: Any) -> Any:
+    """A matrix derived from the layer's weights, made once per weights and dtype."""
+    key = (name, str(dtype))
+    if key not in parts.cache:
+        parts.cache[key] = make()
+    return parts.cache[key]
+
+
 def repeat_heads(values: Any, n_heads: int) -> Any:
     """Value states ``[..., H_kv, n, k]`` repeated over the query heads that share them
     (query head ``h`` reads value head ``h // (H // H_kv)``, as transformers' ``repeat_kv``)."""
@@ -96,12 +104,6 @@ def _project(u: Any, norm: NormSpec) -> Any:
     return norm.scale.to(u.dtype) * _center(u, norm)
 
 
-def _row_stat(total: Any, norm: NormSpec) -> Any:
-    if norm.kind == "layer":
-        return (total.var(-1, unbiased=False, keepdim=True) + norm.eps).sqrt()
-    return (total.pow(2).mean(-1, keepdim=True) + norm.eps).sqrt()
-
-
 class BlockDecomposition:
     """``z_i = Σ_j T_i(x_j) + c_i`` for one layer (see the module docstring).
 
@@ -111,18 +113,23 @@ class BlockDecomposition:
     values : tensor ``[(B,) H_kv, n, k]``, value states.
     residual : tensor ``[(B,) n, d]``, the residual stream entering the layer.
     parts : the layer's :class:`~attnkit.measures._arch.LayerParts`.
+    y : tensor ``[(B,) n, d]``, optional
+        The attention output (after the output projection, bias included) as the forward
+        computed it; recomputed from ``probs`` and ``values`` when omitted.
 
     Attributes
     ----------
     whole : ``[(B,) n, d]`` the block output ``z``, computed the way the model computes it.
     """
 
-    def __init__(self, probs: Any, values: Any, residual: Any, parts: LayerParts) -> None:
+    def __init__(self, probs: Any, values: Any, residual: Any, parts: LayerParts,
+                 y: Any = None) -> None:
         import torch
 
         self.batched = probs.dim() == 4
         if not self.batched:
             probs, values, residual = probs[None], values[None], residual[None]
+            y = None if y is None else y[None]
         dtype = probs.dtype
         self.probs = probs
         self.residual = residual.to(dtype)
@@ -130,13 +137,14 @@ class BlockDecomposition:
         self.n_heads = H = probs.shape[1]
         self.v = repeat_heads(values.to(dtype), H)  # [B, H, n, k]
         B, n, d = self.residual.shape
-        self.w = _per_head(parts.w_o, H, dtype)  # [H, k, d]
-        # the attention output: heads' contexts through the output projection
-        ctx = torch.matmul(probs, self.v).transpose(1, 2).reshape(B, n, -1)
-        y = torch.matmul(ctx, parts.w_o.to(dtype).T)
+        self.w = _derived(parts, "w", dtype, lambda: _per_head(parts.w_o, H, dtype))
         self.bias = None if parts.b_o is None else parts.b_o.to(dtype)
-        if self.bias is not None:
-            y = y + self.bias
+        if y is None:  # the attention output: heads' contexts through the output projection
+            ctx = torch.matmul(probs, self.v).transpose(1, 2).reshape(B, n, -1)
+            y = torch.matmul(ctx, parts.w_o.to(dtype).T)
+            if self.bias is not None:
+                y = y + self.bias
+        y = y.to(dtype)
         norm = parts.norm
         self.stat = None
         self.w_proj = self.w  # W' = P W_O, per head [H, k, d]
@@ -145,13 +153,15 @@ class BlockDecomposition:
         elif parts.placement in ("post", "sandwich"):
             assert norm is not None
             total = self.residual + y if parts.placement == "post" else y
-            self.stat = _row_stat(total, norm)
-            normed = _project(total, norm) / self.stat
+            centered = _center(total, norm)
+            self.stat = (centered.pow(2).mean(-1, keepdim=True) + norm.eps).sqrt()
+            normed = norm.scale.to(dtype) * centered / self.stat
             if parts.placement == "post":
                 self._whole = normed if norm.bias is None else normed + norm.bias.to(dtype)
             else:
                 self._whole = self.residual + normed
-            self.w_proj = norm.scale.to(dtype) * _center(self.w, norm)
+            self.w_proj = _derived(parts, "w_proj", dtype,
+                                   lambda: norm.scale.to(dtype) * _center(self.w, norm))
         else:
             raise InputError(f"unknown placement {parts.placement!r}")
 
@@ -220,7 +230,8 @@ class BlockDecomposition:
         B, H, n, k = self.v.shape
         s, w = self._scale_and_diag()
         wp = self.w_proj  # [H, k, d]
-        cross = torch.matmul(wp.reshape(H * k, -1), wp.reshape(H * k, -1).T)  # [(h k), (h' l)]
+        cross = _derived(self.parts, "cross", wp.dtype,  # [(h k), (h' l)]: W'^hᵀ W'^h'
+                         lambda: torch.matmul(wp.reshape(H * k, -1), wp.reshape(H * k, -1).T))
         vh = self.v.transpose(0, 1).reshape(H, B * n, k)
         u = torch.bmm(vh, cross.view(H, k, H * k)).view(H, B * n, H, k)  # (v^h M^{hh'})_l
         vb = self.v.permute(0, 2, 1, 3).reshape(B * n, H, k)

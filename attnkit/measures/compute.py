@@ -3,7 +3,8 @@
 :class:`MeasureRecorder` is handed every layer's
 :class:`~attnkit.capture.AttentionCall` (probabilities, value states, the attention module)
 and, for the measures that decompose the whole block, the forward's hidden states (the
-residual stream entering each layer); it computes each item's maps with the pure functions
+residual stream entering each layer) and each block's attention output (read by a forward
+hook on the module the architecture table names); it computes each item's maps with the pure functions
 of :mod:`~attnkit.measures.norm`, :mod:`~attnkit.measures.norm_residual` and
 :mod:`~attnkit.measures.alti`. ``grad×attn`` needs a backward pass and runs through
 :func:`~attnkit.measures.grad_attn.grad_attn` instead.
@@ -80,7 +81,27 @@ class MeasureRecorder:
         self.maps = [np.zeros((self.n_layers, heads, n, n), dtype=np.float32) for n in self.lengths]
         self.forward_options = {"output_hidden_states": True} if self.measure in _BLOCK else {}
         self._pending: dict[int, tuple[Any, Any]] = {}
+        self._taps: dict[int, Any] = {}
+        self._hooks: list[Any] = []
         self.layers_seen = 0
+        if self.measure in _BLOCK:  # read each block's attention output off the forward
+            for layer, p in enumerate(self.parts):
+                if p.tap is None:
+                    continue
+                if p.placement == "pre":
+                    hook = p.tap.register_forward_hook(
+                        lambda m, a, out, layer=layer: self._taps.__setitem__(
+                            layer, out[0] if isinstance(out, tuple) else out))
+                else:
+                    hook = p.tap.register_forward_pre_hook(
+                        lambda m, a, layer=layer: self._taps.__setitem__(layer, a[0]))
+                self._hooks.append(hook)
+
+    def close(self) -> None:
+        """Remove the forward hooks (also after a failed forward)."""
+        for hook in self._hooks:
+            hook.remove()
+        self._hooks.clear()
 
     def _layer(self, call: Any) -> int:
         if not self.parts:
@@ -125,11 +146,15 @@ class MeasureRecorder:
             )
         fn = _BLOCK[self.measure]
         for layer, (probs, values) in sorted(self._pending.items()):
+            x = hidden[layer].float()
+            y = self._taps.get(layer)
+            if y is not None:
+                y = y.float() - x if self.parts[layer].placement == "post" else y.float()
             # the padded batch at once: padded keys have zero attention, hence zero terms
-            block = BlockDecomposition(probs, values.float(), hidden[layer].float(),
-                                       self.parts[layer])
+            block = BlockDecomposition(probs, values.float(), x, self.parts[layer], y=y)
             self._store(layer, fn(block))
         self._pending.clear()
+        self._taps.clear()
 
 
 def measure_maps(model: Any, encodings: Sequence[Any], measure: str) -> list[np.ndarray]:
@@ -156,7 +181,10 @@ def measure_maps(model: Any, encodings: Sequence[Any], measure: str) -> list[np.
             "or 'grad×attn'."
         )
     rec = MeasureRecorder(model, measure, [len(e) for e in encodings])
-    model.record(encodings, [rec])
+    try:
+        model.record(encodings, [rec])
+    finally:
+        rec.close()
     if rec.layers_seen != model.n_layers:
         raise CaptureError(
             f"{model.name} ran {rec.layers_seen} attention layers through attnkit's function "
