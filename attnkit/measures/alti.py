@@ -51,16 +51,17 @@ def alti_maps(block: BlockDecomposition) -> Any:
     import torch
 
     out = block.empty()
-    whole = block._whole
+    whole = block._whole  # [B, n, d]
+    # ‖z‖₁ by the same kernel as the distances, so a zero term gets exactly zero contribution
+    flat = whole.reshape(-1, 1, whole.shape[-1])
+    sizes = torch.cdist(flat, torch.zeros_like(flat), p=1).reshape(*whole.shape[:-1], 1)
     for items, rows, t in block.chunks():
         z = whole[items, rows]  # [b, r, d]
         lead = t.shape[:-2]
-        # L1 distances of each term to its row's whole, without a [r, n, d] difference;
-        # ‖z‖₁ by the same kernel, so a zero term gets exactly zero contribution
+        # L1 distances of each term to its row's whole, without a [r, n, d] difference
         zr = z.reshape(-1, 1, z.shape[-1])
         dist = torch.cdist(zr, t.reshape(-1, *t.shape[-2:]), p=1).reshape(*lead, -1)
-        size = torch.cdist(zr, torch.zeros_like(zr), p=1).reshape(*lead, 1)
-        c = (size - dist).clamp(min=0)
+        c = (sizes[items, rows] - dist).clamp(min=0)
         total = c.sum(-1, keepdim=True)
         out[items, rows] = torch.where(total > 0, c / torch.where(total > 0, total, 1), 0)
     return block.result(out.unsqueeze(-3))
