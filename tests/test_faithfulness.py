@@ -166,6 +166,6 @@ def test_bad_input(cls_model):
 
 def test_plot(result):
     fig = result.plot()
-    assert len(fig.axes) == 4
+    assert len([a for a in fig.axes if a.get_visible()]) == 6
     fig = result.plot(metric="deletion_auc")
     assert len(fig.axes) == 1

@@ -10,7 +10,10 @@ with what the model does when tokens are taken away, as Abnar & Zuidema (2020) d
 - **input×gradient** of token ``j``: ``Σ_d e_jd ∂y/∂e_jd`` on its input embedding;
 
 by Spearman's rank correlation over the input's word tokens ([CLS], [SEP] and other
-special tokens are never masked nor scored), and by the **deletion** and **insertion**
+special tokens are never masked nor scored) — with the signed references, and with their
+magnitudes (``_abs_``: attention-based scores are never negative, so a token whose removal
+*raises* the target counts as important there; Abnar & Zuidema's code compared with
+absolute gradients) — and by the **deletion** and **insertion**
 curves (Petsiuk et al. 2018; DeYoung et al. 2020): tokens are masked (deletion) or revealed
 from an all-masked input (insertion) in the order of the attribution, most attributed
 first, at ``steps + 1`` fractions of the word tokens; the area under the target's curve
@@ -45,7 +48,8 @@ from .attribution import ATTRIBUTIONS, NEEDS, attribution, check_attributions
 DEFAULT_MEASURES = ("weights", "rollout", "flow", "norm", "alti", "grad×attn")
 
 #: The metrics, in table order.
-METRICS = ("spearman_blankout", "spearman_inputxgrad", "deletion_auc", "insertion_auc")
+METRICS = ("spearman_blankout", "spearman_abs_blankout", "spearman_inputxgrad",
+           "spearman_abs_inputxgrad", "deletion_auc", "insertion_auc")
 
 
 def faithfulness(
@@ -111,7 +115,8 @@ def faithfulness(
         ``delta`` (mean paired difference from ``"weights"``, when scored) with
         ``delta_low``/``delta_high``. Metrics: ``spearman_blankout``,
         ``spearman_inputxgrad``, ``deletion_auc`` (lower is better), ``insertion_auc``
-        (higher is better). ``meta``: ``target``, ``sources``, ``n_items``, ``mask_token``,
+        (higher is better), and ``spearman_abs_blankout``/``spearman_abs_inputxgrad`` (with
+        the magnitudes of the references). ``meta``: ``target``, ``sources``, ``n_items``, ``mask_token``,
         ``per_item`` (DataFrame: one row per input and measure), ``curves`` (mean deletion
         and insertion curves per measure), ``baseline_full`` and ``baseline_empty`` (mean
         target on the clean and on the all-masked input), and the options.
@@ -307,13 +312,15 @@ def _evaluate(model, runner, encs, labels, names, kind, sources, residual, steps
         yc = runner.values(enc, r, np.array(pert)).reshape(len(names), len(ks), 2)
         rows, curves = [], []
         for a, name in enumerate(names):
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                rho_b = spearmanr(scores[name], blank).statistic if m > 1 else np.nan
-                rho_g = spearmanr(scores[name], ixg).statistic if m > 1 else np.nan
+            rho = {}
+            for key, ref_scores in (("blankout", blank), ("inputxgrad", ixg)):
+                for prefix, vals in (("spearman_", ref_scores), ("spearman_abs_", np.abs(ref_scores))):
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore")
+                        r_ = spearmanr(scores[name], vals).statistic if m > 1 else np.nan
+                    rho[prefix + key] = float(r_)
             dele, ins = yc[a, :, 0], yc[a, :, 1]
-            rows.append({"item": item, "measure": name, "n_tokens": m,
-                         "spearman_blankout": float(rho_b), "spearman_inputxgrad": float(rho_g),
+            rows.append({"item": item, "measure": name, "n_tokens": m, **rho,
                          "deletion_auc": float(np.trapezoid(dele, frac)) if m else np.nan,
                          "insertion_auc": float(np.trapezoid(ins, frac)) if m else np.nan})
             curves.extend({"measure": name, "curve": c, "fraction": round(float(f), 2), "value": float(v)}

@@ -12,6 +12,8 @@ from ._prep import figure_axes
 _TITLES = {
     "spearman_blankout": "Spearman ρ with blank-out",
     "spearman_inputxgrad": "Spearman ρ with input×gradient",
+    "spearman_abs_blankout": "Spearman ρ with |blank-out|",
+    "spearman_abs_inputxgrad": "Spearman ρ with |input×gradient|",
     "deletion_auc": "deletion AUC (lower is better)",
     "insertion_auc": "insertion AUC (higher is better)",
 }
@@ -28,8 +30,7 @@ def plot_faithfulness(result: Any, ax: Any = None, metric: str | None = None, **
     ax : matplotlib Axes, optional
         Draw one metric there.
     metric : str, optional
-        ``"spearman_blankout"``, ``"spearman_inputxgrad"``, ``"deletion_auc"`` or
-        ``"insertion_auc"``.
+        One of the result's metrics (``"spearman_blankout"``, ``"deletion_auc"``, ...).
 
     Returns
     -------
@@ -40,8 +41,12 @@ def plot_faithfulness(result: Any, ax: Any = None, metric: str | None = None, **
     if metric is None and ax is None:
         from matplotlib.figure import Figure
 
-        fig = Figure(figsize=(3.2 * len(metrics), 3.0), layout="constrained")
-        axes = fig.subplots(1, len(metrics), squeeze=False)[0]
+        cols = min(3, len(metrics))
+        rows = -(-len(metrics) // cols)
+        fig = Figure(figsize=(3.4 * cols, 3.0 * rows), layout="constrained")
+        axes = fig.subplots(rows, cols, squeeze=False).ravel()
+        for a in axes[len(metrics):]:
+            a.set_visible(False)
         for a, mt in zip(axes, metrics):
             _bars(table, mt, a, **options)
         fig.suptitle(f"Faithfulness ({result.meta.get('model', '')}, target: "
