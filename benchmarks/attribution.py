@@ -22,13 +22,13 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
+import numpy as np
+import torch
+from _report import write_section
 
-import attnkit as ak  # noqa: E402
-from attnkit.analysis.faithfulness import _Runner  # noqa: E402
-from attnkit.corpus import _plan  # noqa: E402
-from _report import write_section  # noqa: E402
+import attnkit as ak
+from attnkit.analysis.faithfulness import _Runner
+from attnkit.corpus import _plan
 
 MEASURES = ("weights", "norm", "norm+residual", "alti", "grad×attn")
 

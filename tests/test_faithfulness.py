@@ -6,12 +6,12 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-import attnkit as ak  # noqa: E402
-from attnkit.analysis import targets  # noqa: E402
-from attnkit.analysis.faithfulness import METRICS, _summarise  # noqa: E402
-from attnkit.analysis.importance import attention_gradients  # noqa: E402
-from attnkit.errors import InputError  # noqa: E402
-from attnkit.testing import CORPUS, tiny_model  # noqa: E402
+import attnkit as ak
+from attnkit.analysis import targets
+from attnkit.analysis.faithfulness import METRICS, _summarise
+from attnkit.analysis.importance import attention_gradients
+from attnkit.errors import InputError
+from attnkit.testing import CORPUS, tiny_model
 
 TEXTS = CORPUS[:3]
 

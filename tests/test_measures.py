@@ -8,12 +8,16 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-import attnkit.measures.compute as compute  # noqa: E402
-from attnkit.errors import InputError, UnsupportedModelError  # noqa: E402
-from attnkit.measures import MEASURES, check_measure, grad_attn  # noqa: E402
-from attnkit.measures._arch import ARCHS, _get, spec  # noqa: E402
-from attnkit.measures.alti import alti_maps  # noqa: E402
-from attnkit.testing import CORPUS, tiny_model  # noqa: E402
+from attnkit.errors import InputError, UnsupportedModelError
+from attnkit.measures import (
+    MEASURES,
+    check_measure,
+    compute,
+    grad_attn,
+)
+from attnkit.measures._arch import ARCHS, _get, spec
+from attnkit.measures.alti import alti_maps
+from attnkit.testing import CORPUS, tiny_model
 
 ARCH_KINDS = ["bert", "roberta", "distilbert", "gpt2", "gpt_neox", "llama", "qwen2", "mistral",
               "gemma2", "gpt_oss"]

@@ -8,12 +8,12 @@ import pytest
 
 pytest.importorskip("torch")
 
-import attnkit as ak  # noqa: E402
-from attnkit.analysis.stats import item_stats  # noqa: E402
-from attnkit.attention import Attention  # noqa: E402
-from attnkit.errors import InputError  # noqa: E402
-from attnkit.measures import mixed  # noqa: E402
-from attnkit.testing import CORPUS, tiny_model  # noqa: E402
+import attnkit as ak
+from attnkit.analysis.stats import item_stats
+from attnkit.attention import Attention
+from attnkit.errors import InputError
+from attnkit.measures import mixed
+from attnkit.testing import CORPUS, tiny_model
 
 TEXT = CORPUS[0]
 

@@ -6,12 +6,12 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from attnkit.measures._arch import LayerParts, NormSpec, layer_parts  # noqa: E402
-from attnkit.measures._decompose import BlockDecomposition, head_outputs  # noqa: E402
-from attnkit.measures.alti import alti_maps  # noqa: E402
-from attnkit.measures.grad_attn import grad_attn_maps  # noqa: E402
-from attnkit.measures.norm import norm_maps  # noqa: E402
-from attnkit.measures.norm_residual import norm_residual_maps  # noqa: E402
+from attnkit.measures._arch import LayerParts, NormSpec, layer_parts
+from attnkit.measures._decompose import BlockDecomposition, head_outputs
+from attnkit.measures.alti import alti_maps
+from attnkit.measures.grad_attn import grad_attn_maps
+from attnkit.measures.norm import norm_maps
+from attnkit.measures.norm_residual import norm_residual_maps
 
 D = torch.float64
 

@@ -24,7 +24,8 @@ them; :func:`~attnkit.faithfulness` scores them.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 

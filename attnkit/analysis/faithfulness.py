@@ -31,8 +31,9 @@ resampled); differences from raw attention (``"weights"``) are bootstrapped pair
 from __future__ import annotations
 
 import warnings
+from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd

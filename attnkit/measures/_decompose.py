@@ -31,7 +31,8 @@ zero attention, so they get zero terms; padded rows are to be dropped by the cal
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from ..errors import InputError
 from ._arch import LayerParts, NormSpec
@@ -136,7 +137,7 @@ class BlockDecomposition:
         self.parts = parts
         self.n_heads = H = probs.shape[1]
         self.v = repeat_heads(values.to(dtype), H)  # [B, H, n, k]
-        B, n, d = self.residual.shape
+        B, n = self.residual.shape[:2]
         self.w = _derived(parts, "w", dtype, lambda: _per_head(parts.w_o, H, dtype))
         self.bias = None if parts.b_o is None else parts.b_o.to(dtype)
         if y is None:  # the attention output: heads' contexts through the output projection

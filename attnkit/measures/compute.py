@@ -12,7 +12,8 @@ of :mod:`~attnkit.measures.norm`, :mod:`~attnkit.measures.norm_residual` and
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 

@@ -21,8 +21,9 @@ positive part.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any, Sequence
+from typing import Any
 
 from ..attention import Attention
 from ..types import Input
