@@ -30,7 +30,7 @@ from .flow import (
 )
 from .model import Model, load
 from .report import write_report
-from .widgets import ClusterView, FlowView, HeadGrid, HeadMap, Heatmap
+from .widgets import ClusterView, FlowView, HeadGrid, HeadMap, Heatmap, MeasureSwitch
 
 __version__ = "0.1.0"
 
@@ -43,6 +43,7 @@ __all__ = [
     "HeadGrid",
     "HeadMap",
     "Heatmap",
+    "MeasureSwitch",
     "Model",
     "Sentence",
     "attention_flow",

@@ -101,18 +101,24 @@ def compare(
     alpha: float = 0.5,
     names: tuple[str, str] | None = None,
 ) -> Comparison:
-    """Compare two models' attention on the same input.
+    """Compare two models' attention on the same input (or two measures of one model's:
+    :mod:`attnkit.measures`, read as each row's shares).
 
     Both graphs are traced with the same ``threshold``, ``heads`` and ``source`` (see
     :func:`attention_graph`); ``alpha`` is passed to :func:`influence`. ``names`` default
-    to the attentions' ``model`` names (or "a"/"b").
+    to the attentions' ``model`` names (or "a"/"b"), with the measure for two measures of
+    one model.
 
     Raises TokenizationMismatchError when the tokens differ, InputError when the models
     have different numbers of layers or heads.
     """
     if names is None:
         na, nb = att_a.model or "a", att_b.model or "b"
-        names = (na, nb) if na != nb else (f"{na} (a)", f"{nb} (b)")
+        ma, mb = getattr(att_a, "measure", "weights"), getattr(att_b, "measure", "weights")
+        if na == nb and ma != mb:  # two measures of one model
+            names = (f"{na} ({ma})", f"{nb} ({mb})")
+        else:
+            names = (na, nb) if na != nb else (f"{na} (a)", f"{nb} (b)")
     names = (str(names[0]), str(names[1]))
     check_tokenization(att_a, att_b, names)
     if att_a.maps.shape[:2] != att_b.maps.shape[:2]:
