@@ -5,10 +5,10 @@ import pytest
 
 pytest.importorskip("torch")
 
-import attnkit as ak  # noqa: E402
-from attnkit.errors import InputError  # noqa: E402
-from attnkit.measures import mixed  # noqa: E402
-from attnkit.testing import tiny_model  # noqa: E402
+import attnkit as ak
+from attnkit.errors import InputError
+from attnkit.measures import mixed
+from attnkit.testing import tiny_model
 
 TEXT = "The cat sat on the mat."
 
@@ -30,7 +30,9 @@ def test_heatmap_switch_keeps_the_head_and_shows_the_measure(atts):
     assert s.view.layer == 1 and s.view.n_heads == 1
     s.measure = "grad×attn"
     assert s.view.diverging  # signed values, diverging colours
-    assert "image/png" in s._repr_mimebundle_()[0]
+    bundle = s._repr_mimebundle_()
+    data = bundle[0] if isinstance(bundle, tuple) else bundle
+    assert "image/png" in data and "application/vnd.jupyter.widget-view+json" in data
 
 
 def test_headgrid_switch_keeps_the_selection(atts, tmp_path):

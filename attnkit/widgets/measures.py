@@ -8,10 +8,12 @@ over to the next, so the layout stays put and only the values change.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import ipywidgets
+import traitlets
 
 from ..attention import Attention
 from ..errors import InputError
@@ -103,8 +105,8 @@ class MeasureSwitch(ipywidgets.VBox):
                 if old.has_trait(trait) and new.has_trait(trait):
                     try:
                         setattr(new, trait, getattr(old, trait))
-                    except Exception:  # e.g. head 7 of a per-head measure on a mixed one
-                        pass
+                    except (InputError, traitlets.TraitError):
+                        continue  # e.g. head 7 of a per-head measure on a mixed one
         self.children = (self.buttons, new)
 
     @property
