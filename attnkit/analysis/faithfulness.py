@@ -31,7 +31,7 @@ resampled); differences from raw attention (``"weights"``) are bootstrapped pair
 from __future__ import annotations
 
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -253,13 +253,15 @@ def _sources(sources: Any, model: Any, kind: str, enc: Any) -> list[int]:
         if sources != "all":
             raise InputError(f"sources must be a position, a list of positions or 'all', not {sources!r}.")
         return list(range(n))
-    src = [int(sources)] if np.isscalar(sources) else [int(s) for s in sources]
+    src = [int(sources)] if isinstance(sources, (int, np.integer)) else [int(s) for s in sources]
     if not src or any(not 0 <= s < n for s in src):
         raise InputError(f"sources {src} must be positions 0..{n - 1} of every input.")
     return src
 
 
-def _evaluate(model, runner, encs, labels, names, kind, sources, residual, steps, seed, offset):
+def _evaluate(model: Any, runner: _Runner, encs: list, labels: list | None, names: list[str],
+              kind: str, sources: Any, residual: float, steps: int, seed: int,
+              offset: int) -> Iterator[dict[str, Any]]:
     """Yield, per input of the chunk, its per-measure metric rows and curves."""
     from scipy.stats import spearmanr
 
@@ -271,12 +273,12 @@ def _evaluate(model, runner, encs, labels, names, kind, sources, residual, steps
     maps: list[dict[str, Any]] = [{"weights": g.attention} for g in grads]
     for name in {NEEDS[n] for n in names if n in NEEDS} - {"weights"}:
         if name == "grad×attn":
-            for m, g in zip(maps, grads):
-                m[name] = replace(g.attention, maps=grad_attn_maps(g.attention.maps, g.grads),
+            for item_maps, g in zip(maps, grads):
+                item_maps[name] = replace(g.attention, maps=grad_attn_maps(g.attention.maps, g.grads),
                                   measure="grad×attn")
             continue
-        for m, enc, mp in zip(maps, encs, measure_maps(model, encs, name)):
-            m[name] = model.to_attention(enc, mp, measure=name)
+        for item_maps, enc, mp in zip(maps, encs, measure_maps(model, encs, name)):
+            item_maps[name] = model.to_attention(enc, mp, measure=name)
     ref, y_full = runner.references(encs, labels)
     for k, enc in enumerate(encs):
         item = offset + k
@@ -286,7 +288,7 @@ def _evaluate(model, runner, encs, labels, names, kind, sources, residual, steps
         src = _sources(sources, model, kind, enc)
         r = ref[k : k + 1]
         # blank-out: the clean input and its m one-token-masked copies, one batch
-        masks = np.zeros((m + 1, n), dtype=bool)
+        masks = np.zeros((m + 1, n), dtype=np.bool_)
         masks[np.arange(1, m + 1), words] = True
         y = runner.values(enc, r, masks)
         blank = y[0] - y[1:]
@@ -304,14 +306,15 @@ def _evaluate(model, runner, encs, labels, names, kind, sources, residual, steps
         for name in names:
             order = words[np.argsort(-scores[name], kind="stable")]
             for kk in ks:
-                d = np.zeros(n, dtype=bool)
+                d = np.zeros(n, dtype=np.bool_)
                 d[order[:kk]] = True
-                ins = np.zeros(n, dtype=bool)
+                ins = np.zeros(n, dtype=np.bool_)
                 ins[words] = True
                 ins[order[:kk]] = False
                 pert.extend([d, ins])
         yc = runner.values(enc, r, np.array(pert)).reshape(len(names), len(ks), 2)
-        rows, curves = [], []
+        rows: list[dict[str, Any]] = []
+        curves: list[dict[str, Any]] = []
         for a, name in enumerate(names):
             rho = {}
             for key, ref_scores in (("blankout", blank), ("inputxgrad", ixg)):

@@ -179,12 +179,12 @@ class BlockDecomposition:
 
     def _scale_and_diag(self) -> tuple[Any, Any]:
         """``(s, w)`` of the module docstring: ``s [B, n]`` (None for 1), ``w [B, n, d]``."""
-        placement = self.parts.placement
-        if placement == "pre":
+        placement, norm, stat = self.parts.placement, self.parts.norm, self.stat
+        if placement == "pre" or norm is None or stat is None:
             return None, self.residual
-        s = 1.0 / self.stat[..., 0]
+        s = 1.0 / stat[..., 0]
         if placement == "post":
-            return s, _project(self.residual, self.parts.norm) * s.unsqueeze(-1)
+            return s, _project(self.residual, norm) * s.unsqueeze(-1)
         return s, self.residual
 
     def projected_outputs(self) -> Any:
@@ -256,11 +256,12 @@ class BlockDecomposition:
         import torch
 
         c = torch.zeros_like(self._whole)
+        norm = self.parts.norm
         if self.bias is not None:
             b = self.bias.expand_as(c)
-            c = b if self.parts.placement == "pre" else _project(b, self.parts.norm) / self.stat
-        if self.parts.placement == "post" and self.parts.norm.bias is not None:
-            c = c + self.parts.norm.bias.to(c.dtype)
+            c = b if norm is None or self.parts.placement == "pre" else _project(b, norm) / self.stat
+        if self.parts.placement == "post" and norm is not None and norm.bias is not None:
+            c = c + norm.bias.to(c.dtype)
         return self._out(c)
 
     def empty(self) -> Any:
