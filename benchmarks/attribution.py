@@ -1,6 +1,6 @@
 """Cost of each attention measure relative to the plain forward with attention, on EWT dev.
 
-    .venv/bin/python benchmarks/attribution.py [--items 300] [--reps 3]
+    .venv/bin/python benchmarks/attribution.py [--items 200] [--reps 3] [--threads 1]
 
 All sides run in one process on the same sentences and the same length-sorted batches
 (batch 32), interleaved round by round; the best of ``reps`` rounds of each is compared.
@@ -53,10 +53,13 @@ def blank_out(model, encs, refs, batched):
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--items", type=int, default=300, help="EWT dev sentences (the first N)")
+    ap.add_argument("--items", type=int, default=200, help="EWT dev sentences (the first N)")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--batch-size", type=int, default=32)
+    ap.add_argument("--threads", type=int, default=1,
+                    help="torch threads (1: on shared cores two spinning threads ran 3-4x slower)")
     args = ap.parse_args()
+    torch.set_num_threads(args.threads)
     model = ak.load("minilm")
     tb = ak.read_conllu(ak.data.find_data("ud-english-ewt/en_ewt-ud-dev.conllu"))
     encs = [model.encode(s) for s in list(tb)[: args.items]]
@@ -68,32 +71,37 @@ def main() -> None:
     sides["blank-out, one copy per forward"] = lambda: blank_out(model, encs, refs, False)
     times: dict[str, list[float]] = {k: [] for k in sides}
     loads = [os.getloadavg()[0]]
+    cpu: dict[str, list[float]] = {k: [] for k in sides}
     for _ in range(args.reps):
         for name, fn in sides.items():
-            t = time.perf_counter()
+            t, c = time.perf_counter(), time.process_time()
             fn()
             times[name].append(time.perf_counter() - t)
+            cpu[name].append(time.process_time() - c)
         loads.append(os.getloadavg()[0])
     best = {k: min(v) for k, v in times.items()}
     base = best["weights"]
+    best_cpu = {k: min(v) for k, v in cpu.items()}
     n_tok = sum(len(e) for e in encs)
     copies = sum(int((np.asarray(e.roles) == "word").sum()) + 1 for e in encs)
     target = {"norm": "≤ 1.5", "norm+residual": "≤ 1.5", "alti": "≤ 3"}
     rows = "\n".join(
-        f"| {k} | {v:.2f} | {v / base:.2f} | {target.get(k, '')} |" for k, v in best.items())
+        f"| {k} | {v:.2f} | {v / base:.2f} | {best_cpu[k] / best_cpu['weights']:.2f} | "
+        f"{target.get(k, '')} |" for k, v in best.items())
     body = f"""
-Command: `.venv/bin/python benchmarks/attribution.py --items {args.items} --reps {args.reps}`
+Command: `.venv/bin/python benchmarks/attribution.py --items {args.items} --reps {args.reps} --threads {args.threads}`
 
 UD EWT dev, the first {len(encs)} sentences ({n_tok} word-pieces with specials), all-MiniLM-L6-v2
 (6 x 12 heads), batch {args.batch_size}, length-sorted batches, token level, torch
 {torch.__version__} on {os.cpu_count()} CPU cores ({platform.machine()}),
 {torch.get_num_threads()} torch threads; 1-min load average {min(loads):.1f}-{max(loads):.1f}
-during the run (the machine is shared). Best of {args.reps} interleaved rounds per side.
+during the run (the machine is shared, so the process's CPU time is given too). Best of
+{args.reps} interleaved rounds per side.
 Blank-out forwards {copies} copies ({copies / len(encs):.1f} per sentence: the clean one
 and one per word token masked).
 
-| side | seconds | × forward with attention | target |
-|---|---:|---:|---|
+| side | seconds (wall) | × forward with attention | × by CPU time | target |
+|---|---:|---:|---:|---|
 {rows}
 
 - all rounds: {'; '.join(f"{k} {', '.join(f'{x:.2f}' for x in v)}" for k, v in times.items())}
