@@ -28,6 +28,7 @@ from .flow import (
     rollout,
     subgraph_through,
 )
+from .lazy import LazyAttention
 from .model import Model, load
 from .report import write_report
 from .widgets import ClusterView, FlowView, HeadGrid, HeadMap, Heatmap, MeasureSwitch
@@ -43,6 +44,7 @@ __all__ = [
     "HeadGrid",
     "HeadMap",
     "Heatmap",
+    "LazyAttention",
     "MeasureSwitch",
     "Model",
     "Sentence",

@@ -8,9 +8,12 @@ every attention layer calls :func:`attention_forward`, which
 1. computes the layer's output with the fast kernel: transformers' own
    ``sdpa_attention_forward``, or, when a recorder asks for each row's log-sum-exp, the
    torch fused kernel that returns it with the output (``_scaled_dot_product_flash_attention_for_cpu``
-   on CPU, flash / memory-efficient attention on CUDA). Layers whose eager definition SDPA
-   cannot express (logit soft-capping, learned sink logits) are computed exactly, in blocks of
-   query rows, by :meth:`AttentionCall.probabilities`;
+   on CPU, flash / memory-efficient attention on CUDA). Two cases compute the output from
+   the eager probabilities instead, in blocks of query rows: layers whose eager definition
+   SDPA cannot express (logit soft-capping, learned sink logits), and sessions with a
+   recorder that wants every probability of the layer anyway (``needs_probabilities = True``,
+   as :class:`DenseRecorder`: computing them once and multiplying them with the values is the
+   eager arithmetic and cheaper than running the kernel beside them);
 2. hands an :class:`AttentionCall` to every :class:`Recorder` of the active
    :func:`recording` session, and records nothing when no session is active.
 
@@ -46,7 +49,8 @@ it needs and keeps what it wants. The call holds, for one attention layer of one
 - ``lse`` ``[B, H, q]`` float32: each row's log-sum-exp (sinks included), when a recorder of
   the session has ``needs_lse = True``,
 - :meth:`AttentionCall.probabilities` ``(rows)``: the eager probabilities of a block of query
-  rows, computed on demand (nothing is computed for a recorder that does not ask).
+  rows, computed on demand (nothing is computed for a recorder that does not ask), or
+  read from those the output was computed from.
 
 attnkit's own recorders are :class:`DenseRecorder` (full maps of every layer, written into
 per-item numpy arrays) and :class:`LazyRecorder` (queries, keys and row log-sum-exps for
@@ -69,9 +73,10 @@ Examples
 from __future__ import annotations
 
 import contextvars
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Protocol, Sequence
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -88,14 +93,16 @@ BLOCK_ELEMENTS = 1 << 24
 class Recorder(Protocol):
     """Anything called with each layer's :class:`AttentionCall` during a :func:`recording`.
 
-    A recorder that needs each row's log-sum-exp sets ``needs_lse = True`` (an attribute;
-    absent means False). One that needs more of the forward pass than attention (e.g. the
-    residual stream, for :mod:`attnkit.measures`) sets ``forward_options`` (a dict passed to
-    the model's forward, e.g. ``{"output_hidden_states": True}``) and has a method
-    ``finish(output)`` that :meth:`attnkit.Model.record` calls with the forward's output.
+    Optional attributes (absent means False): ``needs_lse = True`` when it reads
+    ``call.lse``; ``needs_probabilities = True`` when it reads every probability of every
+    layer (the layer's output is then computed from them, see the module docstring).
+    One that needs more of the forward pass than attention (e.g. the residual stream, for
+    :mod:`attnkit.measures`) sets ``forward_options`` (a dict passed to the model's forward,
+    e.g. ``{"output_hidden_states": True}``) and has a method ``finish(output)`` that
+    :meth:`attnkit.Model.record` calls with the forward's output.
     """
 
-    def __call__(self, call: "AttentionCall") -> None: ...
+    def __call__(self, call: AttentionCall) -> None: ...
 
 
 @dataclass
@@ -111,7 +118,7 @@ class RowSpans:
     hi: Any
 
     @classmethod
-    def full(cls, n_rows: int, n_keys: int, causal: bool, device: Any) -> "RowSpans":
+    def full(cls, n_rows: int, n_keys: int, causal: bool, device: Any) -> RowSpans:
         import torch
 
         rows = torch.arange(n_rows, device=device)
@@ -120,7 +127,7 @@ class RowSpans:
         return cls(lo, hi)
 
     @classmethod
-    def from_mask(cls, mask: Any) -> "RowSpans":
+    def from_mask(cls, mask: Any) -> RowSpans:
         """Spans of a boolean mask ``[q, k]`` (True = attend); raises :class:`CaptureError`
         when a row's allowed keys are not one contiguous run."""
         import torch
@@ -172,6 +179,7 @@ class AttentionCall:
     kwargs: dict[str, Any] = field(default_factory=dict)
     output: Any = None
     lse: Any = None
+    _probabilities: Any = field(default=None, repr=False)
 
     @property
     def groups(self) -> int:
@@ -229,6 +237,8 @@ class AttentionCall:
         with sinks, the softmax over keys and sink with the sink column dropped)."""
         import torch
 
+        if self._probabilities is not None:
+            return self._probabilities[:, :, rows]
         s = self.scores(rows)
         if self.sinks is None:
             return torch.softmax(s, dim=-1)
@@ -253,6 +263,7 @@ class AttentionCall:
 class _Session:
     recorders: list
     needs_lse: bool
+    needs_probabilities: bool
     calls: int = 0
 
 
@@ -267,7 +278,9 @@ def recording(recorders: Sequence[Recorder]) -> Iterator[_Session]:
     if not register():
         raise CaptureError("This version of transformers has no attention interface; attnkit "
                            "needs transformers >= 5 to attach recorders.")
-    session = _Session(list(recorders), any(getattr(r, "needs_lse", False) for r in recorders))
+    session = _Session(list(recorders),
+                       any(getattr(r, "needs_lse", False) for r in recorders),
+                       any(getattr(r, "needs_probabilities", False) for r in recorders))
     token = _ACTIVE.set(session)
     try:
         yield session
@@ -286,14 +299,18 @@ def attention_forward(
     scaling: float | None = None,
     is_causal: bool | None = None,
     **kwargs: Any,
-) -> tuple[Any, None]:
+) -> tuple[Any, Any]:
     """The attention function registered as ``"attnkit"`` (transformers' signature).
 
-    Returns ``(output [B, q, H, d], None)`` like transformers' SDPA function.
+    Returns ``(output [B, q, H, d], None)`` like transformers' SDPA function, or with
+    ``output_attentions=True`` the eager probabilities ``[B, H, q, k]`` in place of ``None``
+    (computed beside the output: they carry no gradient into it; gradient analyses run the
+    eager path, :meth:`attnkit.Model.eager`).
     """
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
     session = _ACTIVE.get()
+    weights_asked = kwargs.pop("output_attentions", False)
     softcap = kwargs.pop("softcap", None)
     sinks = kwargs.pop("s_aux", None)
     position_bias = kwargs.pop("position_bias", None)
@@ -308,8 +325,9 @@ def attention_forward(
         dropout=dropout if module.training else 0.0, kwargs=kwargs,
     )
     want_lse = session is not None and session.needs_lse
-    if softcap is not None or sinks is not None:
-        call.output, call.lse = _exact_attention(call, want_lse)
+    keep = session is not None and session.needs_probabilities
+    if softcap is not None or sinks is not None or keep:
+        call.output, call.lse = _exact_attention(call, want_lse, keep)
     else:
         fused = _fused_with_lse(call) if want_lse else None
         if fused is not None:
@@ -324,7 +342,10 @@ def attention_forward(
         session.calls += 1
         for recorder in session.recorders:
             recorder(call)
-    return call.output, None
+    weights = None
+    if weights_asked:  # output_attentions=True: the eager probabilities, as eager returns them
+        weights = _chunked(call.probabilities, call, dim=2).to(query.dtype)
+    return call.output, weights
 
 
 def _chunked(fn: Callable[[slice], Any], call: AttentionCall, dim: int) -> Any:
@@ -333,21 +354,26 @@ def _chunked(fn: Callable[[slice], Any], call: AttentionCall, dim: int) -> Any:
     return torch.cat([fn(rows) for rows in call.row_blocks()], dim=dim)
 
 
-def _exact_attention(call: AttentionCall, want_lse: bool) -> tuple[Any, Any]:
-    """Output ``[B, q, H, d]`` (and row log-sum-exps) of a layer SDPA cannot express,
-    computed block of rows by block of rows from the eager probabilities."""
+def _exact_attention(call: AttentionCall, want_lse: bool, keep: bool = False) -> tuple[Any, Any]:
+    """Output ``[B, q, H, d]`` (and row log-sum-exps) computed block of rows by block of rows
+    from the eager probabilities; with ``keep`` the probabilities of all rows stay on the
+    call for its recorders."""
     import torch
 
     value = call.repeated(call.value)
-    outs, lses = [], []
+    outs, lses, kept = [], [], []
     for rows in call.row_blocks():
         p = call.probabilities(rows)
+        if keep:
+            kept.append(p)
         if call.dropout:
             p = torch.nn.functional.dropout(p, p=call.dropout, training=True)
         outs.append(torch.matmul(p.to(value.dtype), value))
         if want_lse:
             lses.append(call.log_sum_exp(rows))
     out = torch.cat(outs, dim=2).transpose(1, 2).contiguous()
+    if keep:
+        call._probabilities = kept[0] if len(kept) == 1 else torch.cat(kept, dim=2)
     return out, (torch.cat(lses, dim=2) if want_lse else None)
 
 
@@ -424,16 +450,17 @@ def supports_interface(hf_model: Any) -> bool:
         return False
     try:
         return bool(can_set())
-    except Exception:  # a model class whose source cannot be inspected
+    except (OSError, TypeError, AttributeError):  # a class whose source cannot be read
         return False
 
 
 # ------------------------------------------------------------------ recorders
 class DenseRecorder:
     """Records every layer's full probabilities into per-item float32 numpy arrays
-    ``[L, H, n_i, n_i]`` (padding stripped), one block of query rows at a time."""
+    ``[L, H, n_i, n_i]`` (padding stripped)."""
 
     needs_lse = False
+    needs_probabilities = True
 
     def __init__(self, lengths: Sequence[int], n_layers: int, n_heads: int):
         self.lengths = list(lengths)
@@ -448,12 +475,9 @@ class DenseRecorder:
                 f"{self.n_layers} layers; attnkit records self-attention of encoder-only or "
                 "decoder-only models."
             )
-        for rows in call.row_blocks():
-            p = call.probabilities(rows).cpu().numpy()
-            for i, n in enumerate(self.lengths):
-                r1 = min(rows.stop, n)
-                if rows.start < r1:
-                    self.maps[i][call.layer, :, rows.start : r1] = p[i, :, : r1 - rows.start, :n]
+        p = call.probabilities().cpu().numpy()
+        for i, n in enumerate(self.lengths):
+            self.maps[i][call.layer] = p[i, :, :n, :n]
         self.layers_seen += 1
 
 
@@ -472,14 +496,37 @@ class LayerQK:
 
 class LazyRecorder:
     """Keeps, for the first item of the batch, each layer's post-rotary queries and keys,
-    row log-sum-exps and mask spans (:class:`LayerQK`): memory ``O(L n d)``."""
+    row log-sum-exps and mask spans (:class:`LayerQK`): memory ``O(L n d)``.
+
+    With ``n_layers`` given, queries, keys and log-sum-exps of all layers go into three
+    buffers allocated at the first layer (layers are views into them): one allocation each
+    instead of one per layer among the forward's temporaries, which otherwise leaves holes
+    the allocator cannot return (measured: peak RSS above the kept bytes halved).
+    """
 
     needs_lse = True
 
-    def __init__(self, length: int):
+    def __init__(self, length: int, n_layers: int | None = None):
         self.length = length
+        self.n_layers = n_layers
         self.layers: list[LayerQK] = []
         self._spans: dict[Any, RowSpans] = {}
+        self._buffers: tuple[Any, ...] | None = None
+
+    def _keep(self, query: Any, key: Any, lse: Any) -> tuple[Any, ...]:
+        """Copies of one layer's ``query [H, n, d]``, ``key`` and ``lse`` that outlive it."""
+        import torch
+
+        layer = len(self.layers)
+        if self.n_layers and self._buffers is None and layer == 0:
+            self._buffers = tuple(
+                torch.empty((self.n_layers, *t.shape), dtype=t.dtype, device=t.device)
+                for t in (query, key, lse))
+        if self._buffers is not None and layer < (self.n_layers or 0) and all(
+                b.shape[1:] == t.shape and b.dtype == t.dtype
+                for b, t in zip(self._buffers, (query, key, lse))):
+            return tuple(b[layer].copy_(t) for b, t in zip(self._buffers, (query, key, lse)))
+        return _own(query), _own(key), lse.float().contiguous()
 
     def __call__(self, call: AttentionCall) -> None:
         import torch
@@ -490,9 +537,8 @@ class LazyRecorder:
                 "cannot recompute it without keeping it (n x n per layer). Use lazy=False."
             )
         n = self.length
-        query = _own(call.query[0, :, :n])
-        key = _own(call.key[0, :, :n])
-        lse = call.lse[0, :, :n].float().contiguous()
+        query, key, lse = self._keep(call.query[0, :, :n].detach(), call.key[0, :, :n].detach(),
+                                     call.lse[0, :, :n].float())
         mask = call.attention_mask
         if mask is None:
             spans = self._spans.get(("none", call.is_causal))

@@ -19,7 +19,8 @@ the dense maps would pass :data:`attnkit.model.LAZY_ABOVE_BYTES` (1 GiB).
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -89,6 +90,7 @@ class LazyAttention(Positions):
             raise InputError("LazyAttention needs at least one layer.")
         self._layers = list(layers)
         self._groups: Any = None  # word level: token -> word-level position (torch, device)
+        self._group_sizes: Any = None  # word level: tokens per word-level position
         self._n_tokens = int(self._layers[0].query.shape[1])
         self.tokens = [str(t) for t in tokens]
         self.roles = np.asarray(roles, dtype="<U7")
@@ -217,8 +219,9 @@ class LazyAttention(Positions):
             return slice(0, 0)
         if self._groups is not None:
             return slice(0, stop) if self.causal else slice(0, len(self))
-        lo = min(int(layer.spans.lo[start:stop].min()) for layer in self._layers)
-        hi = max(int(layer.spans.hi[start:stop].max()) for layer in self._layers)
+        spans = {id(layer.spans): layer.spans for layer in self._layers}.values()
+        lo = min(int(s.lo[start:stop].min()) for s in spans)
+        hi = max(int(s.hi[start:stop].max()) for s in spans)
         return slice(lo, hi)
 
     @property
@@ -248,7 +251,7 @@ class LazyAttention(Positions):
             causal=self.causal, input_ids=self.input_ids,
         )
 
-    def to_words(self) -> "LazyAttention":
+    def to_words(self) -> LazyAttention:
         """Pool word pieces into words (Clark et al. 2019), lazily: attention *to* a word is
         the sum over its pieces, *from* a word the mean of its pieces' rows, as
         :meth:`Attention.to_words`. Materialises nothing; the readers of the result compute
@@ -338,12 +341,55 @@ class LazyAttention(Positions):
                 s = torch.tanh(s / qk.softcap) * qk.softcap
             s -= qk.lse[h][:, r][..., None]
             p = torch.exp_(s)
-            r_idx = r if isinstance(r, torch.Tensor) else torch.arange(
-                r.start, r.stop, device=dev)
-            c_idx = c if isinstance(c, torch.Tensor) else torch.arange(
-                c.start, c.stop, device=dev)
-            p.masked_fill_(~qk.spans.allowed(r_idx, c_idx)[None], 0.0)
+            _mask(p, qk.spans, r, c)
         return p
+
+
+def _mask(p: Any, spans: Any, r: Any, c: Any) -> None:
+    """Zero the entries of ``p [h, rows, cols]`` the mask does not let through. With a run of
+    columns only the parts outside the columns every row may see are tested (for a causal
+    band: the square at its diagonal), not the whole block."""
+    import torch
+
+    dev = p.device
+    r_idx = r if isinstance(r, torch.Tensor) else torch.arange(r.start, r.stop, device=dev)
+    if isinstance(c, torch.Tensor):
+        p.masked_fill_(~spans.allowed(r_idx, c)[None], 0.0)
+        return
+    lo, hi = spans.lo[r_idx], spans.hi[r_idx]
+    open_lo, open_hi = int(lo.max()), int(hi.min())  # columns every row sees
+    if open_lo >= open_hi:
+        cols = torch.arange(c.start, c.stop, device=dev)
+        p.masked_fill_(~spans.allowed(r_idx, cols)[None], 0.0)
+        return
+    a, b = c.start, min(open_lo, c.stop)  # left of every row's first key: test lo only
+    if a < b:
+        _cut(p[:, :, : b - a], r_idx, lo, a, keep="above")
+    a, b = max(open_hi, c.start), c.stop  # right of some row's last key: test hi only
+    if a < b:
+        _cut(p[:, :, a - c.start :], r_idx, hi, a, keep="below")
+
+
+def _cut(part: Any, r_idx: Any, bound: Any, first_col: int, keep: str) -> None:
+    """Zero ``part [h, rows, cols]`` (its columns start at ``first_col``) left of ``bound``
+    (``keep="above"``: keep cols >= bound) or from ``bound`` on (``keep="below"``: keep
+    cols < bound). Bounds at a fixed distance from the row (causal masks, sliding windows)
+    are a triangle: ``tril_``/``triu_``, no boolean mask built."""
+    import torch
+
+    shift = bound - r_idx
+    contiguous = len(r_idx) < 2 or int(r_idx[-1] - r_idx[0]) == len(r_idx) - 1
+    if contiguous and bool((shift == shift[0]).all()):
+        # local row i is row r0 + i, local col j is col first_col + j; bound at r0 + i + k
+        diagonal = int(r_idx[0]) + int(shift[0]) - first_col
+        if keep == "below":
+            part.tril_(diagonal - 1)
+        else:
+            part.triu_(diagonal)
+        return
+    cols = torch.arange(first_col, first_col + part.shape[-1], device=part.device)
+    drop = cols[None, :] >= bound[:, None] if keep == "below" else cols[None, :] < bound[:, None]
+    part.masked_fill_(drop[None], 0.0)
 
 
 def _positions(index: Index, n: int) -> np.ndarray:

@@ -14,9 +14,10 @@ import contextlib
 import importlib.util
 import inspect
 import warnings
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -85,7 +86,7 @@ def load(
     trust_remote_code: bool = False,
     allow_download: bool = False,
     task: str = "auto",
-) -> "Model":
+) -> Model:
     """Load a model and its fast tokenizer for attention analysis.
 
     Parameters
@@ -126,10 +127,15 @@ def load(
 
     Examples
     --------
-    >>> import attnkit
-    >>> model = attnkit.load("minilm", device="cpu", dtype="float32")  # doctest: +SKIP
-    >>> model.device, model.dtype  # doctest: +SKIP
-    (device(type='cpu'), torch.float32)
+    >>> import tempfile, attnkit
+    >>> from attnkit.testing import tiny_model
+    >>> tiny = tiny_model("llama")
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     tiny.hf.save_pretrained(folder)
+    ...     _ = tiny.tokenizer.save_pretrained(folder)
+    ...     model = attnkit.load(folder, device="cpu", dtype="bfloat16")
+    >>> model.device, model.dtype
+    (device(type='cpu'), torch.bfloat16)
     """
     import torch
     from transformers import AutoConfig, AutoTokenizer
@@ -328,6 +334,7 @@ class Model:
         self._accepts_type_ids = getattr(config, "type_vocab_size", 0) and self.model_type not in (
             "roberta", "xlm-roberta", "camembert"
         )
+        params: Any
         try:
             params = inspect.signature(self.base.forward).parameters
         except (TypeError, ValueError, AttributeError):
@@ -383,8 +390,16 @@ class Model:
         dev = self.device
         return {k: v.to(dev) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
 
+    def _ensure_implementation(self) -> None:
+        """Put the model back on this wrapper's attention implementation when something else
+        (another Model around the same weights, user code) switched it."""
+        config = getattr(self.hf, "config", None)
+        current = getattr(config, "_attn_implementation", self._implementation)
+        if current != self._implementation and hasattr(self.hf, "set_attn_implementation"):
+            self.hf.set_attn_implementation(self._implementation)
+
     @contextlib.contextmanager
-    def eager(self) -> Iterator["Model"]:
+    def eager(self) -> Iterator[Model]:
         """Within the block the model runs its eager attention, whose probabilities are part
         of the autograd graph (gradient analyses need them); back to :attr:`capture` after."""
         hf = self.hf
@@ -531,7 +546,7 @@ class Model:
             batch["token_type_ids"] = types
         return batch
 
-    def record(self, encodings: Sequence[Encoding], recorders: Sequence["Recorder"]) -> int:
+    def record(self, encodings: Sequence[Encoding], recorders: Sequence[Recorder]) -> int:
         """One forward pass of a batch on :attr:`device` with ``recorders`` attached to every
         attention layer (:mod:`attnkit.capture`); returns the number of attention calls.
 
@@ -565,6 +580,7 @@ class Model:
                 f"{self.name} keeps its eager attention path (its attention does not go through "
                 "transformers' attention interface), so recorders cannot be attached to it."
             )
+        self._ensure_implementation()
         kwargs = self.to_device(self.pad(encodings))
         for r in recorders:
             kwargs.update(getattr(r, "forward_options", {}))
@@ -608,7 +624,6 @@ class Model:
         NoAttentionError
             When the model returned no attention probabilities.
         """
-        import torch
 
         lengths = [len(e) for e in encodings]
         if measure != "weights":
@@ -628,12 +643,7 @@ class Model:
             maps = rec.maps
         else:
             maps = self._run_eager(encodings)
-        embs = None
-        if embeddings:
-            ids = self.pad(encodings)["input_ids"].to(self.device)
-            with torch.inference_mode():
-                table = self.hf.get_input_embeddings()(ids).float().cpu().numpy()
-            embs = [table[i, :n] for i, n in enumerate(lengths)]
+        embs = [self.run_embeddings(e) for e in encodings] if embeddings else None
         return maps, embs
 
     def _run_eager(self, encodings: Sequence[Encoding]) -> list[np.ndarray]:
@@ -641,6 +651,7 @@ class Model:
         import torch
 
         lengths = [len(e) for e in encodings]
+        self._ensure_implementation()
         kwargs = self.to_device(self.pad(encodings))
         with torch.inference_mode():
             out = self.base(**kwargs, output_attentions=True)
@@ -665,7 +676,7 @@ class Model:
         return 4 * self.n_layers * self.n_heads * n * n
 
     def attend(self, item: Any, *, level: str = "token", embeddings: bool = False,
-               lazy: bool | None = None, measure: str = "weights") -> "Attention | LazyAttention":
+               lazy: bool | None = None, measure: str = "weights") -> Attention | LazyAttention:
         """Attention of the model on one input (see :meth:`encode` for accepted inputs).
 
         Parameters
@@ -758,26 +769,14 @@ class Model:
             att = self.to_attention(enc, maps[0], embs[0] if embs else None, measure)
         return att.to_words() if level == "word" else att
 
-    def _attend_lazy(self, enc: Encoding, embeddings: bool) -> "LazyAttention":
+    def _attend_lazy(self, enc: Encoding, embeddings: bool) -> LazyAttention:
         from .capture import LazyRecorder
         from .lazy import LazyAttention
 
-        rec = LazyRecorder(len(enc))
+        rec = LazyRecorder(len(enc), self.n_layers)
         self.record([enc], [rec])
         emb = self.run_embeddings(enc) if embeddings else None
-        return LazyAttention(
-            rec.layers,
-            tokens=enc.tokens,
-            roles=np.array(enc.roles),
-            word_ids=np.array(enc.word_ids),
-            words=enc.words,
-            segments=np.array(enc.segments),
-            embeddings=emb,
-            meta=self._meta(enc),
-            model=self.name,
-            causal=self.causal,
-            input_ids=np.asarray(enc.input_ids),
-        )
+        return LazyAttention(rec.layers, embeddings=emb, **self._alignment(enc))
 
     def run_embeddings(self, enc: Encoding) -> np.ndarray:
         """The float32 input embeddings ``[n, d]`` of one encoding (numpy, CPU)."""
@@ -787,27 +786,18 @@ class Model:
         with torch.inference_mode():
             return self.hf.get_input_embeddings()(ids)[0].float().cpu().numpy()
 
-    def _meta(self, enc: Encoding) -> dict[str, Any]:
-        return {**enc.meta, "sinks": True} if self.sinks else dict(enc.meta)
+    def _alignment(self, enc: Encoding) -> dict[str, Any]:
+        """What dense and lazy attention take from an encoding (and from the model)."""
+        meta = {**enc.meta, "sinks": True} if self.sinks else dict(enc.meta)
+        return dict(tokens=enc.tokens, roles=np.array(enc.roles), word_ids=np.array(enc.word_ids),
+                    words=enc.words, segments=np.array(enc.segments), meta=meta,
+                    model=self.name, causal=self.causal, input_ids=np.asarray(enc.input_ids))
 
     def to_attention(self, enc: Encoding, maps: np.ndarray, emb: np.ndarray | None = None,
                      measure: str = "weights") -> Attention:
         """Wrap one item's maps (of ``measure``) with its encoding's alignment."""
-        return Attention(
-            measure=measure,
-            maps=maps,
-            tokens=enc.tokens,
-            roles=np.array(enc.roles),
-            word_ids=np.array(enc.word_ids),
-            words=enc.words,
-            segments=np.array(enc.segments),
-            embeddings=emb,
-            meta=self._meta(enc),
-            truncated=enc.truncated,
-            model=self.name,
-            causal=self.causal,
-            input_ids=np.asarray(enc.input_ids),
-        )
+        return Attention(maps=maps, embeddings=emb, truncated=enc.truncated, measure=measure,
+                         **self._alignment(enc))
 
 
 def _float32() -> Any:

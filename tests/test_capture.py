@@ -11,9 +11,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from attnkit.capture import AttentionCall, RowSpans, recording  # noqa: E402
-from attnkit.errors import CaptureError  # noqa: E402
-from attnkit.testing import TINY_WINDOW, tiny_model  # noqa: E402
+from attnkit.capture import AttentionCall, RowSpans, recording
+from attnkit.errors import CaptureError
+from attnkit.testing import TINY_WINDOW, tiny_model
 
 # Mistral and gpt-oss: sliding window TINY_WINDOW everywhere; Gemma 2: soft-capping and a
 # sliding window on every other layer; Llama, Qwen2, Mistral, Gemma 2, gpt-oss: grouped keys
@@ -98,8 +98,9 @@ def test_sinks_rows_sum_below_one(models):
 
 @pytest.mark.parametrize("kind", ["llama", "gemma2", "bert"])
 def test_capture_does_not_change_the_forward(models, kind):
-    """Recording leaves the hidden states of the SDPA forward as they are, and they agree
-    with the eager forward."""
+    """Lazy recording leaves the hidden states of the SDPA forward exactly as they are; dense
+    recording (output from the recorded probabilities) and the eager forward agree with
+    them within float32 rounding."""
     model = models[kind]
     encs = [model.encode(t) for t in TEXTS]
     kw = model.to_device(model.pad(encs))
@@ -109,14 +110,26 @@ def test_capture_does_not_change_the_forward(models, kind):
         with torch.inference_mode():
             hidden[name] = model.base(**kw, **model._forward_options).last_hidden_state
 
+    from attnkit.capture import DenseRecorder, LazyRecorder
+
     grab("plain")
     with recording([lambda call: call.probabilities()]):
-        grab("recorded")
+        grab("on demand")
+    with recording([DenseRecorder([len(e) for e in encs], model.n_layers, model.n_heads)]):
+        grab("dense")
     with model.eager():
         grab("eager")
     mask = kw["attention_mask"].bool()
-    assert torch.equal(hidden["plain"][mask], hidden["recorded"][mask])
-    torch.testing.assert_close(hidden["plain"][mask], hidden["eager"][mask], atol=1e-5, rtol=1e-4)
+    assert torch.equal(hidden["plain"][mask], hidden["on demand"][mask])
+    if kind != "gemma2":  # soft-capped layers are computed from probabilities anyway
+        one = model.to_device(model.pad(encs[:1]))
+        with torch.inference_mode():
+            plain = model.base(**one, **model._forward_options).last_hidden_state
+            with recording([LazyRecorder(len(encs[0]))]):
+                lazy = model.base(**one, **model._forward_options).last_hidden_state
+        assert torch.equal(plain, lazy)
+    for name in ("dense", "eager"):
+        torch.testing.assert_close(hidden["plain"][mask], hidden[name][mask], atol=1e-5, rtol=1e-4)
 
 
 def test_recorder_sees_values_and_output(models):
@@ -138,7 +151,9 @@ def test_lse_recorder_gets_row_log_sum_exps(models):
 
     class Lse:
         needs_lse = True
-        seen: list = []
+
+        def __init__(self):
+            self.seen = []
 
         def __call__(self, call):
             self.seen.append((call.lse, call.log_sum_exp()))
@@ -173,11 +188,24 @@ def test_position_bias_refused_lazily_but_recorded_densely(models):
     bias = torch.randn(1, 4, 5, 5)
     calls = []
     with recording([calls.append]):
-        out, _ = attention_forward(module, q, k, v, None, scaling=0.3, position_bias=bias)
+        _out, _ = attention_forward(module, q, k, v, None, scaling=0.3, position_bias=bias)
     kr = k.repeat_interleave(2, dim=1)
     s = q @ kr.transpose(-1, -2) * 0.3 + bias
     s = s.masked_fill(torch.ones(5, 5, dtype=torch.bool).triu(1), float("-inf"))
     torch.testing.assert_close(calls[0].probabilities(), torch.softmax(s, -1))
+    with pytest.raises(CaptureError, match="position bias"), recording([LazyRecorder(5)]):
+        attention_forward(module, q, k, v, None, scaling=0.3, position_bias=bias)
+
+
+def test_additive_masks_as_spans():
+    """A pure additive mask (0 / large negative) is described exactly; one holding a bias is
+    refused for lazy capture."""
+    from attnkit.capture import _bool_mask
+
+    low = torch.finfo(torch.float32).min
+    pure = torch.tensor([[0.0, low, low], [0.0, 0.0, low], [low, 0.0, 0.0]])
+    assert torch.equal(_bool_mask(pure), pure == 0)
+    spans = RowSpans.from_mask(_bool_mask(pure))
+    assert spans.lo.tolist() == [0, 0, 1] and spans.hi.tolist() == [1, 2, 3]
     with pytest.raises(CaptureError, match="position bias"):
-        with recording([LazyRecorder(5)]):
-            attention_forward(module, q, k, v, None, scaling=0.3, position_bias=bias)
+        _bool_mask(pure + torch.tensor([[0.0, 0.0, 0.0], [-0.5, 0.0, 0.0], [0.0, 0.0, 0.0]]))

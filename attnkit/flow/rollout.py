@@ -8,10 +8,57 @@ level 0 is the input (embeddings), level ``l`` the output of layer ``l`` (maps i
 
 from __future__ import annotations
 
+from typing import Iterator
+
 import numpy as np
 
 from ..attention import Attention, row_shares
 from ..errors import InputError
+
+
+def residual_layers(att, residual: float = 0.5) -> Iterator[np.ndarray]:
+    """The matrices of :func:`residual_attention`, one layer at a time (float64 ``[n, n]``).
+
+    Dense attention averages its maps; any other attention (lazy) is averaged head by head,
+    band by band (:func:`attnkit.blocks.head_mean`), so one ``[n, n]`` matrix is held at a
+    time, never ``[L, H, n, n]``.
+    """
+    if not 0.0 <= residual <= 1.0:
+        raise InputError(f"residual must lie in [0, 1]; got {residual}.")
+    if isinstance(att, Attention):
+        maps = np.asarray(att.maps, dtype=np.float64)
+        if not np.all(np.isfinite(maps)):
+            raise InputError("Attention maps contain non-finite values; pass probabilities.")
+        for a in _check_maps(row_shares(maps, att.measure)):
+            yield _mix(a.mean(axis=0), residual)
+        return
+    from ..blocks import head_mean
+
+    if att.n_layers == 0 or att.n_heads == 0 or len(att) == 0:
+        raise InputError("Attention is empty; nothing to roll out.")
+    for layer in range(att.n_layers):
+        yield _mix(head_mean(att, layer), residual)
+
+
+def _check_maps(maps: np.ndarray) -> np.ndarray:
+    if maps.shape[0] == 0 or maps.shape[1] == 0 or maps.shape[2] == 0:
+        raise InputError(f"Attention maps are empty (shape {maps.shape}); nothing to roll out.")
+    if not np.all(np.isfinite(maps)) or np.any(maps < 0):
+        raise InputError("Attention maps contain negative or non-finite values; "
+                         "pass probabilities (rows of softmax outputs).")
+    return maps
+
+
+def _mix(mean: np.ndarray, residual: float) -> np.ndarray:
+    """``(1 - residual) * mean + residual * I`` with every row renormalised."""
+    a = (1.0 - residual) * mean
+    a[np.diag_indices_from(a)] += residual
+    sums = a.sum(axis=-1, keepdims=True)
+    if np.any(sums <= 0):
+        raise InputError("An attention row sums to 0 with residual=0; use residual > 0 "
+                         "or pass maps whose rows sum to 1.")
+    a /= sums
+    return a
 
 
 def residual_attention(att: Attention, residual: float = 0.5) -> np.ndarray:
@@ -27,24 +74,7 @@ def residual_attention(att: Attention, residual: float = 0.5) -> np.ndarray:
     Returns float64 ``[L, n, n]``: entry ``[l, q, k]`` is how much position ``q`` at level
     ``l + 1`` takes from position ``k`` at level ``l``.
     """
-    if not 0.0 <= residual <= 1.0:
-        raise InputError(f"residual must lie in [0, 1]; got {residual}.")
-    maps = np.asarray(att.maps, dtype=np.float64)
-    if not np.all(np.isfinite(maps)):
-        raise InputError("Attention maps contain non-finite values; pass probabilities.")
-    maps = row_shares(maps, getattr(att, "measure", "weights"))
-    if maps.shape[0] == 0 or maps.shape[1] == 0 or maps.shape[2] == 0:
-        raise InputError(f"Attention maps are empty (shape {maps.shape}); nothing to roll out.")
-    if not np.all(np.isfinite(maps)) or np.any(maps < 0):
-        raise InputError("Attention maps contain negative or non-finite values; "
-                         "pass probabilities (rows of softmax outputs).")
-    n = maps.shape[2]
-    a = (1.0 - residual) * maps.mean(axis=1) + residual * np.eye(n)
-    sums = a.sum(axis=-1, keepdims=True)
-    if np.any(sums <= 0):
-        raise InputError("An attention row sums to 0 with residual=0; use residual > 0 "
-                         "or pass maps whose rows sum to 1.")
-    return a / sums
+    return np.stack(list(residual_layers(att, residual)))
 
 
 def rollout(att: Attention, residual: float = 0.5, all_layers: bool = False) -> np.ndarray:
@@ -57,11 +87,9 @@ def rollout(att: Attention, residual: float = 0.5, all_layers: bool = False) -> 
     input tokens), or ``[L, n, n]`` with every ``R_l`` when ``all_layers=True``
     (``[l - 1]`` holds level ``l``; ``[-1]`` is the default result).
     """
-    a = residual_attention(att, residual)
-    out = np.empty_like(a)
-    acc = a[0]
-    out[0] = acc
-    for layer in range(1, a.shape[0]):
-        acc = a[layer] @ acc
-        out[layer] = acc
-    return out if all_layers else out[-1]
+    levels: list[np.ndarray] = []
+    for a in residual_layers(att, residual):  # one layer's matrix at a time
+        levels = [*levels, a @ levels[-1]] if levels else [a]
+        if not all_layers:
+            levels = levels[-1:]
+    return np.stack(levels) if all_layers else levels[-1]

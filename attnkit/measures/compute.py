@@ -69,6 +69,9 @@ class MeasureRecorder:
     """
 
     needs_lse = False
+    #: Every probability of every layer is read: capture computes the layer's output from
+    #: them (one pass) and hands them over instead of computing them twice.
+    needs_probabilities = True
 
     def __init__(self, model: Any, measure: str, lengths: Sequence[int]) -> None:
         self.measure = check_measure(measure)
