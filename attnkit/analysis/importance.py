@@ -32,16 +32,8 @@ Objective = Callable[[Any, dict], Any]
 # --------------------------------------------------------------- objectives
 def _kind(model: Any) -> str:
     """The built-in objective that fits the model's head ("auto")."""
-    name = type(model.hf).__name__
-    if name.endswith("ForMaskedLM"):
-        return "mlm"
-    if name.endswith("ForSequenceClassification"):
-        return "classification"
-    if model.causal and hasattr(model.hf, "get_output_embeddings") and (
-        model.hf.get_output_embeddings() is not None
-    ):
-        return "lm"
-    return "embedding"
+    return {"masked-lm": "mlm", "classifier": "classification",
+            "causal-lm": "lm"}.get(targets.head_kind(model), "embedding")
 
 
 def _mask_positions(roles: Sequence[str], rate: float, seed: int, item: int) -> np.ndarray:

@@ -30,16 +30,24 @@ from ..errors import InputError
 KINDS = ("logit", "projection")
 
 
-def default_kind(model: Any) -> str:
-    """``"logit"`` for sequence classifiers and causal LMs, ``"projection"`` otherwise."""
+def head_kind(model: Any) -> str:
+    """What sits on the model's transformer: ``"masked-lm"``, ``"classifier"``,
+    ``"causal-lm"`` or ``"none"`` (a bare encoder or decoder)."""
     name = type(model.hf).__name__
+    if name.endswith("ForMaskedLM"):
+        return "masked-lm"
     if name.endswith("ForSequenceClassification"):
-        return "logit"
+        return "classifier"
     if model.causal and hasattr(model.hf, "get_output_embeddings") and (
         model.hf.get_output_embeddings() is not None
     ):
-        return "logit"
-    return "projection"
+        return "causal-lm"
+    return "none"
+
+
+def default_kind(model: Any) -> str:
+    """``"logit"`` for sequence classifiers and causal LMs, ``"projection"`` otherwise."""
+    return "logit" if head_kind(model) in ("classifier", "causal-lm") else "projection"
 
 
 def check_kind(model: Any, kind: str) -> None:

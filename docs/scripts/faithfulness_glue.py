@@ -17,6 +17,9 @@ import os
 import time
 from pathlib import Path
 
+import torch
+from _common import prepare
+
 import attnkit as ak
 
 MEASURES = ("weights", "rollout", "flow", "norm", "norm+residual", "alti", "grad×attn",
@@ -35,13 +38,7 @@ def main() -> None:
     p.add_argument("--figures")
     p.add_argument("--threads", type=int, default=None)
     args = p.parse_args()
-    import torch
-
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    model = ak.load(args.model)
+    out, model = prepare(args)
     data = ak.read_glue(args.task, args.split, limit=args.limit)
     t, c = time.perf_counter(), time.process_time()
     load0 = os.getloadavg()[0]

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 import pandas as pd
+from _common import prepare
 
 import attnkit as ak
 from attnkit.data import find_data
@@ -35,13 +36,7 @@ def main() -> None:
     p.add_argument("--figures", help="also save the figure here")
     p.add_argument("--threads", type=int, default=None)
     args = p.parse_args()
-    import torch
-
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    model = ak.load(args.model)
+    out, model = prepare(args)
     tb = ak.read_conllu(find_data(args.treebank))
     frames, seconds = [], {}
     for measure in MEASURES:
