@@ -88,3 +88,16 @@ def test_extract_stores_the_measure(bert, tmp_path):
     assert a.n_heads == 1 and a[1].maps.shape[1] == 1
     stats = ak.head_stats(a)
     assert len(stats) == bert.n_layers
+
+
+def test_relation_heads_on_a_measure_read_the_argmax(bert):
+    """Syntax heads use each row's argmax, which a measure's row shares do not change: on
+    maps scaled row by row the table is the same as on the shares."""
+    tb = ak.read_conllu(ak.data.sample_treebank())
+    norm = ak.extract(bert, tb, measure="norm", progress=False)
+    shares = [replace(a, maps=a.maps / a.maps.sum(-1, keepdims=True), measure="weights")
+              for a in norm]
+    a = ak.relation_heads(norm, tb, min_count=1)
+    b = ak.relation_heads(shares, tb, min_count=1)
+    assert a["accuracy"].tolist() == pytest.approx(b["accuracy"].tolist())
+    assert list(a.index) == list(b.index)
