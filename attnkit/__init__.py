@@ -1,6 +1,6 @@
 """attnkit: look inside the attention of transformer language models from a notebook."""
 
-from . import errors, measures, pipeline, plot
+from . import errors, measures, pipeline, plot, toy
 from .analysis import (
     AttentionProbe,
     attention_importance,
@@ -9,13 +9,14 @@ from .analysis import (
     faithfulness,
     head_behaviours,
     head_distances,
+    head_scores,
     head_stats,
     relation_heads,
     right_branching_uas,
 )
 from .attention import Attention
 from .corpus import AttentionSet, extract
-from .data import Sentence, Treebank, read_conllu, read_coref, read_glue
+from .data import Sentence, Treebank, induction_inputs, read_conllu, read_coref, read_glue
 from .finetune import finetune
 from .flow import (
     attention_flow,
@@ -69,12 +70,15 @@ __all__ = [
     "extract",
     "measures",
     "finetune",
+    "head_scores",
     "head_stats",
+    "induction_inputs",
     "load",
     "read_conllu",
     "read_coref",
     "read_glue",
     "relation_heads",
+    "toy",
     "right_branching_uas",
     "__version__",
 ]

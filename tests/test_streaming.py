@@ -69,13 +69,13 @@ def test_attention_graph_and_influence_exact(pair, no_dense_maps):
     threshold = 0.2
     gaps = np.abs(dense.maps - threshold)
     assert gaps.min() > 1e-4  # no weight so close to the threshold that rounding could flip it
-    gl, gd = ak.attention_graph(lazy, threshold), ak.attention_graph(dense, threshold)
+    gl, gd = ak.attention_graph(lazy, threshold=threshold), ak.attention_graph(dense, threshold=threshold)
     assert gl.number_of_edges() > 10
     _same_edges(gl, gd)
     assert ak.influence(gl).equals(ak.influence(gd))
     heads = [(0, 1), (1, 3)]
-    _same_edges(ak.attention_graph(lazy, threshold, heads=heads),
-                ak.attention_graph(dense, threshold, heads=heads))
+    _same_edges(ak.attention_graph(lazy, threshold=threshold, heads=heads),
+                ak.attention_graph(dense, threshold=threshold, heads=heads))
 
 
 def test_rollout_of_head_averages(pair, no_dense_maps):

@@ -38,7 +38,7 @@ def test_single_view_sends_graph_influence_and_head_counts():
     view = FlowView(att_a(), threshold=0.3)
     g = view.graph
     assert (view.n_nodes, view.n_edges) == (g.number_of_nodes(), g.number_of_edges()) == (7, 7)
-    inf = attnkit.influence(g, 0.5)
+    inf = attnkit.influence(g, alpha=0.5)
     np.testing.assert_allclose(np.frombuffer(view.influence_a, dtype="<f4"), inf["score"], rtol=1e-6)
     assert np.frombuffer(view.rating_a, dtype=np.uint8).tolist() == inf["rating"].tolist()
     counts = np.frombuffer(view.head_counts_a, dtype="<f4").reshape(2, 2)
@@ -65,7 +65,7 @@ def test_threshold_and_head_restriction_recompute_the_graph():
 
 
 def test_compare_colours_and_split_counts():
-    view = FlowView(att_a(), att_b(), threshold=0.3)
+    view = FlowView(att_a(), other=att_b(), threshold=0.3)
     cmp = attnkit.compare(att_a(), att_b(), threshold=0.3)
     assert view.mode == "compare" and view.names == ["pre", "fine"]
     edges = {(e[0], e[1], e[2]): e[3] for e in u16(view.edges, 4)}
@@ -78,7 +78,7 @@ def test_compare_colours_and_split_counts():
     other = att_b()
     other.tokens[1] = "x"
     with pytest.raises(TokenizationMismatchError):
-        FlowView(att_a(), other)
+        FlowView(att_a(), other=other)
 
 
 def test_collection_mode_and_static_output(tmp_path):
@@ -89,7 +89,7 @@ def test_collection_mode_and_static_output(tmp_path):
     np.testing.assert_allclose(np.frombuffer(view.head_counts_a, dtype="<f4"), summary.heads["edges_mean"], rtol=1e-6)
     assert view.categories == list(summary.categories.index)
     assert view.top_tokens == list(summary.tokens.index[:15])
-    for w in (view, FlowView(att_a()), FlowView(att_a(), att_b())):
+    for w in (view, FlowView(att_a()), FlowView(att_a(), other=att_b())):
         data, _ = w._repr_mimebundle_()
         assert data["text/html"].startswith('<img src="data:image/png;base64,')
         assert w.save(tmp_path / "f.svg").stat().st_size > 1000

@@ -20,7 +20,7 @@ def atts():
 
 
 def test_heatmap_switch_keeps_the_head_and_shows_the_measure(atts):
-    s = ak.MeasureSwitch(ak.Heatmap, atts, layer=1, head=1)
+    s = ak.MeasureSwitch(atts, view=ak.Heatmap, layer=1, head=1)
     assert s.measure == "weights" and s.view.value_label == "weights"
     s.measure = "norm"
     assert (s.view.layer, s.view.head) == (1, 1) and s.view.value_label == "norm"
@@ -36,7 +36,7 @@ def test_heatmap_switch_keeps_the_head_and_shows_the_measure(atts):
 
 
 def test_headgrid_switch_keeps_the_selection(atts, tmp_path):
-    s = ak.MeasureSwitch(ak.HeadGrid, atts, measure="norm")
+    s = ak.MeasureSwitch(atts, measure="norm")
     s.view.selected = [1, 0]
     s.measure = "weights"
     assert list(s.view.selected) == [1, 0]
@@ -48,7 +48,7 @@ def test_flowview_compares_two_measures_of_one_model(atts):
     assert view.result.names == ("tiny-bert (weights)", "tiny-bert (norm)")
     view = ak.FlowView(mixed(atts["weights"]), other=atts["alti"])
     assert len(view.result.heads) == atts["alti"].n_layers
-    s = ak.MeasureSwitch(ak.FlowView, {"weights": atts["weights"], "norm": atts["norm"]}, threshold=0.2)
+    s = ak.MeasureSwitch({"weights": atts["weights"], "norm": atts["norm"]}, view=ak.FlowView, threshold=0.2)
     s.view.threshold = 0.25
     s.measure = "norm"
     assert s.view.threshold == pytest.approx(0.25)
@@ -56,9 +56,9 @@ def test_flowview_compares_two_measures_of_one_model(atts):
 
 def test_bad_switches(atts):
     with pytest.raises(InputError, match="at least one"):
-        ak.MeasureSwitch(ak.Heatmap, {})
+        ak.MeasureSwitch({}, view=ak.Heatmap)
     with pytest.raises(InputError, match="not one of"):
-        ak.MeasureSwitch(ak.Heatmap, atts, measure="nonsense")
+        ak.MeasureSwitch(atts, view=ak.Heatmap, measure="nonsense")
     other = tiny_model("bert").attend("A different sentence.")
     with pytest.raises(InputError, match="other tokens"):
-        ak.MeasureSwitch(ak.Heatmap, {"weights": atts["weights"], "x": other})
+        ak.MeasureSwitch({"weights": atts["weights"], "x": other}, view=ak.Heatmap)

@@ -1,5 +1,6 @@
 """Analyses of attention: pure functions returning DataFrames or arrays."""
 
+from .attribution import ATTRIBUTIONS, attribution
 from .cluster import (
     BEHAVIOURS,
     classical_mds,
@@ -8,9 +9,16 @@ from .cluster import (
     head_distances,
     uniform_entropy,
 )
-from .attribution import ATTRIBUTIONS, attribution
-from .coref import CorefEvaluation, coref_heads, coref_predictions, coref_summary, split_documents
+from .coref import (
+    CorefEvaluation,
+    coref_heads,
+    coref_predictions,
+    coref_rows,
+    coref_summary,
+    split_documents,
+)
 from .faithfulness import faithfulness
+from .heads import HEAD_KINDS, earlier_occurrences, head_scores, token_identity
 from .importance import TARGETS, AttentionGradients, attention_gradients, attention_importance
 from .probe import AttentionProbe, probe_data
 from .stats import STAT_COLUMNS, head_stats, item_stats, uniform_row_entropy
@@ -19,6 +27,7 @@ from .syntax import head_accuracy, offset_accuracy, relation_heads, right_branch
 __all__ = [
     "ATTRIBUTIONS",
     "BEHAVIOURS",
+    "HEAD_KINDS",
     "STAT_COLUMNS",
     "TARGETS",
     "AttentionGradients",
@@ -30,12 +39,15 @@ __all__ = [
     "classical_mds",
     "coref_heads",
     "coref_predictions",
+    "coref_rows",
     "coref_summary",
+    "earlier_occurrences",
     "embed_heads",
     "faithfulness",
     "head_behaviours",
     "head_accuracy",
     "head_distances",
+    "head_scores",
     "head_stats",
     "item_stats",
     "offset_accuracy",
@@ -43,6 +55,7 @@ __all__ = [
     "relation_heads",
     "right_branching_uas",
     "split_documents",
+    "token_identity",
     "uniform_entropy",
     "uniform_row_entropy",
     "word_hits",

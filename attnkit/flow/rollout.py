@@ -12,11 +12,13 @@ from typing import Iterator
 
 import numpy as np
 
+from .._compat import renamed
 from ..attention import Attention, row_shares
 from ..errors import InputError
+from ..types import AttentionLike
 
 
-def residual_layers(att, residual: float = 0.5) -> Iterator[np.ndarray]:
+def residual_layers(att: AttentionLike, residual: float = 0.5) -> Iterator[np.ndarray]:
     """The matrices of :func:`residual_attention`, one layer at a time (float64 ``[n, n]``).
 
     Dense attention averages its maps; any other attention (lazy) is averaged head by head,
@@ -61,7 +63,8 @@ def _mix(mean: np.ndarray, residual: float) -> np.ndarray:
     return a
 
 
-def residual_attention(att: Attention, residual: float = 0.5) -> np.ndarray:
+@renamed(positional=("residual",), att="attentions")
+def residual_attention(attentions: AttentionLike, *, residual: float = 0.5) -> np.ndarray:
     """The per-layer matrices ``Â`` that rollout and attention flow use.
 
     Heads are averaged, the residual connection is modelled by mixing in the identity,
@@ -74,21 +77,46 @@ def residual_attention(att: Attention, residual: float = 0.5) -> np.ndarray:
     Returns float64 ``[L, n, n]``: entry ``[l, q, k]`` is how much position ``q`` at level
     ``l + 1`` takes from position ``k`` at level ``l``.
     """
-    return np.stack(list(residual_layers(att, residual)))
+    return np.stack(list(residual_layers(attentions, residual)))
 
 
-def rollout(att: Attention, residual: float = 0.5, all_layers: bool = False) -> np.ndarray:
+@renamed(positional=("residual", "all_layers"), att="attentions")
+def rollout(attentions: AttentionLike, *, residual: float = 0.5, all_layers: bool = False) -> np.ndarray:
     """Attention rollout: products of :func:`residual_attention` from the first layer up.
 
     ``R_1 = Â_1`` and ``R_l = Â_l @ R_{l-1}``, so ``R_l[q, k]`` is the share of position
     ``q`` at level ``l`` that comes from input token ``k`` (rows sum to 1).
 
-    Returns float64 ``[n, n]`` (``R_L``: rows = positions at the last layer, columns =
-    input tokens), or ``[L, n, n]`` with every ``R_l`` when ``all_layers=True``
-    (``[l - 1]`` holds level ``l``; ``[-1]`` is the default result).
+    Parameters
+    ----------
+    attentions : Attention
+        One input's attention (any measure; rows are renormalised).
+    residual : float
+        Weight of the identity in ``(1 - residual) A + residual I``.
+    all_layers : bool
+        Return every ``R_l``, not only the last.
+
+    Returns
+    -------
+    numpy.ndarray
+        float64 ``[n, n]`` (``R_L``: rows = positions at the last layer, columns = input
+        tokens), or ``[L, n, n]`` with every ``R_l`` when ``all_layers=True``
+        (``[l - 1]`` holds level ``l``; ``[-1]`` is the default result).
+
+    Raises
+    ------
+    InputError
+        For ``residual`` outside [0, 1], or empty, negative or non-finite maps.
+
+    Examples
+    --------
+    >>> import numpy as np, attnkit as ak
+    >>> maps = np.array([[[[1, 0], [0.5, 0.5]]], [[[0.5, 0.5], [0.5, 0.5]]]])  # 2 layers
+    >>> ak.rollout(ak.Attention.from_maps(maps, ["a", "b"])).round(3).tolist()
+    [[0.625, 0.375], [0.625, 0.375]]
     """
     levels: list[np.ndarray] = []
-    for a in residual_layers(att, residual):  # one layer's matrix at a time
+    for a in residual_layers(attentions, residual):  # one layer's matrix at a time
         levels = [*levels, a @ levels[-1]] if levels else [a]
         if not all_layers:
             levels = levels[-1:]

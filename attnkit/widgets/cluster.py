@@ -9,6 +9,8 @@ import pandas as pd
 import traitlets
 from matplotlib.figure import Figure
 
+from .._compat import renamed
+from ..results import HeadResult
 from ..errors import InputError
 from ..plot import attention as plots
 from ._base import SelectsHead, encode_f32
@@ -39,15 +41,18 @@ class ClusterView(SelectsHead):
     categories = traitlets.List(traitlets.Unicode()).tag(sync=True)
     label_name = traitlets.Unicode("layer").tag(sync=True)
 
+    @renamed(positional=("labels",))
     def __init__(
         self,
-        embedding: np.ndarray | pd.DataFrame,
-        labels: Sequence | pd.Series | dict | str | None = None,
+        embedding: HeadResult | np.ndarray | pd.DataFrame,
         *,
+        labels: Sequence | pd.Series | dict | str | None = None,
         n_heads: int | None = None,
         label_name: str | None = None,
         title: str | None = None,
     ) -> None:
+        if isinstance(embedding, HeadResult):
+            embedding = embedding.table[["x", "y"]] if {"x", "y"} <= set(embedding.columns) else embedding.table
         if isinstance(embedding, pd.DataFrame):
             idx = embedding.index
             if not isinstance(idx, pd.MultiIndex) or idx.nlevels != 2:
@@ -114,7 +119,7 @@ class ClusterView(SelectsHead):
             raise InputError(f"head {value[0]}-{value[1]} (0-indexed) is not in this embedding.")
         return value
 
-    def figure(self, preview: bool = False) -> Figure:
+    def figure(self, *, preview: bool = False) -> Figure:
         labels = None
         if self._names is not None:
             labels = [x if x is not None else "(none)" for x in self._names]

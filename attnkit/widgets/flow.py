@@ -16,8 +16,10 @@ import traitlets
 from matplotlib.figure import Figure
 
 from .. import flow
+from .._compat import renamed
 from ..attention import Attention
 from ..errors import InputError
+from ..types import Attentions, Sources
 from ..plot._prep import head_label, mpl_text
 from ..plot.flow import plot_flow_radial
 from ._base import SelectsHead, encode_f16, encode_f32
@@ -77,11 +79,11 @@ class FlowView(SelectsHead):
 
     Parameters
     ----------
-    att : the Attention to trace.
+    attentions : the Attention to trace.
     other : optional second Attention on the same tokens (e.g. the fine-tuned model): the
         view then colours what both graphs share (grey), what only ``att`` has (turquoise)
         and what only ``other`` has (purple), and splits each head glyph in two.
-    threshold, alpha, source : passed to :func:`attnkit.attention_graph` /
+    threshold, alpha, sources : passed to :func:`attnkit.attention_graph` /
         :func:`attnkit.influence` / :func:`attnkit.compare`.
     names : display names of the two models (default: their ``model`` names).
 
@@ -121,17 +123,19 @@ class FlowView(SelectsHead):
     top_tokens = traitlets.List(traitlets.Unicode()).tag(sync=True)
     top_share = traitlets.Bytes(b"").tag(sync=True)
 
+    @renamed(positional=("other",), att="attentions", source="sources")
     def __init__(
         self,
-        att: Attention,
-        other: Attention | None = None,
+        attentions: Attention,
         *,
+        other: Attention | None = None,
         threshold: float = 0.3,
         alpha: float = 0.5,
-        source=None,
+        sources: Sources = None,
         names: tuple[str, str] | None = None,
         title: str | None = None,
     ) -> None:
+        att, source = attentions, sources
         if not isinstance(att, Attention) or (other is not None and not isinstance(other, Attention)):
             raise InputError("FlowView takes attnkit Attention objects (att, and other= to compare).")
         if other is not None:
@@ -157,22 +161,23 @@ class FlowView(SelectsHead):
 
     # ------------------------------------------------------------ collection
     @classmethod
+    @renamed(atts="attentions", source="sources")
     def collection(
         cls,
-        atts: Iterable[Attention],
+        attentions: Attentions,
         *,
         threshold: float = 0.3,
         alpha: float = 0.5,
-        source=None,
+        sources: Sources = None,
         top: int = 15,
         title: str | None = None,
-        progress: bool = False,
+        progress: bool = True,
     ) -> "FlowView":
         """Aggregate view over many inputs (:func:`attnkit.flow_summary`): one ring per layer
         with a wedge per head coloured by how many edges it makes on average, and bars of
         the influence share of each token category and of the ``top`` token strings."""
-        summary = flow.flow_summary(atts, threshold=threshold, alpha=alpha, source=source,
-                                    progress=progress)
+        summary = flow.flow_summary(attentions, threshold=threshold, alpha=alpha,
+                                    sources=sources, progress=progress)
         self = cls.__new__(cls)
         self._att = self._other = None
         self._fixed_title = title
@@ -237,8 +242,9 @@ class FlowView(SelectsHead):
         heads = self.allowed_heads()
         att, other = self._att, self._other
         if other is None:
-            g = flow.attention_graph(att, threshold=self.threshold, heads=heads, source=self._source_arg)
-            inf = flow.influence(g, self.alpha)
+            g = flow.attention_graph(att, threshold=self.threshold, heads=heads,
+                                     sources=self._source_arg)
+            inf = flow.influence(g, alpha=self.alpha)
             self.result = g
             update = encode_graph(g)
             update.update(
@@ -251,7 +257,7 @@ class FlowView(SelectsHead):
                             f"{self._source_text(g)}, threshold {self.threshold:g}"
         else:
             cmp = flow.compare(att, other, threshold=self.threshold, heads=heads,
-                               source=self._source_arg, alpha=self.alpha, names=self._names_arg)
+                               sources=self._source_arg, alpha=self.alpha, names=self._names_arg)
             self.result = cmp
             inf = cmp.influence
             update = encode_graph(cmp.union)
@@ -284,7 +290,7 @@ class FlowView(SelectsHead):
             raise InputError("a collection view has no single graph; see .result (a FlowSummary).")
         return self.result.union if self.mode == "compare" else self.result
 
-    def figure(self, preview: bool = False) -> Figure:
+    def figure(self, *, preview: bool = False) -> Figure:
         if self.mode == "collection":
             return self._collection_figure()
         fig = Figure(figsize=(7.0, 7.0), layout="constrained")

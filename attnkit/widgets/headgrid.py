@@ -7,6 +7,7 @@ import pandas as pd
 import traitlets
 from matplotlib.figure import Figure
 
+from .._compat import renamed
 from ..attention import Attention
 from ..errors import InputError
 from ..plot import attention as plots
@@ -20,7 +21,7 @@ class HeadGrid(SelectsHead):
 
     Parameters
     ----------
-    att : the :class:`~attnkit.Attention` to show.
+    attentions : the :class:`~attnkit.Attention` to show.
     metric : optional per-head values drawn as a coloured bar under each thumbnail and shown
         on hover: a DataFrame/Series indexed by ``(layer, head)`` (e.g. ``head_stats``) or an
         array ``[layer, head]``.
@@ -46,17 +47,19 @@ class HeadGrid(SelectsHead):
     cmap = traitlets.Unicode("Blues").tag(sync=True)
     scale = traitlets.Unicode("head").tag(sync=True)
 
+    @renamed(positional=("metric", "value"), att="attentions")
     def __init__(
         self,
-        att: Attention,
+        attentions: Attention,
+        *,
         metric: pd.DataFrame | pd.Series | np.ndarray | None = None,
         value: str | None = None,
-        *,
         scale: str = "head",
         size: int = 128,
         cmap: str = "Blues",
         title: str | None = None,
     ) -> None:
+        att = attentions
         if not isinstance(att, Attention):
             raise InputError(f"HeadGrid takes an attnkit Attention; got {type(att).__name__}.")
         if scale not in ("head", "global"):
@@ -83,7 +86,7 @@ class HeadGrid(SelectsHead):
         )
         self._tokens = list(att.tokens)
 
-    def figure(self, preview: bool = False) -> Figure:
+    def figure(self, *, preview: bool = False) -> Figure:
         return plots.plot_head_grid(
             self._thumbs, metric=self._metric_table, metric_name=self.metric_name or "metric",
             scale=self.scale, size=min(self.size, 56) if preview else self.size,

@@ -8,6 +8,7 @@ import numpy as np
 import traitlets
 from matplotlib.figure import Figure
 
+from .._compat import renamed
 from ..attention import Attention
 from ..errors import InputError, TokenizationMismatchError
 from ..plot import attention as plots
@@ -20,7 +21,7 @@ class Heatmap(AttnkitWidget):
 
     Parameters
     ----------
-    att : the :class:`~attnkit.Attention` whose tokens label the axes.
+    attentions : the :class:`~attnkit.Attention` whose tokens label the axes.
     layer, head : 0-indexed head to show (displayed 1-indexed as "L-H"); the arrows in the
         header, :meth:`show`, or a linked :class:`HeadGrid` change it.
     maps : optional array drawn instead of ``att.maps``: ``[layer, head, n, n]`` or one
@@ -49,12 +50,13 @@ class Heatmap(AttnkitWidget):
     cmap = traitlets.Unicode("").tag(sync=True)
     value_label = traitlets.Unicode("attention").tag(sync=True)
 
+    @renamed(positional=("layer", "head"), att="attentions")
     def __init__(
         self,
-        att: Attention,
+        attentions: Attention,
+        *,
         layer: int = 0,
         head: int = 0,
-        *,
         maps: np.ndarray | None = None,
         diverging: bool | None = None,
         vmax: float | None = None,
@@ -62,6 +64,7 @@ class Heatmap(AttnkitWidget):
         title: str | None = None,
         value_label: str | None = None,
     ) -> None:
+        att = attentions
         if not isinstance(att, Attention):
             raise InputError(f"Heatmap takes an attnkit Attention; got {type(att).__name__}.")
         n = len(att)
@@ -117,22 +120,25 @@ class Heatmap(AttnkitWidget):
         self.observe(self._on_head, names=["layer", "head"])
 
     @classmethod
+    @renamed(positional=("layer", "head"), att_a="attentions", att_b="other")
     def difference(
         cls,
-        att_a: Attention,
-        att_b: Attention,
+        attentions: Attention,
+        other: Attention,
+        *,
         layer: int = 0,
         head: int = 0,
-        *,
         names: tuple[str, str] | None = None,
         vmax: float | None = None,
         cmap: str = "",
     ) -> "Heatmap":
-        """The difference ``att_a − att_b`` of one head on a diverging scale (red: more in A).
+        """The difference ``attentions − other`` of one head on a diverging scale (red: more
+        in A).
 
         Both must share tokens and shapes (e.g. a pre-trained and a fine-tuned model on the
         same input). ``names`` label A and B (default: the models' names).
         """
+        att_a, att_b = attentions, other
         for a in (att_a, att_b):
             if not isinstance(a, Attention):
                 raise InputError(f"Heatmap.difference takes two Attention objects; got {type(a).__name__}.")
@@ -169,7 +175,7 @@ class Heatmap(AttnkitWidget):
         """The shown ``[n, n]`` matrix (float32, rows = from, columns = to)."""
         return self._matrix
 
-    def figure(self, preview: bool = False) -> Figure:
+    def figure(self, *, preview: bool = False) -> Figure:
         return plots.plot_heatmap(
             self._matrix, self.tokens, diverging=self.diverging, vmax=self.vmax,
             cmap=self.cmap or None, title=self.title, value_label=self.value_label,

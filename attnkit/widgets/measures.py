@@ -17,6 +17,7 @@ import traitlets
 
 from ..attention import Attention
 from ..errors import InputError
+from .headgrid import HeadGrid
 
 #: Traits a view keeps when the measure changes (those it has).
 CARRIED = ("layer", "head", "selected", "threshold", "alpha", "restrict")
@@ -27,14 +28,16 @@ class MeasureSwitch(ipywidgets.VBox):
 
     Parameters
     ----------
-    view : type or callable
-        Builds the view of one measure: ``view(attention, **options)``, e.g.
-        :class:`~attnkit.HeadGrid`.
     attentions : mapping
         Measure name -> :class:`~attnkit.Attention` of the same input (same tokens), e.g.
         ``{m: model.attend(text, measure=m) for m in ("weights", "norm", "alti")}``.
-    measure : str, optional
-        The measure shown first (default: the first).
+    view : type or callable
+        Builds the view of one measure: ``view(attention, **options)``;
+        :class:`~attnkit.HeadGrid` (default), :class:`~attnkit.Heatmap` or
+        :class:`~attnkit.FlowView`.
+    measure : str
+        The measure shown first; when ``attentions`` has no ``"weights"`` (the default),
+        the first of them.
     **options
         Passed to ``view`` for every measure (a ``head`` beyond a mixed measure's single
         head becomes its head 0). A Heatmap's ``value_label`` defaults to the measure's
@@ -52,7 +55,7 @@ class MeasureSwitch(ipywidgets.VBox):
     >>> from attnkit.testing import tiny_model
     >>> model = tiny_model("bert")
     >>> atts = {m: model.attend("The cat sat.", measure=m) for m in ("weights", "norm")}
-    >>> switch = ak.MeasureSwitch(ak.Heatmap, atts, layer=1, head=1)
+    >>> switch = ak.MeasureSwitch(atts, view=ak.Heatmap, layer=1, head=1)
     >>> switch.measure = "norm"
     >>> switch.measure, (switch.view.layer, switch.view.head), switch.view.value_label
     ('norm', (1, 1), 'norm')
@@ -60,10 +63,10 @@ class MeasureSwitch(ipywidgets.VBox):
 
     def __init__(
         self,
-        view: Callable[..., Any],
         attentions: Mapping[str, Attention],
         *,
-        measure: str | None = None,
+        view: Callable[..., Any] = HeadGrid,
+        measure: str = "weights",
         **options: Any,
     ) -> None:
         items = dict(attentions)
@@ -77,11 +80,13 @@ class MeasureSwitch(ipywidgets.VBox):
                 raise InputError(f"attentions[{name!r}] is on other tokens than the first measure; "
                                  "show measures of one input.")
             first = first or att
-        if measure is not None and measure not in items:
+        if measure == "weights" and measure not in items:
+            measure = next(iter(items))
+        if measure not in items:
             raise InputError(f"measure {measure!r} is not one of {list(items)}.")
         self._factory, self._attentions, self._options = view, items, options
         self.views: dict[str, Any] = {}
-        self.buttons = ipywidgets.ToggleButtons(options=list(items), value=measure or next(iter(items)),
+        self.buttons = ipywidgets.ToggleButtons(options=list(items), value=measure,
                                                 description="measure", style={"button_width": "auto"})
         super().__init__([self.buttons, self._build(self.buttons.value)])
         self.buttons.observe(self._switch, names="value")
