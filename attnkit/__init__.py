@@ -1,11 +1,12 @@
 """attnkit: look inside the attention of transformer language models from a notebook."""
 
-from . import errors, pipeline, plot, toy
+from . import errors, measures, pipeline, plot, toy
 from .analysis import (
     AttentionProbe,
     attention_importance,
     coref_heads,
     embed_heads,
+    faithfulness,
     head_behaviours,
     head_distances,
     head_scores,
@@ -39,7 +40,7 @@ from .interop import (
 from .lazy import LazyAttention
 from .model import Model, load
 from .report import write_report
-from .widgets import ClusterView, FlowView, HeadGrid, HeadMap, Heatmap
+from .widgets import ClusterView, FlowView, HeadGrid, HeadMap, Heatmap, MeasureSwitch
 
 __version__ = "0.1.0"
 
@@ -53,11 +54,13 @@ __all__ = [
     "HeadMap",
     "Heatmap",
     "LazyAttention",
+    "MeasureSwitch",
     "Model",
     "Sentence",
     "attention_flow",
     "attention_importance",
     "embed_heads",
+    "faithfulness",
     "head_behaviours",
     "head_distances",
     "attention_graph",
@@ -75,6 +78,7 @@ __all__ = [
     "pipeline",
     "plot",
     "extract",
+    "measures",
     "finetune",
     "from_bertviz",
     "from_nnsight",

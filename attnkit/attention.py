@@ -481,6 +481,43 @@ def check_maps(maps: np.ndarray, *, weights: bool = True, sinks: bool = False) -
             )
 
 
+#: Measures whose maps may be negative (no distribution can be made of them).
+SIGNED_MEASURES = ("grad×attn",)
+
+
+def row_shares(maps: np.ndarray, measure: str = "weights") -> np.ndarray:
+    """Maps as distributions over the keys of each row, for analyses that need probabilities.
+
+    Attention weights are returned as they are. For another non-negative measure
+    (:mod:`attnkit.measures`: norm, norm+residual, ALTI) each row is divided by its sum, so
+    an entry is the share of the row's total that goes to that key (rows that are all zero
+    stay zero): thresholds, entropies and "attention to [CLS]" then read the same way for
+    every measure.
+
+    Raises
+    ------
+    InputError
+        For a signed measure (``grad×attn``) or negative values.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from attnkit.attention import row_shares
+    >>> row_shares(np.array([[[[2.0, 6.0], [0.0, 0.0]]]]), "norm").tolist()
+    [[[[0.25, 0.75], [0.0, 0.0]]]]
+    """
+    if measure == "weights":
+        return maps
+    if measure in SIGNED_MEASURES or (np.asarray(maps) < 0).any():
+        raise InputError(
+            f"{measure} maps are signed, so they are not a distribution over keys; take "
+            "np.clip(att.maps, 0, None) (the positive part) or np.abs(att.maps) into "
+            "Attention.from_maps(..., measure='norm') first, or use another measure."
+        )
+    sums = maps.sum(-1, keepdims=True)
+    return np.divide(maps, sums, out=np.zeros_like(maps), where=sums > 0)
+
+
 _SPECIAL_FIRST = ("[CLS]", "<s>", "<|begin_of_text|>", "<bos>", "<|startoftext|>", "<|im_start|>")
 _SPECIAL_LAST = ("[SEP]", "</s>", "<|endoftext|>", "<eos>", "<|end_of_text|>", "<|eot_id|>",
                  "<|im_end|>")

@@ -96,6 +96,10 @@ class Recorder(Protocol):
     Optional attributes (absent means False): ``needs_lse = True`` when it reads
     ``call.lse``; ``needs_probabilities = True`` when it reads every probability of every
     layer (the layer's output is then computed from them, see the module docstring).
+    One that needs more of the forward pass than attention (e.g. the residual stream, for
+    :mod:`attnkit.measures`) sets ``forward_options`` (a dict passed to the model's forward,
+    e.g. ``{"output_hidden_states": True}``) and has a method ``finish(output)`` that
+    :meth:`attnkit.Model.record` calls with the forward's output.
     """
 
     def __call__(self, call: AttentionCall) -> None: ...

@@ -147,6 +147,11 @@ class AttentionSet(Sequence[Attention]):
         """Names of the per-item summaries the store keeps (see :meth:`summary`)."""
         return list(self.info.get("summaries", []))
 
+    @property
+    def measure(self) -> str:
+        """What the maps hold (:mod:`attnkit.measures`); ``"weights"`` for stores without it."""
+        return str(self.info.get("measure", "weights"))
+
     def __len__(self) -> int:
         return self._layout.n_items
 
@@ -250,6 +255,7 @@ class AttentionSet(Sequence[Attention]):
             model=self.model,
             causal=self.causal,
             input_ids=ids,
+            measure=self.measure,
         )
 
     def __getitem__(self, i):
@@ -517,9 +523,11 @@ def model_info(model: Model) -> dict[str, Any]:
 
 
 def _inputs_fingerprint(encodings: list, level: str, batch_size: int, embeddings: bool,
-                        keep: list[str]) -> str:
+                        keep: list[str], measure: str = "weights") -> str:
     h = hashlib.sha256()
     h.update(json.dumps([level, batch_size, embeddings, keep, st.FORMAT]).encode())
+    if measure != "weights":  # stores of weights keep the fingerprint they always had
+        h.update(measure.encode())
     for e in encodings:
         h.update(json.dumps([e.input_ids, e.words, e.meta, e.type_ids], default=str).encode())
     return h.hexdigest()
@@ -559,14 +567,14 @@ def _half(a: np.ndarray) -> np.ndarray:
 
 def compute_batch(model: Model, encs: list, level: str, embeddings: bool, keep_maps: bool = True,
                   summarize: dict[str, Callable[[Attention], np.ndarray]] | None = None,
-                  ) -> dict[str, np.ndarray]:
+                  measure: str = "weights") -> dict[str, np.ndarray]:
     """Run one batch and pack it as the store holds it: flat float16 ``maps`` and
     ``embeddings`` (items one after another, at ``level``) and ``summaries/<name>`` rows.
 
     Summaries are computed from the float16-rounded maps, so they equal what an analysis
     computes from a store that keeps the maps.
     """
-    maps, embs = model.run(encs, embeddings=embeddings)
+    maps, embs = model.run(encs, embeddings=embeddings, measure=measure)
     parts, eparts = [], []
     rows: dict[str, list[np.ndarray]] = {k: [] for k in (summarize or {})}
     for k, (enc, m) in enumerate(zip(encs, maps)):
@@ -584,7 +592,8 @@ def compute_batch(model: Model, encs: list, level: str, embeddings: bool, keep_m
             att = Attention(maps=h.astype(np.float32), tokens=tokens, roles=roles, word_ids=word_ids,
                             words=enc.words, level=level, segments=segments, meta=dict(enc.meta),
                             truncated=enc.truncated, model=model.name, causal=model.causal,
-                            input_ids=np.asarray(enc.input_ids) if level == "token" else None)
+                            input_ids=np.asarray(enc.input_ids) if level == "token" else None,
+                            measure=measure)
             for name, fn in summarize.items():
                 rows[name].append(np.asarray(fn(att)))
     out: dict[str, np.ndarray] = {}
@@ -619,6 +628,7 @@ def extract(
     store: str | Path | None = None,
     embeddings: bool = False,
     keep: str | Sequence[str] = "maps",
+    measure: str = "weights",
     client: Any = None,
     storage_options: dict | None = None,
     verify: bool = True,
@@ -651,6 +661,11 @@ def extract(
         ``"maps"`` (default) keeps the attention maps; per-item summaries of
         :data:`attnkit.summaries.SUMMARIES` (``"stats"``, ``"edges"``) can be kept beside
         or instead of them, for corpora whose maps would not fit on any disk.
+    measure : str
+        What the maps hold (:mod:`attnkit.measures`): ``"weights"``, ``"norm"``,
+        ``"norm+residual"``, ``"alti"`` or ``"grad×attn"``; the mixed measures store one
+        head per layer. Word pooling sums *to* a word and averages *from* it, whatever
+        the measure.
     client : dask.distributed.Client or str, optional
         Run the batches on this Dask cluster (or the scheduler at this address); workers
         write straight into ``store``. ``None`` runs in this process; the maps are the
@@ -670,7 +685,7 @@ def extract(
     Raises
     ------
     InputError
-        No inputs, or an unknown ``level``/``keep``.
+        No inputs, or an unknown ``level``/``keep``/``measure``.
     StoreError
         ``store`` holds another model's or other inputs' attention, another process is
         writing it, or the disk filled up (finished batches stay committed).
@@ -696,6 +711,9 @@ def extract(
     if batch_size < 1:
         raise InputError(f"batch_size must be at least 1, not {batch_size}.")
     keep_maps, summary_names = _keep(keep)
+    from .measures import check_measure
+
+    measure = check_measure(measure)
     if embeddings and not keep_maps:
         raise InputError("embeddings=True needs keep to include 'maps'.")
     items = list(inputs)
@@ -707,15 +725,20 @@ def extract(
     try:
         return _extract(runner, items, batch_size=batch_size, level=level, store=store,
                         embeddings=embeddings, keep_maps=keep_maps, summary_names=summary_names,
-                        storage_options=storage_options, verify=verify, progress=progress)
+                        measure=measure, storage_options=storage_options, verify=verify, progress=progress)
     finally:
         runner.close()
 
 
 def _extract(runner: Any, items: list, *, batch_size: int, level: str, store: str | Path | None,
-             embeddings: bool, keep_maps: bool, summary_names: list[str],
+             embeddings: bool, keep_maps: bool, summary_names: list[str], measure: str,
              storage_options: dict | None, verify: bool, progress: bool) -> AttentionSet:
+    from types import SimpleNamespace
+
+    from .measures import n_heads
+
     encodings, minfo = runner.encode(items, progress=progress)
+    minfo = {**minfo, "n_heads": n_heads(SimpleNamespace(n_heads=minfo["n_heads"]), measure)}
     plan = _plan([len(e) for e in encodings], batch_size)
     index, n = build_index(encodings, level)
     emb_dim = minfo["embedding_dim"] if embeddings else 0
@@ -737,11 +760,12 @@ def _extract(runner: Any, items: list, *, batch_size: int, level: str, store: st
         "embedding_dim": emb_dim,
         "keep_maps": keep_maps,
         "summaries": summary_names,
+        "measure": measure,
         "input_ids": True,
         "chunks": {"maps": layout.map_chunk, "embeddings": layout.emb_chunk},
         "sizes": {"maps": layout.map_size if keep_maps else 0, "embeddings": layout.emb_size},
         "inputs_fingerprint": _inputs_fingerprint(encodings, level, batch_size, embeddings,
-                                                  ["maps"] * keep_maps + summary_names),
+                                                  ["maps"] * keep_maps + summary_names, measure),
     }
     meta_json = [json.dumps(e.meta, default=str) for e in encodings]
     summarize = {k: SUMMARIES[k].compute for k in summary_names}
@@ -762,7 +786,7 @@ def _extract(runner: Any, items: list, *, batch_size: int, level: str, store: st
                initial=sum(len(plan[b]) for b in done))
     try:
         runner.run(todo, [[encodings[i] for i in plan[b]] for b in todo], level, embeddings,
-                   keep_maps, summarize, sink=backend.write if lock is None else None,
+                   keep_maps, summarize, measure, sink=backend.write if lock is None else None,
                    loc=None if lock is None else loc, token=None if lock is None else lock.token,
                    on_done=lambda b: bar.update(len(plan[b])))
     finally:
@@ -854,6 +878,8 @@ def _check_same(loc: st.Location, old: dict, new: dict, v1: str) -> None:
     for key in ("level", "batch_size", "embeddings", "keep_maps", "summaries", "n_items"):
         if old.get(key) != new[key]:
             diffs.append(f"{key} {old.get(key)!r} vs {new[key]!r}")
+    if old.get("measure", "weights") != new["measure"]:
+        diffs.append(f"measure {old.get('measure', 'weights')!r} vs {new['measure']!r}")
     if not diffs and old.get("inputs_fingerprint") != new["inputs_fingerprint"]:
         diffs.append("the inputs themselves (same count, different texts or ids)")
     if diffs:
@@ -865,7 +891,8 @@ def _check_same(loc: st.Location, old: dict, new: dict, v1: str) -> None:
 
 # ----------------------------------------------------------------- in process
 def run_in_process(model: Model, todo: list[int], encs: list[list], level: str, embeddings: bool,
-                   keep_maps: bool, summarize: dict, *, write: Callable[[int, dict], None],
+                   keep_maps: bool, summarize: dict, measure: str = "weights", *,
+                   write: Callable[[int, dict], None],
                    background: bool, on_done: Callable[[int], None]) -> None:
     """Compute batches here and hand each to ``write``; with ``background`` a thread writes
     one batch while the next one runs."""
@@ -873,7 +900,7 @@ def run_in_process(model: Model, todo: list[int], encs: list[list], level: str, 
     pending: tuple[int, Future] | None = None
     try:
         for b, e in zip(todo, encs):
-            arrays = compute_batch(model, e, level, embeddings, keep_maps, summarize)
+            arrays = compute_batch(model, e, level, embeddings, keep_maps, summarize, measure)
             if pool is None:
                 write(b, arrays)
                 on_done(b)

@@ -160,14 +160,14 @@ class _LocalRunner:
         return [self.model.encode(x) for x in items], model_info(self.model)
 
     def run(self, todo: list[int], encs: list[list], level: str, embeddings: bool, keep_maps: bool,
-            summarize: dict, *, sink: Callable | None, loc: Location | None, token: str | None,
-            on_done: Callable[[int], None]) -> None:
+            summarize: dict, measure: str, *, sink: Callable | None, loc: Location | None,
+            token: str | None, on_done: Callable[[int], None]) -> None:
         from .corpus import run_in_process
         from .store import BatchWriter
 
         write: Any = BatchWriter(loc, token or "").write if loc is not None else sink
         background = loc is not None
-        run_in_process(self.model, todo, encs, level, embeddings, keep_maps, summarize,
+        run_in_process(self.model, todo, encs, level, embeddings, keep_maps, summarize, measure,
                        write=write, background=background, on_done=on_done)
 
 
@@ -256,8 +256,8 @@ class _ClusterRunner:
         return _cluster_call("Tokenizing on the workers", go)
 
     def run(self, todo: list[int], encs: list[list], level: str, embeddings: bool, keep_maps: bool,
-            summarize: dict, *, sink: Callable | None, loc: Location | None, token: str | None,
-            on_done: Callable[[int], None]) -> None:
+            summarize: dict, measure: str, *, sink: Callable | None, loc: Location | None,
+            token: str | None, on_done: Callable[[int], None]) -> None:
         if not todo:
             return
         from distributed import as_completed
@@ -275,7 +275,7 @@ class _ClusterRunner:
                 ks = order[j : j + per]
                 futures.append(self.client.submit(
                     _extract_shard, self.name, [todo[k] for k in ks], [encs[k] for k in ks],
-                    level, embeddings, keep_maps, names, loc, token,
+                    level, embeddings, keep_maps, names, measure, loc, token,
                     key=f"attnkit-extract-{run_id}-{j // per:05d}", pure=False))
             try:
                 for f in as_completed(futures, loop=self.client.loop):
@@ -324,7 +324,7 @@ def _worker_info(name: str) -> dict:
 
 
 def _extract_shard(name: str, batches: list[int], encs: list[list], level: str, embeddings: bool,
-                   keep_maps: bool, summaries: list[str], loc: Location | None,
+                   keep_maps: bool, summaries: list[str], measure: str, loc: Location | None,
                    token: str | None) -> dict[int, Any]:
     """Compute and write (or return) batches on a worker; committed ones are skipped."""
     from .corpus import run_in_process
@@ -350,7 +350,7 @@ def _extract_shard(name: str, batches: list[int], encs: list[list], level: str, 
 
     # as in one process: a thread writes a batch while the next one runs
     run_in_process(model, [b for b, _ in todo], [e for _, e in todo], level, embeddings, keep_maps,
-                   summarize, write=writer.write if writer is not None else keep,
+                   summarize, measure, write=writer.write if writer is not None else keep,
                    background=writer is not None, on_done=lambda b: None)
     return out
 

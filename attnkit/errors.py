@@ -33,8 +33,11 @@ class ModelLoadError(AttnkitError):
 
 
 class UnsupportedModelError(AttnkitError, ValueError):
-    """A model of a kind attnkit does not analyse: an encoder-decoder such as T5 or BART
-    (read its encoder or decoder self-attention with :func:`attnkit.from_transformers`)."""
+    """A model of a kind attnkit does not analyse (an encoder-decoder such as T5 or BART:
+    read its encoder or decoder self-attention with :func:`attnkit.from_transformers`), or
+    whose architecture does not offer what a computation needs (e.g. an attention measure
+    on a model whose output projection attnkit cannot find); the message names what is
+    supported."""
 
 
 class NoAttentionError(AttnkitError):

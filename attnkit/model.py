@@ -759,7 +759,9 @@ class Model:
         encodings : sequence of Encoding
             The batch (:meth:`encode`), right-padded by :meth:`pad`.
         recorders : sequence of Recorder
-            Callables taking each layer's :class:`~attnkit.capture.AttentionCall`.
+            Callables taking each layer's :class:`~attnkit.capture.AttentionCall`; a
+            recorder's ``forward_options`` go to the forward, and its ``finish(output)`` is
+            called with the forward's output.
 
         Returns
         -------
@@ -796,8 +798,13 @@ class Model:
             )
         self._ensure_implementation()
         kwargs = self.to_device(self.pad(encodings))
+        for r in recorders:
+            kwargs.update(getattr(r, "forward_options", {}))
         with torch.inference_mode(), recording(recorders) as session:
-            self.base(**kwargs, **self._forward_options)
+            out = self.base(**kwargs, **self._forward_options)
+        for r in recorders:
+            if hasattr(r, "finish"):
+                r.finish(out)
         if session.calls == 0:
             raise NoAttentionError(
                 f"{self.name} ran no attention layer through attnkit's attention function; "
@@ -806,7 +813,7 @@ class Model:
         return session.calls
 
     def run(
-        self, encodings: Sequence[Encoding], *, embeddings: bool = False
+        self, encodings: Sequence[Encoding], *, embeddings: bool = False, measure: str = "weights"
     ) -> tuple[list[np.ndarray], list[np.ndarray] | None]:
         """Forward a batch on the model's device; returns per-item float32 maps
         ``[L, H, n_i, n_i]`` (padding stripped, numpy on the CPU) and, with
@@ -818,6 +825,10 @@ class Model:
             The batch (:meth:`encode`).
         embeddings : bool
             Also return each item's input (static) embeddings.
+        measure : str
+            What the maps hold (:mod:`attnkit.measures`): ``"weights"``, ``"norm"``,
+            ``"norm+residual"``, ``"alti"`` (one forward) or ``"grad×attn"`` (one forward and
+            one backward, default objective). The mixed measures have ``H = 1``.
 
         Returns
         -------
@@ -840,7 +851,11 @@ class Model:
         """
 
         lengths = [len(e) for e in encodings]
-        if self.capture == "interface":
+        if measure != "weights":
+            from .measures import measure_maps
+
+            maps = measure_maps(self, encodings, measure)
+        elif self.capture == "interface":
             from .capture import DenseRecorder
 
             rec = DenseRecorder(lengths, self.n_layers, self.n_heads)
@@ -904,7 +919,7 @@ class Model:
         return 4 * self.n_layers * self.n_heads * n * n
 
     def attend(self, item: Any, *, level: str = "token", embeddings: bool = False,
-               lazy: bool | None = None) -> Attention | LazyAttention:
+               lazy: bool | None = None, measure: str = "weights") -> Attention | LazyAttention:
         """Attention of the model on one input (see :meth:`encode` for accepted inputs).
 
         Parameters
@@ -921,11 +936,19 @@ class Model:
             ``[layer, head, n, n]``; ``None``: lazy when the dense maps would pass
             :data:`LAZY_ABOVE_BYTES` (1 GiB) and the model's attention goes through the
             attention interface.
+        measure : str
+            What the maps hold (:mod:`attnkit.measures`): ``"weights"`` (attention
+            probabilities), ``"norm"`` (Kobayashi et al. 2020), ``"norm+residual"``
+            (Kobayashi et al. 2021; one mixed head per layer), ``"alti"`` (Ferrando et al.
+            2022; one mixed head per layer) or ``"grad×attn"`` (its default objective;
+            :func:`attnkit.measures.grad_attn` takes others). Lazy capture holds weights
+            only.
 
         Returns
         -------
         Attention or LazyAttention
-            Rows are *from*, columns *to*; rows sum to 1.
+            Rows are *from*, columns *to*; rows of weights sum to 1 (other measures:
+            see :mod:`attnkit.measures`); ``measure`` says which.
 
         Raises
         ------
@@ -935,6 +958,10 @@ class Model:
             When lazy capture gets an input longer than the model's positions (it is never
             truncated silently). Dense capture truncates it with a
             :class:`~attnkit.errors.TruncationWarning`.
+        InputError
+            For an unknown measure, or ``lazy=True`` with a measure other than weights.
+        UnsupportedModelError
+            When a measure cannot be computed for this architecture.
 
         Examples
         --------
@@ -943,8 +970,19 @@ class Model:
         >>> att = model.attend("The cat sat on the mat.", lazy=True)
         >>> type(att).__name__, att.map(0, 1).shape == (len(att), len(att))
         ('LazyAttention', True)
+        >>> alti = model.attend("The cat sat on the mat.", measure="alti")
+        >>> alti.measure, alti.n_heads, bool(abs(alti.maps.sum(-1) - 1).max() < 1e-5)
+        ('alti', 1, True)
         """
+        from .measures import check_measure
+
+        measure = check_measure(measure)
         enc = self.encode(item)
+        if measure != "weights":
+            if lazy:
+                raise InputError(f"Lazy capture holds attention weights only; measure={measure!r} "
+                                 "needs lazy=False.")
+            lazy = False
         if lazy is None:
             lazy = self.capture == "interface" and self.dense_bytes(len(enc)) > LAZY_ABOVE_BYTES
         if lazy:
@@ -970,8 +1008,9 @@ class Model:
                     TruncationWarning,
                     stacklevel=2,
                 )
-            maps, embs = self.run([enc], embeddings=embeddings)
-            att = self.to_attention(enc, maps[0], embeddings=embs[0] if embs else None)
+            maps, embs = self.run([enc], embeddings=embeddings, measure=measure)
+            att = self.to_attention(enc, maps[0], embeddings=embs[0] if embs else None,
+                                    measure=measure)
         return att.to_words() if level == "word" else att
 
     def _attend_lazy(self, enc: Encoding, embeddings: bool) -> LazyAttention:
@@ -1018,8 +1057,10 @@ class Model:
 
     @renamed(positional=("emb",), enc="encoding", emb="embeddings")
     def to_attention(self, encoding: Encoding, maps: np.ndarray, *,
-                     embeddings: np.ndarray | None = None) -> Attention:
-        """Wrap one item's maps ``[L, H, n, n]`` with its encoding's alignment.
+                     embeddings: np.ndarray | None = None,
+                     measure: str = "weights") -> Attention:
+        """Wrap one item's maps ``[L, H, n, n]`` (of ``measure``) with its encoding's
+        alignment.
 
         Parameters
         ----------
@@ -1029,6 +1070,8 @@ class Model:
             Its ``[L, H, n, n]`` maps (from :meth:`run`).
         embeddings : ndarray, optional
             Its ``[n, d]`` input embeddings.
+        measure : str
+            What the maps hold (:mod:`attnkit.measures`); ``"weights"`` by default.
 
         Returns
         -------
@@ -1050,7 +1093,7 @@ class Model:
         (True, True)
         """
         return Attention(maps=maps, embeddings=embeddings, truncated=encoding.truncated,
-                         **self._alignment(encoding))
+                         measure=measure, **self._alignment(encoding))
 
 
 def _float32() -> Any:

@@ -30,12 +30,12 @@ from pathlib import Path
 # `import distributed` finds Dask's, and load the section writer by file.
 HERE = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
-import importlib.util
+import importlib.util  # noqa: E402
 
-import torch
+import torch  # noqa: E402
 
-import attnkit as ak
-from attnkit._store_v1 import extract_v1
+import attnkit as ak  # noqa: E402
+from attnkit._store_v1 import extract_v1  # noqa: E402
 
 _spec = importlib.util.spec_from_file_location("_report", HERE / "_report.py")
 _report = importlib.util.module_from_spec(_spec)

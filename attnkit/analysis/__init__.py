@@ -1,5 +1,6 @@
 """Analyses of attention: pure functions returning DataFrames or arrays."""
 
+from .attribution import ATTRIBUTIONS, attribution
 from .cluster import (
     BEHAVIOURS,
     classical_mds,
@@ -16,6 +17,7 @@ from .coref import (
     coref_summary,
     split_documents,
 )
+from .faithfulness import faithfulness
 from .heads import HEAD_KINDS, earlier_occurrences, head_scores, token_identity
 from .importance import TARGETS, AttentionGradients, attention_gradients, attention_importance
 from .probe import AttentionProbe, probe_data
@@ -23,6 +25,7 @@ from .stats import STAT_COLUMNS, head_stats, item_stats, uniform_row_entropy
 from .syntax import head_accuracy, offset_accuracy, relation_heads, right_branching_uas, word_hits
 
 __all__ = [
+    "ATTRIBUTIONS",
     "BEHAVIOURS",
     "HEAD_KINDS",
     "STAT_COLUMNS",
@@ -32,6 +35,7 @@ __all__ = [
     "CorefEvaluation",
     "attention_gradients",
     "attention_importance",
+    "attribution",
     "classical_mds",
     "coref_heads",
     "coref_predictions",
@@ -39,6 +43,7 @@ __all__ = [
     "coref_summary",
     "earlier_occurrences",
     "embed_heads",
+    "faithfulness",
     "head_behaviours",
     "head_accuracy",
     "head_distances",

@@ -22,11 +22,12 @@ from ..results import HeadResult, Result
 
 from ..attention import Attention
 from ..errors import InputError, NoAttentionError
+from . import targets
 
 #: Categories of attended-to positions, the columns of :func:`attention_importance`.
 TARGETS = ("cls", "sep", "punct", "other")
 
-OBJECTIVES = ("auto", "mlm", "lm", "classification", "embedding")
+OBJECTIVES = ("auto", "mlm", "lm", "classification", "embedding", "logit", "projection")
 
 Objective = Callable[[Any, dict], Any]
 
@@ -34,16 +35,8 @@ Objective = Callable[[Any, dict], Any]
 # --------------------------------------------------------------- objectives
 def _kind(model: Any) -> str:
     """The built-in objective that fits the model's head ("auto")."""
-    name = type(model.hf).__name__
-    if name.endswith("ForMaskedLM"):
-        return "mlm"
-    if name.endswith("ForSequenceClassification"):
-        return "classification"
-    if model.causal and hasattr(model.hf, "get_output_embeddings") and (
-        model.hf.get_output_embeddings() is not None
-    ):
-        return "lm"
-    return "embedding"
+    return {"masked-lm": "mlm", "classifier": "classification",
+            "causal-lm": "lm"}.get(targets.head_kind(model), "embedding")
 
 
 def _mask_positions(roles: Sequence[str], rate: float, seed: int, item: int) -> np.ndarray:
@@ -55,9 +48,15 @@ def _mask_positions(roles: Sequence[str], rate: float, seed: int, item: int) -> 
     return np.sort(rng.choice(words, size=min(k, len(words)), replace=False))
 
 
-def _mean_pool(hidden, mask):
-    m = mask.unsqueeze(-1).to(hidden.dtype)
-    return (hidden * m).sum(1) / m.sum(1).clamp(min=1.0)
+def _model_kwargs(batch: dict) -> dict:
+    """The model's keyword inputs from a batch: ``inputs_embeds`` instead of ``input_ids``
+    when the batch carries them (input gradients)."""
+    kwargs = {k: batch[k] for k in ("attention_mask", "token_type_ids") if k in batch}
+    if "inputs_embeds" in batch:
+        kwargs["inputs_embeds"] = batch["inputs_embeds"]
+    else:
+        kwargs["input_ids"] = batch["input_ids"]
+    return kwargs
 
 
 def _builtin(kind: str, model: Any, batch: dict, clean: dict | None):
@@ -65,13 +64,17 @@ def _builtin(kind: str, model: Any, batch: dict, clean: dict | None):
     import torch
     import torch.nn.functional as F
 
-    kwargs = {k: batch[k] for k in ("input_ids", "attention_mask", "token_type_ids") if k in batch}
+    kwargs = _model_kwargs(batch)
+    if kind in targets.KINDS:
+        out = targets.forward(model, kind, kwargs, output_attentions=True)
+        ref = targets.references(kind, out, batch, batch.get("labels"))
+        return targets.values(kind, out, batch, ref), out
     if kind == "embedding":
         assert clean is not None  # the unmasked batch: _run passes it for this objective
         with torch.no_grad():
-            target = _mean_pool(model.base(**clean).last_hidden_state, clean["attention_mask"])
+            target = targets.mean_pool(model.base(**clean).last_hidden_state, clean["attention_mask"])
         out = model.base(**kwargs, output_attentions=True)
-        pred = _mean_pool(out.last_hidden_state, batch["attention_mask"])
+        pred = targets.mean_pool(out.last_hidden_state, batch["attention_mask"])
         return 1.0 - F.cosine_similarity(pred, target, dim=-1), out
     out = model.hf(**kwargs, output_attentions=True)
     logits = out.logits
@@ -81,12 +84,12 @@ def _builtin(kind: str, model: Any, batch: dict, clean: dict | None):
             return (logits[:, 0] - labels.to(logits.dtype)) ** 2, out
         return F.cross_entropy(logits, labels.long(), reduction="none"), out
     if kind == "lm":
-        logits, targets = logits[:, :-1], batch["input_ids"][:, 1:].clone()
-        targets[batch["attention_mask"][:, 1:] == 0] = -100
+        logits, gold = logits[:, :-1], batch["input_ids"][:, 1:].clone()
+        gold[batch["attention_mask"][:, 1:] == 0] = -100
     else:  # mlm
-        targets = batch["mlm_labels"]
-    ce = F.cross_entropy(logits.transpose(1, 2), targets, reduction="none", ignore_index=-100)
-    counted = (targets != -100).sum(1).clamp(min=1)
+        gold = batch["mlm_labels"]
+    ce = F.cross_entropy(logits.transpose(1, 2), gold, reduction="none", ignore_index=-100)
+    counted = (gold != -100).sum(1).clamp(min=1)
     return ce.sum(1) / counted, out
 
 
@@ -123,6 +126,9 @@ class AttentionGradients:
         Float32 ``[layer, head, n, n]``: ∂objective/∂attention[l, h, from, to].
     value : float
         The objective's value on this input.
+    input_embeds, input_grads : numpy.ndarray or None
+        Float32 ``[n, d]``: the input (word) embeddings the model was fed and
+        ∂objective/∂embedding; None unless asked for (``input_grads=True``).
 
     Examples
     --------
@@ -136,10 +142,14 @@ class AttentionGradients:
     attention: Attention
     grads: np.ndarray
     value: float
+    input_embeds: np.ndarray | None = None
+    input_grads: np.ndarray | None = None
 
 
-def _run(model, items, objective, labels, batch_size, mask_rate, seed, progress):
-    """Yield :class:`AttentionGradients` for every input, batch by batch."""
+def _run(model, items, objective, labels, batch_size, mask_rate, seed, progress,
+         input_grads=False):
+    """Yield :class:`AttentionGradients` for every input, batch by batch (with the input
+    embeddings' gradients too when ``input_grads``: one backward gives both)."""
     import torch
     from tqdm.auto import tqdm
 
@@ -160,6 +170,8 @@ def _run(model, items, objective, labels, batch_size, mask_rate, seed, progress)
                          "mask token; pass a callable objective instead.")
     if kind == "classification" and labels is None:
         raise InputError("The classification objective needs labels=[...] (one per input).")
+    if kind in targets.KINDS:
+        targets.check_kind(model, kind)
     if kind == "lm" and not model.causal:
         raise InputError(f"The lm objective needs a causal language model; {model.name} is not one.")
     if kind in ("mlm", "embedding") and not 0 < mask_rate <= 1:
@@ -173,7 +185,7 @@ def _run(model, items, objective, labels, batch_size, mask_rate, seed, progress)
             raise InputError(f"Got {len(labels)} labels for {len(items)} inputs; give one per input.")
     if batch_size < 1:
         raise InputError(f"batch_size must be at least 1, not {batch_size}.")
-    encs: list[Encoding] = [model.encode(x) for x in items]
+    encs: list[Encoding] = [x if isinstance(x, Encoding) else model.encode(x) for x in items]
     bar = tqdm(total=len(encs), desc=f"attention gradients ({model.name})", unit="item",
                disable=not progress, dynamic_ncols=True)
     try:
@@ -191,10 +203,12 @@ def _run(model, items, objective, labels, batch_size, mask_rate, seed, progress)
                                          if k in ("input_ids", "attention_mask", "token_type_ids")})
             # the eager attention: its probabilities are the ones multiplied with the values
             with torch.enable_grad(), model.eager():
+                emb = None
+                if input_grads:
+                    emb = model.hf.get_input_embeddings()(batch["input_ids"]).detach()
+                    batch["inputs_embeds"] = emb.requires_grad_(True)
                 if kind == "callable":
-                    kwargs = {k: batch[k] for k in ("input_ids", "attention_mask", "token_type_ids")
-                              if k in batch}
-                    out = model.hf(**kwargs, output_attentions=True)
+                    out = model.hf(**_model_kwargs(batch), output_attentions=True)
                     values = objective(out, batch)
                     if not torch.is_tensor(values) or values.numel() not in (1, len(chunk)):
                         raise InputError(
@@ -210,7 +224,7 @@ def _run(model, items, objective, labels, batch_size, mask_rate, seed, progress)
                         "attn_implementation='eager' (load it with attnkit.load)."
                     )
                 try:
-                    grads = torch.autograd.grad(values.sum(), list(atts))
+                    grads = torch.autograd.grad(values.sum(), list(atts) + ([emb] if input_grads else []))
                 except RuntimeError as exc:
                     raise NoAttentionError(
                         f"The attention {model.name} returns is not part of its computation "
@@ -218,10 +232,14 @@ def _run(model, items, objective, labels, batch_size, mask_rate, seed, progress)
                         "attention, whose returned probabilities are the ones multiplied with the "
                         "values."
                     ) from exc
+            e = eg = None
+            if input_grads:
+                e, eg = emb.detach().float().cpu().numpy(), grads[-1].float().cpu().numpy()
+                grads = grads[:-1]
             g = torch.stack(grads, dim=1).float().cpu().numpy()  # [B, L, H, T, T]
             a = torch.stack([x.detach() for x in atts], dim=1).float().cpu().numpy()
             ids = batch["input_ids"].cpu().numpy()
-            vals = values.detach().float().reshape(-1).cpu().numpy()
+            vals = values.detach().double().reshape(-1).cpu().numpy()
             for k, enc in enumerate(chunk):
                 n = len(enc)
                 fed = enc
@@ -232,7 +250,9 @@ def _run(model, items, objective, labels, batch_size, mask_rate, seed, progress)
                                    dict(enc.meta))
                 att = model.to_attention(fed, np.ascontiguousarray(a[k, :, :, :n, :n]))
                 yield AttentionGradients(att, np.ascontiguousarray(g[k, :, :, :n, :n]),
-                                         float(vals[k] if len(vals) > 1 else vals[0]))
+                                         float(vals[k] if len(vals) > 1 else vals[0]),
+                                         None if e is None else e[k, :n],
+                                         None if eg is None else eg[k, :n])
             bar.update(len(chunk))
     finally:
         bar.close()
@@ -327,6 +347,11 @@ def attention_importance(
           analogue of the MLM loss: the same masking, but the model must recover the
           *meaning* of the sentence (what it was trained to embed) rather than the missing
           tokens. Gradients are those of the masked input's attention.
+        - ``"logit"``: the logit of the class a sequence classifier predicts (of ``labels``
+          when given), or a causal LM's logit of the token it predicts after the input
+          (:mod:`attnkit.analysis.targets`). No masking: it explains the prediction.
+        - ``"projection"``: for encoders without a head, the length of the mean-pooled
+          embedding along its own direction (gradient of ``‖e(x)‖``), unmasked.
         - a callable ``objective(output, batch)``: ``output`` is ``model.hf(...,
           output_attentions=True)``'s output on the batch, ``batch`` a dict with
           ``input_ids``, ``attention_mask``, ``lengths`` (and ``token_type_ids``,

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..attention import Attention, Positions
+from ..attention import Attention, Positions, row_shares
 from ..errors import InputError
 from ..results import HeadResult
 from ..types import AttentionLike, Attentions
@@ -30,11 +30,12 @@ def item_stats(att: AttentionLike) -> np.ndarray:
     punctuation, to itself, to the next and to the previous position, averaged over all
     from-positions; the mean row entropy (nats); and the entropy of the [CLS] row (NaN
     when the input has no [CLS]). A category absent from the input gives 0 attention
-    (e.g. no punctuation), except [CLS]-row entropy which is NaN.
+    (e.g. no punctuation), except [CLS]-row entropy which is NaN. Maps of a measure other
+    than weights are read as each row's shares (:func:`~attnkit.attention.row_shares`).
     """
     if not isinstance(att, Attention):
         return streamed_stats(att)
-    maps = att.maps.astype(np.float64)
+    maps = row_shares(att.maps.astype(np.float64), att.measure)
     L, H, n, _ = maps.shape
     out = np.zeros((L, H, len(STAT_COLUMNS)))
 

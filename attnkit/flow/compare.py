@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from .._compat import renamed
+from ..attention import row_shares
 from ..errors import InputError, TokenizationMismatchError
 from ..results import HeadResult
 from ..types import AttentionLike, HeadId, Sources, dense_maps
@@ -166,7 +167,8 @@ def compare(
     alpha: float = 0.5,
     names: tuple[str, str] | None = None,
 ) -> Comparison:
-    """Compare two models' (or two measures') attention on the same input.
+    """Compare two models' attention on the same input, or two measures of one model's
+    (:mod:`attnkit.measures`, read as each row's shares).
 
     Parameters
     ----------
@@ -177,7 +179,8 @@ def compare(
     alpha : float
         Passed to :func:`influence`.
     names : (str, str), optional
-        Display names; default the attentions' ``model`` names (or "a"/"b").
+        Display names; default the attentions' ``model`` names (or "a"/"b"), with the
+        measure for two measures of one model (e.g. ``"minilm (weights)"``).
 
     Returns
     -------
@@ -203,7 +206,11 @@ def compare(
     att_a, att_b = attentions, other
     if names is None:
         na, nb = getattr(att_a, "model", "") or "a", getattr(att_b, "model", "") or "b"
-        names = (na, nb) if na != nb else (f"{na} (a)", f"{nb} (b)")
+        ma, mb = getattr(att_a, "measure", "weights"), getattr(att_b, "measure", "weights")
+        if na == nb and ma != mb:  # two measures of one model
+            names = (f"{na} ({ma})", f"{nb} ({mb})")
+        else:
+            names = (na, nb) if na != nb else (f"{na} (a)", f"{nb} (b)")
     names = (str(names[0]), str(names[1]))
     check_tokenization(att_a, att_b, names)
     if (att_a.n_layers, att_a.n_heads) != (att_b.n_layers, att_b.n_heads):
@@ -316,7 +323,8 @@ def head_edge_counts(g: nx.DiGraph) -> np.ndarray:
 def _heads(att_a: AttentionLike, att_b: AttentionLike, ga: nx.DiGraph,
            gb: nx.DiGraph) -> pd.DataFrame:
     n_layers, n_heads = att_a.n_layers, att_a.n_heads
-    jsd = js_divergence(dense_maps(att_a), dense_maps(att_b))  # [L, H, n]
+    jsd = js_divergence(row_shares(dense_maps(att_a), getattr(att_a, "measure", "weights")),
+                        row_shares(dense_maps(att_b), getattr(att_b, "measure", "weights")))  # [L, H, n]
     src_rows = [pos for level, pos in ga.graph["source"] if level == n_layers]
     jsd_src = np.full((n_layers, n_heads), np.nan)
     if src_rows:

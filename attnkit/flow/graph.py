@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import gc
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Iterable
 
 import networkx as nx
@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from .._compat import renamed
-from ..attention import Attention
+from ..attention import Attention, row_shares
 from ..errors import InputError
 from ..types import AttentionLike, HeadId, Sources
 
@@ -43,7 +43,9 @@ def attention_graph(
     Parameters
     ----------
     attentions : Attention
-        One input's attention, maps ``[L, H, n, n]`` (rows = from, columns = to).
+        One input's attention, maps ``[L, H, n, n]`` (rows = from, columns = to). Maps of
+        a measure other than weights are read as each row's shares
+        (:func:`~attnkit.attention.row_shares`), and edge weights are those shares.
     threshold : float
         An attention weight must be strictly greater than this to make an edge.
     heads : iterable of (layer, head), optional
@@ -77,6 +79,9 @@ def attention_graph(
     [((1, 2), (0, 2))]
     """
     att = attentions
+    measure = getattr(att, "measure", "weights")
+    if measure != "weights" and isinstance(att, Attention):
+        att = replace(att, maps=row_shares(att.maps, measure))
     n_layers, n_heads = att.n_layers, att.n_heads
     if not 0.0 <= float(threshold) < 1.0:
         raise InputError(f"threshold must lie in [0, 1); got {threshold}. Edges need "

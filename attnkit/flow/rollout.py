@@ -13,7 +13,7 @@ from typing import Iterator
 import numpy as np
 
 from .._compat import renamed
-from ..attention import Attention
+from ..attention import Attention, row_shares
 from ..errors import InputError
 from ..types import AttentionLike
 
@@ -28,7 +28,10 @@ def residual_layers(att: AttentionLike, residual: float = 0.5) -> Iterator[np.nd
     if not 0.0 <= residual <= 1.0:
         raise InputError(f"residual must lie in [0, 1]; got {residual}.")
     if isinstance(att, Attention):
-        for a in _check_maps(np.asarray(att.maps, dtype=np.float64)):
+        maps = np.asarray(att.maps, dtype=np.float64)
+        if not np.all(np.isfinite(maps)):
+            raise InputError("Attention maps contain non-finite values; pass probabilities.")
+        for a in _check_maps(row_shares(maps, att.measure)):
             yield _mix(a.mean(axis=0), residual)
         return
     from ..blocks import head_mean
@@ -67,7 +70,9 @@ def residual_attention(attentions: AttentionLike, *, residual: float = 0.5) -> n
     Heads are averaged, the residual connection is modelled by mixing in the identity,
     ``(1 - residual) * A + residual * I``, and every row is renormalised to sum to 1
     (as in Abnar & Zuidema; it also repairs rows of float16 or pooled maps that do not sum
-    exactly to 1).
+    exactly to 1). Maps of another measure (:mod:`attnkit.measures`) are first turned into
+    each row's shares (:func:`~attnkit.attention.row_shares`); measures that already hold
+    the residual (``"norm+residual"``, ``"alti"``) roll out with ``residual=0``.
 
     Returns float64 ``[L, n, n]``: entry ``[l, q, k]`` is how much position ``q`` at level
     ``l + 1`` takes from position ``k`` at level ``l``.

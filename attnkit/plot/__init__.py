@@ -5,6 +5,7 @@ One submodule per family of figures; the public functions are re-exported here.
 
 from .attention import plot_cluster_scatter, plot_head_grid, plot_head_map, plot_heatmap
 from .coref import plot_coref_accuracy, plot_coref_heads
+from .faithfulness import plot_faithfulness
 from .flow import plot_comparison, plot_flow_graph, plot_flow_radial, plot_influence
 from .heads import head_stats_figures
 from .syntax import plot_relation_grid, plot_relation_heads
@@ -17,6 +18,7 @@ __all__ = [
     "plot_coref_accuracy",
     "plot_coref_heads",
     "plot_entropy",
+    "plot_faithfulness",
     "plot_flow_graph",
     "plot_flow_radial",
     "plot_head_clusters",

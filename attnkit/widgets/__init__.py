@@ -5,5 +5,6 @@ from .flow import FlowView
 from .headgrid import HeadGrid
 from .headmap import HeadMap
 from .heatmap import Heatmap
+from .measures import MeasureSwitch
 
-__all__ = ["ClusterView", "FlowView", "HeadGrid", "HeadMap", "Heatmap"]
+__all__ = ["ClusterView", "FlowView", "HeadGrid", "HeadMap", "Heatmap", "MeasureSwitch"]

@@ -166,8 +166,37 @@ class AttnkitWidget(anywidget.AnyWidget):
         )
         return data, meta
 
-    def save(self, path: str | Path, dpi: int = 200) -> Path:
-        """Write the figure to ``path``: ``.png``, ``.svg`` or ``.pdf`` (from the suffix)."""
+    def save(self, path: str | Path, *, dpi: int = 200) -> Path:
+        """Write the view's static figure to a file.
+
+        Parameters
+        ----------
+        path : str or Path
+            A ``.png``, ``.svg`` or ``.pdf`` file name (the suffix picks the format) in an
+            existing folder.
+        dpi : int
+            Resolution of a PNG.
+
+        Returns
+        -------
+        Path
+            ``path``.
+
+        Raises
+        ------
+        InputError
+            For another suffix or a folder that does not exist.
+
+        Examples
+        --------
+        >>> import tempfile, pathlib
+        >>> import attnkit as ak
+        >>> from attnkit.testing import tiny_model
+        >>> view = ak.Heatmap(tiny_model("bert").attend("The cat sat."))
+        >>> with tempfile.TemporaryDirectory() as folder:
+        ...     view.save(pathlib.Path(folder) / "cat.svg").stat().st_size > 0
+        True
+        """
         path = Path(path)
         fmt = path.suffix.lower().lstrip(".")
         if fmt not in ("png", "svg", "pdf"):
