@@ -11,16 +11,16 @@ heads are 0-indexed in arguments and shown 1-indexed as "L-H".
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import matplotlib
 import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.cm import ScalarMappable
-from matplotlib.colors import Normalize, TwoSlopeNorm
-from matplotlib.figure import Figure
 from matplotlib.collections import PatchCollection
+from matplotlib.colors import LogNorm, Normalize, TwoSlopeNorm
+from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
 from ..errors import InputError
@@ -32,6 +32,7 @@ from ._prep import (
     head_table,
     label_stride,
     mpl_text,
+    row_ranks,
     truncate,
 )
 
@@ -52,38 +53,67 @@ def plot_heatmap(
     title: str | None = None,
     value_label: str = "attention",
     max_labels: int = 64,
+    bin_size: int = 1,
+    scale: str = "linear",
+    decades: float = 3.0,
+    causal: bool = False,
 ) -> Figure:
     """One attention matrix ``[n, n]`` (rows = from/query, columns = to/key) with token labels.
 
     Sequential colours from 0 to ``vmax`` (default: the matrix maximum); with
     ``diverging=True`` (default: when the matrix has negative values, e.g. a difference of
-    two maps) a diverging scale symmetric about 0. With more than ``max_labels`` tokens
-    every k-th token is labelled (k = 2, 5, 10, ...).
+    two maps) a diverging scale symmetric about 0. ``scale="log"`` colours ``decades``
+    decades below ``vmax`` on a log axis; ``"rank"`` each cell's rank within its row. With
+    more than ``max_labels`` tokens every k-th token is labelled (k = 2, 5, 10, ...).
+
+    A pooled overview of a long map (``bin_size`` tokens per cell, the last bin partial) is
+    drawn on token axes: ``tokens`` are then the ``n`` tokens of the whole map. ``causal``
+    leaves the cells above the diagonal blank.
     """
     m = np.asarray(matrix, dtype=np.float64)
     if m.ndim != 2 or m.shape[0] != m.shape[1]:
         raise InputError(f"heatmap needs a square [n, n] matrix; got shape {m.shape}.")
-    n = m.shape[0]
-    if len(tokens) != n:
-        raise InputError(f"{len(tokens)} tokens for a {n}×{n} matrix; pass one label per position.")
+    if scale not in ("linear", "log", "rank"):
+        raise InputError(f"scale must be 'linear', 'log' or 'rank', not {scale!r}.")
+    bins = m.shape[0]
+    n = len(tokens)
+    if -(-n // max(1, bin_size)) != bins:
+        raise InputError(f"{len(tokens)} tokens for a {bins}×{bins} matrix of {bin_size}-token "
+                         "bins; pass one label per position.")
+    if causal:
+        m = np.where(np.triu(np.ones_like(m, dtype=bool), k=1), np.nan, m)
     finite = m[np.isfinite(m)]
     if diverging is None:
         diverging = bool(finite.size and finite.min() < 0)
-    side = float(np.clip(2.5 + 0.16 * min(n, 64), 4.0, 10.0))
+    side = float(np.clip(2.5 + 0.16 * min(bins, 64), 4.0, 10.0))
     fig, ax = figure_axes(ax, (side + 1.2, side))
     if diverging:
         top = vmax if vmax is not None else (float(np.abs(finite).max()) if finite.size else 1.0)
         top = top if top > 0 else 1.0
         norm = TwoSlopeNorm(vcenter=0.0, vmin=-top, vmax=top)
         cmap = cmap or DIVERGING
+    elif scale == "rank":
+        m = row_ranks(m, valid=np.isfinite(m))
+        norm = Normalize(vmin=0.0, vmax=1.0)
+        cmap = cmap or SEQUENTIAL
+        value_label = f"{value_label} (rank in its row)"
     else:
         top = vmax if vmax is not None else (float(finite.max()) if finite.size else 1.0)
-        norm = Normalize(vmin=0.0, vmax=top if top > 0 else 1.0)
+        top = top if top > 0 else 1.0
+        if scale == "log":
+            norm = LogNorm(vmin=top * 10.0 ** -decades, vmax=top, clip=True)
+            m = np.where(np.isfinite(m), np.maximum(m, top * 10.0 ** -decades), m)
+        else:
+            norm = Normalize(vmin=0.0, vmax=top)
         cmap = cmap or SEQUENTIAL
-    im = ax.imshow(m, cmap=cmap, norm=norm, interpolation="nearest", aspect="equal")
+    extent = (0, bins * bin_size, bins * bin_size, 0)
+    im = ax.imshow(m, cmap=cmap, norm=norm, interpolation="nearest", aspect="equal", extent=extent)
+    ax.set_xlim(0, n)
+    ax.set_ylim(n, 0)
     k = label_stride(n, max_labels)
     ticks = np.arange(0, n, k)
     labels = [mpl_text(truncate(display_token(tokens[i]), 16)) for i in ticks]
+    ticks = ticks + 0.5
     fontsize = 8 if n <= 40 else 6.5
     ax.set_xticks(ticks, labels, rotation=90, fontsize=fontsize)
     ax.set_yticks(ticks, labels, fontsize=fontsize)

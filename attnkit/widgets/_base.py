@@ -1,8 +1,8 @@
-"""What every attnkit widget shares: binary encoding, the bundled front end, the static
-fallback in ``_repr_mimebundle_``, ``save``, and head selection linked to a Heatmap.
+"""What every attnkit widget shares: the bundled front end, the static fallback in
+``_repr_mimebundle_``, ``save``, and head selection linked to a view that shows heads.
 
-Arrays travel to the browser as raw little-endian bytes (traitlets ``Bytes``): attention
-as uint8 codes or float16, small per-head tables as float32. Never as JSON lists of floats.
+Arrays travel to the browser through one codec (:mod:`attnkit.widgets._codec`), never as
+JSON lists of floats.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import html
 import io
 import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol, runtime_checkable
 
 import anywidget
 import numpy as np
@@ -23,8 +23,20 @@ from PIL import Image
 
 from ..errors import InputError
 
-if TYPE_CHECKING:
-    from .heatmap import Heatmap
+
+@runtime_checkable
+class ShowsHead(Protocol):
+    """A view that shows one head: ``layer``, ``head``, ``n_layers``, ``n_heads`` and
+    ``show(layer, head)`` (a :class:`~attnkit.widgets.Heatmap`)."""
+
+    layer: int
+    head: int
+    n_layers: int
+    n_heads: int
+
+    def show(self, layer: int, head: int) -> None: ...
+
+    def observe(self, handler: Any, names: Any = ...) -> None: ...
 
 STATIC = Path(__file__).resolve().parent.parent / "static"
 
@@ -59,28 +71,6 @@ def read_bundle(name: str) -> str:
 def read_css() -> str:
     path = STATIC / "widgets.css"
     return path.read_text(encoding="utf-8") if path.is_file() else ""
-
-
-# ------------------------------------------------------------------- encoding
-def encode_f16(a: np.ndarray) -> bytes:
-    """Little-endian float16 bytes of ``a`` in C order (3 significant digits: enough to read)."""
-    return np.ascontiguousarray(a, dtype="<f2").tobytes()
-
-
-def encode_f32(a: np.ndarray) -> bytes:
-    """Little-endian float32 bytes of ``a`` in C order (NaN kept: "no value")."""
-    return np.ascontiguousarray(a, dtype="<f4").tobytes()
-
-
-def quantize_u8(a: np.ndarray, top: np.ndarray | float) -> bytes:
-    """uint8 codes ``round(255 * a / top)`` clipped to 0..255, ``top`` broadcast against ``a``.
-
-    Code c stands for the value ``c / 255 * top``: at most ``top / 510`` off.
-    """
-    top = np.asarray(top, dtype=np.float32)
-    safe = np.where(top > 0, top, 1.0)
-    codes = np.rint(np.clip(np.asarray(a, dtype=np.float32) / safe, 0.0, 1.0) * 255.0)
-    return np.ascontiguousarray(codes, dtype=np.uint8).tobytes()
 
 
 def check_layer_head(layer: int, head: int, n_layers: int, n_heads: int) -> tuple[int, int]:
@@ -194,14 +184,12 @@ class SelectsHead(AttnkitWidget):
             value = list(check_layer_head(value[0], value[1], self.n_layers, self.n_heads))
         return value
 
-    def link(self, heatmap: "Heatmap") -> "Heatmap":
+    def link(self, heatmap: ShowsHead) -> ShowsHead:
         """Make ``heatmap`` show the selected head, and select the head the heatmap steps to.
 
         Returns the heatmap, so ``grid.link(ak.Heatmap(att))`` can be displayed directly.
         """
-        from .heatmap import Heatmap
-
-        if not isinstance(heatmap, Heatmap):
+        if not isinstance(heatmap, ShowsHead):
             raise InputError(f"link() takes a Heatmap; got {type(heatmap).__name__}.")
         if (heatmap.n_layers, heatmap.n_heads) != (self.n_layers, self.n_heads):
             raise InputError(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
@@ -11,7 +11,8 @@ from matplotlib.figure import Figure
 
 from ..errors import InputError
 from ..plot import attention as plots
-from ._base import SelectsHead, encode_f32
+from ._base import SelectsHead
+from ._codec import wire
 
 
 class ClusterView(SelectsHead):
@@ -32,7 +33,7 @@ class ClusterView(SelectsHead):
 
     _bundle_name = "cluster"
 
-    points = traitlets.Bytes(b"").tag(sync=True)
+    points = traitlets.Dict().tag(sync=True)
     layers = traitlets.List(traitlets.Int()).tag(sync=True)
     heads = traitlets.List(traitlets.Int()).tag(sync=True)
     codes = traitlets.List(traitlets.Int()).tag(sync=True)
@@ -102,7 +103,7 @@ class ClusterView(SelectsHead):
         self._points = pts
         self._names = names
         super().__init__(
-            n_layers=L, n_heads=H, points=encode_f32(pts), layers=layers.tolist(),
+            n_layers=L, n_heads=H, points=wire(pts, "float32"), layers=layers.tolist(),
             heads=heads.tolist(), codes=codes, categories=cats,
             label_name=str(label_name or "layer"), title=title or "Heads in 2-D",
         )

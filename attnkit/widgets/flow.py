@@ -7,9 +7,8 @@ recomputed here when the threshold or the head restriction changes in the browse
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
-import matplotlib
 import networkx as nx
 import numpy as np
 import traitlets
@@ -18,50 +17,49 @@ from matplotlib.figure import Figure
 from .. import flow
 from ..attention import Attention
 from ..errors import InputError
-from ..plot._prep import head_label, mpl_text
+from ..plot._prep import mpl_text
 from ..plot.flow import plot_flow_radial
-from ._base import SelectsHead, encode_f16, encode_f32
+from ._base import SelectsHead
+from ._codec import read, wire
+from ._flow_wire import encode_graph
 
-#: model codes on the wire (node/edge ``model`` attribute of a comparison's union graph)
-MODEL_CODE = {"both": 0, "a": 1, "b": 2}
+#: edges drawn per layer at most (the strongest); the status line says when more exist
+MAX_EDGES = 400
+#: edges a graph may have to count as readable when the threshold is chosen for the user
+READABLE_EDGES = 100
+#: thresholds tried, largest first, when none is given
+THRESHOLDS = (0.5, 0.4, 0.3, 0.25, 0.2, 0.15, 0.12, 0.1, 0.08, 0.06, 0.05)
+RATINGS = ("clamp", "relative")
 
 
-def encode_graph(g: nx.DiGraph) -> dict[str, Any]:
-    """The traits describing graph ``g`` (an attention graph or a comparison's union).
+def ratings(scores: np.ndarray, roles: Sequence[str], sources: Sequence[int], mode: str = "clamp") -> np.ndarray:
+    """The 0-5 ratings the view shows next to tokens.
 
-    nodes: uint16 ``[N, 3]`` = (level, position, model code); edges: uint16 ``[E, 4]`` =
-    (upper level, upper position, lower position, model code), the lower node being at
-    level − 1; edge_weight: float16 ``[E]`` (the edge's ``weight``); edge_heads: uint8
-    pairs (head, who) in CSR order with offsets uint32 ``[E + 1]``, who = 1 for model a
-    (or the only model), 2 for b, 3 for both.
+    ``"clamp"`` (DeRose et al. 2020, §4.2): the influence score itself, clamped at 5
+    (``min(5, ceil(score))``, 0 where the score is 0). ``"relative"``: fifths of the largest
+    score among word positions, the source and special tokens left out of that maximum (they
+    get 5 when above it).
     """
-    nodes = sorted(g.nodes)
-    node_rows = np.array(
-        [(lv, pos, MODEL_CODE[g.nodes[(lv, pos)].get("model", "a")]) for lv, pos in nodes],
-        dtype="<u2",
-    ).reshape(-1, 3)
-    edges = sorted(g.edges(data=True), key=lambda e: (-e[0][0], e[0][1], e[1][1]))
-    rows, weights, pairs, offsets = [], [], [], [0]
-    for (lu, pu), (_, pv), d in edges:
-        rows.append((lu, pu, pv, MODEL_CODE[d.get("model", "a")]))
-        weights.append(d["weight"])
-        if "heads_a" in d:
-            ha, hb = set(d["heads_a"]), set(d["heads_b"])
-            for h in sorted(ha | hb):
-                pairs.append((h, (h in ha) * 1 + (h in hb) * 2))
-        else:
-            pairs.extend((h, 1) for h in d["heads"])
-        offsets.append(len(pairs))
-    return {
-        "nodes": node_rows.tobytes(),
-        "edges": np.array(rows, dtype="<u2").reshape(-1, 4).tobytes(),
-        "edge_weight": encode_f16(np.array(weights, dtype=np.float32)),
-        "edge_heads": np.array(pairs, dtype=np.uint8).reshape(-1, 2).tobytes(),
-        "edge_head_offsets": np.array(offsets, dtype="<u4").tobytes(),
-        "n_nodes": len(nodes),
-        "n_edges": len(edges),
-        "source": [list(map(int, v)) for v in g.graph.get("source", [])],
-    }
+    scores = np.asarray(scores, dtype=np.float64)
+    out = np.zeros(scores.shape, dtype=np.int64)
+    pos = scores > 0
+    if mode == "clamp":
+        # the 1e-9 keeps whole numbers (2.0000000000000004) on their step
+        out[pos] = np.minimum(5, np.ceil(scores[pos] - 1e-9))
+        return out.astype(np.uint8)
+    if mode != "relative":
+        raise InputError(f"rating must be one of {RATINGS}, not {mode!r}.")
+    words = np.array([r == "word" for r in roles]) & ~np.isin(np.arange(scores.size), list(sources))
+    top = scores[words].max() if words.any() else 0.0
+    if top > 0:
+        out[pos] = np.clip(np.ceil(5.0 * scores[pos] / top - 1e-9), 1, 5)
+    return out.astype(np.uint8)
+
+
+def rating_text(mode: str) -> str:
+    if mode == "clamp":
+        return "rating: influence clamped at 5, as in DeRose et al. (2020)"
+    return "rating: fifths of the largest influence among words (the source and special tokens left out)"
 
 
 class FlowView(SelectsHead):
@@ -81,9 +79,16 @@ class FlowView(SelectsHead):
     other : optional second Attention on the same tokens (e.g. the fine-tuned model): the
         view then colours what both graphs share (grey), what only ``att`` has (turquoise)
         and what only ``other`` has (purple), and splits each head glyph in two.
-    threshold, alpha, source : passed to :func:`attnkit.attention_graph` /
-        :func:`attnkit.influence` / :func:`attnkit.compare`.
+    threshold : an attention weight must be above this to make an edge. Default (None):
+        chosen from the graph, the smallest of ``THRESHOLDS`` whose graph has at most
+        ``READABLE_EDGES`` edges; the title says which (``threshold_note``).
+    alpha, source : passed to :func:`attnkit.influence` / :func:`attnkit.attention_graph` /
+        :func:`attnkit.compare`.
     names : display names of the two models (default: their ``model`` names).
+    rating : ``"clamp"`` (default, the paper's display: influence clamped at 5) or
+        ``"relative"`` (fifths of the largest influence among words); see :func:`ratings`.
+    max_edges : edges drawn per layer at most, the strongest (long inputs make graphs of
+        thousands of edges); the status line says how many were left out.
 
     Use :meth:`collection` for the aggregate view over many inputs.
     """
@@ -95,41 +100,46 @@ class FlowView(SelectsHead):
     roles = traitlets.List(traitlets.Unicode()).tag(sync=True)
     names = traitlets.List(traitlets.Unicode()).tag(sync=True)
     threshold = traitlets.Float(0.3).tag(sync=True)
+    threshold_note = traitlets.Unicode("").tag(sync=True)
     alpha = traitlets.Float(0.5).tag(sync=True)
     restrict = traitlets.List(traitlets.List(traitlets.Int())).tag(sync=True)
     source = traitlets.List(traitlets.List(traitlets.Int())).tag(sync=True)
-    nodes = traitlets.Bytes(b"").tag(sync=True)
-    edges = traitlets.Bytes(b"").tag(sync=True)
-    edge_weight = traitlets.Bytes(b"").tag(sync=True)
-    edge_heads = traitlets.Bytes(b"").tag(sync=True)
-    edge_head_offsets = traitlets.Bytes(b"").tag(sync=True)
+    nodes = traitlets.Dict().tag(sync=True)
+    edges = traitlets.Dict().tag(sync=True)
+    edge_weight = traitlets.Dict().tag(sync=True)
+    edge_heads = traitlets.Dict().tag(sync=True)
+    edge_head_offsets = traitlets.Dict().tag(sync=True)
     n_nodes = traitlets.Int(0).tag(sync=True)
     n_edges = traitlets.Int(0).tag(sync=True)
+    n_edges_total = traitlets.Int(0).tag(sync=True)
     revision = traitlets.Int(0).tag(sync=True)  # +1 per recomputation: the view reloads on it
-    influence_a = traitlets.Bytes(b"").tag(sync=True)
-    influence_b = traitlets.Bytes(b"").tag(sync=True)
-    rating_a = traitlets.Bytes(b"").tag(sync=True)
-    rating_b = traitlets.Bytes(b"").tag(sync=True)
-    head_counts_a = traitlets.Bytes(b"").tag(sync=True)
-    head_counts_b = traitlets.Bytes(b"").tag(sync=True)
+    influence_a = traitlets.Dict().tag(sync=True)
+    influence_b = traitlets.Dict().tag(sync=True)
+    rating_a = traitlets.Dict().tag(sync=True)
+    rating_b = traitlets.Dict().tag(sync=True)
+    rating_note = traitlets.Unicode("").tag(sync=True)
+    head_counts_a = traitlets.Dict().tag(sync=True)
+    head_counts_b = traitlets.Dict().tag(sync=True)
     # collection mode
     n_inputs = traitlets.Int(0).tag(sync=True)
-    head_share = traitlets.Bytes(b"").tag(sync=True)
+    head_share = traitlets.Dict().tag(sync=True)
     categories = traitlets.List(traitlets.Unicode()).tag(sync=True)
-    category_share = traitlets.Bytes(b"").tag(sync=True)
-    category_std = traitlets.Bytes(b"").tag(sync=True)
+    category_share = traitlets.Dict().tag(sync=True)
+    category_std = traitlets.Dict().tag(sync=True)
     top_tokens = traitlets.List(traitlets.Unicode()).tag(sync=True)
-    top_share = traitlets.Bytes(b"").tag(sync=True)
+    top_share = traitlets.Dict().tag(sync=True)
 
     def __init__(
         self,
         att: Attention,
         other: Attention | None = None,
         *,
-        threshold: float = 0.3,
+        threshold: float | None = None,
         alpha: float = 0.5,
         source=None,
         names: tuple[str, str] | None = None,
+        rating: str = "clamp",
+        max_edges: int = MAX_EDGES,
         title: str | None = None,
     ) -> None:
         if not isinstance(att, Attention) or (other is not None and not isinstance(other, Attention)):
@@ -141,19 +151,43 @@ class FlowView(SelectsHead):
                     f"att has {att.n_layers} layers × {att.n_heads} heads but other has "
                     f"{other.n_layers} × {other.n_heads}; comparison needs the same architecture."
                 )
+        if rating not in RATINGS:
+            raise InputError(f"rating must be one of {RATINGS}, not {rating!r}.")
+        if int(max_edges) < 1:
+            raise InputError(f"max_edges must be at least 1; got {max_edges}.")
         self._att, self._other = att, other
         self._source_arg = source
         self._names_arg = names
         self._fixed_title = title
+        self._rating = rating
+        self._max_edges = int(max_edges)
         self.result: nx.DiGraph | flow.Comparison | None = None
+        note = ""
+        if threshold is None:
+            threshold, note = self._choose_threshold()
         super().__init__(
             mode="single" if other is None else "compare",
             tokens=list(att.tokens), roles=[str(r) for r in att.roles],
             n_layers=att.n_layers, n_heads=att.n_heads,
-            threshold=float(threshold), alpha=float(alpha),
+            threshold=float(threshold), alpha=float(alpha), threshold_note=note,
+            rating_note=rating_text(rating),
         )
         self._recompute()
         self.observe(lambda _c: self._recompute(), names=["threshold", "alpha", "restrict"])
+
+    def _choose_threshold(self) -> tuple[float, str]:
+        """The smallest candidate threshold whose graph stays readable, and a note saying so."""
+        att = self._att
+        last = None
+        for t in THRESHOLDS:
+            count = flow.attention_graph(att, threshold=t, source=self._source_arg).number_of_edges()
+            if count > READABLE_EDGES:
+                if last is None:
+                    return t, f"chosen: even {t:g} gives {count} edges"
+                return last[0], (f"chosen for a readable graph: {last[1]} edges "
+                                 f"({t:g} would give {count})")
+            last = (t, count)
+        return last[0], f"chosen: the smallest tried, {last[1]} edges"
 
     # ------------------------------------------------------------ collection
     @classmethod
@@ -167,7 +201,7 @@ class FlowView(SelectsHead):
         top: int = 15,
         title: str | None = None,
         progress: bool = False,
-    ) -> "FlowView":
+    ) -> FlowView:
         """Aggregate view over many inputs (:func:`attnkit.flow_summary`): one ring per layer
         with a wedge per head coloured by how many edges it makes on average, and bars of
         the influence share of each token category and of the ``top`` token strings."""
@@ -187,11 +221,11 @@ class FlowView(SelectsHead):
         SelectsHead.__init__(
             self, mode="collection", n_layers=L, n_heads=H, threshold=float(threshold),
             alpha=float(alpha), n_inputs=summary.n_inputs,
-            head_counts_a=encode_f32(edges_mean), head_share=encode_f32(share),
+            head_counts_a=wire(edges_mean, "float32"), head_share=wire(share, "float32"),
             categories=[str(c) for c in cats.index],
-            category_share=encode_f32(cats["share_mean"].to_numpy()),
-            category_std=encode_f32(cats["share_std"].to_numpy()),
-            top_tokens=[str(t) for t in toks.index], top_share=encode_f32(toks["share_mean"].to_numpy()),
+            category_share=wire(cats["share_mean"].to_numpy(), "float32"),
+            category_std=wire(cats["share_std"].to_numpy(), "float32"),
+            top_tokens=[str(t) for t in toks.index], top_share=wire(toks["share_mean"].to_numpy(), "float32"),
             title=title or f"Attention flow over {summary.n_inputs} inputs (threshold {threshold:g}, alpha {alpha:g})",
         )
         return self
@@ -202,6 +236,8 @@ class FlowView(SelectsHead):
         value = float(proposal["value"])
         if not 0.0 <= value < 1.0:
             raise InputError(f"threshold must lie in [0, 1); got {value}.")
+        if getattr(self, "_att", None) is not None and value != self.threshold:
+            self.threshold_note = ""  # set by hand now
         return value
 
     @traitlets.validate("restrict")
@@ -236,15 +272,16 @@ class FlowView(SelectsHead):
             return
         heads = self.allowed_heads()
         att, other = self._att, self._other
+        sources = [p for lv, p in self._source_nodes()]
         if other is None:
             g = flow.attention_graph(att, threshold=self.threshold, heads=heads, source=self._source_arg)
             inf = flow.influence(g, self.alpha)
             self.result = g
-            update = encode_graph(g)
+            update = encode_graph(g, max_edges=self._max_edges)
             update.update(
-                influence_a=encode_f32(inf["score"].to_numpy()),
-                rating_a=inf["rating"].to_numpy().astype(np.uint8).tobytes(),
-                head_counts_a=encode_f32(flow.head_edge_counts(g)),
+                influence_a=wire(inf["score"].to_numpy(), "float32"),
+                rating_a=wire(ratings(inf["score"].to_numpy(), self.roles, sources, self._rating), "uint8"),
+                head_counts_a=wire(flow.head_edge_counts(g), "float32"),
                 names=[att.model or "model"],
             )
             default_title = f"{att.model + ': ' if att.model else ''}attention flow from " \
@@ -254,14 +291,14 @@ class FlowView(SelectsHead):
                                source=self._source_arg, alpha=self.alpha, names=self._names_arg)
             self.result = cmp
             inf = cmp.influence
-            update = encode_graph(cmp.union)
+            update = encode_graph(cmp.union, max_edges=self._max_edges)
             update.update(
-                influence_a=encode_f32(inf["score_a"].to_numpy()),
-                influence_b=encode_f32(inf["score_b"].to_numpy()),
-                rating_a=inf["rating_a"].to_numpy().astype(np.uint8).tobytes(),
-                rating_b=inf["rating_b"].to_numpy().astype(np.uint8).tobytes(),
-                head_counts_a=encode_f32(flow.head_edge_counts(cmp.graph_a)),
-                head_counts_b=encode_f32(flow.head_edge_counts(cmp.graph_b)),
+                influence_a=wire(inf["score_a"].to_numpy(), "float32"),
+                influence_b=wire(inf["score_b"].to_numpy(), "float32"),
+                rating_a=wire(ratings(inf["score_a"].to_numpy(), self.roles, sources, self._rating), "uint8"),
+                rating_b=wire(ratings(inf["score_b"].to_numpy(), self.roles, sources, self._rating), "uint8"),
+                head_counts_a=wire(flow.head_edge_counts(cmp.graph_a), "float32"),
+                head_counts_b=wire(flow.head_edge_counts(cmp.graph_b), "float32"),
                 names=list(cmp.names),
             )
             default_title = f"{cmp.names[0]} vs {cmp.names[1]}: attention flow from " \
@@ -272,6 +309,9 @@ class FlowView(SelectsHead):
             for k, v in update.items():
                 setattr(self, k, v)
         self._invalidate_static()
+
+    def _source_nodes(self) -> list[tuple[int, int]]:
+        return flow.resolve_source(self._att, self._source_arg)
 
     def _source_text(self, g: nx.DiGraph) -> str:
         src = g.graph.get("source", [])
@@ -294,7 +334,7 @@ class FlowView(SelectsHead):
 
     def _collection_figure(self) -> Figure:
         L, H = self.n_layers, self.n_heads
-        edges = np.frombuffer(self.head_counts_a, dtype="<f4").reshape(L, H)
+        edges = np.asarray(read(self.head_counts_a), dtype=np.float64).reshape(L, H)
         fig = Figure(figsize=(10.0, 4.2), layout="constrained")
         ax1, ax2, ax3 = fig.subplots(1, 3, width_ratios=[1.2, 1, 1])
         im = ax1.imshow(edges, cmap="viridis", aspect="equal")
@@ -304,14 +344,14 @@ class FlowView(SelectsHead):
         ax1.set_ylabel("layer")
         ax1.set_title("graph edges per input", fontsize=9, loc="left")
         fig.colorbar(im, ax=ax1, shrink=0.7)
-        share = np.frombuffer(self.category_share, dtype="<f4")
-        std = np.frombuffer(self.category_std, dtype="<f4")
+        share = read(self.category_share)
+        std = read(self.category_std)
         y = np.arange(len(self.categories))
         ax2.barh(y, np.nan_to_num(share), xerr=np.nan_to_num(std), color="#1a6e9e")
         ax2.set_yticks(y, [mpl_text(c) for c in self.categories], fontsize=8)
         ax2.invert_yaxis()
         ax2.set_title("influence share by token kind", fontsize=9, loc="left")
-        tshare = np.frombuffer(self.top_share, dtype="<f4")
+        tshare = read(self.top_share)
         y = np.arange(len(self.top_tokens))
         ax3.barh(y, tshare, color="#7b3294")
         ax3.set_yticks(y, [mpl_text(t) for t in self.top_tokens], fontsize=7)
@@ -323,7 +363,7 @@ class FlowView(SelectsHead):
     def _alt_text(self) -> str:
         if self.mode == "collection":
             return f"{self.title}. Most influential tokens: {', '.join(self.top_tokens[:8])}."
-        ranked = np.argsort(-np.frombuffer(self.influence_a, dtype="<f4"))[:5]
+        ranked = np.argsort(-read(self.influence_a))[:5]
         top = ", ".join(f"{self.tokens[i]}" for i in ranked)
         return (f"{self.title}. Radial attention graph with {self.n_nodes} nodes and "
                 f"{self.n_edges} edges over {len(self.tokens)} tokens; most influential: {top}.")

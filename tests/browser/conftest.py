@@ -15,11 +15,10 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from harness import CHROMIUM, chromium_available, launch  # noqa: E402
+from harness import CHROMIUM, chromium_available, launch
 
 IN_CI = os.environ.get("CI", "").lower() == "true"
 REPO = Path(__file__).resolve().parents[2]
-IMG = REPO / "docs" / "img"
 
 
 def _skip_or_fail(reason: str) -> None:
@@ -47,9 +46,14 @@ def browser():
 
 
 @pytest.fixture(scope="session")
-def img_dir() -> Path:
-    IMG.mkdir(parents=True, exist_ok=True)
-    return IMG
+def img_dir(tmp_path_factory) -> Path:
+    """Where screenshots go: a temporary folder, or ``$ATTNKIT_IMG_DIR`` when set (e.g.
+    ``ATTNKIT_IMG_DIR=docs/img pytest tests/browser`` refreshes the README's pictures).
+    Tests never write into the checkout on their own."""
+    target = os.environ.get("ATTNKIT_IMG_DIR")
+    path = Path(target).resolve() if target else tmp_path_factory.mktemp("screenshots")
+    path.mkdir(parents=True, exist_ok=True)
+    return path
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -14,11 +14,9 @@ import subprocess
 import sys
 import time
 import urllib.request
-from pathlib import Path
 
 import nbformat
 import pytest
-
 from conftest import REPO, _skip_or_fail
 
 pytestmark = pytest.mark.browser

@@ -9,7 +9,8 @@ free of errors. With JavaScript off, the PNG fallback is what shows.
 The report of tests/notebooks/attnkit_widgets.ipynb does the same for attnkit's own widgets
 (Heatmap, HeadGrid, HeadMap, ClusterView on a tiny random BERT): hover values are checked
 against the float16/float32 buffers saved in the widget state, the heatmap zooms and fits
-back, a head click selects on the front end. Its screenshot is docs/img/report.png.
+back, a head click selects on the front end. Its screenshot goes to ``img_dir`` (a temporary
+folder unless ``$ATTNKIT_IMG_DIR`` says otherwise).
 """
 
 from __future__ import annotations
@@ -216,7 +217,7 @@ def _numbers(text: str) -> list[float]:
     return [float(t) for t in re.findall(r"-?\d+\.\d+(?:e[-+]?\d+)?", text)]
 
 
-def test_attnkit_widgets_live_in_the_report(widgets_report, offline, tmp_path):
+def test_attnkit_widgets_live_in_the_report(widgets_report, offline, img_dir):
     path, models = widgets_report
     assert set(models) == {"Heatmap", "HeadGrid", "HeadMap", "ClusterView"}
     o = offline(viewport={"width": 1100, "height": 900})
@@ -296,8 +297,7 @@ def test_attnkit_widgets_live_in_the_report(widgets_report, offline, tmp_path):
     # the top of the report (provenance and the heatmap) for the README
     page.mouse.move(1, 1)
     page.evaluate("window.scrollTo(0, 0)")
-    (REPO / "docs" / "img").mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(REPO / "docs" / "img" / "report.png"), full_page=False)
+    page.screenshot(path=str(img_dir / "report.png"), full_page=False)
     assert o.blocked == [], "the report tried to reach the network"
     assert o.failed == []
     assert o.errors == []
