@@ -269,6 +269,7 @@ class HeatmapView extends View {
     const what = this.what();
     const level = chooseLevel(w.size, plot * dpr, pyr.top);
     this.root.dataset.level = String(level);
+    this.root.dataset.view = `${w.x0},${w.y0},${w.size}`;
 
     // Cells: the overview first (always there), then the tiles of the chosen level on top.
     ctx.save();
