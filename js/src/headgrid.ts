@@ -251,8 +251,8 @@ class HeadGridView extends View {
         ctx.fillText(headLabel(r, c), x, ly);
       }
     }
-    const norm = this.model.get("normalize") === "global" ? "one top for all heads" : "each head up to its own maximum";
-    this.legend.textContent = `Thumbnails: rows = from, columns = to; ${describeScale({ ...s, top: NaN }, d.sinkNames).replace(/, [^;]*NaN[^;]*/, "")}; ${s.kind === "rank" ? "" : norm + "; "}${d.t}\u00d7${d.t} cells, max-pooled from ${d.nTokens} tokens.`;
+    const norm = this.model.get("normalize") === "global" ? "top: the largest weight of all heads" : "top: each head's own largest weight";
+    this.legend.textContent = `Thumbnails: rows = from, columns = to; ${describeScale({ ...s, top: NaN }, d.sinkNames)}; ${s.kind === "rank" ? "" : norm + "; "}${d.t}\u00d7${d.t} cells, max-pooled from ${d.nTokens} tokens.`;
     this.baseDrawn = true;
   }
 

@@ -380,7 +380,8 @@ class HeatmapView extends View {
     const hiC = Math.min(n - 1, Math.ceil(w.x0 + w.size) - 1);
     const fontPx = Math.max(8, Math.min(12, cellPx * 0.9));
     const font = `${fontPx.toFixed(1)}px system-ui, -apple-system, "Segoe UI", Roboto, sans-serif`;
-    const text = (i: number) => (numbered ? `${d.shown[i] ?? ""} #${i + 1}` : d.shown[i] ?? String(i));
+    const room = left - 8; // labels are shortened to fit: never cut at the canvas edge
+    const text = (i: number) => fitText(ctx, numbered ? `#${i + 1} ${d.shown[i] ?? ""}` : d.shown[i] ?? String(i), room);
     const first = (a: number) => Math.ceil(a / stride) * stride;
     ctx.save();
     ctx.beginPath();
@@ -713,6 +714,20 @@ class HeatmapView extends View {
     });
   }
 
+}
+
+/** `s` shortened with an ellipsis until it is at most `width` wide in the context's font. */
+function fitText(ctx: CanvasRenderingContext2D, s: string, width: number): string {
+  if (ctx.measureText(s).width <= width) return s;
+  const cps = Array.from(s);
+  let lo = 1;
+  let hi = cps.length;
+  while (lo < hi) {
+    const mid = (lo + hi + 1) >> 1;
+    if (ctx.measureText(cps.slice(0, mid).join("") + "\u2026").width <= width) lo = mid;
+    else hi = mid - 1;
+  }
+  return cps.slice(0, lo).join("") + "\u2026";
 }
 
 /** An exact weight for the tooltip: 4 significant digits. */

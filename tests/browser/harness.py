@@ -176,7 +176,7 @@ class WidgetPage:
     """One browser page showing one widget."""
 
     def __init__(self, browser: Any, widget: Any, width: int = 900, dpr: float = 2.0,
-                 height: int = 900, kernel: bool = True) -> None:
+                 height: int = 900, kernel: bool = True, setup: str | None = None) -> None:
         self.widget = widget
         self.context = browser.new_context(
             viewport={"width": width + 40, "height": height}, device_scale_factor=dpr
@@ -188,6 +188,8 @@ class WidgetPage:
         self.page.route(f"{ORIGIN}/**", lambda route: route.fulfill(
             status=200, content_type="text/html", body=html))
         self.page.goto(f"{ORIGIN}/index.html")
+        if setup:  # e.g. a notebook theme's CSS variables, set before the view reads them
+            self.page.evaluate(setup)
         self.timings = self.page.evaluate(
             "([esm, css, state]) => window.mount(esm, css, state)",
             [widget._esm, widget._css, wire_state(widget)],

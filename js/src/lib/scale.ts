@@ -79,11 +79,13 @@ export function rankRows(
 
 /** The words of the legend: what the colours mean. */
 export function describeScale(s: Scale, sinkNames: string): string {
+  // `top` NaN: each picture has its own top (head grid thumbnails)
+  const known = Number.isFinite(s.top);
   let text: string;
   if (s.diverging) text = `diverging, \u2212${formatValue(s.top)} to ${formatValue(s.top)}`;
   else if (s.kind === "rank") text = "rank within each row (0 = smallest, 1 = largest)";
-  else if (s.kind === "log") text = `log scale, ${formatValue(s.top * 10 ** -s.decades)} to ${formatValue(s.top)}`;
-  else text = `linear, 0 to ${formatValue(s.top)}`;
+  else if (s.kind === "log") text = known ? `log scale, ${formatValue(s.top * 10 ** -s.decades)} to ${formatValue(s.top)}` : `log scale over ${s.decades} decades below the top`;
+  else text = known ? `linear, 0 to ${formatValue(s.top)}` : "linear from 0 to the top";
   if (s.excludeSinks && sinkNames && !s.diverging) text += `; ${sinkNames} left out of the scale (drawn at its top)`;
   return text;
 }
