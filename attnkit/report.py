@@ -34,12 +34,20 @@ import ast
 import copy
 import datetime as _dt
 import json
+import os
 import re
 import warnings
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from .errors import ReportError
+
+#: Bytes of zoom levels each attnkit Heatmap of an executed report keeps in its widget state
+#: (below the overview it always has): a report cannot ask a kernel for tiles, so it zooms
+#: within what is embedded and says so beyond it. Set ``ATTNKIT_EMBED_BYTES`` to change it.
+EMBED_BYTES = 4_000_000
+EMBED_ENV = "ATTNKIT_EMBED_BYTES"
 
 STATIC = Path(__file__).resolve().parent / "static"
 TEMPLATES = Path(__file__).resolve().parent / "templates"
@@ -195,7 +203,8 @@ def execute_notebook(
     )
     started = _dt.datetime.now(_dt.timezone.utc)
     try:
-        client.execute()
+        with _embedding_budget():
+            client.execute()
     except CellExecutionError as exc:
         trace = re.sub(r"\x1b\[[0-9;]*m", "", str(exc)).strip()
         raise ReportError(
@@ -217,6 +226,20 @@ def execute_notebook(
     record["executed"] = started.replace(microsecond=0).isoformat()
     run.metadata.setdefault("attnkit", {})["provenance"] = record
     return run
+
+
+@contextmanager
+def _embedding_budget():
+    """The kernel of a report run inherits ``ATTNKIT_EMBED_BYTES`` (default
+    :data:`EMBED_BYTES`), so its Heatmaps embed zoom levels for the offline page."""
+    old = os.environ.get(EMBED_ENV)
+    if old is None:
+        os.environ[EMBED_ENV] = str(EMBED_BYTES)
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop(EMBED_ENV, None)
 
 
 def _failed_cell(nb: Any) -> str:
