@@ -1,4 +1,8 @@
-"""Widget payload size and HeadGrid draw time, side by side with a bertviz-style payload.
+"""Widget payload size and draw times, side by side with bertviz's payload.
+
+Two sections of docs/benchmarks.md, measured in one run:
+
+``## widgets`` (short inputs):
 
 For a 12-layer × 12-head input at n = 32, 128, 512 tokens, measured in one run:
 
@@ -11,9 +15,23 @@ For a 12-layer × 12-head input at n = 32, 128, 512 tokens, measured in one run:
   next to it, the time Chromium needs only to ``JSON.parse`` the bertviz payload;
 - time for the Python side to build the widget and its static PNG preview.
 
-Writes the ``## widgets`` section of docs/benchmarks.md. Run from the repo root:
+``## widgets at long context``: n = 2k, 8k, 32k tokens of lazy attention (weights computed
+from random queries and keys on demand, with a sink on the first token and a previous-token
+pattern: tests/qk_attention.py, until attnkit.lazy's LazyAttention of a real model is on
+main), in one run:
 
-    python benchmarks/widgets.py [--repeats 5]
+- Heatmap: the payload sent when the view opens; its first draw in headless Chromium; the
+  tile round trip (request -> drawn) after zooming to exact cells, through the test harness's
+  kernel stand-in (the Python widget answers the custom message; the bytes travel through
+  Playwright rather than a Jupyter websocket); the kernel's peak traced memory while building
+  the widget and answering, against the bytes of one dense map;
+- HeadGrid of 16 x 16 heads at 8k: payload, first draw, kernel time and peak memory;
+- bertviz's ``head_view`` payload for the same attention: built and measured where it can
+  be, otherwise the reason it cannot.
+
+Run from the repo root:
+
+    python benchmarks/widgets.py [--repeats 5] [--section short|long|all]
 """
 
 from __future__ import annotations
@@ -26,6 +44,7 @@ import statistics
 import subprocess
 import sys
 import time
+import tracemalloc
 from pathlib import Path
 
 import numpy as np
@@ -33,10 +52,15 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests" / "browser"))
+sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO / "benchmarks"))
 
-from attnkit.widgets import HeadGrid, Heatmap  # noqa: E402
-from harness import ORIGIN, WidgetPage, chromium_available, launch, wire_state  # noqa: E402
-from patterns import structured  # noqa: E402
+from _report import write_section
+from harness import ORIGIN, WidgetPage, chromium_available, launch, state_bytes
+from patterns import structured
+from qk_attention import QKAttention
+
+from attnkit.widgets import HeadGrid, Heatmap
 
 SIZES = (32, 128, 512)
 L = H = 12
@@ -44,22 +68,12 @@ V8_MAX_STRING = 2**29 - 24  # characters; longer JSON cannot even be a JS string
 
 
 def wire_bytes(widget, code: bool = False) -> int:
-    """Bytes of the widget's state message: JSON of the plain traits + the binary buffers.
-
-    ``code=True`` counts only the JS module and CSS (sent once per widget, the same for
-    every input; a bertviz view ships its own JS too, so the data comparison leaves it out).
-    """
+    """Bytes of the widget's state message (JSON of the plain traits + the binary buffers);
+    ``code=True`` counts only the JS module and CSS (sent once per widget, the same for every
+    input; a bertviz view ships its own JS too, so the data comparison leaves it out)."""
     if code:
         return len(widget._esm.encode()) + len(widget._css.encode())
-    state = wire_state(widget)
-    total = 0
-    plain = {}
-    for k, v in state.items():
-        if isinstance(v, dict) and "__b64__" in v:
-            total += len(getattr(widget, k))
-        else:
-            plain[k] = v
-    return total + len(json.dumps(plain).encode())
+    return state_bytes(widget)
 
 
 def bertviz_json_bytes(maps: np.ndarray, tokens: list[str]) -> int:
@@ -95,12 +109,9 @@ def json_parse_ms(browser, text: str, repeats: int) -> float:
     return statistics.median(times)
 
 
-def measure(repeats: int) -> dict:
-    from playwright.sync_api import sync_playwright
-
+def measure(browser, repeats: int) -> dict:
     rows = []
-    with sync_playwright() as p:
-        browser = launch(p)
+    if True:
         for n in SIZES:
             att = structured(L, H, n, seed=n)
             t0 = time.perf_counter()
@@ -140,9 +151,7 @@ def measure(repeats: int) -> dict:
                 "sync_ms": statistics.median(syncs), "parse_ms": parse,
                 "build_s": build_s, "png_s": png_s, "png_bytes": len(png),
             })
-        version = browser.version
-        browser.close()
-    return {"rows": rows, "chromium": version, "repeats": repeats}
+    return {"rows": rows, "chromium": browser.version, "repeats": repeats}
 
 
 def mb(b: int) -> str:
@@ -153,8 +162,6 @@ def report(res: dict) -> str:
     rows = res["rows"]
     load = os.getloadavg()
     lines = [
-        "## widgets",
-        "",
         f"`python benchmarks/widgets.py` — {L} layers × {H} heads, hand-built attention "
         f"(tests/browser/patterns.py), headless Chromium {res['chromium']} (Debian, "
         f"`--disable-gpu`, device pixel ratio 2), {res['repeats']} page loads per size; "
@@ -201,39 +208,194 @@ def report(res: dict) -> str:
         f"Targets: payload ≤ 1/20 of the JSON one — {'met' if ok_payload else 'NOT met'} at every n "
         f"(even without pooling at n ≤ 128); HeadGrid drawn < 300 ms at n = 128 — "
         f"{'met' if r128['draw_ms'] < 300 else 'NOT met'} ({r128['draw_ms']:.0f} ms median); "
-        "n = 512 works (thumbnails max-pooled in Python to 128², so a thin diagonal survives).",
+        f"n = 512 works (thumbnails max-pooled in Python to {rows[-1]['thumb']}², the most that keeps "
+        "144 heads within 1.6 MB; a thin diagonal survives max pooling).",
         "",
     ]
     return "\n".join(lines)
 
 
-def write_section(text: str, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    old = path.read_text() if path.exists() else "# Benchmarks\n"
-    lines = old.splitlines()
-    out, skip = [], False
-    for line in lines:
-        if line.startswith("## "):
-            skip = line.strip() == "## widgets"
-        if not skip:
-            out.append(line)
-    body = "\n".join(out).rstrip() + "\n\n" + text
-    path.write_text(body.rstrip() + "\n")
+# ----------------------------------------------------------------- long context
+LONG_SIZES = (2048, 8192, 32768)
+V8_MAX = 2**29 - 24
+
+
+def page_draws(browser, widget, repeats: int, width: int = 900) -> list[float]:
+    """First-frame times (render() -> next frame, ms) of ``repeats`` page loads, after one
+    discarded load (fonts, JIT)."""
+    out = []
+    for i in range(repeats + 1):
+        wp = WidgetPage(browser, widget, width=width, dpr=2)
+        try:
+            wp.wait_drawn(timeout=120_000)
+            assert wp.errors() == [], wp.errors()
+            if i:
+                out.append(wp.timings["first_frame_ms"])
+        finally:
+            wp.close()
+    return out
+
+
+def tile_round_trips(browser, hm, n: int) -> tuple[list[float], int]:
+    """Zoom a fresh page until exact cells show, let every visible tile arrive; the request ->
+    drawn times of those tiles (ms) and how many there were."""
+    wp = WidgetPage(browser, hm, width=900, dpr=2)
+    try:
+        wp.wait_drawn(timeout=120_000)
+        wp.canvas.focus()
+        while wp.data("level") != "0":
+            wp.page.keyboard.press("+")
+            wp.page.wait_for_timeout(50)
+        wp.page.wait_for_function("() => document.querySelector('#root .attnkit').dataset.missing === '0'", timeout=300_000)
+        wp.page.wait_for_timeout(200)
+        ms = [float(x) for x in (wp.data("tile-ms") or "").split(",") if x]
+        assert wp.errors() == [], wp.errors()
+        return ms, len(ms)
+    finally:
+        wp.close()
+
+
+def traced(fn, *args, **kwargs):
+    """``(result, seconds, peak bytes traced)`` of ``fn(*args, **kwargs)`` (numpy buffers are traced)."""
+    tracemalloc.start()
+    t0 = time.perf_counter()
+    try:
+        out = fn(*args, **kwargs)
+        return out, time.perf_counter() - t0, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def bertviz_payload(att, n: int) -> dict:
+    """bertviz's head_view payload for ``att``'s heads: its HTML/JS string when it can be built
+    here (n <= 2048), else the reason. Chars per float are measured at the size built."""
+    import torch
+    from bertviz import head_view
+
+    heads = att.n_layers * att.n_heads
+    if n <= 2048:
+        maps = [torch.from_numpy(np.stack([att.map(l, h) for h in range(att.n_heads)])[None]) for l in range(att.n_layers)]
+        html = head_view(maps, list(att.tokens), html_action="return")
+        text = html.data if hasattr(html, "data") else str(html)
+        return {"bytes": len(text.encode()), "chars_per_float": len(text) / (heads * n * n)}
+    return {"bytes": None, "floats": heads * n * n}
+
+
+def measure_long(browser, repeats: int) -> dict:
+    rows = []
+    per_float = None
+    for n in LONG_SIZES:
+        att = QKAttention(n, n_layers=1, n_heads=2, d=64, seed=n)
+        hm, build_s, build_peak = traced(Heatmap, att, head=1)
+        draws = page_draws(browser, hm, repeats)
+        row = {"n": n, "payload": wire_bytes(hm), "build_s": build_s, "build_peak": build_peak,
+               "dense_map": n * n * 4, "draw_ms": statistics.median(draws), "draw_min": min(draws),
+               "draw_max": max(draws), "level": hm.pyramid["top"]}
+        q = {"type": "tile", "layer": 0, "head": 1, "k": 0, "ti": n // 512, "tj": n // 512 - 1, "reduce": "max"}
+        _, tile_s, tile_peak = traced(hm.answer, q)
+        row.update(tile_kernel_ms=tile_s * 1e3, tile_peak=tile_peak)
+        if n <= 8192:
+            ms, count = tile_round_trips(browser, hm, n)
+            row.update(trip_ms=statistics.median(ms), trip_min=min(ms), trip_max=max(ms), trips=count)
+        bv = bertviz_payload(att, n)
+        if bv["bytes"] is not None:
+            per_float = bv["chars_per_float"]
+        row["bertviz"] = bv
+        rows.append(row)
+        print(f"long n={n}: {row}", flush=True)
+    for row in rows:  # what bertviz's string would hold, from the chars per float measured above
+        bv = row["bertviz"]
+        if bv["bytes"] is None and per_float:
+            bv["chars"] = bv["floats"] * per_float
+    grid_att = QKAttention(8192, n_layers=16, n_heads=16, d=8, seed=7)
+    grid, grid_s, grid_peak = traced(HeadGrid, grid_att, progress=False)
+    gdraws = page_draws(browser, grid, repeats, width=1100)
+    grid_row = {"n": 8192, "heads": 256, "payload": wire_bytes(grid), "build_s": grid_s, "peak": grid_peak,
+                "thumb": grid.size, "draw_ms": statistics.median(gdraws), "draw_min": min(gdraws),
+                "draw_max": max(gdraws), "all_maps": 256 * 8192 * 8192 * 4}
+    print(f"grid: {grid_row}", flush=True)
+    return {"rows": rows, "grid": grid_row, "chromium": browser.version, "repeats": repeats}
+
+
+def report_long(res: dict) -> str:
+    rows, g = res["rows"], res["grid"]
+    load = os.getloadavg()
+    lines = [
+        f"`python benchmarks/widgets.py --section long` — lazy attention computed on demand from random "
+        "queries and keys (head dimension 64 for Heatmap, 8 for the 256-head grid; a sink on the first "
+        "token, a previous-token pattern; `tests/qk_attention.py`, standing in for a real model's "
+        f"LazyAttention), headless Chromium {res['chromium']} (`--disable-gpu`, device pixel ratio 2), "
+        f"{res['repeats']} page loads per figure after a discarded one; {platform.machine()}, "
+        f"{os.cpu_count()} cores, load average {load[0]:.1f} during the run (shared machine). "
+        f"Measured {time.strftime('%Y-%m-%d')}.",
+        "",
+        "**Heatmap** (one head; the overview is the coarsest power-of-two level with at most 512 bins a side):",
+        "",
+        "| n | payload when the view opens | first draw (median, min–max) | tile round trip, request → drawn (median, min–max, tiles) | kernel: build / one exact tile | kernel peak memory (build / tile) vs one dense map | bertviz `head_view` payload (2 heads) |",
+        "|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        bv = r["bertviz"]
+        if bv["bytes"] is not None:
+            bert = mb(bv["bytes"])
+        else:
+            chars = bv.get("chars")
+            bert = (f"not built: {bv['floats'] / 1e6:.0f} M floats, about {chars / 1e9:.1f} G characters of "
+                    f"JSON at the rate measured at 2k, {'over' if chars > V8_MAX else 'under'} V8's "
+                    "maximum string (2²⁹−24 characters)") if chars else "not built"
+        trip = (f"{r['trip_ms']:.0f} ms ({r['trip_min']:.0f}–{r['trip_max']:.0f}, {r['trips']})"
+                if "trip_ms" in r else "not measured")
+        lines.append(
+            f"| {r['n']} | {mb(r['payload'])} (2^{r['level']}-token bins) | {r['draw_ms']:.0f} ms ({r['draw_min']:.0f}–{r['draw_max']:.0f}) | "
+            f"{trip} | {r['build_s']:.1f} s / {r['tile_kernel_ms']:.0f} ms | "
+            f"{mb(r['build_peak'])} / {mb(r['tile_peak'])} vs {mb(r['dense_map'])} | {bert} |"
+        )
+    lines += [
+        "",
+        f"**HeadGrid** of 16 × 16 heads at n = 8192 ({g['thumb']}² max-pooled thumbnails, read head by head "
+        f"through `pooled`): payload {mb(g['payload'])}, first draw {g['draw_ms']:.0f} ms "
+        f"({g['draw_min']:.0f}–{g['draw_max']:.0f}); kernel {g['build_s']:.0f} s to compute the 256 thumbnails "
+        f"from Q/K, peak traced memory {mb(g['peak'])} against {g['all_maps'] / 1e9:.0f} GB for every head's "
+        "dense map.",
+        "",
+    ]
+    r8 = next(r for r in rows if r["n"] == 8192)
+    checks = [
+        ("payload ≤ 2 MB at every n", all(r["payload"] <= 2e6 for r in rows) and g["payload"] <= 2e6),
+        ("Heatmap first draw < 300 ms", all(r["draw_ms"] < 300 for r in rows)),
+        ("tile round trip < 100 ms at 8k", r8.get("trip_ms", 1e9) < 100),
+        ("HeadGrid 16 × 16 at 8k drawn < 500 ms", g["draw_ms"] < 500),
+        ("kernel memory bounded (peak below one dense map)", all(r["build_peak"] < r["dense_map"] for r in rows if r["n"] >= 8192)),
+    ]
+    lines.append("Targets: " + "; ".join(f"{name} — {'met' if ok else 'NOT met'}" for name, ok in checks) + ".")
+    return "\n".join(lines) + "\n"
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--section", choices=("short", "long", "all"), default="all")
     ap.add_argument("--out", type=Path, default=REPO / "docs" / "benchmarks.md")
     args = ap.parse_args()
     if not chromium_available():
         sys.exit("Chromium not found at /usr/bin/chromium (apt-get install -y chromium)")
     if not (REPO / "attnkit" / "static" / "headgrid.js").is_file():
         subprocess.run(["npm", "run", "build"], cwd=REPO / "js", check=True)
-    res = measure(args.repeats)
-    text = report(res)
-    write_section(text, args.out)
-    print(text)
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = launch(p)
+        try:
+            if args.section in ("short", "all"):
+                text = report(measure(browser, args.repeats))
+                write_section("widgets", text, doc=args.out)
+                print(text)
+            if args.section in ("long", "all"):
+                text = report_long(measure_long(browser, args.repeats))
+                write_section("widgets at long context", text, doc=args.out)
+                print(text)
+        finally:
+            browser.close()
 
 
 if __name__ == "__main__":

@@ -297,6 +297,7 @@ class HeatmapView extends View {
         const e = this.cache.get(key);
         if (e) {
           this.drawTile(ctx, t, e, what);
+          this.noteDrawn(key);
         } else {
           missing++;
           this.want(key, t, what);
@@ -480,6 +481,18 @@ class HeatmapView extends View {
   }
 
   // ------------------------------------------------------------------- tiles
+  private requestedAt = new Map<string, number>();
+
+  /** Record request → drawn time of a tile drawn for the first time (data-tile-ms, last 32). */
+  private noteDrawn(key: string): void {
+    const t0 = this.requestedAt.get(key);
+    if (t0 === undefined) return;
+    this.requestedAt.delete(key);
+    const ms = performance.now() - t0;
+    const list = (this.root.dataset.tileMs ? this.root.dataset.tileMs.split(",") : []).concat(ms.toFixed(1)).slice(-32);
+    this.root.dataset.tileMs = list.join(",");
+  }
+
   private want(key: string, t: TileId, what: string): void {
     if (this.pending.has(key) || this.failed.has(key) || this.kernelMissing) return;
     if (this.queue.some((q) => q.key === key)) return;
@@ -500,6 +513,7 @@ class HeatmapView extends View {
     const d = this.d;
     const rank = what.startsWith("rank");
     const t0 = performance.now();
+    this.requestedAt.set(key, t0);
     return this.request({
       type: "tile", layer: d.layer, head: d.head, k: t.k, ti: t.ti, tj: t.tj, reduce: this.reduce(),
       what: rank ? "rank" : "value", exclude: what.endsWith("-x"),
@@ -509,7 +523,6 @@ class HeatmapView extends View {
       const e: Entry = { values: readFloats(content.array as WireArray, buffers), rows: a.shape[0], cols: a.shape[1], pinned: false };
       this.cache.set(key, e);
       this.root.dataset.tiles = String(Number(this.root.dataset.tiles ?? "0") + 1);
-      this.root.dataset.lastTileMs = (performance.now() - t0).toFixed(1);
       this.redraw();
       this.pump();
       return e;

@@ -11,17 +11,15 @@ The server listens on 127.0.0.1 on a free port with token auth; every wait is bo
 from __future__ import annotations
 
 import json
-import os
-import secrets
-import socket
-import subprocess
 import sys
-import time
-import urllib.request
 
 import nbformat
 import pytest
 from conftest import REPO, _skip_or_fail
+from lab import JupyterLab, wait_for
+
+sys.path.insert(0, str(REPO / "tests"))
+from qk_attention import causal_random_map
 
 pytestmark = pytest.mark.browser
 
@@ -55,12 +53,7 @@ import numpy as np
 import attnkit
 from attnkit.widgets import FlowView, Heatmap
 
-def long_map(n, seed=0):
-    rng = np.random.default_rng(seed)
-    z = rng.standard_normal((n, n)) * 2.0
-    z[np.triu_indices(n, 1)] = -np.inf
-    e = np.exp(z - z.max(1, keepdims=True))
-    return (e / e.sum(1, keepdims=True)).astype(np.float32)
+from qk_attention import causal_random_map as long_map  # tests/ is on the kernel's path
 
 n = 2048
 att = attnkit.Attention.from_maps(long_map(n)[None, None], ["<s>"] + [f"w{i}" for i in range(1, n)])
@@ -75,73 +68,14 @@ flow
 """
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_for(pred, timeout: float, what: str, step: float = 0.25):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        value = pred()
-        if value:
-            return value
-        time.sleep(step)
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
-
-
 @pytest.fixture
 def lab(tmp_path):
     try:
         import jupyterlab  # noqa: F401
     except ImportError:
         _skip_or_fail("jupyterlab is not installed (pip install jupyterlab)")
-    for name, cells in {"grid.ipynb": [SETUP, READ], "tiles.ipynb": [TILES, FLOW]}.items():
-        nb = nbformat.v4.new_notebook()
-        nb.cells = [nbformat.v4.new_code_cell(c) for c in cells]
-        nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-        nbformat.write(nb, tmp_path / name)
-    # the settings attnkit installs into share/jupyter/lab/settings (pyproject shared-data)
-    settings = tmp_path / ".lab-settings"
-    (settings / "overrides.d").mkdir(parents=True)
-    (settings / "overrides.d" / "attnkit.json").write_text(
-        (REPO / "jupyter" / "overrides.d" / "attnkit.json").read_text(encoding="utf-8"), encoding="utf-8")
-    port, token = free_port(), secrets.token_hex(16)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
-               JUPYTER_CONFIG_DIR=str(tmp_path / ".jupyter"), JUPYTER_RUNTIME_DIR=str(tmp_path / ".runtime"))
-    log = open(tmp_path / "lab.log", "wb")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--allow-root",
-         "--ip=127.0.0.1", f"--port={port}", "--ServerApp.port_retries=0",
-         f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={tmp_path}",
-         f"--LabApp.app_settings_dir={settings}",
-         "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
-         "--LabApp.news_url=None", "--ServerApp.open_browser=False"],
-        cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT,
-    )
-
-    def up():
-        if proc.poll() is not None:
-            raise AssertionError(f"jupyter lab exited: {(tmp_path / 'lab.log').read_text()[-2000:]}")
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/status?token={token}", timeout=2) as r:
-                return r.status == 200
-        except OSError:
-            return False
-
-    try:
-        wait_for(up, 90, "jupyter lab to start")
-        yield {"url": f"http://127.0.0.1:{port}/lab/tree/grid.ipynb?token={token}", "dir": tmp_path,
-               "base": f"http://127.0.0.1:{port}", "token": token}
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
-        log.close()
+    with JupyterLab(tmp_path, {"grid.ipynb": [SETUP, READ], "tiles.ipynb": [TILES, FLOW]}) as server:
+        yield server
 
 
 def test_headgrid_click_reaches_the_kernel(browser, lab):
@@ -149,13 +83,8 @@ def test_headgrid_click_reaches_the_kernel(browser, lab):
     page = context.new_page()
     page.set_default_timeout(60_000)
     try:
-        page.goto(lab["url"], wait_until="domcontentloaded", timeout=90_000)
-        cells = page.locator(".jp-Notebook .jp-CodeCell")
-        cells.first.wait_for(timeout=90_000)
-        # The kernel must be connected and idle before a cell runs (else the run is dropped).
-        page.locator(".jp-StatusBar-TextItem", has_text="Idle").first.wait_for(timeout=90_000)
-        cells.nth(0).locator(".cm-content").click()
-        page.keyboard.press("Shift+Enter")
+        cells = lab.open(page, "grid.ipynb")
+        lab.run_cell(page, cells, 0)
         grid = page.locator(".jp-OutputArea .attnkit-headgrid")
         grid.wait_for(timeout=90_000)
         page.wait_for_function(
@@ -179,7 +108,7 @@ def test_headgrid_click_reaches_the_kernel(browser, lab):
         x = float(grid.get_attribute("data-grid-left")) + 3 * float(grid.get_attribute("data-pitch-x")) + cell / 2
         y = float(grid.get_attribute("data-grid-top")) + 2 * float(grid.get_attribute("data-pitch-y")) + cell / 2
         page.mouse.click(box["x"] + x, box["y"] + y)
-        sel = lab["dir"] / "selected.json"
+        sel = lab.dir / "selected.json"
         wait_for(sel.exists, 60, "the kernel to observe the click")
         assert json.loads(sel.read_text()) == [2, 3]
 
@@ -193,35 +122,21 @@ def test_headgrid_click_reaches_the_kernel(browser, lab):
             timeout=60_000)
         assert "SELECTED [2, 3]" in out.first.inner_text()
     except BaseException:
-        page.screenshot(path=str(lab["dir"] / "failure.png"))
-        print("screenshot:", lab["dir"] / "failure.png")
-        print("log:", (lab["dir"] / "lab.log").read_text()[-3000:])
+        page.screenshot(path=str(lab.dir / "failure.png"))
+        print("screenshot:", lab.dir / "failure.png")
+        print("log:", lab.log()[-3000:])
         raise
     finally:
         context.close()
-
-
-def _run_cell(page, cells, i):
-    cells.nth(i).locator(".cm-content").click()
-    page.keyboard.press("Shift+Enter")
-
-
-def _kernels(lab) -> list[dict]:
-    with urllib.request.urlopen(f"{lab['base']}/api/kernels?token={lab['token']}", timeout=10) as r:
-        return json.loads(r.read())
 
 
 def test_tiles_keyboard_and_a_reopened_notebook(browser, lab):
     context = browser.new_context(viewport={"width": 1400, "height": 1100})
     page = context.new_page()
     page.set_default_timeout(60_000)
-    url = lab["url"].replace("grid.ipynb", "tiles.ipynb")
     try:
-        page.goto(url, wait_until="domcontentloaded", timeout=90_000)
-        cells = page.locator(".jp-Notebook .jp-CodeCell")
-        cells.first.wait_for(timeout=90_000)
-        page.locator(".jp-StatusBar-TextItem", has_text="Idle").first.wait_for(timeout=90_000)
-        _run_cell(page, cells, 0)
+        cells = lab.open(page, "tiles.ipynb")
+        lab.run_cell(page, cells, 0)
         hm = page.locator(".jp-OutputArea .attnkit-heatmap")
         hm.wait_for(timeout=120_000)
         page.wait_for_function("() => Number(document.querySelector('.attnkit-heatmap')?.dataset.drawn ?? 0) >= 1",
@@ -246,14 +161,12 @@ def test_tiles_keyboard_and_a_reopened_notebook(browser, lab):
         page.wait_for_function(
             "() => /^attention: [-0-9.e]+from/.test(document.querySelector('.attnkit-heatmap .attnkit-tooltip')?.textContent ?? '')")
         text = hm.locator(".attnkit-tooltip").text_content()
-        ns: dict = {}
-        exec(TILES.split("n = 2048")[0], ns)  # the same map, rebuilt here
-        want = float(ns["long_map"](2048)[row, col])
+        want = float(causal_random_map(2048)[row, col])  # the same map, rebuilt here
         got = float(text.split("attention: ")[1].split("from")[0])
         assert got == pytest.approx(want, rel=6e-4) and f"(#{row + 1})" in text
 
         # Arrow keys move the FlowView slider, not the notebook's cell selection.
-        _run_cell(page, cells, 1)
+        lab.run_cell(page, cells, 1)
         slider = page.locator(".attnkit-flow input[type=range]")
         slider.wait_for(timeout=120_000)
         slider.focus()  # focusing it makes its cell the active one
@@ -269,14 +182,12 @@ def test_tiles_keyboard_and_a_reopened_notebook(browser, lab):
         # a new kernel: the figures draw from the saved state, no "model not found".
         page.locator(".jp-Notebook").first.click(position={"x": 5, "y": 5})
         page.keyboard.press("Control+s")
-        saved = lab["dir"] / "tiles.ipynb"
+        saved = lab.dir / "tiles.ipynb"
         wait_for(lambda: "application/vnd.jupyter.widget-state+json" in saved.read_text(encoding="utf-8"), 60,
                  "the notebook to be saved with its widget state")
         state = nbformat.read(saved, as_version=4).metadata.widgets["application/vnd.jupyter.widget-state+json"]["state"]
         assert any(m["state"].get("_anywidget_id", "").endswith("Heatmap") for m in state.values())
-        for k in _kernels(lab):
-            req = urllib.request.Request(f"{lab['base']}/api/kernels/{k['id']}?token={lab['token']}", method="DELETE")
-            urllib.request.urlopen(req, timeout=10).close()
+        lab.shut_kernels()
         page.reload(wait_until="domcontentloaded")
         reopened = page.locator(".jp-OutputArea .attnkit-heatmap")
         reopened.wait_for(timeout=120_000)
@@ -285,9 +196,9 @@ def test_tiles_keyboard_and_a_reopened_notebook(browser, lab):
         assert page.locator(".attnkit-flow").count() == 1
         assert "model not found" not in page.locator(".jp-Notebook").inner_text()
     except BaseException:
-        page.screenshot(path=str(lab["dir"] / "failure.png"))
-        print("screenshot:", lab["dir"] / "failure.png")
-        print("log:", (lab["dir"] / "lab.log").read_text()[-3000:])
+        page.screenshot(path=str(lab.dir / "failure.png"))
+        print("screenshot:", lab.dir / "failure.png")
+        print("log:", lab.log()[-3000:])
         raise
     finally:
         context.close()

@@ -18,6 +18,7 @@ from __future__ import annotations
 import base64
 import os
 import re
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -312,12 +313,7 @@ import numpy as np
 import attnkit
 from attnkit.widgets import Heatmap
 
-def long_map(n, seed=0):
-    rng = np.random.default_rng(seed)
-    z = rng.standard_normal((n, n)) * 2.0
-    z[np.triu_indices(n, 1)] = -np.inf
-    e = np.exp(z - z.max(1, keepdims=True))
-    return (e / e.sum(1, keepdims=True)).astype(np.float32)
+from qk_attention import causal_random_map as long_map  # tests/ is on the kernel's path
 
 n = 2048
 Heatmap(attnkit.Attention.from_maps(long_map(n)[None, None], ["<s>"] + [f"w{i}" for i in range(1, n)]))
@@ -335,12 +331,20 @@ def long_report(tmp_path_factory) -> Path:
     nb.cells = [nbformat.v4.new_code_cell(LONG)]
     nbformat.write(nb, folder / "long.ipynb")
     out = folder / "long.html"
-    assert main(["report", str(folder / "long.ipynb"), "-o", str(out), "--execute"]) == 0
+    mp = pytest.MonkeyPatch()
+    mp.setenv("PYTHONPATH", os.pathsep.join([str(REPO), str(REPO / "tests"), os.environ.get("PYTHONPATH", "")]))
+    try:
+        assert main(["report", str(folder / "long.ipynb"), "-o", str(out), "--execute"]) == 0
+    finally:
+        mp.undo()
     return out
 
 
 def test_a_2k_token_heatmap_zooms_offline_within_what_was_embedded(long_report, offline):
     from attnkit.attention import pool_square
+
+    sys.path.insert(0, str(REPO / "tests"))
+    from qk_attention import causal_random_map
 
     size_mb = long_report.stat().st_size / 1e6
     # overview (2 x 0.5 MB) + level 1 (2.1 MB) as base64, a PNG, the renderer: not 2048^2 floats
@@ -373,9 +377,7 @@ def test_a_2k_token_heatmap_zooms_offline_within_what_was_embedded(long_report, 
     page.wait_for_function("(document.querySelector('.attnkit-heatmap .attnkit-tooltip')?.textContent ?? '').includes('here')")
     text = tip.text_content()
     assert "exact value needs a running kernel" in text and f"(#{row + 1})" in text
-    ns: dict = {}
-    exec(LONG.split("n = 2048")[0], ns)
-    want = pool_square(ns["long_map"](2048), 1024, "max")[row // 2, col // 2]
+    want = pool_square(causal_random_map(2048), 1024, "max")[row // 2, col // 2]
     got = float(re.search(r"max of 2\u00d72 here\s*([-0-9.e]+)", text).group(1))
     assert got == pytest.approx(want, rel=5e-3)
     assert o.blocked == [], "the report tried to reach the network"
