@@ -255,6 +255,64 @@ def tile_round_trips(browser, hm, n: int) -> tuple[list[float], int]:
         wp.close()
 
 
+LAB_CELL = """\
+from qk_attention import QKAttention
+from attnkit.widgets import Heatmap
+hm = Heatmap(QKAttention({n}, n_layers=1, n_heads=2, d=64, seed={n}), head=1)
+hm
+"""
+
+
+def lab_round_trips(browser, n: int, pans: int = 8) -> tuple[list[float], list[float]]:
+    """Request -> drawn times (ms) of exact tiles in a real JupyterLab with a real kernel: zoom
+    to exact cells, let those tiles arrive, then pan down the diagonal ``pans`` times by more
+    than a tile (the map is causal: right of the diagonal is empty), so each pan asks for new
+    tiles while the kernel is idle. Returns the time of the first tile of each pan (nothing
+    queued before it) and of every tile the pans asked for (a later one waits for the kernel
+    to finish the earlier ones)."""
+    import tempfile
+
+    from lab import JupyterLab
+
+    with tempfile.TemporaryDirectory() as tmp, JupyterLab(Path(tmp), {"t.ipynb": [LAB_CELL.format(n=n)]}) as lab:
+        context = browser.new_context(viewport={"width": 1400, "height": 1100})
+        page = context.new_page()
+        try:
+            cells = lab.open(page, "t.ipynb")
+            lab.run_cell(page, cells, 0)
+            root = ".jp-OutputArea .attnkit-heatmap"
+            page.wait_for_function(f"() => Number(document.querySelector('{root}')?.dataset.drawn ?? 0) >= 1", timeout=300_000)
+            canvas = page.locator(f"{root} canvas").first
+            canvas.scroll_into_view_if_needed()
+            canvas.focus()
+            done = f"() => document.querySelector('{root}').dataset.missing === '0'"
+            while page.locator(root).get_attribute("data-level") != "0":
+                page.keyboard.press("+")
+                page.wait_for_timeout(50)
+            page.wait_for_function(done, timeout=300_000)
+            page.wait_for_timeout(300)
+
+            def times() -> list[float]:
+                return [float(x) for x in (page.locator(root).get_attribute("data-tile-ms") or "").split(",") if x]
+
+            firsts, every = [], []
+            for _ in range(pans):
+                before = len(times())
+                for _ in range(12):  # 12 eighths of the view: past the next tile edge
+                    page.keyboard.press("ArrowRight")
+                    page.keyboard.press("ArrowDown")
+                page.wait_for_timeout(100)
+                page.wait_for_function(done, timeout=300_000)
+                page.wait_for_timeout(100)
+                new = times()[before:]
+                if new:
+                    firsts.append(new[0])
+                    every.extend(new)
+            return firsts, every
+        finally:
+            context.close()
+
+
 def traced(fn, *args, **kwargs):
     """``(result, seconds, peak bytes traced)`` of ``fn(*args, **kwargs)`` (numpy buffers are traced)."""
     tracemalloc.start()
@@ -292,11 +350,20 @@ def measure_long(browser, repeats: int) -> dict:
                "dense_map": n * n * 4, "draw_ms": statistics.median(draws), "draw_min": min(draws),
                "draw_max": max(draws), "level": hm.pyramid["top"]}
         q = {"type": "tile", "layer": 0, "head": 1, "k": 0, "ti": n // 512, "tj": n // 512 - 1, "reduce": "max"}
-        _, tile_s, tile_peak = traced(hm.answer, q)
-        row.update(tile_kernel_ms=tile_s * 1e3, tile_peak=tile_peak)
+        _, _, tile_peak = traced(hm.answer, q)
+        times = []
+        for j in range(5):  # untraced: tracemalloc slows every allocation
+            t0 = time.perf_counter()
+            hm.answer(dict(q, tj=n // 512 - 1 - j))
+            times.append(time.perf_counter() - t0)
+        row.update(tile_kernel_ms=statistics.median(times) * 1e3, tile_peak=tile_peak)
         if n <= 8192:
             ms, count = tile_round_trips(browser, hm, n)
             row.update(trip_ms=statistics.median(ms), trip_min=min(ms), trip_max=max(ms), trips=count)
+        if n == 8192:
+            firsts, every = lab_round_trips(browser, n)
+            row.update(lab_ms=statistics.median(firsts), lab_min=min(firsts), lab_max=max(firsts),
+                       lab_trips=len(firsts), lab_all=statistics.median(every), lab_all_n=len(every))
         bv = bertviz_payload(att, n)
         if bv["bytes"] is not None:
             per_float = bv["chars_per_float"]
@@ -331,8 +398,8 @@ def report_long(res: dict) -> str:
         "",
         "**Heatmap** (one head; the overview is the coarsest power-of-two level with at most 512 bins a side):",
         "",
-        "| n | payload when the view opens | first draw (median, min–max) | tile round trip, request → drawn (median, min–max, tiles) | kernel: build / one exact tile | kernel peak memory (build / tile) vs one dense map | bertviz `head_view` payload (2 heads) |",
-        "|---:|---:|---:|---:|---:|---:|---:|",
+        "| n | payload when the view opens | first draw (median, min–max) | exact tile, request → drawn, JupyterLab: first tile of a pan (median, min–max) ; all tiles (median) | request → drawn through the test harness (zooming in; median, min–max, tiles) | kernel: build / one exact tile | kernel peak memory (build / tile) vs one dense map | bertviz `head_view` payload (2 heads) |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         bv = r["bertviz"]
@@ -345,9 +412,11 @@ def report_long(res: dict) -> str:
                     "maximum string (2²⁹−24 characters)") if chars else "not built"
         trip = (f"{r['trip_ms']:.0f} ms ({r['trip_min']:.0f}–{r['trip_max']:.0f}, {r['trips']})"
                 if "trip_ms" in r else "not measured")
+        lab_trip = (f"{r['lab_ms']:.0f} ms ({r['lab_min']:.0f}–{r['lab_max']:.0f}, {r['lab_trips']} pans); "
+                    f"every tile: {r['lab_all']:.0f} ms ({r['lab_all_n']})" if "lab_ms" in r else "not measured")
         lines.append(
             f"| {r['n']} | {mb(r['payload'])} (2^{r['level']}-token bins) | {r['draw_ms']:.0f} ms ({r['draw_min']:.0f}–{r['draw_max']:.0f}) | "
-            f"{trip} | {r['build_s']:.1f} s / {r['tile_kernel_ms']:.0f} ms | "
+            f"{lab_trip} | {trip} | {r['build_s']:.1f} s / {r['tile_kernel_ms']:.0f} ms | "
             f"{mb(r['build_peak'])} / {mb(r['tile_peak'])} vs {mb(r['dense_map'])} | {bert} |"
         )
     lines += [
@@ -363,9 +432,11 @@ def report_long(res: dict) -> str:
     checks = [
         ("payload ≤ 2 MB at every n", all(r["payload"] <= 2e6 for r in rows) and g["payload"] <= 2e6),
         ("Heatmap first draw < 300 ms", all(r["draw_ms"] < 300 for r in rows)),
-        ("tile round trip < 100 ms at 8k", r8.get("trip_ms", 1e9) < 100),
+        ("tile round trip < 100 ms at 8k (JupyterLab, first tile of a pan, median)", r8.get("lab_ms", 1e9) < 100),
         ("HeadGrid 16 × 16 at 8k drawn < 500 ms", g["draw_ms"] < 500),
-        ("kernel memory bounded (peak below one dense map)", all(r["build_peak"] < r["dense_map"] for r in rows if r["n"] >= 8192)),
+        ("kernel memory bounded (peak flat in n, below one dense map from 8k)",
+         all(r["build_peak"] < r["dense_map"] for r in rows if r["n"] >= 8192)
+         and max(r["build_peak"] for r in rows) < 2 * min(r["build_peak"] for r in rows)),
     ]
     lines.append("Targets: " + "; ".join(f"{name} — {'met' if ok else 'NOT met'}" for name, ok in checks) + ".")
     return "\n".join(lines) + "\n"

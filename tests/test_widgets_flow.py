@@ -141,3 +141,15 @@ def test_default_threshold_is_chosen_for_a_readable_graph():
     view.threshold = 0.3  # set by hand: no longer "chosen"
     assert view.threshold_note == ""
     assert FlowView(att, threshold=0.3).threshold_note == ""
+
+
+@pytest.mark.realmodel
+def test_minilm_defaults_are_readable_and_ratings_tell_words_apart(minilm):
+    att = minilm.attend("The cat sat on the mat because it was tired of chasing the mouse.")
+    view = FlowView(att)
+    assert 20 <= view.n_edges <= _widgets_flow.READABLE_EDGES
+    assert view.threshold_note.startswith("chosen") and f"{view.n_edges} edges" in view.threshold_note
+    scores, rated = read(view.influence_a), read(view.rating_a)
+    words = [i for i, role in enumerate(view.roles) if role == "word"]
+    assert scores[0] > 5 and rated[0] == 5  # [CLS], the source, clamped at 5
+    assert len({int(rated[i]) for i in words}) >= 3  # the words' ratings differ

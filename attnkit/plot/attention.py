@@ -87,6 +87,7 @@ def plot_heatmap(
         diverging = bool(finite.size and finite.min() < 0)
     side = float(np.clip(2.5 + 0.16 * min(bins, 64), 4.0, 10.0))
     fig, ax = figure_axes(ax, (side + 1.2, side))
+    norm: Normalize
     if diverging:
         top = vmax if vmax is not None else (float(np.abs(finite).max()) if finite.size else 1.0)
         top = top if top > 0 else 1.0
@@ -111,9 +112,9 @@ def plot_heatmap(
     ax.set_xlim(0, n)
     ax.set_ylim(n, 0)
     k = label_stride(n, max_labels)
-    ticks = np.arange(0, n, k)
-    labels = [mpl_text(truncate(display_token(tokens[i]), 16)) for i in ticks]
-    ticks = ticks + 0.5
+    at = np.arange(0, n, k)
+    labels = [mpl_text(truncate(display_token(tokens[int(i)]), 16)) for i in at]
+    ticks = at + 0.5
     fontsize = 8 if n <= 40 else 6.5
     ax.set_xticks(ticks, labels, rotation=90, fontsize=fontsize)
     ax.set_yticks(ticks, labels, fontsize=fontsize)
@@ -138,8 +139,13 @@ def plot_head_grid(
     cmap: str = SEQUENTIAL,
     title: str | None = None,
     thumb_labels: bool = True,
+    color_scale: str = "linear",
+    decades: float = 3.0,
 ) -> Figure:
     """Every head's map of ``maps`` ``[layer, head, n, n]`` as a thumbnail labelled "L-H".
+
+    ``color_scale="log"`` colours ``decades`` decades below each top on a log axis, ``"rank"``
+    each cell's rank within its thumbnail row (as the HeadGrid widget does).
 
     Thumbnails larger than ``size`` cells are max-pooled down (see
     :func:`attnkit.plot._prep.downsample_max`), so a thin pattern survives. ``scale="head"``
@@ -156,9 +162,16 @@ def plot_head_grid(
     L, H = maps.shape[:2]
     thumbs = downsample_max(maps, size).astype(np.float32)
     t = thumbs.shape[-1]
-    if scale == "head":
-        top = thumbs.reshape(L, H, -1).max(axis=2)
+    if color_scale not in ("linear", "log", "rank"):
+        raise InputError(f"color_scale must be 'linear', 'log' or 'rank', not {color_scale!r}.")
+    if scale == "head" or color_scale == "log":
+        top = thumbs.reshape(L, H, -1).max(axis=2) if scale == "head" else np.full((L, H), thumbs.max())
         thumbs = thumbs / np.where(top > 0, top, 1.0)[:, :, None, None]
+    if color_scale == "log":
+        with np.errstate(divide="ignore"):
+            thumbs = np.clip(1.0 + np.log10(np.maximum(thumbs, 0)) / decades, 0.0, 1.0).astype(np.float32)
+    elif color_scale == "rank":
+        thumbs = np.stack([np.stack([row_ranks(thumbs[l, h]) for h in range(H)]) for l in range(L)])
     if metric is not None:
         metric = np.asarray(metric, dtype=np.float64)
         if metric.shape != (L, H):
@@ -220,6 +233,10 @@ def plot_head_grid(
         side.set_visible(False)
     ax.set_ylabel("layer", fontsize=7, color="#666", labelpad=2)
     note = "each head scaled to its own max" if scale == "head" else "one scale 0–1"
+    if color_scale == "log":
+        note = f"log, {decades:g} decades below {'each head' if scale == 'head' else 'the'} max"
+    elif color_scale == "rank":
+        note = "rank within each row"
     head = mpl_text(title) if title else f"Attention, {L} layers × {H} heads"
     fig.text(left / fig_w, 1 - 0.08 / fig_h, f"{head}   (head →; rows = from, cols = to; {note})",
              fontsize=7.5, va="top", ha="left")

@@ -89,6 +89,58 @@ def check_layer_head(layer: int, head: int, n_layers: int, n_heads: int) -> tupl
     return layer, head
 
 
+# ------------------------------------------------------------- colour scales
+#: colour scales of the views that draw attention (Heatmap, HeadGrid); js/src/lib/scale.ts
+SCALES = ("linear", "log", "rank")
+
+
+def sink_positions(att: Any) -> tuple[list[int], str]:
+    """Columns attention sinks into (the first token, [CLS], [SEP]) and how to name them."""
+    roles = np.asarray(att.roles).astype(str)
+    pos = {0} | set(np.flatnonzero(np.isin(roles, ("cls", "sep"))).tolist())
+    names = []
+    if roles.size and roles[0] != "cls":
+        names.append("the first token")
+    for role in ("cls", "sep"):
+        if (roles == role).any():
+            names.append(str(att.tokens[int(np.flatnonzero(roles == role)[0])]))
+    names = list(dict.fromkeys(names))
+    text = " and ".join(names) if len(names) <= 2 else ", ".join(names[:-1]) + " and " + names[-1]
+    return sorted(pos), text
+
+
+class SinkAwareScale(traitlets.HasTraits):
+    """Traits of a view whose colour scale can leave attention sinks out (``scale``,
+    ``exclude_sinks``, ``decades``, and the sinks themselves)."""
+
+    causal = traitlets.Bool(False).tag(sync=True)
+    sinks = traitlets.List(traitlets.Int()).tag(sync=True)
+    sink_names = traitlets.Unicode("").tag(sync=True)
+    scale = traitlets.Unicode("linear").tag(sync=True)
+    exclude_sinks = traitlets.Bool(False).tag(sync=True)
+    decades = traitlets.Float(3.0).tag(sync=True)
+
+    @staticmethod
+    def scale_traits(att: Any, scale: str | None, exclude_sinks: bool | None, decades: float) -> dict[str, Any]:
+        """Validated trait values; decoders default to a log scale without their sinks."""
+        causal = bool(getattr(att, "causal", False))
+        scale = scale or ("log" if causal else "linear")
+        if scale not in SCALES:
+            raise InputError(f"scale must be one of {SCALES}, not {scale!r}.")
+        if not decades > 0:
+            raise InputError(f"decades must be positive; got {decades}.")
+        sinks, names = sink_positions(att)
+        return {"causal": causal, "sinks": sinks, "sink_names": names, "scale": scale,
+                "exclude_sinks": causal if exclude_sinks is None else bool(exclude_sinks),
+                "decades": float(decades)}
+
+    @traitlets.validate("scale")
+    def _check_scale(self, proposal: dict[str, Any]) -> str:
+        if proposal["value"] not in SCALES:
+            raise InputError(f"scale must be one of {SCALES}, not {proposal['value']!r}.")
+        return proposal["value"]
+
+
 # ---------------------------------------------------------------- the widget
 class AttnkitWidget(anywidget.AnyWidget):
     """Base class: a bundled view plus a matplotlib twin for static output and ``save``."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import networkx as nx
 import numpy as np
@@ -58,7 +58,7 @@ TABLES: dict[str, Field] = {
 }
 
 
-def _rows(name: str, rows: list[tuple[int, ...]]) -> dict[str, Any]:
+def _rows(name: str, rows: Sequence[Sequence[int]]) -> dict[str, Any]:
     f = FIELDS[name]
     return wire(np.array(rows, dtype=np.int64).reshape(-1, len(f.columns)), f.dtype)
 
@@ -79,7 +79,10 @@ def encode_graph(g: nx.DiGraph, *, max_edges: int | None = None) -> dict[str, An
     sources = [tuple(map(int, s)) for s in g.graph.get("source", [])]
     touched = set(sources) | {u for u, _, _ in kept} | {v for _, v, _ in kept}
     nodes = sorted(n for n in g.nodes if n in touched)
-    edge_rows, weights, pairs, offsets = [], [], [], [0]
+    edge_rows: list[tuple[int, int, int, int]] = []
+    weights: list[float] = []
+    pairs: list[tuple[int, int]] = []
+    offsets = [0]
     for (lu, pu), (_, pv), d in kept:
         edge_rows.append((lu, pu, pv, MODEL_CODE[d.get("model", "a")]))
         weights.append(d["weight"])

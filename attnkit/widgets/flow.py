@@ -26,9 +26,9 @@ from ._flow_wire import encode_graph
 #: edges drawn per layer at most (the strongest); the status line says when more exist
 MAX_EDGES = 400
 #: edges a graph may have to count as readable when the threshold is chosen for the user
-READABLE_EDGES = 100
-#: thresholds tried, largest first, when none is given
-THRESHOLDS = (0.5, 0.4, 0.3, 0.25, 0.2, 0.15, 0.12, 0.1, 0.08, 0.06, 0.05)
+READABLE_EDGES = 150
+#: thresholds a chosen one is taken from (the slider's 0.01 steps)
+THRESHOLDS = tuple(round(0.02 + 0.01 * i, 2) for i in range(59))
 RATINGS = ("clamp", "relative")
 
 
@@ -49,11 +49,20 @@ def ratings(scores: np.ndarray, roles: Sequence[str], sources: Sequence[int], mo
         return out.astype(np.uint8)
     if mode != "relative":
         raise InputError(f"rating must be one of {RATINGS}, not {mode!r}.")
-    words = np.array([r == "word" for r in roles]) & ~np.isin(np.arange(scores.size), list(sources))
-    top = scores[words].max() if words.any() else 0.0
-    if top > 0:
-        out[pos] = np.clip(np.ceil(5.0 * scores[pos] / top - 1e-9), 1, 5)
+    top = rating_top(scores, roles, sources, mode)
+    out[pos] = np.clip(np.ceil(5.0 * scores[pos] / top - 1e-9), 1, 5)
     return out.astype(np.uint8)
+
+
+def rating_top(scores: np.ndarray, roles: Sequence[str], sources: Sequence[int], mode: str = "clamp") -> float:
+    """The influence score a full rating (5/5) stands for: 5 (clamp), or the largest score
+    among words, the source and special tokens left out (relative)."""
+    if mode == "clamp":
+        return 5.0
+    scores = np.asarray(scores, dtype=np.float64)
+    words = np.array([r == "word" for r in roles]) & ~np.isin(np.arange(scores.size), list(sources))
+    top = float(scores[words].max()) if words.any() else 0.0
+    return top if top > 0 else 5.0
 
 
 def rating_text(mode: str) -> str:
@@ -118,6 +127,7 @@ class FlowView(SelectsHead):
     rating_a = traitlets.Dict().tag(sync=True)
     rating_b = traitlets.Dict().tag(sync=True)
     rating_note = traitlets.Unicode("").tag(sync=True)
+    rating_top = traitlets.Float(5.0).tag(sync=True)  # the influence a full rating bar stands for
     head_counts_a = traitlets.Dict().tag(sync=True)
     head_counts_b = traitlets.Dict().tag(sync=True)
     # collection mode
@@ -176,18 +186,30 @@ class FlowView(SelectsHead):
         self.observe(lambda _c: self._recompute(), names=["threshold", "alpha", "restrict"])
 
     def _choose_threshold(self) -> tuple[float, str]:
-        """The smallest candidate threshold whose graph stays readable, and a note saying so."""
-        att = self._att
-        last = None
-        for t in THRESHOLDS:
-            count = flow.attention_graph(att, threshold=t, source=self._source_arg).number_of_edges()
-            if count > READABLE_EDGES:
-                if last is None:
-                    return t, f"chosen: even {t:g} gives {count} edges"
-                return last[0], (f"chosen for a readable graph: {last[1]} edges "
-                                 f"({t:g} would give {count})")
-            last = (t, count)
-        return last[0], f"chosen: the smallest tried, {last[1]} edges"
+        """The smallest of ``THRESHOLDS`` whose graph has at most ``READABLE_EDGES`` edges
+        (edges only disappear as the threshold grows: a binary search), and a note saying so."""
+        counts: dict[float, int] = {}
+
+        def edges(t: float) -> int:
+            if t not in counts:
+                counts[t] = flow.attention_graph(self._att, threshold=t, source=self._source_arg).number_of_edges()
+            return counts[t]
+
+        lo, hi = 0, len(THRESHOLDS) - 1
+        if edges(THRESHOLDS[hi]) > READABLE_EDGES:
+            t = THRESHOLDS[hi]
+            return t, f"chosen: even {t:g} gives {edges(t)} edges"
+        while lo < hi:  # the first index whose graph is readable
+            mid = (lo + hi) // 2
+            if edges(THRESHOLDS[mid]) <= READABLE_EDGES:
+                hi = mid
+            else:
+                lo = mid + 1
+        t = THRESHOLDS[lo]
+        if lo == 0:
+            return t, f"chosen: {edges(t)} edges at the smallest threshold tried"
+        below = THRESHOLDS[lo - 1]
+        return t, f"chosen for a readable graph: {edges(t)} edges ({below:g} would give {edges(below)})"
 
     # ------------------------------------------------------------ collection
     @classmethod
@@ -281,6 +303,7 @@ class FlowView(SelectsHead):
             update.update(
                 influence_a=wire(inf["score"].to_numpy(), "float32"),
                 rating_a=wire(ratings(inf["score"].to_numpy(), self.roles, sources, self._rating), "uint8"),
+                rating_top=rating_top(inf["score"].to_numpy(), self.roles, sources, self._rating),
                 head_counts_a=wire(flow.head_edge_counts(g), "float32"),
                 names=[att.model or "model"],
             )
@@ -297,6 +320,8 @@ class FlowView(SelectsHead):
                 influence_b=wire(inf["score_b"].to_numpy(), "float32"),
                 rating_a=wire(ratings(inf["score_a"].to_numpy(), self.roles, sources, self._rating), "uint8"),
                 rating_b=wire(ratings(inf["score_b"].to_numpy(), self.roles, sources, self._rating), "uint8"),
+                rating_top=max(rating_top(inf[c].to_numpy(), self.roles, sources, self._rating)
+                               for c in ("score_a", "score_b")),
                 head_counts_a=wire(flow.head_edge_counts(cmp.graph_a), "float32"),
                 head_counts_b=wire(flow.head_edge_counts(cmp.graph_b), "float32"),
                 names=list(cmp.names),

@@ -15,9 +15,8 @@ from ..errors import InputError
 from ..plot import attention as plots
 from ..plot._prep import head_table
 from ..types import AttentionLike
-from ._base import SelectsHead
+from ._base import SelectsHead, SinkAwareScale
 from ._codec import wire
-from .heatmap import SCALES, sink_positions
 
 #: bytes of thumbnails a grid sends at most (the rest of its state is a few kB)
 THUMB_BYTES = 1_600_000
@@ -42,7 +41,7 @@ def thumb_side(n: int, n_heads_total: int, size: int) -> int:
     return max(1, min(int(size), n, fit))
 
 
-class HeadGrid(SelectsHead):
+class HeadGrid(SinkAwareScale, SelectsHead):
     """All heads of ``att`` as thumbnails labelled "L-H" (1-indexed), like bertviz's model
     view but drawn on one canvas from uint8 codes.
 
@@ -80,18 +79,12 @@ class HeadGrid(SelectsHead):
 
     size = traitlets.Int(0).tag(sync=True)
     n_tokens = traitlets.Int(0).tag(sync=True)
-    causal = traitlets.Bool(False).tag(sync=True)
-    sinks = traitlets.List(traitlets.Int()).tag(sync=True)
-    sink_names = traitlets.Unicode("").tag(sync=True)
     thumbs = traitlets.Dict().tag(sync=True)
     head_max = traitlets.Dict().tag(sync=True)
     metric = traitlets.Dict().tag(sync=True)
     metric_name = traitlets.Unicode("").tag(sync=True)
     metric_cmap = traitlets.Unicode("viridis").tag(sync=True)
     cmap = traitlets.Unicode("Blues").tag(sync=True)
-    scale = traitlets.Unicode("linear").tag(sync=True)
-    exclude_sinks = traitlets.Bool(False).tag(sync=True)
-    decades = traitlets.Float(3.0).tag(sync=True)
     normalize = traitlets.Unicode("head").tag(sync=True)
 
     def __init__(
@@ -115,10 +108,7 @@ class HeadGrid(SelectsHead):
             warnings.warn(f"HeadGrid(scale={scale!r}) is deprecated: use normalize={scale!r} "
                           "(scale= now names the colour scale).", DeprecationWarning, stacklevel=2)
             normalize, scale = scale, None
-        causal = bool(getattr(att, "causal", False))
-        scale = scale or ("log" if causal else "linear")
-        if scale not in SCALES:
-            raise InputError(f"scale must be one of {SCALES}, not {scale!r}.")
+        scaled = self.scale_traits(att, scale, exclude_sinks, decades)
         if normalize not in ("head", "global"):
             raise InputError(f"normalize must be 'head' or 'global', not {normalize!r}.")
         n = len(att)
@@ -147,13 +137,10 @@ class HeadGrid(SelectsHead):
         if title is None:
             who = getattr(att, "model", "") or ""
             title = f"{who + ': ' if who else ''}{L} layers \u00d7 {H} heads, {n} tokens"
-        sinks, sink_names = sink_positions(att)
         super().__init__(
-            n_layers=L, n_heads=H, size=t, n_tokens=n, causal=causal, sinks=sinks,
-            sink_names=sink_names, thumbs=wire(log_codes(thumbs, head_max), "uint8"),
+            n_layers=L, n_heads=H, size=t, n_tokens=n, thumbs=wire(log_codes(thumbs, head_max), "uint8"),
             head_max=wire(head_max, "float32"), metric=metric_wire, metric_name=metric_name,
-            cmap=cmap, scale=scale, normalize=normalize, decades=float(decades),
-            exclude_sinks=causal if exclude_sinks is None else bool(exclude_sinks), title=title,
+            cmap=cmap, normalize=normalize, title=title, **scaled,
         )
         self._tokens = list(att.tokens)
 
@@ -161,7 +148,7 @@ class HeadGrid(SelectsHead):
         return plots.plot_head_grid(
             self._thumbs, metric=self._metric_table, metric_name=self.metric_name or "metric",
             scale=self.normalize, size=min(self.size, 56) if preview else self.size,
-            cmap=self.cmap, title=self.title,
+            cmap=self.cmap, title=self.title, color_scale=self.scale, decades=self.decades,
         )
 
     def _alt_text(self) -> str:

@@ -16,10 +16,9 @@ from ..plot import attention as plots
 from ..plot._prep import head_label
 from ..types import AttentionLike
 from . import _pyramid as pyr
-from ._base import AttnkitWidget, check_layer_head
+from ._base import AttnkitWidget, SinkAwareScale, check_layer_head
 from ._codec import f16, message, wire
 
-SCALES = ("linear", "log", "rank")
 REDUCES = ("max", "mean")
 #: bytes of pyramid levels an offline copy embeds when ``embed`` is not given and the
 #: environment sets none (``attnkit report`` sets ``ATTNKIT_EMBED_BYTES``)
@@ -47,21 +46,6 @@ class _Difference:
                 - np.asarray(self.b.block(layer, head, rows, cols), dtype=np.float32))
 
 
-def sink_positions(att: AttentionLike) -> tuple[list[int], str]:
-    """Columns that attention sinks into (the first token, [CLS], [SEP]) and their name."""
-    roles = np.asarray(att.roles).astype(str)
-    pos = {0} | set(np.flatnonzero(np.isin(roles, ("cls", "sep"))).tolist())
-    names = []
-    if roles.size and roles[0] != "cls":
-        names.append("the first token")
-    if (roles == "cls").any():
-        names.append(str(att.tokens[int(np.flatnonzero(roles == "cls")[0])]))
-    if (roles == "sep").any():
-        names.append(str(att.tokens[int(np.flatnonzero(roles == "sep")[0])]))
-    text = " and ".join(dict.fromkeys(names)) if len(names) <= 2 else ", ".join(names[:-1]) + " and " + names[-1]
-    return sorted(pos), text
-
-
 def embed_budget(embed: int | None) -> int:
     """Bytes to embed for offline copies: ``embed``, else ``$ATTNKIT_EMBED_BYTES``, else 0."""
     if embed is not None:
@@ -72,7 +56,7 @@ def embed_budget(embed: int | None) -> int:
         return 0
 
 
-class Heatmap(AttnkitWidget):
+class Heatmap(SinkAwareScale, AttnkitWidget):
     """One head's attention ``[n, n]`` (rows = from/query, columns = to/key), at any ``n``.
 
     Parameters
@@ -126,17 +110,11 @@ class Heatmap(AttnkitWidget):
     head = traitlets.Int(0).tag(sync=True)
     n_layers = traitlets.Int(1).tag(sync=True)
     n_heads = traitlets.Int(1).tag(sync=True)
-    causal = traitlets.Bool(False).tag(sync=True)
-    sinks = traitlets.List(traitlets.Int()).tag(sync=True)
-    sink_names = traitlets.Unicode("").tag(sync=True)
     pyramid = traitlets.Dict().tag(sync=True)
     overview_max = traitlets.Dict().tag(sync=True)
     overview_mean = traitlets.Dict().tag(sync=True)
     top = traitlets.Float(1.0).tag(sync=True)
     top_nosink = traitlets.Float(1.0).tag(sync=True)
-    scale = traitlets.Unicode("linear").tag(sync=True)
-    exclude_sinks = traitlets.Bool(False).tag(sync=True)
-    decades = traitlets.Float(3.0).tag(sync=True)
     reduce = traitlets.Unicode("max").tag(sync=True)
     diverging = traitlets.Bool(False).tag(sync=True)
     vmax = traitlets.Float(None, allow_none=True).tag(sync=True)
@@ -195,14 +173,9 @@ class Heatmap(AttnkitWidget):
               name_pair: tuple[str, str] | None = None) -> None:
         L, H = int(shape[0]), int(shape[1])
         layer, head = check_layer_head(layer, head, L, H)
-        causal = bool(getattr(att, "causal", False))
-        scale = scale or ("log" if causal else "linear")
-        if scale not in SCALES:
-            raise InputError(f"scale must be one of {SCALES}, not {scale!r}.")
+        scaled = self.scale_traits(att, scale, exclude_sinks, decades)
         if reduce not in REDUCES:
             raise InputError(f"reduce must be 'max' or 'mean', not {reduce!r}.")
-        if not decades > 0:
-            raise InputError(f"decades must be positive; got {decades}.")
         if int(overview) < 16:
             raise InputError(f"overview must be at least 16 bins; got {overview}.")
         n = len(att)
@@ -216,13 +189,10 @@ class Heatmap(AttnkitWidget):
         self._embed = embed_budget(embed)
         self._level = pyr.top_level(n, self._overview_bins)
         self._overview: pyr.Overview | None = None
-        sinks, sink_names = sink_positions(att)
         super().__init__(
-            tokens=[str(t) for t in att.tokens], n=n, n_layers=L, n_heads=H, causal=causal,
-            sinks=sinks, sink_names=sink_names, scale=scale,
-            exclude_sinks=causal if exclude_sinks is None else bool(exclude_sinks),
-            decades=float(decades), reduce=reduce, vmax=vmax, cmap=cmap, value_label=value_label,
-            pyramid={"top": self._level, "size": pyr.TILE},
+            tokens=[str(t) for t in att.tokens], n=n, n_layers=L, n_heads=H, reduce=reduce,
+            vmax=vmax, cmap=cmap, value_label=value_label,
+            pyramid={"top": self._level, "size": pyr.TILE}, **scaled,
         )
         self.layer, self.head = layer, head
         self._refresh()
@@ -321,12 +291,6 @@ class Heatmap(AttnkitWidget):
     def _check_head(self, proposal: dict[str, Any]) -> int:
         return check_layer_head(0, proposal["value"], self.n_layers, self.n_heads)[1]
 
-    @traitlets.validate("scale")
-    def _check_scale(self, proposal: dict[str, Any]) -> str:
-        if proposal["value"] not in SCALES:
-            raise InputError(f"scale must be one of {SCALES}, not {proposal['value']!r}.")
-        return proposal["value"]
-
     @traitlets.validate("reduce")
     def _check_reduce(self, proposal: dict[str, Any]) -> str:
         if proposal["value"] not in REDUCES:
@@ -411,7 +375,7 @@ class Heatmap(AttnkitWidget):
         ``"array"`` (float32 values or ranks), or ``"error"``."""
         reply = {k: content.get(k) for k in ("id", "type", "layer", "head", "k", "ti", "tj", "reduce", "what", "exclude")}
         try:
-            layer, head = check_layer_head(content.get("layer"), content.get("head"), self.n_layers, self.n_heads)
+            layer, head = check_layer_head(content.get("layer", -1), content.get("head", -1), self.n_layers, self.n_heads)
             k, ti, tj = (int(content.get(x, -1)) for x in ("k", "ti", "tj"))
             if not 0 <= k <= self._level:
                 raise InputError(f"level {k} is outside 0..{self._level}.")

@@ -8,7 +8,7 @@ import { readFloats, WireArray } from "./lib/codec";
 import { categorical, lutColor, METRIC_DEFAULT } from "./lib/colors";
 import { headLabel } from "./lib/labels";
 import { Fit, fitEqual, nearest, panFit, toScreen, zoomFit } from "./lib/scatter";
-import { h, mount, RenderProps, selectedPair, View } from "./lib/view";
+import { h, HeadPickerView, mount, RenderProps } from "./lib/view";
 
 const LEGEND = 170;
 
@@ -32,7 +32,7 @@ function pointColor(d: Data, i: number): string {
   return c >= 0 ? categorical(c) : "#bbb";
 }
 
-class ClusterViewView extends View {
+class ClusterViewView extends HeadPickerView {
   private d!: Data;
   private canvas = h("canvas", "attnkit-canvas");
   private legend = h("div", "attnkit-legend");
@@ -43,6 +43,7 @@ class ClusterViewView extends View {
   private sy = new Float32Array(0);
   private hover = -1;
   private drag: { x: number; y: number; fit: Fit; moved: boolean } | null = null;
+  private dragged = false;
   private reset = this.button("Fit", "show every head", () => { this.fit = this.base; this.project(); this.redraw(); }, "attnkit-btn attnkit-btn-text");
 
   constructor(props: RenderProps) {
@@ -59,10 +60,6 @@ class ClusterViewView extends View {
     this.controls.appendChild(zoom);
     this.hint.textContent = "Hover a dot to name the head \u00b7 click to select it \u00b7 click the plot (or hold Ctrl) and scroll to zoom, drag to pan";
     this.bind();
-    this.onModel("change:selected", () => {
-      this.updateStatus();
-      this.redraw();
-    });
   }
 
   protected traits(): string[] {
@@ -90,7 +87,7 @@ class ClusterViewView extends View {
     this.root.dataset.points = String(n);
     this.hover = -1;
     this.buildLegend();
-    this.updateStatus();
+    this.showSelection();
     this.base = undefined as unknown as Fit;
   }
 
@@ -144,11 +141,6 @@ class ClusterViewView extends View {
     this.redraw();
   }
 
-  private updateStatus(): void {
-    const sel = selectedPair(this.model.get("selected"));
-    this.status.textContent = sel ? `selected ${headLabel(sel[0], sel[1])}` : "no head selected";
-  }
-
   private indexOf(pair: [number, number] | null): number {
     if (!pair) return -1;
     for (let i = 0; i < this.d.layers.length; i++) if (this.d.layers[i] === pair[0] && this.d.heads[i] === pair[1]) return i;
@@ -199,7 +191,7 @@ class ClusterViewView extends View {
       this.label(ctx, i, r + 2, true);
     };
     ring(this.hover, th.ink, 1.5);
-    ring(this.indexOf(selectedPair(this.model.get("selected"))), th.accent, 2.5);
+    ring(this.indexOf(this.selection()), th.accent, 2.5);
     ctx.restore();
     this.canvas.style.cursor = this.hover >= 0 ? "pointer" : "";
   }
@@ -230,7 +222,10 @@ class ClusterViewView extends View {
       this.drag = { x: ev.clientX, y: ev.clientY, fit: this.fit, moved: false };
       c.setPointerCapture?.(ev.pointerId);
     });
-    const end = () => { this.drag = null; };
+    const end = () => {
+      this.dragged = Boolean(this.drag?.moved); // the click that ends a drag selects nothing
+      this.drag = null;
+    };
     this.listen(c, "pointerup", end);
     this.listen(c, "pointercancel", end);
     this.listen(c, "dblclick", () => { this.fit = this.base; this.project(); this.redraw(); });
@@ -272,13 +267,11 @@ class ClusterViewView extends View {
       }
     });
     this.listen(c, "click", (e) => {
-      if (this.drag?.moved) return;
+      if (this.dragged) return;
       const [x, y] = localPoint(c, e as MouseEvent);
       const i = nearest(this.sx, this.sy, x, y, 10);
       if (i < 0) return;
-      this.save({ selected: [this.d.layers[i], this.d.heads[i]] });
-      this.updateStatus();
-      this.redraw();
+      this.pick(this.d.layers[i], this.d.heads[i]);
     });
   }
 }

@@ -13,7 +13,7 @@ import { formatValue, headLabel } from "./lib/labels";
 import { cellOrigin, finiteRange, GridLayout, gridLayout } from "./lib/layout";
 import { colorBarH } from "./lib/legend";
 import { describeScale, rankRows, Scale, ScaleKind, scaleIndex } from "./lib/scale";
-import { h, mount, RenderProps, selectedPair, View } from "./lib/view";
+import { h, HeadPickerView, mount, RenderProps } from "./lib/view";
 
 interface Data {
   layers: number;
@@ -32,7 +32,7 @@ interface Data {
   sinkNames: string;
 }
 
-class HeadGridView extends View {
+class HeadGridView extends HeadPickerView {
   private d!: Data;
   private grid!: GridLayout;
   private canvas = h("canvas", "attnkit-canvas");
@@ -70,16 +70,8 @@ class HeadGridView extends View {
         if (this.d.metric) rows.push([this.d.metricName, formatValue(this.d.metric[k])]);
         return [`Head ${headLabel(r, c)}`, rows];
       },
-      select: (r, c) => {
-        this.save({ selected: [r, c] });
-        this.updateStatus();
-        this.redraw();
-      },
+      select: (r, c) => this.pick(r, c),
       redraw: () => this.redraw(),
-    });
-    this.onModel("change:selected", () => {
-      this.updateStatus();
-      this.redraw();
     });
   }
 
@@ -120,7 +112,7 @@ class HeadGridView extends View {
     this.sinkBox.box.style.display = this.d.sinkNames ? "" : "none";
     this.baseDrawn = false;
     this.pointer?.reset();
-    this.updateStatus();
+    this.showSelection();
   }
 
   protected layout(): void {
@@ -269,14 +261,9 @@ class HeadGridView extends View {
     el.style.height = `${this.grid.cell + 2 * pad}px`;
   }
 
-  private updateStatus(): void {
-    const sel = selectedPair(this.model.get("selected"));
-    this.status.textContent = sel ? `selected ${headLabel(sel[0], sel[1])}` : "no head selected";
-  }
-
   protected draw(): void {
     if (!this.baseDrawn) this.drawBase();
-    const sel = selectedPair(this.model.get("selected"));
+    const sel = this.selection();
     const hover = this.pointer.hovered();
     const same = hover && sel && hover[0] === sel[0] && hover[1] === sel[1];
     this.place(this.hoverRing, same ? null : hover, 2);

@@ -8,7 +8,7 @@ import { bindGridPointer, GridPointer } from "./lib/gridpointer";
 import { formatValue, headLabel } from "./lib/labels";
 import { cellOrigin, finiteRange, GridLayout, gridLayout } from "./lib/layout";
 import { colorBarV } from "./lib/legend";
-import { h, mount, RenderProps, selectedPair, View } from "./lib/view";
+import { h, HeadPickerView, mount, RenderProps } from "./lib/view";
 
 const BAR = 84; // colour bar and its numbers
 
@@ -23,7 +23,7 @@ interface Data {
   hi: number;
 }
 
-class HeadMapView extends View {
+class HeadMapView extends HeadPickerView {
   private d!: Data;
   private grid!: GridLayout;
   private canvas = h("canvas", "attnkit-canvas");
@@ -39,16 +39,8 @@ class HeadMapView extends View {
       tip: this.tip,
       layout: () => this.grid,
       describe: (r, c) => [`Head ${headLabel(r, c)}`, [[this.d.name, formatValue(this.d.values[r * this.d.heads + c])]]],
-      select: (r, c) => {
-        this.save({ selected: [r, c] });
-        this.updateStatus();
-        this.redraw();
-      },
+      select: (r, c) => this.pick(r, c),
       redraw: () => this.redraw(),
-    });
-    this.onModel("change:selected", () => {
-      this.updateStatus();
-      this.redraw();
     });
   }
 
@@ -81,7 +73,7 @@ class HeadMapView extends View {
     this.title.textContent = (m.get("title") as string) || `${this.d.name} per head`;
     this.root.dataset.cells = String(layers * heads);
     this.pointer?.reset();
-    this.updateStatus();
+    this.showSelection();
   }
 
   protected layout(): void {
@@ -95,11 +87,6 @@ class HeadMapView extends View {
     Object.assign(this.root.dataset, {
       cell: String(g.cell), gridLeft: String(g.left), gridTop: String(g.top), pitchX: String(g.pitchX), pitchY: String(g.pitchY),
     });
-  }
-
-  private updateStatus(): void {
-    const sel = selectedPair(this.model.get("selected"));
-    this.status.textContent = sel ? `selected ${headLabel(sel[0], sel[1])}` : "no head selected";
   }
 
   protected draw(): void {
@@ -163,7 +150,7 @@ class HeadMapView extends View {
       ctx.strokeRect(x - w / 2, y - w / 2, g.cell + w, g.cell + w);
     };
     mark(this.pointer.hovered(), th.ink, 1.5);
-    mark(selectedPair(this.model.get("selected")), th.accent, 3);
+    mark(this.selection(), th.accent, 3);
     const bx = g.left + d.heads * g.pitchX + 12;
     const bh = Math.min(200, Math.max(60, d.layers * g.pitchY - 20));
     colorBarV(ctx, th, d.cmap, bx, g.top + 16, 12, bh, d.lo, d.hi, d.diverging ? 0 : undefined, d.name);

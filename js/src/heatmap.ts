@@ -17,7 +17,8 @@ import { cellAt, clampView, fullView, panBy, View as Window, zoomAt } from "./li
 const LABEL_CHARS = 14;
 const MIN_LABEL_PX = 11;
 const CACHE_BYTES = 96 * 2 ** 20;
-const IN_FLIGHT = 6;
+const IN_FLIGHT = 4;
+const SETTLE_MS = 60;
 const RIGHT = 118; // colour bar, its numbers, the minimap
 
 interface Data {
@@ -305,7 +306,7 @@ class HeatmapView extends View {
       }
     }
     ctx.restore();
-    this.pump();
+    this.settle();
 
     if (cellPx >= 10) {
       ctx.strokeStyle = th.dark ? "rgba(0,0,0,0.45)" : "rgba(255,255,255,0.6)";
@@ -483,13 +484,13 @@ class HeatmapView extends View {
   // ------------------------------------------------------------------- tiles
   private requestedAt = new Map<string, number>();
 
-  /** Record request → drawn time of a tile drawn for the first time (data-tile-ms, last 32). */
+  /** Record request → drawn time of a tile drawn for the first time (data-tile-ms, last 64). */
   private noteDrawn(key: string): void {
     const t0 = this.requestedAt.get(key);
     if (t0 === undefined) return;
     this.requestedAt.delete(key);
     const ms = performance.now() - t0;
-    const list = (this.root.dataset.tileMs ? this.root.dataset.tileMs.split(",") : []).concat(ms.toFixed(1)).slice(-32);
+    const list = (this.root.dataset.tileMs ? this.root.dataset.tileMs.split(",") : []).concat(ms.toFixed(1)).slice(-64);
     this.root.dataset.tileMs = list.join(",");
   }
 
@@ -500,6 +501,25 @@ class HeatmapView extends View {
   }
 
   /** Send queued requests, at most IN_FLIGHT at a time, nearest the view first. */
+  /** Ask for tiles once the view has rested for SETTLE_MS: zooming through levels in a row
+   * does not queue tiles of the levels passed on the way in the kernel. */
+  private settle(): void {
+    const key = `${this.win.x0},${this.win.y0},${this.win.size}`;
+    if (key === this.settledView) {
+      this.pump();
+      return;
+    }
+    this.settledView = key;
+    if (this.settleTimer) clearTimeout(this.settleTimer);
+    this.settleTimer = setTimeout(() => {
+      this.settleTimer = null;
+      if (this.settledView === `${this.win.x0},${this.win.y0},${this.win.size}`) this.pump();
+    }, SETTLE_MS);
+  }
+
+  private settledView = "";
+  private settleTimer: ReturnType<typeof setTimeout> | null = null;
+
   private pump(): void {
     while (this.pending.size < IN_FLIGHT && this.queue.length) {
       const { key, t, what } = this.queue.shift()!;

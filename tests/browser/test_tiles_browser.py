@@ -183,3 +183,18 @@ def test_headgrid_of_16x16_lazy_heads(browser):
         assert wp.errors() == []
     finally:
         wp.close()
+
+
+def test_headgrid_of_32x32_heads_stays_scannable(browser):
+    from patterns import structured
+
+    grid = HeadGrid(structured(32, 32, 64, seed=9), progress=False)
+    assert grid.size == 39 and len(grid.thumbs["buffer"]) <= 1_600_000
+    wp = WidgetPage(browser, grid, width=1100)
+    try:
+        wp.wait_drawn(timeout=30_000)
+        assert wp.data("thumbnails") == "1024" and float(wp.data("cell")) >= 22
+        assert wp.page.evaluate("() => { const r = document.querySelector('#root .attnkit'); return r.scrollWidth <= r.clientWidth; }")
+        assert wp.errors() == []
+    finally:
+        wp.close()

@@ -32,7 +32,7 @@ export class CompareView extends TracedView {
   }
 
   protected bars(p: number): [number, string][] {
-    return [[this.g.ratA[p] ?? 0, MODEL_COLORS[1]], [this.g.ratB[p] ?? 0, MODEL_COLORS[2]]];
+    return [[this.barOf(this.g.infA[p]), MODEL_COLORS[1]], [this.barOf(this.g.infB[p]), MODEL_COLORS[2]]];
   }
 
   protected influenceRows(p: number): [string, string][] {

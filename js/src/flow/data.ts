@@ -35,7 +35,7 @@ export interface Graph {
 }
 
 /** Every trait whose change means a new graph. */
-export const GRAPH_TRAITS = [...GRAPH_ARRAYS, ...TABLE_ARRAYS, "tokens", "title", "revision", "n_edges_total", "threshold_note", "rating_note"];
+export const GRAPH_TRAITS = [...GRAPH_ARRAYS, ...TABLE_ARRAYS, "tokens", "title", "revision", "n_edges_total", "threshold_note", "rating_note", "rating_top"];
 
 export function readGraph(model: Model): Graph {
   const nodes = readArray(model.get("nodes") as WireArray);

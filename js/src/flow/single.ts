@@ -31,7 +31,7 @@ export class SingleView extends TracedView {
   }
 
   protected bars(p: number): [number, string][] {
-    return [[this.g.ratA[p] ?? 0, this.theme.dark ? "#bbb" : "#555"]];
+    return [[this.barOf(this.g.infA[p]), this.theme.dark ? "#bbb" : "#555"]];
   }
 
   protected influenceRows(p: number): [string, string][] {

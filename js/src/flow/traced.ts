@@ -61,7 +61,13 @@ export abstract class TracedView extends View {
   protected abstract edgeColor(i: number): string;
   protected abstract nodeColor(i: number): string;
   protected abstract buildLegend(): void;
-  /** Influence bars beside token p: [rating 0..5, colour] per model. */
+  /** Bar length 0..5 of an influence score: clamped at the score a full rating stands for. */
+  protected barOf(score: number | undefined): number {
+    const top = Number(this.model.get("rating_top")) || 5;
+    return score && score > 0 ? 5 * Math.min(1, score / top) : 0;
+  }
+
+  /** Influence bars beside token p: [length 0..5, colour] per model. */
   protected abstract bars(p: number): [number, string][];
   protected abstract influenceRows(p: number): [string, string][];
   protected abstract headRows(l: number, hd: number): [string, string][];

@@ -11,6 +11,7 @@
 // A view subclasses View, says which traits reload it, and implements load/layout/draw.
 
 import { Binary } from "./codec";
+import { headLabel } from "./labels";
 import { readTheme, Theme, watchTheme } from "./theme";
 import { Tooltip } from "./tooltip";
 
@@ -305,6 +306,37 @@ export abstract class View {
     this.kernelMissing = false;
     if (content.error) w.reject(new Error(String(content.error)));
     else w.resolve({ content, buffers });
+  }
+}
+
+/**
+ * A view where a click picks a head: `selected` is [layer, head] (0-indexed) or []. The status
+ * line says which head is selected; a change of `selected` (from Python or a linked view) redraws.
+ */
+export abstract class HeadPickerView extends View {
+  constructor(props: RenderProps, kind: string) {
+    super(props, kind);
+    this.onModel("change:selected", () => {
+      this.showSelection();
+      this.redraw();
+    });
+  }
+
+  /** The selected head, or null. */
+  selection(): [number, number] | null {
+    return selectedPair(this.model.get("selected"));
+  }
+
+  /** Select head (layer, head) and tell the kernel. */
+  pick(layer: number, head: number): void {
+    this.save({ selected: [layer, head] });
+    this.showSelection();
+    this.redraw();
+  }
+
+  showSelection(): void {
+    const sel = this.selection();
+    this.status.textContent = sel ? `selected ${headLabel(sel[0], sel[1])}` : "no head selected";
   }
 }
 
