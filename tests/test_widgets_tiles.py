@@ -132,3 +132,17 @@ def test_headgrid_on_lazy_attention_uses_pooled_heads():
     want = np.stack([np.stack([att.pooled(l, h, 64) for h in range(2)]) for l in range(3)])
     np.testing.assert_allclose(read(grid.head_max), want.max(axis=(2, 3)), rtol=1e-6)
     assert att.largest_read < 1000 * 1000
+
+
+def test_report_kernels_get_an_embedding_budget(monkeypatch):
+    import os
+
+    from attnkit import report
+
+    monkeypatch.delenv("ATTNKIT_EMBED_BYTES", raising=False)
+    with report._embedding_budget():
+        assert os.environ["ATTNKIT_EMBED_BYTES"] == str(report.EMBED_BYTES)
+    assert "ATTNKIT_EMBED_BYTES" not in os.environ
+    monkeypatch.setenv("ATTNKIT_EMBED_BYTES", "123")
+    with report._embedding_budget():
+        assert os.environ["ATTNKIT_EMBED_BYTES"] == "123"  # the user's choice stands

@@ -5,7 +5,7 @@
 
 import { bitmap, FONT, FONT_SMALL, localPoint, sizeCanvas } from "./lib/canvas";
 import { readArray, readFloats, WireArray } from "./lib/codec";
-import { DIVERGING_DEFAULT, lut, SEQUENTIAL_DEFAULT } from "./lib/colors";
+import { DIVERGING_DEFAULT, lut, paint, SEQUENTIAL_DEFAULT } from "./lib/colors";
 import { checkbox, select, stepper } from "./lib/controls";
 import { displayToken, formatValue, labelStride, truncate } from "./lib/labels";
 import { colorBarV } from "./lib/legend";
@@ -223,21 +223,14 @@ class HeatmapView extends View {
       const sinkBin = new Set([...d.sinks].map((p) => p >> t.k));
       values = rankRows(e.values, e.rows, e.cols, valid, (j) => s.excludeSinks && sinkBin.has(c0 + j));
     }
-    const index = scaleIndex(s);
-    const table = lut(d.cmap);
-    const empty = parseColor(this.theme.empty);
-    const rgba = new Uint8ClampedArray(e.rows * e.cols * 4);
-    for (let i = 0; i < e.rows; i++) {
-      for (let j = 0; j < e.cols; j++) {
-        const o = 4 * (i * e.cols + j);
-        const k = valid(i, j) ? index(values[i * e.cols + j]) : -1;
-        if (k < 0) {
-          rgba[o] = empty[0]; rgba[o + 1] = empty[1]; rgba[o + 2] = empty[2]; rgba[o + 3] = 255;
-        } else {
-          rgba[o] = table[4 * k]; rgba[o + 1] = table[4 * k + 1]; rgba[o + 2] = table[4 * k + 2]; rgba[o + 3] = 255;
-        }
-      }
+    if (d.causal && c0 + e.cols > b0) {
+      // cells above the diagonal hold no value: NaN paints them in the empty colour
+      const masked = Float32Array.from(values);
+      for (let i = 0; i < e.rows; i++) for (let j = Math.max(0, b0 + i - c0 + 1); j < e.cols; j++) masked[i * e.cols + j] = NaN;
+      values = masked;
     }
+    const [er, eg, eb] = parseColor(this.theme.empty);
+    const rgba = paint(values, lut(d.cmap), scaleIndex(s), undefined, [er, eg, eb, 255]);
     e.bitmap = bitmap(rgba, e.cols, e.rows);
     e.paintedFor = key;
     return e.bitmap;

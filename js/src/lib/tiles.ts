@@ -16,11 +16,6 @@ export function levelSide(n: number, k: number): number {
   return Math.ceil(n / 2 ** k);
 }
 
-/** Cells [start, end) covered by bins [b0, b1) of level `k`. */
-export function cellsOf(n: number, k: number, b0: number, b1: number): [number, number] {
-  return [Math.min(n, b0 * 2 ** k), Math.min(n, b1 * 2 ** k)];
-}
-
 /**
  * The level to draw a view of `viewCells` cells across `plotDevPx` device pixels: the
  * coarsest level whose bins are at most `maxPx` device pixels wide (finer levels would
@@ -57,12 +52,6 @@ export function tileOfCell(p: Pyramid, k: number, row: number, col: number): Til
   const bi = Math.floor(row / 2 ** k);
   const bj = Math.floor(col / 2 ** k);
   return { k, ti: Math.floor(bi / p.size), tj: Math.floor(bj / p.size), i: bi % p.size, j: bj % p.size };
-}
-
-/** Bins of tile (ti, tj) of level k: [rows, cols] (edge tiles are smaller). */
-export function tileShape(p: Pyramid, t: TileId): [number, number] {
-  const side = levelSide(p.n, t.k);
-  return [Math.min(p.size, side - t.ti * p.size), Math.min(p.size, side - t.tj * p.size)];
 }
 
 // ---------------------------------------------------------------------------- the cache
