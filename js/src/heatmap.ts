@@ -187,7 +187,8 @@ class HeatmapView extends View {
     ctx.font = `bold ${FONT}`;
     // The widest label (bold, as when hovered), measured on the longest few.
     const longest = [...this.d.shown].sort((a, b) => b.length - a.length).slice(0, 40);
-    longest.push(`#${this.d.n} ${"m".repeat(LABEL_CHARS)}`.slice(0, 6));
+    // long maps show strided labels with their position first ("#4036 token")
+    if (this.d.n > 64) longest.push(...longest.slice(0, 5).map((t) => `#${this.d.n} ${t}`));
     let widest = 0;
     for (const s of longest) widest = Math.max(widest, ctx.measureText(s).width);
     const label = Math.ceil(Math.min(150, Math.max(34, widest + 14)));

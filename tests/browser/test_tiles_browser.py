@@ -99,6 +99,8 @@ def test_zoom_into_8k_tokens_and_read_exact_weights(browser, lazy8k, dense8k, im
             list(cell_xy(wp, 4050, 4120)))
         assert px == [240, 240, 240]
         if which == "lazy":
+            wp.page.evaluate("() => document.activeElement.blur()")  # no focus ring in the picture
+            wp.page.wait_for_timeout(100)
             wp.screenshot(img_dir / "heatmap_8k_zoomed.png")
             assert lazy8k.largest_read <= 1 << 22
         assert wp.errors() == []
