@@ -3,6 +3,8 @@ when the threshold or the head restriction changes, the collection mode."""
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 from flow_cases import att_a, att_b, dirichlet_att
@@ -31,7 +33,7 @@ def test_encode_graph_of_the_hand_built_case():
     heads = read(enc["edge_heads"])[:, 0].tolist()
     offsets = read(enc["edge_head_offsets"]).tolist()
     assert offsets == [0, 2, 3, 4, 6, 7, 8, 9]
-    assert [heads[a:b] for a, b in zip(offsets, offsets[1:])] == [[0, 1], [1], [0], [0, 1], [1], [1], [0]]
+    assert [heads[a:b] for a, b in itertools.pairwise(offsets)] == [[0, 1], [1], [0], [0, 1], [1], [1], [0]]
     np.testing.assert_allclose(read(enc["edge_weight"]), [0.6, 0.35, 0.7, 0.7, 0.4, 0.4, 0.4], atol=1e-6)
     assert u16(enc["nodes"], 3)[0] == [0, 0, 1] and enc["n_nodes"] == 7
     assert enc["source"] == [[2, 0]] and enc["n_edges_total"] == 7

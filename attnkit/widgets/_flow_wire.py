@@ -9,9 +9,10 @@ dtype and shape; the generated file only names the columns.
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import networkx as nx
 import numpy as np

@@ -7,12 +7,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from harness import WidgetPage
+from patterns import structured
 
 import attnkit
 from attnkit.widgets import ClusterView, FlowView, HeadGrid, HeadMap, Heatmap
-
-from harness import WidgetPage
-from patterns import structured
 
 pytestmark = pytest.mark.browser
 

@@ -9,16 +9,14 @@ import re
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
+from harness import WidgetPage
 
 import attnkit
 from attnkit.widgets import HeadGrid, Heatmap
 
-from harness import WidgetPage
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from qk_attention import QKAttention  # noqa: E402
+from qk_attention import QKAttention
 
 pytestmark = pytest.mark.browser
 N = 8192
@@ -82,8 +80,7 @@ def test_zoom_into_8k_tokens_and_read_exact_weights(browser, lazy8k, dense8k, im
         # zoomed out, hovering still gives the exact weight (a level-0 tile is fetched)
         assert hover_value(wp, 5000, 4999) == pytest.approx(full[5000, 4999], rel=6e-4)
         zoom_to(wp, 6)  # 8192 / 64 = 128 cells across: every cell several pixels wide
-        x0, y0, size = view_of(wp)
-        assert size == 128 and wp.data("level") == "0"
+        assert view_of(wp)[2] == 128 and wp.data("level") == "0"
         sent = wp.page.evaluate("() => window.__sent")
         assert any(m["type"] == "tile" and m["k"] == 0 for m in sent)
         for r, c in [(4100, 4090), (4097, 4097), (4140, 4033), (4100, 0 + 4032)]:
