@@ -421,7 +421,7 @@ def report_long(res: dict) -> str:
                     f"every tile: {r['lab_all']:.0f} ms ({r['lab_all_n']})" if "lab_ms" in r else "not measured")
         lines.append(
             f"| {r['n']} | {mb(r['payload'])} (2^{r['level']}-token bins) | {r['draw_ms']:.0f} ms ({r['draw_min']:.0f}–{r['draw_max']:.0f}) | "
-            f"{lab_trip} | {trip} | {r['build_s']:.1f} s / {r['tile_kernel_ms']:.0f} ms | "
+            f"{lab_trip} | {trip} | {r['build_s']:.1f} s / {r['tile_kernel_ms']:.1f} ms | "
             f"{mb(r['build_peak'])} / {mb(r['tile_peak'])} vs {mb(r['dense_map'])} | {bert} |"
         )
     lines += [
