@@ -100,6 +100,20 @@ class FlowView(SelectsHead):
         thousands of edges); the status line says how many were left out.
 
     Use :meth:`collection` for the aggregate view over many inputs.
+
+    Raises
+    ------
+    InputError
+        When the attentions are not Attention objects, differ in shape, or ``rating`` or
+        ``max_edges`` are not allowed.
+
+    Examples
+    --------
+    >>> from attnkit.testing import tiny_model
+    >>> from attnkit.widgets import FlowView
+    >>> view = FlowView(tiny_model("bert").attend("The cat sat on the mat."))
+    >>> view.threshold_note.startswith("chosen"), view.n_edges <= 150
+    (True, True)
     """
 
     _bundle_name = "flow"

@@ -71,8 +71,29 @@ class HeadGrid(SinkAwareScale, SelectsHead):
     progress : bool
         Show a progress bar while the thumbnails are computed.
 
+    Raises
+    ------
+    InputError
+        When the attention has no positions, or ``scale``/``normalize``/``size``/``metric``
+        are not allowed.
+
+    Notes
+    -----
     ``selected`` is ``[layer, head]`` (0-indexed) after a click, ``[]`` before; observe it,
     or :meth:`link` a :class:`Heatmap` to follow it.
+
+    Examples
+    --------
+    >>> from attnkit.testing import tiny_model
+    >>> from attnkit.widgets import HeadGrid, Heatmap
+    >>> att = tiny_model("bert").attend("The cat sat on the mat.")
+    >>> grid = HeadGrid(att, progress=False)
+    >>> grid.thumbs["dtype"], grid.thumbs["shape"]  # uint8 codes [layer, head, t, t]
+    ('uint8', [2, 2, 9, 9])
+    >>> hm = grid.link(Heatmap(att))
+    >>> grid.selected = [1, 0]
+    >>> (hm.layer, hm.head)
+    (1, 0)
     """
 
     _bundle_name = "headgrid"

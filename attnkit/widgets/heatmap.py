@@ -94,12 +94,31 @@ class Heatmap(SinkAwareScale, AttnkitWidget):
         (exported reports, notebooks saved with widget state). Default:
         ``$ATTNKIT_EMBED_BYTES`` (``attnkit report`` sets it), else 0.
 
+    Raises
+    ------
+    InputError
+        When the attention has no positions, ``maps`` do not fit its tokens, the head is
+        outside the model, or ``scale``/``reduce``/``decades``/``overview`` are not allowed.
+
     Notes
     -----
     Memory: one head's overview and one strip of rows at a time (``_pyramid.STRIP_CELLS``
     floats); no ``[n, n]`` map is kept. In the browser: click the map (or hold Ctrl) and
     scroll to zoom, drag to pan, double-click to fit; hovering a cell shows from-token,
     to-token and its exact weight (fetched from the kernel when zoomed out).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from attnkit import Attention
+    >>> from attnkit.widgets import Heatmap
+    >>> maps = np.tril(np.ones((4, 4))) / np.arange(1, 5)[:, None]  # causal: row i over 0..i
+    >>> hm = Heatmap(Attention.from_maps(maps, ["<s>", "a", "b", "c"]))
+    >>> hm.causal, hm.scale, hm.exclude_sinks, hm.sink_names  # decoder defaults
+    (True, 'log', True, '<s>')
+    >>> tile = hm.answer({"type": "tile", "layer": 0, "head": 0, "k": 0, "ti": 0, "tj": 0})
+    >>> tile["array"]["dtype"], tile["array"]["shape"]  # what a zoomed-in view receives
+    ('float32', [4, 4])
     """
 
     _bundle_name = "heatmap"
