@@ -8,6 +8,7 @@ type of every per-head result: a DataFrame indexed by ``(layer, head)`` (0-index
 
 from __future__ import annotations
 
+import warnings
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import numpy as np
@@ -104,6 +105,14 @@ class Result:
             f"<li><b>{html.escape(str(k))}</b>: {html.escape(_short(v))}</li>" for k, v in self.meta.items()
         )
         return f"<div><ul style='margin:0 0 4px'>{meta}</ul>{self.table.to_html(max_rows=40)}</div>"
+
+    @property
+    def attrs(self) -> dict[str, Any]:
+        """Deprecated: the metadata that results used to keep in ``DataFrame.attrs``; use
+        :attr:`meta`."""
+        warnings.warn("result.attrs is deprecated; use result.meta (pandas drops DataFrame.attrs).",
+                      DeprecationWarning, stacklevel=2)
+        return self.meta
 
     # ------------------------------------------------------------------------- views
     def plot(self, ax: "Axes | None" = None, **options: Any) -> "Figure":
@@ -234,3 +243,15 @@ def _meta_equal(a: dict[str, Any], b: dict[str, Any]) -> bool:
         elif x != y:
             return False
     return True
+
+
+def table_and_meta(obj: Any) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """``(table, meta)`` of a :class:`Result`, or of a DataFrame (its ``attrs``) from code
+    written before results carried their metadata."""
+    if isinstance(obj, Result):
+        return obj.table, obj.meta
+    if isinstance(obj, pd.DataFrame):
+        return obj, dict(obj.attrs)
+    if isinstance(obj, pd.Series):
+        return obj.to_frame(), dict(obj.attrs)
+    raise InputError(f"Expected an attnkit result or a DataFrame, not {type(obj).__name__}.")

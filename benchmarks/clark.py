@@ -115,7 +115,7 @@ def extract_all(model, treebanks: dict, folder: Path, batch_size: int) -> dict:
 
 
 def fit_probe(kind: str, data: dict, epochs: int, seed: int):
-    probe = AttentionProbe(kind, epochs=epochs, seed=seed).fit(data["train"], dev=data["dev"])
+    probe = AttentionProbe(kind, epochs=epochs, seed=seed).fit(data["train"], select_on=data["dev"])
     ev = probe.evaluate(data["test"])
     return probe, ev
 
@@ -202,7 +202,7 @@ def main(argv=None) -> int:
         grid.to_csv(out / "head_accuracy_test.csv")
         ax = plot_relation_heads(rh, relations=list(rh.index[:16]))
         ax.figure.savefig(out / "relation_heads.png", dpi=120)
-        keep = [r for r in grid.index if grid.attrs["n"][r] >= 100]
+        keep = [r for r in grid.index if grid.meta["n"][r] >= 100]
         ax = plot_relation_grid(grid, relations=keep)
         ax.figure.savefig(out / "relation_grid.png", dpi=120)
 

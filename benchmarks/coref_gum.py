@@ -149,8 +149,7 @@ def section(res512, res128, seconds: float) -> str:
     for name, r in PAPER.iterrows():
         out.append(f"| {name} | " + " | ".join(str(v) for v in r) + " |")
     out.append("")
-    top = res512["heads"]["all"]
-    top = top[top["kind"] == "head"].sort_values("all", ascending=False).head(5)
+    top = res512["heads"]["all"].table.sort_values("all", ascending=False).head(5)
     out.append("**Reading.** " + reading(res512, res128, top))
     out.append("")
     out.append("![per-type accuracy, best head vs baselines](figures/coref_accuracy.png)")
@@ -179,8 +178,7 @@ def _get(summary: pd.DataFrame, split: str, kind: str) -> float:
 def reading(res512, res128, top) -> str:
     heads = ", ".join(f"{r['name']} ({100 * r['all']:.1f})" for _, r in top.iterrows())
     share = res512["_same_word"]
-    sel = res512["heads"]["all"]
-    sel = sel[sel["selected"]].iloc[0]["name"]
+    sel = res512["heads"]["all"].meta["selected"]
 
     def both(res, kind):
         return f"{_get(res['summary'], 'A->B', kind):.1f} / {_get(res['summary'], 'B->A', kind):.1f}"

@@ -121,7 +121,7 @@ def measure(browser, repeats: int) -> dict:
             png = grid.to_png()
             png_s = time.perf_counter() - t0
             full = HeadGrid(att, size=n)
-            hm = Heatmap(att, 0, 0)
+            hm = Heatmap(att, layer=0, head=0)
             js = bertviz_json_bytes(att.maps, att.tokens)
             draws, syncs = [], []
             # One discarded page load: the first one also pays for fonts and the JIT,

@@ -2,6 +2,8 @@
 
 import numpy as np
 import pandas as pd
+
+from attnkit.results import HeadResult
 import pytest
 
 from attnkit import Attention
@@ -51,7 +53,7 @@ def test_identical_and_disjoint_heads():
     assert np.all(np.diag(a) == 0)
     dist = head_distances([_att(np.stack([eye, eye, shifted])[None])], kind="distance").to_numpy()
     assert dist[0, 2] == pytest.approx(np.sqrt(LN2), rel=1e-6)
-    assert d.attrs["n_rows"] == n and d.attrs["n_items"] == 1
+    assert d.meta["n_rows"] == n and d.meta["n_items"] == 1
 
 
 def test_half_overlap_row():
@@ -108,7 +110,7 @@ def test_mds_recovers_a_known_configuration():
     emb = embed_heads(d)
     assert list(emb.columns) == ["x", "y"]
     np.testing.assert_allclose(_pairwise(emb.to_numpy()), d, atol=1e-5)
-    assert emb.attrs["stress1"] < 1e-6
+    assert emb.meta["stress1"] < 1e-6
     np.testing.assert_allclose(_pairwise(classical_mds(d)), d, atol=1e-8)
     # centred, x along the widest spread
     np.testing.assert_allclose(emb.mean().to_numpy(), 0, atol=1e-9)
@@ -128,15 +130,15 @@ def test_mds_on_non_euclidean_distances_beats_classical_scaling():
     assert list(emb.index) == list(d.index)
     dd = d.to_numpy()
     raw = lambda x: ((dd - _pairwise(x)) ** 2).sum() / 2  # noqa: E731
-    assert emb.attrs["stress"] == pytest.approx(raw(emb.to_numpy()), rel=1e-6)
-    assert emb.attrs["stress"] <= raw(classical_mds(dd)) + 1e-12
+    assert emb.meta["stress"] == pytest.approx(raw(emb.to_numpy()), rel=1e-6)
+    assert emb.meta["stress"] <= raw(classical_mds(dd)) + 1e-12
     try:
         from sklearn.manifold import smacof
     except ImportError:
         return
     ref, ref_stress = smacof(dd, n_components=2, metric=True, n_init=8, random_state=0,
                              max_iter=3000, eps=1e-12, normalized_stress=False)
-    assert emb.attrs["stress"] <= ref_stress * 1.01
+    assert emb.meta["stress"] <= ref_stress * 1.01
 
 
 def test_embed_bad_input():
@@ -178,9 +180,7 @@ def test_behaviour_labels_on_hand_made_stats():
     assert got.index.equals(stats.index)
     # the entropy threshold is relative to the uniform entropy
     assert head_behaviours(stats, uniform_entropy=4.0).loc[(0, 0)] == "other"
-    stats.attrs["uniform_entropy"] = 3.0
-    assert head_behaviours(stats).loc[(0, 0)] == "broad"
-    del stats.attrs["uniform_entropy"]
+    assert head_behaviours(HeadResult(stats, {"uniform_entropy": 3.0})).loc[(0, 0)] == "broad"
     with pytest.raises(InputError, match="uniform_entropy"):
         head_behaviours(stats)
     with pytest.raises(InputError, match="missing"):

@@ -13,6 +13,7 @@ import pytest
 
 from attnkit.analysis.coref import (
     coref_heads,
+    coref_rows,
     coref_predictions,
     coref_summary,
     split_documents,
@@ -320,8 +321,8 @@ def test_truncation_counts_lost_mentions(docs):
     assert d.loc["doc_a", "coreferent"] == 3 and d.loc["doc_a", "lost"] == 1
     assert ev.mentions["text"].tolist() == ["his", "She", "The car", "The red car"]
     table = coref_heads(ev)
-    assert table.attrs["lost"] == 1 and (table["lost"] == 1).all()
-    assert table.attrs["truncated"] == 1
+    assert table.meta["lost"] == 1 and (table["lost"] == 1).all()
+    assert table.meta["truncated"] == 1
 
 
 def test_a_document_cut_before_the_model_saw_it(docs):
@@ -366,30 +367,39 @@ def test_items_must_match_documents(docs, atts):
 
 def test_head_chosen_on_one_half_and_reported_on_the_other(docs, atts):
     ev = coref_predictions(atts, docs)
-    t = coref_heads(ev, select_on=["doc_a"], report_on=["doc_b"])
-    assert t["kind"].tolist() == ["baseline"] * 3 + ["head"] * 3
-    assert t["name"].tolist() == ["nearest", "head_match", "sieve", "1-1", "1-2", "1-3"]
+    t = coref_heads(ev.subset(["doc_b"]), select_on=ev.subset(["doc_a"]))
+    assert t.table.index.tolist() == [(0, 0), (0, 1), (0, 2)]
+    assert t["name"].tolist() == ["1-1", "1-2", "1-3"]
+    assert t.meta["baselines"].index.tolist() == ["nearest", "head_match", "sieve"]
+    assert coref_rows(t)["name"].tolist() == ["nearest", "head_match", "sieve", "1-1", "1-2", "1-3"]
     sel = t[t["selected"]]
     # head 0 is perfect on doc_a, but on doc_b it gets 1 of 2; head 2 (2 of 2) is not chosen
     assert sel["name"].tolist() == ["1-1"] and sel["all"].item() == 0.5
-    assert t.set_index("name").loc["1-3", "all"] == 1.0
+    assert t.loc[(0, 2), "all"] == 1.0
     assert sel["nominal"].item() == 0.5 and np.isnan(sel["pronoun"].item())
-    assert t[t["kind"] == "baseline"]["all"].tolist() == [1.0, 1.0, 1.0]
-    assert t.attrs["select_on"] == ["doc_a"] and t.attrs["report_on"] == ["doc_b"]
-    assert t.attrs["same_split"] is False and t.attrs["n"]["all"] == 2
+    assert t.meta["baselines"]["all"].tolist() == [1.0, 1.0, 1.0]
+    assert t.meta["select_on"] == ["doc_a"] and t.meta["report_on"] == ["doc_b"]
+    assert t.meta["same_split"] is False and t.meta["n"]["all"] == 2
+    # select_on as an (attentions, documents) pair gives the same choice
+    pair = coref_heads([atts[1]], [docs[1]], select_on=([atts[0]], [docs[0]]))
+    assert pair.table.equals(t.table)
+    # the old spelling (ids) still works, with a warning
+    with pytest.warns(DeprecationWarning):
+        old = coref_heads(ev, select_on=["doc_a"], report_on=["doc_b"])
+    assert old.table.equals(t.table)
     # the other way round: head 2 (2/2 on doc_b) is chosen and scores 0 on doc_a
-    t2 = coref_heads(ev, select_on=["doc_b"], report_on=["doc_a"])
+    t2 = coref_heads(ev.subset(["doc_a"]), select_on=ev.subset(["doc_b"]))
     assert t2[t2["selected"]]["name"].item() == "1-3" and t2[t2["selected"]]["all"].item() == 0
     # all documents: head 0 gets 4 of 5; selection and report overlap, and say so
     t3 = coref_heads(atts, docs)
     assert t3[t3["selected"]]["all"].item() == pytest.approx(0.8)
-    assert t3.attrs["same_split"] is True
+    assert t3.meta["same_split"] is True
     s = coref_summary(t3)
     assert s.index.tolist() == ["Nearest", "Head match", "Rule-based sieve", "Head 1-1"]
     assert s.loc["Head 1-1", "all"] == pytest.approx(80.0)
     assert s.loc["Nearest", "pronoun"] == pytest.approx(200 / 3)
     with pytest.raises(InputError, match="Unknown document"):
-        coref_heads(ev, select_on=["nope"])
+        ev.subset(["nope"])
 
 
 def test_split_documents_balances_genres():

@@ -149,7 +149,7 @@ def test_flow_summary_over_an_attention_set(tiny_bert):
     s = flow_summary(sset, threshold=0.1)
     assert s.n_inputs == len(PAIRS)
     assert len(s.heads) == tiny_bert.n_layers * tiny_bert.n_heads
-    counts = np.stack([head_edge_counts(attention_graph(a, 0.1)) for a in sset])
+    counts = np.stack([head_edge_counts(attention_graph(a, threshold=0.1)) for a in sset])
     assert s.heads["edges_mean"].to_numpy() == pytest.approx(counts.mean(0).ravel())
     assert s.per_input["n"].tolist() == [len(a) for a in sset]
     # shares of the influence over the categories add up to 1 for every input

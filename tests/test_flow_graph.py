@@ -72,7 +72,7 @@ def test_sources():
     assert resolve_source(att, [1, 2]) == [(2, 1), (2, 2)]
     assert resolve_source(att, [(1, 1)]) == [(1, 1)]
     # from (1, 1) alone: its three edges
-    g = attention_graph(att, source=[(1, 1)])
+    g = attention_graph(att, sources=[(1, 1)])
     assert set(g.edges) == {((1, 1), (0, 2)), ((1, 1), (0, 0)), ((1, 1), (0, 1))}
     # causal models and inputs without [CLS] start from the last token
     causal = make_att(two_layer_maps(), TOKENS, ["cls", "word", "word", "sep"], causal=True)

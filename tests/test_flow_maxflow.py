@@ -54,10 +54,10 @@ def test_rollout_rows_sum_to_one():
 def test_flow_by_hand_two_layers():
     # from (2, x): to input x via (1, x): min(.5, 1) + via (1, y): min(.5, .25) = .75;
     # to input y via (1, x): min(.5, 0) + via (1, y): min(.5, .75) = .5
-    f = attention_flow(small(), "all")
+    f = attention_flow(small(), sources="all")
     assert f == pytest.approx(np.array([[0.75, 0.5], [0.75, 0.5]]), abs=1e-12)
-    assert attention_flow(small(), 0) == pytest.approx([0.75, 0.5], abs=1e-12)
-    assert attention_flow(small(), [1]).shape == (1, 2)
+    assert attention_flow(small(), sources=0) == pytest.approx([0.75, 0.5], abs=1e-12)
+    assert attention_flow(small(), sources=[1]).shape == (1, 2)
     # default source: no [CLS] here, so the last token
     assert attention_flow(small()) == pytest.approx(f[1], abs=1e-12)
     # not the same as rollout, which multiplies along paths
@@ -80,7 +80,7 @@ def test_layered_max_flow_shared_bottleneck():
 
 def test_single_layer_flow_is_the_matrix():
     att = dirichlet_att(1, 3, 5, 1.0, seed=2)
-    assert attention_flow(att, "all") == pytest.approx(residual_attention(att)[0], abs=1e-15)
+    assert attention_flow(att, sources="all") == pytest.approx(residual_attention(att)[0], abs=1e-15)
     one = make_att(np.ones((3, 2, 1, 1)), ["x"])
     assert attention_flow(one).tolist() == [1.0]
 
@@ -94,7 +94,7 @@ def test_single_layer_flow_is_the_matrix():
 ])
 def test_flow_equals_networkx_max_flow(n_layers, n, conc, causal, seed):
     att = dirichlet_att(n_layers, 3, n, conc, seed=seed, causal=causal)
-    lower, upper = attention_flow(att, "all", return_bounds=True)
+    lower, upper = attention_flow(att, sources="all", return_bounds=True)
     g = flow_network(att)
     ref = np.array([[nx.maximum_flow_value(g, (n_layers, s), (0, t)) for t in range(n)]
                     for s in range(n)])
@@ -128,7 +128,7 @@ def test_flow_on_tiny_bert_matches_networkx(tiny_bert):
     att = tiny_bert.attend("The cat sat on the mat.")
     cls = int(att.cls_positions[0])
     values = attention_flow(att)  # from [CLS] by default
-    assert values == pytest.approx(attention_flow(att, cls))
+    assert values == pytest.approx(attention_flow(att, sources=cls))
     g = flow_network(att)
     ref = [nx.maximum_flow_value(g, (att.n_layers, cls), (0, t)) for t in range(len(att))]
     assert values == pytest.approx(ref, rel=1e-6)

@@ -95,10 +95,10 @@ def test_gradients_match_finite_differences(models, monkeypatch, kind, objective
 
 
 def test_auto_objectives(models):
-    assert attention_importance(models["bert-mlm"], CORPUS[:2]).attrs["objective"] == "mlm"
-    assert attention_importance(models["bert-cls"], CORPUS[:2], labels=[0, 1]).attrs["objective"] == "classification"
-    assert attention_importance(models["bert"], CORPUS[:2]).attrs["objective"] == "embedding"
-    assert attention_importance(models["gpt2"], CORPUS[:2]).attrs["objective"] == "lm"
+    assert attention_importance(models["bert-mlm"], CORPUS[:2]).meta["objective"] == "mlm"
+    assert attention_importance(models["bert-cls"], CORPUS[:2], labels=[0, 1]).meta["objective"] == "classification"
+    assert attention_importance(models["bert"], CORPUS[:2]).meta["objective"] == "embedding"
+    assert attention_importance(models["gpt2"], CORPUS[:2]).meta["objective"] == "lm"
 
 
 def test_importance_aggregates_known_gradients(models, monkeypatch):
@@ -113,7 +113,7 @@ def test_importance_aggregates_known_gradients(models, monkeypatch):
         ids = batch["input_ids"]
         return (ids == model.tokenizer.sep_token_id).float()[:, None, :]
 
-    df = attention_importance(model, CORPUS[:3], objective, batch_size=2)
+    df = attention_importance(model, CORPUS[:3], objective=objective, batch_size=2)
     H = model.n_heads
     # layer 1: gradient 1 on the head-0 column of [SEP], 0 elsewhere -> mean 1/H over heads
     assert df.loc[1, "sep"] == pytest.approx(1.0 / H)
@@ -122,7 +122,7 @@ def test_importance_aggregates_known_gradients(models, monkeypatch):
     assert df.loc[1, "other"] == pytest.approx(0.0)
     # layer 0 influences layer 1's attention, so its gradient is not zero
     assert df.loc[0].abs().sum() > 0
-    by_head = attention_importance(model, CORPUS[:3], objective, by="head")
+    by_head = attention_importance(model, CORPUS[:3], objective=objective, by="head")
     assert by_head.loc[(1, 0), "sep"] == pytest.approx(1.0)
     assert by_head.loc[(1, 1), "sep"] == pytest.approx(0.0)
     assert list(df.columns) == list(TARGETS)
@@ -141,9 +141,9 @@ def test_bad_input(models):
     with pytest.raises(InputError, match="one per input"):
         attention_importance(models["bert-cls"], CORPUS[:2], labels=[1])
     with pytest.raises(InputError, match="objective"):
-        attention_importance(models["bert"], CORPUS[:2], "nonsense")
+        attention_importance(models["bert"], CORPUS[:2], objective="nonsense")
     with pytest.raises(InputError, match="causal"):
-        attention_importance(models["bert"], CORPUS[:2], "lm")
+        attention_importance(models["bert"], CORPUS[:2], objective="lm")
     with pytest.raises(InputError, match="no inputs"):
         attention_importance(models["bert"], [])
     with pytest.raises(InputError, match="by"):

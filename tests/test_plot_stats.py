@@ -2,6 +2,8 @@
 
 import numpy as np
 import pandas as pd
+
+from attnkit.results import HeadResult
 import pytest
 
 matplotlib = pytest.importorskip("matplotlib")
@@ -44,8 +46,7 @@ def test_special_attention_draws_layer_means():
 
 
 def test_entropy_has_uniform_baseline_and_uses_given_axes():
-    stats = _stats()
-    stats.attrs["uniform_entropy"] = 2.5
+    stats = HeadResult(_stats(), {"uniform_entropy": 2.5})
     import matplotlib.pyplot as plt
 
     fig0, ax = plt.subplots()

@@ -66,7 +66,7 @@ def is_tree(heads: np.ndarray) -> bool:
 def test_probe_finds_the_head_that_points_to_the_gold_head(kind):
     train, dev, test = corpus(60, 0), corpus(20, 1), corpus(30, 2)
     probe = AttentionProbe(kind, epochs=15, budget=1000, lr=0.1, progress=False)
-    probe.fit(*train, dev=dev)
+    probe.fit(*train, select_on=dev)
     ev = probe.evaluate(*test)
     assert ev.loc["argmax", "uas"] == 1.0
     assert ev.loc["mst", "uas"] == 1.0
@@ -138,7 +138,7 @@ def test_bad_input():
     with pytest.raises(InputError, match="embeddings=True"):
         AttentionProbe("attn+emb", progress=False).fit(no_emb, tb2)
     with pytest.raises(InputError, match="pair"):
-        AttentionProbe("attn", progress=False).fit(atts, tb, dev=atts)
+        AttentionProbe("attn", progress=False).fit(atts, tb, select_on=atts)
     fitted = AttentionProbe("attn", epochs=1, progress=False).fit(atts, tb)
     other = [a.select(layers=[0]) for a in atts]
     with pytest.raises(InputError, match="maps"):

@@ -46,8 +46,8 @@ def test_average_is_per_item():
     assert df.index.names == ["layer", "head"]
     assert df.loc[(0, 0), "self"] == pytest.approx((1 + 1 / 5) / 2)
     assert df.loc[(0, 0), "cls"] == pytest.approx((1 / 3 + 1) / 2)
-    assert df.attrs["n_items"] == 2
-    assert df.attrs["uniform_entropy"] == pytest.approx((np.log(3) + np.log(5)) / 2)
+    assert df.meta["n_items"] == 2
+    assert df.meta["uniform_entropy"] == pytest.approx((np.log(3) + np.log(5)) / 2)
 
 
 def test_errors():

@@ -76,7 +76,7 @@ def test_best_head_and_offset_are_the_known_ones():
     assert df.loc["all", "n"] == n_all
     assert "root" not in df.index and "punct" not in df.index
     assert df.index[0] == "all"
-    assert df.attrs["selected_on_report"] is True
+    assert df.meta["selected_on_report"] is True
 
 
 def test_diagonal_and_special_positions_are_ignored():
@@ -93,7 +93,12 @@ def test_diagonal_and_special_positions_are_ignored():
         maps[0, 0, :, n - 1] += 2.0  # and [SEP]
         atts.append(attention(sent, maps))
     acc = head_accuracy(atts, tb)
-    assert acc.loc["all", ("dep->head", 0, 0)] == 1.0
+    assert _acc(acc, "all", "dep->head", 0, 0) == 1.0
+
+
+def _acc(result, relation, direction, layer, head):
+    t = result.table
+    return t[t["direction"] == direction].loc[(layer, head), relation]
 
 
 def test_chosen_on_one_split_reported_on_the_other():
@@ -104,12 +109,16 @@ def test_chosen_on_one_split_reported_on_the_other():
     row = df.loc["all"]
     assert (row["layer"], row["head"], row["direction"]) == (1, 1, "dep->head")
     assert row["select_accuracy"] == 1.0
-    expected = head_accuracy(rep, tb_rep).loc["all", ("dep->head", 1, 1)]
+    expected = _acc(head_accuracy(rep, tb_rep), "all", "dep->head", 1, 1)
     assert row["accuracy"] == pytest.approx(expected) and expected < 1.0
-    assert df.attrs["selected_on_report"] is False
+    assert df.meta["selected_on_report"] is False
     # precomputed hits give the same table
     again = relation_heads(word_hits(rep, tb_rep), select_on=word_hits(sel, tb_sel), min_count=1)
-    assert again.equals(df)
+    assert again == df
+    # the old argument names still work, with a warning
+    with pytest.warns(DeprecationWarning):
+        old = relation_heads(attention_set=rep, treebank=tb_rep, select_on=(sel, tb_sel), min_count=1)
+    assert old == df
     with pytest.raises(InputError, match="poss_rule"):
         relation_heads(word_hits(rep, tb_rep), select_on=word_hits(sel, tb_sel, poss_rule=True))
     with pytest.raises(InputError, match="treebank"):
@@ -132,15 +141,14 @@ def test_possessive_rule():
     atts = build(tb, {(0, 0): possessive_map})
     plain = relation_heads(atts, tb, min_count=1)
     rule = relation_heads(atts, tb, min_count=1, poss_rule=True)
-    head = ("dep->head", 0, 0)
-    assert head_accuracy(atts, tb).loc["nmod:poss", head] == 0.5  # "John" points to 's
-    assert head_accuracy(atts, tb, poss_rule=True).loc["nmod:poss", head] == 1.0
+    assert _acc(head_accuracy(atts, tb), "nmod:poss", "dep->head", 0, 0) == 0.5  # "John" -> 's
+    assert _acc(head_accuracy(atts, tb, poss_rule=True), "nmod:poss", "dep->head", 0, 0) == 1.0
     assert rule.loc["nmod:poss", "accuracy"] == 1.0
     assert plain.loc["nmod:poss", "offset_accuracy"] == 0.5
     assert rule.loc["nmod:poss", "offset"] == 1 and rule.loc["nmod:poss", "offset_accuracy"] == 1.0
     # the rule changes possessors only
     assert rule.loc["nsubj", "accuracy"] == plain.loc["nsubj", "accuracy"] == 1.0
-    assert rule.attrs["poss_rule"] and not plain.attrs["poss_rule"]
+    assert rule.meta["poss_rule"] and not plain.meta["poss_rule"]
 
 
 def test_subtypes_fold_into_base_relation():
@@ -170,10 +178,11 @@ def test_offsets_and_direction_tables():
     assert list(off.columns) == list(OFFSETS)
     assert off.loc["obj", -2] == 1.0 and off.loc["obj", 2] == 0.0
     acc = head_accuracy(atts, tb)
-    assert acc.columns.names == ["direction", "layer", "head"]
-    assert acc.shape[1] == 2 * L * H
-    assert set(acc.columns.get_level_values(0)) == set(DIRECTIONS)
-    assert acc.attrs["n"]["det"] == 4
+    assert acc.table.index.names == ["layer", "head"] and acc.columns[0] == "direction"
+    assert acc.shape[0] == 2 * L * H
+    assert set(acc["direction"]) == set(DIRECTIONS)
+    assert acc.meta["n"]["det"] == 4
+    assert acc.grid("det").shape == (L, H)
 
 
 def test_truncated_words_are_left_out():
@@ -271,9 +280,11 @@ def test_relation_figures_show_the_table():
     ax = plot_relation_grid(acc, direction="head->dep", relations=["det", "nsubj"])
     shown = np.asarray(ax.images[0].get_array())
     assert shown.shape == (2, L * H)
-    assert np.allclose(shown[0], 100 * acc.loc["det", "head->dep"].to_numpy())
+    t = acc.table
+    assert np.allclose(shown[0], 100 * t[t["direction"] == "head->dep"]["det"].to_numpy())
     best = np.asarray(plot_relation_grid(acc).images[0].get_array())
-    assert best[list(acc.index).index("det"), 2] == 100.0  # head 2-1 (column 2) reads det
+    rel_cols = [c for c in t.columns if c != "direction"]
+    assert best[rel_cols.index("det"), 2] == 100.0  # head 2-1 (column 2) reads det
     with pytest.raises(InputError, match="direction"):
         plot_relation_grid(acc, direction="up")
     with pytest.raises(InputError, match="relation_heads"):

@@ -227,7 +227,7 @@ def test_link_keeps_heatmap_and_grid_in_step():
     np.testing.assert_allclose(hm.matrix, att.maps[1, 1])
     hm.show(0, 2)  # the heatmap's arrows
     assert grid.selected == [0, 2]
-    hmap = HeadMap(np.zeros((2, 3)), "zero")
+    hmap = HeadMap(np.zeros((2, 3)), value="zero")
     hm2 = hmap.link(Heatmap(att))
     hmap.selected = [1, 0]
     assert (hm2.layer, hm2.head) == (1, 0)
@@ -258,12 +258,12 @@ def test_cluster_view_from_array_and_labels():
     assert cv.layers == [0, 0, 0, 1, 1, 1] and cv.heads == [0, 1, 2, 0, 1, 2]
     assert cv.categories == [] and cv.codes == cv.layers and cv.label_name == "layer"
     np.testing.assert_array_equal(read(cv.points), emb)
-    cv = ClusterView(emb, ["b", "a", "b", None, "a", "c"], n_heads=3)
+    cv = ClusterView(emb, labels=["b", "a", "b", None, "a", "c"], n_heads=3)
     assert cv.categories == ["a", "b", "c"] and cv.codes == [1, 0, 1, -1, 0, 2]
     with pytest.raises(InputError, match="n_heads"):
         ClusterView(emb)
     with pytest.raises(InputError, match="labels"):
-        ClusterView(emb, ["a"], n_heads=3)
+        ClusterView(emb, labels=["a"], n_heads=3)
     with pytest.raises(InputError, match="NaN"):
         ClusterView(np.full((3, 2), np.nan), n_heads=3)
 
@@ -272,7 +272,7 @@ def test_cluster_view_from_dataframe_subset():
     idx = pd.MultiIndex.from_tuples([(0, 1), (2, 0)], names=["layer", "head"])
     df = pd.DataFrame({"x": [0.0, 1.0], "y": [1.0, 0.0]}, index=idx)
     labels = pd.Series({(0, 1): "positional", (2, 0): "broad"}, name="behaviour")
-    cv = ClusterView(df, labels)
+    cv = ClusterView(df, labels=labels)
     assert (cv.layers, cv.heads) == ([0, 2], [1, 0])
     assert cv.label_name == "behaviour" and cv.codes == [1, 0]
     cv.selected = [2, 0]
@@ -283,7 +283,7 @@ def test_cluster_view_from_dataframe_subset():
 def test_widgets_keep_the_anywidget_protocol_traits():
     att = make_att(model="tiny-bert")
     for w in (Heatmap(att), Heatmap.difference(att, make_att(seed=3)), HeadGrid(att),
-              HeadMap(np.zeros((2, 3)), "zero"), ClusterView(np.zeros((6, 2)) + np.arange(6)[:, None], n_heads=3)):
+              HeadMap(np.zeros((2, 3)), value="zero"), ClusterView(np.zeros((6, 2)) + np.arange(6)[:, None], n_heads=3)):
         state = w.get_state()
         assert (state["_model_name"], state["_view_name"]) == ("AnyModel", "AnyView")
         assert state["_anywidget_id"] == f"attnkit.widgets.{type(w).__module__.rsplit('.', 1)[1]}.{type(w).__name__}"
@@ -293,7 +293,7 @@ def test_widgets_keep_the_anywidget_protocol_traits():
 def test_mimebundle_has_png_and_escaped_html():
     xss = "<img src=x onerror=alert(1)>"
     att = make_att(tokens=["[CLS]", xss, "$5", "a\"b", "[SEP]"])
-    for w in (Heatmap(att), HeadGrid(att), HeadMap(att.maps.max(axis=(2, 3)), "max"),
+    for w in (Heatmap(att), HeadGrid(att), HeadMap(att.maps.max(axis=(2, 3)), value="max"),
               ClusterView(np.random.default_rng(0).random((6, 2)), n_heads=3)):
         data, _ = w._repr_mimebundle_()
         assert "application/vnd.jupyter.widget-view+json" in data
@@ -340,7 +340,7 @@ def test_views_take_the_analyses_outputs_as_they_are():
     stats = attnkit.head_stats(atts)
     emb = attnkit.embed_heads(attnkit.head_distances(atts))
     behaviours = attnkit.head_behaviours(stats)
-    cv = ClusterView(emb, behaviours)
+    cv = ClusterView(emb, labels=behaviours)
     assert cv.label_name == "behaviour" and len(cv.layers) == 12
     assert [cv.categories[c] for c in cv.codes] == [str(behaviours[k]) for k in zip(cv.layers, cv.heads)]
     hmap = HeadMap(stats, value="entropy")

@@ -70,7 +70,7 @@ def test_single_view_sends_graph_influence_and_head_counts():
     view = FlowView(att_a(), threshold=0.3)
     g = view.graph
     assert (view.n_nodes, view.n_edges) == (g.number_of_nodes(), g.number_of_edges()) == (7, 7)
-    inf = attnkit.influence(g, 0.5)
+    inf = attnkit.influence(g, alpha=0.5)
     np.testing.assert_allclose(read(view.influence_a), inf["score"], rtol=1e-6)
     assert read(view.rating_a).tolist() == ratings(inf["score"].to_numpy(), view.roles, [0]).tolist()
     counts = read(view.head_counts_a).reshape(2, 2)
@@ -97,7 +97,7 @@ def test_threshold_and_head_restriction_recompute_the_graph():
 
 
 def test_compare_colours_and_split_counts():
-    view = FlowView(att_a(), att_b(), threshold=0.3)
+    view = FlowView(att_a(), other=att_b(), threshold=0.3)
     cmp = attnkit.compare(att_a(), att_b(), threshold=0.3)
     assert view.mode == "compare" and view.names == ["pre", "fine"]
     edges = {(e[0], e[1], e[2]): e[3] for e in u16(view.edges, 4)}
@@ -109,7 +109,7 @@ def test_compare_colours_and_split_counts():
     other = att_b()
     other.tokens[1] = "x"
     with pytest.raises(TokenizationMismatchError):
-        FlowView(att_a(), other)
+        FlowView(att_a(), other=other)
 
 
 def test_collection_mode_and_static_output(tmp_path):
@@ -120,7 +120,7 @@ def test_collection_mode_and_static_output(tmp_path):
     np.testing.assert_allclose(read(view.head_counts_a).ravel(), summary.heads["edges_mean"], rtol=1e-6)
     assert view.categories == list(summary.categories.index)
     assert view.top_tokens == list(summary.tokens.index[:15])
-    for w in (view, FlowView(att_a()), FlowView(att_a(), att_b())):
+    for w in (view, FlowView(att_a()), FlowView(att_a(), other=att_b())):
         data, _ = w._repr_mimebundle_()
         assert data["text/html"].startswith('<img src="data:image/png;base64,')
         assert w.save(tmp_path / "f.svg").stat().st_size > 1000

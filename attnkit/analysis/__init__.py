@@ -8,7 +8,14 @@ from .cluster import (
     head_distances,
     uniform_entropy,
 )
-from .coref import CorefEvaluation, coref_heads, coref_predictions, coref_summary, split_documents
+from .coref import (
+    CorefEvaluation,
+    coref_heads,
+    coref_predictions,
+    coref_rows,
+    coref_summary,
+    split_documents,
+)
 from .importance import TARGETS, AttentionGradients, attention_gradients, attention_importance
 from .probe import AttentionProbe, probe_data
 from .stats import STAT_COLUMNS, head_stats, item_stats, uniform_row_entropy
@@ -26,6 +33,7 @@ __all__ = [
     "classical_mds",
     "coref_heads",
     "coref_predictions",
+    "coref_rows",
     "coref_summary",
     "embed_heads",
     "head_behaviours",

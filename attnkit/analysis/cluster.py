@@ -7,13 +7,15 @@ rows over a corpus, ``embed_heads`` places the heads in 2-D by multidimensional 
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from ..attention import Attention
+from .._progress import progress as progress_bar
 from ..errors import InputError
+from ..results import HeadResult, Result, table_and_meta
+from ..types import Attentions, as_collection
 from .stats import uniform_row_entropy
 
 _LN2 = float(np.log(2.0))
@@ -51,12 +53,12 @@ def _pair_sums(x: np.ndarray, xlx: np.ndarray) -> np.ndarray:
 
 
 def head_distances(
-    attentions: Iterable[Attention],
+    attentions: Attentions,
     *,
     kind: str = "divergence",
     chunk: int = 8192,
-    progress: bool = False,
-) -> pd.DataFrame:
+    progress: bool = True,
+) -> HeadResult:
     """Jensen–Shannon divergence between every pair of heads, averaged over a corpus.
 
     For heads a and b and every row r (a from-position of an item), JS(a_r, b_r) is the
@@ -78,9 +80,25 @@ def head_distances(
 
     Returns
     -------
-    DataFrame ``[L*H, L*H]``, symmetric with zero diagonal, index and columns both the
-    (layer, head) MultiIndex (0-indexed; head ``h`` of layer ``l`` is row ``l*H + h``);
-    ``.to_numpy()`` gives the plain array. ``attrs``: ``n_items``, ``n_rows``, ``kind``.
+    HeadResult
+        ``table`` ``[L*H, L*H]``, symmetric with zero diagonal, index and columns both the
+        (layer, head) MultiIndex (0-indexed; head ``h`` of layer ``l`` is row ``l*H + h``);
+        ``.to_numpy()`` gives the plain array. ``meta``: ``n_items``, ``n_rows``, ``kind``.
+        ``plot()`` draws the matrix.
+
+    Raises
+    ------
+    InputError
+        When there is no input or inputs disagree on layers and heads.
+
+    Examples
+    --------
+    >>> import numpy as np, attnkit as ak
+    >>> one = np.full((1, 2, 2, 2), 0.5)
+    >>> one[0, 1] = np.eye(2)  # head 1 attends to itself, head 0 uniformly
+    >>> d = ak.head_distances([ak.Attention.from_maps(one, ["a", "b"])], progress=False)
+    >>> round(float(d.to_numpy()[0, 1]), 4)  # JS(uniform, one-hot) = ln 2 - ln(2)/2
+    0.3466
 
     Cost: ½(L·H)² logarithms per attention value (2,556 for 72 heads); EWT dev (2,001
     sentences, word level) takes about 14 s of CPU on one core (docs/benchmarks.md).
@@ -89,8 +107,6 @@ def head_distances(
         raise InputError(f"kind must be 'divergence' or 'distance', not {kind!r}.")
     if chunk < 1:
         raise InputError(f"chunk must be at least 1, not {chunk}.")
-    from tqdm.auto import tqdm
-
     total: np.ndarray | None = None
     shape: tuple[int, int] | None = None
     buf: list[np.ndarray] = []
@@ -104,12 +120,9 @@ def head_distances(
         total = part if total is None else total + part
         buf, size = [], 0
 
-    try:
-        n_total = len(attentions)  # type: ignore[arg-type]
-    except TypeError:
-        n_total = None
-    for att in tqdm(attentions, total=n_total, desc="head distances", unit="item",
-                    disable=not progress, dynamic_ncols=True):
+    items = as_collection(attentions)
+    n_total = len(items) if hasattr(items, "__len__") else None
+    for att in progress_bar(items, show=progress, desc="head distances", total=n_total):
         maps = att.maps
         L, H, n, _ = maps.shape
         if shape is None:
@@ -136,12 +149,21 @@ def head_distances(
     values = np.sqrt(div) if kind == "distance" else div
     index = _head_index(*shape)
     out = pd.DataFrame(values, index=index, columns=index.copy())
-    out.attrs.update(n_items=n_items, n_rows=n_rows, kind=kind)
-    return out
+    return HeadResult(out, {"n_items": n_items, "n_rows": n_rows, "kind": kind},
+                      plot=_plot_distances)
+
+
+def _plot_distances(result: HeadResult, ax: Any = None, value: Any = None, **options: Any) -> Any:
+    from ..plot.stats import plot_head_distances
+
+    return plot_head_distances(result.table, kind=result.meta.get("kind", "divergence"), ax=ax,
+                               **options)
 
 
 # ----------------------------------------------------------------------- MDS
-def _as_square(distances) -> tuple[np.ndarray, pd.Index]:
+def _as_square(distances: Any) -> tuple[np.ndarray, pd.Index]:
+    if isinstance(distances, Result):
+        distances = distances.table
     if isinstance(distances, pd.DataFrame):
         index = distances.index
         d = distances.to_numpy(dtype=np.float64)
@@ -210,13 +232,13 @@ def _smacof(d: np.ndarray, x: np.ndarray, max_iter: int, tol: float) -> tuple[np
 
 
 def embed_heads(
-    distances,
+    distances: HeadResult | pd.DataFrame | np.ndarray,
     *,
     seed: int = 0,
     n_init: int = 4,
     max_iter: int = 500,
     tol: float = 1e-9,
-) -> pd.DataFrame:
+) -> Result:
     """Place heads in 2-D so that Euclidean distances follow ``distances`` (metric MDS).
 
     Minimises the raw stress Σ_{i<j} (d_ij − ‖x_i − x_j‖)² with SMACOF, started from
@@ -232,10 +254,26 @@ def embed_heads(
 
     Returns
     -------
-    DataFrame with columns ``x``, ``y``, one row per head, indexed like ``distances``
-    ((layer, head) for :func:`head_distances` output, else 0…N-1). ``attrs["stress"]``
-    is the raw stress, ``attrs["stress1"]`` Kruskal's normalised stress
-    √(stress / Σ d²).
+    HeadResult or Result
+        ``table`` with columns ``x``, ``y``, one row per head, indexed like ``distances``:
+        a :class:`HeadResult` for :func:`head_distances` output ((layer, head) index), a
+        :class:`Result` indexed 0…N-1 for a bare array. ``meta["stress"]`` is the raw
+        stress, ``meta["stress1"]`` Kruskal's normalised stress √(stress / Σ d²).
+        ``plot()`` draws the heads coloured by layer (paper Fig. 6).
+
+    Raises
+    ------
+    InputError
+        When ``distances`` is not square, symmetric, finite and non-negative, or has fewer
+        than 3 heads.
+
+    Examples
+    --------
+    >>> import numpy as np, attnkit as ak
+    >>> square = np.array([[0, 1, 1, 1.414], [1, 0, 1.414, 1], [1, 1.414, 0, 1], [1.414, 1, 1, 0]])
+    >>> emb = ak.embed_heads(square)
+    >>> bool(emb.meta["stress1"] < 1e-3)  # a square fits in the plane exactly
+    True
     """
     d, index = _as_square(distances)
     if n_init < 1:
@@ -258,12 +296,21 @@ def embed_heads(
             x[:, k] = -x[:, k]
     out = pd.DataFrame(x, index=index.copy(), columns=["x", "y"])
     denom = float((d[np.triu_indices_from(d, 1)] ** 2).sum())
-    out.attrs.update(stress=best_stress, stress1=float(np.sqrt(best_stress / denom)) if denom else 0.0)
-    return out
+    meta = {"stress": best_stress, "stress1": float(np.sqrt(best_stress / denom)) if denom else 0.0}
+    if list(out.index.names) == ["layer", "head"]:
+        return HeadResult(out, meta, plot=_plot_embedding)
+    return Result(out, meta)
+
+
+def _plot_embedding(result: HeadResult, ax: Any = None, value: Any = None, **options: Any) -> Any:
+    from ..plot.stats import plot_head_clusters
+
+    options.setdefault("color_by", "layer")
+    return plot_head_clusters(result.table, ax=ax, **options)
 
 
 # ----------------------------------------------------------------- behaviours
-def uniform_entropy(attentions: Iterable[Attention]) -> float:
+def uniform_entropy(attentions: Attentions) -> float:
     """Mean row entropy (nats) of uniform attention over the same items: the Fig. 4
     baseline and the yardstick of "broad" heads.
 
@@ -272,7 +319,7 @@ def uniform_entropy(attentions: Iterable[Attention]) -> float:
     are averaged per item, then items averaged, as :func:`attnkit.head_stats` does.
     """
     total, count = 0.0, 0
-    for att in attentions:
+    for att in as_collection(attentions):
         if len(att) == 0:
             continue
         total += uniform_row_entropy(att)
@@ -283,7 +330,7 @@ def uniform_entropy(attentions: Iterable[Attention]) -> float:
 
 
 def head_behaviours(
-    stats: pd.DataFrame,
+    stats: HeadResult | pd.DataFrame,
     *,
     uniform_entropy: float | None = None,
     special: float = 0.6,
@@ -297,8 +344,8 @@ def head_behaviours(
     stats : output of :func:`attnkit.head_stats` (columns ``cls``, ``sep``, ``punct``,
         ``prev``, ``next``, ``entropy``; index (layer, head)).
     uniform_entropy : mean entropy of uniform attention on the same corpus
-        (:func:`uniform_entropy`); taken from ``stats.attrs["uniform_entropy"]`` when
-        omitted there.
+        (:func:`uniform_entropy`); taken from ``stats.meta["uniform_entropy"]`` when
+        omitted.
     special : a head attends to [CLS], [SEP] or punctuation when its mean attention to
         it exceeds this (the paper's 0.6).
     position : a head attends to the previous/next position when its mean attention there
@@ -316,6 +363,7 @@ def head_behaviours(
     previous, next) — the paper's plotting order, last drawn on top. Unlike the paper,
     punctuation means any all-punctuation word (``Attention.punct``), not just "." and ",".
     """
+    stats, meta = table_and_meta(stats)
     need = {"cls", "sep", "punct", "prev", "next", "entropy"}
     missing = need - set(getattr(stats, "columns", []))
     if missing:
@@ -323,11 +371,11 @@ def head_behaviours(
             f"head_behaviours() needs head_stats() output; columns {sorted(missing)} are missing."
         )
     if uniform_entropy is None:
-        uniform_entropy = stats.attrs.get("uniform_entropy")
+        uniform_entropy = meta.get("uniform_entropy")
     if uniform_entropy is None:
         raise InputError(
             "head_behaviours() needs the entropy of uniform attention on the same corpus to "
-            "judge broad heads: pass uniform_entropy=attnkit.uniform_entropy(attention_set)."
+            "judge broad heads: pass uniform_entropy=attnkit.analysis.uniform_entropy(attentions)."
         )
     for name, v in (("special", special), ("position", position), ("broad", broad)):
         if not 0 <= v <= 1:

@@ -11,7 +11,7 @@ head word of one of the mention's antecedents. Three baselines pick an anteceden
 earlier mentions: the nearest one; the nearest with the same head word; a four-sieve rule
 system (exact string → head word → number/gender/person agreement → nearest).
 
-Choices where the paper is silent (all documented in the returned tables' ``attrs``):
+Choices where the paper is silent (all recorded in the returned results' ``meta``):
 
 - Mentions: GUM marks appositions (``link=appos``) and copular predicates (``link=pred``) as
   links of an entity; CoNLL-2012 (the paper's data) annotates neither as coreference, so by
@@ -28,6 +28,7 @@ Choices where the paper is silent (all documented in the returned tables' ``attr
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
@@ -37,6 +38,9 @@ import pandas as pd
 from ..attention import Attention
 from ..data.coref import MENTION_TYPES, Document, Mention
 from ..errors import InputError
+from ..results import HeadResult, Result
+from ..types import Attentions
+from ._align import check_pair
 
 BASELINES = ("nearest", "head_match", "sieve")
 #: Display names of the baselines (Clark et al. Table 2).
@@ -297,97 +301,172 @@ def _accuracy(ok: np.ndarray, types: np.ndarray) -> dict[str, float]:
 
 
 def coref_heads(
-    attentions: Iterable[Attention] | CorefEvaluation,
-    docs: Sequence[Document] | None = None,
+    attentions: Attentions | CorefEvaluation,
+    gold: Sequence[Document] | None = None,
     *,
-    select_on: Iterable[str | Document] | None = None,
-    report_on: Iterable[str | Document] | None = None,
+    select_on: tuple[Any, Any] | CorefEvaluation | None = None,
     exclude_links: Sequence[str] = DEFAULT_EXCLUDED_LINKS,
     singletons: bool = False,
-) -> pd.DataFrame:
+    report_on: Iterable[str | Document] | None = None,
+) -> HeadResult:
     """Antecedent-selection accuracy of every attention head beside the three baselines.
 
     Parameters
     ----------
-    attentions : one :class:`Attention` per document (an AttentionSet from
-        ``attnkit.extract(model, docs)``), or a :class:`CorefEvaluation` from
-        :func:`coref_predictions` (then ``docs`` may be omitted).
-    docs : documents from :func:`attnkit.data.read_coref`.
-    select_on : documents (ids or Documents) on which the best head is chosen (highest
-        overall accuracy; ties → lowest layer, then head). Default: all documents.
-    report_on : documents on which every accuracy is measured. Default: all documents.
-        Choosing and reporting on the same documents flatters the chosen head; use
-        :func:`split_documents` for two disjoint halves.
+    attentions : AttentionSet, iterable of Attention, or CorefEvaluation
+        One attention per document (an AttentionSet from ``attnkit.extract(model, docs)``),
+        or a :class:`CorefEvaluation` from :func:`coref_predictions` (then ``gold`` may be
+        omitted). Accuracies are *reported* on these documents.
+    gold : sequence of Document
+        The documents, from :func:`attnkit.read_coref`.
+    select_on : (attentions, documents) pair or CorefEvaluation, optional
+        Other documents on which the best head is *chosen* (highest overall accuracy; ties
+        → lowest layer, then head). ``None`` chooses on the reported documents, which
+        flatters the chosen head (``meta["same_split"]`` says so). :func:`split_documents`
+        and :meth:`CorefEvaluation.subset` give two disjoint halves of one evaluation.
     exclude_links, singletons : see :func:`coref_predictions`.
+    report_on : deprecated
+        Document ids of ``attentions`` to report on (old spelling; pass
+        ``evaluation.subset(ids)`` instead). A list of ids as ``select_on`` is likewise
+        deprecated.
 
     Returns
     -------
-    DataFrame, one row per predictor — the baselines first, then every (layer, head) —
-    with columns ``kind`` ("baseline" / "head"), ``name`` (baseline name, or "L-H"
-    1-indexed for display), ``layer``, ``head`` (0-indexed; -1 for baselines), the
-    accuracies ``all``, ``pronoun``, ``proper``, ``nominal`` (fractions on ``report_on``),
-    ``selected`` (the head chosen on ``select_on``), ``n`` (mentions evaluated on
-    ``report_on``) and ``lost`` (coreferent mentions of ``report_on`` lost because the
-    document was cut at the model's maximum length). ``attrs`` holds ``select_on``,
-    ``report_on`` (id lists), ``n`` per type, ``lost``, ``documents``, ``truncated``
-    (documents cut), ``same_split`` (True when selection and report documents overlap)
-    and ``settings``.
+    HeadResult
+        ``table`` indexed by ``(layer, head)`` (0-indexed) with columns ``name`` ("L-H",
+        1-indexed), the accuracies ``all``, ``pronoun``, ``proper``, ``nominal`` (fractions
+        on the reported documents), ``selected`` (the head chosen on ``select_on``), ``n``
+        (mentions evaluated) and ``lost`` (coreferent mentions lost because the document was
+        cut at the model's maximum length). ``meta["baselines"]`` holds the same columns for
+        the nearest, head-match and sieve baselines (indexed by name); ``meta`` also holds
+        ``select_on`` and ``report_on`` (document ids), ``n`` per type, ``lost``,
+        ``documents``, ``truncated`` (documents cut), ``same_split``, ``selected`` ("L-H"),
+        ``selection_accuracy`` and ``settings``. ``plot()`` draws the accuracy of every
+        head; :func:`coref_summary` gives the paper's Table 2.
+
+    Raises
+    ------
+    InputError
+        When documents are missing, no coreferent mention is left to choose on, or the
+        two splits come from different models.
+
+    Examples
+    --------
+    >>> import attnkit as ak
+    >>> from attnkit.analysis import coref_predictions, split_documents
+    >>> from attnkit.data.paths import sample_coref
+    >>> from attnkit.testing import tiny_model
+    >>> docs = ak.read_coref(sample_coref())  # two hand-annotated documents
+    >>> atts = ak.extract(tiny_model("bert"), docs, progress=False)
+    >>> ev = coref_predictions(atts, docs)
+    >>> first, second = split_documents(docs)
+    >>> table = ak.coref_heads(ev.subset(second), select_on=ev.subset(first))
+    >>> table.meta["report_on"], table.meta["same_split"]
+    (['doc_b'], False)
+    >>> list(table.meta["baselines"].index)
+    ['nearest', 'head_match', 'sieve']
     """
-    ev = attentions if isinstance(attentions, CorefEvaluation) else None
-    if ev is None:
-        if docs is None:
-            raise InputError("coref_heads() needs the documents (read_coref) with attentions.")
-        ev = coref_predictions(attentions, docs, exclude_links=exclude_links,
-                               singletons=singletons)
-    sel = ev.subset(select_on)
+    ev = _evaluation(attentions, gold, exclude_links, singletons)
+    if select_on is not None and not isinstance(select_on, (tuple, CorefEvaluation)):
+        warnings.warn("coref_heads(): select_on= as a list of document ids is deprecated; pass "
+                      "select_on=evaluation.subset(ids) (or an (attentions, documents) pair).",
+                      DeprecationWarning, stacklevel=2)
+        sel = ev.subset(select_on)
+    elif select_on is None:
+        sel = None
+    elif isinstance(select_on, CorefEvaluation):
+        sel = select_on
+    else:
+        sel_att, sel_docs = check_pair(select_on, "select_on")
+        sel = _evaluation(sel_att, sel_docs, exclude_links, singletons)
+    if report_on is not None:
+        warnings.warn("coref_heads(): report_on= is deprecated; pass evaluation.subset(ids) as "
+                      "the first argument.", DeprecationWarning, stacklevel=2)
     rep = ev.subset(report_on)
-    L, H = ev.n_layers, ev.n_heads
+    if sel is None:
+        sel = rep
+    L, H = rep.n_layers, rep.n_heads
+    if (sel.n_layers, sel.n_heads) != (L, H):
+        raise InputError(f"select_on has {sel.n_layers}x{sel.n_heads} heads but the reported "
+                         f"documents {L}x{H}; both must come from the same model.")
     if len(sel.mentions) == 0:
         raise InputError("No coreferent mention in the selection documents; cannot choose a head.")
     sel_acc = sel.hits.mean(0)  # [L, H]
     best = np.unravel_index(int(np.argmax(sel_acc)), sel_acc.shape)
     types = rep.mentions["type"].to_numpy()
-    rows = []
+    n = {"all": int(len(types)), **{t: int((types == t).sum()) for t in MENTION_TYPES}}
+    lost = int(rep.documents["lost"].sum())
+    base_rows = []
     for b in BASELINES:
         acc = _accuracy(rep.mentions[b].to_numpy(dtype=float), types)
-        rows.append({"kind": "baseline", "name": b, "layer": -1, "head": -1, **acc,
-                     "selected": False})
+        base_rows.append({"name": b, **acc, "n": n["all"], "lost": lost})
     head_acc = _accuracy(rep.hits.astype(float), types)
+    rows = []
     for layer in range(L):
         for head in range(H):
             rows.append({
-                "kind": "head", "name": f"{layer + 1}-{head + 1}", "layer": layer, "head": head,
+                "layer": layer, "head": head, "name": f"{layer + 1}-{head + 1}",
                 **{c: (float(v[layer, head]) if np.ndim(v) else np.nan)
                    for c, v in head_acc.items()},
                 "selected": (layer, head) == tuple(int(x) for x in best),
             })
-    out = pd.DataFrame(rows)
-    n = {"all": int(len(types)), **{t: int((types == t).sum()) for t in MENTION_TYPES}}
-    lost = int(rep.documents["lost"].sum())
+    out = pd.DataFrame(rows).set_index(["layer", "head"])
     out["n"] = n["all"]
     out["lost"] = lost
     sel_ids = list(sel.documents["doc"])
     rep_ids = list(rep.documents["doc"])
-    out.attrs.update({
+    meta = {
+        "baselines": pd.DataFrame(base_rows).set_index("name"),
         "select_on": sel_ids, "report_on": rep_ids, "n": n, "lost": lost,
         "documents": len(rep_ids), "truncated": int(rep.documents["truncated"].sum()),
         "same_split": bool(set(sel_ids) & set(rep_ids)),
         "selected": f"{best[0] + 1}-{best[1] + 1}",
         "selection_accuracy": float(sel_acc[best]),
         "settings": dict(ev.settings),
-    })
-    return out
+    }
+    return HeadResult(out, meta, value="all", plot=_plot_heads)
 
 
-def coref_summary(table: pd.DataFrame) -> pd.DataFrame:
-    """The paper's Table 2 view of a :func:`coref_heads` table: the three baselines and the
-    selected head, accuracies in percent, indexed by display name."""
-    keep = table[(table["kind"] == "baseline") | table["selected"]].copy()
-    keep["model"] = [BASELINE_NAMES.get(nm, f"Head {nm}") for nm in keep["name"]]
-    out = keep.set_index("model")[list(ACCURACY_COLUMNS)] * 100
-    out["n"] = keep["n"].to_numpy()
-    out.attrs.update(table.attrs)
-    return out
+def _evaluation(attentions: Any, gold: Any, exclude_links: Sequence[str],
+                singletons: bool) -> CorefEvaluation:
+    if isinstance(attentions, CorefEvaluation):
+        return attentions
+    if gold is None:
+        raise InputError("coref_heads() needs the documents (attnkit.read_coref) with the "
+                         "attentions: coref_heads(attentions, documents).")
+    return coref_predictions(attentions, gold, exclude_links=exclude_links, singletons=singletons)
+
+
+def _plot_heads(result: HeadResult, ax: Any = None, value: str | None = None, **options: Any) -> Any:
+    from ..plot.coref import plot_coref_heads
+
+    return plot_coref_heads(result, ax=ax, column=value or "all", **options).figure
+
+
+def coref_rows(table: HeadResult) -> pd.DataFrame:
+    """A :func:`coref_heads` result as one flat table, baselines first: columns ``kind``
+    ("baseline" / "head"), ``name``, ``layer``, ``head`` (-1 for baselines), the accuracies,
+    ``selected``, ``n`` and ``lost`` (the layout of the CSV files :func:`run_coref` writes)."""
+    base = table.meta["baselines"].reset_index().assign(kind="baseline", layer=-1, head=-1,
+                                                         selected=False)
+    heads = table.table.reset_index().assign(kind="head")
+    cols = ["kind", "name", "layer", "head", *ACCURACY_COLUMNS, "selected", "n", "lost"]
+    return pd.concat([base[cols], heads[cols]], ignore_index=True)
+
+
+def coref_summary(table: HeadResult) -> Result:
+    """The paper's Table 2 view of a :func:`coref_heads` result: the three baselines and
+    the selected head, accuracies in percent, indexed by display name; ``meta`` as the
+    result's (without the baselines table)."""
+    heads = table.table
+    chosen = heads[heads["selected"]].set_index("name")
+    rows = pd.concat([table.meta["baselines"], chosen])
+    rows.index = [BASELINE_NAMES.get(nm, f"Head {nm}") for nm in rows.index]
+    rows.index.name = "model"
+    out = rows[list(ACCURACY_COLUMNS)] * 100
+    out["n"] = rows["n"].to_numpy()
+    meta = {k: v for k, v in table.meta.items() if k != "baselines"}
+    return Result(out, meta)
 
 
 def split_documents(docs: Sequence[Document | str]) -> tuple[list[str], list[str]]:

@@ -17,6 +17,9 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import pandas as pd
 
+from .._compat import renamed
+from ..results import HeadResult, Result
+
 from ..attention import Attention
 from ..errors import InputError, NoAttentionError
 
@@ -237,18 +240,19 @@ def attention_gradients(
     return next(_run(model, [item], objective, labels, 1, mask_rate, seed, False))
 
 
+@renamed(positional=("objective",))
 def attention_importance(
     model: Any,
     inputs: Sequence[Any],
-    objective: str | Objective = "auto",
     *,
+    objective: str | Objective = "auto",
     labels: Sequence[Any] | None = None,
     by: str = "layer",
     batch_size: int = 8,
     mask_rate: float = 0.15,
     seed: int = 0,
-    progress: bool = False,
-) -> pd.DataFrame:
+    progress: bool = True,
+) -> Result:
     """Average gradient magnitude of an objective w.r.t. attention, by attended-to position.
 
     For each input, |∂objective/∂α| is taken for every attention probability α =
@@ -289,13 +293,31 @@ def attention_importance(
     mask_rate, seed : masking of the mlm and embedding objectives; the masked positions of
         input i depend only on (seed, i).
 
+    progress : show a progress bar over batches.
+
     Returns
     -------
-    DataFrame indexed by ``layer`` (or ``(layer, head)``), 0-indexed, with columns
-    :data:`TARGETS`: mean |gradient| of attention to [CLS], [SEP], punctuation (all-
-    punctuation word pieces) and other positions (words and any other special tokens);
-    NaN where the inputs have no such position. ``attrs``: ``objective``, ``n_items``.
-    Positions replaced by the mask token count as "other".
+    Result or HeadResult
+        ``table`` indexed by ``layer`` (a :class:`Result`) or ``(layer, head)`` (a
+        :class:`HeadResult`), 0-indexed, with columns :data:`TARGETS`: mean |gradient| of
+        attention to [CLS], [SEP], punctuation (all-punctuation word pieces) and other
+        positions (words and any other special tokens); NaN where the inputs have no such
+        position. ``meta``: ``objective``, ``n_items``. Positions replaced by the mask
+        token count as "other". ``plot()`` draws the paper's Fig. 3.
+
+    Raises
+    ------
+    InputError
+        For an unknown ``by`` or objective, or labels that do not match the inputs.
+
+    Examples
+    --------
+    >>> import attnkit as ak
+    >>> from attnkit.testing import tiny_model
+    >>> imp = ak.attention_importance(tiny_model("bert-mlm"), ["The cat sat on the mat."],
+    ...                               progress=False)
+    >>> imp.meta["objective"], list(imp.columns)
+    ('mlm', ['cls', 'sep', 'punct', 'other'])
     """
     if by not in ("layer", "head"):
         raise InputError(f"by must be 'layer' or 'head', not {by!r}.")
@@ -331,6 +353,14 @@ def attention_importance(
     with np.errstate(invalid="ignore", divide="ignore"):
         mean = np.where(counts > 0, sums / counts, np.nan)
     out = pd.DataFrame(mean, index=index, columns=list(TARGETS))
-    out.attrs.update(objective=kind if isinstance(kind, str) else getattr(kind, "__name__", "callable"),
-                     n_items=n_items)
-    return out
+    meta = {"objective": kind if isinstance(kind, str) else getattr(kind, "__name__", "callable"),
+            "n_items": n_items}
+    if by == "head":
+        return HeadResult(out, meta, value="cls")
+    return Result(out, meta, plot=_plot_importance)
+
+
+def _plot_importance(result: Result, ax: Any = None, **options: Any) -> Any:
+    from ..plot.stats import plot_importance
+
+    return plot_importance(result, ax=ax, **options)

@@ -29,11 +29,15 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from .._compat import renamed
+from ..data.conllu import Treebank
 from ..errors import InputError
+from ..results import Result
 from ._align import aligned, check_pair
 from .tree import max_spanning_tree
 
@@ -83,13 +87,17 @@ class ProbeData:
                 f"embeddings={self.embeddings}, labelled={self.labelled})")
 
 
-def probe_data(X, y=None, *, embeddings: bool = True, attention: bool = True) -> ProbeData:
-    """Read the probe features of ``X`` (an attention set, word level) once.
+@renamed(X="attentions", y="gold")
+def probe_data(attentions: Any, gold: Treebank | None = None, *, embeddings: bool = True,
+               attention: bool = True) -> ProbeData:
+    """Read the probe features of ``attentions`` (an attention set, word level) once.
 
-    ``y`` is the treebank ``X`` was extracted from (needed to fit or score). Pass the result
-    in place of ``X`` (and without ``y``) to :meth:`AttentionProbe.fit`, ``score``,
-    ``evaluate`` or ``predict``. Float16 storage: about ``2 · L · H`` bytes per word pair.
+    ``gold`` is the treebank ``attentions`` was extracted from (needed to fit or score).
+    Pass the result in place of ``attentions`` (and without ``gold``) to
+    :meth:`AttentionProbe.fit`, ``score``, ``evaluate`` or ``predict``. Float16 storage:
+    about ``2 · L · H`` bytes per word pair.
     """
+    X, y = attentions, gold
     items = _items(X, y, need_emb=embeddings, need_attn=attention)
     return ProbeData(items, embeddings, attention, y is not None)
 
@@ -334,7 +342,7 @@ class AttentionProbe:
 
     def _fitted(self) -> None:
         if not hasattr(self, "module_"):
-            raise InputError("This AttentionProbe is not fitted yet; call fit(X, y) first.")
+            raise InputError("This AttentionProbe is not fitted yet; call fit(attentions, gold) first.")
 
     @property
     def _needs(self) -> tuple[bool, bool]:
@@ -368,10 +376,27 @@ class AttentionProbe:
         return items
 
     # --------------------------------------------------------------- training
-    def fit(self, X, y=None, *, dev=None) -> "AttentionProbe":
-        """Train on ``(X, y)``; with ``dev=(dev_set, dev_treebank)`` keep the epoch with the
-        best dev UAS (argmax decoding). ``X`` and ``dev`` may also be :class:`ProbeData`
-        (then without ``y``). Returns ``self``."""
+    @renamed(X="attentions", y="gold", dev="select_on")
+    def fit(self, attentions: Any, gold: Treebank | None = None, *,
+            select_on: tuple[Any, Any] | ProbeData | None = None) -> "AttentionProbe":
+        """Train on ``(attentions, gold)``.
+
+        Parameters
+        ----------
+        attentions : AttentionSet or ProbeData
+            Word-level attention of the training treebank (with input embeddings for the
+            ``+emb`` kinds), or features from :func:`probe_data` (then without ``gold``).
+        gold : Treebank
+            The training trees.
+        select_on : (attentions, gold) pair or ProbeData, optional
+            A held-out split: the epoch with its best UAS (argmax decoding) is kept.
+
+        Returns
+        -------
+        AttentionProbe
+            ``self``, fitted.
+        """
+        X, y, dev = attentions, gold, select_on
         import torch
         from tqdm.auto import tqdm
 
@@ -383,7 +408,7 @@ class AttentionProbe:
         if dev is None or isinstance(dev, ProbeData):
             dev_items = self._prepare(dev) if dev is not None else None
         else:
-            dev_items = self._prepare(*check_pair(dev, "dev"))
+            dev_items = self._prepare(*check_pair(dev, "select_on"))
         emb, _ = self._needs
         self.n_maps_ = items[0].A.shape[-1]
         self.embedding_dim_ = items[0].V.shape[1] if emb else 0
@@ -482,9 +507,12 @@ class AttentionProbe:
             total += int(it.scored.sum())
         return (correct / total if total else float("nan")), total
 
-    def predict(self, X, *, decode: str | None = None) -> list[np.ndarray]:
-        """Predicted heads of every sentence of ``X``: int ``[m]`` arrays in the CoNLL-U
-        convention (0 = root, ``i + 1`` = word i); ``-1`` for words cut away by truncation."""
+    @renamed(X="attentions")
+    def predict(self, attentions: Any, *, decode: str | None = None) -> list[np.ndarray]:
+        """Predicted heads of every sentence of ``attentions``: int ``[m]`` arrays in the
+        CoNLL-U convention (0 = root, ``i + 1`` = word i); ``-1`` for words cut away by
+        truncation."""
+        X = attentions
         self._fitted()
         decode = decode or self.decode
         if decode not in DECODERS:
@@ -497,21 +525,28 @@ class AttentionProbe:
             out.append(heads)
         return out
 
-    def score(self, X, y=None, *, decode: str | None = None) -> float:
-        """UAS (fraction of non-punctuation words given their gold head) on ``(X, y)``."""
+    @renamed(X="attentions", y="gold")
+    def score(self, attentions: Any, gold: Treebank | None = None, *,
+              decode: str | None = None) -> float:
+        """UAS (fraction of non-punctuation words given their gold head) on
+        ``(attentions, gold)``."""
+        X, y = attentions, gold
         self._fitted()
         decode = decode or self.decode
         if decode not in DECODERS:
             raise InputError(f"decode must be one of {DECODERS}, not {decode!r}.")
         return self._uas(self._prepare(X, y), decode)[0]
 
-    def evaluate(self, X, y=None) -> pd.DataFrame:
-        """UAS with both decoders: DataFrame indexed by ``decode`` with ``uas`` and
-        ``n_words`` (scored words: punctuation and truncated words left out)."""
+    @renamed(X="attentions", y="gold")
+    def evaluate(self, attentions: Any, gold: Treebank | None = None) -> Result:
+        """UAS with both decoders: a :class:`~attnkit.results.Result` whose table is
+        indexed by ``decode`` with ``uas`` and ``n_words`` (scored words: punctuation and
+        truncated words left out); ``meta`` holds the probe's ``kind``."""
+        X, y = attentions, gold
         self._fitted()
         items = self._prepare(X, y)
         rows = []
         for decode in DECODERS:
             uas, n = self._uas(items, decode)
             rows.append({"decode": decode, "uas": uas, "n_words": n})
-        return pd.DataFrame(rows).set_index("decode")
+        return Result(pd.DataFrame(rows).set_index("decode"), {"kind": self.kind})

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Iterable
-
 import numpy as np
 import pandas as pd
 
+from .._progress import progress as progress_bar
 from ..attention import Attention
 from ..errors import InputError
+from ..results import HeadResult
+from ..types import Attentions, as_collection
 
 STAT_COLUMNS = ["cls", "sep", "punct", "self", "next", "prev", "entropy", "cls_entropy"]
 
@@ -56,28 +57,52 @@ def uniform_row_entropy(att: Attention) -> float:
     return float(np.log(np.arange(1, n + 1)).mean()) if att.causal else float(np.log(n))
 
 
-def head_stats(attentions: Iterable[Attention]) -> pd.DataFrame:
-    """Average head behaviour over a corpus.
+def head_stats(attentions: Attentions, *, progress: bool = True) -> HeadResult:
+    """Average head behaviour over a corpus (Clark et al. 2019, §3).
 
     Parameters
     ----------
-    attentions : an :class:`~attnkit.corpus.AttentionSet` or any iterable of
-        :class:`Attention` with the same number of layers and heads.
+    attentions : AttentionSet, Attention or iterable of Attention
+        The inputs; all with the same number of layers and heads. One input counts as a
+        corpus of one.
+    progress : bool
+        Show a progress bar over the inputs.
 
     Returns
     -------
-    DataFrame indexed by ``(layer, head)`` (0-indexed) with columns :data:`STAT_COLUMNS`:
-    average attention to [CLS], [SEP], punctuation, self, next and previous position, mean
-    row entropy and [CLS]-row entropy (nats); each is computed per item, then averaged over
-    items (NaN-aware for ``cls_entropy``). ``attrs["n_items"]`` counts the items and
-    ``attrs["uniform_entropy"]`` is the mean row entropy uniform attention would have on
-    the same items (the baseline of Clark et al.'s Fig. 4).
+    HeadResult
+        ``table`` indexed by ``(layer, head)`` (0-indexed) with columns
+        :data:`STAT_COLUMNS`: average attention to [CLS], [SEP], punctuation, self, next
+        and previous position, mean row entropy and [CLS]-row entropy (nats); each is
+        computed per item, then averaged over items (NaN-aware for ``cls_entropy``).
+        ``meta["n_items"]`` counts the items and ``meta["uniform_entropy"]`` is the mean
+        row entropy uniform attention would have on the same items (the baseline of Clark
+        et al.'s Fig. 4). ``plot()`` draws the paper's Fig. 2 (attention to [CLS], [SEP]
+        and punctuation per layer).
+
+    Raises
+    ------
+    InputError
+        When there is no input, or inputs disagree on layers and heads.
+
+    Examples
+    --------
+    >>> import attnkit as ak
+    >>> from attnkit.testing import tiny_model
+    >>> model = tiny_model("bert", layers=2, heads=2)
+    >>> stats = ak.head_stats([model.attend("The cat sat on the mat.")], progress=False)
+    >>> stats.table.shape, stats.meta["n_items"]
+    ((4, 8), 1)
+    >>> bool(((stats["cls"] >= 0) & (stats["cls"] <= 1)).all())
+    True
     """
     total = None
     count = 0
     cls_count = 0
     uniform = 0.0
-    for att in attentions:
+    items = as_collection(attentions)
+    total_items = len(items) if hasattr(items, "__len__") else None
+    for att in progress_bar(items, show=progress, desc="head stats", total=total_items):
         uniform += uniform_row_entropy(att)
         s = item_stats(att)
         if total is None:
@@ -99,6 +124,15 @@ def head_stats(attentions: Iterable[Attention]) -> pd.DataFrame:
     L, H, _ = mean.shape
     index = pd.MultiIndex.from_product([range(L), range(H)], names=["layer", "head"])
     df = pd.DataFrame(mean.reshape(L * H, -1), index=index, columns=STAT_COLUMNS)
-    df.attrs["n_items"] = count
-    df.attrs["uniform_entropy"] = uniform / count
-    return df
+    return HeadResult(df, {"n_items": count, "uniform_entropy": uniform / count},
+                      value="cls", plot=_plot_stats)
+
+
+def _plot_stats(result: HeadResult, ax=None, value=None, **options):
+    if value is not None:
+        from ..plot.attention import plot_head_map
+
+        return plot_head_map(result.grid(value), value=value, ax=ax, **options)
+    from ..plot.stats import plot_special_attention
+
+    return plot_special_attention(result, ax=ax, **options).figure

@@ -25,12 +25,16 @@ touches only possessors followed by a clitic ("John 's dog"), not possessive pro
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
 
+from .._compat import renamed
+from ..data.conllu import Treebank
 from ..errors import InputError
+from ..results import HeadResult, Result
+from ..types import Attentions
 from ._align import aligned, check_pair
 
 #: The two ways a map is read; see the module docstring.
@@ -78,17 +82,25 @@ def _predict(maps: np.ndarray, transpose: bool) -> np.ndarray:
     return a.argmax(-1)
 
 
-def word_hits(attention_set, treebank, *, poss_rule: bool = False) -> WordHits:
+@renamed(attention_set="attentions", treebank="gold")
+def word_hits(attentions: Attentions, gold: Treebank, *, poss_rule: bool = False) -> WordHits:
     """Score every head (both directions) and every fixed offset on every word.
 
     Parameters
     ----------
-    attention_set : an :class:`~attnkit.corpus.AttentionSet` (or list of
-        :class:`~attnkit.attention.Attention`) extracted from ``treebank``, in its order.
-        Token-level items are pooled to words first.
-    treebank : the :class:`~attnkit.data.Treebank` with the gold trees.
-    poss_rule : apply the paper's possessive rule (see the module docstring).
+    attentions : AttentionSet or iterable of Attention
+        Extracted from ``gold``, in its order. Token-level items are pooled to words first.
+    gold : Treebank
+        The gold trees.
+    poss_rule : bool
+        Apply the paper's possessive rule (see the module docstring).
+
+    Returns
+    -------
+    WordHits
+        Per-word correctness of every head and offset.
     """
+    attention_set, treebank = attentions, gold
     hits, offs, deprels, upos = [], [], [], []
     skipped = 0
     offsets = np.array(OFFSETS)
@@ -146,41 +158,65 @@ def _group(hits: WordHits, subtypes: bool, skip: Sequence[str] = ("punct",)):
     return ["all"] + names, n, head_c, off_c
 
 
-def head_accuracy(attention_set=None, treebank=None, *, subtypes: bool = True,
-                  poss_rule: bool = False, skip: Sequence[str] = ("punct",),
-                  hits: WordHits | None = None) -> pd.DataFrame:
+@renamed(attention_set="attentions", treebank="gold")
+def head_accuracy(attentions: Attentions | None = None, gold: Treebank | None = None, *,
+                  subtypes: bool = True, poss_rule: bool = False,
+                  skip: Sequence[str] = ("punct",), hits: WordHits | None = None) -> HeadResult:
     """Accuracy of every head, in both directions, at every relation.
 
-    Returns a DataFrame indexed by ``relation`` ("all" first, then by frequency) with
-    columns ``(direction, layer, head)`` (0-indexed) holding accuracies in [0, 1];
-    ``df.attrs["n"]`` maps each relation to its number of words. Pass ``hits`` (from
-    :func:`word_hits`) to skip recomputing them. The "all" row counts every word except
-    those of the ``skip`` relations (punctuation by default, as in the paper's numbers).
+    Parameters
+    ----------
+    attentions, gold : AttentionSet and Treebank
+        As in :func:`word_hits` (omit both when ``hits`` is given).
+    subtypes, poss_rule, skip : as in :func:`relation_heads`.
+    hits : WordHits, optional
+        From :func:`word_hits`, to skip recomputing them.
+
+    Returns
+    -------
+    HeadResult
+        ``table`` indexed by ``(layer, head)`` (0-indexed), two rows per head (column
+        ``direction``: "dep->head" then "head->dep"), one column per relation ("all" first,
+        then by frequency) holding accuracies in [0, 1]. ``meta["n"]`` maps each relation to
+        its number of words. The "all" column counts every word except those of the
+        ``skip`` relations (punctuation by default, as in the paper's numbers).
+        ``plot()`` draws every head at every relation; ``grid(relation)`` the better
+        direction per head.
     """
-    hits = hits if hits is not None else word_hits(attention_set, treebank, poss_rule=poss_rule)
+    hits = hits if hits is not None else word_hits(attentions, gold, poss_rule=poss_rule)
     names, n, head_c, _ = _group(hits, subtypes, skip)
     _, _, L, H = head_c.shape
-    acc = head_c / np.maximum(n, 1)[:, None, None, None]
-    cols = pd.MultiIndex.from_product([DIRECTIONS, range(L), range(H)],
-                                      names=["direction", "layer", "head"])
-    df = pd.DataFrame(acc.reshape(len(names), -1), index=pd.Index(names, name="relation"),
-                      columns=cols)
-    df.attrs["n"] = dict(zip(names, n.tolist()))
-    return df
+    acc = head_c / np.maximum(n, 1)[:, None, None, None]  # [R, 2, L, H]
+    index = pd.MultiIndex.from_product([range(L), range(H)], names=["layer", "head"])
+    parts = []
+    for d, direction in enumerate(DIRECTIONS):
+        part = pd.DataFrame(acc[:, d].reshape(len(names), -1).T, index=index, columns=names)
+        part.insert(0, "direction", direction)
+        parts.append(part)
+    table = pd.concat(parts).sort_index(kind="stable")
+    return HeadResult(table, {"n": dict(zip(names, n.tolist())), "poss_rule": hits.poss_rule},
+                      value="all", plot=_plot_grid)
 
 
-def offset_accuracy(attention_set=None, treebank=None, *, subtypes: bool = True,
-                    poss_rule: bool = False, skip: Sequence[str] = ("punct",),
-                    hits: WordHits | None = None) -> pd.DataFrame:
-    """Accuracy of each fixed offset (columns :data:`OFFSETS`) at every relation (rows as in
-    :func:`head_accuracy`)."""
-    hits = hits if hits is not None else word_hits(attention_set, treebank, poss_rule=poss_rule)
+def _plot_grid(result: HeadResult, ax: Any = None, value: Any = None, **options: Any) -> Any:
+    from ..plot.syntax import plot_relation_grid
+
+    return plot_relation_grid(result, ax=ax, **options).figure
+
+
+@renamed(attention_set="attentions", treebank="gold")
+def offset_accuracy(attentions: Attentions | None = None, gold: Treebank | None = None, *,
+                    subtypes: bool = True, poss_rule: bool = False,
+                    skip: Sequence[str] = ("punct",), hits: WordHits | None = None) -> Result:
+    """Accuracy of each fixed offset (columns :data:`OFFSETS`) at every relation (rows
+    "all" first, then by frequency; ``meta["n"]`` words per relation), as in
+    :func:`head_accuracy`."""
+    hits = hits if hits is not None else word_hits(attentions, gold, poss_rule=poss_rule)
     names, n, _, off_c = _group(hits, subtypes, skip)
     acc = off_c / np.maximum(n, 1)[:, None]
     df = pd.DataFrame(acc, index=pd.Index(names, name="relation"),
                       columns=pd.Index(OFFSETS, name="offset"))
-    df.attrs["n"] = dict(zip(names, n.tolist()))
-    return df
+    return Result(df, {"n": dict(zip(names, n.tolist())), "poss_rule": hits.poss_rule})
 
 
 def head_label(layer: int, head: int) -> str:
@@ -188,28 +224,35 @@ def head_label(layer: int, head: int) -> str:
     return f"{layer + 1}-{head + 1}"
 
 
+@renamed(attention_set="attentions", treebank="gold")
 def relation_heads(
-    attention_set,
-    treebank=None,
+    attentions: Attentions | WordHits,
+    gold: Treebank | None = None,
     *,
-    select_on: tuple | None = None,
+    select_on: tuple[Any, Any] | WordHits | None = None,
     subtypes: bool = True,
     poss_rule: bool = False,
     min_count: int = 100,
     skip: Sequence[str] = ("punct",),
-) -> pd.DataFrame:
+) -> Result:
     """The best single head for every frequent relation, beside the best fixed offset.
 
-    ``(attention_set, treebank)`` is the split the accuracies are *reported* on (e.g. EWT
-    test). The head and the offset of each row are *chosen* on ``select_on``, a pair
-    ``(attention_set, treebank)`` of another split (e.g. EWT dev); without it they are
-    chosen on the reported split itself (``df.attrs["selected_on_report"]`` says so), which
-    overstates accuracy. Either side may also be a :class:`WordHits` from :func:`word_hits`
+    ``(attentions, gold)`` is the split the accuracies are *reported* on (e.g. EWT test).
+    The head and the offset of each row are *chosen* on ``select_on``, a pair
+    ``(attentions, gold)`` of another split (e.g. EWT dev); without it they are chosen on
+    the reported split itself (``meta["selected_on_report"]`` says so), which overstates
+    accuracy. Either side may also be a :class:`WordHits` from :func:`word_hits`
     (``relation_heads(test_hits, select_on=dev_hits)``) to reuse one pass over the data;
     ``poss_rule`` is then the one the hits were computed with.
 
     Parameters
     ----------
+    attentions : AttentionSet, iterable of Attention, or WordHits
+        Attention extracted from ``gold``, in its order (pooled to words when needed).
+    gold : Treebank
+        The gold trees of the reported split.
+    select_on : (attentions, gold) pair or WordHits, optional
+        The split heads and offsets are chosen on.
     subtypes : keep UD subtypes (``nmod:poss``) or fold them into the base relation (``nmod``).
     poss_rule : the paper's possessive rule (module docstring).
     min_count : keep relations with at least this many words in the reported split.
@@ -219,20 +262,43 @@ def relation_heads(
 
     Returns
     -------
-    DataFrame indexed by ``relation`` ("all" first, then by frequency) with columns
-    ``n`` (words in the reported split), ``layer``, ``head`` (0-indexed), ``direction``,
-    ``label`` (1-indexed "L-H"), ``accuracy``, ``offset``, ``offset_accuracy`` (reported
-    split, in [0, 1]), ``n_select``, ``select_accuracy``, ``offset_select_accuracy``
-    (the choosing split's scores of the chosen head and offset).
+    Result
+        ``table`` indexed by ``relation`` ("all" first, then by frequency) with columns
+        ``n`` (words in the reported split), ``layer``, ``head`` (0-indexed),
+        ``direction``, ``label`` (1-indexed "L-H"), ``accuracy``, ``offset``,
+        ``offset_accuracy`` (reported split, in [0, 1]), ``n_select``,
+        ``select_accuracy``, ``offset_select_accuracy`` (the choosing split's scores of the
+        chosen head and offset). ``meta``: ``selected_on_report``, ``subtypes``,
+        ``poss_rule``, ``n_skipped``. ``plot()`` draws the paper's Fig. 5 bars.
+
+    Raises
+    ------
+    InputError
+        When the treebank is missing or does not match the attention, or the two splits
+        come from different models or possessive rules.
+
+    Examples
+    --------
+    >>> import attnkit as ak
+    >>> from attnkit.data.paths import sample_treebank
+    >>> from attnkit.testing import tiny_model
+    >>> tb = ak.read_conllu(sample_treebank())
+    >>> dev, test = tb[:6], tb[6:]
+    >>> model = tiny_model("bert")
+    >>> table = ak.relation_heads(ak.extract(model, test, progress=False), test,
+    ...                           select_on=(ak.extract(model, dev, progress=False), dev),
+    ...                           min_count=1)
+    >>> table.meta["selected_on_report"], "all" in table.index
+    (False, True)
     """
-    if isinstance(attention_set, WordHits):
-        report_hits = attention_set
+    if isinstance(attentions, WordHits):
+        report_hits = attentions
         poss_rule = report_hits.poss_rule
     else:
-        if treebank is None:
-            raise InputError("relation_heads needs the treebank the attention set was "
-                             "extracted from: relation_heads(attention_set, treebank, ...).")
-        report_hits = word_hits(attention_set, treebank, poss_rule=poss_rule)
+        if gold is None:
+            raise InputError("relation_heads needs the treebank the attention was extracted "
+                             "from: relation_heads(attentions, treebank, ...).")
+        report_hits = word_hits(attentions, gold, poss_rule=poss_rule)
     if isinstance(select_on, WordHits):
         select_hits = select_on
         if select_hits.poss_rule != poss_rule:
@@ -277,16 +343,49 @@ def relation_heads(
         )
         rows.append(row)
     df = pd.DataFrame(rows).set_index("relation")
-    df.attrs.update(selected_on_report=select_on is None, subtypes=subtypes,
-                    poss_rule=poss_rule, n_skipped=report_hits.n_skipped)
-    return df
+    return Result(df, {"selected_on_report": select_on is None, "subtypes": subtypes,
+                       "poss_rule": poss_rule, "n_skipped": report_hits.n_skipped},
+                  plot=_plot_relations)
 
 
-def right_branching_uas(treebank, *, punct: bool = False) -> float:
-    """UAS of the right-branching baseline (each word's head is the next word; the last
-    word is the root), punctuation (UPOS ``PUNCT``) excluded unless ``punct=True``."""
+def _plot_relations(result: Result, ax: Any = None, **options: Any) -> Any:
+    from ..plot.syntax import plot_relation_heads
+
+    return plot_relation_heads(result, ax=ax, **options).figure
+
+
+@renamed(treebank="gold")
+def right_branching_uas(gold: Treebank, *, punct: bool = False) -> float:
+    """UAS of the right-branching baseline.
+
+    Each word's head is the next word and the last word is the root.
+
+    Parameters
+    ----------
+    gold : Treebank
+        The gold trees.
+    punct : bool
+        Count punctuation (UPOS ``PUNCT``) too; the paper leaves it out.
+
+    Returns
+    -------
+    float
+        Unlabelled attachment score in [0, 1].
+
+    Raises
+    ------
+    InputError
+        When the treebank has no scorable word.
+
+    Examples
+    --------
+    >>> import attnkit as ak
+    >>> from attnkit.data.paths import sample_treebank
+    >>> round(ak.right_branching_uas(ak.read_conllu(sample_treebank())), 3)
+    0.391
+    """
     correct = total = 0
-    for sent in treebank:
+    for sent in gold:
         m = len(sent)
         pred = np.arange(1, m + 1)
         pred[-1] = -1

@@ -40,3 +40,9 @@ def find_data(relative: str) -> Path:
 def sample_treebank() -> Path:
     """A small hand-annotated CoNLL-U sample shipped with attnkit (for demos without data)."""
     return Path(__file__).with_name("sample.conllu")
+
+
+def sample_coref() -> Path:
+    """Two hand-annotated documents with GUM-style ``Entity=`` coreference, shipped with
+    attnkit (for examples and tests)."""
+    return Path(__file__).with_name("coref_sample.conllu")

@@ -16,8 +16,12 @@ from typing import Iterable
 import numpy as np
 import pandas as pd
 
+from .._compat import renamed
+from .._progress import progress as progress_bar
 from ..attention import Attention
 from ..errors import EmptyInputError
+from ..results import HeadResult
+from ..types import Attentions, HeadId, Sources, as_collection
 from .compare import check_tokenization, head_edge_counts, js_divergence
 from .graph import attention_graph
 from .influence import influence
@@ -32,16 +36,6 @@ def _categories(att: Attention) -> np.ndarray:
     return cat
 
 
-def _progress(items, show: bool, desc: str, total: int | None = None):
-    if not show:
-        return items
-    from tqdm.auto import tqdm
-
-    if total is None and hasattr(items, "__len__"):
-        total = len(items)
-    return tqdm(items, total=total, desc=desc, unit="input")
-
-
 def _stats(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Mean and sample standard deviation (ddof=1; NaN for one input) along axis 0."""
     mean = values.mean(axis=0)
@@ -53,7 +47,7 @@ def _stats(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 class FlowSummary:
     """Result of :func:`flow_summary`.
 
-    heads : DataFrame indexed by (``layer``, ``head``): ``edges_mean``, ``edges_std``
+    heads : HeadResult indexed by (``layer``, ``head``): ``edges_mean``, ``edges_std``
         (graph edges the head makes per input) and ``share`` (fraction of inputs where
         it makes at least one).
     categories : DataFrame indexed by token category ("cls", "sep", "special", "punct",
@@ -67,7 +61,7 @@ class FlowSummary:
         ``top_share``.
     """
 
-    heads: pd.DataFrame
+    heads: HeadResult
     categories: pd.DataFrame
     tokens: pd.DataFrame
     per_input: pd.DataFrame
@@ -77,26 +71,62 @@ class FlowSummary:
         return len(self.per_input)
 
 
+@renamed(positional=("threshold", "alpha", "heads", "source", "progress"), atts="attentions",
+         source="sources")
 def flow_summary(
-    atts: Iterable[Attention],
+    attentions: Attentions,
+    *,
     threshold: float = 0.3,
+    heads: Iterable[HeadId] | None = None,
+    sources: Sources = None,
     alpha: float = 0.5,
-    heads=None,
-    source=None,
-    progress: bool = False,
+    progress: bool = True,
 ) -> FlowSummary:
     """Aggregate attention graphs, influence and per-head counts over many inputs.
 
-    ``atts`` is any iterable of :class:`~attnkit.Attention` (e.g. an ``AttentionSet`` of
-    all MRPC dev pairs); it is read once. Standard deviations are across inputs (ddof=1).
+    Parameters
+    ----------
+    attentions : AttentionSet or iterable of Attention
+        E.g. all MRPC dev pairs; read once.
+    threshold, heads, sources : as in :func:`attention_graph`
+        The same for every input.
+    alpha : float
+        Passed to :func:`influence`.
+    progress : bool
+        Show a progress bar over the inputs.
+
+    Returns
+    -------
+    FlowSummary
+        Per-head edge counts (a HeadResult), influence shares per token category and per
+        token string, and one row per input. Standard deviations are across inputs
+        (ddof=1).
+
+    Raises
+    ------
+    EmptyInputError
+        When there is no input.
+
+    Examples
+    --------
+    >>> import attnkit as ak
+    >>> from attnkit.testing import tiny_model
+    >>> model = tiny_model("bert")
+    >>> atts = [model.attend(t) for t in ["The cat sat on the mat.", "We read the review."]]
+    >>> summary = ak.flow_summary(atts, threshold=0.1, progress=False)
+    >>> summary.n_inputs, list(summary.heads.columns)
+    (2, ['edges_mean', 'edges_std', 'share'])
     """
     head_rows, cat_rows, tok_rows, inputs = [], [], [], []
     shape = None
-    for i, att in enumerate(_progress(atts, progress, "attention graphs")):
+    items = as_collection(attentions)
+    n_total = len(items) if hasattr(items, "__len__") else None
+    for i, att in enumerate(progress_bar(items, show=progress, desc="attention graphs",
+                                         total=n_total, unit="input")):
         if shape is None:
             shape = att.maps.shape[:2]
-        g = attention_graph(att, threshold=threshold, heads=heads, source=source)
-        inf = influence(g, alpha)
+        g = attention_graph(att, threshold=threshold, heads=heads, sources=sources)
+        inf = influence(g, alpha=alpha)
         head_rows.append(head_edge_counts(g))
         total = inf["score"].sum()
         share = inf["score"].to_numpy() / total if total > 0 else np.zeros(len(inf))
@@ -142,14 +172,16 @@ def flow_summary(
         share_std=("share", "std"), rating_mean=("rating", "mean"),
     ).sort_values("share_mean", ascending=False)
     per_input = pd.DataFrame(inputs, index=pd.RangeIndex(len(inputs), name="input"))
-    return FlowSummary(heads=head_df, categories=cat_df, tokens=tok_df, per_input=per_input)
+    meta = {"threshold": threshold, "alpha": alpha, "n_inputs": len(per_input)}
+    return FlowSummary(heads=HeadResult(head_df, meta, value="edges_mean"), categories=cat_df,
+                       tokens=tok_df, per_input=per_input)
 
 
 @dataclass
 class SetComparison:
     """Result of :func:`compare_sets`.
 
-    heads : DataFrame indexed by (``layer``, ``head``): ``jsd_mean``, ``jsd_std`` (per input
+    heads : HeadResult indexed by (``layer``, ``head``): ``jsd_mean``, ``jsd_std`` (per input
         mean over query rows, then across inputs), ``edges_a_mean``, ``edges_b_mean``,
         ``share_a``, ``share_b`` (fraction of inputs where the head makes an edge).
     categories : DataFrame indexed by token category: ``share_a``, ``share_b`` (mean
@@ -158,28 +190,62 @@ class SetComparison:
     n_inputs : number of paired inputs.
     """
 
-    heads: pd.DataFrame
+    heads: HeadResult
     categories: pd.DataFrame
     names: tuple[str, str]
     n_inputs: int
 
 
+@renamed(positional=("threshold", "alpha", "heads", "source", "names", "progress"),
+         set_a="attentions", set_b="other", source="sources")
 def compare_sets(
-    set_a: Iterable[Attention],
-    set_b: Iterable[Attention],
+    attentions: Attentions,
+    other: Attentions,
+    *,
     threshold: float = 0.3,
+    heads: Iterable[HeadId] | None = None,
+    sources: Sources = None,
     alpha: float = 0.5,
-    heads=None,
-    source=None,
     names: tuple[str, str] | None = None,
-    progress: bool = False,
+    progress: bool = True,
 ) -> SetComparison:
-    """Compare two models over the same inputs, pair by pair (input ``i`` of ``set_a`` with
-    input ``i`` of ``set_b``; every pair must share its tokenization).
+    """Compare two models over the same inputs, pair by pair.
 
-    Raises TokenizationMismatchError for the first pair tokenized differently (the message
-    names the input), EmptyInputError when there are no pairs or the sets differ in length.
+    Parameters
+    ----------
+    attentions, other : AttentionSet or iterable of Attention
+        Input ``i`` of one is paired with input ``i`` of the other; every pair must share
+        its tokenization.
+    threshold, heads, sources, alpha : as in :func:`compare`
+    names : (str, str), optional
+        Display names of the two models.
+    progress : bool
+        Show a progress bar over the pairs.
+
+    Returns
+    -------
+    SetComparison
+        Per-head divergence and edge counts (a HeadResult) and per-category influence
+        shares of both models.
+
+    Raises
+    ------
+    TokenizationMismatchError
+        For the first pair tokenized differently (the message names the input).
+    EmptyInputError
+        When there are no pairs or the sets differ in length.
+
+    Examples
+    --------
+    >>> import attnkit as ak
+    >>> from attnkit.testing import tiny_model
+    >>> texts = ["The cat sat on the mat.", "We read the review."]
+    >>> a = [tiny_model("bert", seed=0).attend(t) for t in texts]
+    >>> b = [tiny_model("bert", seed=1).attend(t) for t in texts]
+    >>> ak.compare_sets(a, b, progress=False).n_inputs
+    2
     """
+    set_a, set_b = attentions, other
     jsds, ea, eb, shares, cats_seen = [], [], [], [], []
     shape = None
     total = None
@@ -189,7 +255,8 @@ def compare_sets(
                                   "compare_sets pairs input i of one with input i of the other.")
         total = len(set_a)
     pairs = zip(set_a, set_b)
-    for i, (a, b) in enumerate(_progress(pairs, progress, "pairs", total)):
+    for i, (a, b) in enumerate(progress_bar(pairs, show=progress, desc="pairs", total=total,
+                                            unit="pair")):
         if names is None:
             names = (a.model or "a", b.model or "b")
         try:
@@ -199,14 +266,14 @@ def compare_sets(
         if shape is None:
             shape = a.maps.shape[:2]
         jsds.append(js_divergence(a.maps, b.maps).mean(-1))
-        ga = attention_graph(a, threshold=threshold, heads=heads, source=source)
-        gb = attention_graph(b, threshold=threshold, heads=heads, source=source)
+        ga = attention_graph(a, threshold=threshold, heads=heads, sources=sources)
+        gb = attention_graph(b, threshold=threshold, heads=heads, sources=sources)
         ea.append(head_edge_counts(ga))
         eb.append(head_edge_counts(gb))
         cats = _categories(a)
         row = []
         for g in (ga, gb):
-            s = influence(g, alpha)["score"].to_numpy()
+            s = influence(g, alpha=alpha)["score"].to_numpy()
             s = s / s.sum() if s.sum() > 0 else np.zeros_like(s)
             row.append([s[cats == c].sum() if (cats == c).any() else np.nan for c in CATEGORIES])
         shares.append(row)
@@ -230,5 +297,7 @@ def compare_sets(
             "delta_mean": np.nanmean(delta, axis=0),
             "delta_std": np.nanstd(delta, axis=0, ddof=1),
         }, index=pd.Index(CATEGORIES, name="category"))
-    return SetComparison(heads=heads_df, categories=cat_df, names=tuple(names),
+    heads_res = HeadResult(heads_df, {"names": tuple(names), "threshold": threshold},
+                           value="jsd_mean")
+    return SetComparison(heads=heads_res, categories=cat_df, names=tuple(names),
                          n_inputs=len(jsds))

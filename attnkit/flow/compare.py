@@ -9,13 +9,17 @@ edges reach at level ``l``.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Iterable
 
 import networkx as nx
 import numpy as np
 import pandas as pd
 
+from .._compat import renamed
 from ..attention import Attention
 from ..errors import InputError, TokenizationMismatchError
+from ..results import HeadResult
+from ..types import AttentionLike, HeadId, Sources
 from .graph import attention_graph
 from .influence import influence
 
@@ -35,7 +39,7 @@ class Comparison:
         ``tokens_a``, ``tokens_b`` (positions reached in that layer), ``heads_both``,
         ``heads_a``, ``heads_b`` (heads making at least one edge) and their counts
         ``n_tokens_*``, ``n_heads_*``, plus ``edges_both``/``edges_a``/``edges_b``.
-    heads : DataFrame indexed by (``layer``, ``head``): ``jsd`` (Jensen-Shannon divergence
+    heads : HeadResult indexed by (``layer``, ``head``): ``jsd`` (Jensen-Shannon divergence
         between the two models' attention rows, base 2 so in [0, 1], averaged over all
         query positions), ``jsd_max`` (largest row), ``jsd_source`` (the source rows, last
         layer only, else NaN), ``edges_a``, ``edges_b`` (graph edges the head makes) and
@@ -49,7 +53,7 @@ class Comparison:
     graph_b: nx.DiGraph
     union: nx.DiGraph
     layers: pd.DataFrame
-    heads: pd.DataFrame
+    heads: HeadResult
     influence: pd.DataFrame
 
 
@@ -92,24 +96,53 @@ def js_divergence(p: np.ndarray, q: np.ndarray) -> np.ndarray:
     return np.clip(0.5 * kl(p) + 0.5 * kl(q), 0.0, 1.0)
 
 
+@renamed(positional=("threshold", "heads", "source", "alpha", "names"), att_a="attentions",
+         att_b="other", source="sources")
 def compare(
-    att_a: Attention,
-    att_b: Attention,
+    attentions: AttentionLike,
+    other: AttentionLike,
+    *,
     threshold: float = 0.3,
-    heads=None,
-    source=None,
+    heads: Iterable[HeadId] | None = None,
+    sources: Sources = None,
     alpha: float = 0.5,
     names: tuple[str, str] | None = None,
 ) -> Comparison:
-    """Compare two models' attention on the same input.
+    """Compare two models' (or two measures') attention on the same input.
 
-    Both graphs are traced with the same ``threshold``, ``heads`` and ``source`` (see
-    :func:`attention_graph`); ``alpha`` is passed to :func:`influence`. ``names`` default
-    to the attentions' ``model`` names (or "a"/"b").
+    Parameters
+    ----------
+    attentions, other : Attention
+        The two attentions ("a" and "b"), on the same tokens.
+    threshold, heads, sources : as in :func:`attention_graph`
+        Both graphs are traced with the same settings.
+    alpha : float
+        Passed to :func:`influence`.
+    names : (str, str), optional
+        Display names; default the attentions' ``model`` names (or "a"/"b").
 
-    Raises TokenizationMismatchError when the tokens differ, InputError when the models
-    have different numbers of layers or heads.
+    Returns
+    -------
+    Comparison
+        Both graphs, their union, per-layer and per-head tables, influence of both.
+
+    Raises
+    ------
+    TokenizationMismatchError
+        When the tokens differ.
+    InputError
+        When the models have different numbers of layers or heads.
+
+    Examples
+    --------
+    >>> import numpy as np, attnkit as ak
+    >>> a = ak.Attention.from_maps(np.array([[[[1, 0], [1, 0]]]]), ["x", "y"], model="A")
+    >>> b = ak.Attention.from_maps(np.array([[[[1, 0], [0, 1]]]]), ["x", "y"], model="B")
+    >>> cmp = ak.compare(a, b, sources=[1])
+    >>> cmp.names, round(float(cmp.heads.loc[(0, 0), "jsd"]), 3)
+    (('A', 'B'), 0.5)
     """
+    att_a, att_b = attentions, other
     if names is None:
         na, nb = att_a.model or "a", att_b.model or "b"
         names = (na, nb) if na != nb else (f"{na} (a)", f"{nb} (b)")
@@ -121,17 +154,19 @@ def compare(
             f"{att_a.n_heads} heads, {names[1]} has {att_b.n_layers} x {att_b.n_heads}; "
             "per-layer and per-head comparison needs the same architecture."
         )
-    ga = attention_graph(att_a, threshold=threshold, heads=heads, source=source)
-    gb = attention_graph(att_b, threshold=threshold, heads=heads, source=source)
+    ga = attention_graph(att_a, threshold=threshold, heads=heads, sources=sources)
+    gb = attention_graph(att_b, threshold=threshold, heads=heads, sources=sources)
     union = _union(ga, gb, names)
     layers = _layers(ga, gb)
     head_df = _heads(att_a, att_b, ga, gb)
-    ia, ib = influence(ga, alpha), influence(gb, alpha)
+    ia, ib = influence(ga, alpha=alpha), influence(gb, alpha=alpha)
     inf = pd.DataFrame({"token": ia["token"], "score_a": ia["score"], "score_b": ib["score"],
                         "rating_a": ia["rating"], "rating_b": ib["rating"],
                         "delta": ib["score"] - ia["score"]}, index=ia.index)
     return Comparison(names=names, graph_a=ga, graph_b=gb, union=union, layers=layers,
-                      heads=head_df, influence=inf)
+                      heads=HeadResult(head_df, {"names": names, "threshold": threshold},
+                                       value="jsd"),
+                      influence=inf)
 
 
 def _which(in_a: bool, in_b: bool) -> str:

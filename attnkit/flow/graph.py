@@ -22,27 +22,35 @@ import networkx as nx
 import numpy as np
 import pandas as pd
 
+from .._compat import renamed
 from ..attention import Attention
 from ..errors import InputError
+from ..types import AttentionLike, HeadId, Sources
 
 Node = tuple[int, int]
 
 
+@renamed(positional=("threshold", "heads", "source"), att="attentions", source="sources")
 def attention_graph(
-    att: Attention,
+    attentions: AttentionLike,
+    *,
     threshold: float = 0.3,
-    heads: Iterable[tuple[int, int]] | None = None,
-    source=None,
+    heads: Iterable[HeadId] | None = None,
+    sources: Sources = None,
 ) -> nx.DiGraph:
-    """Trace the attention graph of one input backward from its source.
+    """Trace the attention graph of one input backward from its sources (DeRose et al. 2020).
 
     Parameters
     ----------
-    att : Attention with maps ``[L, H, n, n]`` (rows = from, columns = to).
-    threshold : an attention weight must be strictly greater than this to make an edge.
-    heads : optional ``(layer, head)`` pairs (0-indexed, ``layer`` = maps index) whose
-        attention may create edges; ``None`` allows every head.
-    source : where tracing starts. ``None``: ``(L, first [CLS] position)``, or ``(L, n - 1)``
+    attentions : Attention
+        One input's attention, maps ``[L, H, n, n]`` (rows = from, columns = to).
+    threshold : float
+        An attention weight must be strictly greater than this to make an edge.
+    heads : iterable of (layer, head), optional
+        Pairs (0-indexed, ``layer`` = maps index) whose attention may create edges;
+        ``None`` allows every head.
+    sources : int, list of int, list of (level, position), or None
+        Where tracing starts. ``None``: ``(L, first [CLS] position)``, or ``(L, n - 1)``
         for a causal model or an input without [CLS]. An int or a list of ints: positions
         at level ``L``. A list of ``(level, position)`` node ids: those nodes.
 
@@ -54,16 +62,30 @@ def attention_graph(
     order) and ``weight`` (the largest). Graph attributes: ``tokens``, ``roles``, ``n_layers``,
     ``n_heads``, ``source`` (list of node ids), ``threshold``, ``heads`` (the allowed pairs,
     or None).
+
+    Raises
+    ------
+    InputError
+        For a threshold outside [0, 1), heads or sources outside the model.
+
+    Examples
+    --------
+    >>> import numpy as np, attnkit as ak
+    >>> maps = np.array([[[[1, 0, 0], [0.5, 0.5, 0], [0.2, 0.2, 0.6]]]])  # 1 layer, 1 head
+    >>> g = ak.attention_graph(ak.Attention.from_maps(maps, ["a", "b", "c"]), sources=[2])
+    >>> sorted(g.edges)
+    [((1, 2), (0, 2))]
     """
+    att = attentions
     maps = att.maps
     n_layers, n_heads, n, _ = maps.shape
     if not 0.0 <= float(threshold) < 1.0:
         raise InputError(f"threshold must lie in [0, 1); got {threshold}. Edges need "
                          "attention > threshold, and attention weights are at most 1.")
     allowed, heads_list = _allowed_heads(heads, n_layers, n_heads)
-    sources = resolve_source(att, source)
+    source_nodes = resolve_source(att, sources)
     with _gc_paused():
-        return _trace(att, float(threshold), allowed, heads_list, sources)
+        return _trace(att, float(threshold), allowed, heads_list, source_nodes)
 
 
 @contextmanager
@@ -128,8 +150,8 @@ def _trace(att, threshold, allowed, heads_list, sources) -> nx.DiGraph:
     return g
 
 
-def resolve_source(att: Attention, source=None) -> list[Node]:
-    """The source node ids :func:`attention_graph` starts from (see its ``source``)."""
+def resolve_source(att: AttentionLike, source: Sources = None) -> list[Node]:
+    """The source node ids :func:`attention_graph` starts from (see its ``sources``)."""
     n_layers = att.maps.shape[0]
     n = len(att)
     if source is None:
@@ -198,7 +220,8 @@ def _copy_graph_attrs(src: nx.DiGraph, dst: nx.DiGraph) -> nx.DiGraph:
     return dst
 
 
-def subgraph_through(g: nx.DiGraph, nodes) -> nx.DiGraph:
+@renamed(g="graph")
+def subgraph_through(graph: nx.DiGraph, nodes: Iterable[Node | int] | Node | int) -> nx.DiGraph:
     """The paper's brushing: the part of ``g`` that passes through every selected node.
 
     For one node ``v`` the subgraph through ``v`` holds every edge on a path from the
@@ -210,6 +233,7 @@ def subgraph_through(g: nx.DiGraph, nodes) -> nx.DiGraph:
     Returns a new DiGraph with the node/edge attributes of ``g`` and graph attribute
     ``selected`` (the node ids).
     """
+    g = graph
     items = [nodes] if isinstance(nodes, (int, np.integer, tuple)) else list(nodes)
     if not items:
         raise InputError("Select at least one node.")
@@ -254,13 +278,15 @@ class PathQuery:
     n_paths: int
 
 
-def paths_between(g: nx.DiGraph, a, b) -> PathQuery:
+@renamed(g="graph")
+def paths_between(graph: nx.DiGraph, a: Node | int, b: Node | int) -> PathQuery:
     """All paths in ``g`` between nodes ``a`` and ``b`` in different levels.
 
     The node with the higher level is the start (edges point down). Nodes are
     ``(level, position)`` ids or ints meaning input positions. When no path joins them the
     result is empty (``n_paths == 0``).
     """
+    g = graph
     a, b = _as_node(g, a), _as_node(g, b)
     if a[0] == b[0]:
         raise InputError(f"Nodes {a} and {b} are in the same level; a path query joins "

@@ -29,6 +29,7 @@ import networkx as nx
 import numpy as np
 import pandas as pd
 
+from .._compat import renamed
 from ..errors import InputError
 
 
@@ -42,14 +43,39 @@ def head_counts(g: nx.DiGraph) -> np.ndarray:
     return counts
 
 
-def influence(g: nx.DiGraph, alpha: float = 0.5) -> pd.DataFrame:
-    """Influence of every input position on the source of the attention graph ``g``.
+@renamed(positional=("alpha",), g="graph")
+def influence(graph: nx.DiGraph, *, alpha: float = 0.5) -> pd.DataFrame:
+    """Influence of every input position on the source of an attention graph.
 
-    Returns a DataFrame indexed by ``position`` (0..n-1) with columns ``token``, ``role``,
-    ``score`` (``I(w)`` of the module docstring: the layer-weighted mean head count),
-    ``rating`` (0-5) and ``heads`` (the unweighted total of head edges entering ``w``
-    in any layer).
+    Parameters
+    ----------
+    graph : networkx.DiGraph
+        From :func:`attention_graph`.
+    alpha : float
+        Each earlier layer's head counts are down-weighted by this factor (in (0, 1]).
+
+    Returns
+    -------
+    pandas.DataFrame
+        Indexed by ``position`` (0..n-1) with columns ``token``, ``role``, ``score``
+        (``I(w)`` of the module docstring: the layer-weighted mean head count), ``rating``
+        (0-5) and ``heads`` (the unweighted total of head edges entering ``w`` in any
+        layer).
+
+    Raises
+    ------
+    InputError
+        For ``alpha`` outside (0, 1] or a graph not made by :func:`attention_graph`.
+
+    Examples
+    --------
+    >>> import numpy as np, attnkit as ak
+    >>> maps = np.array([[[[1, 0, 0], [0.5, 0.5, 0], [0.2, 0.2, 0.6]]]])
+    >>> g = ak.attention_graph(ak.Attention.from_maps(maps, ["a", "b", "c"]), sources=[2])
+    >>> ak.influence(g)["score"].tolist()
+    [0.0, 0.0, 1.0]
     """
+    g = graph
     if not 0.0 < float(alpha) <= 1.0:
         raise InputError(f"alpha must lie in (0, 1]; got {alpha}. It down-weights each "
                          "earlier layer by that factor.")

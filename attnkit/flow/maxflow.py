@@ -46,26 +46,29 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import breadth_first_order, maximum_flow
 
-from ..attention import Attention
+from .._compat import renamed
 from ..errors import InputError
+from ..types import AttentionLike
 from .rollout import residual_attention
 
 _MAX_CHUNK = 256
 _MAX_ENTRIES = 3_000_000  # CSR entries per union graph (memory ~ 100 bytes per entry)
 
 
+@renamed(positional=("sources", "residual", "rtol", "return_bounds"), att="attentions")
 def attention_flow(
-    att: Attention,
+    attentions: AttentionLike,
+    *,
     sources: int | Iterable[int] | str | None = None,
     residual: float = 0.5,
     rtol: float = 1e-11,
     return_bounds: bool = False,
-):
+) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
     """Maximum attention flow from top-level positions to every input token.
 
     Parameters
     ----------
-    att : the :class:`~attnkit.Attention` of one input (maps ``[L, H, n, n]``).
+    attentions : the :class:`~attnkit.Attention` of one input (maps ``[L, H, n, n]``).
     sources : where the flow starts, at the last level (the output of the last layer).
         ``None``: the default source of :func:`~attnkit.flow.attention_graph` (the first
         [CLS], or the last token of a causal model or an input without [CLS]); an int: that
@@ -87,7 +90,8 @@ def attention_flow(
     layers takes about 3 s on 2 shared CPU cores (docs/benchmarks.md), so ``"all"`` on long
     inputs takes ``n`` times as long.
     """
-    caps = residual_attention(att, residual)
+    att = attentions
+    caps = residual_attention(att, residual=residual)
     n = caps.shape[1]
     single = sources is None or isinstance(sources, (int, np.integer))
     if sources is None:
@@ -105,7 +109,8 @@ def attention_flow(
     return (lower, upper) if return_bounds else lower
 
 
-def flow_network(att: Attention, residual: float = 0.5) -> nx.DiGraph:
+@renamed(positional=("residual",), att="attentions")
+def flow_network(attentions: AttentionLike, *, residual: float = 0.5) -> nx.DiGraph:
     """The flow network of :func:`attention_flow` as a networkx graph.
 
     Nodes ``(level, position)`` with attributes ``level``, ``position``, ``token``; an edge
@@ -114,7 +119,8 @@ def flow_network(att: Attention, residual: float = 0.5) -> nx.DiGraph:
     ``attention_flow(att, s)[k]``. Holds ``(L + 1) n`` nodes and up to ``L n**2`` edges:
     meant for checking and small inputs.
     """
-    caps = residual_attention(att, residual)
+    att = attentions
+    caps = residual_attention(att, residual=residual)
     n_layers, n, _ = caps.shape
     g = nx.DiGraph(tokens=list(att.tokens), n_layers=n_layers, residual=residual)
     for level in range(n_layers + 1):

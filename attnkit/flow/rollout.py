@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..attention import Attention
+from .._compat import renamed
 from ..errors import InputError
+from ..types import AttentionLike
 
 
-def residual_attention(att: Attention, residual: float = 0.5) -> np.ndarray:
+@renamed(positional=("residual",), att="attentions")
+def residual_attention(attentions: AttentionLike, *, residual: float = 0.5) -> np.ndarray:
     """The per-layer matrices ``Â`` that rollout and attention flow use.
 
     Heads are averaged, the residual connection is modelled by mixing in the identity,
@@ -27,7 +29,7 @@ def residual_attention(att: Attention, residual: float = 0.5) -> np.ndarray:
     """
     if not 0.0 <= residual <= 1.0:
         raise InputError(f"residual must lie in [0, 1]; got {residual}.")
-    maps = np.asarray(att.maps, dtype=np.float64)
+    maps = np.asarray(attentions.maps, dtype=np.float64)
     if maps.shape[0] == 0 or maps.shape[1] == 0 or maps.shape[2] == 0:
         raise InputError(f"Attention maps are empty (shape {maps.shape}); nothing to roll out.")
     if not np.all(np.isfinite(maps)) or np.any(maps < 0):
@@ -42,17 +44,42 @@ def residual_attention(att: Attention, residual: float = 0.5) -> np.ndarray:
     return a / sums
 
 
-def rollout(att: Attention, residual: float = 0.5, all_layers: bool = False) -> np.ndarray:
+@renamed(positional=("residual", "all_layers"), att="attentions")
+def rollout(attentions: AttentionLike, *, residual: float = 0.5, all_layers: bool = False) -> np.ndarray:
     """Attention rollout: products of :func:`residual_attention` from the first layer up.
 
     ``R_1 = Â_1`` and ``R_l = Â_l @ R_{l-1}``, so ``R_l[q, k]`` is the share of position
     ``q`` at level ``l`` that comes from input token ``k`` (rows sum to 1).
 
-    Returns float64 ``[n, n]`` (``R_L``: rows = positions at the last layer, columns =
-    input tokens), or ``[L, n, n]`` with every ``R_l`` when ``all_layers=True``
-    (``[l - 1]`` holds level ``l``; ``[-1]`` is the default result).
+    Parameters
+    ----------
+    attentions : Attention
+        One input's attention (any measure; rows are renormalised).
+    residual : float
+        Weight of the identity in ``(1 - residual) A + residual I``.
+    all_layers : bool
+        Return every ``R_l``, not only the last.
+
+    Returns
+    -------
+    numpy.ndarray
+        float64 ``[n, n]`` (``R_L``: rows = positions at the last layer, columns = input
+        tokens), or ``[L, n, n]`` with every ``R_l`` when ``all_layers=True``
+        (``[l - 1]`` holds level ``l``; ``[-1]`` is the default result).
+
+    Raises
+    ------
+    InputError
+        For ``residual`` outside [0, 1], or empty, negative or non-finite maps.
+
+    Examples
+    --------
+    >>> import numpy as np, attnkit as ak
+    >>> maps = np.array([[[[1, 0], [0.5, 0.5]]], [[[0.5, 0.5], [0.5, 0.5]]]])  # 2 layers
+    >>> ak.rollout(ak.Attention.from_maps(maps, ["a", "b"])).round(3).tolist()
+    [[0.625, 0.375], [0.625, 0.375]]
     """
-    a = residual_attention(att, residual)
+    a = residual_attention(attentions, residual=residual)
     out = np.empty_like(a)
     acc = a[0]
     out[0] = acc

@@ -17,7 +17,8 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
-from ..analysis.coref import coref_heads, coref_predictions, coref_summary, split_documents
+from ..analysis.coref import (coref_heads, coref_predictions, coref_rows, coref_summary,
+                              split_documents)
 from ..data.coref import Document, read_coref
 from ..data.paths import find_data
 from ..errors import InputError
@@ -98,19 +99,19 @@ def run_coref(
                    progress=progress)
     ev = coref_predictions(sset, docs)
     half_a, half_b = split_documents(docs)
+    ev_a, ev_b = ev.subset(half_a), ev.subset(half_b)
     heads = {
-        "A->B": coref_heads(ev, select_on=half_a, report_on=half_b),
-        "B->A": coref_heads(ev, select_on=half_b, report_on=half_a),
+        "A->B": coref_heads(ev_b, select_on=ev_a),
+        "B->A": coref_heads(ev_a, select_on=ev_b),
         "all": coref_heads(ev),
     }
     parts = []
     for split, table in heads.items():
-        s = coref_summary(table).reset_index()
+        s = coref_summary(table).table.reset_index()
         s.insert(0, "split", split)
-        s["lost"] = table.attrs["lost"]
+        s["lost"] = table.meta["lost"]
         parts.append(s)
     summary = pd.concat(parts, ignore_index=True)
-    summary.attrs["max_tokens"] = limit
     result = {"heads": heads, "summary": summary, "evaluation": ev,
               "documents": ev.documents, "splits": {"A": half_a, "B": half_b},
               "max_tokens": limit, "extraction": dict(sset.run_info)}
@@ -130,7 +131,7 @@ def write_coref(result: dict[str, Any], out: str | Path) -> list[Path]:
     written = []
     for split, table in result["heads"].items():
         p = out / f"coref_heads_{split.replace('->', '_to_')}.csv"
-        table.to_csv(p, index=False)
+        coref_rows(table).to_csv(p, index=False)
         written.append(p)
     for name, df in (("coref_summary.csv", result["summary"]),
                      ("coref_mentions.csv", result["evaluation"].mentions),

@@ -52,14 +52,14 @@ def run_general(
     counts = beh.groupby(level="layer", observed=False).value_counts().unstack(fill_value=0)
     per_layer = per_layer.join(counts.add_prefix("n "))
     per_layer.index = per_layer.index + 1  # displayed 1-indexed, as in the paper
-    summary = {"items": len(items), "uniform_entropy": stats.attrs["uniform_entropy"],
-               "stress1": emb.attrs["stress1"], **cluster_summary(dist)}
+    summary = {"items": len(items), "uniform_entropy": stats.meta["uniform_entropy"],
+               "stress1": emb.meta["stress1"], **cluster_summary(dist)}
     result = {"stats": stats, "behaviours": beh, "distances": dist, "embedding": emb,
               "per_layer": per_layer, "summary": summary, "importance": None}
     if model is not None and importance_inputs:
         imp = attention_importance(model, importance_inputs, batch_size=16)
         result["importance"] = imp
-        summary["importance_objective"] = imp.attrs["objective"]
+        summary["importance_objective"] = imp.meta["objective"]
         summary["importance_items"] = len(importance_inputs)
     if out is not None:
         write_general(result, out)

@@ -73,6 +73,12 @@ def head_table(
     (default: one more than the largest layer and head in the index).
     Returns the table and the metric's name.
     """
+    from ..results import HeadResult, Result
+
+    if isinstance(data, HeadResult) and "direction" in data.columns:
+        return data.grid(value), data._value(value)
+    if isinstance(data, Result):
+        data = data.table
     if isinstance(data, np.ndarray):
         arr = np.asarray(data, dtype=np.float64)
         if arr.ndim != 2:

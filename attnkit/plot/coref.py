@@ -7,26 +7,29 @@ import pandas as pd
 
 from ..analysis.coref import ACCURACY_COLUMNS, BASELINE_NAMES
 from ..errors import InputError
+from ..results import HeadResult
 from ._prep import figure_axes
 
 
-def _check(table: pd.DataFrame) -> None:
-    need = {"kind", "name", "layer", "head", "selected", *ACCURACY_COLUMNS}
-    if not need <= set(table.columns):
+def _check(table) -> tuple[pd.DataFrame, dict]:
+    need = {"name", "selected", *ACCURACY_COLUMNS}
+    if not isinstance(table, HeadResult) or not need <= set(table.columns) or "baselines" not in table.meta:
         raise InputError(
-            f"Expected a coref_heads() table with columns {sorted(need)}; got "
-            f"{list(table.columns)}."
+            f"Expected a coref_heads() result (per-head columns {sorted(need)}); got "
+            f"{type(table).__name__}."
         )
+    return table.table, table.meta
 
 
-def plot_coref_accuracy(table: pd.DataFrame, ax=None, *, title: str | None = None):
+def plot_coref_accuracy(table: HeadResult, ax=None, *, title: str | None = None):
     """Grouped bars: accuracy (%) per mention type (all, pronoun, proper, nominal) of the
     three baselines and of the selected head of a :func:`coref_heads` table.
 
     The head is labelled "Head L-H" (1-indexed). Returns the matplotlib Axes.
     """
-    _check(table)
-    rows = table[(table["kind"] == "baseline") | table["selected"]]
+    heads, meta = _check(table)
+    base = meta["baselines"].assign(kind="baseline").reset_index()
+    rows = pd.concat([base, heads[heads["selected"]].assign(kind="head")], ignore_index=True)
     _, ax = figure_axes(ax, (7, 3.6), pyplot=True)
     groups = list(ACCURACY_COLUMNS)
     x = np.arange(len(groups))
@@ -42,18 +45,18 @@ def plot_coref_accuracy(table: pd.DataFrame, ax=None, *, title: str | None = Non
             if np.isfinite(v):
                 ax.text(b.get_x() + b.get_width() / 2, b.get_height() + 1, f"{v:.0f}",
                         ha="center", va="bottom", fontsize=7)
-    n = table.attrs.get("n", {})
+    n = meta.get("n", {})
     ax.set_xticks(x, [f"{g}\n(n={n[g]})" if g in n else g for g in groups])
     ax.set_ylabel("antecedent accuracy (%)")
     ax.set_ylim(0, 105)
     ax.legend(fontsize=8, ncol=2, loc="upper left", frameon=False)
     if title is None:
-        title = _title(table)
+        title = _title(meta)
     ax.set_title(title, fontsize=9)
     return ax
 
 
-def plot_coref_heads(table: pd.DataFrame, ax=None, *, column: str = "all",
+def plot_coref_heads(table: HeadResult, ax=None, *, column: str = "all",
                      title: str | None = None):
     """Heatmap of every head's accuracy (%) on one mention type (``column``), layers as rows
     and heads as columns (both labelled 1-indexed); the selected head is boxed.
@@ -62,13 +65,12 @@ def plot_coref_heads(table: pd.DataFrame, ax=None, *, column: str = "all",
     """
     from matplotlib.patches import Rectangle
 
-    _check(table)
+    heads, meta = _check(table)
     if column not in ACCURACY_COLUMNS:
         raise InputError(f"column must be one of {ACCURACY_COLUMNS}, not {column!r}.")
-    heads = table[table["kind"] == "head"]
-    L, H = int(heads["layer"].max()) + 1, int(heads["head"].max()) + 1
-    grid = np.full((L, H), np.nan)
-    grid[heads["layer"].to_numpy(int), heads["head"].to_numpy(int)] = heads[column] * 100
+    grid = table.grid(column) * 100
+    L, H = grid.shape
+    heads = heads.reset_index()
     _, ax = figure_axes(ax, (0.45 * H + 1.8, 0.4 * L + 1.2), pyplot=True)
     im = ax.imshow(grid, cmap="viridis", aspect="auto", vmin=0)
     ax.figure.colorbar(im, ax=ax, label=f"accuracy (%), {column}")
@@ -80,12 +82,11 @@ def plot_coref_heads(table: pd.DataFrame, ax=None, *, column: str = "all",
     for _, r in sel.iterrows():
         ax.add_patch(Rectangle((r["head"] - 0.5, r["layer"] - 0.5), 1, 1, fill=False,
                                edgecolor="#d95f02", linewidth=2))
-    ax.set_title(title if title is not None else _title(table), fontsize=9)
+    ax.set_title(title if title is not None else _title(meta), fontsize=9)
     return ax
 
 
-def _title(table: pd.DataFrame) -> str:
-    a = table.attrs
+def _title(a: dict) -> str:
     if not a:
         return "Coreference heads"
     where = (f"{a.get('documents', '?')} docs" +

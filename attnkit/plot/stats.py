@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError
+from ..results import table_and_meta
 from ._prep import figure_axes
 
 _COLOURS = {
@@ -54,6 +55,7 @@ def plot_special_attention(stats: pd.DataFrame, ax=None, columns=("cls", "sep", 
     attention, averaged over all from-positions and items) and a line through each
     layer's mean.
     """
+    stats, _ = table_and_meta(stats)
     _need(stats, list(columns), "plot_special_attention()")
     fig, ax = figure_axes(ax, (5.5, 3.4))
     offsets = np.linspace(-0.15, 0.15, len(columns))
@@ -75,12 +77,13 @@ def plot_entropy(stats: pd.DataFrame, uniform_entropy: float | None = None, ax=N
     attention as a dashed line.
 
     ``column`` is ``"entropy"`` (mean over all rows) or ``"cls_entropy"`` (the [CLS] row,
-    Fig. 4 bottom). ``uniform_entropy`` defaults to ``stats.attrs["uniform_entropy"]``
+    Fig. 4 bottom). ``uniform_entropy`` defaults to ``stats.meta["uniform_entropy"]``
     (see :func:`attnkit.analysis.cluster.uniform_entropy`); the line is left out without it.
     """
+    stats, meta = table_and_meta(stats)
     _need(stats, [column], "plot_entropy()")
     if uniform_entropy is None:
-        uniform_entropy = stats.attrs.get("uniform_entropy")
+        uniform_entropy = meta.get("uniform_entropy")
     fig, ax = figure_axes(ax, (5.5, 3.4))
     _per_layer_scatter(ax, stats[column], "#2c3e50", "heads (line: layer mean)", 0.0)
     if uniform_entropy is not None:
@@ -99,6 +102,7 @@ def plot_importance(importance: pd.DataFrame, ax=None, columns=("sep", "punct", 
     """Average gradient magnitude of the objective w.r.t. attention per layer, by what is
     attended to (paper Fig. 3). ``importance`` is :func:`attention_importance` output
     (``by="layer"``); missing categories (e.g. no [CLS] in GPT-2) are skipped."""
+    importance, meta = table_and_meta(importance)
     cols = [c for c in columns if c in importance.columns and importance[c].notna().any()]
     if not cols:
         raise InputError("plot_importance() needs attention_importance() output (columns "
@@ -113,7 +117,7 @@ def plot_importance(importance: pd.DataFrame, ax=None, columns=("sep", "punct", 
     ax.set_xticks(layers)
     ax.set_xlabel("layer")
     ax.set_ylabel("avg. |∂ objective / ∂ attention|")
-    objective = importance.attrs.get("objective")
+    objective = meta.get("objective")
     ax.set_title("Gradient importance of attention" + (f" ({objective})" if objective else ""))
     ax.set_ylim(bottom=0)
     ax.legend(frameon=False)
@@ -171,4 +175,22 @@ def plot_head_clusters(embedding: pd.DataFrame, behaviours: pd.Series | None = N
     ax.set_yticks([])
     ax.set_aspect("equal", adjustable="datalim")
     ax.set_title("Heads by Jensen–Shannon distance (MDS)")
+    return fig
+
+
+def plot_head_distances(distances: pd.DataFrame, *, kind: str = "divergence", ax=None):
+    """The ``[L*H, L*H]`` matrix of :func:`attnkit.head_distances`, heads in layer order
+    (1-indexed layer ticks), darker = more alike."""
+    distances, meta = table_and_meta(distances)
+    d = distances.to_numpy()
+    fig, ax = figure_axes(ax, (5.2, 4.6))
+    im = ax.imshow(d, cmap="viridis_r", interpolation="nearest")
+    if isinstance(distances.index, pd.MultiIndex):
+        layers = distances.index.get_level_values("layer").to_numpy()
+        starts = np.flatnonzero(np.r_[True, layers[1:] != layers[:-1]])
+        ax.set_xticks(starts, [f"L{layers[i] + 1}" for i in starts], fontsize=7)
+        ax.set_yticks(starts, [f"L{layers[i] + 1}" for i in starts], fontsize=7)
+    fig.colorbar(im, ax=ax, shrink=0.8,
+                 label="JS divergence (nats)" if kind == "divergence" else "JS distance")
+    ax.set_title("Distances between heads")
     return fig

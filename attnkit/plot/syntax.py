@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError
+from ..results import HeadResult, table_and_meta
 from ._prep import figure_axes
 
 
@@ -27,6 +28,7 @@ def plot_relation_heads(table: pd.DataFrame, *, relations: Sequence[str] | None 
     (→ for dependent→head, ← for head→dependent), each baseline bar with its offset.
     Returns the matplotlib Axes.
     """
+    table, _ = table_and_meta(table)
     need = {"accuracy", "offset_accuracy", "label", "direction", "offset"}
     if not need <= set(table.columns):
         raise InputError(
@@ -59,15 +61,15 @@ def plot_relation_heads(table: pd.DataFrame, *, relations: Sequence[str] | None 
     return ax
 
 
-def plot_relation_grid(accuracy: pd.DataFrame, *, direction: str = "best",
+def plot_relation_grid(accuracy: HeadResult, *, direction: str = "best",
                        relations: Sequence[str] | None = None, ax=None, cmap: str = "viridis",
                        title: str | None = None):
     """Heatmap of every head's accuracy at every relation.
 
     Parameters
     ----------
-    accuracy : the DataFrame of :func:`attnkit.analysis.syntax.head_accuracy` (rows
-        relations, columns ``(direction, layer, head)``).
+    accuracy : the result of :func:`attnkit.analysis.syntax.head_accuracy` (two rows per
+        ``(layer, head)``, one per direction; one column per relation).
     direction : ``"dep->head"``, ``"head->dep"`` or ``"best"`` (the better of the two per
         cell).
     relations : rows to show, in order (default: all).
@@ -75,19 +77,21 @@ def plot_relation_grid(accuracy: pd.DataFrame, *, direction: str = "best",
     Columns are heads in layer order, labelled "L-H" (1-indexed); rows are relations.
     Returns the matplotlib Axes.
     """
-    if not isinstance(accuracy.columns, pd.MultiIndex) or accuracy.columns.nlevels != 3:
-        raise InputError("plot_relation_grid needs a head_accuracy() table "
-                         "(columns: direction, layer, head).")
+    if not isinstance(accuracy, HeadResult) or "direction" not in accuracy.columns:
+        raise InputError("plot_relation_grid needs a head_accuracy() result "
+                         "(per-head rows with a direction column).")
+    table = accuracy.table
+    rel_cols = [c for c in table.columns if c != "direction"]
+    by_dir = {d: table[table["direction"] == d][rel_cols] for d in ("dep->head", "head->dep")}
     if direction == "best":
-        grid = np.maximum(accuracy["dep->head"].to_numpy(), accuracy["head->dep"].to_numpy())
-        heads = accuracy["dep->head"].columns
-    elif direction in ("dep->head", "head->dep"):
-        grid = accuracy[direction].to_numpy()
-        heads = accuracy[direction].columns
+        grid = np.maximum(by_dir["dep->head"].to_numpy(), by_dir["head->dep"].to_numpy()).T
+    elif direction in by_dir:
+        grid = by_dir[direction].to_numpy().T
     else:
         raise InputError(
             f"direction must be 'dep->head', 'head->dep' or 'best', not {direction!r}.")
-    rows = list(accuracy.index)
+    heads = list(by_dir["dep->head"].index)
+    rows = list(rel_cols)
     if relations is not None:
         idx = [rows.index(r) for r in relations]
         grid, rows = grid[idx], list(relations)

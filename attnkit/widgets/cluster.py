@@ -9,6 +9,8 @@ import pandas as pd
 import traitlets
 from matplotlib.figure import Figure
 
+from .._compat import renamed
+from ..results import HeadResult
 from ..errors import InputError
 from ..plot import attention as plots
 from ._base import SelectsHead
@@ -40,15 +42,18 @@ class ClusterView(SelectsHead):
     categories = traitlets.List(traitlets.Unicode()).tag(sync=True)
     label_name = traitlets.Unicode("layer").tag(sync=True)
 
+    @renamed(positional=("labels",))
     def __init__(
         self,
-        embedding: np.ndarray | pd.DataFrame,
-        labels: Sequence | pd.Series | dict | str | None = None,
+        embedding: HeadResult | np.ndarray | pd.DataFrame,
         *,
+        labels: Sequence | pd.Series | dict | str | None = None,
         n_heads: int | None = None,
         label_name: str | None = None,
         title: str | None = None,
     ) -> None:
+        if isinstance(embedding, HeadResult):
+            embedding = embedding.table[["x", "y"]] if {"x", "y"} <= set(embedding.columns) else embedding.table
         if isinstance(embedding, pd.DataFrame):
             idx = embedding.index
             if not isinstance(idx, pd.MultiIndex) or idx.nlevels != 2:

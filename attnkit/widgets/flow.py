@@ -7,7 +7,7 @@ recomputed here when the threshold or the head restriction changes in the browse
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 import networkx as nx
 import numpy as np
@@ -15,10 +15,12 @@ import traitlets
 from matplotlib.figure import Figure
 
 from .. import flow
+from .._compat import renamed
 from ..attention import Attention
 from ..errors import InputError
 from ..plot._prep import mpl_text
 from ..plot.flow import plot_flow_radial
+from ..types import Attentions, Sources
 from ._base import SelectsHead
 from ._codec import read, wire
 from ._flow_wire import encode_graph
@@ -84,14 +86,14 @@ class FlowView(SelectsHead):
 
     Parameters
     ----------
-    att : the Attention to trace.
+    attentions : the Attention to trace.
     other : optional second Attention on the same tokens (e.g. the fine-tuned model): the
         view then colours what both graphs share (grey), what only ``att`` has (turquoise)
         and what only ``other`` has (purple), and splits each head glyph in two.
     threshold : an attention weight must be above this to make an edge. Default (None):
         chosen from the graph, the smallest of ``THRESHOLDS`` whose graph has at most
         ``READABLE_EDGES`` edges; the title says which (``threshold_note``).
-    alpha, source : passed to :func:`attnkit.influence` / :func:`attnkit.attention_graph` /
+    alpha, sources : passed to :func:`attnkit.influence` / :func:`attnkit.attention_graph` /
         :func:`attnkit.compare`.
     names : display names of the two models (default: their ``model`` names).
     rating : ``"clamp"`` (default, the paper's display: influence clamped at 5) or
@@ -153,19 +155,21 @@ class FlowView(SelectsHead):
     top_tokens = traitlets.List(traitlets.Unicode()).tag(sync=True)
     top_share = traitlets.Dict().tag(sync=True)
 
+    @renamed(positional=("other",), att="attentions", source="sources")
     def __init__(
         self,
-        att: Attention,
-        other: Attention | None = None,
+        attentions: Attention,
         *,
+        other: Attention | None = None,
         threshold: float | None = None,
         alpha: float = 0.5,
-        source=None,
+        sources: Sources = None,
         names: tuple[str, str] | None = None,
         rating: str = "clamp",
         max_edges: int = MAX_EDGES,
         title: str | None = None,
     ) -> None:
+        att, source = attentions, sources
         if not isinstance(att, Attention) or (other is not None and not isinstance(other, Attention)):
             raise InputError("FlowView takes attnkit Attention objects (att, and other= to compare).")
         if other is not None:
@@ -206,7 +210,7 @@ class FlowView(SelectsHead):
 
         def edges(t: float) -> int:
             if t not in counts:
-                counts[t] = flow.attention_graph(self._att, threshold=t, source=self._source_arg).number_of_edges()
+                counts[t] = flow.attention_graph(self._att, threshold=t, sources=self._source_arg).number_of_edges()
             return counts[t]
 
         lo, hi = 0, len(THRESHOLDS) - 1
@@ -227,22 +231,23 @@ class FlowView(SelectsHead):
 
     # ------------------------------------------------------------ collection
     @classmethod
+    @renamed(atts="attentions", source="sources")
     def collection(
         cls,
-        atts: Iterable[Attention],
+        attentions: Attentions,
         *,
         threshold: float = 0.3,
         alpha: float = 0.5,
-        source=None,
+        sources: Sources = None,
         top: int = 15,
         title: str | None = None,
-        progress: bool = False,
+        progress: bool = True,
     ) -> FlowView:
         """Aggregate view over many inputs (:func:`attnkit.flow_summary`): one ring per layer
         with a wedge per head coloured by how many edges it makes on average, and bars of
         the influence share of each token category and of the ``top`` token strings."""
-        summary = flow.flow_summary(atts, threshold=threshold, alpha=alpha, source=source,
-                                    progress=progress)
+        summary = flow.flow_summary(attentions, threshold=threshold, alpha=alpha,
+                                    sources=sources, progress=progress)
         self = cls.__new__(cls)
         self._att = self._other = None
         self._fixed_title = title
@@ -310,8 +315,9 @@ class FlowView(SelectsHead):
         att, other = self._att, self._other
         sources = [p for lv, p in self._source_nodes()]
         if other is None:
-            g = flow.attention_graph(att, threshold=self.threshold, heads=heads, source=self._source_arg)
-            inf = flow.influence(g, self.alpha)
+            g = flow.attention_graph(att, threshold=self.threshold, heads=heads,
+                                     sources=self._source_arg)
+            inf = flow.influence(g, alpha=self.alpha)
             self.result = g
             update = encode_graph(g, max_edges=self._max_edges)
             update.update(
@@ -325,7 +331,7 @@ class FlowView(SelectsHead):
                             f"{self._source_text(g)}, threshold {self.threshold:g}"
         else:
             cmp = flow.compare(att, other, threshold=self.threshold, heads=heads,
-                               source=self._source_arg, alpha=self.alpha, names=self._names_arg)
+                               sources=self._source_arg, alpha=self.alpha, names=self._names_arg)
             self.result = cmp
             inf = cmp.influence
             update = encode_graph(cmp.union, max_edges=self._max_edges)

@@ -10,6 +10,7 @@ import pandas as pd
 import traitlets
 from matplotlib.figure import Figure
 
+from .._compat import renamed
 from .._progress import progress as progress_bar
 from ..errors import InputError
 from ..plot import attention as plots
@@ -47,7 +48,7 @@ class HeadGrid(SinkAwareScale, SelectsHead):
 
     Parameters
     ----------
-    att : AttentionLike
+    attentions : AttentionLike
         Dense :class:`~attnkit.Attention` or lazy attention. Each thumbnail is the head's
         max-pooled overview ``att.pooled(layer, head, size)``, read one head at a time (a
         lazy map is never held whole).
@@ -108,12 +109,13 @@ class HeadGrid(SinkAwareScale, SelectsHead):
     cmap = traitlets.Unicode("Blues").tag(sync=True)
     normalize = traitlets.Unicode("head").tag(sync=True)
 
+    @renamed(positional=("metric", "value"), att="attentions")
     def __init__(
         self,
-        att: AttentionLike,
+        attentions: AttentionLike,
+        *,
         metric: pd.DataFrame | pd.Series | np.ndarray | None = None,
         value: str | None = None,
-        *,
         scale: str | None = None,
         exclude_sinks: bool | None = None,
         normalize: str = "head",
@@ -123,6 +125,7 @@ class HeadGrid(SinkAwareScale, SelectsHead):
         title: str | None = None,
         progress: bool = True,
     ) -> None:
+        att = attentions
         if not isinstance(att, AttentionLike):
             raise InputError(f"HeadGrid takes attention (Attention or LazyAttention); got {type(att).__name__}.")
         if scale in ("head", "global"):  # the old meaning of scale=

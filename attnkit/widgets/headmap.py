@@ -7,7 +7,9 @@ import pandas as pd
 import traitlets
 from matplotlib.figure import Figure
 
+from .._compat import renamed
 from ..plot import attention as plots
+from ..results import HeadResult
 from ..plot._prep import head_table
 from ._base import SelectsHead
 from ._codec import wire
@@ -18,8 +20,9 @@ class HeadMap(SelectsHead):
 
     Parameters
     ----------
-    df : DataFrame/Series indexed by ``(layer, head)`` (0-indexed; e.g. ``head_stats`` or
-        relation accuracy), or an array ``[layer, head]``. Heads without a value stay blank.
+    data : a per-head result (``head_stats``, ``head_scores``, relation accuracy …), a
+        DataFrame/Series indexed by ``(layer, head)`` (0-indexed), or an array
+        ``[layer, head]``. Heads without a value stay blank.
     value : the column to show (may be omitted when there is one numeric column).
     diverging : centre the colours on 0 (default: when values lie on both sides of 0).
     vmin, vmax : colour range (default: the values' range).
@@ -38,11 +41,12 @@ class HeadMap(SelectsHead):
     vmin = traitlets.Float(None, allow_none=True).tag(sync=True)
     vmax = traitlets.Float(None, allow_none=True).tag(sync=True)
 
+    @renamed(positional=("value",), df="data")
     def __init__(
         self,
-        df: pd.DataFrame | pd.Series | np.ndarray,
-        value: str | None = None,
+        data: HeadResult | pd.DataFrame | pd.Series | np.ndarray,
         *,
+        value: str | None = None,
         diverging: bool | None = None,
         vmin: float | None = None,
         vmax: float | None = None,
@@ -53,9 +57,9 @@ class HeadMap(SelectsHead):
     ) -> None:
         shape = None
         if n_layers is not None or n_heads is not None:
-            base, _ = head_table(df, value)
+            base, _ = head_table(data, value)
             shape = (n_layers or base.shape[0], n_heads or base.shape[1])
-        table, name = head_table(df, value, shape=shape)
+        table, name = head_table(data, value, shape=shape)
         finite = table[np.isfinite(table)]
         if diverging is None:
             diverging = bool(finite.size and finite.min() < 0 < finite.max())

@@ -11,6 +11,7 @@ import numpy as np
 import traitlets
 from matplotlib.figure import Figure
 
+from .._compat import renamed
 from ..errors import AttnkitError, InputError, TokenizationMismatchError
 from ..plot import attention as plots
 from ..plot._prep import head_label
@@ -61,7 +62,7 @@ class Heatmap(SinkAwareScale, AttnkitWidget):
 
     Parameters
     ----------
-    att : AttentionLike
+    attentions : AttentionLike
         Dense :class:`~attnkit.Attention` (tiles cut from its array) or lazy attention
         (tiles computed on demand through ``block``); its tokens label the axes.
     layer, head : int
@@ -69,7 +70,7 @@ class Heatmap(SinkAwareScale, AttnkitWidget):
         :meth:`show`, or a linked :class:`HeadGrid` change it.
     maps : ndarray, optional
         Drawn instead of the attention: ``[layer, head, n, n]`` or one ``[n, n]`` matrix
-        (rollout, a difference of two models) on ``att``'s tokens.
+        (rollout, a difference of two models) on the attention's tokens.
     scale : {"linear", "log", "rank"}, optional
         Colour scale: linear from 0 to the top; log over ``decades`` decades below the top;
         each cell's rank within its row. Default: ``"log"`` for causal (decoder) attention,
@@ -142,12 +143,13 @@ class Heatmap(SinkAwareScale, AttnkitWidget):
     embedded = traitlets.List(traitlets.Dict()).tag(sync=True)
     embed_note = traitlets.Unicode("").tag(sync=True)
 
+    @renamed(positional=("layer", "head"), att="attentions")
     def __init__(
         self,
-        att: AttentionLike,
+        attentions: AttentionLike,
+        *,
         layer: int = 0,
         head: int = 0,
-        *,
         maps: np.ndarray | None = None,
         scale: str | None = None,
         exclude_sinks: bool | None = None,
@@ -161,6 +163,7 @@ class Heatmap(SinkAwareScale, AttnkitWidget):
         title: str | None = None,
         value_label: str | None = None,
     ) -> None:
+        att = attentions
         if not isinstance(att, AttentionLike):
             raise InputError(f"Heatmap takes attention (Attention or LazyAttention); got {type(att).__name__}.")
         n = len(att)

@@ -120,7 +120,7 @@ def test_flow_screenshots(browser, img_dir):
     other.maps[9:] = other.maps[9:, ::-1]
     views = {
         "flow.png": FlowView(att, threshold=0.5),
-        "flow_compare.png": FlowView(att, other, threshold=0.5, names=("pre-trained", "fine-tuned")),
+        "flow_compare.png": FlowView(att, other=other, threshold=0.5, names=("pre-trained", "fine-tuned")),
         "flow_collection.png": FlowView.collection([structured(12, 12, n, seed=n) for n in (16, 20, 24, 28, 32)], threshold=0.5),
     }
     for name, view in views.items():

@@ -281,7 +281,7 @@ def test_cluster_view_hover_click_and_text_only_labels(browser, img_dir):
     labels = [kinds[(l * 7 + h * 3) % 4] for l in range(L) for h in range(H)]
     centres = {k: c for k, c in zip(kinds, [(0, 0), (4, 0), (0, 4), (4, 4)])}
     emb = np.array([centres[k] for k in labels], dtype=float) + rng.normal(0, 0.6, (L * H, 2))
-    cv = ClusterView(emb, labels, n_heads=H, label_name="behaviour")
+    cv = ClusterView(emb, labels=labels, n_heads=H, label_name="behaviour")
     wp = WidgetPage(browser, cv, width=760)
     try:
         wp.wait_drawn()
@@ -314,7 +314,7 @@ def test_cluster_view_hover_click_and_text_only_labels(browser, img_dir):
 # ---------------------------------------------------------------- text only
 def test_tokens_never_become_html(browser):
     att = tiny_attention()
-    for widget in (Heatmap(att, 0, 1), HeadGrid(att)):
+    for widget in (Heatmap(att, layer=0, head=1), HeadGrid(att)):
         wp = WidgetPage(browser, widget, width=640)
         dialogs = []
         wp.page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
@@ -334,7 +334,7 @@ def test_tokens_never_become_html(browser):
 
 def test_static_html_fallback_shows_the_image_and_escapes_alt_text(browser):
     att = tiny_attention()
-    data, _ = Heatmap(att, 0, 1)._repr_mimebundle_()
+    data, _ = Heatmap(att, layer=0, head=1)._repr_mimebundle_()
     html = data["text/html"]
     assert XSS not in html and "&lt;img src=x onerror=alert(1)&gt;" in html
     png = base64.b64decode(data["image/png"])
