@@ -222,24 +222,34 @@ class Heatmap(SinkAwareScale, AttnkitWidget):
         self.on_msg(self._on_msg)
 
     @classmethod
+    @renamed(positional=("layer", "head"), att_a="attentions", att_b="other")
     def difference(
         cls,
-        att_a: AttentionLike,
-        att_b: AttentionLike,
+        attentions: AttentionLike,
+        other: AttentionLike,
+        *,
         layer: int = 0,
         head: int = 0,
-        *,
         names: tuple[str, str] | None = None,
         vmax: float | None = None,
         cmap: str = "",
         embed: int | None = None,
     ) -> Heatmap:
-        """The difference ``att_a − att_b`` of one head on a diverging scale (red: more in A).
+        """The difference ``attentions − other`` of one head on a diverging scale (red: more
+        in ``attentions``).
 
         Both must share tokens and shapes (e.g. a pre-trained and a fine-tuned model on the
-        same input). ``names`` label A and B (default: the models' names). Blocks of the
+        same input). ``names`` label the two (default: the models' names). Blocks of the
         difference are computed on demand, so lazy attention works too.
+
+        Raises
+        ------
+        TokenizationMismatchError
+            When the two have different tokens.
+        InputError
+            When they have different numbers of layers or heads.
         """
+        att_a, att_b = attentions, other
         for a in (att_a, att_b):
             if not isinstance(a, AttentionLike):
                 raise InputError(f"Heatmap.difference takes two attentions; got {type(a).__name__}.")
