@@ -275,9 +275,7 @@ def lab_round_trips(browser, n: int, pans: int = 8) -> tuple[list[float], list[f
     from lab import JupyterLab
 
     with tempfile.TemporaryDirectory() as tmp, JupyterLab(Path(tmp), {"t.ipynb": [LAB_CELL.format(n=n)]}) as lab:
-        context = browser.new_context(viewport={"width": 1400, "height": 1100})
-        page = context.new_page()
-        try:
+        with lab.page(browser, height=1100) as page:
             cells = lab.open(page, "t.ipynb")
             lab.run_cell(page, cells, 0)
             root = ".jp-OutputArea .attnkit-heatmap"
@@ -309,8 +307,6 @@ def lab_round_trips(browser, n: int, pans: int = 8) -> tuple[list[float], list[f
                     firsts.append(new[0])
                     every.extend(new)
             return firsts, every
-        finally:
-            context.close()
 
 
 def traced(fn, *args, **kwargs):

@@ -13,6 +13,8 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -107,6 +109,22 @@ class JupyterLab:
         self._log.close()
 
     # ------------------------------------------------------------ in a page
+    @contextmanager
+    def page(self, browser: Any, width: int = 1400, height: int = 1000) -> Iterator[Any]:
+        """A fresh page; on failure its screenshot and the server log are kept in the folder."""
+        context = browser.new_context(viewport={"width": width, "height": height})
+        page = context.new_page()
+        page.set_default_timeout(60_000)
+        try:
+            yield page
+        except BaseException:
+            page.screenshot(path=str(self.dir / "failure.png"))
+            print("screenshot:", self.dir / "failure.png")
+            print("log:", self.log()[-3000:])
+            raise
+        finally:
+            context.close()
+
     def open(self, page: Any, name: str) -> Any:
         """Open notebook ``name`` and wait for an idle kernel; returns the code cells."""
         page.goto(self.url(name), wait_until="domcontentloaded", timeout=90_000)

@@ -79,10 +79,7 @@ def lab(tmp_path):
 
 
 def test_headgrid_click_reaches_the_kernel(browser, lab):
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
-    page = context.new_page()
-    page.set_default_timeout(60_000)
-    try:
+    with lab.page(browser, height=1000) as page:
         cells = lab.open(page, "grid.ipynb")
         lab.run_cell(page, cells, 0)
         grid = page.locator(".jp-OutputArea .attnkit-headgrid")
@@ -121,20 +118,10 @@ def test_headgrid_click_reaches_the_kernel(browser, lab):
             "() => document.querySelectorAll('.jp-CodeCell')[1]?.innerText.includes('SELECTED')",
             timeout=60_000)
         assert "SELECTED [2, 3]" in out.first.inner_text()
-    except BaseException:
-        page.screenshot(path=str(lab.dir / "failure.png"))
-        print("screenshot:", lab.dir / "failure.png")
-        print("log:", lab.log()[-3000:])
-        raise
-    finally:
-        context.close()
 
 
 def test_tiles_keyboard_and_a_reopened_notebook(browser, lab):
-    context = browser.new_context(viewport={"width": 1400, "height": 1100})
-    page = context.new_page()
-    page.set_default_timeout(60_000)
-    try:
+    with lab.page(browser, height=1100) as page:
         cells = lab.open(page, "tiles.ipynb")
         lab.run_cell(page, cells, 0)
         hm = page.locator(".jp-OutputArea .attnkit-heatmap")
@@ -195,10 +182,3 @@ def test_tiles_keyboard_and_a_reopened_notebook(browser, lab):
                                timeout=60_000)
         assert page.locator(".attnkit-flow").count() == 1
         assert "model not found" not in page.locator(".jp-Notebook").inner_text()
-    except BaseException:
-        page.screenshot(path=str(lab.dir / "failure.png"))
-        print("screenshot:", lab.dir / "failure.png")
-        print("log:", lab.log()[-3000:])
-        raise
-    finally:
-        context.close()
