@@ -27,6 +27,7 @@ from .flow import (
     rollout,
     subgraph_through,
 )
+from .lazy import LazyAttention
 from .model import Model, load
 from .report import write_report
 from .widgets import ClusterView, FlowView, HeadGrid, HeadMap, Heatmap
@@ -42,6 +43,7 @@ __all__ = [
     "HeadGrid",
     "HeadMap",
     "Heatmap",
+    "LazyAttention",
     "Model",
     "Sentence",
     "attention_flow",

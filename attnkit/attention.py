@@ -33,8 +33,54 @@ def is_punct(text: str) -> bool:
     return bool(core) and all(unicodedata.category(c).startswith("P") for c in core)
 
 
+class Positions:
+    """Position queries shared by dense and lazy attention (they only read ``tokens``,
+    ``roles``, ``word_ids`` and ``words``)."""
+
+    tokens: list[str]
+    roles: np.ndarray
+    word_ids: np.ndarray
+    words: list[str]
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+    @property
+    def cls_positions(self) -> np.ndarray:
+        """Positions whose role is "cls" (int array)."""
+        return np.flatnonzero(self.roles == "cls")
+
+    @property
+    def sep_positions(self) -> np.ndarray:
+        """Positions whose role is "sep" (int array)."""
+        return np.flatnonzero(self.roles == "sep")
+
+    @property
+    def special(self) -> np.ndarray:
+        """Bool ``[n]``: True where the position is not part of a word."""
+        return self.roles != "word"
+
+    @property
+    def punct(self) -> np.ndarray:
+        """Bool ``[n]``: True where a word position's label is all punctuation."""
+        return np.array(
+            [r == "word" and is_punct(t) for t, r in zip(self.tokens, self.roles)], dtype=bool
+        )
+
+    @property
+    def word_positions(self) -> np.ndarray:
+        """Int ``[len(words)]``: the position of each word (its first piece at token
+        level), ``-1`` for words cut away by truncation."""
+        out = np.full(len(self.words), -1, dtype=np.int64)
+        for pos in range(len(self) - 1, -1, -1):
+            w = self.word_ids[pos]
+            if w >= 0:
+                out[w] = pos
+        return out
+
+
 @dataclass
-class Attention:
+class Attention(Positions):
     """Attention of one model on one input.
 
     Attributes
@@ -50,7 +96,9 @@ class Attention:
         special positions; all 0 for a single text.
     embeddings : optional float array ``[n, d]``: the model's input (static) embeddings,
         averaged per position.
-    meta : free-form metadata of the item (e.g. ``sent_id``).
+    meta : free-form metadata of the item (e.g. ``sent_id``). ``meta["sinks"]`` is True for
+        models with learned sink logits (gpt-oss): their rows sum to at most 1, the rest
+        being attention to the sink.
     truncated : True when the input was longer than the model's maximum and was cut.
     model : name of the model that produced the maps.
     causal : True for decoder-only models (rows attend only to earlier positions).
@@ -88,7 +136,8 @@ class Attention:
             raise InputError(
                 f"Attention maps must have shape [layer, head, n, n]; got {self.maps.shape}."
             )
-        check_maps(self.maps, weights=self.measure == "weights")
+        check_maps(self.maps, weights=self.measure == "weights",
+                   sinks=bool(self.meta.get("sinks", False)))
         n = self.maps.shape[2]
         self.tokens = list(self.tokens)
         self.roles = np.asarray(self.roles, dtype="<U7")
@@ -120,40 +169,6 @@ class Attention:
 
     def __len__(self) -> int:
         return self.maps.shape[2]
-
-    # -------------------------------------------------------------- positions
-    @property
-    def cls_positions(self) -> np.ndarray:
-        """Positions whose role is "cls" (int array)."""
-        return np.flatnonzero(self.roles == "cls")
-
-    @property
-    def sep_positions(self) -> np.ndarray:
-        """Positions whose role is "sep" (int array)."""
-        return np.flatnonzero(self.roles == "sep")
-
-    @property
-    def special(self) -> np.ndarray:
-        """Bool ``[n]``: True where the position is not part of a word."""
-        return self.roles != "word"
-
-    @property
-    def punct(self) -> np.ndarray:
-        """Bool ``[n]``: True where a word position's label is all punctuation."""
-        return np.array(
-            [r == "word" and is_punct(t) for t, r in zip(self.tokens, self.roles)], dtype=bool
-        )
-
-    @property
-    def word_positions(self) -> np.ndarray:
-        """Int ``[len(words)]``: the position of each word (its first piece at token
-        level), ``-1`` for words cut away by truncation."""
-        out = np.full(len(self.words), -1, dtype=np.int64)
-        for pos in range(len(self) - 1, -1, -1):
-            w = self.word_ids[pos]
-            if w >= 0:
-                out[w] = pos
-        return out
 
     # -------------------------------------------------------------- selection
     def head(self, layer: int, head: int) -> np.ndarray:
@@ -293,9 +308,11 @@ class Attention:
         )
 
 
-def check_maps(maps: np.ndarray, *, weights: bool = True) -> None:
+def check_maps(maps: np.ndarray, *, weights: bool = True, sinks: bool = False) -> None:
     """Refuse maps that hold NaN or infinite values, or (``weights``) rows that do not sum
-    to 1 within :data:`ROW_SUM_TOL`; rows that are all zero (padding) are allowed."""
+    to 1 within :data:`ROW_SUM_TOL`; rows that are all zero (padding) are allowed. With
+    ``sinks`` (models with learned sink logits, e.g. gpt-oss, whose softmax also spends
+    weight on a sink that is no token) rows may sum to anything from 0 to 1."""
     if maps.size == 0:
         return
     sums = maps.sum(-1, dtype=np.float64)
@@ -309,6 +326,8 @@ def check_maps(maps: np.ndarray, *, weights: bool = True) -> None:
     if weights:
         off = np.abs(sums - 1.0)
         off[sums == 0.0] = 0.0
+        if sinks:
+            off = np.maximum(sums - 1.0, 0.0)
         if off.max() > ROW_SUM_TOL:
             bad = np.unravel_index(int(np.argmax(off)), off.shape)
             raise InputError(
@@ -391,19 +410,27 @@ def pool_edges(n: int, size: int) -> np.ndarray:
 def pool_square(a: np.ndarray, size: int, reduce: str = "max") -> np.ndarray:
     """Pool an ``[n, n]`` (or ``[..., n, n]``) array into ``[..., m, m]`` bins
     (:func:`pool_edges`), each the max or the mean of its cells."""
+    edges = pool_edges(a.shape[-1], size)
+    return pool_cells(a, edges, edges, reduce)
+
+
+def pool_cells(a: np.ndarray, row_edges: np.ndarray, col_edges: np.ndarray,
+               reduce: str = "max") -> np.ndarray:
+    """Pool ``[..., r, c]`` into bins: rows cut at ``row_edges`` (``[mr + 1]``, from 0 to
+    ``r``), columns at ``col_edges``; each cell the max or the mean of its bin (float32)."""
     if reduce not in ("max", "mean"):
         raise InputError(f"reduce must be 'max' or 'mean', not {reduce!r}.")
-    n = a.shape[-1]
-    edges = pool_edges(n, size)
-    starts = edges[:-1]
-    if len(starts) == n:
+    r_starts, c_starts = row_edges[:-1], col_edges[:-1]
+    if len(r_starts) == a.shape[-2] and len(c_starts) == a.shape[-1]:
         return np.array(a, dtype=np.float32)
     if reduce == "max":
-        out = np.maximum.reduceat(np.maximum.reduceat(a, starts, axis=-2), starts, axis=-1)
+        out = np.maximum.reduceat(np.maximum.reduceat(a, r_starts, axis=-2), c_starts, axis=-1)
     else:
-        sizes = np.diff(edges).astype(np.float64)
-        out = np.add.reduceat(np.add.reduceat(a.astype(np.float64), starts, axis=-2), starts, axis=-1)
-        out = out / sizes[:, None] / sizes[None, :]
+        r_sizes = np.diff(row_edges).astype(np.float64)
+        c_sizes = np.diff(col_edges).astype(np.float64)
+        out = np.add.reduceat(np.add.reduceat(a.astype(np.float64), r_starts, axis=-2),
+                              c_starts, axis=-1)
+        out = out / r_sizes[:, None] / c_sizes[None, :]
     return out.astype(np.float32)
 
 
@@ -421,22 +448,29 @@ class WordPooling:
     first: np.ndarray
 
 
+def word_groups(word_ids: np.ndarray, roles: np.ndarray) -> np.ndarray:
+    """Int ``[n]``: the word-level position of each token position: special positions alone,
+    word pieces by word id; groups numbered in the order of their first token position."""
+    word_ids = np.asarray(word_ids)
+    group_of: dict[Any, int] = {}
+    out = np.empty(len(word_ids), dtype=np.int64)
+    for pos in range(len(word_ids)):
+        key = ("w", int(word_ids[pos])) if roles[pos] == "word" else ("s", pos)
+        out[pos] = group_of.setdefault(key, len(group_of))
+    return out
+
+
 def word_pooling(word_ids: np.ndarray, roles: np.ndarray) -> WordPooling:
-    """Group token positions by word: special positions alone, word pieces by word id.
+    """Group token positions by word (:func:`word_groups`) as pooling matrices.
 
     Groups are ordered by their first token position.
     """
-    word_ids = np.asarray(word_ids)
-    n = len(word_ids)
-    group_of: dict[Any, int] = {}
-    groups: list[list[int]] = []
-    for pos in range(n):
-        key = ("w", int(word_ids[pos])) if roles[pos] == "word" else ("s", pos)
-        if key not in group_of:
-            group_of[key] = len(groups)
-            groups.append([])
-        groups[group_of[key]].append(pos)
-    m = len(groups)
+    group = word_groups(word_ids, roles)
+    n = len(group)
+    m = int(group.max()) + 1 if n else 0
+    groups: list[list[int]] = [[] for _ in range(m)]
+    for pos, g in enumerate(group.tolist()):
+        groups[g].append(pos)
     sum_to = np.zeros((n, m), dtype=np.float32)
     mean_from = np.zeros((m, n), dtype=np.float32)
     for g, members in enumerate(groups):

@@ -51,3 +51,18 @@ class ReportError(AttnkitError):
 class DataFormatError(AttnkitError, ValueError):
     """A data file other than CoNLL-U (e.g. a GLUE tsv) was malformed; the message names
     the file and line."""
+
+
+class DeviceError(AttnkitError, ValueError):
+    """A device or dtype was asked for that this machine cannot run (no such GPU, a dtype
+    the device does not support); the message says what is available."""
+
+
+class CaptureError(AttnkitError):
+    """Attention could not be captured the way that was asked (e.g. lazy capture on a model
+    whose attention does not go through transformers' attention interface)."""
+
+
+class InputTooLongError(InputError):
+    """An input has more tokens than the model has positions, where attnkit refuses to
+    truncate it silently (lazy and long-context capture)."""

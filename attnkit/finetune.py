@@ -231,7 +231,17 @@ def _train_batches(lengths: np.ndarray, batch_size: int, rng: np.random.Generato
     return [batches[i] for i in rng.permutation(len(batches))]
 
 
-def _collate(enc: dict[str, list[list[int]]], idx: np.ndarray, pad_id: int):
+def _device_of(module: Any) -> Any:
+    import torch
+
+    try:
+        return next(module.parameters()).device
+    except StopIteration:
+        return torch.device("cpu")
+
+
+def _collate(enc: dict[str, list[list[int]]], idx: np.ndarray, pad_id: int, device: Any = None):
+    """Padded long tensors of the items ``idx``, on ``device`` (default: the CPU)."""
     import torch
 
     width = max(len(enc["input_ids"][i]) for i in idx)
@@ -242,7 +252,7 @@ def _collate(enc: dict[str, list[list[int]]], idx: np.ndarray, pad_id: int):
         for r, i in enumerate(idx):
             row = values[i]
             t[r, : len(row)] = torch.tensor(row, dtype=torch.long)
-        out[key] = t
+        out[key] = t if device is None else t.to(device)
     return out
 
 
@@ -254,12 +264,13 @@ def predict(clf: Any, enc: dict[str, list[list[int]]], pad_id: int, batch_size: 
     lengths = np.array([len(x) for x in enc["input_ids"]])
     order = np.argsort(lengths, kind="stable")
     preds = np.empty(len(lengths), dtype=np.int64)
+    device = _device_of(clf)
     clf.eval()
     with torch.inference_mode():
         for k in range(0, len(order), batch_size):
             idx = order[k : k + batch_size]
-            logits = clf(**_collate(enc, idx, pad_id)).logits
-            preds[idx] = logits.argmax(-1).numpy()
+            logits = clf(**_collate(enc, idx, pad_id, device)).logits
+            preds[idx] = logits.argmax(-1).cpu().numpy()
             if bar is not None:
                 bar.update(len(idx))
     return preds
@@ -384,8 +395,8 @@ def finetune(
         layers.
     eval_each_epoch : also score ``dev`` after every full epoch (``result.epochs_eval``).
 
-    Returns a :class:`FinetuneResult` with the fine-tuned :class:`attnkit.Model` (eager
-    attention, eval mode) as ``result.model``. Shows tqdm progress bars unless
+    Returns a :class:`FinetuneResult` with the fine-tuned :class:`attnkit.Model` (trained
+    on the model's device, in eval mode) as ``result.model``. Shows tqdm progress bars unless
     ``progress=False``. Set ``torch.set_num_threads`` yourself; finetune leaves it alone.
     """
     import torch
@@ -424,11 +435,11 @@ def finetune(
         train = train.take(np.sort(rng.permutation(len(train))[:max_items]))
     label_names = tuple(train.label_names)
     torch.manual_seed(seed)
-    clf = classifier_copy(model, label_names)
+    clf = classifier_copy(model, label_names).to(model.device)  # trains on the model's device
     _freeze(clf, freeze_layers)
     enc = _tokenize(model, train, max_length)
     dev_enc = _tokenize(model, dev, max_length) if dev is not None else None
-    labels = torch.tensor(train.labels, dtype=torch.long)
+    labels = torch.tensor(train.labels, dtype=torch.long, device=model.device)
     lengths = np.array([len(x) for x in enc["input_ids"]])
 
     per_epoch = math.ceil(len(train) / batch_size)
@@ -460,7 +471,7 @@ def finetune(
             for idx in _train_batches(lengths, batch_size, rng):
                 if step >= total:
                     break
-                loss = clf(**_collate(enc, idx, model.pad_id), labels=labels[idx]).loss
+                loss = clf(**_collate(enc, idx, model.pad_id, model.device), labels=labels[idx]).loss
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_([p for _, p in trainable], 1.0)
                 opt.step()

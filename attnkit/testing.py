@@ -1,7 +1,10 @@
 """Tiny random models for tests and examples: built from a config, no download, milliseconds.
 
-``tiny_model("bert" | "roberta" | "gpt2" | "bert-mlm" | "bert-cls")`` returns a
-:class:`~attnkit.model.Model` with a real fast tokenizer trained on a few sentences.
+``tiny_model(kind)`` returns a :class:`~attnkit.model.Model` with a real fast tokenizer
+trained on a few sentences, for every kind in :data:`KINDS`: encoders (BERT with or without a
+head, RoBERTa, DistilBERT) and decoders (GPT-2, GPT-NeoX, Llama with grouped-query attention,
+Qwen2, Mistral with a sliding window, Gemma 2 with logit soft-capping and alternating sliding
+windows, gpt-oss with learned attention sinks).
 """
 
 from __future__ import annotations
@@ -57,18 +60,62 @@ def roberta_tokenizer():
                                 unk_token="<unk>", mask_token="<mask>")
 
 
+#: Every kind :func:`tiny_model` builds.
+KINDS = ("bert", "bert-mlm", "bert-cls", "roberta", "distilbert", "gpt2", "gpt_neox", "llama",
+         "qwen2", "mistral", "gemma2", "gpt_oss")
+
+#: Sliding window of the tiny Mistral, Gemma 2 and gpt-oss (shorter than most test inputs).
+TINY_WINDOW = 4
+
+
 def tiny_model(kind: str = "bert", layers: int = 2, heads: int = 2, hidden: int = 16,
-               seed: int = 0, max_positions: int = 64, num_labels: int = 2):
+               seed: int = 0, max_positions: int = 64, num_labels: int = 2,
+               kv_heads: int | None = None):
     """A randomly initialised :class:`~attnkit.model.Model` of the given architecture.
 
-    kind : ``"bert"`` (bare encoder), ``"bert-mlm"`` (masked-LM head), ``"bert-cls"``
-        (sequence classifier), ``"roberta"`` or ``"gpt2"`` (causal LM).
+    Parameters
+    ----------
+    kind : str
+        One of :data:`KINDS`: ``"bert"`` (bare encoder), ``"bert-mlm"`` (masked-LM head),
+        ``"bert-cls"`` (sequence classifier), ``"roberta"``, ``"distilbert"``; the causal LMs
+        ``"gpt2"``, ``"gpt_neox"``, ``"llama"``, ``"qwen2"``, ``"mistral"`` (sliding window
+        :data:`TINY_WINDOW`), ``"gemma2"`` (soft-capping 2.0, sliding window on every other
+        layer), ``"gpt_oss"`` (learned sink logits, two experts).
+    layers, heads, hidden : int
+        Shape of the model (``hidden`` divisible by ``heads``).
+    seed : int
+        Seed of the random weights.
+    max_positions : int
+        The model's positions (and the tokenizer's maximum length).
+    num_labels : int
+        Labels of ``"bert-cls"``.
+    kv_heads : int, optional
+        Key/value heads of the grouped-query decoders (Llama, Qwen2, Mistral, Gemma 2,
+        gpt-oss); default ``max(1, heads // 2)``.
+
+    Returns
+    -------
+    Model
+
+    Raises
+    ------
+    InputError
+        For an unknown kind.
+
+    Examples
+    --------
+    >>> from attnkit.testing import tiny_model
+    >>> tiny_model("llama", heads=4, kv_heads=2)
+    Model('tiny-llama', 2 layers x 4 heads, max 64 tokens, causal)
     """
     import torch
     import transformers as tf
 
+    from .errors import InputError
     from .model import Model
 
+    if kind not in KINDS:
+        raise InputError(f"Unknown tiny model kind {kind!r}; choose one of {', '.join(KINDS)}.")
     torch.manual_seed(seed)
     common = dict(num_hidden_layers=layers, num_attention_heads=heads, hidden_size=hidden,
                   intermediate_size=2 * hidden, attn_implementation="eager",
@@ -91,7 +138,50 @@ def tiny_model(kind: str = "bert", layers: int = 2, heads: int = 2, hidden: int 
                             n_head=heads, n_embd=hidden, attn_implementation="eager",
                             initializer_range=0.5, bos_token_id=0, eos_token_id=0)
         hf = tf.GPT2LMHeadModel(cfg)
+    elif kind == "distilbert":
+        tok = bert_tokenizer()
+        cfg = tf.DistilBertConfig(vocab_size=len(tok), max_position_embeddings=max_positions,
+                                  n_layers=layers, n_heads=heads, dim=hidden, hidden_dim=2 * hidden,
+                                  initializer_range=0.5, attn_implementation="eager")
+        hf = tf.DistilBertModel(cfg)
     else:
-        raise ValueError(f"unknown tiny model kind {kind!r}")
+        tok = gpt2_tokenizer()
+        hf = _tiny_decoder(kind, len(tok), layers, heads, hidden, max_positions, kv_heads)
     tok.model_max_length = max_positions
     return Model(hf, tok, name=f"tiny-{kind}")
+
+
+def _tiny_decoder(kind: str, vocab: int, layers: int, heads: int, hidden: int,
+                  max_positions: int, kv_heads: int | None):
+    """The causal LM of a rotary-embedding decoder kind, randomly initialised."""
+    import torch
+    import transformers as tf
+
+    kv = kv_heads if kv_heads is not None else max(1, heads // 2)
+    common = dict(vocab_size=vocab, hidden_size=hidden, intermediate_size=2 * hidden,
+                  num_hidden_layers=layers, num_attention_heads=heads,
+                  max_position_embeddings=max_positions, initializer_range=0.5,
+                  bos_token_id=0, eos_token_id=0, pad_token_id=0, attn_implementation="eager")
+    if kind == "gpt_neox":
+        common.pop("pad_token_id")
+        return tf.GPTNeoXForCausalLM(tf.GPTNeoXConfig(**common))
+    common["num_key_value_heads"] = kv
+    if kind == "llama":
+        return tf.LlamaForCausalLM(tf.LlamaConfig(**common))
+    if kind == "qwen2":
+        return tf.Qwen2ForCausalLM(tf.Qwen2Config(**common))
+    if kind == "mistral":
+        return tf.MistralForCausalLM(tf.MistralConfig(sliding_window=TINY_WINDOW, **common))
+    if kind == "gemma2":
+        cfg = tf.Gemma2Config(head_dim=hidden // heads, query_pre_attn_scalar=hidden // heads,
+                              attn_logit_softcapping=2.0, sliding_window=TINY_WINDOW, **common)
+        return tf.Gemma2ForCausalLM(cfg)
+    cfg = tf.GptOssConfig(head_dim=hidden // heads, num_local_experts=2, num_experts_per_tok=1,
+                          sliding_window=TINY_WINDOW,
+                          rope_parameters={"rope_type": "default", "rope_theta": 10000.0}, **common)
+    hf = tf.GptOssForCausalLM(cfg)
+    with torch.no_grad():
+        for name, p in hf.named_parameters():
+            if name.endswith("sinks"):
+                p.normal_(0.0, 1.0)
+    return hf

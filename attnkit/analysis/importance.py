@@ -169,12 +169,13 @@ def _run(model, items, objective, labels, batch_size, mask_rate, seed, progress)
             if kind in ("mlm", "embedding"):
                 masked = [_mask_positions(e.roles, mask_rate, seed, i) for e, i in zip(chunk, idx)]
             lab = None if labels is None else [labels[i] for i in idx]
-            batch = _batch(model, chunk, masked, lab)
+            batch = model.to_device(_batch(model, chunk, masked, lab))
             clean = None
             if kind == "embedding":
-                clean = {k: v for k, v in _batch(model, chunk, None, None).items()
-                         if k in ("input_ids", "attention_mask", "token_type_ids")}
-            with torch.enable_grad():
+                clean = model.to_device({k: v for k, v in _batch(model, chunk, None, None).items()
+                                         if k in ("input_ids", "attention_mask", "token_type_ids")})
+            # the eager attention: its probabilities are the ones multiplied with the values
+            with torch.enable_grad(), model.eager():
                 if kind == "callable":
                     kwargs = {k: batch[k] for k in ("input_ids", "attention_mask", "token_type_ids")
                               if k in batch}
@@ -202,10 +203,10 @@ def _run(model, items, objective, labels, batch_size, mask_rate, seed, progress)
                         "attention, whose returned probabilities are the ones multiplied with the "
                         "values."
                     ) from exc
-            g = torch.stack(grads, dim=1).float().numpy()  # [B, L, H, T, T]
-            a = torch.stack([x.detach() for x in atts], dim=1).float().numpy()
-            ids = batch["input_ids"].numpy()
-            vals = values.detach().float().reshape(-1).numpy()
+            g = torch.stack(grads, dim=1).float().cpu().numpy()  # [B, L, H, T, T]
+            a = torch.stack([x.detach() for x in atts], dim=1).float().cpu().numpy()
+            ids = batch["input_ids"].cpu().numpy()
+            vals = values.detach().float().reshape(-1).cpu().numpy()
             for k, enc in enumerate(chunk):
                 n = len(enc)
                 fed = enc

@@ -77,8 +77,7 @@ def attention_graph(
     [((1, 2), (0, 2))]
     """
     att = attentions
-    maps = att.maps
-    n_layers, n_heads, n, _ = maps.shape
+    n_layers, n_heads = att.n_layers, att.n_heads
     if not 0.0 <= float(threshold) < 1.0:
         raise InputError(f"threshold must lie in [0, 1); got {threshold}. Edges need "
                          "attention > threshold, and attention weights are at most 1.")
@@ -107,8 +106,7 @@ def _gc_paused():
 
 
 def _trace(att, threshold, allowed, heads_list, sources) -> nx.DiGraph:
-    maps = att.maps
-    n_layers, n_heads, n, _ = maps.shape
+    n_layers, n_heads, n = att.n_layers, att.n_heads, len(att)
 
     g = nx.DiGraph(tokens=list(att.tokens), roles=[str(r) for r in att.roles],
                    n_layers=n_layers, n_heads=n_heads,
@@ -122,13 +120,9 @@ def _trace(att, threshold, allowed, heads_list, sources) -> nx.DiGraph:
         head_ids = np.flatnonzero(allowed[level - 1])
         if rows.size == 0 or head_ids.size == 0:
             continue
-        block = maps[level - 1][head_ids][:, rows, :]  # [h, r, n]
-        hit = block > threshold
-        # one (row, key, head) triple per head edge, grouped by (row, key)
-        r_idx, k_idx, h_idx = np.nonzero(hit.transpose(1, 2, 0))
+        r_idx, k_idx, h_idx, w = _hits(att, level - 1, head_ids, rows, threshold)
         if r_idx.size == 0:
             continue
-        w = block[h_idx, r_idx, k_idx].astype(np.float64)
         pair = r_idx * n + k_idx
         starts = np.flatnonzero(np.r_[True, pair[1:] != pair[:-1]])
         bounds = list(zip(starts.tolist(), np.r_[starts[1:], len(pair)].tolist()))
@@ -150,9 +144,37 @@ def _trace(att, threshold, allowed, heads_list, sources) -> nx.DiGraph:
     return g
 
 
+def _hits(att, layer: int, head_ids: np.ndarray, rows: np.ndarray, threshold: float):
+    """Every head edge of one layer from the given rows: ``(row index into rows, key,
+    index into head_ids, weight)``, sorted by row, key, head.
+
+    Dense attention is thresholded in one go; other attention (lazy) band by band and head
+    by head over the columns the rows can see, so no ``[n, n]`` map of all heads is held.
+    """
+    if isinstance(att, Attention):
+        block = att.maps[layer][head_ids][:, rows, :]  # [h, r, n]
+        # one (row, key, head) triple per head edge, grouped by (row, key)
+        r_idx, k_idx, h_idx = np.nonzero((block > threshold).transpose(1, 2, 0))
+        return r_idx, k_idx, h_idx, block[h_idx, r_idx, k_idx].astype(np.float64)
+    from ..blocks import BAND_ELEMENTS, columns_of
+
+    step = max(1, BAND_ELEMENTS // max(1, len(att)))
+    parts = []
+    for j, head in enumerate(head_ids.tolist()):
+        for a in range(0, len(rows), step):
+            sub = rows[a : a + step]
+            cols = columns_of(att, slice(int(sub.min()), int(sub.max()) + 1))
+            block = att.block(layer, head, sub, cols)
+            rr, kk = np.nonzero(block > threshold)
+            parts.append((rr + a, kk + cols.start, np.full(len(rr), j), block[rr, kk]))
+    r_idx, k_idx, h_idx, w = (np.concatenate([p[i] for p in parts]) for i in range(4))
+    order = np.lexsort((h_idx, k_idx, r_idx))
+    return r_idx[order], k_idx[order], h_idx[order], w[order].astype(np.float64)
+
+
 def resolve_source(att: AttentionLike, source: Sources = None) -> list[Node]:
     """The source node ids :func:`attention_graph` starts from (see its ``sources``)."""
-    n_layers = att.maps.shape[0]
+    n_layers = att.n_layers
     n = len(att)
     if source is None:
         cls = att.cls_positions

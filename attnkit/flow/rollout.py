@@ -8,11 +8,56 @@ level 0 is the input (embeddings), level ``l`` the output of layer ``l`` (maps i
 
 from __future__ import annotations
 
+from typing import Iterator
+
 import numpy as np
 
 from .._compat import renamed
+from ..attention import Attention
 from ..errors import InputError
 from ..types import AttentionLike
+
+
+def residual_layers(att: AttentionLike, residual: float = 0.5) -> Iterator[np.ndarray]:
+    """The matrices of :func:`residual_attention`, one layer at a time (float64 ``[n, n]``).
+
+    Dense attention averages its maps; any other attention (lazy) is averaged head by head,
+    band by band (:func:`attnkit.blocks.head_mean`), so one ``[n, n]`` matrix is held at a
+    time, never ``[L, H, n, n]``.
+    """
+    if not 0.0 <= residual <= 1.0:
+        raise InputError(f"residual must lie in [0, 1]; got {residual}.")
+    if isinstance(att, Attention):
+        for a in _check_maps(np.asarray(att.maps, dtype=np.float64)):
+            yield _mix(a.mean(axis=0), residual)
+        return
+    from ..blocks import head_mean
+
+    if att.n_layers == 0 or att.n_heads == 0 or len(att) == 0:
+        raise InputError("Attention is empty; nothing to roll out.")
+    for layer in range(att.n_layers):
+        yield _mix(head_mean(att, layer), residual)
+
+
+def _check_maps(maps: np.ndarray) -> np.ndarray:
+    if maps.shape[0] == 0 or maps.shape[1] == 0 or maps.shape[2] == 0:
+        raise InputError(f"Attention maps are empty (shape {maps.shape}); nothing to roll out.")
+    if not np.all(np.isfinite(maps)) or np.any(maps < 0):
+        raise InputError("Attention maps contain negative or non-finite values; "
+                         "pass probabilities (rows of softmax outputs).")
+    return maps
+
+
+def _mix(mean: np.ndarray, residual: float) -> np.ndarray:
+    """``(1 - residual) * mean + residual * I`` with every row renormalised."""
+    a = (1.0 - residual) * mean
+    a[np.diag_indices_from(a)] += residual
+    sums = a.sum(axis=-1, keepdims=True)
+    if np.any(sums <= 0):
+        raise InputError("An attention row sums to 0 with residual=0; use residual > 0 "
+                         "or pass maps whose rows sum to 1.")
+    a /= sums
+    return a
 
 
 @renamed(positional=("residual",), att="attentions")
@@ -27,21 +72,7 @@ def residual_attention(attentions: AttentionLike, *, residual: float = 0.5) -> n
     Returns float64 ``[L, n, n]``: entry ``[l, q, k]`` is how much position ``q`` at level
     ``l + 1`` takes from position ``k`` at level ``l``.
     """
-    if not 0.0 <= residual <= 1.0:
-        raise InputError(f"residual must lie in [0, 1]; got {residual}.")
-    maps = np.asarray(attentions.maps, dtype=np.float64)
-    if maps.shape[0] == 0 or maps.shape[1] == 0 or maps.shape[2] == 0:
-        raise InputError(f"Attention maps are empty (shape {maps.shape}); nothing to roll out.")
-    if not np.all(np.isfinite(maps)) or np.any(maps < 0):
-        raise InputError("Attention maps contain negative or non-finite values; "
-                         "pass probabilities (rows of softmax outputs).")
-    n = maps.shape[2]
-    a = (1.0 - residual) * maps.mean(axis=1) + residual * np.eye(n)
-    sums = a.sum(axis=-1, keepdims=True)
-    if np.any(sums <= 0):
-        raise InputError("An attention row sums to 0 with residual=0; use residual > 0 "
-                         "or pass maps whose rows sum to 1.")
-    return a / sums
+    return np.stack(list(residual_layers(attentions, residual)))
 
 
 @renamed(positional=("residual", "all_layers"), att="attentions")
@@ -79,11 +110,9 @@ def rollout(attentions: AttentionLike, *, residual: float = 0.5, all_layers: boo
     >>> ak.rollout(ak.Attention.from_maps(maps, ["a", "b"])).round(3).tolist()
     [[0.625, 0.375], [0.625, 0.375]]
     """
-    a = residual_attention(attentions, residual=residual)
-    out = np.empty_like(a)
-    acc = a[0]
-    out[0] = acc
-    for layer in range(1, a.shape[0]):
-        acc = a[layer] @ acc
-        out[layer] = acc
-    return out if all_layers else out[-1]
+    levels: list[np.ndarray] = []
+    for a in residual_layers(attentions, residual):  # one layer's matrix at a time
+        levels = [*levels, a @ levels[-1]] if levels else [a]
+        if not all_layers:
+            levels = levels[-1:]
+    return np.stack(levels) if all_layers else levels[-1]

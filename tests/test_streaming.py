@@ -1,0 +1,86 @@
+"""Streaming reductions on lazy attention equal the dense ones, and never build all maps."""
+
+import numpy as np
+import pytest
+
+pytest.importorskip("torch")
+
+import attnkit as ak
+from attnkit import blocks
+from attnkit.analysis.stats import item_stats, streamed_stats
+from attnkit.lazy import LazyAttention
+from attnkit.testing import CORPUS, tiny_model
+
+TEXT = CORPUS[2] + " " + CORPUS[4]
+
+
+@pytest.fixture(scope="module", params=["llama", "bert", "mistral"])
+def pair(request):
+    model = tiny_model(request.param, heads=4, hidden=32, max_positions=128)
+    return model.attend(TEXT, lazy=True), model.attend(TEXT, lazy=False)
+
+
+@pytest.fixture()
+def no_dense_maps(monkeypatch):
+    """Fail if anything asks a LazyAttention for all its maps."""
+    def refuse(self):
+        raise AssertionError("a streaming reduction materialised [L, H, n, n]")
+
+    monkeypatch.setattr(LazyAttention, "maps", property(refuse))
+    monkeypatch.setattr(LazyAttention, "to_dense", refuse)
+
+
+def test_row_bands_cover_the_map(pair):
+    lazy, dense = pair
+    for att in (lazy, dense):
+        rebuilt = np.zeros((len(att), len(att)), np.float32)
+        for rows, cols, block in blocks.row_bands(att, 1, 2, elements=3 * len(att)):
+            assert block.shape == (rows.stop - rows.start, cols.stop - cols.start)
+            rebuilt[rows, cols] = block
+        np.testing.assert_allclose(rebuilt, dense.map(1, 2), atol=1e-5)
+
+
+def test_head_stats_streamed(pair, no_dense_maps, monkeypatch):
+    lazy, dense = pair
+    want = item_stats(dense)
+    np.testing.assert_allclose(streamed_stats(dense), want, atol=1e-6)
+    np.testing.assert_allclose(item_stats(lazy), want, atol=1e-5)
+    monkeypatch.setattr(blocks, "BAND_ELEMENTS", 2 * len(lazy) + 1)  # bands of two rows
+    np.testing.assert_allclose(streamed_stats(lazy), want, atol=1e-5)
+    table = ak.head_stats([lazy])
+    np.testing.assert_allclose(table.to_numpy(), ak.head_stats([dense]).to_numpy(), atol=1e-5)
+
+
+def test_word_level_stats_streamed(pair, no_dense_maps):
+    lazy, dense = pair
+    np.testing.assert_allclose(item_stats(lazy.to_words()), item_stats(dense.to_words()),
+                               atol=1e-5)
+
+
+def _same_edges(a, b):
+    assert set(a.nodes) == set(b.nodes) and set(a.edges) == set(b.edges)
+    for u, v, d in a.edges(data=True):
+        assert d["heads"] == b.edges[u, v]["heads"]
+        np.testing.assert_allclose(d["weights"], b.edges[u, v]["weights"], atol=1e-5)
+
+
+def test_attention_graph_and_influence_exact(pair, no_dense_maps):
+    lazy, dense = pair
+    threshold = 0.2
+    gaps = np.abs(dense.maps - threshold)
+    assert gaps.min() > 1e-4  # no weight so close to the threshold that rounding could flip it
+    gl, gd = ak.attention_graph(lazy, threshold=threshold), ak.attention_graph(dense, threshold=threshold)
+    assert gl.number_of_edges() > 10
+    _same_edges(gl, gd)
+    assert ak.influence(gl).equals(ak.influence(gd))
+    heads = [(0, 1), (1, 3)]
+    _same_edges(ak.attention_graph(lazy, threshold=threshold, heads=heads),
+                ak.attention_graph(dense, threshold=threshold, heads=heads))
+
+
+def test_rollout_of_head_averages(pair, no_dense_maps):
+    lazy, dense = pair
+    np.testing.assert_allclose(ak.rollout(lazy), ak.rollout(dense), atol=1e-6)
+    np.testing.assert_allclose(ak.rollout(lazy, all_layers=True),
+                               ak.rollout(dense, all_layers=True), atol=1e-6)
+    np.testing.assert_allclose(blocks.head_mean(lazy, 1), dense.maps[1].mean(0), atol=1e-6)
