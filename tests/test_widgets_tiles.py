@@ -146,3 +146,21 @@ def test_report_kernels_get_an_embedding_budget(monkeypatch):
     monkeypatch.setenv("ATTNKIT_EMBED_BYTES", "123")
     with report._embedding_budget():
         assert os.environ["ATTNKIT_EMBED_BYTES"] == "123"  # the user's choice stands
+
+
+def test_views_on_a_real_lazy_capture_match_the_dense_one():
+    from attnkit.testing import tiny_model
+    from attnkit.widgets import FlowView
+
+    model = tiny_model("llama", heads=4, kv_heads=2, max_positions=256)
+    text = " ".join(["The cat sat on the mat."] * 12)
+    lazy, dense = model.attend(text, lazy=True), model.attend(text)
+    assert type(lazy).__name__ == "LazyAttention" and len(lazy) > 100
+    a, b = Heatmap(lazy, layer=1, head=2), Heatmap(dense, layer=1, head=2)
+    np.testing.assert_allclose(read(a.overview_max), read(b.overview_max), atol=1e-5)
+    q = {"type": "tile", "layer": 1, "head": 2, "k": 0, "ti": 0, "tj": 0, "reduce": "max"}
+    np.testing.assert_allclose(read(a.answer(q)["array"]), dense.maps[1, 2, :, :], atol=1e-5)
+    g1, g2 = HeadGrid(lazy, progress=False), HeadGrid(dense, progress=False)
+    np.testing.assert_allclose(read(g1.head_max), read(g2.head_max), atol=1e-5)
+    f1, f2 = FlowView(lazy, threshold=0.2), FlowView(dense, threshold=0.2)
+    assert set(f1.graph.edges) == set(f2.graph.edges)

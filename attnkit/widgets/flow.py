@@ -16,11 +16,10 @@ from matplotlib.figure import Figure
 
 from .. import flow
 from .._compat import renamed
-from ..attention import Attention
 from ..errors import InputError
 from ..plot._prep import mpl_text
 from ..plot.flow import plot_flow_radial
-from ..types import Attentions, Sources
+from ..types import AttentionLike, Attentions, Sources
 from ._base import SelectsHead
 from ._codec import read, wire
 from ._flow_wire import encode_graph
@@ -86,7 +85,8 @@ class FlowView(SelectsHead):
 
     Parameters
     ----------
-    attentions : the Attention to trace.
+    attentions : the attention to trace: dense Attention, or LazyAttention (its edges are
+        found band by band, see :func:`attnkit.attention_graph`).
     other : optional second Attention on the same tokens (e.g. the fine-tuned model): the
         view then colours what both graphs share (grey), what only ``att`` has (turquoise)
         and what only ``other`` has (purple), and splits each head glyph in two.
@@ -158,9 +158,9 @@ class FlowView(SelectsHead):
     @renamed(positional=("other",), att="attentions", source="sources")
     def __init__(
         self,
-        attentions: Attention,
+        attentions: AttentionLike,
         *,
-        other: Attention | None = None,
+        other: AttentionLike | None = None,
         threshold: float | None = None,
         alpha: float = 0.5,
         sources: Sources = None,
@@ -170,11 +170,11 @@ class FlowView(SelectsHead):
         title: str | None = None,
     ) -> None:
         att, source = attentions, sources
-        if not isinstance(att, Attention) or (other is not None and not isinstance(other, Attention)):
-            raise InputError("FlowView takes attnkit Attention objects (att, and other= to compare).")
+        if not isinstance(att, AttentionLike) or (other is not None and not isinstance(other, AttentionLike)):
+            raise InputError("FlowView takes attention (Attention or LazyAttention; other= to compare).")
         if other is not None:
             flow.check_tokenization(att, other, names or ("att", "other"))
-            if att.maps.shape[:2] != other.maps.shape[:2]:
+            if (att.n_layers, att.n_heads) != (other.n_layers, other.n_heads):
                 raise InputError(
                     f"att has {att.n_layers} layers × {att.n_heads} heads but other has "
                     f"{other.n_layers} × {other.n_heads}; comparison needs the same architecture."
