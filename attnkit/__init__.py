@@ -1,6 +1,6 @@
 """attnkit: look inside the attention of transformer language models from a notebook."""
 
-from . import errors, pipeline, plot
+from . import errors, pipeline, plot, toy
 from .analysis import (
     AttentionProbe,
     attention_importance,
@@ -8,13 +8,14 @@ from .analysis import (
     embed_heads,
     head_behaviours,
     head_distances,
+    head_scores,
     head_stats,
     relation_heads,
     right_branching_uas,
 )
 from .attention import Attention
 from .corpus import AttentionSet, extract
-from .data import Sentence, Treebank, read_conllu, read_coref, read_glue
+from .data import Sentence, Treebank, induction_inputs, read_conllu, read_coref, read_glue
 from .finetune import finetune
 from .flow import (
     attention_flow,
@@ -65,12 +66,15 @@ __all__ = [
     "errors",
     "extract",
     "finetune",
+    "head_scores",
     "head_stats",
+    "induction_inputs",
     "load",
     "read_conllu",
     "read_coref",
     "read_glue",
     "relation_heads",
+    "toy",
     "right_branching_uas",
     "__version__",
 ]

@@ -26,6 +26,10 @@ def renamed(positional: Sequence[str] = (), **names: str) -> Callable[[F], F]:
             p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in sig.parameters.values()
         )
         qualname = fn.__qualname__.replace(".__init__", "")
+        positional_names = [
+            p.name for p in sig.parameters.values()
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+        ]
 
         @functools.wraps(fn)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -49,9 +53,10 @@ def renamed(positional: Sequence[str] = (), **names: str) -> Callable[[F], F]:
                         raise TypeError(f"{qualname}() got multiple values for {name!r}.")
                     kwargs[name] = value
                 args = args[:n_positional]
+            given = set(positional_names[: len(args)])
             for old, new in names.items():
                 if old in kwargs:
-                    if new in kwargs:
+                    if new in kwargs or new in given:
                         raise TypeError(f"{qualname}() got both {old!r} and {new!r}; use {new!r}.")
                     warnings.warn(
                         f"{qualname}(): {old}= is deprecated, use {new}= (it will be removed "

@@ -7,11 +7,12 @@ Maps are float32 ``[layer, head, query, key]``: row ``q`` is the distribution of
 from __future__ import annotations
 
 import unicodedata
-from dataclasses import dataclass, field, replace
+from dataclasses import KW_ONLY, dataclass, field, replace
 from typing import Any, Sequence
 
 import numpy as np
 
+from ._compat import renamed
 from .errors import InputError
 
 #: Largest distance of a row sum from 1 that attention weights may have (float16 storage
@@ -120,6 +121,7 @@ class Attention(Positions):
     roles: np.ndarray
     word_ids: np.ndarray
     words: list[str]
+    _: KW_ONLY
     level: str = "token"
     segments: np.ndarray | None = None
     embeddings: np.ndarray | None = None
@@ -266,8 +268,9 @@ class Attention(Positions):
         return cls(maps=arr, tokens=tokens, roles=roles_arr, word_ids=np.asarray(word_ids),
                    words=list(words), causal=causal, model=model, measure=measure)
 
+    @renamed(positional=("layers", "heads"))
     def select(
-        self, layers: Sequence[int] | None = None, heads: Sequence[int] | None = None
+        self, *, layers: Sequence[int] | None = None, heads: Sequence[int] | None = None
     ) -> "Attention":
         """A new Attention keeping only the given layers and/or heads (0-indexed)."""
         maps = self.maps

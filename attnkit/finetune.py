@@ -1,6 +1,6 @@
 """A small, honest fine-tuning loop: a pre-trained encoder plus a classification head.
 
-``finetune(model, train, dev, out=folder)`` trains a *copy* of an :class:`attnkit.Model`
+``finetune(model, train, evaluate_on=dev, out=folder)`` trains a *copy* of an :class:`attnkit.Model`
 with a sequence-classification head (``AutoModelForSequenceClassification`` built from the
 model's config, its encoder weights copied in), reports dev accuracy and F1 next to the
 majority-class baseline, and saves a folder (safetensors weights, config, tokenizer and a
@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ._compat import renamed
 from .data.pairs import GlueDataset
 from .errors import InputError
 
@@ -355,11 +356,12 @@ def _json_default(o: Any):
 
 
 # ---------------------------------------------------------------- finetune
+@renamed(positional=("dev",), train="inputs", dev="evaluate_on")
 def finetune(
     model: Any,
-    train: GlueDataset,
-    dev: GlueDataset | None = None,
+    inputs: GlueDataset,
     *,
+    evaluate_on: GlueDataset | None = None,
     epochs: float = 3,
     max_items: int | None = None,
     lr: float = 5e-5,
@@ -374,13 +376,16 @@ def finetune(
     overwrite: bool = False,
     progress: bool = True,
 ) -> FinetuneResult:
-    """Fine-tune a copy of ``model`` with a classification head on ``train``; score on ``dev``.
+    """Fine-tune a copy of ``model`` with a classification head on ``inputs``; score on
+    ``evaluate_on``.
 
     Parameters
     ----------
     model : an :class:`attnkit.Model` (or a name for :func:`attnkit.load`). Not modified.
-    train, dev : :class:`~attnkit.data.pairs.GlueDataset` with labels and the same
-        ``label_names`` (e.g. ``read_glue("MRPC", "train")``). ``dev=None``: no evaluation.
+    inputs, evaluate_on : :class:`~attnkit.data.pairs.GlueDataset` with labels and the same
+        ``label_names`` (e.g. ``read_glue("MRPC", "train")`` and ``"dev"``): the training
+        data and the held-out split reported on (``None``: no evaluation; nothing is chosen
+        on it).
     epochs : passes over the training items; a fraction stops part-way through the last.
     max_items : train on a random subset of this many training items (seeded).
     lr, weight_decay, warmup : AdamW with linear warm-up over ``warmup`` of the steps, then
@@ -399,6 +404,7 @@ def finetune(
     on the model's device, in eval mode) as ``result.model``. Shows tqdm progress bars unless
     ``progress=False``. Set ``torch.set_num_threads`` yourself; finetune leaves it alone.
     """
+    train, dev = inputs, evaluate_on
     import torch
     from tqdm.auto import tqdm
 
@@ -579,7 +585,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         train, dev = train.split_off(a.holdout, seed=0)  # the same hold-out for every recipe
     else:
         dev = read_glue(a.task, a.dev_split)
-    res = finetune(a.model, train, dev, epochs=a.epochs, max_items=a.max_items, lr=a.lr,
+    res = finetune(a.model, train, evaluate_on=dev, epochs=a.epochs, max_items=a.max_items, lr=a.lr,
                    max_length=a.max_length, batch_size=a.batch_size, out=a.out, seed=a.seed,
                    freeze_layers=a.freeze_layers, weight_decay=a.weight_decay, warmup=a.warmup,
                    eval_each_epoch=a.eval_each_epoch, overwrite=a.overwrite,

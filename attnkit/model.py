@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ._compat import renamed
 from .attention import Attention
 from .errors import (
     CaptureError,
@@ -224,6 +225,25 @@ def _auto_class(config: Any, task: str):
     return tf.AutoModel
 
 
+def _token_ids(item: Any) -> list[int] | None:
+    """``item`` as a list of token ids when it is one (ints, a 1-D integer array or tensor),
+    else None. Raises InputError for arrays that are not 1-D integers."""
+    if type(item).__module__.startswith("torch"):
+        item = item.detach().cpu().numpy()
+    if isinstance(item, np.ndarray):
+        if item.dtype.kind not in "iu" or item.ndim != 1:
+            raise InputError(
+                f"An array of token ids must be 1-D and of integers; got shape {item.shape} "
+                f"and dtype {item.dtype}."
+            )
+        return item.tolist()
+    if isinstance(item, (list, tuple)) and item and all(
+        isinstance(i, (int, np.integer)) and not isinstance(i, bool) for i in item
+    ):
+        return [int(i) for i in item]
+    return None
+
+
 @dataclass
 class Encoding:
     """One tokenized input, aligned to words, ready for a forward pass.
@@ -281,8 +301,9 @@ class Model:
     (device(type='cpu'), torch.float32, 'interface')
     """
 
-    def __init__(self, hf_model: Any, tokenizer: Any, name: str = "", path: str = "", *,
-                 capture: str = "auto"):
+    @renamed(positional=("name", "path"))
+    def __init__(self, hf_model: Any, tokenizer: Any, *, name: str = "", path: str = "",
+                 capture: str = "auto") -> None:
         from .capture import IMPLEMENTATION, register, supports_interface
 
         if not getattr(tokenizer, "is_fast", False):
@@ -417,9 +438,14 @@ class Model:
         """Tokenize one input and align its tokens to words.
 
         ``item`` is a text, a pair ``(text_a, text_b)``, a list of words, a pair of word
-        lists, or any object with a ``words`` attribute (a treebank ``Sentence``).
-        Longer inputs are truncated to :attr:`max_length` (``Encoding.truncated``).
+        lists, or any object with a ``words`` attribute (a treebank ``Sentence``); or token
+        ids (a list of ints, a 1-D integer array or tensor), encoded as given
+        (:meth:`encode_ids`). Longer inputs are truncated to :attr:`max_length`
+        (``Encoding.truncated``).
         """
+        ids = _token_ids(item)
+        if ids is not None:
+            return self.encode_ids(ids)
         meta: dict[str, Any] = {}
         if hasattr(item, "words") and not isinstance(item, (str, list, tuple)):
             meta = {"sent_id": getattr(item, "id", None)}
@@ -479,6 +505,50 @@ class Model:
         return Encoding(ids, tokens, roles, word_ids, segments, words,
                         list(type_ids) if type_ids is not None else None, truncated, meta,
                         full_length=len(full["input_ids"]))
+
+    def encode_ids(self, ids: Sequence[int]) -> Encoding:
+        """Token ids as one input, exactly as given (no special tokens added or removed).
+
+        Tokens come from ``convert_ids_to_tokens``; the tokenizer's special ids get the roles
+        "cls"/"sep"/"special", every other id is a word of its own (its decoded text).
+
+        Raises
+        ------
+        InputError
+            When an id is outside the tokenizer's vocabulary.
+        EmptyInputError
+            When there are no ids, or only special ones.
+        """
+        ids = [int(i) for i in ids]
+        if not ids:
+            raise EmptyInputError("The token id list is empty; give at least one id.")
+        size = len(self.tokenizer)
+        bad = [i for i in ids if not 0 <= i < size]
+        if bad:
+            raise InputError(
+                f"Token id {bad[0]} is outside the tokenizer's vocabulary (0 to {size - 1}); "
+                "give ids of this model's tokenizer."
+            )
+        full_length = len(ids)
+        truncated = full_length > self.max_length
+        ids = ids[: self.max_length]
+        tokens = self.tokenizer.convert_ids_to_tokens(ids)
+        special = set(self.tokenizer.all_special_ids)
+        roles, word_ids, words = [], [], []
+        for pos, (tid, tok) in enumerate(zip(ids, tokens)):
+            if tid in special:
+                roles.append(self._special_role(tok, pos))
+                word_ids.append(-1)
+            else:
+                roles.append("word")
+                word_ids.append(len(words))
+                words.append(self.tokenizer.decode([tid]).strip() or tok)
+        if not words:
+            raise EmptyInputError("The input has no tokens besides special tokens.")
+        segments = [0 if r == "word" else -1 for r in roles]
+        type_ids = [0] * len(ids) if self._accepts_type_ids else None
+        return Encoding(ids, tokens, roles, word_ids, segments, words, type_ids, truncated,
+                        full_length=full_length)
 
     def _tokenizer_for(self, split: bool):
         """The tokenizer for pre-split words: byte-level BPE tokenizers (GPT-2, RoBERTa)
@@ -728,7 +798,7 @@ class Model:
                     stacklevel=2,
                 )
             maps, embs = self.run([enc], embeddings=embeddings)
-            att = self.to_attention(enc, maps[0], embs[0] if embs else None)
+            att = self.to_attention(enc, maps[0], embeddings=embs[0] if embs else None)
         return att.to_words() if level == "word" else att
 
     def _attend_lazy(self, enc: Encoding, embeddings: bool) -> LazyAttention:
@@ -740,11 +810,11 @@ class Model:
         emb = self.run_embeddings(enc) if embeddings else None
         return LazyAttention(rec.layers, embeddings=emb, **self._alignment(enc))
 
-    def run_embeddings(self, enc: Encoding) -> np.ndarray:
+    def run_embeddings(self, encoding: Encoding) -> np.ndarray:
         """The float32 input embeddings ``[n, d]`` of one encoding (numpy, CPU)."""
         import torch
 
-        ids = torch.tensor([enc.input_ids], device=self.device)
+        ids = torch.tensor([encoding.input_ids], device=self.device)
         with torch.inference_mode():
             return self.hf.get_input_embeddings()(ids)[0].float().cpu().numpy()
 
@@ -755,9 +825,12 @@ class Model:
                     words=enc.words, segments=np.array(enc.segments), meta=meta,
                     model=self.name, causal=self.causal, input_ids=np.asarray(enc.input_ids))
 
-    def to_attention(self, enc: Encoding, maps: np.ndarray, emb: np.ndarray | None = None) -> Attention:
-        """Wrap one item's maps with its encoding's alignment."""
-        return Attention(maps=maps, embeddings=emb, truncated=enc.truncated, **self._alignment(enc))
+    @renamed(positional=("emb",), enc="encoding", emb="embeddings")
+    def to_attention(self, encoding: Encoding, maps: np.ndarray, *,
+                     embeddings: np.ndarray | None = None) -> Attention:
+        """Wrap one item's maps ``[L, H, n, n]`` with its encoding's alignment."""
+        return Attention(maps=maps, embeddings=embeddings, truncated=encoding.truncated,
+                         **self._alignment(encoding))
 
 
 def _float32() -> Any:

@@ -219,7 +219,7 @@ class HeadResult(Result):
 
         value = self._value(value)
         options.setdefault("title", value)
-        return HeadMap(self.grid(value), **options)
+        return HeadMap(self.grid(value), value=value, **options)
 
 
 def _short(v: Any) -> str:

@@ -67,7 +67,7 @@ def run(args: dict, *, holdout: bool, threads: int, out: str | None = None, spli
     else:
         dev = read_glue(task, "dev")
     model = ak.load("minilm")
-    res = finetune(model, train, dev, out=out, overwrite=True, progress=progress,
+    res = finetune(model, train, evaluate_on=dev, out=out, overwrite=True, progress=progress,
                    eval_each_epoch=holdout, **{"seed": 0, **args})
     row = res.summary()
     row.update(task=task, eval_split=f"hold-out 10% of train (split seed {split_seed})" if holdout else "dev",

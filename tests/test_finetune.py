@@ -56,7 +56,7 @@ def test_learns_rule_saves_and_loads(tmp_path):
     before = state(model)
     data = rule_data()
     out = tmp_path / "ft"
-    res = ft.finetune(model, data, data, epochs=10, lr=1e-2, batch_size=8, max_length=32,
+    res = ft.finetune(model, data, evaluate_on=data, epochs=10, lr=1e-2, batch_size=8, max_length=32,
                       warmup=0.0, out=out, progress=False)
     losses = res.history.loss.to_numpy()
     assert len(losses) == 40  # 32 items / 8 per step * 10 epochs
@@ -101,7 +101,7 @@ def test_classifier_copy_keeps_encoder_weights():
 def test_freeze_layers_keeps_bottom_weights():
     model = tiny()
     data = rule_data()
-    res = ft.finetune(model, data, None, epochs=1, lr=1e-2, batch_size=8, max_length=32,
+    res = ft.finetune(model, data, epochs=1, lr=1e-2, batch_size=8, max_length=32,
                       freeze_layers=2, progress=False)
     old, new = model.base.state_dict(), res.model.base.state_dict()
     same = {k: np.array_equal(old[k].numpy(), new[k].numpy()) for k in old}
@@ -109,7 +109,7 @@ def test_freeze_layers_keeps_bottom_weights():
     assert not all(v for k, v in same.items() if k.startswith("encoder.layer.1."))
     assert np.isnan(res.accuracy) and res.predictions is None
     with pytest.raises(InputError, match="freeze_layers=9"):
-        ft.finetune(model, data, None, epochs=1, freeze_layers=9, progress=False)
+        ft.finetune(model, data, epochs=1, freeze_layers=9, progress=False)
 
 
 def test_max_items_subset_and_majority_from_train():
@@ -118,7 +118,7 @@ def test_max_items_subset_and_majority_from_train():
     dev = GlueDataset(["she sat on the mat"] * 3 + ["yesterday she sat on the mat"],
                       np.array([0, 0, 0, 1]), data.label_names)
     train = data.take(np.r_[np.flatnonzero(data.labels == 1), np.flatnonzero(data.labels == 0)[:4]])
-    res = ft.finetune(model, train, dev, epochs=1, max_items=12, lr=1e-3, batch_size=4,
+    res = ft.finetune(model, train, evaluate_on=dev, epochs=1, max_items=12, lr=1e-3, batch_size=4,
                       max_length=32, progress=False)
     assert res.n_train == 12 and len(res.history) == 3
     # the baseline always answers train's majority label (1, 16 of 20 items), right 1 in 4
@@ -147,14 +147,14 @@ def test_interrupt_during_training_leaves_no_folder(tmp_path, monkeypatch):
 
     monkeypatch.setattr(ft, "_collate", collate)
     with pytest.raises(KeyboardInterrupt):
-        ft.finetune(model, data, data, epochs=2, batch_size=8, out=tmp_path / "ft", progress=False)
+        ft.finetune(model, data, evaluate_on=data, epochs=2, batch_size=8, out=tmp_path / "ft", progress=False)
     assert list(tmp_path.iterdir()) == []
 
 
 def test_interrupt_while_saving_keeps_previous_folder(tmp_path, monkeypatch):
     model, data = tiny(), rule_data()
     out = tmp_path / "ft"
-    ft.finetune(model, data, None, epochs=1, batch_size=8, out=out, progress=False)
+    ft.finetune(model, data, epochs=1, batch_size=8, out=out, progress=False)
     weights = (out / "model.safetensors").read_bytes()
 
     def broken_save(*args, **kwargs):
@@ -162,7 +162,7 @@ def test_interrupt_while_saving_keeps_previous_folder(tmp_path, monkeypatch):
 
     monkeypatch.setattr(type(model.tokenizer), "save_pretrained", broken_save)
     with pytest.raises(KeyboardInterrupt):
-        ft.finetune(model, data, None, epochs=1, batch_size=8, out=out, overwrite=True,
+        ft.finetune(model, data, epochs=1, batch_size=8, out=out, overwrite=True,
                     seed=1, progress=False)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ft"]  # no partial folder left
     assert (out / "model.safetensors").read_bytes() == weights
@@ -170,7 +170,7 @@ def test_interrupt_while_saving_keeps_previous_folder(tmp_path, monkeypatch):
 
     # without a previous folder, an interrupted save leaves nothing attnkit.load could open
     with pytest.raises(KeyboardInterrupt):
-        ft.finetune(model, data, None, epochs=1, batch_size=8, out=tmp_path / "new", progress=False)
+        ft.finetune(model, data, epochs=1, batch_size=8, out=tmp_path / "new", progress=False)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ft"]
 
 
@@ -180,9 +180,9 @@ def test_refuses_to_clobber(tmp_path):
     mine.mkdir()
     (mine / "keep.txt").write_text("x")
     with pytest.raises(InputError, match="already exists"):
-        ft.finetune(model, data, None, out=mine, progress=False)
+        ft.finetune(model, data, out=mine, progress=False)
     with pytest.raises(InputError, match="not written by attnkit.finetune"):
-        ft.finetune(model, data, None, out=mine, overwrite=True, progress=False)
+        ft.finetune(model, data, out=mine, overwrite=True, progress=False)
     assert (mine / "keep.txt").read_text() == "x"
 
 
@@ -190,13 +190,13 @@ def test_bad_inputs():
     model, data = tiny(), rule_data()
     other = GlueDataset(["a"], np.array([0]), ("neg", "pos"))
     with pytest.raises(InputError, match="labels .* differ"):
-        ft.finetune(model, data, other, progress=False)
+        ft.finetune(model, data, evaluate_on=other, progress=False)
     with pytest.raises(InputError, match="no labels"):
-        ft.finetune(model, GlueDataset(["a"], None, ()), None, progress=False)
+        ft.finetune(model, GlueDataset(["a"], None, ()), progress=False)
     with pytest.raises(InputError, match="GlueDataset"):
-        ft.finetune(model, ["a", "b"], None, progress=False)
+        ft.finetune(model, ["a", "b"], progress=False)
     with pytest.raises(InputError, match="max_length"):
-        ft.finetune(model, data, None, max_length=1000, progress=False)
+        ft.finetune(model, data, max_length=1000, progress=False)
 
 
 def test_command_line_end_to_end(tmp_path, monkeypatch, capsys):
@@ -243,7 +243,7 @@ def test_bundled_model_one_step(tmp_path):
     assert type(clf).__name__ == "BertForSequenceClassification"
     base = model.base.state_dict()
     assert all(np.array_equal(v.numpy(), base[k].numpy()) for k, v in clf.base_model.state_dict().items())
-    res = ft.finetune(model, data, data, epochs=1, batch_size=8, lr=1e-4, out=tmp_path / "m",
+    res = ft.finetune(model, data, evaluate_on=data, epochs=1, batch_size=8, lr=1e-4, out=tmp_path / "m",
                       progress=False)
     assert len(res.history) == 1
     loaded = ak.load(tmp_path / "m")

@@ -30,7 +30,7 @@ def _ids(path: Path) -> str:
 
 def test_notebooks_exist():
     names = {p.name for p in NOTEBOOKS}
-    assert {"02_attention_flows.ipynb", "03_classroom_tour.ipynb"} <= names, names
+    assert {"02_attention_flows.ipynb", "03_classroom_tour.ipynb", "04_decoder_attention.ipynb"} <= names, names
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids)

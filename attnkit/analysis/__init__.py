@@ -16,6 +16,7 @@ from .coref import (
     coref_summary,
     split_documents,
 )
+from .heads import HEAD_KINDS, earlier_occurrences, head_scores, token_identity
 from .importance import TARGETS, AttentionGradients, attention_gradients, attention_importance
 from .probe import AttentionProbe, probe_data
 from .stats import STAT_COLUMNS, head_stats, item_stats, uniform_row_entropy
@@ -23,6 +24,7 @@ from .syntax import head_accuracy, offset_accuracy, relation_heads, right_branch
 
 __all__ = [
     "BEHAVIOURS",
+    "HEAD_KINDS",
     "STAT_COLUMNS",
     "TARGETS",
     "AttentionGradients",
@@ -35,10 +37,12 @@ __all__ = [
     "coref_predictions",
     "coref_rows",
     "coref_summary",
+    "earlier_occurrences",
     "embed_heads",
     "head_behaviours",
     "head_accuracy",
     "head_distances",
+    "head_scores",
     "head_stats",
     "item_stats",
     "offset_accuracy",
@@ -46,6 +50,7 @@ __all__ = [
     "relation_heads",
     "right_branching_uas",
     "split_documents",
+    "token_identity",
     "uniform_entropy",
     "uniform_row_entropy",
     "word_hits",

@@ -427,6 +427,9 @@ def coref_heads(
     return HeadResult(out, meta, value="all", plot=_plot_heads)
 
 
+coref_heads.__attnkit_deprecated__ = ("report_on",)  # type: ignore[attr-defined]
+
+
 def _evaluation(attentions: Any, gold: Any, exclude_links: Sequence[str],
                 singletons: bool) -> CorefEvaluation:
     if isinstance(attentions, CorefEvaluation):

@@ -2,6 +2,7 @@
 
 from .conllu import Sentence, Treebank, read_conllu
 from .coref import MENTION_TYPES, Document, Mention, mention_head, read_coref
+from .induction import induction_inputs
 from .pairs import LABEL_NAMES, GlueDataset, read_glue
 from .paths import data_dir, find_data, sample_treebank
 
@@ -15,6 +16,7 @@ __all__ = [
     "Treebank",
     "data_dir",
     "find_data",
+    "induction_inputs",
     "mention_head",
     "read_conllu",
     "read_coref",

@@ -17,6 +17,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
+from .._compat import renamed
 from ..errors import ConllError, InputError
 from .conllu import Sentence, Treebank, read_conllu
 
@@ -138,13 +139,14 @@ def _prefix(s: Sentence, n: int) -> Sentence:
 
 
 # --------------------------------------------------------------------- reading
-def read_coref(source: str | Path | Treebank | Sequence[Sentence], *,
+@renamed(source="path")
+def read_coref(path: str | Path | Treebank | Sequence[Sentence], *,
                fields: Sequence[str] | None = None) -> list[Document]:
     """Read the coreference annotation of a CoNLL-U file (or an already read treebank).
 
     Parameters
     ----------
-    source : path of a CoNLL-U file, or a :class:`~attnkit.data.Treebank` /
+    path : path of a CoNLL-U file, or a :class:`~attnkit.data.Treebank` /
         list of sentences (grouped into documents by ``Sentence.doc_id``).
     fields : names of the hyphen-separated fields of an opening bracket. Default: those of
         the file's ``# global.Entity`` comment, else :data:`DEFAULT_ENTITY_FIELDS`.
@@ -157,6 +159,7 @@ def read_coref(source: str | Path | Treebank | Sequence[Sentence], *,
     Raises :class:`~attnkit.errors.ConllError` naming the file, line (when the file is at
     hand) and sentence for unbalanced or malformed brackets.
     """
+    source = path
     if isinstance(source, (str, Path)):
         path = Path(source)
         treebank = read_conllu(path)

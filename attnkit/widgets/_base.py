@@ -156,7 +156,7 @@ class AttnkitWidget(anywidget.AnyWidget):
         self.observe(self._invalidate_static, names=list(self._static_traits()))
 
     # Subclasses: the figure and the words describing it.
-    def figure(self, preview: bool = False) -> Figure:
+    def figure(self, *, preview: bool = False) -> Figure:
         """The matplotlib figure of what the widget shows. ``preview=True`` trades detail
         (fewer labels, smaller thumbnails) for speed: it is what notebooks embed."""
         raise NotImplementedError

@@ -120,7 +120,7 @@ class ClusterView(SelectsHead):
             raise InputError(f"head {value[0]}-{value[1]} (0-indexed) is not in this embedding.")
         return value
 
-    def figure(self, preview: bool = False) -> Figure:
+    def figure(self, *, preview: bool = False) -> Figure:
         labels = None
         if self._names is not None:
             labels = [x if x is not None else "(none)" for x in self._names]

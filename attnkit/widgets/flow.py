@@ -369,7 +369,7 @@ class FlowView(SelectsHead):
             raise InputError("a collection view has no single graph; see .result (a FlowSummary).")
         return self.result.union if self.mode == "compare" else self.result
 
-    def figure(self, preview: bool = False) -> Figure:
+    def figure(self, *, preview: bool = False) -> Figure:
         if self.mode == "collection":
             return self._collection_figure()
         fig = Figure(figsize=(7.0, 7.0), layout="constrained")

@@ -168,7 +168,7 @@ class HeadGrid(SinkAwareScale, SelectsHead):
         )
         self._tokens = list(att.tokens)
 
-    def figure(self, preview: bool = False) -> Figure:
+    def figure(self, *, preview: bool = False) -> Figure:
         return plots.plot_head_grid(
             self._thumbs, metric=self._metric_table, metric_name=self.metric_name or "metric",
             scale=self.normalize, size=min(self.size, 56) if preview else self.size,

@@ -75,7 +75,7 @@ class HeadMap(SelectsHead):
         """The values as ``[layer, head]`` (NaN where a head has none)."""
         return self._table
 
-    def figure(self, preview: bool = False) -> Figure:
+    def figure(self, *, preview: bool = False) -> Figure:
         return plots.plot_head_map(
             self._table, self.value_name, diverging=self.diverging, cmap=self.cmap or None,
             vmin=self.vmin, vmax=self.vmax, title=self.title,

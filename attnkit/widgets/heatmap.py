@@ -298,7 +298,7 @@ class Heatmap(SinkAwareScale, AttnkitWidget):
         assert self._overview is not None
         return self._overview.max if self.reduce == "max" else self._overview.mean
 
-    def figure(self, preview: bool = False) -> Figure:
+    def figure(self, *, preview: bool = False) -> Figure:
         ov = self._overview
         assert ov is not None
         top = self._scale_top()

@@ -1,0 +1,327 @@
+"""Decoder head taxonomy: attention sinks, previous-token, induction and duplicate-token heads.
+
+The decoder-era counterpart of Clark et al.'s general head behaviour: for every head, the share
+of attention that goes to the first position (attention sinks, Xiao et al. 2024), to the previous
+position, to the token right after an earlier occurrence of the current token (induction heads,
+Olsson et al. 2022) and to that earlier occurrence itself (duplicate-token heads).
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .._progress import progress as progress_bar
+from ..attention import Attention
+from ..errors import InputError, NotSupportedError
+from ..results import HeadResult
+from ..types import AttentionLike, Attentions, as_collection
+
+#: The kinds of head :func:`head_scores` measures, in its default column order.
+HEAD_KINDS = ("sink", "previous", "induction", "duplicate")
+
+# Largest block (elements) read at once from attention that is not held densely.
+_BLOCK_ELEMENTS = 1 << 22
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What one input contributes: the (query, key) cells each kind sums, and its rows."""
+
+    cells: dict[str, tuple[np.ndarray, np.ndarray]]  # kind -> (rows, cols), sorted by row
+    rows: dict[str, int]  # kind -> number of query rows counted
+    uniform: dict[str, float]  # kind -> sum over counted rows of the share uniform attention gives
+
+
+def token_identity(att: AttentionLike) -> tuple[np.ndarray, str]:
+    """Int ``[n]`` labels equal exactly where two positions hold the same token, and their
+    source: the token ids (``"input_ids"``) when the attention has them, else the token
+    strings (``"tokens"``; at word level these are the words)."""
+    ids = getattr(att, "input_ids", None)
+    if ids is not None and getattr(att, "level", "token") == "token":
+        return np.asarray(ids, dtype=np.int64), "input_ids"
+    return np.unique(np.asarray(att.tokens, dtype=object).astype(str), return_inverse=True)[1], "tokens"
+
+
+def earlier_occurrences(ids: np.ndarray, rows: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """All pairs ``(q, j)`` with ``j < q`` and ``ids[j] == ids[q]``, sorted by ``q`` then ``j``.
+
+    ``rows`` (bool ``[n]``) keeps only the pairs whose query ``q`` is True there.
+    """
+    ids = np.asarray(ids)
+    order = np.argsort(ids, kind="stable")
+    sorted_ids = ids[order]
+    bounds = np.flatnonzero(np.diff(sorted_ids)) + 1
+    qs, js = [], []
+    for group in np.split(order, bounds):
+        if len(group) < 2:
+            continue
+        a, b = np.triu_indices(len(group), 1)  # group is ascending: group[a] < group[b]
+        qs.append(group[b])
+        js.append(group[a])
+    if not qs:
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty
+    q, j = np.concatenate(qs), np.concatenate(js)
+    if rows is not None:
+        keep = np.asarray(rows, dtype=bool)[q]
+        q, j = q[keep], j[keep]
+    order = np.lexsort((j, q))
+    return q[order].astype(np.int64), j[order].astype(np.int64)
+
+
+def _plan(att: AttentionLike, kinds: Sequence[str]) -> tuple[_Plan, str]:
+    n = len(att)
+    ids, identity = token_identity(att)
+    causal = bool(getattr(att, "causal", False))
+    # the share uniform attention gives one cell of row q: 1 / (visible positions)
+    visible = np.arange(1, n + 1, dtype=np.float64) if causal else np.full(n, float(n))
+    cells: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    rows: dict[str, int] = {}
+    uniform: dict[str, float] = {}
+    after = np.arange(1, n, dtype=np.int64)
+    if "sink" in kinds:
+        cells["sink"] = (after, np.zeros(n - 1, dtype=np.int64))
+    if "previous" in kinds:
+        cells["previous"] = (after, after - 1)
+    if "induction" in kinds or "duplicate" in kinds:
+        q, j = earlier_occurrences(ids, np.asarray(att.roles) == "word")
+        if "induction" in kinds:
+            cells["induction"] = (q, j + 1)
+        if "duplicate" in kinds:
+            cells["duplicate"] = (q, j)
+    for kind in kinds:
+        q, _ = cells[kind]
+        rows[kind] = len(np.unique(q))
+        uniform[kind] = float((1.0 / visible[q]).sum())
+    return _Plan(cells, rows, uniform), identity
+
+
+def _item_sums(att: AttentionLike, plan: _Plan, kinds: Sequence[str]) -> np.ndarray:
+    """float64 ``[layer, head, kind]``: each kind's attention summed over its cells."""
+    L, H, n = att.n_layers, att.n_heads, len(att)
+    out = np.zeros((L, H, len(kinds)))
+    if n == 0:
+        return out
+    causal = bool(getattr(att, "causal", False))
+    shares = getattr(att, "measure", "weights") != "weights"
+    Reader = Callable[[int, int, int, int], np.ndarray]  # (layer, r0, r1, c1) -> [heads, rows, cols]
+    groups: list[tuple[list[int], Reader]]
+    if isinstance(att, Attention):
+        dense = att.maps
+
+        def read_layer(layer: int, r0: int, r1: int, c1: int) -> np.ndarray:
+            return dense[layer, :, r0:r1, :c1]
+
+        # dense: all heads of a layer at once, straight from the maps already held
+        groups = [(list(range(H)), read_layer)]
+        step = n
+    else:
+
+        def reader(h: int) -> Reader:
+            def read_head(layer: int, r0: int, r1: int, c1: int) -> np.ndarray:
+                return np.asarray(att.block(layer, h, slice(r0, r1), slice(0, c1)))[None]
+
+            return read_head
+
+        # anything else (lazy attention): one head at a time, a band of rows per read
+        groups = [([h], reader(h)) for h in range(H)]
+        step = max(1, _BLOCK_ELEMENTS // max(n, 1))
+    starts = {k: np.searchsorted(plan.cells[k][0], np.arange(0, n + step, step)) for k in kinds}
+    for layer in range(L):
+        for heads, read in groups:
+            for c, r0 in enumerate(range(0, n, step)):
+                r1 = min(n, r0 + step)
+                if not any(starts[k][c + 1] > starts[k][c] for k in kinds):
+                    continue
+                block = read(layer, r0, r1, r1 if causal else n)
+                if shares:
+                    block = _row_shares(block, getattr(att, "measure", ""))
+                for i, kind in enumerate(kinds):
+                    a, b = starts[kind][c], starts[kind][c + 1]
+                    if b > a:
+                        q, k = plan.cells[kind]
+                        out[layer, heads, i] += block[:, q[a:b] - r0, k[a:b]].sum(-1, dtype=np.float64)
+    return out
+
+
+def _row_shares(block: np.ndarray, measure: str) -> np.ndarray:
+    """Rows of a non-negative measure's block as shares of their totals (the block holds whole
+    rows: every column a row can have); rows that sum to 0 stay 0."""
+    if (block < 0).any():
+        raise InputError(
+            f"{measure} maps have negative values, so a head's share of them to a position is not "
+            "defined; score attention weights or a non-negative measure (norm, ALTI) instead."
+        )
+    total = block.sum(-1, keepdims=True, dtype=np.float64)
+    return np.divide(block, total, out=np.zeros(block.shape), where=total > 0)
+
+
+def head_scores(
+    attentions: Attentions,
+    *,
+    kinds: Sequence[str] | str = HEAD_KINDS,
+    progress: bool = True,
+    client: Any = None,
+) -> HeadResult:
+    """Share of each head's attention that goes to the first token, the previous token, the
+    token after an earlier occurrence of the current token, and that earlier occurrence.
+
+    For one query row ``q`` of a head's map ``A`` (rows are *from*, columns *to*, rows sum
+    to 1), with ``t`` the token at each position:
+
+    - ``sink``: ``A[q, 0]``, attention to the first position (an attention sink, Xiao et al.
+      2024; with a BOS token, attention to the BOS). Rows ``q >= 1`` count (row 0 of a causal
+      model can only attend to itself).
+    - ``previous``: ``A[q, q - 1]``. Rows ``q >= 1`` count; in row 1 the previous token is the
+      first one, so it counts as ``sink`` too.
+    - ``induction``: ``sum of A[q, j + 1]`` over every earlier occurrence ``j < q`` of the
+      current token (``t[j] == t[q]``): attention to the tokens that followed the current
+      token before (Olsson et al. 2022). With several earlier occurrences the row scores the
+      attention to all their successors together (one of which may be ``q`` itself when the
+      token repeats immediately).
+    - ``duplicate``: ``sum of A[q, j]`` over the same earlier occurrences ``j``.
+
+    ``induction`` and ``duplicate`` count only rows of word tokens (role "word") whose token
+    occurred before; rows with no earlier occurrence and special tokens (BOS, [SEP]) are left
+    out. Token identity is ``Attention.input_ids`` where the attention has it (token level,
+    made by ``model.attend``), else the token strings (an :class:`~attnkit.AttentionSet`'s
+    items; at word level, the words). Each score averages over all counted rows of all
+    inputs (rows pooled, so long inputs weigh more). :func:`attnkit.induction_inputs` makes
+    inputs in which every row of the second half counts for ``induction``.
+
+    Maps of another measure than attention weights (``Attention.measure``: norm, ALTI) are
+    read as shares of each row's total, so the scores stay shares; signed measures
+    (grad×attn) are refused.
+
+    Parameters
+    ----------
+    attentions : AttentionLike or iterable of AttentionLike
+        One input's attention (dense :class:`~attnkit.Attention` or lazy), or many (an
+        ``AttentionSet``, a list), all with the same layers and heads. Dense attention is
+        read from its maps, one layer at a time; any other attention through
+        ``block(layer, head, rows, cols)``, one head and a band of rows at a time
+        (at most about 4 M cells), so no input's full ``[L, H, n, n]`` is ever built.
+    kinds : sequence of str or str
+        Which scores to compute, any of :data:`HEAD_KINDS`; the columns come in this order.
+    progress : bool
+        Show a progress bar over the inputs.
+    client : None
+        Reserved for running on a ``dask.distributed`` cluster; only ``None`` (in process)
+        is supported yet.
+
+    Returns
+    -------
+    HeadResult
+        Table indexed by ``(layer, head)`` (0-indexed) with one column per kind, each a share
+        of attention in ``[0, 1]`` (NaN, with a warning, for a kind no row counts for).
+        ``meta``: ``n_items``; ``n_rows`` (rows counted per kind); ``uniform`` (the score
+        attention spread evenly over the visible positions would get, per kind: the
+        baseline); ``identity`` (``"input_ids"``, ``"tokens"`` or both joined by ``+``);
+        ``level``, ``causal`` and ``measure`` of the attention.
+
+    Raises
+    ------
+    InputError
+        When ``kinds`` is empty or holds an unknown kind, when there is no input, when
+        inputs differ in layers or heads, or when maps of a measure have negative values.
+    NotSupportedError
+        When ``client`` is given.
+
+    Examples
+    --------
+    A head that always attends to the previous token, on "a b a b":
+
+    >>> import numpy as np
+    >>> import attnkit as ak
+    >>> prev = np.eye(4, k=-1); prev[0, 0] = 1
+    >>> att = ak.Attention.from_maps(prev, ["a", "b", "a", "b"], causal=True)
+    >>> r = ak.head_scores(att, progress=False)
+    >>> r.loc[(0, 0)].round(3).tolist(), r.meta["n_rows"]
+    ([0.333, 1.0, 1.0, 0.0], {'sink': 3, 'previous': 3, 'induction': 2, 'duplicate': 2})
+
+    On a tiny random decoder and repeated random tokens:
+
+    >>> from attnkit.testing import tiny_model
+    >>> model = tiny_model("gpt2")
+    >>> atts = [model.attend(ids) for ids in ak.induction_inputs(model, 2, 8, seed=0)]
+    >>> scores = ak.head_scores(atts, progress=False)
+    >>> scores.meta["n_rows"]["induction"], list(scores.columns)
+    (16, ['sink', 'previous', 'induction', 'duplicate'])
+    """
+    if client is not None:
+        raise NotSupportedError(
+            "head_scores does not run on a dask cluster yet; call it with client=None "
+            "(the same numbers, computed in this process)."
+        )
+    kinds = (kinds,) if isinstance(kinds, str) else tuple(kinds)
+    unknown = [k for k in kinds if k not in HEAD_KINDS]
+    if not kinds or unknown:
+        raise InputError(
+            f"kinds must name some of {', '.join(HEAD_KINDS)}; got {list(kinds)!r}."
+        )
+    if len(set(kinds)) != len(kinds):
+        raise InputError(f"kinds names a kind twice: {list(kinds)!r}.")
+    items = as_collection(attentions)
+    total = len(items) if hasattr(items, "__len__") else None  # type: ignore[arg-type]
+    sums: np.ndarray | None = None
+    rows = dict.fromkeys(kinds, 0)
+    uniform = dict.fromkeys(kinds, 0.0)
+    identities: dict[str, None] = {}
+    levels: dict[str, None] = {}
+    measures: dict[str, None] = {}
+    causal: set[bool] = set()
+    count = 0
+    for att in progress_bar(items, show=progress, desc="head scores", total=total, unit="input"):
+        plan, identity = _plan(att, kinds)
+        s = _item_sums(att, plan, kinds)
+        if sums is None:
+            sums = s
+        elif s.shape != sums.shape:
+            raise InputError(
+                f"All attentions must have the same layers and heads; input {count} has "
+                f"{s.shape[:2]} after {sums.shape[:2]}."
+            )
+        else:
+            sums += s
+        for k in kinds:
+            rows[k] += plan.rows[k]
+            uniform[k] += plan.uniform[k]
+        identities[identity] = None
+        levels[str(getattr(att, "level", "token"))] = None
+        measures[str(getattr(att, "measure", "weights"))] = None
+        causal.add(bool(getattr(att, "causal", False)))
+        count += 1
+    if sums is None:
+        raise InputError("head_scores() got no attention; give an Attention or a collection of them.")
+    empty = [k for k in kinds if rows[k] == 0]
+    if empty:
+        hint = (" No token occurs twice: repeat text, or use attnkit.induction_inputs."
+                if {"induction", "duplicate"} & set(empty) else "")
+        warnings.warn(
+            f"No query row counts for {', '.join(empty)}, so {'its' if len(empty) == 1 else 'their'} "
+            f"scores are NaN.{hint}",
+            UserWarning,
+            stacklevel=2,
+        )
+    with np.errstate(invalid="ignore", divide="ignore"):
+        denom = np.array([rows[k] for k in kinds], dtype=np.float64)
+        means = np.where(denom > 0, sums / np.maximum(denom, 1), np.nan)
+    L, H, _ = means.shape
+    index = pd.MultiIndex.from_product([range(L), range(H)], names=["layer", "head"])
+    table = pd.DataFrame(means.reshape(L * H, len(kinds)), index=index, columns=list(kinds))
+    meta = {
+        "n_items": count,
+        "n_rows": rows,
+        "uniform": {k: (uniform[k] / rows[k] if rows[k] else float("nan")) for k in kinds},
+        "identity": "+".join(identities),
+        "level": "+".join(levels),
+        "causal": causal.pop() if len(causal) == 1 else None,
+        "measure": "+".join(measures),
+    }
+    return HeadResult(table, meta, value=kinds[0])

@@ -1,0 +1,99 @@
+"""The API contract (CONTRIBUTING.md), checked on every public callable of ``attnkit.__all__``."""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+
+import attnkit as ak
+
+#: Data arguments: the only parameters that may be passed positionally (CONTRIBUTING.md §1).
+DATA = {
+    "attentions", "gold", "other", "model", "inputs", "item", "graph", "a", "b", "nodes",
+    "maps", "tokens", "roles", "data", "embedding", "distances", "stats", "path", "split",
+    "name_or_path", "notebook", "out", "n", "length", "hf_model", "tokenizer", "kind",
+    # what a reader or a model's low-level step works on: one head, one block, one batch
+    "layer", "head", "rows", "cols", "size", "reduce", "layers", "encodings", "encoding",
+    "ids", "batch", "recorders", "word_ids", "words",
+}
+#: Spellings that the contract replaced; they live on only through attnkit._compat.renamed.
+RETIRED = {"att", "atts", "att_a", "att_b", "attention_set", "set_a", "set_b", "X", "y", "df",
+           "dev", "source", "report_on", "treebank", "g"}
+#: Shared options and their one default.
+DEFAULTS = {"select_on": None, "threshold": 0.3, "heads": None, "sources": None, "alpha": 0.5,
+            "residual": 0.5, "progress": True, "client": None, "seed": 0, "measure": "weights"}
+#: Classes that attnkit builds for the user (records, stores, lazy maps): their constructors
+#: are internal, their public methods are checked.
+BUILT_BY_ATTNKIT = {"AttentionSet", "LazyAttention", "Treebank", "Sentence"}
+
+
+def _callables():
+    for name in ak.__all__:
+        obj = getattr(ak, name)
+        if inspect.ismodule(obj) or not callable(obj):
+            continue
+        if inspect.isclass(obj):
+            if name not in BUILT_BY_ATTNKIT:
+                yield f"{name}()", obj.__init__
+            for meth, fn in vars(obj).items():
+                if meth.startswith("_"):
+                    continue
+                fn = fn.__func__ if isinstance(fn, (classmethod, staticmethod)) else fn
+                if inspect.isfunction(fn):
+                    yield f"{name}.{meth}", fn
+        else:
+            yield name, obj
+
+
+CALLABLES = dict(_callables())
+
+
+def _params(fn):
+    sig = inspect.signature(fn)
+    params = list(sig.parameters.values())
+    if params and params[0].name in ("self", "cls"):
+        params = params[1:]
+    return sig, params
+
+
+@pytest.mark.parametrize("name", sorted(CALLABLES))
+def test_signature_follows_the_contract(name):
+    fn = CALLABLES[name]
+    sig, params = _params(fn)
+    deprecated = set(getattr(fn, "__attnkit_deprecated__", ()))
+    for p in params:
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            continue
+        assert p.annotation is not p.empty, f"{name}: parameter {p.name!r} has no type"
+        if p.name in deprecated:
+            continue
+        assert p.name not in RETIRED, f"{name}: {p.name!r} is a retired spelling (see CONTRIBUTING.md)"
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+            assert p.name in DATA, (f"{name}: option {p.name!r} must be keyword-only (after *); "
+                                    f"only data arguments {sorted(DATA)} come first")
+        if p.name in DEFAULTS:
+            assert p.default == DEFAULTS[p.name], (
+                f"{name}: {p.name}= defaults to {p.default!r}, the contract's default is "
+                f"{DEFAULTS[p.name]!r}")
+    if not name.endswith("()"):
+        assert sig.return_annotation is not sig.empty, f"{name}: no return type"
+
+
+def test_every_name_in_all_exists_and_all_is_sorted_by_kind():
+    missing = [n for n in ak.__all__ if not hasattr(ak, n)]
+    assert not missing
+    assert len(set(ak.__all__)) == len(ak.__all__)
+
+
+def test_old_spellings_still_work_for_one_release():
+    import numpy as np
+
+    att = ak.Attention.from_maps(np.array([[[[1, 0], [0.5, 0.5]]]]), ["a", "b"])
+    with pytest.warns(DeprecationWarning, match="sources="):
+        old = ak.attention_graph(att, 0.3, None, [1])
+    assert sorted(old.edges) == sorted(ak.attention_graph(att, sources=[1]).edges)
+    with pytest.warns(DeprecationWarning, match="attentions="):
+        ak.rollout(att=att)
+    with pytest.raises(TypeError, match="both"):
+        ak.rollout(att, att=att)
