@@ -143,6 +143,17 @@ def test_default_threshold_is_chosen_for_a_readable_graph():
     view.threshold = 0.3  # set by hand: no longer "chosen"
     assert view.threshold_note == ""
     assert FlowView(att, threshold=0.3).threshold_note == ""
+    assert FlowView(att, threshold=0.3).threshold == 0.3  # passed: used as given
+
+
+def test_edges_sets_how_many_edges_a_chosen_threshold_leaves():
+    att = dirichlet_att(2, 3, 40, 0.05, seed=4)
+    counts = {t: attnkit.attention_graph(att, threshold=t).number_of_edges() for t in _widgets_flow.THRESHOLDS}
+    view = FlowView(att, edges=40)
+    assert view.threshold == min(t for t, c in counts.items() if c <= 40)
+    assert FlowView(att, threshold=0.25, edges=40).threshold == 0.25
+    with pytest.raises(attnkit.errors.InputError, match="edges"):
+        FlowView(att, edges=0)
 
 
 @pytest.mark.realmodel

@@ -7,7 +7,9 @@ recomputed here when the threshold or the head restriction changes in the browse
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import networkx as nx
 import numpy as np
@@ -31,6 +33,18 @@ READABLE_EDGES = 150
 #: thresholds a chosen one is taken from (the slider's 0.01 steps)
 THRESHOLDS = tuple(round(0.02 + 0.01 * i, 2) for i in range(59))
 RATINGS = ("clamp", "relative")
+
+
+def _remember_threshold_given(init: Callable[..., None]) -> Callable[..., None]:
+    """Record on the view whether ``threshold=`` was passed: when it was not, the view
+    chooses one from the graph (the signature keeps the contract's default, 0.3)."""
+
+    @functools.wraps(init)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> None:
+        self._threshold_given = "threshold" in kwargs
+        init(self, *args, **kwargs)
+
+    return wrapper
 
 
 def ratings(scores: np.ndarray, roles: Sequence[str], sources: Sequence[int], mode: str = "clamp") -> np.ndarray:
@@ -90,9 +104,12 @@ class FlowView(SelectsHead):
     other : optional second Attention on the same tokens (e.g. the fine-tuned model): the
         view then colours what both graphs share (grey), what only ``att`` has (turquoise)
         and what only ``other`` has (purple), and splits each head glyph in two.
-    threshold : an attention weight must be above this to make an edge. Default (None):
-        chosen from the graph, the smallest of ``THRESHOLDS`` whose graph has at most
-        ``READABLE_EDGES`` edges; the title says which (``threshold_note``).
+    threshold : an attention weight must be above this to make an edge. When it is not
+        passed, the view chooses it from the graph: the smallest of ``THRESHOLDS`` whose
+        graph has at most ``edges`` edges, and the title says which (``threshold_note``).
+        Pass ``threshold=`` (e.g. the contract's 0.3) to fix it.
+    edges : the most edges a chosen threshold may leave (default ``READABLE_EDGES``);
+        unused when ``threshold`` is passed.
     alpha, sources : passed to :func:`attnkit.influence` / :func:`attnkit.attention_graph` /
         :func:`attnkit.compare`.
     names : display names of the two models (default: their ``model`` names).
@@ -156,12 +173,14 @@ class FlowView(SelectsHead):
     top_share = traitlets.Dict().tag(sync=True)
 
     @renamed(positional=("other",), att="attentions", source="sources")
+    @_remember_threshold_given
     def __init__(
         self,
         attentions: AttentionLike,
         *,
         other: AttentionLike | None = None,
-        threshold: float | None = None,
+        threshold: float = 0.3,
+        edges: int = READABLE_EDGES,
         alpha: float = 0.5,
         sources: Sources = None,
         names: tuple[str, str] | None = None,
@@ -183,6 +202,8 @@ class FlowView(SelectsHead):
             raise InputError(f"rating must be one of {RATINGS}, not {rating!r}.")
         if int(max_edges) < 1:
             raise InputError(f"max_edges must be at least 1; got {max_edges}.")
+        if int(edges) < 1:
+            raise InputError(f"edges must be at least 1; got {edges}.")
         self._att, self._other = att, other
         self._source_arg = source
         self._names_arg = names
@@ -191,8 +212,8 @@ class FlowView(SelectsHead):
         self._max_edges = int(max_edges)
         self.result: nx.DiGraph | flow.Comparison | None = None
         note = ""
-        if threshold is None:
-            threshold, note = self._choose_threshold()
+        if not getattr(self, "_threshold_given", True):
+            threshold, note = self._choose_threshold(int(edges))
         super().__init__(
             mode="single" if other is None else "compare",
             tokens=list(att.tokens), roles=[str(r) for r in att.roles],
@@ -203,8 +224,8 @@ class FlowView(SelectsHead):
         self._recompute()
         self.observe(lambda _c: self._recompute(), names=["threshold", "alpha", "restrict"])
 
-    def _choose_threshold(self) -> tuple[float, str]:
-        """The smallest of ``THRESHOLDS`` whose graph has at most ``READABLE_EDGES`` edges
+    def _choose_threshold(self, readable: int) -> tuple[float, str]:
+        """The smallest of ``THRESHOLDS`` whose graph has at most ``readable`` edges
         (edges only disappear as the threshold grows: a binary search), and a note saying so."""
         counts: dict[float, int] = {}
 
@@ -214,12 +235,12 @@ class FlowView(SelectsHead):
             return counts[t]
 
         lo, hi = 0, len(THRESHOLDS) - 1
-        if edges(THRESHOLDS[hi]) > READABLE_EDGES:
+        if edges(THRESHOLDS[hi]) > readable:
             t = THRESHOLDS[hi]
             return t, f"chosen: even {t:g} gives {edges(t)} edges"
         while lo < hi:  # the first index whose graph is readable
             mid = (lo + hi) // 2
-            if edges(THRESHOLDS[mid]) <= READABLE_EDGES:
+            if edges(THRESHOLDS[mid]) <= readable:
                 hi = mid
             else:
                 lo = mid + 1

@@ -401,23 +401,24 @@ class Heatmap(SinkAwareScale, AttnkitWidget):
             return
         self.send(*message(self.answer(content)))
 
-    def answer(self, content: dict[str, Any]) -> dict[str, Any]:
-        """The reply to a tile request ``{"type": "tile", "layer", "head", "k", "ti", "tj",
-        "reduce", "what"}`` (``what``: ``"value"`` or ``"rank"``): the request's fields plus
-        ``"array"`` (float32 values or ranks), or ``"error"``."""
-        reply = {k: content.get(k) for k in ("id", "type", "layer", "head", "k", "ti", "tj", "reduce", "what", "exclude")}
+    def answer(self, data: dict[str, Any]) -> dict[str, Any]:
+        """The reply to a tile request, the message's ``data``: ``{"type": "tile", "layer",
+        "head", "k", "ti", "tj", "reduce", "what"}`` (``what``: ``"value"`` or ``"rank"``).
+        The reply holds the request's fields plus ``"array"`` (float32 values or ranks), or
+        ``"error"``."""
+        reply = {k: data.get(k) for k in ("id", "type", "layer", "head", "k", "ti", "tj", "reduce", "what", "exclude")}
         try:
-            layer, head = check_layer_head(content.get("layer", -1), content.get("head", -1), self.n_layers, self.n_heads)
-            k, ti, tj = (int(content.get(x, -1)) for x in ("k", "ti", "tj"))
+            layer, head = check_layer_head(data.get("layer", -1), data.get("head", -1), self.n_layers, self.n_heads)
+            k, ti, tj = (int(data.get(x, -1)) for x in ("k", "ti", "tj"))
             if not 0 <= k <= self._level:
                 raise InputError(f"level {k} is outside 0..{self._level}.")
-            reduce = content.get("reduce", "max")
+            reduce = data.get("reduce", "max")
             if reduce not in REDUCES:
                 raise InputError(f"reduce must be 'max' or 'mean', not {reduce!r}.")
-            if content.get("what", "value") == "rank":
+            if data.get("what", "value") == "rank":
                 arr = pyr.rank_tile(self._source, layer, head, self.n, k, ti, tj,
                                     sinks=np.asarray(self.sinks), causal=self.causal,
-                                    exclude_sinks=bool(content.get("exclude")), reduce=reduce)
+                                    exclude_sinks=bool(data.get("exclude")), reduce=reduce)
             else:
                 arr = pyr.tile(self._source, layer, head, self.n, k, ti, tj, reduce=reduce, signed=True)
             reply["array"] = wire(arr, "float32")
