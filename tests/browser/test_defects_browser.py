@@ -200,3 +200,48 @@ def test_headmap_and_cluster_view_resize_and_cluster_view_zooms(browser):
         wp.page.wait_for_function("() => Number(document.querySelector('#root .attnkit').dataset.zoom) === 1")
     finally:
         wp.close()
+
+
+@pytest.mark.realmodel
+def test_minilm_flow_view_is_readable_and_its_ratings_tell_words_apart(browser, minilm):
+    """Readable by default (the threshold is chosen from the graph and the view says which)
+    and influence ratings that differ between words (clamped at 5, as in the paper)."""
+    import re
+
+    from test_flow_browser import node_point
+
+    att = minilm.attend("The cat sat on the mat because it was tired of chasing the mouse.")
+    view = FlowView(att)
+    n, layers = len(att.tokens), att.n_layers
+    wp = WidgetPage(browser, view, width=1000)
+    try:
+        wp.wait_drawn()
+        status = wp.page.locator("#root .attnkit-status").text_content()
+        assert f"threshold {view.threshold:.2f} chosen for a readable graph: {view.n_edges} edges" in status
+        assert 20 <= int(wp.data("edges")) <= 150
+        rated = {}
+        drawn = {v for _, v in view.graph.edges() if v[0] == 0}  # input tokens with an edge
+        for pos, role in enumerate(att.roles):
+            if (0, pos) not in drawn:
+                continue
+            wp.move(*node_point(wp, 0, pos, layers, n))
+            found = re.search(r"rating (\d)/5", wp.tooltip())
+            assert found, wp.tooltip()
+            rated[pos] = (str(role), int(found.group(1)))
+        assert rated[0][1] == 5  # [CLS], the source, clamped at 5
+        assert len({r for role, r in rated.values() if role == "word"}) >= 3
+        assert "clamped at 5" in wp.page.locator("#root").text_content()
+        assert wp.errors() == []
+    finally:
+        wp.close()
+
+
+def test_screenshots_go_to_a_temporary_folder(img_dir):
+    """``make test`` writes no tracked file: pictures land in docs/img only when asked."""
+    import os
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[2]
+    if os.environ.get("ATTNKIT_IMG_DIR"):
+        pytest.skip("ATTNKIT_IMG_DIR asks for pictures in a chosen folder")
+    assert not img_dir.resolve().is_relative_to(repo)
