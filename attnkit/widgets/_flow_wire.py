@@ -125,7 +125,7 @@ def typescript() -> str:
     lines += [
         "",
         f"export const MODEL = {{ {', '.join(f'{k}: {v}' for k, v in MODEL_CODE.items())} }} as const;",
-        f"export const WHO = {{ {', '.join(f'{k}: {v}' for k, v in WHO.items())} }} as const;",
+        f"// edge_heads.who: {', '.join(f'{v} {k}' for k, v in WHO.items())} (the view reads head counts instead)",
         f"export const GRAPH_ARRAYS = [{', '.join(repr(k).replace(chr(39), chr(34)) for k in FIELDS)}] as const;",
         f"export const TABLE_ARRAYS = [{', '.join(repr(k).replace(chr(39), chr(34)) for k in TABLES)}] as const;",
         "",

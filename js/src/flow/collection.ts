@@ -10,6 +10,7 @@ import { colorBarH } from "../lib/legend";
 import { bandAt, polar, Radial, ringRadius } from "../lib/radial";
 import { h, RenderProps, selectedPair, View } from "../lib/view";
 import { MODEL_COLORS, SINGLE } from "./data";
+import { MODEL } from "./wire.gen";
 
 const SIDE = 300;
 
@@ -174,7 +175,7 @@ export class CollectionView extends View {
       y += 8;
     };
     section("influence share by token kind", s.categories, s.catShare, s.catStd, SINGLE);
-    section("influence share per occurrence (top tokens)", s.topTokens, s.topShare, null, MODEL_COLORS[2]);
+    section("influence share per occurrence (top tokens)", s.topTokens, s.topShare, null, MODEL_COLORS[MODEL.b]);
     let max = 0;
     for (const v of s.counts) if (Number.isFinite(v)) max = Math.max(max, v);
     ctx.font = `bold ${FONT_SMALL}`;

@@ -4,6 +4,7 @@
 import { h } from "../lib/view";
 import { edge, MODEL_COLORS, node } from "./data";
 import { TracedView } from "./traced";
+import { MODEL } from "./wire.gen";
 
 export class CompareView extends TracedView {
   protected edgeColor(i: number): string {
@@ -21,7 +22,7 @@ export class CompareView extends TracedView {
   protected buildLegend(): void {
     const [a, b] = this.g.names;
     this.legend.replaceChildren(h("div", "attnkit-legend-title", "edges and tokens"));
-    for (const [color, text] of [[MODEL_COLORS[0], "in both models"], [MODEL_COLORS[1], `only in ${a}`], [MODEL_COLORS[2], `only in ${b}`]]) {
+    for (const [color, text] of [[MODEL_COLORS[MODEL.both], "in both models"], [MODEL_COLORS[MODEL.a], `only in ${a}`], [MODEL_COLORS[MODEL.b], `only in ${b}`]]) {
       const it = h("div", "attnkit-legend-item");
       const sw = h("span", "attnkit-swatch-line");
       sw.style.background = color;
@@ -32,7 +33,7 @@ export class CompareView extends TracedView {
   }
 
   protected bars(p: number): [number, string][] {
-    return [[this.barOf(this.g.infA[p]), MODEL_COLORS[1]], [this.barOf(this.g.infB[p]), MODEL_COLORS[2]]];
+    return [[this.barOf(this.g.infA[p]), MODEL_COLORS[MODEL.a]], [this.barOf(this.g.infB[p]), MODEL_COLORS[MODEL.b]]];
   }
 
   protected influenceRows(p: number): [string, string][] {
@@ -45,7 +46,8 @@ export class CompareView extends TracedView {
 
   protected nodeRows(i: number, rows: [string, string][]): [string, string][] {
     const g = this.g;
-    rows.splice(2, 0, ["in", ["both models", `only ${g.names[0]}`, `only ${g.names[1]}`][node(g, i, "model")]]);
+    const where: Record<number, string> = { [MODEL.both]: "both models", [MODEL.a]: `only ${g.names[0]}`, [MODEL.b]: `only ${g.names[1]}` };
+    rows.splice(2, 0, ["in", where[node(g, i, "model")]]);
     return rows;
   }
 
@@ -64,9 +66,9 @@ export class CompareView extends TracedView {
     ctx.fillStyle = this.theme.empty;
     ctx.fillRect(x, y, cell, cell);
     // each half filled from the bottom in proportion to the head's edges
-    ctx.fillStyle = MODEL_COLORS[1];
+    ctx.fillStyle = MODEL_COLORS[MODEL.a];
     if (a > 0) ctx.fillRect(x, y + cell * (1 - a / max), cell / 2, (cell * a) / max);
-    ctx.fillStyle = MODEL_COLORS[2];
+    ctx.fillStyle = MODEL_COLORS[MODEL.b];
     if (b > 0) ctx.fillRect(x + cell / 2, y + cell * (1 - b / max), cell / 2, (cell * b) / max);
   }
 }

@@ -4,10 +4,11 @@
 import { readArray, readFloats, WireArray } from "../lib/codec";
 import { Model } from "../lib/view";
 import { EdgeList } from "../lib/radial";
-import { EDGE_HEADS, EDGES, GRAPH_ARRAYS, NODES, TABLE_ARRAYS } from "./wire.gen";
+import { EDGE_HEADS, EDGES, GRAPH_ARRAYS, MODEL, NODES, TABLE_ARRAYS } from "./wire.gen";
 
-// Same colours as attnkit.plot.flow: shared / model A only / model B only, token roles.
-export const MODEL_COLORS = ["#8c8c8c", "#1a9e9e", "#7b3294"];
+// Same colours as attnkit.plot.flow, indexed by the wire's MODEL code: shared / model A only /
+// model B only; then token roles.
+export const MODEL_COLORS: Record<number, string> = { [MODEL.both]: "#8c8c8c", [MODEL.a]: "#1a9e9e", [MODEL.b]: "#7b3294" };
 export const SINGLE = "#1a6e9e";
 export const ROLE_COLORS: Record<string, string> = { cls: "#d95f02", sep: "#e6ab02", special: "#999999", word: "#1a6e9e" };
 

@@ -22,6 +22,6 @@ export const EDGE_HEADS = { head: 0, who: 1, width: 2 } as const;
 // top_share: float32 [T]: influence share per occurrence of the top tokens
 
 export const MODEL = { both: 0, a: 1, b: 2 } as const;
-export const WHO = { a: 1, b: 2, both: 3 } as const;
+// edge_heads.who: 1 a, 2 b, 3 both (the view reads head counts instead)
 export const GRAPH_ARRAYS = ["nodes", "edges", "edge_weight", "edge_heads", "edge_head_offsets"] as const;
 export const TABLE_ARRAYS = ["influence_a", "influence_b", "rating_a", "rating_b", "head_counts_a", "head_counts_b", "head_share", "category_share", "category_std", "top_share"] as const;
