@@ -162,15 +162,15 @@ def report(res: dict) -> str:
     rows = res["rows"]
     load = os.getloadavg()
     lines = [
-        f"`python benchmarks/widgets.py` — {L} layers × {H} heads, hand-built attention "
+        (f"`python benchmarks/widgets.py` — {L} layers × {H} heads, hand-built attention "
         f"(tests/browser/patterns.py), headless Chromium {res['chromium']} (Debian, "
         f"`--disable-gpu`, device pixel ratio 2), {res['repeats']} page loads per size; "
         f"{platform.machine()}, {os.cpu_count()} cores, load average {load[0]:.1f} "
-        f"during the run (the machine was shared). Measured {time.strftime('%Y-%m-%d')}.",
+        f"during the run (the machine was shared). Measured {time.strftime('%Y-%m-%d')}."),
         "",
-        "**Payload**: the data a view sends to the browser (JSON state + binary buffers; the "
+        ("**Payload**: the data a view sends to the browser (JSON state + binary buffers; the "
         f"view's code, {mb(rows[0]['code_bytes'])} of JS module and CSS, travels once per widget "
-        "and is left out on both sides):",
+        "and is left out on both sides):"),
         "",
         "| n | bertviz-style JSON | HeadGrid | ratio | HeadGrid full-res (`size=n`) | ratio | Heatmap (1 head, float16) |",
         "|---:|---:|---:|---:|---:|---:|---:|",
@@ -183,8 +183,8 @@ def report(res: dict) -> str:
         )
     lines += [
         "",
-        "**Time to first full draw of HeadGrid** (`render()` → next presented frame; median, "
-        "min–max), next to the time Chromium takes only to `JSON.parse` the bertviz payload:",
+        ("**Time to first full draw of HeadGrid** (`render()` → next presented frame; median, "
+        "min–max), next to the time Chromium takes only to `JSON.parse` the bertviz payload:"),
         "",
         "| n | HeadGrid first frame | of which synchronous draw | JSON.parse of bertviz payload | Python: build widget | Python: PNG preview |",
         "|---:|---:|---:|---:|---:|---:|",
@@ -205,11 +205,11 @@ def report(res: dict) -> str:
     ok_payload = all(r["grid_bytes"] * 20 <= r["json_bytes"] for r in rows)
     lines += [
         "",
-        f"Targets: payload ≤ 1/20 of the JSON one — {'met' if ok_payload else 'NOT met'} at every n "
+        (f"Targets: payload ≤ 1/20 of the JSON one — {'met' if ok_payload else 'NOT met'} at every n "
         f"(even without pooling at n ≤ 128); HeadGrid drawn < 300 ms at n = 128 — "
         f"{'met' if r128['draw_ms'] < 300 else 'NOT met'} ({r128['draw_ms']:.0f} ms median); "
         f"n = 512 works (thumbnails max-pooled in Python to {rows[-1]['thumb']}², the most that keeps "
-        "144 heads within 1.6 MB; a thin diagonal survives max pooling).",
+        "144 heads within 1.6 MB; a thin diagonal survives max pooling)."),
         "",
     ]
     return "\n".join(lines)
@@ -274,39 +274,42 @@ def lab_round_trips(browser, n: int, pans: int = 8) -> tuple[list[float], list[f
 
     from lab import JupyterLab
 
-    with tempfile.TemporaryDirectory() as tmp, JupyterLab(Path(tmp), {"t.ipynb": [LAB_CELL.format(n=n)]}) as lab:
-        with lab.page(browser, height=1100) as page:
-            cells = lab.open(page, "t.ipynb")
-            lab.run_cell(page, cells, 0)
-            root = ".jp-OutputArea .attnkit-heatmap"
-            page.wait_for_function(f"() => Number(document.querySelector('{root}')?.dataset.drawn ?? 0) >= 1", timeout=300_000)
-            canvas = page.locator(f"{root} canvas").first
-            canvas.scroll_into_view_if_needed()
-            canvas.focus()
-            done = f"() => document.querySelector('{root}').dataset.missing === '0'"
-            while page.locator(root).get_attribute("data-level") != "0":
-                page.keyboard.press("+")
-                page.wait_for_timeout(50)
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        JupyterLab(Path(tmp), {"t.ipynb": [LAB_CELL.format(n=n)]}) as lab,
+        lab.page(browser, height=1100) as page,
+    ):
+        cells = lab.open(page, "t.ipynb")
+        lab.run_cell(page, cells, 0)
+        root = ".jp-OutputArea .attnkit-heatmap"
+        page.wait_for_function(f"() => Number(document.querySelector('{root}')?.dataset.drawn ?? 0) >= 1", timeout=300_000)
+        canvas = page.locator(f"{root} canvas").first
+        canvas.scroll_into_view_if_needed()
+        canvas.focus()
+        done = f"() => document.querySelector('{root}').dataset.missing === '0'"
+        while page.locator(root).get_attribute("data-level") != "0":
+            page.keyboard.press("+")
+            page.wait_for_timeout(50)
+        page.wait_for_function(done, timeout=300_000)
+        page.wait_for_timeout(300)
+
+        def times() -> list[float]:
+            return [float(x) for x in (page.locator(root).get_attribute("data-tile-ms") or "").split(",") if x]
+
+        firsts, every = [], []
+        for _ in range(pans):
+            before = len(times())
+            for _ in range(12):  # 12 eighths of the view: past the next tile edge
+                page.keyboard.press("ArrowRight")
+                page.keyboard.press("ArrowDown")
+            page.wait_for_timeout(100)
             page.wait_for_function(done, timeout=300_000)
-            page.wait_for_timeout(300)
-
-            def times() -> list[float]:
-                return [float(x) for x in (page.locator(root).get_attribute("data-tile-ms") or "").split(",") if x]
-
-            firsts, every = [], []
-            for _ in range(pans):
-                before = len(times())
-                for _ in range(12):  # 12 eighths of the view: past the next tile edge
-                    page.keyboard.press("ArrowRight")
-                    page.keyboard.press("ArrowDown")
-                page.wait_for_timeout(100)
-                page.wait_for_function(done, timeout=300_000)
-                page.wait_for_timeout(100)
-                new = times()[before:]
-                if new:
-                    firsts.append(new[0])
-                    every.extend(new)
-            return firsts, every
+            page.wait_for_timeout(100)
+            new = times()[before:]
+            if new:
+                firsts.append(new[0])
+                every.extend(new)
+        return firsts, every
 
 
 def traced(fn, *args, **kwargs):
@@ -427,13 +430,13 @@ def report_long(res: dict) -> str:
     rows, g = res["rows"], res["grid"]
     load = os.getloadavg()
     lines = [
-        f"`python benchmarks/widgets.py --section long` — lazy attention computed on demand from random "
+        (f"`python benchmarks/widgets.py --section long` — lazy attention computed on demand from random "
         "queries and keys (head dimension 64 for Heatmap, 8 for the 256-head grid; a sink on the first "
         "token, a previous-token pattern; `tests/qk_attention.py`, standing in for a real model's "
         f"LazyAttention), headless Chromium {res['chromium']} (`--disable-gpu`, device pixel ratio 2), "
         f"{res['repeats']} page loads per figure after a discarded one; {platform.machine()}, "
         f"{os.cpu_count()} cores, load average {load[0]:.1f} during the run (shared machine). "
-        f"Measured {time.strftime('%Y-%m-%d')}.",
+        f"Measured {time.strftime('%Y-%m-%d')}."),
         "",
         "**Heatmap** (one head; the overview is the coarsest power-of-two level with at most 512 bins a side):",
         "",
@@ -460,13 +463,13 @@ def report_long(res: dict) -> str:
         )
     lines += [
         "",
-        f"**HeadGrid** of 16 × 16 heads at n = 8192 ({g['thumb']}² max-pooled thumbnails, read head by head "
+        (f"**HeadGrid** of 16 × 16 heads at n = 8192 ({g['thumb']}² max-pooled thumbnails, read head by head "
         f"through `pooled`): payload {mb(g['payload'])}, first draw {g['draw_ms']:.0f} ms "
         f"({g['draw_min']:.0f}–{g['draw_max']:.0f}); kernel {g['build_s']:.0f} s to compute the 256 thumbnails "
         f"from Q/K, peak traced memory {mb(g['peak'])} against {g['all_maps'] / 1e9:.0f} GB for every head's "
-        "dense map.",
+        "dense map."),
         "",
-        f"**Heatmap of a real lazy capture**: benchmarks/long.py's random-init Llama-shaped decoder "
+        (f"**Heatmap of a real lazy capture**: benchmarks/long.py's random-init Llama-shaped decoder "
         f"(8 layers × 8 heads, 2 key/value heads, head dimension 64) on {res['real']['n']} tokens, captured "
         f"with `lazy=True` in {res['real']['capture_s']:.0f} s (keeping {mb(res['real']['kept'])} of queries, "
         f"keys and row log-sum-exps), layer 5 head 1: payload {mb(res['real']['payload'])} "
@@ -474,11 +477,11 @@ def report_long(res: dict) -> str:
         f"({res['real']['draw_min']:.0f}–{res['real']['draw_max']:.0f}); the kernel built the widget in "
         f"{res['real']['build_s']:.0f} s, its resident set going from {mb(res['real']['rss_before'])} to "
         f"{mb(res['real']['rss_after'])} (one dense map: {mb(res['real']['dense_map'])}); one exact tile "
-        f"{res['real']['tile_kernel_ms']:.1f} ms.",
+        f"{res['real']['tile_kernel_ms']:.1f} ms."),
         "",
-        f"**HeadGrid** of 32 × 32 heads (hand-built patterns, n = 512, {res['big']['thumb']}² thumbnails): "
+        (f"**HeadGrid** of 32 × 32 heads (hand-built patterns, n = 512, {res['big']['thumb']}² thumbnails): "
         f"payload {mb(res['big']['payload'])}, first draw {res['big']['draw_ms']:.0f} ms "
-        f"({res['big']['draw_min']:.0f}–{res['big']['draw_max']:.0f}).",
+        f"({res['big']['draw_min']:.0f}–{res['big']['draw_max']:.0f})."),
         "",
     ]
     r8 = next(r for r in rows if r["n"] == 8192)

@@ -164,3 +164,15 @@ def test_views_on_a_real_lazy_capture_match_the_dense_one():
     np.testing.assert_allclose(read(g1.head_max), read(g2.head_max), atol=1e-5)
     f1, f2 = FlowView(lazy, threshold=0.2), FlowView(dense, threshold=0.2)
     assert set(f1.graph.edges) == set(f2.graph.edges)
+
+
+def test_views_say_which_measure_they_show():
+    """The views carry the maps' measure in their state (a measure switch can set it)."""
+    from attnkit.widgets import FlowView
+
+    att = dense(12, L=2)
+    assert Heatmap(att).measure == HeadGrid(att).measure == FlowView(att).measure == "weights"
+    assert Heatmap(att).value_label == "attention"
+    norm = attnkit.Attention.from_maps(att.maps * 3.0, list(att.tokens), measure="norm")
+    hm = Heatmap(norm)
+    assert (hm.measure, hm.value_label, HeadGrid(norm).measure) == ("norm", "norm", "norm")

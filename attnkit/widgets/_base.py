@@ -109,10 +109,17 @@ def sink_positions(att: Any) -> tuple[list[int], str]:
     return sorted(pos), text
 
 
+def measure_of(att: Any) -> str:
+    """What ``att``'s maps hold: its ``measure`` (``"weights"`` when it names none)."""
+    return str(getattr(att, "measure", "weights") or "weights")
+
+
 class SinkAwareScale(traitlets.HasTraits):
     """Traits of a view whose colour scale can leave attention sinks out (``scale``,
-    ``exclude_sinks``, ``decades``, and the sinks themselves)."""
+    ``exclude_sinks``, ``decades``, and the sinks themselves), and ``measure``: what the
+    maps hold (``"weights"``, or another measure of :mod:`attnkit.measures`)."""
 
+    measure = traitlets.Unicode("weights").tag(sync=True)
     causal = traitlets.Bool(False).tag(sync=True)
     sinks = traitlets.List(traitlets.Int()).tag(sync=True)
     sink_names = traitlets.Unicode("").tag(sync=True)
@@ -130,7 +137,7 @@ class SinkAwareScale(traitlets.HasTraits):
         if not decades > 0:
             raise InputError(f"decades must be positive; got {decades}.")
         sinks, names = sink_positions(att)
-        return {"causal": causal, "sinks": sinks, "sink_names": names, "scale": scale,
+        return {"measure": measure_of(att), "causal": causal, "sinks": sinks, "sink_names": names, "scale": scale,
                 "exclude_sinks": causal if exclude_sinks is None else bool(exclude_sinks),
                 "decades": float(decades)}
 
@@ -196,7 +203,7 @@ class AttnkitWidget(anywidget.AnyWidget):
         data, meta = bundle
         try:
             png = self.to_png()
-        except Exception as err:  # a broken static copy must not hide the live widget
+        except Exception as err:  # noqa: BLE001 - a broken static copy must not hide the live widget
             warnings.warn(f"attnkit: could not render the static image ({err!r}).", stacklevel=2)
             return data, meta
         b64 = base64.b64encode(png).decode("ascii")

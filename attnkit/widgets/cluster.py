@@ -10,9 +10,9 @@ import traitlets
 from matplotlib.figure import Figure
 
 from .._compat import renamed
-from ..results import HeadResult
 from ..errors import InputError
 from ..plot import attention as plots
+from ..results import HeadResult
 from ._base import SelectsHead
 from ._codec import wire
 

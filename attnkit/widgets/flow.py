@@ -22,7 +22,7 @@ from ..errors import InputError
 from ..plot._prep import mpl_text
 from ..plot.flow import plot_flow_radial
 from ..types import AttentionLike, Attentions, Sources
-from ._base import SelectsHead
+from ._base import SelectsHead, measure_of
 from ._codec import read, wire
 from ._flow_wire import encode_graph
 
@@ -142,6 +142,7 @@ class FlowView(SelectsHead):
     roles = traitlets.List(traitlets.Unicode()).tag(sync=True)
     names = traitlets.List(traitlets.Unicode()).tag(sync=True)
     threshold = traitlets.Float(0.3).tag(sync=True)
+    measure = traitlets.Unicode("weights").tag(sync=True)  # what the traced maps hold
     threshold_note = traitlets.Unicode("").tag(sync=True)
     alpha = traitlets.Float(0.5).tag(sync=True)
     restrict = traitlets.List(traitlets.List(traitlets.Int())).tag(sync=True)
@@ -219,6 +220,7 @@ class FlowView(SelectsHead):
             tokens=list(att.tokens), roles=[str(r) for r in att.roles],
             n_layers=att.n_layers, n_heads=att.n_heads,
             threshold=float(threshold), alpha=float(alpha), threshold_note=note,
+            measure=measure_of(att),
             rating_note=rating_text(rating),
         )
         self._recompute()

@@ -9,8 +9,8 @@ from matplotlib.figure import Figure
 
 from .._compat import renamed
 from ..plot import attention as plots
-from ..results import HeadResult
 from ..plot._prep import head_table
+from ..results import HeadResult
 from ._base import SelectsHead
 from ._codec import wire
 

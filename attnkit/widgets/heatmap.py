@@ -17,7 +17,7 @@ from ..plot import attention as plots
 from ..plot._prep import head_label
 from ..types import AttentionLike
 from . import _pyramid as pyr
-from ._base import AttnkitWidget, SinkAwareScale, check_layer_head
+from ._base import AttnkitWidget, SinkAwareScale, check_layer_head, measure_of
 from ._codec import f16, message, wire
 
 REDUCES = ("max", "mean")
@@ -45,6 +45,12 @@ class _Difference:
     def block(self, layer: int, head: int, rows: slice, cols: slice) -> np.ndarray:
         return (np.asarray(self.a.block(layer, head, rows, cols), dtype=np.float32)
                 - np.asarray(self.b.block(layer, head, rows, cols), dtype=np.float32))
+
+
+def _value_label(att: AttentionLike) -> str:
+    """What a cell's value is called: "attention" for weights, else the measure's name."""
+    measure = measure_of(att)
+    return "attention" if measure == "weights" else measure
 
 
 def embed_budget(embed: int | None) -> int:
@@ -186,7 +192,7 @@ class Heatmap(SinkAwareScale, AttnkitWidget):
         self._init(att, source, shape, layer, head, scale=scale, exclude_sinks=exclude_sinks,
                    decades=decades, reduce=reduce, diverging=diverging, vmax=vmax, cmap=cmap,
                    overview=overview, embed=embed, title=title,
-                   value_label=value_label or "attention", model_name=getattr(att, "model", "") or "")
+                   value_label=value_label or _value_label(att), model_name=getattr(att, "model", "") or "")
 
     def _init(self, att: AttentionLike, source: Any, shape: tuple[int, int], layer: int, head: int, *,
               scale: str | None, exclude_sinks: bool | None, decades: float, reduce: str,

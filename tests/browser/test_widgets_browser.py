@@ -317,7 +317,7 @@ def test_tokens_never_become_html(browser):
     for widget in (Heatmap(att, layer=0, head=1), HeadGrid(att)):
         wp = WidgetPage(browser, widget, width=640)
         dialogs = []
-        wp.page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+        wp.page.on("dialog", lambda d, seen=dialogs: (seen.append(d.message), d.dismiss()))
         try:
             wp.wait_drawn()
             if isinstance(widget, Heatmap):
