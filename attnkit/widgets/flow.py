@@ -35,6 +35,11 @@ THRESHOLDS = tuple(round(0.02 + 0.01 * i, 2) for i in range(59))
 RATINGS = ("clamp", "relative")
 
 
+def model_name(att: AttentionLike | None) -> str:
+    """The model's name an attention carries ("" when none)."""
+    return str(getattr(att, "model", "") or "")
+
+
 def _remember_threshold_given(init: Callable[..., None]) -> Callable[..., None]:
     """Record on the view whether ``threshold=`` was passed: when it was not, the view
     chooses one from the graph (the signature keeps the contract's default, 0.3)."""
@@ -348,9 +353,9 @@ class FlowView(SelectsHead):
                 rating_a=wire(ratings(inf["score"].to_numpy(), self.roles, sources, self._rating), "uint8"),
                 rating_top=rating_top(inf["score"].to_numpy(), self.roles, sources, self._rating),
                 head_counts_a=wire(flow.head_edge_counts(g), "float32"),
-                names=[att.model or "model"],
+                names=[model_name(att) or "model"],
             )
-            default_title = f"{att.model + ': ' if att.model else ''}attention flow from " \
+            default_title = f"{model_name(att) + ': ' if model_name(att) else ''}attention flow from " \
                             f"{self._source_text(g)}, threshold {self.threshold:g}"
         else:
             cmp = flow.compare(att, other, threshold=self.threshold, heads=heads,
@@ -390,7 +395,10 @@ class FlowView(SelectsHead):
         """The drawn graph (a comparison's union graph in comparison mode)."""
         if self.mode == "collection":
             raise InputError("a collection view has no single graph; see .result (a FlowSummary).")
-        return self.result.union if self.mode == "compare" else self.result
+        if isinstance(self.result, flow.Comparison):
+            return self.result.union
+        assert isinstance(self.result, nx.DiGraph)
+        return self.result
 
     def figure(self, *, preview: bool = False) -> Figure:
         if self.mode == "collection":
