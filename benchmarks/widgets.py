@@ -17,8 +17,8 @@ For a 12-layer × 12-head input at n = 32, 128, 512 tokens, measured in one run:
 
 ``## widgets at long context``: n = 2k, 8k, 32k tokens of lazy attention (weights computed
 from random queries and keys on demand, with a sink on the first token and a previous-token
-pattern: tests/qk_attention.py, until attnkit.lazy's LazyAttention of a real model is on
-main), in one run:
+pattern: tests/qk_attention.py), and a Heatmap of a real ``LazyAttention`` capture of 32k
+tokens (benchmarks/long.py's random-init Llama-shaped decoder), in one run:
 
 - Heatmap: the payload sent when the view opens; its first draw in headless Chromium; the
   tile round trip (request -> drawn) after zooming to exact cells, through the test harness's
