@@ -282,7 +282,7 @@ def lab_round_trips(browser, n: int, pans: int = 8) -> tuple[list[float], list[f
         cells = lab.open(page, "t.ipynb")
         lab.run_cell(page, cells, 0)
         root = ".jp-OutputArea .attnkit-heatmap"
-        page.wait_for_function(f"() => Number(document.querySelector('{root}')?.dataset.drawn ?? 0) >= 1", timeout=300_000)
+        lab.wait_view(page, "attnkit-heatmap", timeout=300_000)
         canvas = page.locator(f"{root} canvas").first
         canvas.scroll_into_view_if_needed()
         canvas.focus()

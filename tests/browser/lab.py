@@ -139,6 +139,16 @@ class JupyterLab:
         cells.nth(i).locator(".cm-content").click()
         page.keyboard.press("Shift+Enter")
 
+    @staticmethod
+    def wait_view(page: Any, cls: str, timeout: float = 120_000) -> Any:
+        """The first output's view of class ``cls`` (e.g. ``attnkit-heatmap``), once drawn."""
+        view = page.locator(f".jp-OutputArea .{cls}").first
+        view.wait_for(timeout=timeout)
+        page.wait_for_function(
+            f"() => Number(document.querySelector('.jp-OutputArea .{cls}')?.dataset.drawn ?? 0) >= 1",
+            timeout=timeout)
+        return view
+
     def kernels(self) -> list[dict]:
         with urllib.request.urlopen(f"{self.base}/api/kernels?token={self.token}", timeout=10) as r:
             return json.loads(r.read())

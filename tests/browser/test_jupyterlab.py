@@ -82,11 +82,7 @@ def test_headgrid_click_reaches_the_kernel(browser, lab):
     with lab.page(browser, height=1000) as page:
         cells = lab.open(page, "grid.ipynb")
         lab.run_cell(page, cells, 0)
-        grid = page.locator(".jp-OutputArea .attnkit-headgrid")
-        grid.wait_for(timeout=90_000)
-        page.wait_for_function(
-            "() => Number(document.querySelector('.attnkit-headgrid')?.dataset.drawn ?? 0) >= 1",
-            timeout=60_000)
+        grid = lab.wait_view(page, "attnkit-headgrid")
         assert grid.get_attribute("data-thumbnails") == "16"
         ink = page.evaluate("""() => {
             const c = document.querySelector('.attnkit-headgrid canvas');
@@ -124,10 +120,7 @@ def test_tiles_keyboard_and_a_reopened_notebook(browser, lab):
     with lab.page(browser, height=1100) as page:
         cells = lab.open(page, "tiles.ipynb")
         lab.run_cell(page, cells, 0)
-        hm = page.locator(".jp-OutputArea .attnkit-heatmap")
-        hm.wait_for(timeout=120_000)
-        page.wait_for_function("() => Number(document.querySelector('.attnkit-heatmap')?.dataset.drawn ?? 0) >= 1",
-                               timeout=60_000)
+        hm = lab.wait_view(page, "attnkit-heatmap")
         assert hm.get_attribute("data-level") == "2"  # 2048 tokens: the 512-bin overview
 
         # Zoom in with the keyboard (the notebook must not take the keys): level-0 tiles come
@@ -176,9 +169,6 @@ def test_tiles_keyboard_and_a_reopened_notebook(browser, lab):
         assert any(m["state"].get("_anywidget_id", "").endswith("Heatmap") for m in state.values())
         lab.shut_kernels()
         page.reload(wait_until="domcontentloaded")
-        reopened = page.locator(".jp-OutputArea .attnkit-heatmap")
-        reopened.wait_for(timeout=120_000)
-        page.wait_for_function("() => Number(document.querySelector('.attnkit-heatmap')?.dataset.drawn ?? 0) >= 1",
-                               timeout=60_000)
+        lab.wait_view(page, "attnkit-heatmap")
         assert page.locator(".attnkit-flow").count() == 1
         assert "model not found" not in page.locator(".jp-Notebook").inner_text()
