@@ -432,8 +432,8 @@ def report_long(res: dict) -> str:
     lines = [
         (f"`python benchmarks/widgets.py --section long` — lazy attention computed on demand from random "
         "queries and keys (head dimension 64 for Heatmap, 8 for the 256-head grid; a sink on the first "
-        "token, a previous-token pattern; `tests/qk_attention.py`, standing in for a real model's "
-        f"LazyAttention), headless Chromium {res['chromium']} (`--disable-gpu`, device pixel ratio 2), "
+        "token, a previous-token pattern; `tests/qk_attention.py`; a real model's LazyAttention "
+        f"capture has its own row below), headless Chromium {res['chromium']} (`--disable-gpu`, device pixel ratio 2), "
         f"{res['repeats']} page loads per figure after a discarded one; {platform.machine()}, "
         f"{os.cpu_count()} cores, load average {load[0]:.1f} during the run (shared machine). "
         f"Measured {time.strftime('%Y-%m-%d')}."),
