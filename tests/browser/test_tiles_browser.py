@@ -59,10 +59,16 @@ def hover_value(wp: WidgetPage, row: int, col: int) -> float:
 
 def zoom_to(wp: WidgetPage, times: int) -> None:
     """Focus the map and press + `times` times (each halves the view about its centre)."""
+    size = float(wp.data("view").split(",")[2])
+    want = max(min(4.0, size), size / 2**times)  # lib/zoom.ts keeps at least MIN_CELLS = 4
     wp.canvas.focus()
     for _ in range(times):
         wp.page.keyboard.press("+")
-    wp.page.wait_for_function("() => document.querySelector('#root .attnkit').dataset.missing === '0'", timeout=120_000)
+    # the zoomed view must be drawn (its tiles counted) before "nothing missing" means anything
+    wp.page.wait_for_function(
+        """(want) => { const d = document.querySelector('#root .attnkit').dataset;
+            return Number(d.view.split(',')[2]) <= want * 1.001 && d.missing === '0'; }""",
+        arg=want, timeout=120_000)
 
 
 @pytest.mark.parametrize("which", ["lazy", "dense"])
