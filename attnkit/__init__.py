@@ -28,6 +28,14 @@ from .flow import (
     rollout,
     subgraph_through,
 )
+from .interop import (
+    from_bertviz,
+    from_nnsight,
+    from_transformer_lens,
+    from_transformers,
+    to_bertviz,
+    to_circuitsvis,
+)
 from .lazy import LazyAttention
 from .model import Model, load
 from .report import write_report
@@ -64,8 +72,16 @@ __all__ = [
     "Treebank",
     "coref_heads",
     "errors",
+    "pipeline",
+    "plot",
     "extract",
     "finetune",
+    "from_bertviz",
+    "from_nnsight",
+    "from_transformer_lens",
+    "from_transformers",
+    "to_bertviz",
+    "to_circuitsvis",
     "head_scores",
     "head_stats",
     "induction_inputs",

@@ -84,29 +84,46 @@ class Positions:
 class Attention(Positions):
     """Attention of one model on one input.
 
-    Attributes
+    :meth:`Model.attend <attnkit.Model.attend>` builds it from a model, and
+    :meth:`from_maps` from bare maps and tokens (roles and words inferred); the constructor
+    takes every field. Each field is kept as an attribute of the same name.
+
+    Parameters
     ----------
-    maps : float32 array ``[layer, head, n, n]`` (rows = from, columns = to; rows sum to 1).
-    tokens : ``n`` position labels (word-pieces at token level, words at word level).
-    roles : str array ``[n]``, one of :data:`ROLES` per position.
-    word_ids : int array ``[n]``: index into ``words`` of the word a position belongs to,
-        ``-1`` for special positions.
-    words : the words of the input (for a pair, the words of both texts in order).
-    level : ``"token"`` or ``"word"``.
-    segments : int array ``[n]``: 0 or 1 for the first/second text of a pair, ``-1`` for
-        special positions; all 0 for a single text.
-    embeddings : optional float array ``[n, d]``: the model's input (static) embeddings,
-        averaged per position.
-    meta : free-form metadata of the item (e.g. ``sent_id``). ``meta["sinks"]`` is True for
+    maps : array_like
+        Float32 ``[layer, head, n, n]`` (rows = from, columns = to; rows sum to 1).
+    tokens : list of str
+        ``n`` position labels (word-pieces at token level, words at word level).
+    roles : array_like of str
+        ``[n]``, one of :data:`ROLES` per position.
+    word_ids : array_like of int
+        ``[n]``: index into ``words`` of the word a position belongs to, ``-1`` for
+        special positions.
+    words : list of str
+        The words of the input (for a pair, the words of both texts in order).
+    level : {"token", "word"}
+        Whether positions are word-pieces or pooled words.
+    segments : array_like of int, optional
+        ``[n]``: 0 or 1 for the first/second text of a pair, ``-1`` for special
+        positions; default all 0 for a single text.
+    embeddings : ndarray, optional
+        Float ``[n, d]``: the model's input (static) embeddings, averaged per position.
+    meta : dict
+        Free-form metadata of the item (e.g. ``sent_id``). ``meta["sinks"]`` is True for
         models with learned sink logits (gpt-oss): their rows sum to at most 1, the rest
         being attention to the sink.
-    truncated : True when the input was longer than the model's maximum and was cut.
-    model : name of the model that produced the maps.
-    causal : True for decoder-only models (rows attend only to earlier positions).
-    input_ids : optional int array ``[n]``: the token ids (token level), for analyses that
-        match repeated tokens (induction, duplicate-token heads).
-    measure : what the maps hold: ``"weights"`` (attention probabilities; every row must sum
-        to 1) or another measure of :mod:`attnkit.measures` (rows need not sum to 1).
+    truncated : bool
+        True when the input was longer than the model's maximum and was cut.
+    model : str
+        Name of the model that produced the maps.
+    causal : bool
+        True for decoder-only models (rows attend only to earlier positions).
+    measure : str
+        What the maps hold: ``"weights"`` (attention probabilities; every row must sum to
+        1) or another measure of :mod:`attnkit.measures` (rows need not sum to 1).
+    input_ids : array_like of int, optional
+        ``[n]``: the token ids (token level), for analyses that match repeated tokens
+        (induction, duplicate-token heads).
 
     Raises
     ------
@@ -114,6 +131,18 @@ class Attention(Positions):
         When maps are not ``[layer, head, n, n]``, hold NaN or infinite values, or (for
         ``measure="weights"``) have a row that does not sum to 1 within :data:`ROW_SUM_TOL`,
         or when a per-position list does not have ``n`` entries.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from attnkit import Attention
+    >>> maps = np.array([[[[1.0, 0.0], [0.5, 0.5]]]])  # 1 layer, 1 head, 2 positions
+    >>> att = Attention(maps, ["[CLS]", "hi"], ["cls", "word"], [-1, 0], ["hi"], causal=True)
+    >>> att.n_layers, att.n_heads, len(att), att.cls_positions.tolist()
+    (1, 1, 2, [0])
+    >>> Attention(maps * 2, ["[CLS]", "hi"], ["cls", "word"], [-1, 0], ["hi"])
+    Traceback (most recent call last):
+    attnkit.errors.InputError: ...
     """
 
     maps: np.ndarray
@@ -174,15 +203,73 @@ class Attention(Positions):
 
     # -------------------------------------------------------------- selection
     def head(self, layer: int, head: int) -> np.ndarray:
-        """The ``[n, n]`` map of one head (0-indexed layer and head)."""
+        """The ``[n, n]`` map of one head (0-indexed layer and head); the same as :meth:`map`.
+
+        Parameters
+        ----------
+        layer, head : int
+            0-indexed layer and head.
+
+        Returns
+        -------
+        ndarray
+            Float32 ``[n, n]``, a view of :attr:`maps`.
+
+        Examples
+        --------
+        >>> import numpy as np, attnkit as ak
+        >>> att = ak.Attention.from_maps(np.full((2, 3, 4, 4), 0.25), ["a", "b", "c", "d"])
+        >>> att.head(1, 2).shape
+        (4, 4)
+        """
         return self.maps[layer, head]
 
     def map(self, layer: int, head: int) -> np.ndarray:
-        """The float32 ``[n, n]`` map of one head (a view of :attr:`maps`)."""
+        """The float32 ``[n, n]`` map of one head (a view of :attr:`maps`).
+
+        The reader every analysis uses (:class:`attnkit.types.AttentionLike`).
+
+        Parameters
+        ----------
+        layer, head : int
+            0-indexed layer and head.
+
+        Returns
+        -------
+        ndarray
+            Float32 ``[n, n]``: row ``q`` is attention from position ``q``.
+
+        Examples
+        --------
+        >>> import numpy as np, attnkit as ak
+        >>> att = ak.Attention.from_maps(np.array([[[[1, 0], [0.25, 0.75]]]]), ["a", "b"])
+        >>> att.map(0, 0)[1].tolist()
+        [0.25, 0.75]
+        """
         return self.maps[layer, head]
 
     def block(self, layer: int, head: int, rows: slice, cols: slice) -> np.ndarray:
-        """The float32 block ``maps[layer, head, rows, cols]`` (a view)."""
+        """The float32 block ``maps[layer, head, rows, cols]`` (a view).
+
+        Parameters
+        ----------
+        layer, head : int
+            0-indexed layer and head.
+        rows, cols : slice
+            The query (from) and key (to) positions.
+
+        Returns
+        -------
+        ndarray
+            Float32 ``[len(rows), len(cols)]``.
+
+        Examples
+        --------
+        >>> import numpy as np, attnkit as ak
+        >>> att = ak.Attention.from_maps(np.array([[[[1, 0], [0.25, 0.75]]]]), ["a", "b"])
+        >>> att.block(0, 0, slice(1, 2), slice(0, 2)).tolist()
+        [[0.25, 0.75]]
+        """
         return self.maps[layer, head, rows, cols]
 
     def pooled(self, layer: int, head: int, size: int, reduce: str = "max") -> np.ndarray:
@@ -190,6 +277,28 @@ class Attention(Positions):
 
         Rows and columns are cut into ``m`` contiguous bins whose sizes differ by at most
         one (:func:`pool_edges`); each cell is the max or the mean of its bin.
+
+        Parameters
+        ----------
+        layer, head : int
+            0-indexed layer and head.
+        size : int
+            The most bins per side.
+        reduce : {"max", "mean"}
+            How the cells of a bin are reduced.
+
+        Returns
+        -------
+        ndarray
+            Float32 ``[m, m]``.
+
+        Examples
+        --------
+        >>> import numpy as np, attnkit as ak
+        >>> maps = np.array([[[[1, 0, 0, 0], [0.5, 0.5, 0, 0], [0, 0, 1, 0], [0, 0, 0.5, 0.5]]]])
+        >>> att = ak.Attention.from_maps(maps, ["a", "b", "c", "d"])
+        >>> att.pooled(0, 0, 2).tolist(), att.pooled(0, 0, 2, "mean").tolist()
+        ([[1.0, 0.0], [0.0, 1.0]], [[0.5, 0.0], [0.0, 0.5]])
         """
         return pool_square(self.maps[layer, head], size, reduce)
 
@@ -260,7 +369,7 @@ class Attention(Positions):
             )
         roles_arr = np.asarray(roles if roles is not None else infer_roles(tokens), dtype="<U7")
         if word_ids is None or words is None:
-            inferred_ids, inferred_words = infer_words(tokens, roles_arr)
+            inferred_ids, inferred_words = infer_words(tokens, roles_arr.tolist())
             word_ids = inferred_ids if word_ids is None else word_ids
             words = inferred_words if words is None else words
         if causal is None:
@@ -272,7 +381,25 @@ class Attention(Positions):
     def select(
         self, *, layers: Sequence[int] | None = None, heads: Sequence[int] | None = None
     ) -> "Attention":
-        """A new Attention keeping only the given layers and/or heads (0-indexed)."""
+        """A new Attention keeping only the given layers and/or heads (0-indexed).
+
+        Parameters
+        ----------
+        layers, heads : sequence of int, optional
+            The layers and heads to keep, in this order; None keeps all.
+
+        Returns
+        -------
+        Attention
+            With ``maps[layers][:, heads]`` (a copy); everything else unchanged.
+
+        Examples
+        --------
+        >>> import numpy as np, attnkit as ak
+        >>> att = ak.Attention.from_maps(np.full((6, 12, 3, 3), 1 / 3), ["a", "b", "c"])
+        >>> att.select(layers=[0, 5], heads=[3]).maps.shape
+        (2, 1, 3, 3)
+        """
         maps = self.maps
         if layers is not None:
             maps = maps[list(layers)]
@@ -286,7 +413,20 @@ class Attention(Positions):
 
         Attention *to* a word is the sum of the attention to its pieces; attention *from*
         a word is the mean of its pieces' rows. Special positions stay as they are, so
-        every row still sums to 1. Returns a new Attention with ``level="word"``.
+        every row still sums to 1.
+
+        Returns
+        -------
+        Attention
+            A new Attention with ``level="word"`` (this one when it already is).
+
+        Examples
+        --------
+        >>> import numpy as np, attnkit as ak
+        >>> maps = np.array([[[[1, 0, 0], [0.2, 0.3, 0.5], [0.4, 0.4, 0.2]]]])
+        >>> words = ak.Attention.from_maps(maps, ["[CLS]", "play", "##ing"]).to_words()
+        >>> words.tokens, words.maps[0, 0].round(2).tolist()  # row: mean of 2; column: sum
+        (['[CLS]', 'playing'], [[1.0, 0.0], [0.3, 0.7]])
         """
         if self.level == "word":
             return self
@@ -304,7 +444,7 @@ class Attention(Positions):
             tokens=tokens,
             roles=self.roles[keep],
             word_ids=self.word_ids[keep],
-            segments=self.segments[keep],
+            segments=None if self.segments is None else self.segments[keep],
             embeddings=emb,
             level="word",
             input_ids=None,
@@ -348,7 +488,7 @@ _SPECIAL_LAST = ("[SEP]", "</s>", "<|endoftext|>", "<eos>", "<|end_of_text|>", "
 
 def infer_roles(tokens: Sequence[str]) -> list[str]:
     """Roles (:data:`ROLES`) of token strings: a leading [CLS]/<s>/BOS is "cls", [SEP]/</s>/EOS
-    tokens are "sep", other bracketed specials ([PAD], <pad>, <|…|>) "special", the rest "word".
+    tokens are "sep", other bracketed specials (``[PAD]``, ``<pad>``, ``<|…|>``) "special", the rest "word".
 
     A leading ``<|endoftext|>`` (GPT-2's BOS) is "cls".
     """

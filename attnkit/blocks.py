@@ -23,7 +23,29 @@ BAND_ELEMENTS = 1 << 22
 def columns_of(att: AttentionLike, rows: slice) -> slice:
     """The columns outside which ``rows`` hold no attention: what the mask lets them see
     (``att.support`` where attention knows it), else up to the last row for causal attention,
-    else all columns."""
+    else all columns.
+
+    Parameters
+    ----------
+    att : AttentionLike
+        Dense or lazy attention of one input.
+    rows : slice
+        Query positions (``rows.stop`` set).
+
+    Returns
+    -------
+    slice
+        Key positions; every entry of ``rows`` outside them is zero.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from attnkit import Attention
+    >>> causal = Attention.from_maps(np.tril(np.ones((4, 4))) / np.arange(1, 5)[:, None],
+    ...                              ["<s>", "a", "b", "c"])
+    >>> columns_of(causal, slice(1, 3))  # rows 1 and 2 see keys 0 to 2
+    slice(0, 3, None)
+    """
     support = getattr(att, "support", None)
     if callable(support):
         return support(rows)
@@ -72,6 +94,20 @@ def row_bands(att: AttentionLike, layer: int, head: int, *,
 def head_mean(att: AttentionLike, layer: int, heads: list[int] | None = None) -> np.ndarray:
     """Float64 ``[n, n]``: the mean map over ``heads`` (all heads by default) of one layer,
     accumulated band by band, one head at a time (materialises that one ``[n, n]`` matrix).
+
+    Parameters
+    ----------
+    att : AttentionLike
+        Dense or lazy attention of one input.
+    layer : int
+        0-indexed layer.
+    heads : list of int, optional
+        The heads averaged (default all).
+
+    Returns
+    -------
+    ndarray
+        Float64 ``[n, n]``.
 
     Examples
     --------

@@ -110,14 +110,29 @@ class AttentionSet(Sequence[Attention]):
         return np.array([r.truncated for r in self._records], dtype=bool)
 
     def items(self) -> pd.DataFrame:
-        """One row per item: length ``n``, word count, truncation flag and metadata."""
+        """One row per item: length ``n``, word count, truncation flag and metadata.
+
+        Returns
+        -------
+        DataFrame
+            Indexed by ``item`` (input order), columns ``n``, ``n_words``, ``truncated``
+            and the items' metadata (e.g. ``sent_id``).
+
+        Examples
+        --------
+        >>> import attnkit as ak
+        >>> from attnkit.testing import tiny_model
+        >>> aset = ak.extract(tiny_model("bert"), ["The cat sat.", "We read it."], progress=False)
+        >>> aset.items()[["n", "n_words", "truncated"]].values.tolist()
+        [[6, 4, False], [6, 4, False]]
+        """
         rows = [
             {"n": r.n, "n_words": len(r.words), "truncated": r.truncated, **r.meta}
             for r in self._records
         ]
         return pd.DataFrame(rows, index=pd.RangeIndex(len(rows), name="item"))
 
-    def __getitem__(self, i):  # type: ignore[override]
+    def __getitem__(self, i):
         if isinstance(i, slice):
             return [self[j] for j in range(*i.indices(len(self)))]
         if i < 0:
@@ -154,18 +169,49 @@ class AttentionSet(Sequence[Attention]):
     # --------------------------------------------------------------- storage
     def _array(self, r: _Record, kind: str) -> np.ndarray:
         if self._mem_maps is not None:
-            return (self._mem_maps if kind == "maps" else self._mem_embs)[r.batch]
+            mem = self._mem_maps if kind == "maps" else self._mem_embs
+            if mem is None:
+                raise StoreError("This in-memory attention set holds no embeddings; extract "
+                                 "with embeddings=True.")
+            return mem[r.batch]
         key = (r.batch, kind)
         if key not in self._cache:
             if len(self._cache) > 8:
                 self._cache.clear()
             suffix = "npy" if kind == "maps" else "emb.npy"
+            assert self.path is not None  # a set without in-memory maps lives on disk
             self._cache[key] = np.load(self.path / "batches" / f"{r.batch:06d}.{suffix}", mmap_mode="r")
         return self._cache[key]
 
     @classmethod
     def open(cls, path: str | Path) -> "AttentionSet":
-        """Open a finished store written by :func:`extract`."""
+        """Open a finished store written by :func:`extract`.
+
+        Parameters
+        ----------
+        path : str or Path
+            The store folder given to ``extract(..., store=path)``.
+
+        Returns
+        -------
+        AttentionSet
+            Reading maps from disk (memory-mapped) as items are asked for.
+
+        Raises
+        ------
+        StoreError
+            When the folder is not an attnkit store, or is incomplete.
+
+        Examples
+        --------
+        >>> import tempfile, attnkit as ak
+        >>> from attnkit.testing import tiny_model
+        >>> with tempfile.TemporaryDirectory() as folder:
+        ...     aset = ak.extract(tiny_model("bert"), ["The cat sat."], store=folder, progress=False)
+        ...     again = ak.AttentionSet.open(folder)
+        ...     len(again), bool((again[0].maps == aset[0].maps).all())
+        (1, True)
+        """
         path = Path(path)
         manifest = _read_manifest(path)
         if manifest is None:
@@ -193,7 +239,7 @@ def _read_manifest(path: Path) -> dict[str, Any] | None:
 
 
 def _read_records(path: Path) -> list[_Record]:
-    records = []
+    records: list[_Record] = []
     for f in sorted((path / "batches").glob("*.json")):
         records.extend(_Record(**d) for d in json.loads(f.read_text()))
     return records
@@ -244,19 +290,49 @@ def extract(
 ) -> AttentionSet:
     """Attention of ``model`` on every input, batched, pooled to words on request.
 
-    Parameters
-    ----------
-    model : a :class:`attnkit.model.Model`.
-    inputs : texts, ``(text_a, text_b)`` pairs, word lists or treebank sentences
-        (anything :meth:`Model.encode` takes); a sentence's ``id`` is kept as ``sent_id``.
-    level : ``"word"`` (Clark pooling) or ``"token"``.
-    store : folder for the float16 store. Batches are written as they finish; calling
-        again with the same model, inputs and options skips finished batches. ``None``
-        keeps everything in memory.
-    embeddings : also keep the model's input embeddings per position (for probes).
-
     Items longer than the model's maximum are truncated, flagged (``AttentionSet.truncated``)
     and counted in one :class:`~attnkit.errors.TruncationWarning`.
+
+    Parameters
+    ----------
+    model : Model
+        An :class:`attnkit.Model`.
+    inputs : iterable
+        Texts, ``(text_a, text_b)`` pairs, word lists or treebank sentences (anything
+        :meth:`Model.encode <attnkit.Model.encode>` takes); a sentence's ``id`` is kept as
+        ``sent_id``.
+    batch_size : int
+        Inputs per forward pass (inputs of similar length are batched together).
+    level : {"word", "token"}
+        Pool word-pieces into words (Clark et al.) or keep tokens.
+    store : str or Path, optional
+        Folder for the float16 store. Batches are written as they finish; calling again
+        with the same model, inputs and options skips finished batches. None keeps
+        everything in memory.
+    embeddings : bool
+        Also keep the model's input embeddings per position (for probes).
+    progress : bool
+        Show a progress bar over items.
+
+    Returns
+    -------
+    AttentionSet
+        One :class:`~attnkit.Attention` per input, in input order.
+
+    Raises
+    ------
+    InputError
+        For an unknown ``level``, ``batch_size < 1`` or no inputs.
+    StoreError
+        When ``store`` holds attention of other inputs or options.
+
+    Examples
+    --------
+    >>> import attnkit as ak
+    >>> from attnkit.testing import tiny_model
+    >>> aset = ak.extract(tiny_model("bert"), ["The cat sat.", "We read it."], progress=False)
+    >>> len(aset), aset.level, aset[0].tokens
+    (2, 'word', ['[CLS]', 'The', 'cat', 'sat', '.', '[SEP]'])
     """
     if level not in ("word", "token"):
         raise InputError(f"level must be 'word' or 'token', not {level!r}.")
@@ -316,10 +392,12 @@ def extract(
             maps, embs = model.run(encs, embeddings=embeddings)
             recs, flat_maps, flat_embs = _pack(b, batch, encs, maps, embs, level)
             if path is None:
+                assert mem_maps is not None  # in memory: set up above
                 mem_maps[b] = flat_maps
                 if mem_embs is not None:
                     mem_embs[b] = flat_embs
             else:
+                assert writer is not None  # on disk: set up above
                 if pending is not None:
                     pending.result()
                 pending = writer.submit(_write_batch, path, b, recs, flat_maps, flat_embs)

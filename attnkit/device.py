@@ -23,7 +23,19 @@ DTYPES = {
 
 
 def available_devices() -> list[str]:
-    """The devices torch can use here, e.g. ``["cpu", "cuda:0", "cuda:1"]``."""
+    """The devices torch can use here, e.g. ``["cpu", "cuda:0", "cuda:1"]``.
+
+    Returns
+    -------
+    list of str
+        ``"cpu"`` first, then every CUDA device, then ``"mps"`` where there is one.
+
+    Examples
+    --------
+    >>> from attnkit.device import available_devices
+    >>> available_devices()[0]
+    'cpu'
+    """
     import torch
 
     out = ["cpu"]

@@ -1,4 +1,20 @@
-"""Errors raised by attnkit. Every message says what was wrong and what to do."""
+"""Errors raised by attnkit. Every message says what was wrong and what to do.
+
+Every error attnkit raises on purpose is an :class:`AttnkitError`; those about bad input are
+also ``ValueError`` (or ``FileNotFoundError``) subclasses, so code written against the
+built-in exceptions keeps working.
+
+Examples
+--------
+>>> import numpy as np
+>>> import attnkit as ak
+>>> from attnkit.errors import AttnkitError, InputError
+>>> try:
+...     ak.Attention.from_maps(np.full((1, 1, 2, 2), 0.9), ["[CLS]", "[SEP]"])
+... except InputError as exc:
+...     print(type(exc).__name__, isinstance(exc, (AttnkitError, ValueError)))
+InputError True
+"""
 
 from __future__ import annotations
 
@@ -8,7 +24,17 @@ class AttnkitError(Exception):
 
 
 class ModelNotFoundError(AttnkitError):
-    """A model name or path could not be resolved without network access."""
+    """A model name or path could not be resolved without network access, or a model
+    folder lacks its weights (:func:`attnkit.load`)."""
+
+
+class ModelLoadError(AttnkitError):
+    """A model's files were found but could not be read (damaged or mismatched weights)."""
+
+
+class UnsupportedModelError(AttnkitError, ValueError):
+    """A model of a kind attnkit does not analyse: an encoder-decoder such as T5 or BART
+    (read its encoder or decoder self-attention with :func:`attnkit.from_transformers`)."""
 
 
 class NoAttentionError(AttnkitError):
@@ -20,11 +46,12 @@ class EmptyInputError(AttnkitError, ValueError):
 
 
 class InputError(AttnkitError, ValueError):
-    """An input had a type or shape attnkit cannot use."""
+    """An input had a type, shape or value attnkit cannot use (including attention maps with
+    NaN/inf values or rows that do not sum to 1)."""
 
 
 class ConllError(AttnkitError, ValueError):
-    """A CoNLL-U file was malformed; the message names the file and line."""
+    """A CoNLL-U file was malformed or not text; the message names the file and line."""
 
 
 class DataNotFoundError(AttnkitError, FileNotFoundError):
@@ -54,8 +81,8 @@ class ReportError(AttnkitError):
 
 
 class DataFormatError(AttnkitError, ValueError):
-    """A data file other than CoNLL-U (e.g. a GLUE tsv) was malformed; the message names
-    the file and line."""
+    """A data file other than CoNLL-U (e.g. a GLUE tsv) was malformed or not text; the
+    message names the file and line."""
 
 
 class DeviceError(AttnkitError, ValueError):

@@ -146,6 +146,21 @@ class LazyAttention(Positions):
     def map(self, layer: int, head: int) -> np.ndarray:
         """The float32 ``[n, n]`` map of one head (materialises ``n * n`` floats: that map).
 
+        Parameters
+        ----------
+        layer, head : int
+            0-indexed layer and head.
+
+        Returns
+        -------
+        ndarray
+            Float32 ``[n, n]``: row ``q`` is attention from position ``q``.
+
+        Raises
+        ------
+        InputError
+            For a head outside the model.
+
         Examples
         --------
         >>> from attnkit.testing import tiny_model
@@ -156,7 +171,25 @@ class LazyAttention(Positions):
         return self.block(layer, head, slice(None), slice(None))
 
     def head(self, layer: int, head: int) -> np.ndarray:
-        """Same as :meth:`map`."""
+        """Same as :meth:`map`.
+
+        Parameters
+        ----------
+        layer, head : int
+            0-indexed layer and head.
+
+        Returns
+        -------
+        ndarray
+            Float32 ``[n, n]``.
+
+        Examples
+        --------
+        >>> from attnkit.testing import tiny_model
+        >>> att = tiny_model("llama").attend("The cat sat.", lazy=True)
+        >>> bool((att.head(1, 1) == att.map(1, 1)).all())
+        True
+        """
         return self.map(layer, head)
 
     def block(self, layer: int, head: int, rows: Index, cols: Index) -> np.ndarray:
@@ -165,6 +198,23 @@ class LazyAttention(Positions):
         ``rows`` and ``cols`` are slices or sequences of positions (an outer product, like
         ``map[np.ix_(rows, cols)]``). Computed on the model's device, a band of rows at a
         time.
+
+        Parameters
+        ----------
+        layer, head : int
+            0-indexed layer and head.
+        rows, cols : slice or sequence of int
+            The query (from) and key (to) positions.
+
+        Returns
+        -------
+        ndarray
+            Float32 ``[len(rows), len(cols)]``.
+
+        Raises
+        ------
+        InputError
+            For a head outside the model or positions outside the input.
 
         Examples
         --------
@@ -188,6 +238,25 @@ class LazyAttention(Positions):
         its bin — the same numbers :meth:`Attention.pooled` gives.
 
         Materialises one band of whole row bins at a time (about ``BAND_ELEMENTS`` floats).
+
+        Parameters
+        ----------
+        layer, head : int
+            0-indexed layer and head.
+        size : int
+            The most bins per side.
+        reduce : {"max", "mean"}
+            How the cells of a bin are reduced.
+
+        Returns
+        -------
+        ndarray
+            Float32 ``[m, m]``.
+
+        Raises
+        ------
+        InputError
+            For an unknown ``reduce`` or a head outside the model.
 
         Examples
         --------
@@ -213,7 +282,25 @@ class LazyAttention(Positions):
 
     def support(self, rows: slice) -> slice:
         """The columns outside which ``rows`` have no attention (all zero): the span of keys
-        the mask lets these rows see (computes nothing)."""
+        the mask lets these rows see (computes nothing).
+
+        Parameters
+        ----------
+        rows : slice
+            Query positions.
+
+        Returns
+        -------
+        slice
+            The key positions any of these rows can attend to, in any layer.
+
+        Examples
+        --------
+        >>> from attnkit.testing import tiny_model
+        >>> att = tiny_model("gpt2").attend("The cat sat on the mat.", lazy=True)
+        >>> att.support(slice(2, 4))  # causal: rows 2 and 3 see keys 0 to 3
+        slice(0, 4, None)
+        """
         start, stop, _ = rows.indices(len(self))
         if stop <= start:
             return slice(0, 0)
@@ -237,6 +324,11 @@ class LazyAttention(Positions):
     def to_dense(self) -> Attention:
         """An :class:`~attnkit.Attention` with every map (materialises ``4 L H n^2`` bytes).
 
+        Returns
+        -------
+        Attention
+            The same alignment and metadata, with :attr:`maps` computed.
+
         Examples
         --------
         >>> from attnkit.testing import tiny_model
@@ -256,6 +348,11 @@ class LazyAttention(Positions):
         the sum over its pieces, *from* a word the mean of its pieces' rows, as
         :meth:`Attention.to_words`. Materialises nothing; the readers of the result compute
         token blocks and pool them.
+
+        Returns
+        -------
+        LazyAttention
+            With ``level="word"`` (this one when it already is).
 
         Examples
         --------

@@ -28,8 +28,10 @@ from .errors import (
     EmptyInputError,
     InputError,
     InputTooLongError,
+    ModelLoadError,
     ModelNotFoundError,
     NoAttentionError,
+    UnsupportedModelError,
 )
 
 if TYPE_CHECKING:
@@ -178,6 +180,7 @@ def load(
         ) from exc
     from transformers.utils import logging as hf_logging
 
+    refuse_encoder_decoder(config, display)
     auto_cls = _auto_class(config, task)
     torch_dtype = resolve_dtype(dtype, target if target is not None else resolve_device("auto"),
                                 getattr(config, "dtype", None))
@@ -199,6 +202,20 @@ def load(
             f"Loading {key!r} needs a package that is missing: {exc}. device_map needs "
             "`pip install accelerate`."
         ) from exc
+    except OSError as exc:
+        raise ModelNotFoundError(
+            f"The weights of {key!r} were not found ({str(exc).splitlines()[0]}). A model folder "
+            "needs config.json, the tokenizer files and the weights (model.safetensors or "
+            "pytorch_model.bin): copy them all, or pass allow_download=True for a hub id."
+        ) from exc
+    except (MemoryError, torch.OutOfMemoryError):
+        raise
+    except Exception as exc:  # safetensors, torch.load and shape checks raise many types
+        raise ModelLoadError(
+            f"The weights of {key!r} could not be read ({type(exc).__name__}: "
+            f"{str(exc).splitlines()[0] if str(exc) else ''}): the files are damaged, "
+            "incomplete, or do not match config.json. Copy or download them again."
+        ) from exc
     finally:
         if bars:
             hf_logging.enable_progress_bar()
@@ -206,6 +223,21 @@ def load(
         with torch.no_grad():
             hf.to(target)
     return Model(hf, tokenizer, name=display, path=str(path))
+
+
+def refuse_encoder_decoder(config: Any, name: str) -> None:
+    """Raise :class:`~attnkit.errors.UnsupportedModelError` for an encoder-decoder config
+    (T5, BART, ...): attnkit models run one stack of self-attention."""
+    if getattr(config, "is_encoder_decoder", False):
+        raise UnsupportedModelError(
+            f"{name} is an encoder-decoder model ({getattr(config, 'model_type', '?')}), which "
+            "attnkit.load does not support: it has encoder self-attention, decoder "
+            "self-attention and cross-attention. Run it yourself with output_attentions=True "
+            "and read each self-attention as its own Attention: "
+            "attnkit.from_transformers(outputs.encoder_attentions, encoder_tokens) and "
+            "attnkit.from_transformers(outputs.decoder_attentions, decoder_tokens) "
+            "(cross-attention is not supported)."
+        )
 
 
 def _auto_class(config: Any, task: str):
@@ -311,6 +343,7 @@ class Model:
                 "attnkit needs a fast (Rust) tokenizer to align tokens to words; "
                 f"{type(tokenizer).__name__} is a slow one."
             )
+        refuse_encoder_decoder(hf_model.config, name or type(hf_model).__name__)
         if capture not in ("auto", "interface", "eager"):
             raise InputError(f"capture must be 'auto', 'interface' or 'eager', not {capture!r}.")
         interface = capture != "eager" and supports_interface(hf_model) and register()
@@ -405,7 +438,27 @@ class Model:
         return _float32()
 
     def to_device(self, batch: dict[str, Any]) -> dict[str, Any]:
-        """``batch`` with every tensor moved to :attr:`device` (other values as they are)."""
+        """``batch`` with every tensor moved to :attr:`device` (other values as they are).
+
+        Parameters
+        ----------
+        batch : dict
+            Model inputs, e.g. from :meth:`pad`.
+
+        Returns
+        -------
+        dict
+            A new dict; tensors on :attr:`device`.
+
+        Examples
+        --------
+        >>> import torch
+        >>> from attnkit.testing import tiny_model
+        >>> m = tiny_model("bert")
+        >>> moved = m.to_device({"input_ids": torch.tensor([[2, 5, 3]]), "note": "kept"})
+        >>> moved["input_ids"].device == m.device, moved["note"]
+        (True, 'kept')
+        """
         import torch
 
         dev = self.device
@@ -422,7 +475,26 @@ class Model:
     @contextlib.contextmanager
     def eager(self) -> Iterator[Model]:
         """Within the block the model runs its eager attention, whose probabilities are part
-        of the autograd graph (gradient analyses need them); back to :attr:`capture` after."""
+        of the autograd graph (gradient analyses need them); back to :attr:`capture` after.
+
+        Also what to use to run ``model.hf`` yourself with ``output_attentions=True``
+        (attnkit's attention function does not return the maps to the caller).
+
+        Returns
+        -------
+        contextlib.AbstractContextManager
+            Yields this model.
+
+        Examples
+        --------
+        >>> from attnkit.testing import tiny_model
+        >>> m = tiny_model("bert")
+        >>> with m.eager():
+        ...     print(m.hf.config._attn_implementation)
+        eager
+        >>> m.hf.config._attn_implementation
+        'attnkit'
+        """
         hf = self.hf
         if self._implementation == "eager" or not hasattr(hf, "set_attn_implementation"):
             yield self
@@ -442,6 +514,30 @@ class Model:
         ids (a list of ints, a 1-D integer array or tensor), encoded as given
         (:meth:`encode_ids`). Longer inputs are truncated to :attr:`max_length`
         (``Encoding.truncated``).
+
+        Parameters
+        ----------
+        item : str, tuple, list, Sentence or token ids
+            The input.
+
+        Returns
+        -------
+        Encoding
+            Token ids, tokens, roles, word ids, segments and words of the input.
+
+        Raises
+        ------
+        EmptyInputError
+            For an empty text or word list, or an input with no word tokens.
+        InputError
+            For an input of another kind, or a pair of a text and a word list.
+
+        Examples
+        --------
+        >>> from attnkit.testing import tiny_model
+        >>> enc = tiny_model("bert").encode("The cat sat.")
+        >>> enc.tokens, enc.words, enc.word_ids
+        (['[CLS]', 'the', 'cat', 'sat', '.', '[SEP]'], ['The', 'cat', 'sat', '.'], [-1, 0, 1, 2, 3, -1])
         """
         ids = _token_ids(item)
         if ids is not None:
@@ -512,12 +608,30 @@ class Model:
         Tokens come from ``convert_ids_to_tokens``; the tokenizer's special ids get the roles
         "cls"/"sep"/"special", every other id is a word of its own (its decoded text).
 
+        Parameters
+        ----------
+        ids : sequence of int
+            Token ids of this model's tokenizer.
+
+        Returns
+        -------
+        Encoding
+            Truncated to :attr:`max_length` (``Encoding.truncated``).
+
         Raises
         ------
         InputError
             When an id is outside the tokenizer's vocabulary.
         EmptyInputError
             When there are no ids, or only special ones.
+
+        Examples
+        --------
+        >>> from attnkit.testing import tiny_model
+        >>> m = tiny_model("bert")
+        >>> enc = m.encode_ids([m.tokenizer.cls_token_id, 5, 6, m.tokenizer.sep_token_id])
+        >>> enc.roles, enc.word_ids
+        (['cls', 'word', 'word', 'sep'], [-1, 0, 1, -1])
         """
         ids = [int(i) for i in ids]
         if not ids:
@@ -534,7 +648,9 @@ class Model:
         ids = ids[: self.max_length]
         tokens = self.tokenizer.convert_ids_to_tokens(ids)
         special = set(self.tokenizer.all_special_ids)
-        roles, word_ids, words = [], [], []
+        roles: list[str] = []
+        word_ids: list[int] = []
+        words: list[str] = []
         for pos, (tid, tok) in enumerate(zip(ids, tokens)):
             if tid in special:
                 roles.append(self._special_role(tok, pos))
@@ -597,9 +713,27 @@ class Model:
 
     # ------------------------------------------------------------ forward
     def pad(self, encodings: Sequence[Encoding]) -> dict[str, Any]:
-        """Right-padded model inputs of a batch: ``input_ids``, ``attention_mask`` (long
-        CPU tensors ``[batch, width]``; :meth:`to_device` moves them) and
-        ``token_type_ids`` where the model takes them."""
+        """Right-padded model inputs of a batch.
+
+        Parameters
+        ----------
+        encodings : sequence of Encoding
+            The batch (:meth:`encode`).
+
+        Returns
+        -------
+        dict
+            ``input_ids``, ``attention_mask`` (long CPU tensors ``[batch, width]``;
+            :meth:`to_device` moves them) and ``token_type_ids`` where the model takes them.
+
+        Examples
+        --------
+        >>> from attnkit.testing import tiny_model
+        >>> m = tiny_model("bert")
+        >>> batch = m.pad([m.encode("The cat sat."), m.encode("We read it now.")])
+        >>> sorted(batch), batch["attention_mask"].tolist()
+        (['attention_mask', 'input_ids', 'token_type_ids'], [[1, 1, 1, 1, 1, 1, 0], [1, 1, 1, 1, 1, 1, 1]])
+        """
         import torch
 
         width = max(len(e) for e in encodings)
@@ -638,6 +772,18 @@ class Model:
             When the model keeps the eager path (:attr:`capture` is ``"eager"``).
         NoAttentionError
             When no attention layer called attnkit's function.
+
+        Examples
+        --------
+        >>> from attnkit.capture import DenseRecorder
+        >>> from attnkit.testing import tiny_model
+        >>> m = tiny_model("llama")
+        >>> encs = [m.encode("The cat sat."), m.encode("We read.")]
+        >>> rec = DenseRecorder([len(e) for e in encs], m.n_layers, m.n_heads)
+        >>> m.record(encs, [rec])  # one call per layer
+        2
+        >>> rec.maps[1].shape == (m.n_layers, m.n_heads, len(encs[1]), len(encs[1]))
+        True
         """
         import torch
 
@@ -682,6 +828,15 @@ class Model:
         ------
         NoAttentionError
             When the model returned no attention probabilities.
+
+        Examples
+        --------
+        >>> from attnkit.testing import tiny_model
+        >>> m = tiny_model("bert")
+        >>> encs = [m.encode("The cat sat."), m.encode("We read it now.")]
+        >>> maps, embs = m.run(encs, embeddings=True)
+        >>> [x.shape for x in maps], embs[0].shape
+        ([(2, 2, 6, 6), (2, 2, 7, 7)], (6, 16))
         """
 
         lengths = [len(e) for e in encodings]
@@ -727,7 +882,25 @@ class Model:
         return getattr(self.hf, "base_model", self.hf)
 
     def dense_bytes(self, n: int) -> int:
-        """Bytes of the float32 maps ``[L, H, n, n]`` of an ``n``-token input."""
+        """Bytes of the float32 maps ``[L, H, n, n]`` of an ``n``-token input.
+
+        Parameters
+        ----------
+        n : int
+            Tokens of the input.
+
+        Returns
+        -------
+        int
+            ``4 * L * H * n * n``; :meth:`attend` goes lazy above
+            :data:`LAZY_ABOVE_BYTES`.
+
+        Examples
+        --------
+        >>> from attnkit.testing import tiny_model
+        >>> tiny_model("bert").dense_bytes(10)  # 4 bytes x 2 layers x 2 heads x 10 x 10
+        1600
+        """
         return 4 * self.n_layers * self.n_heads * n * n
 
     def attend(self, item: Any, *, level: str = "token", embeddings: bool = False,
@@ -811,7 +984,25 @@ class Model:
         return LazyAttention(rec.layers, embeddings=emb, **self._alignment(enc))
 
     def run_embeddings(self, encoding: Encoding) -> np.ndarray:
-        """The float32 input embeddings ``[n, d]`` of one encoding (numpy, CPU)."""
+        """The float32 input embeddings ``[n, d]`` of one encoding (numpy, CPU).
+
+        Parameters
+        ----------
+        encoding : Encoding
+            One input (:meth:`encode`).
+
+        Returns
+        -------
+        ndarray
+            Float32 ``[n, d]``: the rows of the input embedding matrix.
+
+        Examples
+        --------
+        >>> from attnkit.testing import tiny_model
+        >>> m = tiny_model("bert")
+        >>> m.run_embeddings(m.encode("The cat sat.")).shape
+        (6, 16)
+        """
         import torch
 
         ids = torch.tensor([encoding.input_ids], device=self.device)
@@ -828,7 +1019,36 @@ class Model:
     @renamed(positional=("emb",), enc="encoding", emb="embeddings")
     def to_attention(self, encoding: Encoding, maps: np.ndarray, *,
                      embeddings: np.ndarray | None = None) -> Attention:
-        """Wrap one item's maps ``[L, H, n, n]`` with its encoding's alignment."""
+        """Wrap one item's maps ``[L, H, n, n]`` with its encoding's alignment.
+
+        Parameters
+        ----------
+        encoding : Encoding
+            The input the maps were computed on.
+        maps : ndarray
+            Its ``[L, H, n, n]`` maps (from :meth:`run`).
+        embeddings : ndarray, optional
+            Its ``[n, d]`` input embeddings.
+
+        Returns
+        -------
+        Attention
+            Token level, labelled with this model's name.
+
+        Raises
+        ------
+        InputError
+            When the maps do not fit the encoding or are not attention weights.
+
+        Examples
+        --------
+        >>> from attnkit.testing import tiny_model
+        >>> m = tiny_model("bert")
+        >>> enc = m.encode("The cat sat.")
+        >>> att = m.to_attention(enc, m.run([enc])[0][0])
+        >>> att.tokens == enc.tokens, att.model == m.name
+        (True, True)
+        """
         return Attention(maps=maps, embeddings=embeddings, truncated=encoding.truncated,
                          **self._alignment(encoding))
 

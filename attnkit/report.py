@@ -36,7 +36,9 @@ import datetime as _dt
 import json
 import os
 import re
+import time
 import warnings
+from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -55,13 +57,42 @@ TEMPLATE_NAME = "attnkit_report"
 PROVENANCE_MIME = "application/vnd.attnkit.provenance+json"
 WIDGET_STATE_MIME = "application/vnd.jupyter.widget-state+json"
 
+#: ``on_cell(index, total, cell, seconds)``: called when code cell ``index`` of ``total``
+#: (1-based, empty cells not counted) starts, with ``seconds=None``, and when it has run,
+#: with its wall time. ``cell`` is the ``nbformat`` cell (``cell.source`` is its code).
+CellCallback = Callable[[int, int, Any, "float | None"], None]
+
 MODEL_KEYS = ("model", "model_name", "model_id")
 DATA_KEYS = ("data", "data_dir", "data_path", "treebank", "dataset")
 
 
 # ----------------------------------------------------------------------- reading
 def read_notebook(path: str | Path) -> Any:
-    """The notebook at ``path`` as an ``nbformat.NotebookNode`` (version 4)."""
+    """Read a Jupyter notebook.
+
+    Parameters
+    ----------
+    path : str or Path
+        The ``.ipynb`` file.
+
+    Returns
+    -------
+    nbformat.NotebookNode
+        The notebook, as nbformat version 4.
+
+    Raises
+    ------
+    ReportError
+        When the file does not exist or is not a readable notebook.
+
+    Examples
+    --------
+    >>> from attnkit.report import read_notebook
+    >>> read_notebook("no-such-notebook.ipynb")
+    Traceback (most recent call last):
+    ...
+    attnkit.errors.ReportError: notebook no-such-notebook.ipynb does not exist; ...
+    """
     import nbformat
 
     path = Path(path)
@@ -74,7 +105,27 @@ def read_notebook(path: str | Path) -> Any:
 
 
 def parameters_cell(nb: Any) -> tuple[int, Any] | None:
-    """(index, cell) of the first code cell tagged ``parameters``, or None."""
+    """The first code cell tagged ``parameters`` (the papermill convention).
+
+    Parameters
+    ----------
+    nb : nbformat.NotebookNode
+        A notebook.
+
+    Returns
+    -------
+    (int, cell) or None
+        Its index and the cell, or None when no cell is tagged.
+
+    Examples
+    --------
+    >>> from nbformat.v4 import new_code_cell, new_notebook
+    >>> from attnkit.report import parameters_cell
+    >>> nb = new_notebook(cells=[new_code_cell("import os"),
+    ...                          new_code_cell("N = 3", metadata={"tags": ["parameters"]})])
+    >>> parameters_cell(nb)[0]
+    1
+    """
     for i, cell in enumerate(nb.cells):
         if cell.cell_type == "code" and "parameters" in cell.get("metadata", {}).get("tags", []):
             return i, cell
@@ -82,8 +133,26 @@ def parameters_cell(nb: Any) -> tuple[int, Any] | None:
 
 
 def parameter_literals(source: str) -> dict[str, Any]:
-    """Top-level names assigned in ``source`` → their value when it is a literal, else the
-    expression's source text. Later assignments win; a cell that does not parse gives {}."""
+    r"""The top-level assignments of a cell's source.
+
+    Parameters
+    ----------
+    source : str
+        Python code (a parameters cell).
+
+    Returns
+    -------
+    dict
+        Each assigned name → its value when it is a literal (str, number, bool, None), else
+        the expression's source text. Later assignments win; code that does not parse
+        gives ``{}``.
+
+    Examples
+    --------
+    >>> from attnkit.report import parameter_literals
+    >>> parameter_literals("MODEL = 'minilm'\nN = 100 if QUICK else None\nN_EPOCHS: int = 8")
+    {'MODEL': 'minilm', 'N': '100 if QUICK else None', 'N_EPOCHS': 8}
+    """
     try:
         tree = ast.parse(source)
     except SyntaxError:
@@ -172,16 +241,48 @@ def execute_notebook(
     cwd: str | Path | None = None,
     timeout: int | None = None,
     allow_errors: bool = False,
+    on_cell: CellCallback | None = None,
 ) -> Any:
-    """Run every cell of ``nb`` in a fresh kernel of the current Python and return a new,
-    executed notebook; ``nb`` is left unchanged.
+    """Run every cell of ``nb`` in a fresh kernel of the current Python.
 
     The kernel inherits this process's environment (so ``ATTNKIT_QUICK=1`` and friends reach
-    it) and starts in ``cwd`` (default: the current folder). Widget state, binary buffers
-    included, is saved in ``metadata.widgets``; the provenance record (see the module doc) in
-    ``metadata.attnkit.provenance``. ``timeout`` is per cell, in seconds (None: no limit).
-    A failing cell raises :class:`~attnkit.errors.ReportError` naming the cell, unless
-    ``allow_errors`` (then the error stays in the cell's output and the run goes on).
+    it). Widget state, binary buffers included, is saved in ``metadata.widgets``; the
+    provenance record (see the module doc) in ``metadata.attnkit.provenance``.
+
+    Parameters
+    ----------
+    nb : nbformat.NotebookNode
+        The notebook; left unchanged.
+    cwd : str or Path, optional
+        The folder the kernel starts in (default: the current folder).
+    timeout : int, optional
+        Per-cell limit in seconds (None: no limit).
+    allow_errors : bool
+        Keep going past failing cells (their errors stay in their outputs).
+    on_cell : callable, optional
+        ``on_cell(index, total, cell, seconds)`` (:data:`CellCallback`), told when each code
+        cell starts and ends, e.g. to show progress; the library itself prints nothing.
+
+    Returns
+    -------
+    nbformat.NotebookNode
+        A new, executed notebook.
+
+    Raises
+    ------
+    ReportError
+        Naming the cell that failed (unless ``allow_errors``), ran past ``timeout``, or was
+        running when the kernel died.
+
+    Examples
+    --------
+    >>> from nbformat.v4 import new_code_cell, new_notebook
+    >>> from attnkit.report import execute_notebook
+    >>> seen = []
+    >>> done = execute_notebook(new_notebook(cells=[new_code_cell("6 * 7")]),
+    ...                         on_cell=lambda i, n, cell, s: seen.append((i, n, s is None)))
+    >>> done.cells[0].outputs[0]["data"]["text/plain"], seen
+    ('42', [(1, 1, True), (1, 1, False)])
     """
     from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
@@ -191,6 +292,7 @@ def execute_notebook(
     found = parameters_cell(run)
     names = list(parameter_literals(found[1].source)) if found else []
     probe = new_code_cell(_PROBE % (PROVENANCE_MIME, json.dumps(names)))
+    hooks = _cell_hooks(run, on_cell) if on_cell is not None else {}
     run.cells.append(probe)
     client = NotebookClient(
         run,
@@ -200,6 +302,7 @@ def execute_notebook(
         allow_errors=allow_errors,
         store_widget_state=True,
         resources={"metadata": {"path": str(Path(cwd) if cwd else Path.cwd())}},
+        **hooks,
     )
     started = _dt.datetime.now(_dt.timezone.utc)
     try:
@@ -240,6 +343,24 @@ def _embedding_budget():
     finally:
         if old is None:
             os.environ.pop(EMBED_ENV, None)
+def _cell_hooks(nb: Any, on_cell: CellCallback) -> dict[str, Any]:
+    """nbclient's ``on_cell_execute``/``on_cell_executed`` hooks calling ``on_cell`` for the
+    code cells of ``nb`` (cells appended later, like the provenance probe, are not told)."""
+    order = {i: k for k, i in enumerate(
+        i for i, c in enumerate(nb.cells) if c.cell_type == "code" and c.source.strip())}
+    started: dict[int, float] = {}
+
+    def start(cell: Any, cell_index: int, **_: Any) -> None:
+        if cell_index in order:
+            started[cell_index] = time.perf_counter()
+            on_cell(order[cell_index] + 1, len(order), cell, None)
+
+    def done(cell: Any, cell_index: int, **_: Any) -> None:
+        if cell_index in started:
+            on_cell(order[cell_index] + 1, len(order), cell,
+                    time.perf_counter() - started.pop(cell_index))
+
+    return {"on_cell_execute": start, "on_cell_executed": done}
 
 
 def _failed_cell(nb: Any) -> str:
@@ -286,9 +407,28 @@ def _pick(params: dict[str, Any], keys: tuple[str, ...]) -> Any:
 def provenance(nb: Any) -> dict[str, Any]:
     """What the notebook was made with: attnkit version, model, data, parameters, run date.
 
-    From ``metadata.attnkit.provenance`` when the notebook was executed by
-    :func:`execute_notebook`; otherwise from the literals of its ``parameters`` cell and
-    ``metadata.attnkit`` (attnkit version then unknown). Values are plain JSON types.
+    Parameters
+    ----------
+    nb : nbformat.NotebookNode
+        A notebook, executed or not.
+
+    Returns
+    -------
+    dict
+        From ``metadata.attnkit.provenance`` when the notebook was executed by
+        :func:`execute_notebook`; otherwise from the literals of its ``parameters`` cell
+        and ``metadata.attnkit`` (attnkit version then unknown). Values are plain JSON
+        types; ``model`` and ``data`` come from the parameters named ``MODEL`` / ``DATA``
+        (and their variants).
+
+    Examples
+    --------
+    >>> from nbformat.v4 import new_code_cell, new_notebook
+    >>> from attnkit.report import provenance
+    >>> nb = new_notebook(cells=[new_code_cell("MODEL = 'minilm'", metadata={"tags": ["parameters"]})])
+    >>> rec = provenance(nb)
+    >>> rec["model"], rec["parameters"]
+    ('minilm', {'MODEL': 'minilm'})
     """
     meta = nb.metadata.get("attnkit", {}) or {}
     rec: dict[str, Any] = dict(meta.get("provenance", {}) or {})
@@ -406,8 +546,26 @@ def _check_anywidget_version(nb: Any, bundled: str | None) -> None:
 
 
 def notebook_to_html(nb: Any, *, name: str = "report") -> str:
-    """The offline HTML report of an (executed) notebook, as a string. ``name`` is the page
-    title when the notebook's metadata has none."""
+    """The offline HTML report of an (executed) notebook.
+
+    Parameters
+    ----------
+    nb : nbformat.NotebookNode
+        The notebook, usually executed by :func:`execute_notebook`.
+    name : str
+        The page title when the notebook's metadata has none.
+
+    Returns
+    -------
+    str
+        One self-contained HTML page: outputs, widget state and the front end inlined, a
+        provenance header; it needs no network.
+
+    Raises
+    ------
+    ReportError
+        When attnkit's report renderer is not built (a source checkout without npm).
+    """
     from nbconvert import HTMLExporter
 
     js, css = _bundle()
@@ -446,20 +604,60 @@ def write_report(
     timeout: int | None = None,
     allow_errors: bool = False,
     save_notebook: str | Path | None = None,
+    on_cell: CellCallback | None = None,
 ) -> Path:
-    """Write the offline HTML report of ``notebook`` to ``out`` and return ``out``.
+    """Write the offline HTML report of a notebook.
 
-    With ``execute``, the notebook is first run in a fresh kernel of the current Python,
-    from the notebook's folder (see :func:`execute_notebook`); ``save_notebook`` also writes
-    the executed notebook there. Without it, the outputs and widget state saved in the file
-    are used (widgets without saved state show their static fallback).
+    Parameters
+    ----------
+    notebook : str or Path
+        The ``.ipynb`` file.
+    out : str or Path
+        The HTML file to write (folders are created).
+    execute : bool
+        Run the notebook first in a fresh kernel of the current Python, from the notebook's
+        folder (:func:`execute_notebook`). Without it, the outputs and widget state saved in
+        the file are used (widgets without saved state show their static fallback).
+    timeout : int, optional
+        Per-cell limit in seconds when executing.
+    allow_errors : bool
+        Keep going past failing cells; their errors show in the report.
+    save_notebook : str or Path, optional
+        Also write the (executed) notebook here.
+    on_cell : callable, optional
+        Told when each cell starts and ends (:data:`CellCallback`).
+
+    Returns
+    -------
+    Path
+        ``out``.
+
+    Raises
+    ------
+    ReportError
+        When the notebook cannot be read, a cell fails (unless ``allow_errors``) or times
+        out, or the report renderer is not built; no report is written then.
+
+    Examples
+    --------
+    >>> import pathlib, tempfile
+    >>> import nbformat
+    >>> from nbformat.v4 import new_markdown_cell, new_notebook
+    >>> import attnkit as ak
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     src = pathlib.Path(folder, "hello.ipynb")
+    ...     nbformat.write(new_notebook(cells=[new_markdown_cell("# Hello")]), src)
+    ...     html = ak.write_report(src, pathlib.Path(folder, "hello.html"))
+    ...     html.name, "Hello" in html.read_text(encoding="utf-8")
+    ('hello.html', True)
     """
     import nbformat
 
     src = Path(notebook)
     nb = read_notebook(src)
     if execute:
-        nb = execute_notebook(nb, cwd=src.resolve().parent, timeout=timeout, allow_errors=allow_errors)
+        nb = execute_notebook(nb, cwd=src.resolve().parent, timeout=timeout,
+                              allow_errors=allow_errors, on_cell=on_cell)
     if save_notebook is not None:
         Path(save_notebook).parent.mkdir(parents=True, exist_ok=True)
         nbformat.write(nb, str(save_notebook))

@@ -39,7 +39,29 @@ _MAX_WORDS = len(_CONSONANTS) ** 2 * len(_VOWELS)
 
 def toy_words(vocab_size: int) -> list[str]:
     """``vocab_size`` distinct pronounceable three-letter words (``"kot"``, ``"miv"``, ...), in a
-    fixed order: the vocabulary of the toy tokenizer."""
+    fixed order: the vocabulary of the toy tokenizer.
+
+    Parameters
+    ----------
+    vocab_size : int
+        How many words.
+
+    Returns
+    -------
+    list of str
+        The first ``vocab_size`` words of one fixed (seeded) order.
+
+    Raises
+    ------
+    InputError
+        When ``vocab_size`` is below 1 or above the number of three-letter words.
+
+    Examples
+    --------
+    >>> from attnkit.toy import toy_words
+    >>> toy_words(3)
+    ['dat', 'dif', 'zem']
+    """
     if not 1 <= vocab_size <= _MAX_WORDS:
         raise InputError(f"vocab_size must be between 1 and {_MAX_WORDS}; got {vocab_size}.")
     words = [a + v + b for a in _CONSONANTS for v in _VOWELS for b in _CONSONANTS]
@@ -50,6 +72,18 @@ def toy_words(vocab_size: int) -> list[str]:
 def toy_tokenizer(vocab_size: int = 256, *, max_positions: int = 2048) -> PreTrainedTokenizerFast:
     """A fast word-level tokenizer over :func:`toy_words`: one token per space-separated word,
     unknown words become ``<unk>``, and every text starts with ``<bos>``.
+
+    Parameters
+    ----------
+    vocab_size : int
+        Words in the vocabulary (:func:`toy_words`), besides the special tokens.
+    max_positions : int
+        The tokenizer's ``model_max_length``.
+
+    Returns
+    -------
+    transformers.PreTrainedTokenizerFast
+        With ``<bos>``, ``<pad>`` and ``<unk>`` special tokens.
 
     Examples
     --------

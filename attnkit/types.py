@@ -68,6 +68,18 @@ Input = Any
 ModelLike = Union["Model", str]
 
 
+def dense_maps(attention: AttentionLike) -> np.ndarray:
+    """The ``[layer, head, n, n]`` maps of one input: ``attention.maps`` when it holds them
+    (dense :class:`~attnkit.Attention`, kept in its dtype), else every head read with
+    ``map(layer, head)`` and stacked (float32; materialises ``L·H·n²`` values)."""
+    maps = getattr(attention, "maps", None)
+    if isinstance(maps, np.ndarray) and maps.ndim == 4:
+        return maps
+    return np.stack([np.stack([np.asarray(attention.map(layer, head), dtype=np.float32)
+                               for head in range(attention.n_heads)])
+                     for layer in range(attention.n_layers)])
+
+
 def as_collection(attentions: Attentions) -> Iterable[AttentionLike]:
     """``attentions`` as an iterable of inputs: one attention becomes a collection of one."""
     if isinstance(attentions, AttentionLike):

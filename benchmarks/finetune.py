@@ -122,7 +122,7 @@ def section(runs: dict) -> str:
         "",
         "```",
         "python benchmarks/finetune.py --out runs/minilm-mrpc",
-        "# the same run without the docs: python -m attnkit.finetune --task MRPC "
+        "# the same run without the docs: attnkit finetune --task MRPC "
         f"--epochs {p['epochs']:g} --lr {p['lr']:g} --batch-size {p['batch_size']} "
         f"--max-length {p['max_length']} "
         + (f"--max-items {p['max_items']} " if p.get("max_items") else "") +
@@ -175,7 +175,7 @@ def section(runs: dict) -> str:
             "| candidate | split | hold-out accuracy | F1 | majority rate | train min | CPU min | load before / after |",
             "|---|---|---|---|---|---|---|---|",
         ]
-        for name, r in search.items():
+        for r in search.values():
             curve = ", ".join(pct(e["accuracy"]) for e in r["epochs_eval"])
             cpu = mins(r["cpu_seconds"]) if r.get("cpu_seconds") is not None else "n/a"
             lines.append(

@@ -8,8 +8,7 @@ keys and row log-sum-exps) must agree with them too.
 
 import numpy as np
 import pytest
-
-torch = pytest.importorskip("torch")
+import torch
 
 from attnkit.capture import AttentionCall, RowSpans, recording
 from attnkit.errors import CaptureError

@@ -1,6 +1,5 @@
 """read_conllu on hand-written treebanks: multiword tokens, empty nodes, malformed files."""
 
-import numpy as np
 import pytest
 
 import attnkit

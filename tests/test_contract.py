@@ -16,6 +16,8 @@ DATA = {
     # what a reader or a model's low-level step works on: one head, one block, one batch
     "layer", "head", "rows", "cols", "size", "reduce", "layers", "encodings", "encoding",
     "ids", "batch", "recorders", "word_ids", "words",
+    # another tool's objects, named as that tool names them (attnkit.interop)
+    "cache", "saved", "attention",
 }
 #: Spellings that the contract replaced; they live on only through attnkit._compat.renamed.
 RETIRED = {"att", "atts", "att_a", "att_b", "attention_set", "set_a", "set_b", "X", "y", "df",
@@ -97,3 +99,36 @@ def test_old_spellings_still_work_for_one_release():
         ak.rollout(att=att)
     with pytest.raises(TypeError, match="both"):
         ak.rollout(att, att=att)
+
+
+def _doc(name: str, fn) -> str:
+    """The docstring that documents ``name``: a class's own for its constructor ("X()")."""
+    if name.endswith("()"):
+        return inspect.getdoc(getattr(ak, name[:-2])) or ""
+    return inspect.getdoc(fn) or ""
+
+
+@pytest.mark.parametrize("name", sorted(CALLABLES))
+def test_docstring_is_numpydoc_with_examples(name):
+    """CONTRIBUTING.md: numpydoc docstrings with Parameters (every parameter), Returns (not
+    for constructors) and an Examples section that runs as a doctest."""
+    from numpydoc.docscrape import NumpyDocString
+
+    fn = CALLABLES[name]
+    text = _doc(name, fn)
+    assert text, f"{name}: no docstring"
+    doc = NumpyDocString(text)
+    _, params = _params(fn)
+    deprecated = set(getattr(fn, "__attnkit_deprecated__", ()))
+    names = [p.name for p in params
+             if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD) and p.name not in deprecated]
+    documented = {part.strip().lstrip("*") for entry in doc["Parameters"]
+                  for part in entry.name.split(",")}
+    if names:
+        assert doc["Parameters"], f"{name}: no Parameters section"
+        missing = [n for n in names if n not in documented]
+        assert not missing, f"{name}: parameters {missing} are not in its Parameters section"
+    if not name.endswith("()"):
+        assert doc["Returns"] or doc["Yields"], f"{name}: no Returns section"
+    examples = "\n".join(doc["Examples"])
+    assert ">>>" in examples, f"{name}: no Examples section with a doctest"

@@ -2,8 +2,7 @@
 
 import numpy as np
 import pytest
-
-torch = pytest.importorskip("torch")
+import torch
 
 import attnkit
 from attnkit.device import resolve_device, resolve_dtype

@@ -8,12 +8,15 @@ import numpy as np
 import pytest
 
 import attnkit as ak
+from attnkit.cli import main
 from attnkit.data.pairs import GlueDataset
 from attnkit.errors import InputError
 from attnkit.testing import tiny_model
 
-# ``attnkit.finetune`` is the function at package level; the module holds the helpers too.
+# ``attnkit.finetune`` is the function at package level; the package holds the helpers too.
 ft = importlib.import_module("attnkit.finetune")
+ft_data = importlib.import_module("attnkit.finetune.data")
+ft_train = importlib.import_module("attnkit.finetune.train")
 
 SUBJECTS = ["the student", "she", "we", "mary", "teachers", "john", "her brother", "a student"]
 VERBS = ["sat on the mat", "reads the new book"]
@@ -79,7 +82,7 @@ def test_learns_rule_saves_and_loads(tmp_path):
     assert not np.allclose(a0.maps, a1.maps, atol=1e-3)
     np.testing.assert_allclose(a1.maps.sum(-1), 1.0, atol=1e-5)
     # the saved classifier predicts what the in-memory one predicted
-    enc = ft._tokenize(loaded, data, 32)
+    enc = ft_data.tokenize(loaded, data, 32)
     assert np.array_equal(ft.predict(loaded.hf, enc, loaded.pad_id), res.predictions)
     assert np.array_equal(ft.predict(res.model.hf, enc, loaded.pad_id), res.predictions)
 
@@ -137,7 +140,7 @@ def test_scores_known_answers():
 def test_interrupt_during_training_leaves_no_folder(tmp_path, monkeypatch):
     model, data = tiny(), rule_data()
     calls = {"n": 0}
-    real = ft._collate
+    real = ft_train.collate
 
     def collate(*args, **kwargs):
         calls["n"] += 1
@@ -145,7 +148,7 @@ def test_interrupt_during_training_leaves_no_folder(tmp_path, monkeypatch):
             raise KeyboardInterrupt
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(ft, "_collate", collate)
+    monkeypatch.setattr(ft_train, "collate", collate)
     with pytest.raises(KeyboardInterrupt):
         ft.finetune(model, data, evaluate_on=data, epochs=2, batch_size=8, out=tmp_path / "ft", progress=False)
     assert list(tmp_path.iterdir()) == []
@@ -200,7 +203,7 @@ def test_bad_inputs():
 
 
 def test_command_line_end_to_end(tmp_path, monkeypatch, capsys):
-    """``python -m attnkit.finetune`` on a GLUE-layout folder found through ATTNKIT_DATA."""
+    """``attnkit finetune`` on a GLUE-layout folder found through ATTNKIT_DATA."""
     import json
 
     model = tiny()
@@ -215,11 +218,11 @@ def test_command_line_end_to_end(tmp_path, monkeypatch, capsys):
         (sst / f"{split}.tsv").write_text("sentence\tlabel\n" + rows)
     monkeypatch.setenv("ATTNKIT_DATA", str(tmp_path / "data"))
     out = tmp_path / "ft"
-    summary = ft.main(["--model", str(folder), "--task", "sst2", "--epochs", "10", "--lr", "1e-2",
-                       "--batch-size", "8", "--max-length", "32", "--warmup", "0", "--out", str(out),
-                       "--no-progress"])
-    printed = json.loads(capsys.readouterr().out)
-    assert printed["accuracy"] == summary["accuracy"] == 1.0
+    assert main(["finetune", "--model", str(folder), "--task", "sst2", "--epochs", "10", "--lr",
+                 "1e-2", "--batch-size", "8", "--max-length", "32", "--warmup", "0", "--out",
+                 str(out), "--no-progress"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["accuracy"] == 1.0
     assert summary["label_names"] == ["negative", "positive"] and summary["n_train"] == 32
     assert json.loads((out / ft.INFO_FILE).read_text())["params"]["lr"] == 0.01
     assert type(ak.load(out).hf).__name__ == "BertForSequenceClassification"
@@ -250,3 +253,13 @@ def test_bundled_model_one_step(tmp_path):
     a0, a1 = model.attend(pairs[0]), loaded.attend(pairs[0])
     assert a0.tokens == a1.tokens and np.array_equal(a0.segments, a1.segments)
     assert not np.allclose(a0.maps, a1.maps)
+
+
+def test_python_dash_m_still_works():
+    """``python -m attnkit.finetune`` is ``attnkit finetune`` (older docs use it)."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "attnkit.finetune", "--help"], capture_output=True,
+                         text=True, check=True).stdout
+    assert out.startswith("usage: attnkit finetune") and "--freeze-layers" in out

@@ -3,8 +3,6 @@
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")
-
 import attnkit
 from attnkit import model as model_module
 from attnkit.errors import (

@@ -16,6 +16,7 @@ import os
 from pathlib import Path
 
 import pytest
+from figure_checks import check_figures
 
 from attnkit import report
 
@@ -77,3 +78,9 @@ def test_runs_in_quick_mode(path, data_dir, minilm, monkeypatch):
     shown = {o["data"][WIDGET_VIEW]["model_id"] for c in code for o in c.get("outputs", [])
              if WIDGET_VIEW in o.get("data", {})}
     assert shown <= set(state.get("state", {})), "a displayed widget has no saved state"
+    # every figure is an image in the notebook and in its report (none left as
+    # "<Figure size ...>" text), and every cell that draws with ak.plot shows one
+    check_figures(done, report.notebook_to_html(done, name=path.stem))
+    for i, c in enumerate(done.cells):
+        if c.cell_type == "code" and "ak.plot.plot_" in c.source:
+            assert any("image/png" in o.get("data", {}) for o in c.outputs), f"cell {i + 1} drew no image"

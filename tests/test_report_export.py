@@ -201,9 +201,12 @@ def test_reexport_without_execute_keeps_provenance(executed, tmp_path):
     out = tmp_path / "again.html"
     assert main(["report", str(saved), "-o", str(out)]) == 0
     prov = json.loads(dict(_parse(out.read_text(encoding="utf-8")).scripts)["application/vnd.attnkit.provenance+json"])
-    # the report's kernel ran with the embedding budget it sets (attnkit.report.EMBED_BYTES)
-    assert prov["attnkit"] == attnkit.__version__
-    assert prov["env"] == {"ATTNKIT_QUICK": "1", "ATTNKIT_EMBED_BYTES": str(report.EMBED_BYTES)}
+    assert prov["attnkit"] == attnkit.__version__ and prov["env"]["ATTNKIT_QUICK"] == "1"
+    # every ATTNKIT_ variable of the run, and nothing else (ATTNKIT_DATA when it is set),
+    # plus the embedding budget the report's kernel runs with (attnkit.report.EMBED_BYTES)
+    expected = {k: v for k, v in os.environ.items() if k.startswith("ATTNKIT_")}
+    expected.setdefault(report.EMBED_ENV, str(report.EMBED_BYTES))
+    assert prov["env"] == expected
 
 
 def test_anywidget_version_mismatch_warns(executed):

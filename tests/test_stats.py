@@ -18,8 +18,10 @@ def _att(maps, tokens):
 def test_known_heads():
     n = 5
     toks = ["[CLS]", "a", ",", "b", "[SEP]"]
-    to_cls = np.zeros((n, n)); to_cls[:, 0] = 1
-    prev = np.zeros((n, n)); prev[0, 0] = 1
+    to_cls = np.zeros((n, n))
+    to_cls[:, 0] = 1
+    prev = np.zeros((n, n))
+    prev[0, 0] = 1
     for i in range(1, n):
         prev[i, i - 1] = 1
     uniform = np.full((n, n), 1 / n)
@@ -40,7 +42,8 @@ def test_known_heads():
 
 def test_average_is_per_item():
     a = _att(np.eye(3)[None, None], ["[CLS]", "x", "[SEP]"])            # self = 1
-    shift = np.zeros((5, 5)); shift[:, 0] = 1                            # all to [CLS]
+    shift = np.zeros((5, 5))
+    shift[:, 0] = 1                                                      # all to [CLS]
     b = _att(shift[None, None], ["[CLS]", "x", "y", "z", "[SEP]"])
     df = head_stats([a, b])
     assert df.index.names == ["layer", "head"]

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Iterable, Iterator
+from typing import Any, Iterator
 
 import numpy as np
 
 from ..attention import Attention
+from ..data.conllu import Sentence
 from ..errors import InputError
 
 
-def aligned(attentions: Iterable[Attention],
-            treebank) -> Iterator[tuple[Attention, object, np.ndarray]]:
+def aligned(attentions: Any, treebank: Any) -> Iterator[tuple[Attention, Sentence, np.ndarray]]:
     """Yield ``(word-level Attention, Sentence, positions)`` for every sentence.
 
     ``positions[j]`` is the map position of treebank word ``j`` (``-1`` when truncation cut

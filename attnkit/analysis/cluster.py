@@ -7,6 +7,7 @@ rows over a corpus, ``embed_heads`` places the heads in 2-D by multidimensional 
 
 from __future__ import annotations
 
+from collections.abc import Sized
 from typing import Any
 
 import numpy as np
@@ -97,8 +98,10 @@ def head_distances(
     >>> one = np.full((1, 2, 2, 2), 0.5)
     >>> one[0, 1] = np.eye(2)  # head 1 attends to itself, head 0 uniformly
     >>> d = ak.head_distances([ak.Attention.from_maps(one, ["a", "b"])], progress=False)
-    >>> round(float(d.to_numpy()[0, 1]), 4)  # JS(uniform, one-hot) = ln 2 - ln(2)/2
-    0.3466
+    >>> # JS([.5, .5], [1, 0]) = ½ KL(p ‖ m) + ½ KL(q ‖ m) with m = [.75, .25]
+    >>> # = ½ (½ ln(2/3) + ½ ln 2) + ½ ln(4/3) = 0.2158 on every row
+    >>> round(float(d.to_numpy()[0, 1]), 4)
+    0.2158
 
     Cost: ½(L·H)² logarithms per attention value (2,556 for 72 heads); EWT dev (2,001
     sentences, word level) takes about 14 s of CPU on one core (docs/benchmarks.md).
@@ -121,7 +124,7 @@ def head_distances(
         buf, size = [], 0
 
     items = as_collection(attentions)
-    n_total = len(items) if hasattr(items, "__len__") else None
+    n_total = len(items) if isinstance(items, Sized) else None
     for att in progress_bar(items, show=progress, desc="head distances", total=n_total):
         maps = att.maps
         L, H, n, _ = maps.shape
@@ -191,6 +194,27 @@ def classical_mds(distances: np.ndarray, dims: int = 2) -> np.ndarray:
     Double-centres the squared distances and keeps the top eigenvectors; exact (up to
     rotation, reflection and translation) when the distances are Euclidean in ``dims``
     dimensions. Negative eigenvalues (non-Euclidean input) are clipped to 0.
+
+    Parameters
+    ----------
+    distances : numpy.ndarray
+        ``[N, N]`` symmetric distances.
+    dims : int
+        Dimensions of the embedding.
+
+    Returns
+    -------
+    numpy.ndarray
+        Float64 ``[N, dims]`` coordinates.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from scipy.spatial.distance import pdist
+    >>> from attnkit.analysis import classical_mds
+    >>> x = classical_mds(np.array([[0, 3, 4], [3, 0, 5], [4, 5, 0.0]]))  # a 3-4-5 triangle
+    >>> np.round(pdist(x), 6).tolist()
+    [3.0, 4.0, 5.0]
     """
     d2 = np.asarray(distances, dtype=np.float64) ** 2
     n = d2.shape[0]
@@ -249,8 +273,14 @@ def embed_heads(
 
     Parameters
     ----------
-    distances : ``[N, N]`` symmetric, non-negative (a :func:`head_distances` DataFrame or
-        an array).
+    distances : HeadResult, DataFrame or array
+        ``[N, N]`` symmetric, non-negative (a :func:`head_distances` result or an array).
+    seed : int
+        Seed of the random starts.
+    n_init : int
+        Starts: classical scaling plus ``n_init - 1`` random configurations.
+    max_iter, tol : int, float
+        SMACOF iterations per start, and the relative stress change that stops them.
 
     Returns
     -------
@@ -282,7 +312,7 @@ def embed_heads(
     scale = float(d.max()) or 1.0
     starts = [classical_mds(d)]
     starts += [rng.normal(scale=scale, size=(d.shape[0], 2)) for _ in range(n_init - 1)]
-    best_x, best_stress = None, np.inf
+    best_x, best_stress = starts[0], np.inf
     for x0 in starts:
         x, stress = _smacof(d, x0, max_iter, tol)
         if stress < best_stress:
@@ -317,6 +347,31 @@ def uniform_entropy(attentions: Attentions) -> float:
     Every row attends uniformly to all positions it can see: all ``n`` of its item (so its
     entropy is ln n), or, for a causal model, the ``q + 1`` positions up to itself. Rows
     are averaged per item, then items averaged, as :func:`attnkit.head_stats` does.
+
+    Parameters
+    ----------
+    attentions : Attention or iterable of Attention
+        The corpus (only lengths and ``causal`` are read).
+
+    Returns
+    -------
+    float
+        Nats.
+
+    Raises
+    ------
+    InputError
+        When there is no attention.
+
+    Examples
+    --------
+    >>> import numpy as np, attnkit as ak
+    >>> maps = np.zeros((1, 2, 4, 4))
+    >>> maps[0, 0, :, 3] = 1  # head 0: every row attends to [SEP]
+    >>> maps[0, 1] = 0.25  # head 1: uniform
+    >>> att = ak.Attention.from_maps(maps, ["[CLS]", "a", "b", "[SEP]"])
+    >>> round(ak.analysis.uniform_entropy([att]), 4)  # ln 4
+    1.3863
     """
     total, count = 0.0, 0
     for att in as_collection(attentions):
@@ -358,10 +413,28 @@ def head_behaviours(
 
     Returns
     -------
-    Categorical Series indexed like ``stats`` with categories :data:`BEHAVIOURS`. When
-    several tests pass, the first in that order wins (punctuation, [SEP], [CLS], broad,
-    previous, next) — the paper's plotting order, last drawn on top. Unlike the paper,
-    punctuation means any all-punctuation word (``Attention.punct``), not just "." and ",".
+    pandas.Series
+        Categorical, indexed like ``stats``, with categories :data:`BEHAVIOURS`. When
+        several tests pass, the first in that order wins (punctuation, [SEP], [CLS], broad,
+        previous, next) — the paper's plotting order, last drawn on top. Unlike the paper,
+        punctuation means any all-punctuation word (``Attention.punct``), not just "." and
+        ",".
+
+    Raises
+    ------
+    InputError
+        When ``stats`` lacks a column, the uniform entropy is unknown, or a threshold is
+        outside [0, 1].
+
+    Examples
+    --------
+    >>> import numpy as np, attnkit as ak
+    >>> maps = np.zeros((1, 2, 4, 4))
+    >>> maps[0, 0, :, 3] = 1  # head 0: every row attends to [SEP]
+    >>> maps[0, 1] = 0.25  # head 1: uniform
+    >>> att = ak.Attention.from_maps(maps, ["[CLS]", "a", "b", "[SEP]"])
+    >>> ak.head_behaviours(ak.head_stats([att], progress=False)).tolist()
+    ['[SEP]', 'broad']
     """
     stats, meta = table_and_meta(stats)
     need = {"cls", "sep", "punct", "prev", "next", "entropy"}

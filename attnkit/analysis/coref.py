@@ -51,26 +51,44 @@ ACCURACY_COLUMNS = ("all",) + MENTION_TYPES
 
 @dataclass
 class CorefEvaluation:
-    """Per-mention results of the coreference-head analysis.
+    """Per-mention results of the coreference-head analysis (:func:`coref_predictions`
+    makes it).
 
-    Attributes
+    Parameters
     ----------
-    mentions : one row per evaluated mention (a coreferent mention whose words all lie in the
+    mentions : pandas.DataFrame
+        One row per evaluated mention (a coreferent mention whose words all lie in the
         kept text): ``doc``, ``sentence``, ``start``, ``end`` (sentence word indices, end
         exclusive), ``head`` (index in the document's word list), ``text``, ``head_word``,
         ``type``, ``link``, ``entity``, ``n_antecedents``, ``distance`` (words from the
         nearest antecedent's head to this head), and the baselines' correctness
         ``nearest``, ``head_match``, ``sieve`` (bool) and ``sieve_stage`` (1–4: which sieve
         chose, 0 when there was no candidate).
-    hits : bool ``[mention, layer, head]``: True where the head's argmax word is the head
-        word of one of the mention's antecedents (rows line up with ``mentions``).
-    predicted : int ``[mention, layer, head]``: the document word index each head's argmax
-        falls on.
-    documents : one row per document: ``doc``, ``genre``, ``words``, ``kept_words``,
-        ``truncated``, ``coreferent`` (coreferent mentions in the whole document),
-        ``evaluated`` and ``lost`` (coreferent mentions cut away by truncation).
-    n_layers, n_heads : shape of the model's attention.
-    settings : the options used (``exclude_links``, ``singletons``).
+    hits : numpy.ndarray
+        Bool ``[mention, layer, head]``: True where the head's argmax word is the head word
+        of one of the mention's antecedents (rows line up with ``mentions``).
+    predicted : numpy.ndarray
+        Int ``[mention, layer, head]``: the document word index each head's argmax falls on.
+    documents : pandas.DataFrame
+        One row per document: ``doc``, ``genre``, ``words``, ``kept_words``, ``truncated``,
+        ``coreferent`` (coreferent mentions in the whole document), ``evaluated`` and
+        ``lost`` (coreferent mentions cut away by truncation).
+    n_layers, n_heads : int
+        Shape of the model's attention.
+    settings : dict
+        The options used (``exclude_links``, ``singletons``).
+
+    Examples
+    --------
+    >>> import attnkit as ak
+    >>> from attnkit.analysis import coref_predictions
+    >>> from attnkit.testing import tiny_model
+    >>> docs = ak.read_coref(ak.data.sample_coref())  # two hand-annotated documents
+    >>> ev = coref_predictions(ak.extract(tiny_model("bert"), docs, progress=False), docs)
+    >>> ev.mentions[["doc", "text", "type", "nearest", "sieve"]].values.tolist()[:2]
+    [['doc_a', 'his', 'pronoun', True, True], ['doc_a', 'She', 'pronoun', True, True]]
+    >>> ev.hits.shape, len(ev.subset(["doc_b"]).mentions)
+    ((5, 2, 2), 2)
     """
 
     mentions: pd.DataFrame
@@ -82,7 +100,13 @@ class CorefEvaluation:
     settings: dict[str, Any]
 
     def subset(self, docs: Iterable[str | Document] | None) -> "CorefEvaluation":
-        """Only the given documents (ids or Documents); ``None`` keeps all."""
+        """Only the given documents (ids or Documents); ``None`` keeps all.
+
+        Raises
+        ------
+        InputError
+            For an id that is not one of the evaluated documents.
+        """
         if docs is None:
             return self
         ids = _doc_ids(docs)
@@ -122,7 +146,25 @@ def coref_predictions(
     singletons : whether mentions of single-mention entities are candidate antecedents for
         the baselines (they are never correct ones).
 
-    Returns a :class:`CorefEvaluation`.
+    Returns
+    -------
+    CorefEvaluation
+
+    Raises
+    ------
+    InputError
+        When there are no documents, not one attention per document, the words differ, or
+        items disagree on layers and heads.
+
+    Examples
+    --------
+    >>> import attnkit as ak
+    >>> from attnkit.analysis import coref_predictions
+    >>> from attnkit.testing import tiny_model
+    >>> docs = ak.read_coref(ak.data.sample_coref())  # two hand-annotated documents
+    >>> ev = coref_predictions(ak.extract(tiny_model("bert"), docs, progress=False), docs)
+    >>> ev.documents[["doc", "words", "coreferent", "evaluated", "lost"]].values.tolist()
+    [['doc_a', 11, 3, 3, 0], ['doc_b', 18, 2, 2, 0]]
     """
     docs = list(docs)
     if not docs:
@@ -155,6 +197,8 @@ def coref_predictions(
     if n_att != len(docs):
         raise InputError(f"Got {n_att} attention items for {len(docs)} documents; give one "
                          "item per document, in the same order (extract(model, docs)).")
+    if shape is None:
+        raise InputError("coref_predictions() got no attention; give one item per document.")
     L, H = shape
     cols = ["doc", "sentence", "start", "end", "head", "text", "head_word", "type", "link",
             "entity", "n_antecedents", "distance", *BASELINES, "sieve_stage"]
@@ -210,7 +254,7 @@ def _evaluate_doc(att: Attention, doc: Document, pos: np.ndarray, exclude: set[s
         earlier.reverse()  # nearest first
         pick = {
             "nearest": earlier[0] if earlier else None,
-            "head_match": _first(earlier, lambda a: _same_head(a, m)),
+            "head_match": _first(earlier, lambda a: _same_head(a, m)),  # noqa: B023 (called now)
         }
         stage, chosen = _sieve(m, earlier)
         pick["sieve"] = chosen
@@ -406,7 +450,7 @@ def coref_heads(
         for head in range(H):
             rows.append({
                 "layer": layer, "head": head, "name": f"{layer + 1}-{head + 1}",
-                **{c: (float(v[layer, head]) if np.ndim(v) else np.nan)
+                **{c: (float(np.asarray(v)[layer, head]) if np.ndim(v) else np.nan)
                    for c, v in head_acc.items()},
                 "selected": (layer, head) == tuple(int(x) for x in best),
             })
@@ -447,9 +491,31 @@ def _plot_heads(result: HeadResult, ax: Any = None, value: str | None = None, **
 
 
 def coref_rows(table: HeadResult) -> pd.DataFrame:
-    """A :func:`coref_heads` result as one flat table, baselines first: columns ``kind``
-    ("baseline" / "head"), ``name``, ``layer``, ``head`` (-1 for baselines), the accuracies,
-    ``selected``, ``n`` and ``lost`` (the layout of the CSV files :func:`run_coref` writes)."""
+    """A :func:`coref_heads` result as one flat table, baselines first.
+
+    Parameters
+    ----------
+    table : HeadResult
+        From :func:`coref_heads`.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns ``kind`` ("baseline" / "head"), ``name``, ``layer``, ``head`` (-1 for
+        baselines), the accuracies, ``selected``, ``n`` and ``lost`` (the layout of the CSV
+        files :func:`attnkit.pipeline.run_coref` writes).
+
+    Examples
+    --------
+    >>> import attnkit as ak
+    >>> from attnkit.analysis import coref_predictions
+    >>> from attnkit.testing import tiny_model
+    >>> docs = ak.read_coref(ak.data.sample_coref())  # two hand-annotated documents
+    >>> ev = coref_predictions(ak.extract(tiny_model("bert"), docs, progress=False), docs)
+    >>> rows = ak.analysis.coref.coref_rows(ak.coref_heads(ev))
+    >>> rows["kind"].tolist(), rows["name"].tolist()[:4]
+    (['baseline', 'baseline', 'baseline', 'head', 'head', 'head', 'head'], ['nearest', 'head_match', 'sieve', '1-1'])
+    """
     base = table.meta["baselines"].reset_index().assign(kind="baseline", layer=-1, head=-1,
                                                          selected=False)
     heads = table.table.reset_index().assign(kind="head")
@@ -458,9 +524,30 @@ def coref_rows(table: HeadResult) -> pd.DataFrame:
 
 
 def coref_summary(table: HeadResult) -> Result:
-    """The paper's Table 2 view of a :func:`coref_heads` result: the three baselines and
-    the selected head, accuracies in percent, indexed by display name; ``meta`` as the
-    result's (without the baselines table)."""
+    """The paper's Table 2 view of a :func:`coref_heads` result.
+
+    Parameters
+    ----------
+    table : HeadResult
+        From :func:`coref_heads`.
+
+    Returns
+    -------
+    Result
+        The three baselines and the selected head, accuracies in percent and ``n``, indexed
+        by display name; ``meta`` as the result's (without the baselines table).
+
+    Examples
+    --------
+    >>> import attnkit as ak
+    >>> from attnkit.analysis import coref_predictions
+    >>> from attnkit.testing import tiny_model
+    >>> docs = ak.read_coref(ak.data.sample_coref())  # two hand-annotated documents
+    >>> ev = coref_predictions(ak.extract(tiny_model("bert"), docs, progress=False), docs)
+    >>> summary = ak.analysis.coref_summary(ak.coref_heads(ev))
+    >>> summary.table.index.tolist()[:3], float(summary.table.loc["Nearest", "all"])
+    (['Nearest', 'Head match', 'Rule-based sieve'], 80.0)
+    """
     heads = table.table
     chosen = heads[heads["selected"]].set_index("name")
     rows = pd.concat([table.meta["baselines"], chosen])
@@ -479,7 +566,23 @@ def split_documents(docs: Sequence[Document | str]) -> tuple[list[str], list[str
     given as strings have none), genres in order of first appearance and documents in the
     given order inside each genre; the grouped list is then dealt alternately to the first
     and the second half. So each genre is split evenly, and genres with an odd count take
-    turns giving the extra document. Returns two lists of document ids.
+    turns giving the extra document.
+
+    Parameters
+    ----------
+    docs : sequence of Document or str
+        Documents or their ids.
+
+    Returns
+    -------
+    (list of str, list of str)
+        The document ids of the two halves.
+
+    Examples
+    --------
+    >>> from attnkit.analysis import split_documents
+    >>> split_documents(["a", "b", "c"])
+    (['a', 'c'], ['b'])
     """
     groups: dict[str, list[str]] = {}
     for d in docs:

@@ -41,7 +41,27 @@ class _Plan:
 def token_identity(att: AttentionLike) -> tuple[np.ndarray, str]:
     """Int ``[n]`` labels equal exactly where two positions hold the same token, and their
     source: the token ids (``"input_ids"``) when the attention has them, else the token
-    strings (``"tokens"``; at word level these are the words)."""
+    strings (``"tokens"``; at word level these are the words).
+
+    Parameters
+    ----------
+    att : AttentionLike
+        Attention of one input.
+
+    Returns
+    -------
+    tuple of (ndarray, str)
+        The labels and ``"input_ids"`` or ``"tokens"``.
+
+    Examples
+    --------
+    >>> import numpy as np, attnkit as ak
+    >>> from attnkit.analysis.heads import token_identity
+    >>> att = ak.Attention.from_maps(np.full((1, 1, 4, 4), 0.25), ["a", "b", "a", "c"])
+    >>> labels, source = token_identity(att)
+    >>> labels.tolist(), source
+    ([0, 1, 0, 2], 'tokens')
+    """
     ids = getattr(att, "input_ids", None)
     if ids is not None and getattr(att, "level", "token") == "token":
         return np.asarray(ids, dtype=np.int64), "input_ids"
@@ -51,7 +71,25 @@ def token_identity(att: AttentionLike) -> tuple[np.ndarray, str]:
 def earlier_occurrences(ids: np.ndarray, rows: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """All pairs ``(q, j)`` with ``j < q`` and ``ids[j] == ids[q]``, sorted by ``q`` then ``j``.
 
-    ``rows`` (bool ``[n]``) keeps only the pairs whose query ``q`` is True there.
+    Parameters
+    ----------
+    ids : ndarray
+        Int ``[n]`` token labels (:func:`token_identity`).
+    rows : ndarray, optional
+        Bool ``[n]``: keep only the pairs whose query ``q`` is True there.
+
+    Returns
+    -------
+    tuple of ndarray
+        ``(q, j)``: two int arrays of the same length.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from attnkit.analysis.heads import earlier_occurrences
+    >>> q, j = earlier_occurrences(np.array([5, 7, 5, 7, 5]))
+    >>> list(zip(q.tolist(), j.tolist()))  # position 4 repeats positions 0 and 2
+    [(2, 0), (3, 1), (4, 0), (4, 2)]
     """
     ids = np.asarray(ids)
     order = np.argsort(ids, kind="stable")

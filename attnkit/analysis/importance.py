@@ -67,6 +67,7 @@ def _builtin(kind: str, model: Any, batch: dict, clean: dict | None):
 
     kwargs = {k: batch[k] for k in ("input_ids", "attention_mask", "token_type_ids") if k in batch}
     if kind == "embedding":
+        assert clean is not None  # the unmasked batch: _run passes it for this objective
         with torch.no_grad():
             target = _mean_pool(model.base(**clean).last_hidden_state, clean["attention_mask"])
         out = model.base(**kwargs, output_attentions=True)
@@ -110,12 +111,26 @@ def _batch(model: Any, encs: list, masked: list[np.ndarray] | None, labels: list
 
 @dataclass
 class AttentionGradients:
-    """Gradients of an objective with respect to one input's attention probabilities.
+    """Gradients of an objective with respect to one input's attention probabilities
+    (:func:`attention_gradients` makes them).
 
-    attention : the token-level :class:`Attention` the model computed (on the input it was
-        actually fed: masked positions show ``[MASK]``).
-    grads : float32 ``[layer, head, n, n]``, ∂objective/∂attention[l, h, from, to].
-    value : the objective's value on this input.
+    Parameters
+    ----------
+    attention : Attention
+        The token-level attention the model computed (on the input it was actually fed:
+        masked positions show ``[MASK]``).
+    grads : numpy.ndarray
+        Float32 ``[layer, head, n, n]``: ∂objective/∂attention[l, h, from, to].
+    value : float
+        The objective's value on this input.
+
+    Examples
+    --------
+    >>> from attnkit.analysis import attention_gradients
+    >>> from attnkit.testing import tiny_model
+    >>> g = attention_gradients(tiny_model("bert-mlm"), "The cat sat on the mat.")
+    >>> g.grads.shape == g.attention.maps.shape, "[MASK]" in g.attention.tokens
+    (True, True)
     """
 
     attention: Attention
@@ -234,8 +249,36 @@ def attention_gradients(
 ) -> AttentionGradients:
     """Gradient of ``objective`` on one input with respect to each attention probability.
 
-    See :func:`attention_importance` for the objectives; returns an
-    :class:`AttentionGradients` (token level) for inspection or plotting.
+    Parameters
+    ----------
+    model : Model
+        The model (it runs forward and backward).
+    item : text, pair, word list or Sentence
+        One input (as :meth:`attnkit.Model.encode`).
+    objective : str or callable
+        As in :func:`attention_importance`.
+    label : optional
+        The input's label (classification objective).
+    mask_rate, seed : float, int
+        Masking of the ``"mlm"`` and ``"embedding"`` objectives.
+
+    Returns
+    -------
+    AttentionGradients
+        Token level, for inspection or plotting.
+
+    Raises
+    ------
+    InputError
+        As :func:`attention_importance`.
+
+    Examples
+    --------
+    >>> from attnkit.analysis import attention_gradients
+    >>> from attnkit.testing import tiny_model
+    >>> g = attention_gradients(tiny_model("gpt2"), "The cat sat.")  # next-token loss
+    >>> g.grads.shape, g.value > 0
+    ((2, 2, 7, 7), True)
     """
     labels = None if label is None else [label]
     return next(_run(model, [item], objective, labels, 1, mask_rate, seed, False))
@@ -256,7 +299,7 @@ def attention_importance(
 ) -> Result:
     """Average gradient magnitude of an objective w.r.t. attention, by attended-to position.
 
-    For each input, |∂objective/∂α| is taken for every attention probability α =
+    For each input, ``|∂objective/∂α|`` is taken for every attention probability α =
     attention[layer, head, from, to] of the model's eager attention at token level; their
     mean is reported per layer (or head) separately for attention *to* [CLS], to [SEP], to
     punctuation and to every other position (the paper's Fig. 3 shows [SEP], "." / ","
@@ -291,6 +334,7 @@ def attention_importance(
           scalar that is a *sum* over inputs, so each input's gradient is its own.
     labels : one label per input (classification objective; passed on to callables).
     by : ``"layer"`` or ``"head"``.
+    batch_size : inputs per forward and backward pass.
     mask_rate, seed : masking of the mlm and embedding objectives; the masked positions of
         input i depend only on (seed, i).
 
@@ -300,7 +344,7 @@ def attention_importance(
     -------
     Result or HeadResult
         ``table`` indexed by ``layer`` (a :class:`Result`) or ``(layer, head)`` (a
-        :class:`HeadResult`), 0-indexed, with columns :data:`TARGETS`: mean |gradient| of
+        :class:`HeadResult`), 0-indexed, with columns :data:`TARGETS`: mean ``|gradient|`` of
         attention to [CLS], [SEP], punctuation (all-punctuation word pieces) and other
         positions (words and any other special tokens); NaN where the inputs have no such
         position. ``meta``: ``objective``, ``n_items``. Positions replaced by the mask

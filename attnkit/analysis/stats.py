@@ -2,21 +2,23 @@
 
 from __future__ import annotations
 
+from collections.abc import Sized
+
 import numpy as np
 import pandas as pd
 
 from .._progress import progress as progress_bar
-from ..attention import Attention
+from ..attention import Attention, Positions
 from ..errors import InputError
 from ..results import HeadResult
-from ..types import Attentions, as_collection
+from ..types import AttentionLike, Attentions, as_collection
 
 _TINY = float(np.finfo(np.float32).tiny)
 
 STAT_COLUMNS = ["cls", "sep", "punct", "self", "next", "prev", "entropy", "cls_entropy"]
 
 
-def item_stats(att: Attention) -> np.ndarray:
+def item_stats(att: AttentionLike) -> np.ndarray:
     """Per-head statistics of one input, float64 ``[layer, head, 8]`` in the order of
     :data:`STAT_COLUMNS`.
 
@@ -58,7 +60,7 @@ def item_stats(att: Attention) -> np.ndarray:
     return out
 
 
-def streamed_stats(att) -> np.ndarray:
+def streamed_stats(att: AttentionLike) -> np.ndarray:
     """:func:`item_stats` of any :class:`~attnkit.types.AttentionLike`, read band by band
     (:func:`attnkit.blocks.row_bands`): materialises one band of one head at a time.
 
@@ -69,6 +71,9 @@ def streamed_stats(att) -> np.ndarray:
 
     from ..blocks import row_bands
 
+    if not isinstance(att, Positions):
+        raise InputError(f"head statistics need the token roles of attnkit's Attention or "
+                         f"LazyAttention; got {type(att).__name__}.")
     L, H, n = att.n_layers, att.n_heads, len(att)
     indicator = torch.zeros((n, 3), dtype=torch.float32)  # columns: to [CLS], [SEP], punct
     indicator[torch.as_tensor(att.cls_positions, dtype=torch.long), 0] = 1.0
@@ -97,7 +102,7 @@ def streamed_stats(att) -> np.ndarray:
     return out
 
 
-def uniform_row_entropy(att: Attention) -> float:
+def uniform_row_entropy(att: AttentionLike) -> float:
     """Mean row entropy (nats) of uniform attention on this input: every row spreads over
     all ``n`` positions (ln n), or for a causal model over the ``q + 1`` it can see."""
     n = len(att)
@@ -148,7 +153,7 @@ def head_stats(attentions: Attentions, *, progress: bool = True) -> HeadResult:
     cls_count = 0
     uniform = 0.0
     items = as_collection(attentions)
-    total_items = len(items) if hasattr(items, "__len__") else None
+    total_items = len(items) if isinstance(items, Sized) else None
     for att in progress_bar(items, show=progress, desc="head stats", total=total_items):
         uniform += uniform_row_entropy(att)
         s = item_stats(att)

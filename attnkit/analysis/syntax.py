@@ -49,14 +49,31 @@ POSSESSIVE_MARKERS = frozenset({"'s", "'", "’s", "’", "s'", "'S"})
 
 @dataclass
 class WordHits:
-    """Per-word correctness of every head and every offset on one treebank.
+    """Per-word correctness of every head and every offset on one treebank
+    (:func:`word_hits` makes it).
 
-    hits : bool ``[n_words, 2, layer, head]`` (direction in :data:`DIRECTIONS` order).
-    offset_hits : bool ``[n_words, len(OFFSETS)]``.
-    deprels : full UD relation of each evaluated word (root and truncated words left out).
-    upos : UPOS tag of each evaluated word.
-    n_skipped : words left out because truncation cut them or their head away.
-    poss_rule : whether the possessive rule was applied.
+    Parameters
+    ----------
+    hits : numpy.ndarray
+        Bool ``[n_words, 2, layer, head]`` (direction in :data:`DIRECTIONS` order).
+    offset_hits : numpy.ndarray
+        Bool ``[n_words, len(OFFSETS)]``.
+    deprels : list of str
+        Full UD relation of each evaluated word (root and truncated words left out).
+    upos : list of str
+        UPOS tag of each evaluated word.
+    n_skipped : int
+        Words left out because truncation cut them or their head away.
+    poss_rule : bool
+        Whether the possessive rule was applied.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from attnkit.analysis.syntax import WordHits
+    >>> h = WordHits(np.ones((2, 2, 1, 1), bool), np.zeros((2, 6), bool), ["nmod:poss", "det"], ["PRON", "DET"])
+    >>> h.relations(subtypes=False).tolist()
+    ['nmod', 'det']
     """
 
     hits: np.ndarray
@@ -99,14 +116,36 @@ def word_hits(attentions: Attentions, gold: Treebank, *, poss_rule: bool = False
     -------
     WordHits
         Per-word correctness of every head and offset.
+
+    Raises
+    ------
+    InputError
+        When the items do not match the treebank's sentences, or there are none.
+
+    Examples
+    --------
+    >>> import numpy as np, attnkit as ak
+    >>> tb = ak.read_conllu(ak.data.sample_treebank(), limit=1)  # The cat sat on the mat .
+    >>> s = tb[0]; n = len(s) + 2  # [CLS] + words + [SEP]; heads are 1-based: map positions
+    >>> maps = np.full((1, 2, n, n), 0.01)
+    >>> maps[0, 0, np.arange(1, n - 1), s.heads] = 1  # head 0: every word -> its gold head
+    >>> maps[0, 1, np.arange(1, n - 1), np.arange(2, n)] = 1  # head 1: the next position
+    >>> att = ak.Attention.from_maps(maps / maps.sum(-1, keepdims=True), ["[CLS]", *s.words, "[SEP]"])
+    >>> hits = ak.analysis.word_hits([att], tb)
+    >>> hits.deprels  # the root is left out
+    ['det', 'nsubj', 'case', 'det', 'obl', 'punct']
+    >>> hits.hits[:, 0, 0, 0].tolist(), hits.hits[:, 0, 0, 1].tolist()  # dep->head, heads 0 and 1
+    ([True, True, True, True, True, True], [True, True, False, True, False, False])
     """
-    attention_set, treebank = attentions, gold
-    hits, offs, deprels, upos = [], [], [], []
+    hits: list[np.ndarray] = []
+    offs: list[np.ndarray] = []
+    deprels: list[str] = []
+    upos: list[str] = []
     skipped = 0
     offsets = np.array(OFFSETS)
-    for att, sent, pos in aligned(attention_set, treebank):
+    for att, sent, pos in aligned(attentions, gold):
         m = len(sent)
-        gold = np.asarray(sent.head_index)
+        head = np.asarray(sent.head_index)
         kept = pos >= 0
         kpos = pos[kept]
         kidx = np.flatnonzero(kept)  # treebank index of each kept word
@@ -121,16 +160,26 @@ def word_hits(attentions: Attentions, gold: Treebank, *, poss_rule: bool = False
                 if (sent.deprels[j] in POSSESSIVE_RELATIONS
                         and sent.words[j + 1] in POSSESSIVE_MARKERS):
                     proxy[j] = j + 1
-        ok = (gold >= 0) & kept & kept[np.maximum(gold, 0)] & kept[proxy]
-        skipped += int(((gold >= 0) & ~ok).sum())
-        j = np.flatnonzero(ok)
-        hits.append(np.moveaxis(pred_of[..., proxy[j]] == gold[j], -1, 0))
-        offs.append((proxy[j][:, None] + offsets[None, :]) == gold[j][:, None])
-        deprels.extend(sent.deprels[x] for x in j)
-        upos.extend(sent.upos[x] for x in j)
+        ok = (head >= 0) & kept & kept[np.maximum(head, 0)] & kept[proxy]
+        skipped += int(((head >= 0) & ~ok).sum())
+        scored = np.flatnonzero(ok)
+        hits.append(np.moveaxis(pred_of[..., proxy[scored]] == head[scored], -1, 0))
+        offs.append((proxy[scored][:, None] + offsets[None, :]) == head[scored][:, None])
+        deprels.extend(sent.deprels[x] for x in scored)
+        upos.extend(sent.upos[x] for x in scored)
     if not hits:
         raise InputError("The treebank is empty: there is nothing to score.")
     return WordHits(np.concatenate(hits), np.concatenate(offs), deprels, upos, skipped, poss_rule)
+
+
+def _hits_of(attentions: Attentions | None, gold: Treebank | None, hits: WordHits | None,
+             poss_rule: bool) -> WordHits:
+    """``hits``, or the :func:`word_hits` of ``(attentions, gold)``."""
+    if hits is not None:
+        return hits
+    if attentions is None or gold is None:
+        raise InputError("Pass the attention set and its treebank, or hits=word_hits(...).")
+    return word_hits(attentions, gold, poss_rule=poss_rule)
 
 
 def _ordered(rel: np.ndarray) -> list[str]:
@@ -182,8 +231,29 @@ def head_accuracy(attentions: Attentions | None = None, gold: Treebank | None = 
         ``skip`` relations (punctuation by default, as in the paper's numbers).
         ``plot()`` draws every head at every relation; ``grid(relation)`` the better
         direction per head.
+
+    Raises
+    ------
+    InputError
+        As :func:`word_hits`.
+
+    Examples
+    --------
+    >>> import numpy as np, attnkit as ak
+    >>> tb = ak.read_conllu(ak.data.sample_treebank(), limit=1)  # The cat sat on the mat .
+    >>> s = tb[0]; n = len(s) + 2  # [CLS] + words + [SEP]; heads are 1-based: map positions
+    >>> maps = np.full((1, 2, n, n), 0.01)
+    >>> maps[0, 0, np.arange(1, n - 1), s.heads] = 1  # head 0: every word -> its gold head
+    >>> maps[0, 1, np.arange(1, n - 1), np.arange(2, n)] = 1  # head 1: the next position
+    >>> att = ak.Attention.from_maps(maps / maps.sum(-1, keepdims=True), ["[CLS]", *s.words, "[SEP]"])
+    >>> acc = ak.analysis.head_accuracy([att], tb)
+    >>> acc.table.loc[(0, 1), ["direction", "all", "det"]]  # head 1 is right on 3 of 5 words
+              direction  all  det
+    layer head
+    0     1     dep->head  0.6  1.0
+          1     head->dep  0.2  0.5
     """
-    hits = hits if hits is not None else word_hits(attentions, gold, poss_rule=poss_rule)
+    hits = _hits_of(attentions, gold, hits, poss_rule)
     names, n, head_c, _ = _group(hits, subtypes, skip)
     _, _, L, H = head_c.shape
     acc = head_c / np.maximum(n, 1)[:, None, None, None]  # [R, 2, L, H]
@@ -208,10 +278,43 @@ def _plot_grid(result: HeadResult, ax: Any = None, value: Any = None, **options:
 def offset_accuracy(attentions: Attentions | None = None, gold: Treebank | None = None, *,
                     subtypes: bool = True, poss_rule: bool = False,
                     skip: Sequence[str] = ("punct",), hits: WordHits | None = None) -> Result:
-    """Accuracy of each fixed offset (columns :data:`OFFSETS`) at every relation (rows
-    "all" first, then by frequency; ``meta["n"]`` words per relation), as in
-    :func:`head_accuracy`."""
-    hits = hits if hits is not None else word_hits(attentions, gold, poss_rule=poss_rule)
+    """Accuracy of each fixed offset at every relation: "the head is the word ``k`` positions
+    away".
+
+    Parameters
+    ----------
+    attentions, gold : AttentionSet and Treebank
+        As in :func:`word_hits` (omit both when ``hits`` is given; offsets need only the
+        trees, but the words scored are those the attention kept).
+    subtypes, poss_rule, skip : as in :func:`relation_heads`.
+    hits : WordHits, optional
+        From :func:`word_hits`.
+
+    Returns
+    -------
+    Result
+        ``table`` with one row per relation ("all" first, then by frequency) and one
+        column per offset of :data:`OFFSETS`; ``meta["n"]`` words per relation.
+
+    Raises
+    ------
+    InputError
+        As :func:`word_hits`.
+
+    Examples
+    --------
+    >>> import numpy as np, attnkit as ak
+    >>> tb = ak.read_conllu(ak.data.sample_treebank(), limit=1)  # The cat sat on the mat .
+    >>> s = tb[0]; n = len(s) + 2  # [CLS] + words + [SEP]; heads are 1-based: map positions
+    >>> maps = np.full((1, 2, n, n), 0.01)
+    >>> maps[0, 0, np.arange(1, n - 1), s.heads] = 1  # head 0: every word -> its gold head
+    >>> maps[0, 1, np.arange(1, n - 1), np.arange(2, n)] = 1  # head 1: the next position
+    >>> att = ak.Attention.from_maps(maps / maps.sum(-1, keepdims=True), ["[CLS]", *s.words, "[SEP]"])
+    >>> off = ak.analysis.offset_accuracy([att], tb)
+    >>> off.table.loc["all"].tolist()  # +1 is right for The, cat, the (3 of 5 words)
+    [0.2, 0.0, 0.0, 0.6, 0.2, 0.0]
+    """
+    hits = _hits_of(attentions, gold, hits, poss_rule)
     names, n, _, off_c = _group(hits, subtypes, skip)
     acc = off_c / np.maximum(n, 1)[:, None]
     df = pd.DataFrame(acc, index=pd.Index(names, name="relation"),
@@ -220,7 +323,23 @@ def offset_accuracy(attentions: Attentions | None = None, gold: Treebank | None 
 
 
 def head_label(layer: int, head: int) -> str:
-    """Display label of a 0-indexed head, 1-indexed as in the papers: (6, 9) → "7-10"."""
+    """Display label of a 0-indexed head, 1-indexed as in the papers.
+
+    Parameters
+    ----------
+    layer, head : int
+        0-indexed.
+
+    Returns
+    -------
+    str
+        ``"L-H"``, 1-indexed.
+
+    Examples
+    --------
+    >>> head_label(6, 9)
+    '7-10'
+    """
     return f"{layer + 1}-{head + 1}"
 
 
@@ -389,9 +508,9 @@ def right_branching_uas(gold: Treebank, *, punct: bool = False) -> float:
         m = len(sent)
         pred = np.arange(1, m + 1)
         pred[-1] = -1
-        gold = np.asarray(sent.head_index)
+        head = np.asarray(sent.head_index)
         use = np.ones(m, bool) if punct else np.array([u != "PUNCT" for u in sent.upos])
-        correct += int((pred == gold)[use].sum())
+        correct += int((pred == head)[use].sum())
         total += int(use.sum())
     if total == 0:
         raise InputError("The treebank has no scorable words.")

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConllError, DataNotFoundError
+from ._text import text_lines
 
 _INT_ID = re.compile(r"^[1-9][0-9]*$")
 _RANGE_ID = re.compile(r"^[1-9][0-9]*-[1-9][0-9]*$")
@@ -22,10 +23,38 @@ _EMPTY_ID = re.compile(r"^[0-9]+\.[1-9][0-9]*$")
 
 @dataclass
 class Sentence:
-    """One treebank sentence.
+    """One treebank sentence: its syntactic words and their annotation.
 
-    ``heads[i]`` is the 1-based ID of word i's head, 0 for the root (as in CoNLL-U);
-    :attr:`head_index` gives 0-based indices with -1 for the root.
+    Parameters
+    ----------
+    id : str
+        The ``sent_id`` of the sentence.
+    words : list of str
+        The syntactic words (multiword tokens split, empty nodes left out).
+    upos : list of str
+        Universal POS tag of each word.
+    heads : numpy.ndarray
+        Int ``[n]``: the 1-based ID of each word's head, 0 for the root (as in CoNLL-U);
+        :attr:`head_index` gives 0-based indices with -1 for the root.
+    deprels : list of str
+        Dependency relation of each word to its head (``nsubj``, ``nmod:poss``, ...).
+    text : str
+        The sentence text (``# text``), else the words joined by spaces.
+    lemmas, xpos, feats, misc : lists
+        The other CoNLL-U columns, one entry per word (``feats`` and ``misc`` as dicts).
+    doc_id : str, optional
+        The document the sentence belongs to (``# newdoc id``).
+    multiword : list of (int, int, str)
+        Multiword tokens as (first word, last word, surface form), 0-based, inclusive.
+
+    Examples
+    --------
+    >>> import attnkit as ak
+    >>> s = ak.read_conllu(ak.data.sample_treebank())[0]
+    >>> s.words
+    ['The', 'cat', 'sat', 'on', 'the', 'mat', '.']
+    >>> s.heads.tolist(), s.head_index.tolist()
+    ([2, 3, 0, 6, 6, 3, 3], [1, 2, -1, 5, 5, 2, 2])
     """
 
     id: str
@@ -40,7 +69,6 @@ class Sentence:
     misc: list[dict[str, str]] = field(default_factory=list)
     doc_id: str | None = None
     multiword: list[tuple[int, int, str]] = field(default_factory=list)
-    """Multiword tokens as (first word, last word, surface form), 0-based, inclusive."""
 
     def __len__(self) -> int:
         return len(self.words)
@@ -57,9 +85,24 @@ class Sentence:
 
 
 class Treebank(list):
-    """A list of :class:`Sentence` read from one CoNLL-U file (``path``)."""
+    """A list of :class:`Sentence` read from one CoNLL-U file.
 
-    def __init__(self, sentences=(), path: str | Path | None = None):
+    Parameters
+    ----------
+    sentences : iterable of Sentence
+        The sentences, in file order.
+    path : str or Path, optional
+        The file they were read from (kept as :attr:`path`).
+
+    Examples
+    --------
+    >>> import attnkit as ak
+    >>> tb = ak.read_conllu(ak.data.sample_treebank())
+    >>> len(tb), sum(map(len, tb)), tb.path.name
+    (12, 124, 'sample.conllu')
+    """
+
+    def __init__(self, sentences: Any = (), path: str | Path | None = None) -> None:
         super().__init__(sentences)
         self.path = Path(path) if path else None
 
@@ -68,10 +111,37 @@ class Treebank(list):
 
 
 def read_conllu(path: str | Path, *, limit: int | None = None) -> Treebank:
-    """Read a CoNLL-U file into a :class:`Treebank` (at most ``limit`` sentences).
+    """Read a CoNLL-U file (a Universal Dependencies treebank) into a :class:`Treebank`.
 
-    Raises :class:`~attnkit.errors.ConllError` naming the file and line of the first
-    malformed line.
+    Parameters
+    ----------
+    path : str or Path
+        The ``.conllu`` file (UTF-8, with or without a byte-order mark).
+    limit : int, optional
+        Read at most this many sentences.
+
+    Returns
+    -------
+    Treebank
+        The sentences in file order; each keeps its syntactic words (integer IDs);
+        multiword-token ranges (``3-4``) are kept as surface spans and empty nodes
+        (``5.1``) are skipped, the UD way.
+
+    Raises
+    ------
+    DataNotFoundError
+        When there is no file at ``path``.
+    ConllError
+        Naming the file and line of the first malformed line (not 10 columns, a HEAD that
+        is not an integer or points past the sentence, non-consecutive IDs), or of the first
+        line that is not UTF-8 text (a binary file).
+
+    Examples
+    --------
+    >>> import attnkit as ak
+    >>> tb = ak.read_conllu(ak.data.sample_treebank(), limit=2)
+    >>> [s.id for s in tb], tb[1].deprels[:3]
+    (['sample-1', 'sample-2'], ['det', 'nsubj', 'root'])
     """
     import conllu
 
@@ -104,16 +174,15 @@ def _blocks(path: Path):
     """Yield (first line number, lines) for each blank-line separated block."""
     block: list[str] = []
     start = 1
-    with open(path, encoding="utf-8-sig") as fh:
-        for lineno, raw in enumerate(fh, 1):
-            line = raw.rstrip("\n").rstrip("\r")
-            if line.strip():
-                if not block:
-                    start = lineno
-                block.append(line)
-            elif block:
-                yield start, block
-                block = []
+    for lineno, raw in enumerate(text_lines(path, ConllError, "a CoNLL-U treebank"), 1):
+        line = raw.rstrip("\n").rstrip("\r")
+        if line.strip():
+            if not block:
+                start = lineno
+            block.append(line)
+        elif block:
+            yield start, block
+            block = []
     if block:
         yield start, block
 
@@ -133,7 +202,14 @@ def _check_line(path: Path, lineno: int, line: str) -> None:
 
 
 def _sentence(tl: Any, path: Path, start: int, doc_id: str | None, index: int) -> Sentence:
-    words, upos, heads, deprels, lemmas, xpos, feats, misc = [], [], [], [], [], [], [], []
+    words: list[str] = []
+    upos: list[str] = []
+    heads: list[int] = []
+    deprels: list[str] = []
+    lemmas: list[str] = []
+    xpos: list[str] = []
+    feats: list[dict[str, str]] = []
+    misc: list[dict[str, str]] = []
     multiword = []
     for tok in tl:
         tid = tok["id"]

@@ -11,14 +11,16 @@ clusters; each mention's head word is found in the UD tree (see :func:`mention_h
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import NoReturn
 
 import numpy as np
 
 from .._compat import renamed
 from ..errors import ConllError, InputError
+from ._text import text_lines
 from .conllu import Sentence, Treebank, read_conllu
 
 #: Field names used when a file has no ``# global.Entity`` comment (GUM's layout).
@@ -35,10 +37,35 @@ _PART = re.compile(r"^(?P<eid>[^\[\]]+)(?:\[(?P<i>[0-9]+)/(?P<n>[0-9]+)\])?$")
 class Mention:
     """One mention: ``words[start:end]`` of sentence ``sentence`` of its document.
 
-    ``start``/``end``/``head`` index words of the sentence (0-based, ``end`` exclusive);
-    ``doc_start``/``doc_end``/``doc_head`` index the document's flat word list
-    (:attr:`Document.words`). ``fields`` holds the opening bracket's named fields
-    (``etype``, ``infstat``, ``minspan``, ``link``, ...) as strings.
+    Parameters
+    ----------
+    entity : str
+        The id of the entity (cluster) the mention refers to.
+    sentence : int
+        Index of its sentence in the document.
+    start, end, head : int
+        Words of the sentence (0-based, ``end`` exclusive); ``head`` is the span's syntactic
+        head (:func:`mention_head`).
+    doc_start, doc_end, doc_head : int
+        The same positions in the document's flat word list (:attr:`Document.words`).
+    text, head_word : str
+        The span's words joined by spaces, and its head word.
+    upos : str
+        The UPOS tag of the head word.
+    type : str
+        One of :data:`MENTION_TYPES`, from ``upos``.
+    fields : dict
+        The opening bracket's named fields (``etype``, ``infstat``, ``minspan``, ``link``,
+        ...) as strings.
+    feats : dict
+        The morphological features of the head word.
+
+    Examples
+    --------
+    >>> import attnkit as ak
+    >>> m = ak.read_coref(ak.data.sample_coref())[0].mentions[1]
+    >>> m.text, m.head_word, m.type, (m.doc_start, m.doc_end, m.doc_head), m.link
+    ('his old friend Mary', 'friend', 'nominal', (2, 6, 4), 'coref')
     """
 
     entity: str
@@ -70,10 +97,32 @@ class Mention:
 class Document:
     """A document: its sentences, their words in one list, and its mentions.
 
-    ``mentions`` are sorted by (doc_start, -doc_end): outer mentions before the ones nested
-    at the same start. ``offsets[s]`` is the position of sentence s's first word in
-    :attr:`words`. A Document can be passed to :func:`attnkit.extract` and
-    :meth:`attnkit.Model.encode` as one word list (its ``id`` becomes ``sent_id``).
+    A Document can be passed to :func:`attnkit.extract` and :meth:`attnkit.Model.encode`
+    as one word list (its ``id`` becomes ``sent_id``).
+
+    Parameters
+    ----------
+    id : str
+        The document id (``# newdoc id``).
+    sentences : list of Sentence
+        Its sentences, in order.
+    mentions : list of Mention
+        Sorted by ``(doc_start, -doc_end)``: outer mentions before the ones nested at the
+        same start.
+    offsets : numpy.ndarray
+        Int ``[n_sentences]``: ``offsets[s]`` is the position of sentence s's first word in
+        :attr:`words`.
+    path : Path, optional
+        The file it was read from.
+
+    Examples
+    --------
+    >>> import attnkit as ak
+    >>> doc = ak.read_coref(ak.data.sample_coref())[0]
+    >>> doc.n_words, doc.offsets.tolist(), doc.clusters
+    (11, [0, 7], {'1': [0, 2, 4], '2': [1, 3]})
+    >>> doc.cut(7).n_words, len(doc.cut(7).mentions)  # the first sentence
+    (7, 3)
     """
 
     id: str
@@ -84,10 +133,12 @@ class Document:
 
     @property
     def words(self) -> list[str]:
+        """The words of every sentence, in one list."""
         return [w for s in self.sentences for w in s.words]
 
     @property
     def n_words(self) -> int:
+        """The number of words of the document."""
         return int(sum(len(s) for s in self.sentences))
 
     @property
@@ -104,9 +155,24 @@ class Document:
             out.setdefault(m.entity, []).append(i)
         return out
 
-    def cut(self, n_words: int) -> "Document":
-        """The first ``n_words`` words as a new Document (sentences cut, mentions that do not
-        fit dropped). Used to feed a model a shorter prefix."""
+    def cut(self, n_words: int) -> Document:
+        """The first ``n_words`` words as a new Document, to feed a model a shorter prefix.
+
+        Parameters
+        ----------
+        n_words : int
+            Words to keep (at least 1). The last sentence kept is cut; heads cut away
+            become roots; mentions that do not fit are dropped.
+
+        Returns
+        -------
+        Document
+
+        Raises
+        ------
+        InputError
+            When ``n_words`` is less than 1.
+        """
         if n_words < 1:
             raise InputError(f"cut() needs at least one word, not {n_words}.")
         sents: list[Sentence] = []
@@ -146,53 +212,69 @@ def read_coref(path: str | Path | Treebank | Sequence[Sentence], *,
 
     Parameters
     ----------
-    path : path of a CoNLL-U file, or a :class:`~attnkit.data.Treebank` /
-        list of sentences (grouped into documents by ``Sentence.doc_id``).
-    fields : names of the hyphen-separated fields of an opening bracket. Default: those of
-        the file's ``# global.Entity`` comment, else :data:`DEFAULT_ENTITY_FIELDS`.
+    path : str, Path, Treebank or sequence of Sentence
+        The path of a CoNLL-U file, or sentences already read (grouped into documents by
+        ``Sentence.doc_id``).
+    fields : sequence of str, optional
+        Names of the hyphen-separated fields of an opening bracket. Default: those of the
+        file's ``# global.Entity`` comment, else :data:`DEFAULT_ENTITY_FIELDS`.
 
     Returns
     -------
-    Documents in file order. A mention is a contiguous span inside one sentence; a
-    discontinuous mention (``(7[1/2]-...``) becomes one span from its first to its last part.
+    list of Document
+        In file order. A mention is a contiguous span inside one sentence; a discontinuous
+        mention (``(7[1/2]-...``) becomes one span from its first to its last part.
 
-    Raises :class:`~attnkit.errors.ConllError` naming the file, line (when the file is at
-    hand) and sentence for unbalanced or malformed brackets.
+    Raises
+    ------
+    ConllError
+        Naming the file, line (when the file is at hand) and sentence for unbalanced or
+        malformed brackets, or a file that is not CoNLL-U text.
+    DataNotFoundError
+        When there is no file at ``path``.
+
+    Examples
+    --------
+    >>> import attnkit as ak
+    >>> doc = ak.read_coref(ak.data.sample_coref())[0]
+    >>> [(m.entity, m.text, m.type) for m in doc.mentions[:3]]
+    [('1', 'John', 'proper'), ('2', 'his old friend Mary', 'nominal'), ('1', 'his', 'pronoun')]
     """
     source = path
+    treebank: Sequence[Sentence]
+    file: Path | None
     if isinstance(source, (str, Path)):
-        path = Path(source)
-        treebank = read_conllu(path)
+        file = Path(source)
+        treebank = read_conllu(file)
     else:
         treebank = source
-        path = getattr(source, "path", None)
+        file = getattr(source, "path", None)
     if fields is None:
-        fields = _global_fields(path) if path is not None else None
+        fields = _global_fields(file) if file is not None else None
         fields = tuple(fields or DEFAULT_ENTITY_FIELDS)
     else:
         fields = tuple(fields)
     docs: list[Document] = []
     groups: list[tuple[str, list[Sentence]]] = []
     for s in treebank:
-        did = s.doc_id or (path.stem if path else "doc")
+        did = s.doc_id or (file.stem if file else "doc")
         if not groups or groups[-1][0] != did:
             groups.append((did, []))
         groups[-1][1].append(s)
     for did, sents in groups:
-        docs.append(_document(did, sents, fields, path))
+        docs.append(_document(did, sents, fields, file))
     return docs
 
 
 def _global_fields(path: Path | None) -> tuple[str, ...] | None:
     if path is None or not Path(path).exists():
         return None
-    with open(path, encoding="utf-8-sig") as fh:
-        for line in fh:
-            if line.startswith("# global.Entity"):
-                value = line.split("=", 1)[1].strip() if "=" in line else ""
-                names = tuple(v.strip() for v in value.split("-") if v.strip())
-                if names:
-                    return names
+    for line in text_lines(path, ConllError, "a CoNLL-U treebank"):
+        if line.startswith("# global.Entity"):
+            value = line.split("=", 1)[1].strip() if "=" in line else ""
+            names = tuple(v.strip() for v in value.split("-") if v.strip())
+            if names:
+                return names
     return None
 
 
@@ -306,7 +388,7 @@ def _minspan(value: str, start: int, end: int) -> list[int]:
     return out
 
 
-def _fail(s: Sentence, w: int, path: Path | None, what: str):
+def _fail(s: Sentence, w: int, path: Path | None, what: str) -> NoReturn:
     where = f"{path}:{_line_of(path, s.id, w)}" if path is not None else "<treebank>"
     raise ConllError(
         f"{where}: sentence {s.id}, word {w + 1} ({s.words[w]!r}): {what}. Fix the Entity= "
@@ -316,6 +398,8 @@ def _fail(s: Sentence, w: int, path: Path | None, what: str):
 
 def _line_of(path: Path | None, sent_id: str, w: int) -> str:
     """Line number of word ``w`` (0-based) of sentence ``sent_id`` in ``path``, or '?'."""
+    if path is None:
+        return "?"
     try:
         with open(path, encoding="utf-8-sig") as fh:
             found = False
@@ -334,12 +418,33 @@ def _line_of(path: Path | None, sent_id: str, w: int) -> str:
 
 # ------------------------------------------------------------------ mention heads
 def mention_head(s: Sentence, start: int, end: int, minspan: Iterable[int] = ()) -> int:
-    """Head word (0-based index in ``s``) of the span ``s.words[start:end]``.
+    """The head word of the span ``s.words[start:end]``.
 
     The head is the span word whose UD head lies outside the span (the span's syntactic
     root). When several words qualify (the span is not one subtree), non-punctuation words
     are preferred, then words of the annotated ``minspan``, then the one highest in the
     tree (fewest steps to the root), then the leftmost.
+
+    Parameters
+    ----------
+    s : Sentence
+        The sentence.
+    start, end : int
+        The span, 0-based, ``end`` exclusive.
+    minspan : iterable of int
+        Words (0-based indices in ``s``) of the annotated minimal span, if any.
+
+    Returns
+    -------
+    int
+        The 0-based index of the head word in ``s``.
+
+    Examples
+    --------
+    >>> import attnkit as ak
+    >>> s = ak.read_conllu(ak.data.sample_treebank())[0]  # The cat sat on the mat .
+    >>> s.words[mention_head(s, 3, 6)]  # "on the mat"
+    'mat'
     """
     heads = s.head_index
     idx = range(start, end)
@@ -369,7 +474,23 @@ def _depth(heads: np.ndarray, i: int) -> int:
 
 
 def mention_type(upos: str) -> str:
-    """"pronoun" for PRON, "proper" for PROPN, else "nominal" (see :data:`MENTION_TYPES`)."""
+    """The mention type (:data:`MENTION_TYPES`) of a head word's UPOS tag.
+
+    Parameters
+    ----------
+    upos : str
+        A UPOS tag.
+
+    Returns
+    -------
+    str
+        ``"pronoun"`` for PRON, ``"proper"`` for PROPN, else ``"nominal"``.
+
+    Examples
+    --------
+    >>> [mention_type(u) for u in ("PRON", "PROPN", "NOUN")]
+    ['pronoun', 'proper', 'nominal']
+    """
     if upos == "PRON":
         return "pronoun"
     if upos == "PROPN":

@@ -14,14 +14,16 @@ from __future__ import annotations
 
 import csv
 import re
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from ..errors import DataFormatError, DataNotFoundError, InputError
+from ._text import text_lines
 
 #: Recognised layouts: (text columns, label column, id columns), tried in order.
 _LAYOUTS: list[tuple[tuple[str, ...], str, tuple[str, ...]]] = [
@@ -56,12 +58,44 @@ _TASK_KEYS = {_task_key(t): t for t in LABEL_NAMES}
 class GlueDataset:
     """Labelled inputs for classification, in file order.
 
-    ``inputs[i]`` is a text (single-sentence tasks) or a ``(text_a, text_b)`` pair, ready
-    for :meth:`attnkit.Model.encode` and :func:`attnkit.extract`; ``labels[i]`` is an
-    integer in ``range(len(label_names))`` (``None`` for an unlabelled file).
-
     Iterating yields the inputs (so ``extract(model, dataset)`` works); an integer index
     gives one input, a slice or an index array gives a new dataset (:meth:`take`).
+
+    Parameters
+    ----------
+    inputs : list
+        ``inputs[i]`` is a text (single-sentence tasks) or a ``(text_a, text_b)`` pair,
+        ready for :meth:`attnkit.Model.encode` and :func:`attnkit.extract`.
+    labels : numpy.ndarray or None
+        Int ``[n]``: ``labels[i]`` is in ``range(len(label_names))``; None for an
+        unlabelled file (a GLUE test split).
+    label_names : tuple of str
+        The name of each label.
+    task, split : str
+        The GLUE task (``"MRPC"``) and split (``"dev"``) it was read from, if any.
+    path : Path, optional
+        The file it was read from.
+    ids : list of str
+        One id per row (default: the row numbers).
+    lines : numpy.ndarray, optional
+        1-based line number of each row in ``path`` (for error messages).
+
+    Raises
+    ------
+    InputError
+        When labels are not one integer in ``0..len(label_names) - 1`` per input, or ids
+        are not one per input.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from attnkit.data import GlueDataset
+    >>> d = GlueDataset([("A cat.", "A cat sat."), ("Yes.", "No."), ("Hi.", "Hello.")],
+    ...                 np.array([1, 0, 1]), ("not_equivalent", "equivalent"), task="MRPC")
+    >>> len(d), d.is_pair, d.majority_label, round(d.majority_rate(), 3)
+    (3, True, 1, 0.667)
+    >>> d[0], d[1:].labels.tolist()
+    (('A cat.', 'A cat sat.'), [0, 1])
     """
 
     inputs: list[Any]
@@ -72,9 +106,8 @@ class GlueDataset:
     path: Path | None = None
     ids: list[str] = field(default_factory=list)
     lines: np.ndarray | None = None
-    """1-based line number of each row in ``path`` (for error messages)."""
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         self.inputs = list(self.inputs)
         self.label_names = tuple(self.label_names)
         if self.labels is not None:
@@ -103,7 +136,7 @@ class GlueDataset:
     def __iter__(self) -> Iterator[Any]:
         return iter(self.inputs)
 
-    def __getitem__(self, i):
+    def __getitem__(self, i: Any) -> Any:
         if isinstance(i, (int, np.integer)):
             return self.inputs[i]
         return self.take(np.arange(len(self))[i])
@@ -119,8 +152,18 @@ class GlueDataset:
         return bool(self.inputs) and isinstance(self.inputs[0], tuple)
 
     # ------------------------------------------------------------ subsets
-    def take(self, index: Sequence[int] | np.ndarray) -> "GlueDataset":
-        """A new dataset with the rows at ``index`` (in that order)."""
+    def take(self, index: Sequence[int] | np.ndarray) -> GlueDataset:
+        """A new dataset with the rows at ``index`` (in that order).
+
+        Parameters
+        ----------
+        index : sequence of int
+            Row numbers.
+
+        Returns
+        -------
+        GlueDataset
+        """
         idx = np.asarray(index, dtype=np.int64).reshape(-1)
         return GlueDataset(
             inputs=[self.inputs[i] for i in idx],
@@ -130,16 +173,54 @@ class GlueDataset:
             lines=None if self.lines is None else self.lines[idx],
         )
 
-    def sample(self, n: int, seed: int = 0) -> "GlueDataset":
-        """``n`` rows drawn without replacement (all rows, shuffled, if ``n >= len``)."""
+    def sample(self, n: int, seed: int = 0) -> GlueDataset:
+        """``n`` rows drawn without replacement (all rows, shuffled, if ``n >= len``).
+
+        Parameters
+        ----------
+        n : int
+            How many rows.
+        seed : int
+            Seed of the draw.
+
+        Returns
+        -------
+        GlueDataset
+        """
         rng = np.random.default_rng(seed)
         return self.take(rng.permutation(len(self))[: max(0, int(n))])
 
-    def split_off(self, fraction: float, seed: int = 0) -> tuple["GlueDataset", "GlueDataset"]:
+    def split_off(self, fraction: float, seed: int = 0) -> tuple[GlueDataset, GlueDataset]:
         """Split into (rest, held-out) with ``fraction`` of each class held out.
 
         For choosing hyper-parameters on a part of a training file, so that the dev file
         stays an honest evaluation.
+
+        Parameters
+        ----------
+        fraction : float
+            Between 0 and 1: the share of each class held out (rounded per class).
+        seed : int
+            Seed of the shuffle.
+
+        Returns
+        -------
+        (GlueDataset, GlueDataset)
+            The rest and the held-out rows.
+
+        Raises
+        ------
+        InputError
+            When ``fraction`` is not between 0 and 1, or the dataset has no labels.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from attnkit.data import GlueDataset
+        >>> d = GlueDataset([f"text {i}" for i in range(10)], np.array([0] * 6 + [1] * 4), ("a", "b"))
+        >>> rest, held = d.split_off(0.5)
+        >>> len(rest), held.class_counts().tolist()
+        (5, [3, 2])
         """
         if not 0 < fraction < 1:
             raise InputError(f"fraction must be between 0 and 1, not {fraction}.")
@@ -155,32 +236,52 @@ class GlueDataset:
         return self.take(np.flatnonzero(~mask)), self.take(np.flatnonzero(mask))
 
     # ------------------------------------------------------------ labels
-    def _need_labels(self, what: str) -> None:
+    def _need_labels(self, what: str) -> np.ndarray:
         if self.labels is None:
             raise InputError(f"{what} needs labels, and {self!r} has none (a test split?).")
+        return self.labels
 
     def class_counts(self) -> pd.Series:
-        """Number of rows per label name."""
-        self._need_labels("class_counts")
-        counts = np.bincount(self.labels, minlength=len(self.label_names))
+        """Number of rows per label name (a Series indexed by the label names).
+
+        Raises
+        ------
+        InputError
+            When the dataset has no labels.
+        """
+        labels = self._need_labels("class_counts")
+        counts = np.bincount(labels, minlength=len(self.label_names))
         return pd.Series(counts, index=list(self.label_names), name="count")
 
     @property
     def majority_label(self) -> int:
         """The most frequent label (lowest index on ties)."""
-        self._need_labels("majority_label")
-        return int(np.argmax(np.bincount(self.labels, minlength=len(self.label_names))))
+        labels = self._need_labels("majority_label")
+        return int(np.argmax(np.bincount(labels, minlength=len(self.label_names))))
 
     def majority_rate(self) -> float:
-        """Accuracy of always answering the most frequent label of this dataset."""
-        self._need_labels("majority_rate")
+        """Accuracy of always answering the most frequent label of this dataset (NaN when
+        empty).
+
+        Raises
+        ------
+        InputError
+            When the dataset has no labels.
+        """
+        labels = self._need_labels("majority_rate")
         if not len(self):
             return float("nan")
-        return float(np.mean(self.labels == self.majority_label))
+        return float(np.mean(labels == self.majority_label))
 
     def to_frame(self) -> pd.DataFrame:
-        """One row per item: ``id``, ``text_a`` (``text_b`` for pairs), ``label``,
-        ``label_name`` and the file ``line``."""
+        """The dataset as a table.
+
+        Returns
+        -------
+        pandas.DataFrame
+            One row per item: ``id``, ``text_a`` (``text_b`` for pairs), ``label``,
+            ``label_name`` and the file ``line`` (the last three where known).
+        """
         if self.is_pair:
             cols: dict[str, Any] = {"text_a": [a for a, _ in self.inputs],
                                     "text_b": [b for _, b in self.inputs]}
@@ -197,58 +298,89 @@ class GlueDataset:
 
 # ---------------------------------------------------------------- reading
 def read_glue(path: str | Path, split: str | None = None, *, limit: int | None = None) -> GlueDataset:
-    """Read a GLUE classification tsv file.
+    r"""Read a GLUE classification tsv file.
 
     Parameters
     ----------
-    path : a ``.tsv`` file; or a task folder (``.../glue/MRPC``) together with ``split``;
-        or a task name (``"MRPC"``, ``"sst2"``, ``"RTE"``, ``"QNLI"``) found under ``glue/``
-        in the data folder, together with ``split``.
-    split : ``"train"``, ``"dev"``, ... : reads ``<folder>/<split>.tsv``. Needed (and only
+    path : str or Path
+        A ``.tsv`` file; or a task folder (``.../glue/MRPC``) together with ``split``; or a
+        task name (``"MRPC"``, ``"sst2"``, ``"RTE"``, ``"QNLI"``) found under ``glue/`` in
+        the data folder, together with ``split``.
+    split : str, optional
+        ``"train"``, ``"dev"``, ...: reads ``<folder>/<split>.tsv``. Needed (and only
         allowed) with a folder or a task name.
-    limit : read at most this many rows.
+    limit : int, optional
+        Read at most this many rows.
 
-    Returns a :class:`GlueDataset` whose labels use the GLUE order of ``LABEL_NAMES`` for
-    known tasks (MRPC: 0 = not_equivalent, 1 = equivalent).
+    Returns
+    -------
+    GlueDataset
+        Labels use the GLUE order of :data:`LABEL_NAMES` for known tasks (MRPC:
+        0 = not_equivalent, 1 = equivalent).
 
-    Raises :class:`~attnkit.errors.DataFormatError` naming the file and line of the first
-    malformed row (wrong number of fields, empty text, unknown label), and
-    :class:`~attnkit.errors.DataNotFoundError` when the file is not there.
+    Raises
+    ------
+    DataFormatError
+        Naming the file and line of the first malformed row (wrong number of fields, empty
+        text, unknown label), or of the first line that is not UTF-8 text.
+    DataNotFoundError
+        When the file, folder, split or task is not there.
+    InputError
+        When ``split`` is missing for a folder, or given with a file.
+
+    Examples
+    --------
+    >>> import pathlib, tempfile
+    >>> import attnkit as ak
+    >>> path = pathlib.Path(tempfile.mkdtemp()) / "MRPC" / "dev.tsv"
+    >>> path.parent.mkdir()
+    >>> rows = ["Quality\t#1 ID\t#2 ID\t#1 String\t#2 String",
+    ...         "1\t1\t2\tThe cat sat.\tA cat was sitting.",
+    ...         "0\t3\t4\tIt rained.\tStocks fell."]
+    >>> _ = path.write_text("\n".join(rows) + "\n")
+    >>> d = ak.read_glue(path)
+    >>> d.task, d.inputs[0], d.labels.tolist(), d.label_names
+    ('MRPC', ('The cat sat.', 'A cat was sitting.'), [1, 0], ('not_equivalent', 'equivalent'))
+    >>> len(ak.read_glue(path.parent, "dev", limit=1))
+    1
     """
     file = _resolve(path, split)
     task = _task_of(file)
-    with open(file, encoding="utf-8-sig", newline="") as fh:
-        rows = csv.reader(fh, delimiter="\t", quoting=csv.QUOTE_NONE)
-        header = next(rows, None)
-        if header is None:
-            raise DataFormatError(f"{file}: the file is empty; a GLUE tsv starts with a header row.")
-        text_cols, label_col, id_cols = _layout(file, header)
-        col = {name: k for k, name in enumerate(header)}
-        names = LABEL_NAMES.get(task)
-        inputs, raw_labels, ids, lines = [], [], [], []
-        for lineno, row in enumerate(rows, 2):
-            if limit is not None and len(inputs) >= limit:
-                break
-            if not row or row == [""]:
-                continue
-            if len(row) != len(header):
-                raise DataFormatError(
-                    f"{file}:{lineno}: expected {len(header)} tab-separated fields "
-                    f"({', '.join(header)}), found {len(row)}. A tab or line break inside a "
-                    "sentence splits a row; fix that line."
-                )
-            texts = []
-            for c in text_cols:
-                text = row[col[c]].strip()
-                if not text:
-                    raise DataFormatError(f"{file}:{lineno}: the {c!r} field is empty.")
-                texts.append(text)
-            inputs.append(texts[0] if len(texts) == 1 else tuple(texts))
-            if label_col is not None:
-                raw_labels.append((lineno, row[col[label_col]].strip()))
-            present = [row[col[c]] for c in id_cols if c in col]
-            ids.append("-".join(present) if present else str(len(ids)))
-            lines.append(lineno)
+    rows = csv.reader(text_lines(file, DataFormatError, "a GLUE tsv"), delimiter="\t",
+                      quoting=csv.QUOTE_NONE)
+    header = next(rows, None)
+    if header is None:
+        raise DataFormatError(f"{file}: the file is empty; a GLUE tsv starts with a header row.")
+    text_cols, label_col, id_cols = _layout(file, header)
+    col = {name: k for k, name in enumerate(header)}
+    names = LABEL_NAMES.get(task)
+    inputs: list[Any] = []
+    raw_labels: list[tuple[int, str]] = []
+    ids: list[str] = []
+    lines: list[int] = []
+    for lineno, row in enumerate(rows, 2):
+        if limit is not None and len(inputs) >= limit:
+            break
+        if not row or row == [""]:
+            continue
+        if len(row) != len(header):
+            raise DataFormatError(
+                f"{file}:{lineno}: expected {len(header)} tab-separated fields "
+                f"({', '.join(header)}), found {len(row)}. A tab or line break inside a "
+                "sentence splits a row; fix that line."
+            )
+        texts = []
+        for c in text_cols:
+            text = row[col[c]].strip()
+            if not text:
+                raise DataFormatError(f"{file}:{lineno}: the {c!r} field is empty.")
+            texts.append(text)
+        inputs.append(texts[0] if len(texts) == 1 else tuple(texts))
+        if label_col is not None:
+            raw_labels.append((lineno, row[col[label_col]].strip()))
+        present = [row[col[c]] for c in id_cols if c in col]
+        ids.append("-".join(present) if present else str(len(ids)))
+        lines.append(lineno)
     labels = None
     if label_col is not None:
         labels, names = _labels(file, label_col, raw_labels, names)

@@ -11,17 +11,17 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
-from typing import Iterable
+from collections.abc import Iterable, Sized
 
 import numpy as np
 import pandas as pd
 
 from .._compat import renamed
 from .._progress import progress as progress_bar
-from ..attention import Attention
+from ..attention import is_punct
 from ..errors import EmptyInputError
 from ..results import HeadResult
-from ..types import Attentions, HeadId, Sources, as_collection
+from ..types import AttentionLike, Attentions, HeadId, Sources, as_collection, dense_maps
 from .compare import check_tokenization, head_edge_counts, js_divergence
 from .graph import attention_graph
 from .influence import influence
@@ -29,10 +29,10 @@ from .influence import influence
 CATEGORIES = ("cls", "sep", "special", "punct", "word")
 
 
-def _categories(att: Attention) -> np.ndarray:
+def _categories(att: AttentionLike) -> np.ndarray:
     """Per position: its role, with word positions split into "punct" and "word"."""
     cat = np.asarray(att.roles, dtype=object).copy()
-    cat[att.punct] = "punct"
+    cat[[r == "word" and is_punct(t) for t, r in zip(att.tokens, att.roles)]] = "punct"
     return cat
 
 
@@ -47,18 +47,33 @@ def _stats(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 class FlowSummary:
     """Result of :func:`flow_summary`.
 
-    heads : HeadResult indexed by (``layer``, ``head``): ``edges_mean``, ``edges_std``
-        (graph edges the head makes per input) and ``share`` (fraction of inputs where
-        it makes at least one).
-    categories : DataFrame indexed by token category ("cls", "sep", "special", "punct",
-        "word"): ``share_mean``, ``share_std`` (fraction of an input's total influence
-        score on that category), ``rating_mean`` (mean 0-5 rating of its positions),
-        ``positions`` (how many positions in all inputs), ``inputs`` (inputs having one).
-    tokens : DataFrame indexed by token string: ``count`` (occurrences), ``inputs``,
-        ``share_mean``, ``share_std`` (influence share per occurrence), ``rating_mean``;
-        sorted by ``share_mean``, largest first.
-    per_input : DataFrame, one row per input: ``n``, ``nodes``, ``edges``, ``top_token``,
-        ``top_share``.
+    Parameters
+    ----------
+    heads : HeadResult
+        Indexed by (``layer``, ``head``): ``edges_mean``, ``edges_std`` (graph edges the
+        head makes per input) and ``share`` (fraction of inputs where it makes at least
+        one).
+    categories : pandas.DataFrame
+        Indexed by token category ("cls", "sep", "special", "punct", "word"):
+        ``share_mean``, ``share_std`` (fraction of an input's total influence score on that
+        category), ``rating_mean`` (mean 0-5 rating of its positions), ``positions`` (how
+        many positions in all inputs), ``inputs`` (inputs having one).
+    tokens : pandas.DataFrame
+        Indexed by token string: ``count`` (occurrences), ``inputs``, ``share_mean``,
+        ``share_std`` (influence share per occurrence), ``rating_mean``; sorted by
+        ``share_mean``, largest first.
+    per_input : pandas.DataFrame
+        One row per input: ``n``, ``nodes``, ``edges``, ``top_token``, ``top_share``.
+
+    Examples
+    --------
+    >>> import numpy as np, attnkit as ak
+    >>> a = ak.Attention.from_maps(np.array([[[[1, 0], [0.5, 0.5]]], [[[0.5, 0.5], [0.5, 0.5]]]]), ["[CLS]", "a"])
+    >>> b = ak.Attention.from_maps(np.array([[[[1, 0], [0.9, 0.1]]], [[[0.9, 0.1], [0.5, 0.5]]]]), ["[CLS]", "a"])
+    >>> s = ak.flow_summary([a, b], progress=False)
+    >>> # influence shares of [CLS]: 4/3 of 7/3 in a, all of it in b
+    >>> s.n_inputs, round(float(s.categories.loc["cls", "share_mean"]), 4)
+    (2, 0.7857)
     """
 
     heads: HeadResult
@@ -68,6 +83,7 @@ class FlowSummary:
 
     @property
     def n_inputs(self) -> int:
+        """The number of inputs summarised."""
         return len(self.per_input)
 
 
@@ -120,11 +136,11 @@ def flow_summary(
     head_rows, cat_rows, tok_rows, inputs = [], [], [], []
     shape = None
     items = as_collection(attentions)
-    n_total = len(items) if hasattr(items, "__len__") else None
+    n_total = len(items) if isinstance(items, Sized) else None
     for i, att in enumerate(progress_bar(items, show=progress, desc="attention graphs",
                                          total=n_total, unit="input")):
         if shape is None:
-            shape = att.maps.shape[:2]
+            shape = (att.n_layers, att.n_heads)
         g = attention_graph(att, threshold=threshold, heads=heads, sources=sources)
         inf = influence(g, alpha=alpha)
         head_rows.append(head_edge_counts(g))
@@ -143,7 +159,7 @@ def flow_summary(
         inputs.append({"n": len(att), "nodes": g.number_of_nodes(), "edges": g.number_of_edges(),
                        "top_token": att.tokens[top] if total > 0 else None,
                        "top_share": float(share[top]) if total > 0 else 0.0})
-    if not inputs:
+    if not inputs or shape is None:
         raise EmptyInputError("No attention to summarise: the collection is empty.")
 
     counts = np.stack(head_rows).astype(np.float64)  # [inputs, L, H]
@@ -181,13 +197,28 @@ def flow_summary(
 class SetComparison:
     """Result of :func:`compare_sets`.
 
-    heads : HeadResult indexed by (``layer``, ``head``): ``jsd_mean``, ``jsd_std`` (per input
-        mean over query rows, then across inputs), ``edges_a_mean``, ``edges_b_mean``,
-        ``share_a``, ``share_b`` (fraction of inputs where the head makes an edge).
-    categories : DataFrame indexed by token category: ``share_a``, ``share_b`` (mean
-        influence share), ``delta_mean``, ``delta_std`` (paired difference b - a).
-    names : display names of the two models.
-    n_inputs : number of paired inputs.
+    Parameters
+    ----------
+    heads : HeadResult
+        Indexed by (``layer``, ``head``): ``jsd_mean``, ``jsd_std`` (per input mean over
+        query rows, then across inputs), ``edges_a_mean``, ``edges_b_mean``, ``share_a``,
+        ``share_b`` (fraction of inputs where the head makes an edge).
+    categories : pandas.DataFrame
+        Indexed by token category: ``share_a``, ``share_b`` (mean influence share),
+        ``delta_mean``, ``delta_std`` (paired difference b - a).
+    names : (str, str)
+        Display names of the two models.
+    n_inputs : int
+        Number of paired inputs.
+
+    Examples
+    --------
+    >>> import numpy as np, attnkit as ak
+    >>> a = ak.Attention.from_maps(np.array([[[[1, 0], [0.5, 0.5]]], [[[0.5, 0.5], [0.5, 0.5]]]]), ["[CLS]", "a"])
+    >>> b = ak.Attention.from_maps(np.array([[[[1, 0], [0.9, 0.1]]], [[[0.9, 0.1], [0.5, 0.5]]]]), ["[CLS]", "a"])
+    >>> c = ak.compare_sets([a, a], [b, b], progress=False)
+    >>> c.n_inputs, c.categories.loc["cls", ["share_a", "share_b"]].round(4).tolist()
+    (2, [0.5714, 1.0])
     """
 
     heads: HeadResult
@@ -245,11 +276,14 @@ def compare_sets(
     >>> ak.compare_sets(a, b, progress=False).n_inputs
     2
     """
-    set_a, set_b = attentions, other
-    jsds, ea, eb, shares, cats_seen = [], [], [], [], []
+    set_a, set_b = as_collection(attentions), as_collection(other)
+    jsds: list[np.ndarray] = []
+    ea: list[np.ndarray] = []
+    eb: list[np.ndarray] = []
+    shares: list[list[list[float]]] = []
     shape = None
     total = None
-    if hasattr(set_a, "__len__") and hasattr(set_b, "__len__"):
+    if isinstance(set_a, Sized) and isinstance(set_b, Sized):
         if len(set_a) != len(set_b):
             raise EmptyInputError(f"The sets have {len(set_a)} and {len(set_b)} inputs; "
                                   "compare_sets pairs input i of one with input i of the other.")
@@ -258,14 +292,14 @@ def compare_sets(
     for i, (a, b) in enumerate(progress_bar(pairs, show=progress, desc="pairs", total=total,
                                             unit="pair")):
         if names is None:
-            names = (a.model or "a", b.model or "b")
+            names = (getattr(a, "model", "") or "a", getattr(b, "model", "") or "b")
         try:
             check_tokenization(a, b, names)
         except Exception as exc:
             raise type(exc)(f"Input {i}: {exc}") from None
         if shape is None:
-            shape = a.maps.shape[:2]
-        jsds.append(js_divergence(a.maps, b.maps).mean(-1))
+            shape = (a.n_layers, a.n_heads)
+        jsds.append(js_divergence(dense_maps(a), dense_maps(b)).mean(-1))
         ga = attention_graph(a, threshold=threshold, heads=heads, sources=sources)
         gb = attention_graph(b, threshold=threshold, heads=heads, sources=sources)
         ea.append(head_edge_counts(ga))
@@ -277,16 +311,17 @@ def compare_sets(
             s = s / s.sum() if s.sum() > 0 else np.zeros_like(s)
             row.append([s[cats == c].sum() if (cats == c).any() else np.nan for c in CATEGORIES])
         shares.append(row)
-    if shape is None:
+    if shape is None or names is None:
         raise EmptyInputError("No pairs to compare: the sets are empty.")
-    jsds, ea, eb = np.stack(jsds), np.stack(ea).astype(float), np.stack(eb).astype(float)
-    jm, js = _stats(jsds)
+    jsd_all = np.stack(jsds)
+    edges_a, edges_b = np.stack(ea).astype(float), np.stack(eb).astype(float)
+    jm, js = _stats(jsd_all)
     index = pd.MultiIndex.from_product([range(shape[0]), range(shape[1])],
                                        names=["layer", "head"])
     heads_df = pd.DataFrame({
         "jsd_mean": jm.ravel(), "jsd_std": js.ravel(),
-        "edges_a_mean": ea.mean(0).ravel(), "edges_b_mean": eb.mean(0).ravel(),
-        "share_a": (ea > 0).mean(0).ravel(), "share_b": (eb > 0).mean(0).ravel(),
+        "edges_a_mean": edges_a.mean(0).ravel(), "edges_b_mean": edges_b.mean(0).ravel(),
+        "share_a": (edges_a > 0).mean(0).ravel(), "share_b": (edges_b > 0).mean(0).ravel(),
     }, index=index)
     sh = np.array(shares, dtype=np.float64)  # [inputs, 2, categories]
     delta = sh[:, 1] - sh[:, 0]
@@ -297,7 +332,8 @@ def compare_sets(
             "delta_mean": np.nanmean(delta, axis=0),
             "delta_std": np.nanstd(delta, axis=0, ddof=1),
         }, index=pd.Index(CATEGORIES, name="category"))
-    heads_res = HeadResult(heads_df, {"names": tuple(names), "threshold": threshold},
+    pair_names = (str(names[0]), str(names[1]))
+    heads_res = HeadResult(heads_df, {"names": pair_names, "threshold": threshold},
                            value="jsd_mean")
-    return SetComparison(heads=heads_res, categories=cat_df, names=tuple(names),
-                         n_inputs=len(jsds))
+    return SetComparison(heads=heads_res, categories=cat_df, names=pair_names,
+                         n_inputs=len(jsd_all))

@@ -9,17 +9,16 @@ edges reach at level ``l``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Any, Iterable
 
 import networkx as nx
 import numpy as np
 import pandas as pd
 
 from .._compat import renamed
-from ..attention import Attention
 from ..errors import InputError, TokenizationMismatchError
 from ..results import HeadResult
-from ..types import AttentionLike, HeadId, Sources
+from ..types import AttentionLike, HeadId, Sources, dense_maps
 from .graph import attention_graph
 from .influence import influence
 
@@ -30,22 +29,41 @@ MODELS = ("both", "a", "b")
 class Comparison:
     """Result of :func:`compare`.
 
-    names : display names of model a and model b.
-    graph_a, graph_b : the two attention graphs (see :func:`attention_graph`).
-    union : both graphs in one; every node and edge has ``model`` in {"both", "a", "b"};
-        edges carry ``heads_a``/``weights_a``/``weight_a`` and the same for b (empty lists
-        and 0.0 where absent), plus ``heads`` (union), ``weight`` (larger of the two).
-    layers : DataFrame indexed by ``layer`` (0..L-1) with list columns ``tokens_both``,
-        ``tokens_a``, ``tokens_b`` (positions reached in that layer), ``heads_both``,
-        ``heads_a``, ``heads_b`` (heads making at least one edge) and their counts
-        ``n_tokens_*``, ``n_heads_*``, plus ``edges_both``/``edges_a``/``edges_b``.
-    heads : HeadResult indexed by (``layer``, ``head``): ``jsd`` (Jensen-Shannon divergence
-        between the two models' attention rows, base 2 so in [0, 1], averaged over all
-        query positions), ``jsd_max`` (largest row), ``jsd_source`` (the source rows, last
-        layer only, else NaN), ``edges_a``, ``edges_b`` (graph edges the head makes) and
+    Parameters
+    ----------
+    names : (str, str)
+        Display names of model a and model b.
+    graph_a, graph_b : networkx.DiGraph
+        The two attention graphs (see :func:`attention_graph`).
+    union : networkx.DiGraph
+        Both graphs in one; every node and edge has ``model`` in {"both", "a", "b"}; edges
+        carry ``heads_a``/``weights_a``/``weight_a`` and the same for b (empty lists and 0.0
+        where absent), plus ``heads`` (union), ``weight`` (larger of the two).
+    layers : pandas.DataFrame
+        Indexed by ``layer`` (0..L-1) with list columns ``tokens_both``, ``tokens_a``,
+        ``tokens_b`` (positions reached in that layer), ``heads_both``, ``heads_a``,
+        ``heads_b`` (heads making at least one edge) and their counts ``n_tokens_*``,
+        ``n_heads_*``, plus ``edges_both``/``edges_a``/``edges_b``.
+    heads : HeadResult
+        Indexed by (``layer``, ``head``): ``jsd`` (Jensen-Shannon divergence between the
+        two models' attention rows, base 2 so in [0, 1], averaged over all query
+        positions), ``jsd_max`` (largest row), ``jsd_source`` (the source rows, last layer
+        only, else NaN), ``edges_a``, ``edges_b`` (graph edges the head makes) and
         ``model`` in {"both", "a", "b", "none"}.
-    influence : DataFrame indexed by position: ``token``, ``score_a``, ``score_b``,
-        ``rating_a``, ``rating_b``, ``delta`` (= score_b - score_a).
+    influence : pandas.DataFrame
+        Indexed by position: ``token``, ``score_a``, ``score_b``, ``rating_a``,
+        ``rating_b``, ``delta`` (= score_b - score_a).
+
+    Examples
+    --------
+    >>> import numpy as np, attnkit as ak
+    >>> a = ak.Attention.from_maps(np.array([[[[1, 0], [0.5, 0.5]]], [[[0.5, 0.5], [0.5, 0.5]]]]), ["[CLS]", "a"])
+    >>> b = ak.Attention.from_maps(np.array([[[[1, 0], [0.9, 0.1]]], [[[0.9, 0.1], [0.5, 0.5]]]]), ["[CLS]", "a"])
+    >>> cmp = ak.compare(a, b)  # from [CLS]; "a" drops below the threshold in b
+    >>> cmp.layers[["n_tokens_both", "n_tokens_a", "n_tokens_b"]].values.tolist()
+    [[1, 1, 0], [1, 1, 0]]
+    >>> cmp.influence["rating_b"].tolist(), round(float(cmp.heads.loc[(1, 0), "jsd_source"]), 4)
+    ([5, 0], 0.1468)
     """
 
     names: tuple[str, str]
@@ -57,10 +75,32 @@ class Comparison:
     influence: pd.DataFrame
 
 
-def check_tokenization(att_a: Attention, att_b: Attention, names=("a", "b")) -> None:
-    """Raise :class:`~attnkit.errors.TokenizationMismatchError` unless both attentions have
-    the same tokens at the same positions; the message lists the differing positions with
-    both strings."""
+def check_tokenization(att_a: AttentionLike, att_b: AttentionLike,
+                       names: tuple[str, str] = ("a", "b")) -> None:
+    """Check that two attentions have the same tokens at the same positions.
+
+    Parameters
+    ----------
+    att_a, att_b : Attention
+        The two attentions.
+    names : (str, str)
+        Their names, for the message.
+
+    Raises
+    ------
+    TokenizationMismatchError
+        Listing the differing positions with both strings.
+
+    Examples
+    --------
+    >>> import numpy as np, attnkit as ak
+    >>> from attnkit.flow.compare import check_tokenization
+    >>> one = np.ones((1, 1, 1, 1))
+    >>> check_tokenization(ak.Attention.from_maps(one, ["cat"]), ak.Attention.from_maps(one, ["dog"]))
+    Traceback (most recent call last):
+    ...
+    attnkit.errors.TokenizationMismatchError: ... Differences: position 0: 'cat' (a) vs 'dog' (b). ...
+    """
     ta, tb = list(att_a.tokens), list(att_b.tokens)
     if ta == tb:
         return
@@ -83,7 +123,25 @@ def check_tokenization(att_a: Attention, att_b: Attention, names=("a", "b")) -> 
 
 def js_divergence(p: np.ndarray, q: np.ndarray) -> np.ndarray:
     """Jensen-Shannon divergence (base 2, in [0, 1]) between distributions along the last
-    axis of ``p`` and ``q`` (same shape); returns the leading shape."""
+    axis.
+
+    Parameters
+    ----------
+    p, q : array_like
+        Distributions along the last axis, same shape.
+
+    Returns
+    -------
+    numpy.ndarray
+        Float64 of the leading shape.
+
+    Examples
+    --------
+    >>> from attnkit.flow.compare import js_divergence
+    >>> # ½ KL(p ‖ m) + ½ KL(q ‖ m), m = [.75, .25]: ln-value 0.2158 / ln 2
+    >>> round(float(js_divergence([0.5, 0.5], [1, 0])), 4), float(js_divergence([1, 0], [0, 1]))
+    (0.3113, 1.0)
+    """
     p = np.asarray(p, dtype=np.float64)
     q = np.asarray(q, dtype=np.float64)
     m = 0.5 * (p + q)
@@ -144,11 +202,11 @@ def compare(
     """
     att_a, att_b = attentions, other
     if names is None:
-        na, nb = att_a.model or "a", att_b.model or "b"
+        na, nb = getattr(att_a, "model", "") or "a", getattr(att_b, "model", "") or "b"
         names = (na, nb) if na != nb else (f"{na} (a)", f"{nb} (b)")
     names = (str(names[0]), str(names[1]))
     check_tokenization(att_a, att_b, names)
-    if att_a.maps.shape[:2] != att_b.maps.shape[:2]:
+    if (att_a.n_layers, att_a.n_heads) != (att_b.n_layers, att_b.n_heads):
         raise InputError(
             f"The models differ in shape: {names[0]} has {att_a.n_layers} layers x "
             f"{att_a.n_heads} heads, {names[1]} has {att_b.n_layers} x {att_b.n_heads}; "
@@ -195,9 +253,9 @@ def _union(ga: nx.DiGraph, gb: nx.DiGraph, names) -> nx.DiGraph:
 
 
 def _layer_sets(g: nx.DiGraph, n_layers: int):
-    tokens = [set() for _ in range(n_layers)]
-    heads = [set() for _ in range(n_layers)]
-    edges = [set() for _ in range(n_layers)]
+    tokens: list[set[int]] = [set() for _ in range(n_layers)]
+    heads: list[set[int]] = [set() for _ in range(n_layers)]
+    edges: list[set[tuple[Any, Any]]] = [set() for _ in range(n_layers)]
     for u, v, hs in g.edges(data="heads"):
         layer = u[0] - 1
         tokens[layer].add(v[1])
@@ -212,7 +270,7 @@ def _layers(ga: nx.DiGraph, gb: nx.DiGraph) -> pd.DataFrame:
     tb, hb, eb = _layer_sets(gb, n_layers)
     rows = []
     for layer in range(n_layers):
-        row = {}
+        row: dict[str, Any] = {}
         for kind, a, b in (("tokens", ta[layer], tb[layer]), ("heads", ha[layer], hb[layer])):
             row[f"{kind}_both"] = sorted(a & b)
             row[f"{kind}_a"] = sorted(a - b)
@@ -228,16 +286,37 @@ def _layers(ga: nx.DiGraph, gb: nx.DiGraph) -> pd.DataFrame:
 
 
 def head_edge_counts(g: nx.DiGraph) -> np.ndarray:
-    """Int ``[L, H]``: how many edges of the attention graph ``g`` each head makes."""
+    """How many edges of an attention graph each head makes.
+
+    Parameters
+    ----------
+    g : networkx.DiGraph
+        From :func:`attention_graph`.
+
+    Returns
+    -------
+    numpy.ndarray
+        Int ``[L, H]``.
+
+    Examples
+    --------
+    >>> import numpy as np, attnkit as ak
+    >>> a = ak.Attention.from_maps(np.array([[[[1, 0], [0.5, 0.5]]], [[[0.5, 0.5], [0.5, 0.5]]]]), ["[CLS]", "a"])
+    >>> b = ak.Attention.from_maps(np.array([[[[1, 0], [0.9, 0.1]]], [[[0.9, 0.1], [0.5, 0.5]]]]), ["[CLS]", "a"])
+    >>> from attnkit.flow.compare import head_edge_counts
+    >>> head_edge_counts(ak.attention_graph(a)).tolist()  # layer 0: [CLS]->[CLS], a->[CLS], a->a
+    [[3], [2]]
+    """
     out = np.zeros((g.graph["n_layers"], g.graph["n_heads"]), dtype=np.int64)
     for u, _, hs in g.edges(data="heads"):
         out[u[0] - 1, hs] += 1
     return out
 
 
-def _heads(att_a: Attention, att_b: Attention, ga: nx.DiGraph, gb: nx.DiGraph) -> pd.DataFrame:
-    n_layers, n_heads = att_a.maps.shape[:2]
-    jsd = js_divergence(att_a.maps, att_b.maps)  # [L, H, n]
+def _heads(att_a: AttentionLike, att_b: AttentionLike, ga: nx.DiGraph,
+           gb: nx.DiGraph) -> pd.DataFrame:
+    n_layers, n_heads = att_a.n_layers, att_a.n_heads
+    jsd = js_divergence(dense_maps(att_a), dense_maps(att_b))  # [L, H, n]
     src_rows = [pos for level, pos in ga.graph["source"] if level == n_layers]
     jsd_src = np.full((n_layers, n_heads), np.nan)
     if src_rows:

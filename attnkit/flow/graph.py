@@ -177,7 +177,7 @@ def resolve_source(att: AttentionLike, source: Sources = None) -> list[Node]:
     n_layers = att.n_layers
     n = len(att)
     if source is None:
-        cls = att.cls_positions
+        cls = np.flatnonzero(np.asarray(att.roles) == "cls")
         pos = n - 1 if att.causal or len(cls) == 0 else int(cls[0])
         return [(n_layers, pos)]
     items = [source] if isinstance(source, (int, np.integer, tuple)) else list(source)
@@ -251,9 +251,34 @@ def subgraph_through(graph: nx.DiGraph, nodes: Iterable[Node | int] | Node | int
     several nodes the result is the *intersection* of their subgraphs (edges present in
     all of them), plus the selected nodes themselves.
 
-    ``nodes``: ``(level, position)`` node ids, or ints meaning input positions (level 0).
-    Returns a new DiGraph with the node/edge attributes of ``g`` and graph attribute
-    ``selected`` (the node ids).
+    Parameters
+    ----------
+    graph : networkx.DiGraph
+        An attention graph (:func:`attention_graph`).
+    nodes : node, int or iterable of them
+        ``(level, position)`` node ids, or ints meaning input positions (level 0).
+
+    Returns
+    -------
+    networkx.DiGraph
+        A new graph with the node/edge attributes of ``graph`` and graph attribute
+        ``selected`` (the node ids).
+
+    Raises
+    ------
+    InputError
+        When no node is given or a node is not in the graph.
+
+    Examples
+    --------
+    >>> import numpy as np, attnkit as ak
+    >>> maps = np.array([[[[1, 0, 0], [0.5, 0.5, 0], [0.1, 0.4, 0.5]]],   # layer 1
+    ...                  [[[1, 0, 0], [0, 1, 0], [0.4, 0.6, 0]]]])        # layer 2
+    >>> g = ak.attention_graph(ak.Attention.from_maps(maps, ["a", "b", "c"]), sources=[2])
+    >>> sorted(g.edges)  # weights above 0.3: c at the top takes from a and b below, ...
+    [((1, 0), (0, 0)), ((1, 1), (0, 0)), ((1, 1), (0, 1)), ((2, 2), (1, 0)), ((2, 2), (1, 1))]
+    >>> sorted(ak.subgraph_through(g, (1, 1)).edges)  # only what passes through b at level 1
+    [((1, 1), (0, 0)), ((1, 1), (0, 1)), ((2, 2), (1, 1))]
     """
     g = graph
     items = [nodes] if isinstance(nodes, (int, np.integer, tuple)) else list(nodes)
@@ -283,13 +308,21 @@ def subgraph_through(graph: nx.DiGraph, nodes: Iterable[Node | int] | Node | int
 class PathQuery:
     """Every path between two nodes of an attention graph (paper §4.4.2).
 
-    graph : the subgraph made of all those paths (edges with their ``heads``/``weights``).
-    tokens : DataFrame of the intermediate nodes, one row each, columns ``level``,
-        ``position``, ``token``; ordered from the upper node down.
-    edges : DataFrame with one row per (edge, head): ``layer`` (maps index = upper level
-        - 1), ``head``, ``from_level``, ``from_position``, ``from_token``, ``to_level``,
-        ``to_position``, ``to_token``, ``weight``.
-    n_paths : number of distinct node paths from the upper to the lower node.
+    Parameters
+    ----------
+    upper, lower : Node
+        The two ``(level, position)`` nodes.
+    graph : networkx.DiGraph
+        The subgraph made of all those paths (edges with their ``heads``/``weights``).
+    tokens : pandas.DataFrame
+        The intermediate nodes, one row each, columns ``level``, ``position``, ``token``;
+        ordered from the upper node down.
+    edges : pandas.DataFrame
+        One row per (edge, head): ``layer`` (maps index, the upper level minus 1), ``head``,
+        ``from_level``, ``from_position``, ``from_token``, ``to_level``, ``to_position``,
+        ``to_token``, ``weight``.
+    n_paths : int
+        Number of distinct node paths from the upper to the lower node.
     """
 
     upper: Node
@@ -307,6 +340,35 @@ def paths_between(graph: nx.DiGraph, a: Node | int, b: Node | int) -> PathQuery:
     The node with the higher level is the start (edges point down). Nodes are
     ``(level, position)`` ids or ints meaning input positions. When no path joins them the
     result is empty (``n_paths == 0``).
+
+    Parameters
+    ----------
+    graph : networkx.DiGraph
+        An attention graph (:func:`attention_graph`).
+    a, b : node or int
+        The two ends, in different levels.
+
+    Returns
+    -------
+    PathQuery
+        The paths' subgraph, intermediate tokens, edges (one row per head) and count.
+
+    Raises
+    ------
+    InputError
+        When the nodes are in the same level or not in the graph.
+
+    Examples
+    --------
+    >>> import numpy as np, attnkit as ak
+    >>> maps = np.array([[[[1, 0, 0], [0.5, 0.5, 0], [0.1, 0.4, 0.5]]],   # layer 1
+    ...                  [[[1, 0, 0], [0, 1, 0], [0.4, 0.6, 0]]]])        # layer 2
+    >>> g = ak.attention_graph(ak.Attention.from_maps(maps, ["a", "b", "c"]), sources=[2])
+    >>> sorted(g.edges)  # weights above 0.3: c at the top takes from a and b below, ...
+    [((1, 0), (0, 0)), ((1, 1), (0, 0)), ((1, 1), (0, 1)), ((2, 2), (1, 0)), ((2, 2), (1, 1))]
+    >>> q = ak.paths_between(g, (2, 2), 0)  # from c at the top to input a
+    >>> q.n_paths, q.tokens["token"].tolist()   # through a and through b at level 1
+    (2, ['a', 'b'])
     """
     g = graph
     a, b = _as_node(g, a), _as_node(g, b)

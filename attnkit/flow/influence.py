@@ -34,8 +34,29 @@ from ..errors import InputError
 
 
 def head_counts(g: nx.DiGraph) -> np.ndarray:
-    """Int ``[L, n]``: ``[l - 1, w]`` = ``c_l(w)``, the head edges of layer ``l`` (maps index
-    ``l - 1``) that enter position ``w`` at level ``l - 1`` in the attention graph ``g``."""
+    """Head counts ``c_l(w)`` of an attention graph (see the module docstring).
+
+    Parameters
+    ----------
+    g : networkx.DiGraph
+        From :func:`attnkit.attention_graph`.
+
+    Returns
+    -------
+    numpy.ndarray
+        Int ``[L, n]``: ``[l - 1, w]`` = ``c_l(w)``, the head edges of layer ``l`` (maps
+        index ``l - 1``) that enter position ``w`` at level ``l - 1``.
+
+    Examples
+    --------
+    >>> import numpy as np, attnkit as ak
+    >>> maps = np.array([[[[1, 0], [0.5, 0.5]]], [[[0.5, 0.5], [0.5, 0.5]]]])  # 2 layers, 1 head
+    >>> att = ak.Attention.from_maps(maps, ["[CLS]", "a"])
+    >>> from attnkit.flow.influence import head_counts
+    >>> g = ak.attention_graph(att, threshold=0.3)  # traced back from [CLS]
+    >>> head_counts(g).tolist()  # layer 1: [CLS] is attended by both nodes, "a" by one
+    [[2, 1], [1, 1]]
+    """
     n_layers, n = _shape(g)
     counts = np.zeros((n_layers, n), dtype=np.int64)
     for (level, _), (_, pos), heads in g.edges(data="heads"):

@@ -89,6 +89,22 @@ def attention_flow(
     Cost: one max-flow problem per (source, token) pair; [CLS] alone at 64 tokens and 12
     layers takes about 3 s on 2 shared CPU cores (docs/benchmarks.md), so ``"all"`` on long
     inputs takes ``n`` times as long.
+
+    Raises
+    ------
+    InputError
+        For ``residual`` outside [0, 1], a source outside the input, or maps that are
+        empty, negative or not finite.
+
+    Examples
+    --------
+    >>> import numpy as np, attnkit as ak
+    >>> maps = np.array([[[[1, 0], [0.5, 0.5]]], [[[0.5, 0.5], [0.5, 0.5]]]])  # 2 layers, 1 head
+    >>> att = ak.Attention.from_maps(maps, ["[CLS]", "a"])
+    >>> # Â1 = [[1, 0], [.25, .75]], Â2 = [[.75, .25], [.25, .75]]; from "a" at the top:
+    >>> # to [CLS] .25 through each middle node, to "a" .75 through "a" only
+    >>> ak.attention_flow(att, sources=1).tolist()
+    [0.5, 0.75]
     """
     att = attentions
     caps = residual_attention(att, residual=residual)
@@ -118,6 +134,32 @@ def flow_network(attentions: AttentionLike, *, residual: float = 0.5) -> nx.DiGr
     entry. ``networkx.maximum_flow_value(g, (L, s), (0, k))`` equals
     ``attention_flow(att, s)[k]``. Holds ``(L + 1) n`` nodes and up to ``L n**2`` edges:
     meant for checking and small inputs.
+
+    Parameters
+    ----------
+    attentions : AttentionLike
+        The attention of one input.
+    residual : float
+        Weight of the identity in ``Â = (1 - residual) A + residual I``.
+
+    Returns
+    -------
+    networkx.DiGraph
+
+    Raises
+    ------
+    InputError
+        As :func:`attnkit.flow.rollout.residual_attention`.
+
+    Examples
+    --------
+    >>> import networkx as nx
+    >>> import numpy as np, attnkit as ak
+    >>> maps = np.array([[[[1, 0], [0.5, 0.5]]], [[[0.5, 0.5], [0.5, 0.5]]]])  # 2 layers, 1 head
+    >>> att = ak.Attention.from_maps(maps, ["[CLS]", "a"])
+    >>> g = ak.flow.maxflow.flow_network(att)
+    >>> g.number_of_nodes(), nx.maximum_flow_value(g, (2, 1), (0, 0))
+    (6, 0.5)
     """
     att = attentions
     caps = residual_attention(att, residual=residual)
@@ -138,14 +180,39 @@ def flow_network(attentions: AttentionLike, *, residual: float = 0.5) -> nx.DiGr
 def layered_max_flow(caps, sources, sinks, rtol: float = 1e-11, max_rounds: int = 12):
     """Max-flow values in a layered network, for many (source, sink) pairs at once.
 
-    ``caps`` is float ``[L, n, n]`` (non-negative): ``caps[l - 1, q, k]`` is the capacity of
-    the edge from ``(l, q)`` to ``(l - 1, k)``. Pair ``i`` asks for the max flow from
-    ``(L, sources[i])`` to ``(0, sinks[i])``.
+    Parameters
+    ----------
+    caps : array_like
+        Float ``[L, n, n]`` (non-negative): ``caps[l - 1, q, k]`` is the capacity of the
+        edge from ``(l, q)`` to ``(l - 1, k)``.
+    sources, sinks : array_like of int
+        Pair ``i`` asks for the max flow from ``(L, sources[i])`` to ``(0, sinks[i])``.
+    rtol : float
+        Relative size of the certified gap at which the refinement stops.
+    max_rounds : int
+        Refinement rounds at most (see the module docstring for the method).
 
-    Returns ``(lower, upper)``, float64 ``[len(sources)]`` each: ``lower`` is the value of a
-    feasible flow found, ``upper`` the capacity of a cut; the true max flow lies between
-    them and ``upper - lower <= rtol * lower`` unless ``max_rounds`` ran out (see the
-    module docstring for the method).
+    Returns
+    -------
+    (numpy.ndarray, numpy.ndarray)
+        ``(lower, upper)``, float64 ``[len(sources)]`` each: ``lower`` is the value of a
+        feasible flow found, ``upper`` the capacity of a cut; the true max flow lies between
+        them and ``upper - lower <= rtol * lower`` unless ``max_rounds`` ran out.
+
+    Raises
+    ------
+    InputError
+        For capacities of the wrong shape, negative or not finite, or positions outside
+        ``0..n-1``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from attnkit.flow.maxflow import layered_max_flow
+    >>> caps = np.array([[[1, 0], [0.25, 0.75]], [[0.75, 0.25], [0.25, 0.75]]])
+    >>> lower, upper = layered_max_flow(caps, [1, 1], [0, 1])
+    >>> lower.tolist(), bool(np.all(upper - lower <= 1e-11 * lower))
+    ([0.5, 0.75], True)
     """
     caps = np.asarray(caps, dtype=np.float64)
     if caps.ndim != 3 or caps.shape[1] != caps.shape[2]:

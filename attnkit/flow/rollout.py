@@ -107,8 +107,9 @@ def rollout(attentions: AttentionLike, *, residual: float = 0.5, all_layers: boo
     --------
     >>> import numpy as np, attnkit as ak
     >>> maps = np.array([[[[1, 0], [0.5, 0.5]]], [[[0.5, 0.5], [0.5, 0.5]]]])  # 2 layers
-    >>> ak.rollout(ak.Attention.from_maps(maps, ["a", "b"])).round(3).tolist()
-    [[0.625, 0.375], [0.625, 0.375]]
+    >>> # Â1 = [[1, 0], [.25, .75]], Â2 = [[.75, .25], [.25, .75]] (residual 0.5); R = Â2 Â1
+    >>> ak.rollout(ak.Attention.from_maps(maps, ["a", "b"])).round(4).tolist()
+    [[0.8125, 0.1875], [0.4375, 0.5625]]
     """
     levels: list[np.ndarray] = []
     for a in residual_layers(attentions, residual):  # one layer's matrix at a time

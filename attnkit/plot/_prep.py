@@ -30,8 +30,42 @@ def figure_axes(ax, size: tuple[float, float], *, pyplot: bool = False):
         return fig, ax
     from matplotlib.figure import Figure
 
+    shown_by_ipython(Figure)
     fig = Figure(figsize=size, layout="constrained")
     return fig, fig.add_subplot()
+
+
+def shown_by_ipython(figure_type: type) -> None:
+    """Make the running IPython kernel display ``figure_type`` objects as PNG images.
+
+    A :class:`~matplotlib.figure.Figure` built without pyplot has no image of its own: IPython
+    draws one only after matplotlib's inline backend has registered its formatter, which
+    happens when pyplot is first used. Before that a returned figure showed as the text
+    ``<Figure size 550x340 with 1 Axes>``. This registers the same PNG formatter the inline
+    backend would (``bbox_inches="tight"``), unless some image formatter for figures is
+    already there (the user's choice, e.g. SVG or retina, wins). Outside IPython: nothing.
+    """
+    import sys
+
+    if "IPython" not in sys.modules:
+        return
+    from IPython import get_ipython
+
+    shell = get_ipython()
+    formatters = getattr(getattr(shell, "display_formatter", None), "formatters", None)
+    if not formatters or "image/png" not in formatters:
+        return
+    for mime in ("image/png", "image/svg+xml", "application/pdf", "image/jpeg"):
+        if mime in formatters:
+            try:
+                formatters[mime].lookup_by_type(figure_type)
+                return  # already shown as an image
+            except KeyError:
+                pass
+    from IPython.core.pylabtools import print_figure
+
+    formatters["image/png"].for_type(
+        figure_type, lambda fig: print_figure(fig, "png", bbox_inches="tight"))
 
 
 def downsample_max(maps: np.ndarray, size: int) -> np.ndarray:

@@ -33,6 +33,7 @@ from ._prep import (
     label_stride,
     mpl_text,
     row_ranks,
+    shown_by_ipython,
     truncate,
 )
 
@@ -91,7 +92,7 @@ def plot_heatmap(
     if diverging:
         top = vmax if vmax is not None else (float(np.abs(finite).max()) if finite.size else 1.0)
         top = top if top > 0 else 1.0
-        norm = TwoSlopeNorm(vcenter=0.0, vmin=-top, vmax=top)
+        norm: Normalize = TwoSlopeNorm(vcenter=0.0, vmin=-top, vmax=top)
         cmap = cmap or DIVERGING
     elif scale == "rank":
         m = row_ranks(m, valid=np.isfinite(m))
@@ -197,6 +198,7 @@ def plot_head_grid(
     ax_w = cell_in * W / (t + gap_x)
     ax_h = ax_w * Hh / W
     fig_w, fig_h = left + ax_w + right, top_in + ax_h + bottom
+    shown_by_ipython(Figure)
     fig = Figure(figsize=(fig_w, fig_h))
     ax = fig.add_axes((left / fig_w, bottom / fig_h, ax_w / fig_w, ax_h / fig_h))
     cm = matplotlib.colormaps[cmap].with_extremes(bad=(1, 1, 1, 0))
@@ -244,7 +246,7 @@ def plot_head_grid(
         cax = fig.add_axes(((left + ax_w + 0.25) / fig_w, 0.3, 0.12 / fig_w, 0.4))
         fig.colorbar(ScalarMappable(mnorm, mcm), cax=cax, label=mpl_text(metric_name))
         cax.tick_params(labelsize=fs)
-        cax.yaxis.label.set_size(7)
+        cax.yaxis.label.set_fontsize(7)
     return fig
 
 
@@ -276,7 +278,7 @@ def plot_head_map(
         diverging = bool(finite.size and finite.min() < 0 < finite.max())
     if diverging:
         a = max(abs(lo), abs(hi)) or 1.0
-        norm = TwoSlopeNorm(vcenter=0.0, vmin=-a, vmax=a)
+        norm: Normalize = TwoSlopeNorm(vcenter=0.0, vmin=-a, vmax=a)
         cmap = cmap or DIVERGING
     else:
         norm = Normalize(lo, hi if hi > lo else lo + 1.0)
@@ -327,11 +329,11 @@ def plot_cluster_scatter(
     if len(layers) != N or len(heads) != N:
         raise InputError(f"{N} points but {len(layers)} layers and {len(heads)} heads given.")
     fig, ax = figure_axes(ax, (6.4, 5.2))
-    layers = np.asarray(layers)
+    layer_arr = np.asarray(layers)
     if labels is None:
-        L = n_layers or (int(layers.max()) + 1 if N else 1)
+        L = n_layers or (int(layer_arr.max()) + 1 if N else 1)
         norm = Normalize(0, max(L - 1, 1))
-        sc = ax.scatter(emb[:, 0], emb[:, 1], c=layers, cmap=METRIC, norm=norm, s=28, edgecolors="#00000059", linewidths=0.5)
+        sc = ax.scatter(emb[:, 0], emb[:, 1], c=layer_arr, cmap=METRIC, norm=norm, s=28, edgecolors="#00000059", linewidths=0.5)
         cb = fig.colorbar(sc, ax=ax, shrink=0.7, label="layer")
         ticks = np.unique(np.linspace(0, L - 1, min(L, 7)).round().astype(int))
         cb.set_ticks(ticks, labels=[str(t + 1) for t in ticks])

@@ -7,6 +7,8 @@ Figure. Layers are labelled 1-indexed ("L1" = output of the first layer, "input"
 
 from __future__ import annotations
 
+from typing import Any
+
 import matplotlib.pyplot as plt
 import networkx as nx
 import numpy as np
@@ -180,6 +182,7 @@ def plot_influence(inf: pd.DataFrame, ax=None, title: str | None = None,
     n = len(tokens)
     fig, ax = figure_axes(ax, (max(4.0, 0.4 * n + 1.5), 3.2), pyplot=True)
     x = np.arange(n)
+    series: list[tuple[Any, Any, float, str, str | None]]
     if "score_a" in inf:
         names = names or ("a", "b")
         width = 0.4

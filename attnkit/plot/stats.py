@@ -60,7 +60,7 @@ def plot_special_attention(stats: pd.DataFrame, ax=None, columns=("cls", "sep", 
     fig, ax = figure_axes(ax, (5.5, 3.4))
     offsets = np.linspace(-0.15, 0.15, len(columns))
     for off, col in zip(offsets, columns):
-        _per_layer_scatter(ax, stats[col], _COLOURS.get(col, None), _NAMES.get(col, col), off)
+        _per_layer_scatter(ax, stats[col], _COLOURS.get(col, "#555555"), _NAMES.get(col, col), off)
     L = stats.index.get_level_values("layer").max() + 1
     ax.set_xticks(range(1, L + 1))
     ax.set_xlabel("layer")

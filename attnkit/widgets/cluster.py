@@ -20,17 +20,36 @@ from ._codec import wire
 class ClusterView(SelectsHead):
     """A 2-D embedding of heads (e.g. from the head-clustering analysis), one dot per head.
 
+    Hover names the head; a click sets ``selected`` to ``[layer, head]`` (0-indexed).
+
     Parameters
     ----------
-    embedding : array ``[L*H, 2]`` with rows in layer-major order (row ``l*H + h`` is head
-        (l, h); pass ``n_heads``), or a DataFrame indexed by ``(layer, head)`` with two
-        numeric columns (any subset of heads).
-    labels : ``None`` or ``"layer"`` colours by layer; otherwise one behaviour label per
-        head: a sequence aligned with the rows, or a Series/dict keyed by ``(layer, head)``.
-    n_heads : heads per layer (needed for an array embedding).
-    label_name : legend title (default "layer" or "label").
+    embedding : HeadResult, ndarray or DataFrame
+        An array ``[L*H, 2]`` with rows in layer-major order (row ``l*H + h`` is head
+        (l, h); pass ``n_heads``), or a result/DataFrame indexed by ``(layer, head)`` with
+        two numeric columns (``x`` and ``y`` when it has more; any subset of heads).
+    labels : sequence, Series, dict or str, optional
+        None or ``"layer"`` colours by layer; otherwise one behaviour label per head: a
+        sequence aligned with the rows, or a Series/dict keyed by ``(layer, head)``.
+    n_heads : int, optional
+        Heads per layer (needed for an array embedding).
+    label_name : str, optional
+        Legend title (default "layer" or "label").
+    title : str, optional
+        Title above the plot.
 
-    Hover names the head; a click sets ``selected`` to ``[layer, head]`` (0-indexed).
+    Raises
+    ------
+    InputError
+        When the embedding is not two numeric columns per head, or labels do not match it.
+
+    Examples
+    --------
+    >>> import numpy as np, attnkit as ak
+    >>> points = np.array([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])  # 2 x 2 heads
+    >>> view = ak.ClusterView(points, n_heads=2, labels=["a", "b", "a", "b"])
+    >>> view.layers, view.heads, view.categories
+    ([0, 0, 1, 1], [0, 1, 0, 1], ['a', 'b'])
     """
 
     _bundle_name = "cluster"
@@ -89,7 +108,7 @@ class ClusterView(SelectsHead):
 
         cats: list[str] = []
         codes: list[int] = layers.tolist()
-        names: list[str] | None = None
+        names: list[str | None] | None = None
         if labels is not None and not (isinstance(labels, str) and labels == "layer"):
             if isinstance(labels, str):
                 raise InputError(f"labels must be 'layer' or one label per head, not {labels!r}.")
@@ -121,6 +140,25 @@ class ClusterView(SelectsHead):
         return value
 
     def figure(self, *, preview: bool = False) -> Figure:
+        """The matplotlib figure of the scatter of heads (what reports and saved files show).
+
+        Parameters
+        ----------
+        preview : bool
+            Accepted for every widget; the scatter has no detail to trade.
+
+        Returns
+        -------
+        matplotlib.figure.Figure
+            Not attached to pyplot (nothing is shown or kept open).
+
+        Examples
+        --------
+        >>> import numpy as np, attnkit as ak
+        >>> view = ak.ClusterView(np.eye(4)[:, :2], n_heads=2)
+        >>> len(view.figure().axes[0].collections) > 0
+        True
+        """
         labels = None
         if self._names is not None:
             labels = [x if x is not None else "(none)" for x in self._names]

@@ -102,34 +102,48 @@ class FlowView(SelectsHead):
     clicking one restricts that layer's traversal to the clicked heads (click again to
     release). The threshold slider recomputes the graph in the kernel.
 
+    Use :meth:`collection` for the aggregate view over many inputs.
+
     Parameters
     ----------
-    attentions : the attention to trace: dense Attention, or LazyAttention (its edges are
-        found band by band, see :func:`attnkit.attention_graph`).
-    other : optional second Attention on the same tokens (e.g. the fine-tuned model): the
-        view then colours what both graphs share (grey), what only ``att`` has (turquoise)
-        and what only ``other`` has (purple), and splits each head glyph in two.
-    threshold : an attention weight must be above this to make an edge. When it is not
-        passed, the view chooses it from the graph: the smallest of ``THRESHOLDS`` whose
-        graph has at most ``edges`` edges, and the title says which (``threshold_note``).
-        Pass ``threshold=`` (e.g. the contract's 0.3) to fix it.
-    edges : the most edges a chosen threshold may leave (default ``READABLE_EDGES``);
-        unused when ``threshold`` is passed.
-    alpha, sources : passed to :func:`attnkit.influence` / :func:`attnkit.attention_graph` /
+    attentions : AttentionLike
+        The attention to trace: dense Attention, or LazyAttention (its edges are found band
+        by band, see :func:`attnkit.attention_graph`).
+    other : AttentionLike, optional
+        A second attention on the same tokens (e.g. the fine-tuned model): the view then
+        colours what both graphs share (grey), what only ``attentions`` has (turquoise) and
+        what only ``other`` has (purple), and splits each head glyph in two.
+    threshold : float
+        An attention weight must be above this to make an edge. When it is not passed, the
+        view chooses it from the graph: the smallest of ``THRESHOLDS`` whose graph has at
+        most ``edges`` edges, and the status line says which (``threshold_note``). Pass
+        ``threshold=`` (e.g. the contract's 0.3) to fix it.
+    edges : int
+        The most edges a chosen threshold may leave (default ``READABLE_EDGES``); unused
+        when ``threshold`` is passed.
+    alpha : float
+        Layer decay of influence, passed to :func:`attnkit.influence` /
         :func:`attnkit.compare`.
-    names : display names of the two models (default: their ``model`` names).
-    rating : ``"clamp"`` (default, the paper's display: influence clamped at 5) or
+    sources : int, sequence, str or None
+        Where the graph starts (default: [CLS] after the last layer).
+    names : (str, str), optional
+        Display names of the two models (default: their ``model`` names).
+    rating : {"clamp", "relative"}
+        ``"clamp"`` (default, the paper's display: influence clamped at 5) or
         ``"relative"`` (fifths of the largest influence among words); see :func:`ratings`.
-    max_edges : edges drawn per layer at most, the strongest (long inputs make graphs of
-        thousands of edges); the status line says how many were left out.
-
-    Use :meth:`collection` for the aggregate view over many inputs.
+    max_edges : int
+        Edges drawn per layer at most, the strongest (long inputs make graphs of thousands
+        of edges); the status line says how many were left out.
+    title : str, optional
+        Title above the view (default: says the source and threshold).
 
     Raises
     ------
     InputError
-        When the attentions are not Attention objects, differ in shape, or ``rating`` or
+        When the inputs are not attention, differ in shape, or ``rating``, ``edges`` or
         ``max_edges`` are not allowed.
+    TokenizationMismatchError
+        When ``other`` has other tokens.
 
     Examples
     --------
@@ -271,9 +285,41 @@ class FlowView(SelectsHead):
         title: str | None = None,
         progress: bool = True,
     ) -> FlowView:
-        """Aggregate view over many inputs (:func:`attnkit.flow_summary`): one ring per layer
-        with a wedge per head coloured by how many edges it makes on average, and bars of
-        the influence share of each token category and of the ``top`` token strings."""
+        """Aggregate view over many inputs (:func:`attnkit.flow_summary`).
+
+        One ring per layer with a wedge per head coloured by how many edges it makes on
+        average, and bars of the influence share of each token category and of the ``top``
+        token strings.
+
+        Parameters
+        ----------
+        attentions : AttentionSet or iterable of Attention
+            The inputs.
+        threshold, alpha : float
+            As in :func:`attnkit.flow_summary`.
+        sources : int, sequence, str or None
+            Where each input's graph starts (default: [CLS] after the last layer).
+        top : int
+            How many token strings get a bar.
+        title : str, optional
+            Title above the view.
+        progress : bool
+            Show a progress bar over inputs.
+
+        Returns
+        -------
+        FlowView
+            In ``mode="collection"``; ``result`` holds the :class:`~attnkit.flow.FlowSummary`.
+
+        Examples
+        --------
+        >>> import attnkit as ak
+        >>> from attnkit.testing import tiny_model
+        >>> aset = ak.extract(tiny_model("bert"), ["The cat sat.", "We read it."], progress=False)
+        >>> view = ak.FlowView.collection(aset, threshold=0.2, progress=False)
+        >>> view.mode, view.n_inputs
+        ('collection', 2)
+        """
         summary = flow.flow_summary(attentions, threshold=threshold, alpha=alpha,
                                     sources=sources, progress=progress)
         self = cls.__new__(cls)
@@ -326,8 +372,28 @@ class FlowView(SelectsHead):
         return sorted(out)
 
     def allowed_heads(self) -> list[tuple[int, int]] | None:
-        """The (layer, head) pairs the traversal may use: in a layer with restricted heads
-        only those, elsewhere every head; ``None`` when nothing is restricted."""
+        """The (layer, head) pairs the traversal may use.
+
+        In a layer with restricted heads (clicked glyphs, or ``restrict`` set from Python)
+        only those, elsewhere every head.
+
+        Returns
+        -------
+        list of (int, int) or None
+            0-indexed pairs; None when nothing is restricted.
+
+        Examples
+        --------
+        >>> import attnkit as ak
+        >>> from attnkit.testing import tiny_model
+        >>> att = tiny_model("bert").attend("The cat sat on the mat.")
+        >>> view = ak.FlowView(att)
+        >>> view.allowed_heads() is None
+        True
+        >>> view.restrict = [[0, 1]]  # layer 0: only head 1; layer 1: both heads
+        >>> view.allowed_heads()
+        [(0, 1), (1, 0), (1, 1)]
+        """
         if not self.restrict:
             return None
         chosen: dict[int, set[int]] = {}
@@ -401,6 +467,28 @@ class FlowView(SelectsHead):
         return self.result
 
     def figure(self, *, preview: bool = False) -> Figure:
+        """The matplotlib figure of the view (what reports and saved files show): the radial
+        graph, or the collection's head wedges and influence shares.
+
+        Parameters
+        ----------
+        preview : bool
+            Accepted for the widgets' common signature; the figure is the same.
+
+        Returns
+        -------
+        matplotlib.figure.Figure
+            Not attached to pyplot (nothing is shown or kept open).
+
+        Examples
+        --------
+        >>> import attnkit as ak
+        >>> from attnkit.testing import tiny_model
+        >>> att = tiny_model("bert").attend("The cat sat on the mat.")
+        >>> fig = ak.FlowView(att, threshold=0.2).figure()
+        >>> len(fig.axes)
+        1
+        """
         if self.mode == "collection":
             return self._collection_figure()
         fig = Figure(figsize=(7.0, 7.0), layout="constrained")

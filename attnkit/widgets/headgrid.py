@@ -71,6 +71,12 @@ class HeadGrid(SinkAwareScale, SelectsHead):
         that the thumbnails would pass ``THUMB_BYTES``.
     progress : bool
         Show a progress bar while the thumbnails are computed.
+    decades : float
+        Range of the log scale, in decades below each head's top.
+    cmap : str
+        Colour map known to the front end (default "Blues").
+    title : str, optional
+        Title (default: model, layers × heads, tokens).
 
     Raises
     ------
@@ -169,6 +175,27 @@ class HeadGrid(SinkAwareScale, SelectsHead):
         self._tokens = list(att.tokens)
 
     def figure(self, *, preview: bool = False) -> Figure:
+        """The matplotlib figure of every head's thumbnail (what reports and saved files show).
+
+        Parameters
+        ----------
+        preview : bool
+            Thumbnails of at most 56 cells per side (what notebooks embed).
+
+        Returns
+        -------
+        matplotlib.figure.Figure
+            Not attached to pyplot (nothing is shown or kept open).
+
+        Examples
+        --------
+        >>> import attnkit as ak
+        >>> from attnkit.testing import tiny_model
+        >>> att = tiny_model("bert").attend("The cat sat on the mat.")
+        >>> fig = ak.HeadGrid(att, progress=False).figure(preview=True)
+        >>> len(fig.axes[0].images)  # the thumbnails of all heads drawn as one image
+        1
+        """
         return plots.plot_head_grid(
             self._thumbs, metric=self._metric_table, metric_name=self.metric_name or "metric",
             scale=self.normalize, size=min(self.size, 56) if preview else self.size,

@@ -18,18 +18,39 @@ from ._codec import wire
 class HeadMap(SelectsHead):
     """One per-head metric as a layer × head grid of coloured cells.
 
-    Parameters
-    ----------
-    data : a per-head result (``head_stats``, ``head_scores``, relation accuracy …), a
-        DataFrame/Series indexed by ``(layer, head)`` (0-indexed), or an array
-        ``[layer, head]``. Heads without a value stay blank.
-    value : the column to show (may be omitted when there is one numeric column).
-    diverging : centre the colours on 0 (default: when values lie on both sides of 0).
-    vmin, vmax : colour range (default: the values' range).
-    n_layers, n_heads : table size when the index does not reach the last layer/head.
-
     Hover shows the head and value; a click sets ``selected`` to ``[layer, head]``. Values
     travel as float32 bytes (L×H numbers; exact read-out on hover).
+
+    Parameters
+    ----------
+    data : HeadResult, DataFrame, Series or ndarray
+        A per-head result (``head_stats``, ``head_scores``, relation accuracy …), a
+        table indexed by ``(layer, head)`` (0-indexed), or an array ``[layer, head]``.
+        Heads without a value stay blank.
+    value : str, optional
+        The column to show (may be omitted when there is one numeric column).
+    diverging : bool, optional
+        Centre the colours on 0 (default: when values lie on both sides of 0).
+    vmin, vmax : float, optional
+        Colour range (default: the values' range).
+    cmap : str
+        Colour map name (default: one for the scale).
+    n_layers, n_heads : int, optional
+        Table size when the index does not reach the last layer/head.
+    title : str, optional
+        Title (default: "<value> per head").
+
+    Raises
+    ------
+    InputError
+        When ``data`` is not per-head, or ``value`` is missing or ambiguous.
+
+    Examples
+    --------
+    >>> import numpy as np, attnkit as ak
+    >>> view = ak.HeadMap(np.array([[0.1, -0.2], [0.3, 0.0]]))
+    >>> view.table.tolist(), view.diverging
+    ([[0.1, -0.2], [0.3, 0.0]], True)
     """
 
     _bundle_name = "headmap"
@@ -76,6 +97,25 @@ class HeadMap(SelectsHead):
         return self._table
 
     def figure(self, *, preview: bool = False) -> Figure:
+        """The matplotlib figure of the layer × head grid (what reports and saved files show).
+
+        Parameters
+        ----------
+        preview : bool
+            Accepted for every widget; the grid has no detail to trade.
+
+        Returns
+        -------
+        matplotlib.figure.Figure
+            Not attached to pyplot (nothing is shown or kept open).
+
+        Examples
+        --------
+        >>> import numpy as np, attnkit as ak
+        >>> fig = ak.HeadMap(np.arange(6.0).reshape(2, 3), title="demo").figure()
+        >>> fig.axes[0].get_title(loc="left"), fig.axes[0].get_xlabel()
+        ('demo', 'head')
+        """
         return plots.plot_head_map(
             self._table, self.value_name, diverging=self.diverging, cmap=self.cmap or None,
             vmin=self.vmin, vmax=self.vmax, title=self.title,

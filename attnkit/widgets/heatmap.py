@@ -100,6 +100,11 @@ class Heatmap(SinkAwareScale, AttnkitWidget):
         Bytes of finer levels to keep in the widget's state for copies without a kernel
         (exported reports, notebooks saved with widget state). Default:
         ``$ATTNKIT_EMBED_BYTES`` (``attnkit report`` sets it), else 0.
+    title : str, optional
+        Title (default: model and head).
+    value_label : str, optional
+        What the values are, for the colour bar and hover (default "attention", or the
+        name of the maps' measure).
 
     Raises
     ------
@@ -244,9 +249,28 @@ class Heatmap(SinkAwareScale, AttnkitWidget):
         """The difference ``attentions − other`` of one head on a diverging scale (red: more
         in ``attentions``).
 
-        Both must share tokens and shapes (e.g. a pre-trained and a fine-tuned model on the
-        same input). ``names`` label the two (default: the models' names). Blocks of the
-        difference are computed on demand, so lazy attention works too.
+        Blocks of the difference are computed on demand, so lazy attention works too.
+
+        Parameters
+        ----------
+        attentions, other : AttentionLike
+            The same tokens and numbers of layers and heads (e.g. a pre-trained and a
+            fine-tuned model on the same input).
+        layer, head : int
+            0-indexed head to show first.
+        names : (str, str), optional
+            Labels of the two (default: the models' names).
+        vmax : float, optional
+            Top of the colour scale (default: max ``|attentions − other|`` of the shown head).
+        cmap : str
+            A diverging colour map name (default "RdBu_r").
+        embed : int, optional
+            Bytes of finer levels kept for copies without a kernel, as in :class:`Heatmap`.
+
+        Returns
+        -------
+        Heatmap
+            Showing ``attentions − other``; :meth:`show` moves both to another head.
 
         Raises
         ------
@@ -254,6 +278,14 @@ class Heatmap(SinkAwareScale, AttnkitWidget):
             When the two have different tokens.
         InputError
             When they have different numbers of layers or heads.
+
+        Examples
+        --------
+        >>> import numpy as np, attnkit as ak
+        >>> a = ak.Attention.from_maps(np.array([[[[1, 0], [0.5, 0.5]]]]), ["x", "y"])
+        >>> b = ak.Attention.from_maps(np.array([[[[1, 0], [0.2, 0.8]]]]), ["x", "y"])
+        >>> ak.Heatmap.difference(a, b, names=("A", "B")).matrix.round(2).tolist()
+        [[0.0, 0.0], [0.3, -0.3]]
         """
         att_a, att_b = attentions, other
         for a in (att_a, att_b):
@@ -281,7 +313,32 @@ class Heatmap(SinkAwareScale, AttnkitWidget):
 
     # ------------------------------------------------------------------ API
     def show(self, layer: int, head: int) -> None:
-        """Show head (layer, head), 0-indexed."""
+        """Show another head.
+
+        Parameters
+        ----------
+        layer, head : int
+            0-indexed.
+
+        Returns
+        -------
+        None
+
+        Raises
+        ------
+        InputError
+            For a head outside the model.
+
+        Examples
+        --------
+        >>> import attnkit as ak
+        >>> from attnkit.testing import tiny_model
+        >>> att = tiny_model("bert").attend("The cat sat on the mat.")
+        >>> view = ak.Heatmap(att)
+        >>> view.show(1, 1)
+        >>> view.layer, view.head
+        (1, 1)
+        """
         layer, head = check_layer_head(layer, head, self.n_layers, self.n_heads)
         with self.hold_trait_notifications():
             self.layer = layer
@@ -294,7 +351,25 @@ class Heatmap(SinkAwareScale, AttnkitWidget):
         return self.block(slice(0, self.n), slice(0, self.n))
 
     def block(self, rows: slice, cols: slice) -> np.ndarray:
-        """Cells ``[rows, cols]`` of the shown head (float32)."""
+        """Cells ``[rows, cols]`` of the shown head, read from the attention (dense or lazy).
+
+        Parameters
+        ----------
+        rows, cols : slice
+            Query (from) and key (to) positions.
+
+        Returns
+        -------
+        ndarray
+            float32 ``[len(rows), len(cols)]``.
+
+        Examples
+        --------
+        >>> import numpy as np, attnkit as ak
+        >>> att = ak.Attention.from_maps(np.array([[[[1, 0], [0.25, 0.75]]]]), ["x", "y"])
+        >>> ak.Heatmap(att).block(slice(1, 2), slice(0, 2)).tolist()
+        [[0.25, 0.75]]
+        """
         return np.asarray(self._source.block(self.layer, self.head, rows, cols), dtype=np.float32)
 
     @property
@@ -305,6 +380,28 @@ class Heatmap(SinkAwareScale, AttnkitWidget):
         return self._overview.max if self.reduce == "max" else self._overview.mean
 
     def figure(self, *, preview: bool = False) -> Figure:
+        """The matplotlib figure of the shown head (what reports and saved files show): the
+        overview, on the view's colour scale.
+
+        Parameters
+        ----------
+        preview : bool
+            Label at most 40 tokens per axis instead of 64 (what notebooks embed).
+
+        Returns
+        -------
+        matplotlib.figure.Figure
+            Not attached to pyplot (nothing is shown or kept open).
+
+        Examples
+        --------
+        >>> import attnkit as ak
+        >>> from attnkit.testing import tiny_model
+        >>> att = tiny_model("bert").attend("The cat sat on the mat.")
+        >>> fig = ak.Heatmap(att, title="L1-H1").figure()
+        >>> fig.axes[0].get_title(loc="left")
+        'L1-H1'
+        """
         ov = self._overview
         assert ov is not None
         top = self._scale_top()
@@ -408,10 +505,30 @@ class Heatmap(SinkAwareScale, AttnkitWidget):
         self.send(*message(self.answer(content)))
 
     def answer(self, data: dict[str, Any]) -> dict[str, Any]:
-        """The reply to a tile request, the message's ``data``: ``{"type": "tile", "layer",
-        "head", "k", "ti", "tj", "reduce", "what"}`` (``what``: ``"value"`` or ``"rank"``).
-        The reply holds the request's fields plus ``"array"`` (float32 values or ranks), or
-        ``"error"``."""
+        """The kernel's reply to the front end's tile request (what a zoomed-in view draws).
+
+        Parameters
+        ----------
+        data : dict
+            The message's data: ``{"type": "tile", "layer", "head", "k", "ti", "tj",
+            "reduce", "what"}``: head, pyramid level ``k`` (bins of ``2**k`` cells), tile
+            row and column, pooling (``"max"``/``"mean"``) and ``"value"`` or ``"rank"``.
+
+        Returns
+        -------
+        dict
+            The request's fields plus ``"array"`` (float32 values or row ranks through
+            :mod:`attnkit.widgets._codec`: ``{dtype, shape, buffer}``), or ``"error"`` (a
+            message) for a request outside the map.
+
+        Examples
+        --------
+        >>> import numpy as np, attnkit as ak
+        >>> att = ak.Attention.from_maps(np.array([[[[1, 0], [0.25, 0.75]]]]), ["x", "y"])
+        >>> reply = ak.Heatmap(att).answer({"type": "tile", "layer": 0, "head": 0, "k": 0, "ti": 0, "tj": 0})
+        >>> reply["array"]["shape"], "error" in reply
+        ([2, 2], False)
+        """
         reply = {k: data.get(k) for k in ("id", "type", "layer", "head", "k", "ti", "tj", "reduce", "what", "exclude")}
         try:
             layer, head = check_layer_head(data.get("layer", -1), data.get("head", -1), self.n_layers, self.n_heads)

@@ -15,7 +15,7 @@ from patterns import structured
 from attnkit.widgets import FlowView
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from flow_cases import ROLES, att_a, make_att, two_layer_maps
+from flow_cases import ROLES, att_a, make_att, two_layer_maps  # noqa: E402
 
 pytestmark = pytest.mark.browser
 
