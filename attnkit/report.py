@@ -34,14 +34,22 @@ import ast
 import copy
 import datetime as _dt
 import json
+import os
 import re
 import time
 import warnings
 from collections.abc import Callable
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from .errors import ReportError
+
+#: Bytes of zoom levels each attnkit Heatmap of an executed report keeps in its widget state
+#: (below the overview it always has): a report cannot ask a kernel for tiles, so it zooms
+#: within what is embedded and says so beyond it. Set ``ATTNKIT_EMBED_BYTES`` to change it.
+EMBED_BYTES = 4_000_000
+EMBED_ENV = "ATTNKIT_EMBED_BYTES"
 
 STATIC = Path(__file__).resolve().parent / "static"
 TEMPLATES = Path(__file__).resolve().parent / "templates"
@@ -298,7 +306,8 @@ def execute_notebook(
     )
     started = _dt.datetime.now(_dt.timezone.utc)
     try:
-        client.execute()
+        with _embedding_budget():
+            client.execute()
     except CellExecutionError as exc:
         trace = re.sub(r"\x1b\[[0-9;]*m", "", str(exc)).strip()
         raise ReportError(
@@ -322,6 +331,18 @@ def execute_notebook(
     return run
 
 
+@contextmanager
+def _embedding_budget():
+    """The kernel of a report run inherits ``ATTNKIT_EMBED_BYTES`` (default
+    :data:`EMBED_BYTES`), so its Heatmaps embed zoom levels for the offline page."""
+    old = os.environ.get(EMBED_ENV)
+    if old is None:
+        os.environ[EMBED_ENV] = str(EMBED_BYTES)
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop(EMBED_ENV, None)
 def _cell_hooks(nb: Any, on_cell: CellCallback) -> dict[str, Any]:
     """nbclient's ``on_cell_execute``/``on_cell_executed`` hooks calling ``on_cell`` for the
     code cells of ``nb`` (cells appended later, like the provenance probe, are not told)."""

@@ -202,8 +202,11 @@ def test_reexport_without_execute_keeps_provenance(executed, tmp_path):
     assert main(["report", str(saved), "-o", str(out)]) == 0
     prov = json.loads(dict(_parse(out.read_text(encoding="utf-8")).scripts)["application/vnd.attnkit.provenance+json"])
     assert prov["attnkit"] == attnkit.__version__ and prov["env"]["ATTNKIT_QUICK"] == "1"
-    # every ATTNKIT_ variable of the run, and nothing else (ATTNKIT_DATA when it is set)
-    assert prov["env"] == {k: v for k, v in os.environ.items() if k.startswith("ATTNKIT_")}
+    # every ATTNKIT_ variable of the run, and nothing else (ATTNKIT_DATA when it is set),
+    # plus the embedding budget the report's kernel runs with (attnkit.report.EMBED_BYTES)
+    expected = {k: v for k, v in os.environ.items() if k.startswith("ATTNKIT_")}
+    expected.setdefault(report.EMBED_ENV, str(report.EMBED_BYTES))
+    assert prov["env"] == expected
 
 
 def test_anywidget_version_mismatch_warns(executed):

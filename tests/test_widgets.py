@@ -12,9 +12,9 @@ import pytest
 import attnkit
 from attnkit.errors import InputError, TokenizationMismatchError
 from attnkit.plot._prep import downsample_max, head_table
-from attnkit.widgets import ClusterView, HeadGrid, HeadMap, Heatmap
-from attnkit.widgets import _base
-from attnkit.widgets._base import encode_f16, quantize_u8
+from attnkit.widgets import ClusterView, HeadGrid, HeadMap, Heatmap, _base
+from attnkit.widgets._codec import f16, message, read, wire
+from attnkit.widgets.headgrid import DECADES, log_codes
 
 
 def make_att(L=2, H=3, n=5, seed=0, tokens=None, model=""):
@@ -27,27 +27,36 @@ def make_att(L=2, H=3, n=5, seed=0, tokens=None, model=""):
                              word_ids=[-1] + list(range(n - 2)) + [-1], words=tokens[1:-1], model=model)
 
 
-def f16(b: bytes, shape) -> np.ndarray:
-    return np.frombuffer(b, dtype="<f2").reshape(shape).astype(np.float32)
+# ------------------------------------------------------------------ codec
+def test_wire_arrays_describe_themselves():
+    d = wire(np.array([[1, 2, 3], [4, 5, 6]]), "uint16")
+    assert (d["dtype"], d["shape"]) == ("uint16", [2, 3])
+    assert d["buffer"] == bytes([1, 0, 2, 0, 3, 0, 4, 0, 5, 0, 6, 0])  # little-endian, C order
+    assert read(d).tolist() == [[1, 2, 3], [4, 5, 6]]
+    raw = wire(np.array([0.625]), "float16")["buffer"]
+    assert raw == bytes([0x00, 0x39])  # 0.625 = 0x3900
+    with pytest.raises(InputError, match="exactly"):
+        wire(np.array([300]), "uint8")
+    with pytest.raises(InputError, match="float64"):
+        wire(np.zeros(2), "float64")
 
 
-def f32(b: bytes, shape) -> np.ndarray:
-    return np.frombuffer(b, dtype="<f4").reshape(shape)
+def test_f16_scale_keeps_small_weights_digits():
+    # 1/32768 is subnormal in plain float16 (2 significant bits); with the scale it keeps 3 digits
+    a = np.array([0.5, 1 / 32768, 1e-7], dtype=np.float32)
+    d = f16(a)
+    assert d["scale"] == 2.0 ** (-1 - 14)
+    np.testing.assert_allclose(read(d), a, rtol=1e-3)
+    plain = np.frombuffer(wire(a, "float16")["buffer"], dtype="<f2").astype(np.float64)
+    assert abs(plain[2] - 1e-7) / 1e-7 > 0.1  # what the scale avoids
+    assert "scale" not in f16(np.zeros(3))
 
 
-# ------------------------------------------------------------------ encoding
-def test_quantize_u8_known_codes():
-    a = np.array([[0.0, 0.25, 0.5], [1.0, 2.0, -1.0]], dtype=np.float32)
-    codes = np.frombuffer(quantize_u8(a, np.array([[1.0], [2.0]])), dtype=np.uint8).reshape(2, 3)
-    assert codes.tolist() == [[0, 64, 128], [128, 255, 0]]
-    assert np.frombuffer(quantize_u8(np.ones(2), 0.0), dtype=np.uint8).tolist() == [255, 255]
-
-
-def test_encode_f16_is_little_endian_and_close():
-    a = np.array([0.625, 1 / 3, 0.0], dtype=np.float32)
-    raw = encode_f16(a)
-    assert raw[:2] == bytes([0x00, 0x39])  # 0.625 = 0x3900
-    np.testing.assert_allclose(f16(raw, (3,)), a, atol=2e-4)
+def test_custom_messages_carry_arrays_as_buffers():
+    content, buffers = message({"type": "tile", "id": 3, "array": wire(np.eye(2), "float32")})
+    assert content["array"]["buffer"] == 0 and content["array"]["shape"] == [2, 2]
+    assert len(buffers) == 1 and len(buffers[0]) == 16
+    np.testing.assert_array_equal(read(content["array"], buffers), np.eye(2))
 
 
 def test_downsample_max_keeps_block_maxima_and_pads():
@@ -83,17 +92,22 @@ def test_head_table_from_dataframe_series_and_array():
 
 
 # ------------------------------------------------------------------ Heatmap
-def test_heatmap_sends_float16_of_the_chosen_head():
+def test_heatmap_sends_the_chosen_head_exactly_when_short():
     att = make_att(model="tiny")
     hm = Heatmap(att, layer=1, head=2)
-    np.testing.assert_allclose(f16(hm.values, (5, 5)), att.maps[1, 2], atol=5e-4)
+    assert hm.pyramid == {"top": 0, "size": 256}  # 5 tokens: the overview is the map
+    assert hm.overview_max["dtype"] == "float32" and hm.overview_mean == {}
+    np.testing.assert_array_equal(read(hm.overview_max), att.maps[1, 2])
     assert hm.n == 5 and hm.tokens == att.tokens
-    assert hm.vmax == pytest.approx(att.maps[1, 2].max())
-    assert not hm.diverging
+    assert hm.top == pytest.approx(att.maps[1, 2].max())
+    # sinks: [CLS] (also the first token) and [SEP]; their columns left out of top_nosink
+    assert hm.sinks == [0, 4] and hm.sink_names == "[CLS] and [SEP]"
+    assert hm.top_nosink == pytest.approx(att.maps[1, 2][:, 1:4].max())
+    assert not hm.diverging and hm.scale == "linear" and not hm.exclude_sinks
     assert hm.title == "tiny: layer 2, head 3 (2-3)"
     assert (hm.n_layers, hm.n_heads) == (2, 3)
     hm.show(0, 0)
-    np.testing.assert_allclose(f16(hm.values, (5, 5)), att.maps[0, 0], atol=5e-4)
+    np.testing.assert_array_equal(read(hm.overview_max), att.maps[0, 0])
     assert "(1-1)" in hm.title
 
 
@@ -110,14 +124,19 @@ def test_heatmap_rejects_bad_heads_and_shapes():
         Heatmap(att, maps=np.zeros((4, 4)))
     with pytest.raises(InputError, match="Attention"):
         Heatmap(att.maps)
+    with pytest.raises(InputError, match="scale"):
+        Heatmap(att, scale="sqrt")
+    with pytest.raises(InputError, match="reduce"):
+        Heatmap(att, reduce="median")
 
 
 def test_heatmap_maps_override_and_automatic_diverging():
     att = make_att()
     signed = np.eye(5, dtype=np.float32) - 0.2
     hm = Heatmap(att, maps=signed, value_label="rollout change")
-    assert hm.diverging and hm.vmax == pytest.approx(0.8)
+    assert hm.diverging and hm.top == pytest.approx(0.8) and hm.vmax is None
     assert (hm.n_layers, hm.n_heads) == (1, 1) and hm.title == "rollout change"
+    assert Heatmap(att, vmax=0.5).vmax == 0.5
 
 
 def test_heatmap_difference():
@@ -125,8 +144,8 @@ def test_heatmap_difference():
     hm = Heatmap.difference(a, b, layer=1, head=1)
     want = a.maps[1, 1] - b.maps[1, 1]
     np.testing.assert_allclose(hm.matrix, want, atol=1e-6)
-    np.testing.assert_allclose(f16(hm.values, (5, 5)), want, atol=5e-4)
-    assert hm.diverging and hm.vmax == pytest.approx(np.abs(want).max())
+    np.testing.assert_allclose(read(hm.overview_max), want, atol=1e-6)
+    assert hm.diverging and hm.top == pytest.approx(np.abs(want).max())
     assert hm.value_label == "base \u2212 tuned" and "(2-2)" in hm.title
     hm.show(0, 2)
     np.testing.assert_allclose(hm.matrix, a.maps[0, 2] - b.maps[0, 2], atol=1e-6)
@@ -138,37 +157,49 @@ def test_heatmap_difference():
 
 
 # ------------------------------------------------------------------ HeadGrid
-def test_headgrid_thumbnails_are_uint8_scaled_per_head():
+def test_headgrid_thumbnails_are_log_codes_below_each_heads_top():
     att = make_att(L=2, H=3, n=5)
     grid = HeadGrid(att)
-    assert grid.size == 5 and len(grid.thumbs) == 2 * 3 * 25
-    codes = np.frombuffer(grid.thumbs, dtype=np.uint8).reshape(2, 3, 5, 5)
+    assert grid.size == 5 and grid.thumbs["shape"] == [2, 3, 5, 5] and grid.thumbs["dtype"] == "uint8"
+    codes = read(grid.thumbs).astype(np.float64)
+    top = att.maps.max(axis=(2, 3))
+    np.testing.assert_allclose(read(grid.head_max), top, rtol=1e-6)
     assert (codes.reshape(6, -1).max(axis=1) == 255).all()
-    want = np.rint(att.maps / att.maps.max(axis=(2, 3), keepdims=True) * 255)
-    assert np.abs(codes.astype(int) - want).max() <= 1
-    np.testing.assert_allclose(f32(grid.head_max, (2, 3)), att.maps.max(axis=(2, 3)), rtol=1e-6)
-    assert grid.metric == b"" and grid.selected == []
-
-    glob = HeadGrid(att, scale="global")
-    codes = np.frombuffer(glob.thumbs, dtype=np.uint8).reshape(2, 3, 5, 5)
-    assert np.abs(codes.astype(int) - np.rint(att.maps * 255)).max() <= 1
+    # code c stands for top * 10 ** (DECADES * (c / 255 - 1)): within half a step (2.7 %)
+    back = top[:, :, None, None] * 10.0 ** (DECADES * (codes / 255 - 1))
+    np.testing.assert_allclose(back, att.maps, rtol=0.03)
+    assert grid.metric == {} and grid.selected == []
+    assert grid.normalize == "head" and grid.scale == "linear"
+    assert HeadGrid(att, normalize="global").normalize == "global"
+    with pytest.warns(DeprecationWarning, match="normalize='global'"):
+        assert HeadGrid(att, scale="global").normalize == "global"
     with pytest.raises(InputError):
         HeadGrid(att, scale="local")
 
 
-def test_headgrid_pools_long_inputs():
+def test_log_codes_known_values():
+    thumbs = np.array([[[[1.0, 0.1], [1e-3, 0.0]]]])
+    codes = log_codes(thumbs, np.array([[1.0]]))
+    # 1; one decade down = 42.5 codes (212.5 rounds to even); 3 decades = 127.5 codes; zero
+    assert codes.tolist() == [[[[255, 212], [128, 0]]]]
+
+
+def test_headgrid_pools_long_inputs_within_its_byte_budget():
     att = make_att(L=1, H=2, n=300)
     grid = HeadGrid(att, size=128)
-    assert grid.size == 100  # k = 3
-    assert len(grid.thumbs) == 2 * 100 * 100
+    assert grid.size == 128 and grid.thumbs["shape"] == [1, 2, 128, 128]
+    np.testing.assert_allclose(read(grid.head_max)[0], att.maps[0].max(axis=(1, 2)), rtol=1e-6)
     assert grid.n_tokens == 300
+    big = make_att(L=12, H=12, n=200)
+    g2 = HeadGrid(big, size=128)
+    assert g2.size == 105 and 144 * 105 * 105 <= 1_600_000  # 144 heads: thumbnails shrink
 
 
 def test_headgrid_metric_overlay():
     att = make_att()
     idx = pd.MultiIndex.from_tuples([(0, 0), (1, 2)], names=["layer", "head"])
     grid = HeadGrid(att, metric=pd.DataFrame({"acc": [0.5, 0.75]}, index=idx))
-    table = f32(grid.metric, (2, 3))
+    table = read(grid.metric)
     assert grid.metric_name == "acc" and table[0, 0] == 0.5 and table[1, 2] == 0.75
     assert np.isnan(table).sum() == 4
     with pytest.raises(InputError, match="3 heads"):
@@ -211,7 +242,7 @@ def test_headmap_table_and_diverging():
     idx = pd.MultiIndex.from_product([range(2), range(2)], names=["layer", "head"])
     df = pd.DataFrame({"delta": [-0.5, 0.25, 0.0, 1.0], "n": [1, 2, 3, 4]}, index=idx)
     hmap = HeadMap(df, value="delta")
-    np.testing.assert_array_equal(f32(hmap.values, (2, 2)), [[-0.5, 0.25], [0.0, 1.0]])
+    np.testing.assert_array_equal(read(hmap.values), [[-0.5, 0.25], [0.0, 1.0]])
     assert hmap.diverging and hmap.value_name == "delta" and hmap.title == "delta per head"
     assert not HeadMap(df, value="n").diverging
     padded = HeadMap(df, value="n", n_layers=4)
@@ -226,7 +257,7 @@ def test_cluster_view_from_array_and_labels():
     cv = ClusterView(emb, n_heads=3)
     assert cv.layers == [0, 0, 0, 1, 1, 1] and cv.heads == [0, 1, 2, 0, 1, 2]
     assert cv.categories == [] and cv.codes == cv.layers and cv.label_name == "layer"
-    np.testing.assert_array_equal(f32(cv.points, (6, 2)), emb)
+    np.testing.assert_array_equal(read(cv.points), emb)
     cv = ClusterView(emb, labels=["b", "a", "b", None, "a", "c"], n_heads=3)
     assert cv.categories == ["a", "b", "c"] and cv.codes == [1, 0, 1, -1, 0, 2]
     with pytest.raises(InputError, match="n_heads"):
@@ -315,4 +346,4 @@ def test_views_take_the_analyses_outputs_as_they_are():
     hmap = HeadMap(stats, value="entropy")
     np.testing.assert_allclose(hmap.table, stats["entropy"].unstack("head").to_numpy(), rtol=1e-6)
     grid = HeadGrid(atts[0], metric=stats, value="entropy")
-    np.testing.assert_allclose(f32(grid.metric, (3, 4)), stats["entropy"].unstack("head").to_numpy(), rtol=1e-6)
+    np.testing.assert_allclose(read(grid.metric), stats["entropy"].unstack("head").to_numpy(), rtol=1e-6)

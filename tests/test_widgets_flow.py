@@ -3,35 +3,67 @@ when the threshold or the head restriction changes, the collection mode."""
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
+from flow_cases import att_a, att_b, dirichlet_att
 
 import attnkit
 from attnkit.errors import InputError, TokenizationMismatchError
-from attnkit.widgets import FlowView, Heatmap
-from attnkit.widgets.flow import encode_graph
+from attnkit.widgets import FlowView, Heatmap, _flow_wire
+from attnkit.widgets import flow as _widgets_flow
+from attnkit.widgets._codec import read
+from attnkit.widgets._flow_wire import encode_graph
+from attnkit.widgets.flow import ratings
 
-from flow_cases import att_a, att_b, dirichlet_att
 
-
-def u16(b: bytes, cols: int) -> list[list[int]]:
-    return np.frombuffer(b, dtype="<u2").reshape(-1, cols).tolist()
+def u16(d: dict, cols: int) -> list[list[int]]:
+    assert d["dtype"] == "uint16" and d["shape"][1] == cols
+    return read(d).tolist()
 
 
 def test_encode_graph_of_the_hand_built_case():
     g = attnkit.attention_graph(att_a(), threshold=0.3)
     enc = encode_graph(g)
-    # (upper level, upper position, lower position, model code 1 = the only model)
-    assert u16(enc["edges"], 4) == [[2, 0, 1, 1], [2, 0, 2, 1], [1, 1, 0, 1], [1, 1, 1, 1],
-                                    [1, 1, 2, 1], [1, 2, 1, 1], [1, 2, 3, 1]]
-    heads = np.frombuffer(enc["edge_heads"], dtype=np.uint8).reshape(-1, 2)[:, 0].tolist()
-    offsets = np.frombuffer(enc["edge_head_offsets"], dtype="<u4").tolist()
-    assert offsets == [0, 2, 3, 4, 5, 6, 7, 9]
-    assert [heads[a:b] for a, b in zip(offsets, offsets[1:])] == [[0, 1], [1], [1], [1], [0], [0], [0, 1]]
-    w = np.frombuffer(enc["edge_weight"], dtype="<f2").astype(float)
-    np.testing.assert_allclose(w, [0.6, 0.35, 0.4, 0.4, 0.7, 0.4, 0.7], atol=1e-3)
+    # (upper level, upper position, lower position, model code 1 = the only model), layer by
+    # layer from the source, strongest first within a layer
+    assert u16(enc["edges"], 4) == [[2, 0, 1, 1], [2, 0, 2, 1], [1, 1, 2, 1], [1, 2, 3, 1],
+                                    [1, 1, 0, 1], [1, 1, 1, 1], [1, 2, 1, 1]]
+    heads = read(enc["edge_heads"])[:, 0].tolist()
+    offsets = read(enc["edge_head_offsets"]).tolist()
+    assert offsets == [0, 2, 3, 4, 6, 7, 8, 9]
+    assert [heads[a:b] for a, b in itertools.pairwise(offsets)] == [[0, 1], [1], [0], [0, 1], [1], [1], [0]]
+    np.testing.assert_allclose(read(enc["edge_weight"]), [0.6, 0.35, 0.7, 0.7, 0.4, 0.4, 0.4], atol=1e-6)
     assert u16(enc["nodes"], 3)[0] == [0, 0, 1] and enc["n_nodes"] == 7
-    assert enc["source"] == [[2, 0]]
+    assert enc["source"] == [[2, 0]] and enc["n_edges_total"] == 7
+
+
+def test_encode_graph_keeps_the_strongest_edges_of_each_layer():
+    g = attnkit.attention_graph(att_a(), threshold=0.3)
+    enc = encode_graph(g, max_edges=2)
+    # layer 2 keeps both its edges; layer 1 its two strongest (the two of weight 0.7)
+    assert u16(enc["edges"], 4) == [[2, 0, 1, 1], [2, 0, 2, 1], [1, 1, 2, 1], [1, 2, 3, 1]]
+    assert (enc["n_edges"], enc["n_edges_total"]) == (4, 7)
+    # only the nodes the kept edges touch (and the source)
+    assert sorted(map(tuple, u16(enc["nodes"], 3))) == [(0, 2, 1), (0, 3, 1), (1, 1, 1), (1, 2, 1), (2, 0, 1)]
+
+
+def test_the_typescript_reader_is_generated_from_the_wire_description():
+    """js/src/flow/wire.gen.ts must be what `python -m attnkit.widgets._flow_wire` writes."""
+    assert _flow_wire.GENERATED.read_text(encoding="utf-8") == _flow_wire.typescript()
+    assert "export const EDGES = { upper: 0, from: 1, to: 2, model: 3, width: 4 } as const;" in _flow_wire.typescript()
+
+
+def test_ratings_clamp_at_five_or_leave_the_source_out():
+    scores = np.array([44.5, 0.4, 2.0, 5.6, 0.0, 3.2])
+    roles = ["cls", "word", "word", "word", "word", "sep"]
+    # the paper: influence clamped at 5 ([CLS] 44.5 -> 5, words keep their differences)
+    assert ratings(scores, roles, [0], "clamp").tolist() == [5, 1, 2, 5, 0, 4]
+    # relative: fifths of the largest word score (5.6); [CLS] and [SEP] out of the scale
+    assert ratings(scores, roles, [0], "relative").tolist() == [5, 1, 2, 5, 0, 3]
+    with pytest.raises(InputError, match="rating"):
+        ratings(scores, roles, [0], "log")
 
 
 def test_single_view_sends_graph_influence_and_head_counts():
@@ -39,9 +71,9 @@ def test_single_view_sends_graph_influence_and_head_counts():
     g = view.graph
     assert (view.n_nodes, view.n_edges) == (g.number_of_nodes(), g.number_of_edges()) == (7, 7)
     inf = attnkit.influence(g, alpha=0.5)
-    np.testing.assert_allclose(np.frombuffer(view.influence_a, dtype="<f4"), inf["score"], rtol=1e-6)
-    assert np.frombuffer(view.rating_a, dtype=np.uint8).tolist() == inf["rating"].tolist()
-    counts = np.frombuffer(view.head_counts_a, dtype="<f4").reshape(2, 2)
+    np.testing.assert_allclose(read(view.influence_a), inf["score"], rtol=1e-6)
+    assert read(view.rating_a).tolist() == ratings(inf["score"].to_numpy(), view.roles, [0]).tolist()
+    counts = read(view.head_counts_a).reshape(2, 2)
     # layer 0: head 0 makes a->b, b->a, b->[SEP]; head 1 a->[CLS], a->a, b->[SEP];
     # layer 1: head 0 [CLS]->a; head 1 [CLS]->a, [CLS]->b
     assert counts.tolist() == [[3, 3], [1, 2]]
@@ -72,9 +104,8 @@ def test_compare_colours_and_split_counts():
     for (u, v, d) in cmp.union.edges(data=True):
         assert edges[(u[0], u[1], v[1])] == {"both": 0, "a": 1, "b": 2}[d["model"]]
     assert edges[(2, 0, 2)] == 1 and edges[(2, 0, 3)] == 2  # b only in pre, [SEP] only in fine
-    np.testing.assert_array_equal(np.frombuffer(view.head_counts_b, dtype="<f4").reshape(2, 2),
-                                  attnkit.flow.head_edge_counts(cmp.graph_b))
-    np.testing.assert_allclose(np.frombuffer(view.influence_b, dtype="<f4"), cmp.influence["score_b"])
+    np.testing.assert_array_equal(read(view.head_counts_b), attnkit.flow.head_edge_counts(cmp.graph_b))
+    np.testing.assert_allclose(read(view.influence_b), cmp.influence["score_b"])
     other = att_b()
     other.tokens[1] = "x"
     with pytest.raises(TokenizationMismatchError):
@@ -86,7 +117,7 @@ def test_collection_mode_and_static_output(tmp_path):
     view = FlowView.collection(atts, threshold=0.2)
     summary = attnkit.flow_summary(atts, threshold=0.2)
     assert view.mode == "collection" and view.n_inputs == 3
-    np.testing.assert_allclose(np.frombuffer(view.head_counts_a, dtype="<f4"), summary.heads["edges_mean"], rtol=1e-6)
+    np.testing.assert_allclose(read(view.head_counts_a).ravel(), summary.heads["edges_mean"], rtol=1e-6)
     assert view.categories == list(summary.categories.index)
     assert view.top_tokens == list(summary.tokens.index[:15])
     for w in (view, FlowView(att_a()), FlowView(att_a(), other=att_b())):
@@ -100,3 +131,38 @@ def test_flow_view_links_a_heatmap():
     hm = view.link(Heatmap(att_a()))
     view.set_state({"selected": [1, 1], "restrict": [[1, 1]]})
     assert (hm.layer, hm.head) == (1, 1)
+
+
+def test_default_threshold_is_chosen_for_a_readable_graph():
+    att = dirichlet_att(2, 3, 40, 0.05, seed=4)
+    view = FlowView(att)
+    counts = {t: attnkit.attention_graph(att, threshold=t).number_of_edges() for t in _widgets_flow.THRESHOLDS}
+    readable = [t for t, c in counts.items() if c <= _widgets_flow.READABLE_EDGES]
+    assert view.threshold == min(readable)
+    assert view.n_edges == counts[view.threshold] and "chosen" in view.threshold_note
+    view.threshold = 0.3  # set by hand: no longer "chosen"
+    assert view.threshold_note == ""
+    assert FlowView(att, threshold=0.3).threshold_note == ""
+    assert FlowView(att, threshold=0.3).threshold == 0.3  # passed: used as given
+
+
+def test_edges_sets_how_many_edges_a_chosen_threshold_leaves():
+    att = dirichlet_att(2, 3, 40, 0.05, seed=4)
+    counts = {t: attnkit.attention_graph(att, threshold=t).number_of_edges() for t in _widgets_flow.THRESHOLDS}
+    view = FlowView(att, edges=40)
+    assert view.threshold == min(t for t, c in counts.items() if c <= 40)
+    assert FlowView(att, threshold=0.25, edges=40).threshold == 0.25
+    with pytest.raises(attnkit.errors.InputError, match="edges"):
+        FlowView(att, edges=0)
+
+
+@pytest.mark.realmodel
+def test_minilm_defaults_are_readable_and_ratings_tell_words_apart(minilm):
+    att = minilm.attend("The cat sat on the mat because it was tired of chasing the mouse.")
+    view = FlowView(att)
+    assert 20 <= view.n_edges <= _widgets_flow.READABLE_EDGES
+    assert view.threshold_note.startswith("chosen") and f"{view.n_edges} edges" in view.threshold_note
+    scores, rated = read(view.influence_a), read(view.rating_a)
+    words = [i for i, role in enumerate(view.roles) if role == "word"]
+    assert scores[0] > 5 and rated[0] == 5  # [CLS], the source, clamped at 5
+    assert len({int(rated[i]) for i in words}) >= 3  # the words' ratings differ

@@ -207,3 +207,28 @@ def label_stride(n: int, max_labels: int) -> int:
         if m * p >= raw:
             return m * p
     return 10 * p
+
+
+def row_ranks(values: np.ndarray, valid: np.ndarray | None = None,
+              excluded: np.ndarray | None = None) -> np.ndarray:
+    """Rank of each cell of ``values`` ``[r, m]`` among the valid, non-excluded cells of its
+    row: ``(#smaller + (#equal - 1) / 2) / (count - 1)`` in [0, 1] (ties share the mean rank).
+
+    ``valid`` (bool ``[r, m]``, default all) marks cells that hold a value: the others get
+    NaN. Cells of ``excluded`` columns (bool ``[m]``, e.g. attention sinks) stay out of the
+    ranking and get 1. The front end's ``rankRows`` (js/src/lib/scale.ts) is the same rule.
+    """
+    values = np.asarray(values)
+    r, m = values.shape
+    valid = np.ones((r, m), dtype=bool) if valid is None else np.asarray(valid, dtype=bool)
+    excluded = np.zeros(m, dtype=bool) if excluded is None else np.asarray(excluded, dtype=bool)
+    out = np.full((r, m), np.nan, dtype=np.float32)
+    for i in range(r):
+        ranked = valid[i] & ~excluded
+        row = values[i, ranked]
+        srt = np.sort(row)
+        less = np.searchsorted(srt, row, side="left")
+        leq = np.searchsorted(srt, row, side="right")
+        out[i, ranked] = (less + (leq - less - 1) / 2) / (row.size - 1) if row.size > 1 else 1.0
+        out[i, valid[i] & excluded] = 1.0
+    return out

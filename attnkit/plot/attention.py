@@ -11,16 +11,16 @@ heads are 0-indexed in arguments and shown 1-indexed as "L-H".
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import matplotlib
 import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.cm import ScalarMappable
-from matplotlib.colors import Normalize, TwoSlopeNorm
-from matplotlib.figure import Figure
 from matplotlib.collections import PatchCollection
+from matplotlib.colors import LogNorm, Normalize, TwoSlopeNorm
+from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
 from ..errors import InputError
@@ -32,6 +32,7 @@ from ._prep import (
     head_table,
     label_stride,
     mpl_text,
+    row_ranks,
     shown_by_ipython,
     truncate,
 )
@@ -53,38 +54,68 @@ def plot_heatmap(
     title: str | None = None,
     value_label: str = "attention",
     max_labels: int = 64,
+    bin_size: int = 1,
+    scale: str = "linear",
+    decades: float = 3.0,
+    causal: bool = False,
 ) -> Figure:
     """One attention matrix ``[n, n]`` (rows = from/query, columns = to/key) with token labels.
 
     Sequential colours from 0 to ``vmax`` (default: the matrix maximum); with
     ``diverging=True`` (default: when the matrix has negative values, e.g. a difference of
-    two maps) a diverging scale symmetric about 0. With more than ``max_labels`` tokens
-    every k-th token is labelled (k = 2, 5, 10, ...).
+    two maps) a diverging scale symmetric about 0. ``scale="log"`` colours ``decades``
+    decades below ``vmax`` on a log axis; ``"rank"`` each cell's rank within its row. With
+    more than ``max_labels`` tokens every k-th token is labelled (k = 2, 5, 10, ...).
+
+    A pooled overview of a long map (``bin_size`` tokens per cell, the last bin partial) is
+    drawn on token axes: ``tokens`` are then the ``n`` tokens of the whole map. ``causal``
+    leaves the cells above the diagonal blank.
     """
     m = np.asarray(matrix, dtype=np.float64)
     if m.ndim != 2 or m.shape[0] != m.shape[1]:
         raise InputError(f"heatmap needs a square [n, n] matrix; got shape {m.shape}.")
-    n = m.shape[0]
-    if len(tokens) != n:
-        raise InputError(f"{len(tokens)} tokens for a {n}×{n} matrix; pass one label per position.")
+    if scale not in ("linear", "log", "rank"):
+        raise InputError(f"scale must be 'linear', 'log' or 'rank', not {scale!r}.")
+    bins = m.shape[0]
+    n = len(tokens)
+    if -(-n // max(1, bin_size)) != bins:
+        raise InputError(f"{len(tokens)} tokens for a {bins}×{bins} matrix of {bin_size}-token "
+                         "bins; pass one label per position.")
+    if causal:
+        m = np.where(np.triu(np.ones_like(m, dtype=bool), k=1), np.nan, m)
     finite = m[np.isfinite(m)]
     if diverging is None:
         diverging = bool(finite.size and finite.min() < 0)
-    side = float(np.clip(2.5 + 0.16 * min(n, 64), 4.0, 10.0))
+    side = float(np.clip(2.5 + 0.16 * min(bins, 64), 4.0, 10.0))
     fig, ax = figure_axes(ax, (side + 1.2, side))
+    norm: Normalize
     if diverging:
         top = vmax if vmax is not None else (float(np.abs(finite).max()) if finite.size else 1.0)
         top = top if top > 0 else 1.0
-        norm: Normalize = TwoSlopeNorm(vcenter=0.0, vmin=-top, vmax=top)
+        norm = TwoSlopeNorm(vcenter=0.0, vmin=-top, vmax=top)
         cmap = cmap or DIVERGING
+    elif scale == "rank":
+        m = row_ranks(m, valid=np.isfinite(m))
+        norm = Normalize(vmin=0.0, vmax=1.0)
+        cmap = cmap or SEQUENTIAL
+        value_label = f"{value_label} (rank in its row)"
     else:
         top = vmax if vmax is not None else (float(finite.max()) if finite.size else 1.0)
-        norm = Normalize(vmin=0.0, vmax=top if top > 0 else 1.0)
+        top = top if top > 0 else 1.0
+        if scale == "log":
+            norm = LogNorm(vmin=top * 10.0 ** -decades, vmax=top, clip=True)
+            m = np.where(np.isfinite(m), np.maximum(m, top * 10.0 ** -decades), m)
+        else:
+            norm = Normalize(vmin=0.0, vmax=top)
         cmap = cmap or SEQUENTIAL
-    im = ax.imshow(m, cmap=cmap, norm=norm, interpolation="nearest", aspect="equal")
+    extent = (0, bins * bin_size, bins * bin_size, 0)
+    im = ax.imshow(m, cmap=cmap, norm=norm, interpolation="nearest", aspect="equal", extent=extent)
+    ax.set_xlim(0, n)
+    ax.set_ylim(n, 0)
     k = label_stride(n, max_labels)
-    ticks = np.arange(0, n, k)
-    labels = [mpl_text(truncate(display_token(tokens[int(i)]), 16)) for i in ticks]
+    at = np.arange(0, n, k)
+    labels = [mpl_text(truncate(display_token(tokens[int(i)]), 16)) for i in at]
+    ticks = at + 0.5
     fontsize = 8 if n <= 40 else 6.5
     ax.set_xticks(ticks, labels, rotation=90, fontsize=fontsize)
     ax.set_yticks(ticks, labels, fontsize=fontsize)
@@ -109,8 +140,13 @@ def plot_head_grid(
     cmap: str = SEQUENTIAL,
     title: str | None = None,
     thumb_labels: bool = True,
+    color_scale: str = "linear",
+    decades: float = 3.0,
 ) -> Figure:
     """Every head's map of ``maps`` ``[layer, head, n, n]`` as a thumbnail labelled "L-H".
+
+    ``color_scale="log"`` colours ``decades`` decades below each top on a log axis, ``"rank"``
+    each cell's rank within its thumbnail row (as the HeadGrid widget does).
 
     Thumbnails larger than ``size`` cells are max-pooled down (see
     :func:`attnkit.plot._prep.downsample_max`), so a thin pattern survives. ``scale="head"``
@@ -125,11 +161,18 @@ def plot_head_grid(
     if scale not in ("head", "global"):
         raise InputError(f"scale must be 'head' or 'global', not {scale!r}.")
     L, H = maps.shape[:2]
-    thumbs = downsample_max(maps, size).astype(np.float32)
+    thumbs: np.ndarray = downsample_max(maps, size).astype(np.float32)
     t = thumbs.shape[-1]
-    if scale == "head":
-        top = thumbs.reshape(L, H, -1).max(axis=2)
-        thumbs = (thumbs / np.where(top > 0, top, 1.0)[:, :, None, None]).astype(np.float32)
+    if color_scale not in ("linear", "log", "rank"):
+        raise InputError(f"color_scale must be 'linear', 'log' or 'rank', not {color_scale!r}.")
+    if scale == "head" or color_scale == "log":
+        top = thumbs.reshape(L, H, -1).max(axis=2) if scale == "head" else np.full((L, H), thumbs.max())
+        thumbs = thumbs / np.where(top > 0, top, 1.0)[:, :, None, None]
+    if color_scale == "log":
+        with np.errstate(divide="ignore"):
+            thumbs = np.clip(1.0 + np.log10(np.maximum(thumbs, 0)) / decades, 0.0, 1.0).astype(np.float32)
+    elif color_scale == "rank":
+        thumbs = np.stack([np.stack([row_ranks(thumbs[l, h]) for h in range(H)]) for l in range(L)])
     if metric is not None:
         metric = np.asarray(metric, dtype=np.float64)
         if metric.shape != (L, H):
@@ -192,6 +235,10 @@ def plot_head_grid(
         side.set_visible(False)
     ax.set_ylabel("layer", fontsize=7, color="#666", labelpad=2)
     note = "each head scaled to its own max" if scale == "head" else "one scale 0–1"
+    if color_scale == "log":
+        note = f"log, {decades:g} decades below {'each head' if scale == 'head' else 'the'} max"
+    elif color_scale == "rank":
+        note = "rank within each row"
     head = mpl_text(title) if title else f"Attention, {L} layers × {H} heads"
     fig.text(left / fig_w, 1 - 0.08 / fig_h, f"{head}   (head →; rows = from, cols = to; {note})",
              fontsize=7.5, va="top", ha="left")

@@ -1,8 +1,8 @@
-"""What every attnkit widget shares: binary encoding, the bundled front end, the static
-fallback in ``_repr_mimebundle_``, ``save``, and head selection linked to a Heatmap.
+"""What every attnkit widget shares: the bundled front end, the static fallback in
+``_repr_mimebundle_``, ``save``, and head selection linked to a view that shows heads.
 
-Arrays travel to the browser as raw little-endian bytes (traitlets ``Bytes``): attention
-as uint8 codes or float16, small per-head tables as float32. Never as JSON lists of floats.
+Arrays travel to the browser through one codec (:mod:`attnkit.widgets._codec`), never as
+JSON lists of floats.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import html
 import io
 import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol, runtime_checkable
 
 import anywidget
 import numpy as np
@@ -23,8 +23,20 @@ from PIL import Image
 
 from ..errors import InputError
 
-if TYPE_CHECKING:
-    from .heatmap import Heatmap
+
+@runtime_checkable
+class ShowsHead(Protocol):
+    """A view that shows one head: ``layer``, ``head``, ``n_layers``, ``n_heads`` and
+    ``show(layer, head)`` (a :class:`~attnkit.widgets.Heatmap`)."""
+
+    layer: int
+    head: int
+    n_layers: int
+    n_heads: int
+
+    def show(self, layer: int, head: int) -> None: ...
+
+    def observe(self, handler: Any, names: Any = ...) -> None: ...
 
 STATIC = Path(__file__).resolve().parent.parent / "static"
 
@@ -61,28 +73,6 @@ def read_css() -> str:
     return path.read_text(encoding="utf-8") if path.is_file() else ""
 
 
-# ------------------------------------------------------------------- encoding
-def encode_f16(a: np.ndarray) -> bytes:
-    """Little-endian float16 bytes of ``a`` in C order (3 significant digits: enough to read)."""
-    return np.ascontiguousarray(a, dtype="<f2").tobytes()
-
-
-def encode_f32(a: np.ndarray) -> bytes:
-    """Little-endian float32 bytes of ``a`` in C order (NaN kept: "no value")."""
-    return np.ascontiguousarray(a, dtype="<f4").tobytes()
-
-
-def quantize_u8(a: np.ndarray, top: np.ndarray | float) -> bytes:
-    """uint8 codes ``round(255 * a / top)`` clipped to 0..255, ``top`` broadcast against ``a``.
-
-    Code c stands for the value ``c / 255 * top``: at most ``top / 510`` off.
-    """
-    top = np.asarray(top, dtype=np.float32)
-    safe = np.where(top > 0, top, 1.0)
-    codes = np.rint(np.clip(np.asarray(a, dtype=np.float32) / safe, 0.0, 1.0) * 255.0)
-    return np.ascontiguousarray(codes, dtype=np.uint8).tobytes()
-
-
 def check_layer_head(layer: int, head: int, n_layers: int, n_heads: int) -> tuple[int, int]:
     """Validated 0-indexed (layer, head) as ints."""
     if isinstance(layer, bool) or isinstance(head, bool):
@@ -97,6 +87,65 @@ def check_layer_head(layer: int, head: int, n_layers: int, n_heads: int) -> tupl
             f"(both 0-indexed: layer 0..{n_layers - 1}, head 0..{n_heads - 1})."
         )
     return layer, head
+
+
+# ------------------------------------------------------------- colour scales
+#: colour scales of the views that draw attention (Heatmap, HeadGrid); js/src/lib/scale.ts
+SCALES = ("linear", "log", "rank")
+
+
+def sink_positions(att: Any) -> tuple[list[int], str]:
+    """Columns attention sinks into (the first token, [CLS], [SEP]) and how to name them."""
+    roles = np.asarray(att.roles).astype(str)
+    pos = {0} | set(np.flatnonzero(np.isin(roles, ("cls", "sep"))).tolist())
+    names = []
+    if roles.size and roles[0] != "cls":
+        names.append("the first token")
+    for role in ("cls", "sep"):
+        if (roles == role).any():
+            names.append(str(att.tokens[int(np.flatnonzero(roles == role)[0])]))
+    names = list(dict.fromkeys(names))
+    text = " and ".join(names) if len(names) <= 2 else ", ".join(names[:-1]) + " and " + names[-1]
+    return sorted(pos), text
+
+
+def measure_of(att: Any) -> str:
+    """What ``att``'s maps hold: its ``measure`` (``"weights"`` when it names none)."""
+    return str(getattr(att, "measure", "weights") or "weights")
+
+
+class SinkAwareScale(traitlets.HasTraits):
+    """Traits of a view whose colour scale can leave attention sinks out (``scale``,
+    ``exclude_sinks``, ``decades``, and the sinks themselves), and ``measure``: what the
+    maps hold (``"weights"``, or another measure of :mod:`attnkit.measures`)."""
+
+    measure = traitlets.Unicode("weights").tag(sync=True)
+    causal = traitlets.Bool(False).tag(sync=True)
+    sinks = traitlets.List(traitlets.Int()).tag(sync=True)
+    sink_names = traitlets.Unicode("").tag(sync=True)
+    scale = traitlets.Unicode("linear").tag(sync=True)
+    exclude_sinks = traitlets.Bool(False).tag(sync=True)
+    decades = traitlets.Float(3.0).tag(sync=True)
+
+    @staticmethod
+    def scale_traits(att: Any, scale: str | None, exclude_sinks: bool | None, decades: float) -> dict[str, Any]:
+        """Validated trait values; decoders default to a log scale without their sinks."""
+        causal = bool(getattr(att, "causal", False))
+        scale = scale or ("log" if causal else "linear")
+        if scale not in SCALES:
+            raise InputError(f"scale must be one of {SCALES}, not {scale!r}.")
+        if not decades > 0:
+            raise InputError(f"decades must be positive; got {decades}.")
+        sinks, names = sink_positions(att)
+        return {"measure": measure_of(att), "causal": causal, "sinks": sinks, "sink_names": names, "scale": scale,
+                "exclude_sinks": causal if exclude_sinks is None else bool(exclude_sinks),
+                "decades": float(decades)}
+
+    @traitlets.validate("scale")
+    def _check_scale(self, proposal: dict[str, Any]) -> str:
+        if proposal["value"] not in SCALES:
+            raise InputError(f"scale must be one of {SCALES}, not {proposal['value']!r}.")
+        return proposal["value"]
 
 
 # ---------------------------------------------------------------- the widget
@@ -154,7 +203,7 @@ class AttnkitWidget(anywidget.AnyWidget):
         data, meta = bundle
         try:
             png = self.to_png()
-        except Exception as err:  # a broken static copy must not hide the live widget
+        except Exception as err:  # noqa: BLE001 - a broken static copy must not hide the live widget
             warnings.warn(f"attnkit: could not render the static image ({err!r}).", stacklevel=2)
             return data, meta
         b64 = base64.b64encode(png).decode("ascii")
@@ -223,14 +272,12 @@ class SelectsHead(AttnkitWidget):
             value = list(check_layer_head(value[0], value[1], self.n_layers, self.n_heads))
         return value
 
-    def link(self, heatmap: "Heatmap") -> "Heatmap":
+    def link(self, heatmap: ShowsHead) -> ShowsHead:
         """Make ``heatmap`` show the selected head, and select the head the heatmap steps to.
 
         Returns the heatmap, so ``grid.link(ak.Heatmap(att))`` can be displayed directly.
         """
-        from .heatmap import Heatmap
-
-        if not isinstance(heatmap, Heatmap):
+        if not isinstance(heatmap, ShowsHead):
             raise InputError(f"link() takes a Heatmap; got {type(heatmap).__name__}.")
         if (heatmap.n_layers, heatmap.n_heads) != (self.n_layers, self.n_heads):
             raise InputError(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
@@ -10,10 +10,11 @@ import traitlets
 from matplotlib.figure import Figure
 
 from .._compat import renamed
-from ..results import HeadResult
 from ..errors import InputError
 from ..plot import attention as plots
-from ._base import SelectsHead, encode_f32
+from ..results import HeadResult
+from ._base import SelectsHead
+from ._codec import wire
 
 
 class ClusterView(SelectsHead):
@@ -53,7 +54,7 @@ class ClusterView(SelectsHead):
 
     _bundle_name = "cluster"
 
-    points = traitlets.Bytes(b"").tag(sync=True)
+    points = traitlets.Dict().tag(sync=True)
     layers = traitlets.List(traitlets.Int()).tag(sync=True)
     heads = traitlets.List(traitlets.Int()).tag(sync=True)
     codes = traitlets.List(traitlets.Int()).tag(sync=True)
@@ -126,7 +127,7 @@ class ClusterView(SelectsHead):
         self._points = pts
         self._names = names
         super().__init__(
-            n_layers=L, n_heads=H, points=encode_f32(pts), layers=layers.tolist(),
+            n_layers=L, n_heads=H, points=wire(pts, "float32"), layers=layers.tolist(),
             heads=heads.tolist(), codes=codes, categories=cats,
             label_name=str(label_name or "layer"), title=title or "Heads in 2-D",
         )

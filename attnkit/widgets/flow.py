@@ -7,6 +7,8 @@ recomputed here when the threshold or the head restriction changes in the browse
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import networkx as nx
@@ -16,53 +18,77 @@ from matplotlib.figure import Figure
 
 from .. import flow
 from .._compat import renamed
-from ..attention import Attention
 from ..errors import InputError
-from ..types import Attentions, Sources
 from ..plot._prep import mpl_text
 from ..plot.flow import plot_flow_radial
-from ._base import SelectsHead, encode_f16, encode_f32
+from ..types import AttentionLike, Attentions, Sources
+from ._base import SelectsHead, measure_of
+from ._codec import read, wire
+from ._flow_wire import encode_graph
 
-#: model codes on the wire (node/edge ``model`` attribute of a comparison's union graph)
-MODEL_CODE = {"both": 0, "a": 1, "b": 2}
+#: edges drawn per layer at most (the strongest); the status line says when more exist
+MAX_EDGES = 400
+#: edges a graph may have to count as readable when the threshold is chosen for the user
+READABLE_EDGES = 150
+#: thresholds a chosen one is taken from (the slider's 0.01 steps)
+THRESHOLDS = tuple(round(0.02 + 0.01 * i, 2) for i in range(59))
+RATINGS = ("clamp", "relative")
 
 
-def encode_graph(g: nx.DiGraph) -> dict[str, Any]:
-    """The traits describing graph ``g`` (an attention graph or a comparison's union).
+def model_name(att: AttentionLike | None) -> str:
+    """The model's name an attention carries ("" when none)."""
+    return str(getattr(att, "model", "") or "")
 
-    nodes: uint16 ``[N, 3]`` = (level, position, model code); edges: uint16 ``[E, 4]`` =
-    (upper level, upper position, lower position, model code), the lower node being at
-    level − 1; edge_weight: float16 ``[E]`` (the edge's ``weight``); edge_heads: uint8
-    pairs (head, who) in CSR order with offsets uint32 ``[E + 1]``, who = 1 for model a
-    (or the only model), 2 for b, 3 for both.
+
+def _remember_threshold_given(init: Callable[..., None]) -> Callable[..., None]:
+    """Record on the view whether ``threshold=`` was passed: when it was not, the view
+    chooses one from the graph (the signature keeps the contract's default, 0.3)."""
+
+    @functools.wraps(init)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> None:
+        self._threshold_given = "threshold" in kwargs
+        init(self, *args, **kwargs)
+
+    return wrapper
+
+
+def ratings(scores: np.ndarray, roles: Sequence[str], sources: Sequence[int], mode: str = "clamp") -> np.ndarray:
+    """The 0-5 ratings the view shows next to tokens.
+
+    ``"clamp"`` (DeRose et al. 2020, §4.2): the influence score itself, clamped at 5
+    (``min(5, ceil(score))``, 0 where the score is 0). ``"relative"``: fifths of the largest
+    score among word positions, the source and special tokens left out of that maximum (they
+    get 5 when above it).
     """
-    nodes = sorted(g.nodes)
-    node_rows = np.array(
-        [(lv, pos, MODEL_CODE[g.nodes[(lv, pos)].get("model", "a")]) for lv, pos in nodes],
-        dtype="<u2",
-    ).reshape(-1, 3)
-    edges = sorted(g.edges(data=True), key=lambda e: (-e[0][0], e[0][1], e[1][1]))
-    rows, weights, pairs, offsets = [], [], [], [0]
-    for (lu, pu), (_, pv), d in edges:
-        rows.append((lu, pu, pv, MODEL_CODE[d.get("model", "a")]))
-        weights.append(d["weight"])
-        if "heads_a" in d:
-            ha, hb = set(d["heads_a"]), set(d["heads_b"])
-            for h in sorted(ha | hb):
-                pairs.append((h, (h in ha) * 1 + (h in hb) * 2))
-        else:
-            pairs.extend((h, 1) for h in d["heads"])
-        offsets.append(len(pairs))
-    return {
-        "nodes": node_rows.tobytes(),
-        "edges": np.array(rows, dtype="<u2").reshape(-1, 4).tobytes(),
-        "edge_weight": encode_f16(np.array(weights, dtype=np.float32)),
-        "edge_heads": np.array(pairs, dtype=np.uint8).reshape(-1, 2).tobytes(),
-        "edge_head_offsets": np.array(offsets, dtype="<u4").tobytes(),
-        "n_nodes": len(nodes),
-        "n_edges": len(edges),
-        "source": [list(map(int, v)) for v in g.graph.get("source", [])],
-    }
+    scores = np.asarray(scores, dtype=np.float64)
+    out = np.zeros(scores.shape, dtype=np.int64)
+    pos = scores > 0
+    if mode == "clamp":
+        # the 1e-9 keeps whole numbers (2.0000000000000004) on their step
+        out[pos] = np.minimum(5, np.ceil(scores[pos] - 1e-9))
+        return out.astype(np.uint8)
+    if mode != "relative":
+        raise InputError(f"rating must be one of {RATINGS}, not {mode!r}.")
+    top = rating_top(scores, roles, sources, mode)
+    out[pos] = np.clip(np.ceil(5.0 * scores[pos] / top - 1e-9), 1, 5)
+    return out.astype(np.uint8)
+
+
+def rating_top(scores: np.ndarray, roles: Sequence[str], sources: Sequence[int], mode: str = "clamp") -> float:
+    """The influence score a full rating (5/5) stands for: 5 (clamp), or the largest score
+    among words, the source and special tokens left out (relative)."""
+    if mode == "clamp":
+        return 5.0
+    scores = np.asarray(scores, dtype=np.float64)
+    words = np.array([r == "word" for r in roles]) & ~np.isin(np.arange(scores.size), list(sources))
+    top = float(scores[words].max()) if words.any() else 0.0
+    return top if top > 0 else 5.0
+
+
+def rating_text(mode: str) -> str:
+    if mode == "clamp":
+        return "rating: influence clamped at 5, as in DeRose et al. (2020)"
+    return "rating: fifths of the largest influence among words (the source and special tokens left out)"
 
 
 class FlowView(SelectsHead):
@@ -80,37 +106,52 @@ class FlowView(SelectsHead):
 
     Parameters
     ----------
-    attentions : Attention
-        The attention to trace.
-    other : Attention, optional
+    attentions : AttentionLike
+        The attention to trace: dense Attention, or LazyAttention (its edges are found band
+        by band, see :func:`attnkit.attention_graph`).
+    other : AttentionLike, optional
         A second attention on the same tokens (e.g. the fine-tuned model): the view then
-        colours what both graphs share (grey), what only ``attentions`` has (turquoise)
-        and what only ``other`` has (purple), and splits each head glyph in two.
-    threshold, alpha : float
-        Passed to :func:`attnkit.attention_graph` / :func:`attnkit.influence` /
+        colours what both graphs share (grey), what only ``attentions`` has (turquoise) and
+        what only ``other`` has (purple), and splits each head glyph in two.
+    threshold : float
+        An attention weight must be above this to make an edge. When it is not passed, the
+        view chooses it from the graph: the smallest of ``THRESHOLDS`` whose graph has at
+        most ``edges`` edges, and the status line says which (``threshold_note``). Pass
+        ``threshold=`` (e.g. the contract's 0.3) to fix it.
+    edges : int
+        The most edges a chosen threshold may leave (default ``READABLE_EDGES``); unused
+        when ``threshold`` is passed.
+    alpha : float
+        Layer decay of influence, passed to :func:`attnkit.influence` /
         :func:`attnkit.compare`.
     sources : int, sequence, str or None
         Where the graph starts (default: [CLS] after the last layer).
     names : (str, str), optional
         Display names of the two models (default: their ``model`` names).
+    rating : {"clamp", "relative"}
+        ``"clamp"`` (default, the paper's display: influence clamped at 5) or
+        ``"relative"`` (fifths of the largest influence among words); see :func:`ratings`.
+    max_edges : int
+        Edges drawn per layer at most, the strongest (long inputs make graphs of thousands
+        of edges); the status line says how many were left out.
     title : str, optional
         Title above the view (default: says the source and threshold).
 
     Raises
     ------
     InputError
-        When the inputs are not Attention objects or their architectures differ.
+        When the inputs are not attention, differ in shape, or ``rating``, ``edges`` or
+        ``max_edges`` are not allowed.
     TokenizationMismatchError
         When ``other`` has other tokens.
 
     Examples
     --------
-    >>> import attnkit as ak
     >>> from attnkit.testing import tiny_model
-    >>> att = tiny_model("bert").attend("The cat sat on the mat.")
-    >>> view = ak.FlowView(att, threshold=0.2)
-    >>> view.mode, view.n_nodes == view.graph.number_of_nodes()
-    ('single', True)
+    >>> from attnkit.widgets import FlowView
+    >>> view = FlowView(tiny_model("bert").attend("The cat sat on the mat."))
+    >>> view.threshold_note.startswith("chosen"), view.n_edges <= 150
+    (True, True)
     """
 
     _bundle_name = "flow"
@@ -120,67 +161,115 @@ class FlowView(SelectsHead):
     roles = traitlets.List(traitlets.Unicode()).tag(sync=True)
     names = traitlets.List(traitlets.Unicode()).tag(sync=True)
     threshold = traitlets.Float(0.3).tag(sync=True)
+    measure = traitlets.Unicode("weights").tag(sync=True)  # what the traced maps hold
+    threshold_note = traitlets.Unicode("").tag(sync=True)
     alpha = traitlets.Float(0.5).tag(sync=True)
     restrict = traitlets.List(traitlets.List(traitlets.Int())).tag(sync=True)
     source = traitlets.List(traitlets.List(traitlets.Int())).tag(sync=True)
-    nodes = traitlets.Bytes(b"").tag(sync=True)
-    edges = traitlets.Bytes(b"").tag(sync=True)
-    edge_weight = traitlets.Bytes(b"").tag(sync=True)
-    edge_heads = traitlets.Bytes(b"").tag(sync=True)
-    edge_head_offsets = traitlets.Bytes(b"").tag(sync=True)
+    nodes = traitlets.Dict().tag(sync=True)
+    edges = traitlets.Dict().tag(sync=True)
+    edge_weight = traitlets.Dict().tag(sync=True)
+    edge_heads = traitlets.Dict().tag(sync=True)
+    edge_head_offsets = traitlets.Dict().tag(sync=True)
     n_nodes = traitlets.Int(0).tag(sync=True)
     n_edges = traitlets.Int(0).tag(sync=True)
+    n_edges_total = traitlets.Int(0).tag(sync=True)
     revision = traitlets.Int(0).tag(sync=True)  # +1 per recomputation: the view reloads on it
-    influence_a = traitlets.Bytes(b"").tag(sync=True)
-    influence_b = traitlets.Bytes(b"").tag(sync=True)
-    rating_a = traitlets.Bytes(b"").tag(sync=True)
-    rating_b = traitlets.Bytes(b"").tag(sync=True)
-    head_counts_a = traitlets.Bytes(b"").tag(sync=True)
-    head_counts_b = traitlets.Bytes(b"").tag(sync=True)
+    influence_a = traitlets.Dict().tag(sync=True)
+    influence_b = traitlets.Dict().tag(sync=True)
+    rating_a = traitlets.Dict().tag(sync=True)
+    rating_b = traitlets.Dict().tag(sync=True)
+    rating_note = traitlets.Unicode("").tag(sync=True)
+    rating_top = traitlets.Float(5.0).tag(sync=True)  # the influence a full rating bar stands for
+    head_counts_a = traitlets.Dict().tag(sync=True)
+    head_counts_b = traitlets.Dict().tag(sync=True)
     # collection mode
     n_inputs = traitlets.Int(0).tag(sync=True)
-    head_share = traitlets.Bytes(b"").tag(sync=True)
+    head_share = traitlets.Dict().tag(sync=True)
     categories = traitlets.List(traitlets.Unicode()).tag(sync=True)
-    category_share = traitlets.Bytes(b"").tag(sync=True)
-    category_std = traitlets.Bytes(b"").tag(sync=True)
+    category_share = traitlets.Dict().tag(sync=True)
+    category_std = traitlets.Dict().tag(sync=True)
     top_tokens = traitlets.List(traitlets.Unicode()).tag(sync=True)
-    top_share = traitlets.Bytes(b"").tag(sync=True)
+    top_share = traitlets.Dict().tag(sync=True)
 
     @renamed(positional=("other",), att="attentions", source="sources")
+    @_remember_threshold_given
     def __init__(
         self,
-        attentions: Attention,
+        attentions: AttentionLike,
         *,
-        other: Attention | None = None,
+        other: AttentionLike | None = None,
         threshold: float = 0.3,
+        edges: int = READABLE_EDGES,
         alpha: float = 0.5,
         sources: Sources = None,
         names: tuple[str, str] | None = None,
+        rating: str = "clamp",
+        max_edges: int = MAX_EDGES,
         title: str | None = None,
     ) -> None:
         att, source = attentions, sources
-        if not isinstance(att, Attention) or (other is not None and not isinstance(other, Attention)):
-            raise InputError("FlowView takes attnkit Attention objects (att, and other= to compare).")
+        if not isinstance(att, AttentionLike) or (other is not None and not isinstance(other, AttentionLike)):
+            raise InputError("FlowView takes attention (Attention or LazyAttention; other= to compare).")
         if other is not None:
             flow.check_tokenization(att, other, names or ("att", "other"))
-            if att.maps.shape[:2] != other.maps.shape[:2]:
+            if (att.n_layers, att.n_heads) != (other.n_layers, other.n_heads):
                 raise InputError(
                     f"att has {att.n_layers} layers × {att.n_heads} heads but other has "
                     f"{other.n_layers} × {other.n_heads}; comparison needs the same architecture."
                 )
+        if rating not in RATINGS:
+            raise InputError(f"rating must be one of {RATINGS}, not {rating!r}.")
+        if int(max_edges) < 1:
+            raise InputError(f"max_edges must be at least 1; got {max_edges}.")
+        if int(edges) < 1:
+            raise InputError(f"edges must be at least 1; got {edges}.")
         self._att, self._other = att, other
         self._source_arg = source
         self._names_arg = names
         self._fixed_title = title
+        self._rating = rating
+        self._max_edges = int(max_edges)
         self.result: nx.DiGraph | flow.Comparison | None = None
+        note = ""
+        if not getattr(self, "_threshold_given", True):
+            threshold, note = self._choose_threshold(int(edges))
         super().__init__(
             mode="single" if other is None else "compare",
             tokens=list(att.tokens), roles=[str(r) for r in att.roles],
             n_layers=att.n_layers, n_heads=att.n_heads,
-            threshold=float(threshold), alpha=float(alpha),
+            threshold=float(threshold), alpha=float(alpha), threshold_note=note,
+            measure=measure_of(att),
+            rating_note=rating_text(rating),
         )
         self._recompute()
         self.observe(lambda _c: self._recompute(), names=["threshold", "alpha", "restrict"])
+
+    def _choose_threshold(self, readable: int) -> tuple[float, str]:
+        """The smallest of ``THRESHOLDS`` whose graph has at most ``readable`` edges
+        (edges only disappear as the threshold grows: a binary search), and a note saying so."""
+        counts: dict[float, int] = {}
+
+        def edges(t: float) -> int:
+            if t not in counts:
+                counts[t] = flow.attention_graph(self._att, threshold=t, sources=self._source_arg).number_of_edges()
+            return counts[t]
+
+        lo, hi = 0, len(THRESHOLDS) - 1
+        if edges(THRESHOLDS[hi]) > readable:
+            t = THRESHOLDS[hi]
+            return t, f"chosen: even {t:g} gives {edges(t)} edges"
+        while lo < hi:  # the first index whose graph is readable
+            mid = (lo + hi) // 2
+            if edges(THRESHOLDS[mid]) <= readable:
+                hi = mid
+            else:
+                lo = mid + 1
+        t = THRESHOLDS[lo]
+        if lo == 0:
+            return t, f"chosen: {edges(t)} edges at the smallest threshold tried"
+        below = THRESHOLDS[lo - 1]
+        return t, f"chosen for a readable graph: {edges(t)} edges ({below:g} would give {edges(below)})"
 
     # ------------------------------------------------------------ collection
     @classmethod
@@ -195,7 +284,7 @@ class FlowView(SelectsHead):
         top: int = 15,
         title: str | None = None,
         progress: bool = True,
-    ) -> "FlowView":
+    ) -> FlowView:
         """Aggregate view over many inputs (:func:`attnkit.flow_summary`).
 
         One ring per layer with a wedge per head coloured by how many edges it makes on
@@ -234,7 +323,7 @@ class FlowView(SelectsHead):
         summary = flow.flow_summary(attentions, threshold=threshold, alpha=alpha,
                                     sources=sources, progress=progress)
         self = cls.__new__(cls)
-        self._att = self._other = None  # type: ignore[assignment]  # a collection: no single input
+        self._att = self._other = None  # type: ignore[assignment]  # a collection view has no one input
         self._fixed_title = title
         self.result = summary
         heads = summary.heads
@@ -247,11 +336,11 @@ class FlowView(SelectsHead):
         SelectsHead.__init__(
             self, mode="collection", n_layers=L, n_heads=H, threshold=float(threshold),
             alpha=float(alpha), n_inputs=summary.n_inputs,
-            head_counts_a=encode_f32(edges_mean), head_share=encode_f32(share),
+            head_counts_a=wire(edges_mean, "float32"), head_share=wire(share, "float32"),
             categories=[str(c) for c in cats.index],
-            category_share=encode_f32(cats["share_mean"].to_numpy()),
-            category_std=encode_f32(cats["share_std"].to_numpy()),
-            top_tokens=[str(t) for t in toks.index], top_share=encode_f32(toks["share_mean"].to_numpy()),
+            category_share=wire(cats["share_mean"].to_numpy(), "float32"),
+            category_std=wire(cats["share_std"].to_numpy(), "float32"),
+            top_tokens=[str(t) for t in toks.index], top_share=wire(toks["share_mean"].to_numpy(), "float32"),
             title=title or f"Attention flow over {summary.n_inputs} inputs (threshold {threshold:g}, alpha {alpha:g})",
         )
         return self
@@ -262,6 +351,8 @@ class FlowView(SelectsHead):
         value = float(proposal["value"])
         if not 0.0 <= value < 1.0:
             raise InputError(f"threshold must lie in [0, 1); got {value}.")
+        if getattr(self, "_att", None) is not None and value != self.threshold:
+            self.threshold_note = ""  # set by hand now
         return value
 
     @traitlets.validate("restrict")
@@ -316,33 +407,37 @@ class FlowView(SelectsHead):
             return
         heads = self.allowed_heads()
         att, other = self._att, self._other
+        sources = [p for lv, p in self._source_nodes()]
         if other is None:
             g = flow.attention_graph(att, threshold=self.threshold, heads=heads,
                                      sources=self._source_arg)
             inf = flow.influence(g, alpha=self.alpha)
             self.result = g
-            update = encode_graph(g)
+            update = encode_graph(g, max_edges=self._max_edges)
             update.update(
-                influence_a=encode_f32(inf["score"].to_numpy()),
-                rating_a=inf["rating"].to_numpy().astype(np.uint8).tobytes(),
-                head_counts_a=encode_f32(flow.head_edge_counts(g)),
-                names=[att.model or "model"],
+                influence_a=wire(inf["score"].to_numpy(), "float32"),
+                rating_a=wire(ratings(inf["score"].to_numpy(), self.roles, sources, self._rating), "uint8"),
+                rating_top=rating_top(inf["score"].to_numpy(), self.roles, sources, self._rating),
+                head_counts_a=wire(flow.head_edge_counts(g), "float32"),
+                names=[model_name(att) or "model"],
             )
-            default_title = f"{att.model + ': ' if att.model else ''}attention flow from " \
+            default_title = f"{model_name(att) + ': ' if model_name(att) else ''}attention flow from " \
                             f"{self._source_text(g)}, threshold {self.threshold:g}"
         else:
             cmp = flow.compare(att, other, threshold=self.threshold, heads=heads,
                                sources=self._source_arg, alpha=self.alpha, names=self._names_arg)
             self.result = cmp
             inf = cmp.influence
-            update = encode_graph(cmp.union)
+            update = encode_graph(cmp.union, max_edges=self._max_edges)
             update.update(
-                influence_a=encode_f32(inf["score_a"].to_numpy()),
-                influence_b=encode_f32(inf["score_b"].to_numpy()),
-                rating_a=inf["rating_a"].to_numpy().astype(np.uint8).tobytes(),
-                rating_b=inf["rating_b"].to_numpy().astype(np.uint8).tobytes(),
-                head_counts_a=encode_f32(flow.head_edge_counts(cmp.graph_a)),
-                head_counts_b=encode_f32(flow.head_edge_counts(cmp.graph_b)),
+                influence_a=wire(inf["score_a"].to_numpy(), "float32"),
+                influence_b=wire(inf["score_b"].to_numpy(), "float32"),
+                rating_a=wire(ratings(inf["score_a"].to_numpy(), self.roles, sources, self._rating), "uint8"),
+                rating_b=wire(ratings(inf["score_b"].to_numpy(), self.roles, sources, self._rating), "uint8"),
+                rating_top=max(rating_top(inf[c].to_numpy(), self.roles, sources, self._rating)
+                               for c in ("score_a", "score_b")),
+                head_counts_a=wire(flow.head_edge_counts(cmp.graph_a), "float32"),
+                head_counts_b=wire(flow.head_edge_counts(cmp.graph_b), "float32"),
                 names=list(cmp.names),
             )
             default_title = f"{cmp.names[0]} vs {cmp.names[1]}: attention flow from " \
@@ -354,6 +449,9 @@ class FlowView(SelectsHead):
                 setattr(self, k, v)
         self._invalidate_static()
 
+    def _source_nodes(self) -> list[tuple[int, int]]:
+        return flow.resolve_source(self._att, self._source_arg)
+
     def _source_text(self, g: nx.DiGraph) -> str:
         src = g.graph.get("source", [])
         return ", ".join(str(self.tokens[p]) for _, p in src) or "?"
@@ -363,18 +461,19 @@ class FlowView(SelectsHead):
         """The drawn graph (a comparison's union graph in comparison mode)."""
         if self.mode == "collection":
             raise InputError("a collection view has no single graph; see .result (a FlowSummary).")
-        if self.mode == "compare":
-            assert isinstance(self.result, flow.Comparison)
+        if isinstance(self.result, flow.Comparison):
             return self.result.union
+        assert isinstance(self.result, nx.DiGraph)
         return self.result
 
     def figure(self, *, preview: bool = False) -> Figure:
-        """The matplotlib figure of the radial graph (or the collection's rings and bars) (what reports and saved files show).
+        """The matplotlib figure of the view (what reports and saved files show): the radial
+        graph, or the collection's head wedges and influence shares.
 
         Parameters
         ----------
         preview : bool
-            Accepted for every widget; the graph is drawn in full.
+            Accepted for the widgets' common signature; the figure is the same.
 
         Returns
         -------
@@ -386,8 +485,9 @@ class FlowView(SelectsHead):
         >>> import attnkit as ak
         >>> from attnkit.testing import tiny_model
         >>> att = tiny_model("bert").attend("The cat sat on the mat.")
-        >>> len(ak.FlowView(att).figure().axes) >= 1
-        True
+        >>> fig = ak.FlowView(att, threshold=0.2).figure()
+        >>> len(fig.axes)
+        1
         """
         if self.mode == "collection":
             return self._collection_figure()
@@ -398,7 +498,7 @@ class FlowView(SelectsHead):
 
     def _collection_figure(self) -> Figure:
         L, H = self.n_layers, self.n_heads
-        edges = np.frombuffer(self.head_counts_a, dtype="<f4").reshape(L, H)
+        edges = np.asarray(read(self.head_counts_a), dtype=np.float64).reshape(L, H)
         fig = Figure(figsize=(10.0, 4.2), layout="constrained")
         ax1, ax2, ax3 = fig.subplots(1, 3, width_ratios=[1.2, 1, 1])
         im = ax1.imshow(edges, cmap="viridis", aspect="equal")
@@ -408,14 +508,14 @@ class FlowView(SelectsHead):
         ax1.set_ylabel("layer")
         ax1.set_title("graph edges per input", fontsize=9, loc="left")
         fig.colorbar(im, ax=ax1, shrink=0.7)
-        share = np.frombuffer(self.category_share, dtype="<f4")
-        std = np.frombuffer(self.category_std, dtype="<f4")
+        share = read(self.category_share)
+        std = read(self.category_std)
         y = np.arange(len(self.categories))
         ax2.barh(y, np.nan_to_num(share), xerr=np.nan_to_num(std), color="#1a6e9e")
         ax2.set_yticks(y, [mpl_text(c) for c in self.categories], fontsize=8)
         ax2.invert_yaxis()
         ax2.set_title("influence share by token kind", fontsize=9, loc="left")
-        tshare = np.frombuffer(self.top_share, dtype="<f4")
+        tshare = read(self.top_share)
         y = np.arange(len(self.top_tokens))
         ax3.barh(y, tshare, color="#7b3294")
         ax3.set_yticks(y, [mpl_text(t) for t in self.top_tokens], fontsize=7)
@@ -427,7 +527,7 @@ class FlowView(SelectsHead):
     def _alt_text(self) -> str:
         if self.mode == "collection":
             return f"{self.title}. Most influential tokens: {', '.join(self.top_tokens[:8])}."
-        ranked = np.argsort(-np.frombuffer(self.influence_a, dtype="<f4"))[:5]
+        ranked = np.argsort(-read(self.influence_a))[:5]
         top = ", ".join(f"{self.tokens[i]}" for i in ranked)
         return (f"{self.title}. Radial attention graph with {self.n_nodes} nodes and "
                 f"{self.n_edges} edges over {len(self.tokens)} tokens; most influential: {top}.")

@@ -2,109 +2,175 @@
 
 from __future__ import annotations
 
+import math
+import warnings
+
 import numpy as np
 import pandas as pd
 import traitlets
 from matplotlib.figure import Figure
 
 from .._compat import renamed
-from ..attention import Attention
+from .._progress import progress as progress_bar
 from ..errors import InputError
 from ..plot import attention as plots
-from ..plot._prep import downsample_max, head_table
-from ._base import SelectsHead, encode_f32, quantize_u8
+from ..plot._prep import head_table
+from ..types import AttentionLike
+from ._base import SelectsHead, SinkAwareScale
+from ._codec import wire
+
+#: bytes of thumbnails a grid sends at most (the rest of its state is a few kB)
+THUMB_BYTES = 1_600_000
+#: decades of the thumbnails' log codes: code c > 0 stands for top · 10**(DECADES * (c/255 - 1))
+DECADES = 6.0
 
 
-class HeadGrid(SelectsHead):
+def log_codes(thumbs: np.ndarray, top: np.ndarray) -> np.ndarray:
+    """uint8 codes of ``thumbs`` ``[L, H, t, t]`` on a log axis below each head's ``top``
+    ``[L, H]``: 255 is the top, each code ``DECADES / 255`` decades (5.6 %) below the next;
+    0 is 0 or anything more than ``DECADES`` decades below the top."""
+    safe = np.where(top > 0, top, 1.0)[:, :, None, None]
+    with np.errstate(divide="ignore"):
+        rel = np.log10(np.maximum(thumbs, 0) / safe)
+    codes = np.rint(255.0 * (1.0 + rel / DECADES))
+    return np.clip(np.nan_to_num(codes, nan=0.0, neginf=0.0), 0, 255).astype(np.uint8)
+
+
+def thumb_side(n: int, n_heads_total: int, size: int) -> int:
+    """Thumbnail side: at most ``size`` and ``n``, and all thumbnails within ``THUMB_BYTES``."""
+    fit = math.isqrt(THUMB_BYTES // max(1, n_heads_total))
+    return max(1, min(int(size), n, fit))
+
+
+class HeadGrid(SinkAwareScale, SelectsHead):
     """All heads of ``att`` as thumbnails labelled "L-H" (1-indexed), like bertviz's model
-    view but drawn on one canvas from uint8 bytes.
-
-    ``selected`` is ``[layer, head]`` (0-indexed) after a click, ``[]`` before; observe it,
-    or :meth:`link` a :class:`Heatmap` to follow it.
+    view but drawn on one canvas from uint8 codes.
 
     Parameters
     ----------
-    attentions : Attention
-        The attention to show.
-    metric : HeadResult, DataFrame, Series or ndarray, optional
+    attentions : AttentionLike
+        Dense :class:`~attnkit.Attention` or lazy attention. Each thumbnail is the head's
+        max-pooled overview ``att.pooled(layer, head, size)``, read one head at a time (a
+        lazy map is never held whole).
+    metric : DataFrame, Series or ndarray, optional
         Per-head values drawn as a coloured bar under each thumbnail and shown on hover:
         indexed by ``(layer, head)`` (e.g. ``head_stats``) or an array ``[layer, head]``.
     value : str, optional
-        The column of ``metric`` to use (needed when it has several numeric columns).
-    scale : {"head", "global"}
-        ``"head"`` colours each head from 0 to its own maximum, so diffuse heads show their
-        pattern; ``"global"`` uses 0–1 for every head.
+        The DataFrame column to use (needed when it has several numeric columns).
+    scale : {"linear", "log", "rank"}, optional
+        Colour scale of the thumbnails, as in :class:`Heatmap` (default: ``"log"`` for
+        causal attention, else ``"linear"``); the view has a control to change it.
+    exclude_sinks : bool, optional
+        Leave the first token, [CLS] and [SEP] columns out of each head's scale (default:
+        True for causal attention).
+    normalize : {"head", "global"}
+        ``"head"`` colours each head up to its own maximum, so diffuse heads show their
+        pattern; ``"global"`` uses one top for every head.
     size : int
-        Thumbnails of more than ``size`` tokens are max-pooled to at most ``size`` cells
-        per side (default 128: the pixel size of a thumbnail on a hi-DPI screen).
+        Cells per thumbnail side at most (default 128); fewer when the grid has so many heads
+        that the thumbnails would pass ``THUMB_BYTES``.
+    progress : bool
+        Show a progress bar while the thumbnails are computed.
+    decades : float
+        Range of the log scale, in decades below each head's top.
     cmap : str
-        Colour map of the thumbnails.
+        Colour map known to the front end (default "Blues").
     title : str, optional
-        Title above the grid (default: model, layers, heads and tokens).
+        Title (default: model, layers × heads, tokens).
 
     Raises
     ------
     InputError
-        For an input that is not an Attention, an unknown ``scale`` or an empty input.
+        When the attention has no positions, or ``scale``/``normalize``/``size``/``metric``
+        are not allowed.
+
+    Notes
+    -----
+    ``selected`` is ``[layer, head]`` (0-indexed) after a click, ``[]`` before; observe it,
+    or :meth:`link` a :class:`Heatmap` to follow it.
 
     Examples
     --------
-    >>> import attnkit as ak
     >>> from attnkit.testing import tiny_model
+    >>> from attnkit.widgets import HeadGrid, Heatmap
     >>> att = tiny_model("bert").attend("The cat sat on the mat.")
-    >>> grid = ak.HeadGrid(att, metric=ak.head_stats(att, progress=False), value="entropy")
-    >>> grid.n_layers, grid.n_heads, grid.metric_name
-    (2, 2, 'entropy')
+    >>> grid = HeadGrid(att, progress=False)
+    >>> grid.thumbs["dtype"], grid.thumbs["shape"]  # uint8 codes [layer, head, t, t]
+    ('uint8', [2, 2, 9, 9])
+    >>> hm = grid.link(Heatmap(att))
+    >>> grid.selected = [1, 0]
+    >>> (hm.layer, hm.head)
+    (1, 0)
     """
 
     _bundle_name = "headgrid"
 
     size = traitlets.Int(0).tag(sync=True)
     n_tokens = traitlets.Int(0).tag(sync=True)
-    thumbs = traitlets.Bytes(b"").tag(sync=True)
-    head_max = traitlets.Bytes(b"").tag(sync=True)
-    metric = traitlets.Bytes(b"").tag(sync=True)
+    thumbs = traitlets.Dict().tag(sync=True)
+    head_max = traitlets.Dict().tag(sync=True)
+    metric = traitlets.Dict().tag(sync=True)
     metric_name = traitlets.Unicode("").tag(sync=True)
     metric_cmap = traitlets.Unicode("viridis").tag(sync=True)
     cmap = traitlets.Unicode("Blues").tag(sync=True)
-    scale = traitlets.Unicode("head").tag(sync=True)
+    normalize = traitlets.Unicode("head").tag(sync=True)
 
     @renamed(positional=("metric", "value"), att="attentions")
     def __init__(
         self,
-        attentions: Attention,
+        attentions: AttentionLike,
         *,
         metric: pd.DataFrame | pd.Series | np.ndarray | None = None,
         value: str | None = None,
-        scale: str = "head",
+        scale: str | None = None,
+        exclude_sinks: bool | None = None,
+        normalize: str = "head",
+        decades: float = 3.0,
         size: int = 128,
         cmap: str = "Blues",
         title: str | None = None,
+        progress: bool = True,
     ) -> None:
         att = attentions
-        if not isinstance(att, Attention):
-            raise InputError(f"HeadGrid takes an attnkit Attention; got {type(att).__name__}.")
-        if scale not in ("head", "global"):
-            raise InputError(f"scale must be 'head' or 'global', not {scale!r}.")
-        if len(att) == 0:
-            raise InputError("the Attention has no positions; nothing to draw.")
+        if not isinstance(att, AttentionLike):
+            raise InputError(f"HeadGrid takes attention (Attention or LazyAttention); got {type(att).__name__}.")
+        if scale in ("head", "global"):  # the old meaning of scale=
+            warnings.warn(f"HeadGrid(scale={scale!r}) is deprecated: use normalize={scale!r} "
+                          "(scale= now names the colour scale).", DeprecationWarning, stacklevel=2)
+            normalize, scale = scale, None
+        scaled = self.scale_traits(att, scale, exclude_sinks, decades)
+        if normalize not in ("head", "global"):
+            raise InputError(f"normalize must be 'head' or 'global', not {normalize!r}.")
+        n = len(att)
+        if n == 0:
+            raise InputError("the attention has no positions; nothing to draw.")
+        if int(size) < 1:
+            raise InputError(f"thumbnail size must be at least 1; got {size}.")
         L, H = att.n_layers, att.n_heads
-        thumbs = downsample_max(att.maps, int(size))
+        t = thumb_side(n, L * H, size)
+        thumbs = np.empty((L, H, t, t), dtype=np.float32)
+        bar = progress_bar(total=L * H, show=progress and L * H * n * n > 1 << 26,
+                           desc="head thumbnails", unit="head")
+        for l in range(L):
+            for h in range(H):
+                thumbs[l, h] = att.pooled(l, h, t, "max")
+                bar.update(1)
+        bar.close()
         head_max = thumbs.reshape(L, H, -1).max(axis=2)
-        top = head_max[:, :, None, None] if scale == "head" else 1.0
         self._thumbs = thumbs  # what the browser shows, as floats: the static figure's source
         self._metric_table = None
-        metric_bytes, metric_name = b"", ""
+        metric_wire, metric_name = {}, ""
         if metric is not None:
             table, metric_name = head_table(metric, value, shape=(L, H))
             self._metric_table = table
-            metric_bytes = encode_f32(table)
+            metric_wire = wire(table, "float32")
         if title is None:
-            title = f"{att.model + ': ' if att.model else ''}{L} layers \u00d7 {H} heads, {len(att)} tokens"
+            who = getattr(att, "model", "") or ""
+            title = f"{who + ': ' if who else ''}{L} layers \u00d7 {H} heads, {n} tokens"
         super().__init__(
-            n_layers=L, n_heads=H, size=thumbs.shape[-1], n_tokens=len(att),
-            thumbs=quantize_u8(thumbs, top), head_max=encode_f32(head_max),
-            metric=metric_bytes, metric_name=metric_name, cmap=cmap, scale=scale, title=title,
+            n_layers=L, n_heads=H, size=t, n_tokens=n, thumbs=wire(log_codes(thumbs, head_max), "uint8"),
+            head_max=wire(head_max, "float32"), metric=metric_wire, metric_name=metric_name,
+            cmap=cmap, normalize=normalize, title=title, **scaled,
         )
         self._tokens = list(att.tokens)
 
@@ -126,14 +192,14 @@ class HeadGrid(SelectsHead):
         >>> import attnkit as ak
         >>> from attnkit.testing import tiny_model
         >>> att = tiny_model("bert").attend("The cat sat on the mat.")
-        >>> fig = ak.HeadGrid(att).figure(preview=True)
+        >>> fig = ak.HeadGrid(att, progress=False).figure(preview=True)
         >>> len(fig.axes[0].images)  # the thumbnails of all heads drawn as one image
         1
         """
         return plots.plot_head_grid(
             self._thumbs, metric=self._metric_table, metric_name=self.metric_name or "metric",
-            scale=self.scale, size=min(self.size, 56) if preview else self.size,
-            cmap=self.cmap, title=self.title,
+            scale=self.normalize, size=min(self.size, 56) if preview else self.size,
+            cmap=self.cmap, title=self.title, color_scale=self.scale, decades=self.decades,
         )
 
     def _alt_text(self) -> str:

@@ -9,9 +9,10 @@ from matplotlib.figure import Figure
 
 from .._compat import renamed
 from ..plot import attention as plots
-from ..results import HeadResult
 from ..plot._prep import head_table
-from ._base import SelectsHead, encode_f32
+from ..results import HeadResult
+from ._base import SelectsHead
+from ._codec import wire
 
 
 class HeadMap(SelectsHead):
@@ -54,7 +55,7 @@ class HeadMap(SelectsHead):
 
     _bundle_name = "headmap"
 
-    values = traitlets.Bytes(b"").tag(sync=True)
+    values = traitlets.Dict().tag(sync=True)
     value_name = traitlets.Unicode("").tag(sync=True)
     cmap = traitlets.Unicode("").tag(sync=True)
     diverging = traitlets.Bool(False).tag(sync=True)
@@ -85,7 +86,7 @@ class HeadMap(SelectsHead):
             diverging = bool(finite.size and finite.min() < 0 < finite.max())
         self._table = table
         super().__init__(
-            n_layers=table.shape[0], n_heads=table.shape[1], values=encode_f32(table),
+            n_layers=table.shape[0], n_heads=table.shape[1], values=wire(table, "float32"),
             value_name=name, diverging=diverging, vmin=vmin, vmax=vmax, cmap=cmap,
             title=title or f"{name} per head",
         )

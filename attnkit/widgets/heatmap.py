@@ -1,190 +1,283 @@
-"""Heatmap widget: one attention matrix with token labels, hover read-out and zoom."""
+"""Heatmap widget: one head's map at any length, tiled: a pooled overview up front, exact tiles
+from the kernel as the view zooms in, hover read-out of the exact weight of any cell."""
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+import os
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import traitlets
 from matplotlib.figure import Figure
 
 from .._compat import renamed
-from ..attention import Attention
-from ..errors import InputError, TokenizationMismatchError
+from ..errors import AttnkitError, InputError, TokenizationMismatchError
 from ..plot import attention as plots
 from ..plot._prep import head_label
-from ._base import AttnkitWidget, check_layer_head, encode_f16
+from ..types import AttentionLike
+from . import _pyramid as pyr
+from ._base import AttnkitWidget, SinkAwareScale, check_layer_head, measure_of
+from ._codec import f16, message, wire
+
+REDUCES = ("max", "mean")
+#: bytes of pyramid levels an offline copy embeds when ``embed`` is not given and the
+#: environment sets none (``attnkit report`` sets ``ATTNKIT_EMBED_BYTES``)
+EMBED_ENV = "ATTNKIT_EMBED_BYTES"
 
 
-class Heatmap(AttnkitWidget):
-    """One head's attention ``[n, n]`` (rows = from/query, columns = to/key).
+class _Stack:
+    """``[layer, head, n, n]`` arrays as a block source (maps passed instead of attention's)."""
 
-    In the browser: scroll to zoom, drag to pan, double-click to fit; hovering a cell shows
-    from-token, to-token and value. Values travel as float16 bytes.
+    def __init__(self, maps: np.ndarray) -> None:
+        self.maps = maps
+
+    def block(self, layer: int, head: int, rows: slice, cols: slice) -> np.ndarray:
+        return self.maps[layer, head, rows, cols]
+
+
+class _Difference:
+    """``a - b`` read block by block."""
+
+    def __init__(self, a: AttentionLike, b: AttentionLike) -> None:
+        self.a, self.b = a, b
+
+    def block(self, layer: int, head: int, rows: slice, cols: slice) -> np.ndarray:
+        return (np.asarray(self.a.block(layer, head, rows, cols), dtype=np.float32)
+                - np.asarray(self.b.block(layer, head, rows, cols), dtype=np.float32))
+
+
+def _value_label(att: AttentionLike) -> str:
+    """What a cell's value is called: "attention" for weights, else the measure's name."""
+    measure = measure_of(att)
+    return "attention" if measure == "weights" else measure
+
+
+def embed_budget(embed: int | None) -> int:
+    """Bytes to embed for offline copies: ``embed``, else ``$ATTNKIT_EMBED_BYTES``, else 0."""
+    if embed is not None:
+        return max(0, int(embed))
+    try:
+        return max(0, int(os.environ.get(EMBED_ENV, "0")))
+    except ValueError:
+        return 0
+
+
+class Heatmap(SinkAwareScale, AttnkitWidget):
+    """One head's attention ``[n, n]`` (rows = from/query, columns = to/key), at any ``n``.
 
     Parameters
     ----------
-    attentions : Attention
-        The attention whose tokens label the axes.
+    attentions : AttentionLike
+        Dense :class:`~attnkit.Attention` (tiles cut from its array) or lazy attention
+        (tiles computed on demand through ``block``); its tokens label the axes.
     layer, head : int
         0-indexed head to show (displayed 1-indexed as "L-H"); the arrows in the header,
         :meth:`show`, or a linked :class:`HeadGrid` change it.
     maps : ndarray, optional
-        Drawn instead of ``attentions.maps``: ``[layer, head, n, n]`` or one ``[n, n]``
-        matrix (e.g. rollout, a difference of two models) on the same tokens.
+        Drawn instead of the attention: ``[layer, head, n, n]`` or one ``[n, n]`` matrix
+        (rollout, a difference of two models) on the attention's tokens.
+    scale : {"linear", "log", "rank"}, optional
+        Colour scale: linear from 0 to the top; log over ``decades`` decades below the top;
+        each cell's rank within its row. Default: ``"log"`` for causal (decoder) attention,
+        whose sinks leave every other weight near 0, else ``"linear"``.
+    exclude_sinks : bool, optional
+        Leave the first token, [CLS] and [SEP] columns out of the scale (they are drawn at
+        its top). Default: True for causal attention.
+    decades : float
+        Range of the log scale.
+    reduce : {"max", "mean"}
+        How bins of the zoomed-out levels pool their cells (max keeps thin patterns).
     diverging : bool, optional
-        Diverging colours centred on 0 (default: when ``maps`` has negative values).
+        Diverging colours centred on 0 (default: when the values are negative somewhere).
     vmax : float, optional
-        Top of the colour scale (default: the shown matrix's max, or max ``|value|`` when
-        diverging).
+        Top of the colour scale (default: the head's largest value, sinks excluded if asked).
     cmap : str
-        A colour map name known to the front end ("Blues", "viridis", "magma", "RdBu_r",
-        "PuOr_r").
+        Colour map known to the front end ("Blues", "viridis", "magma", "RdBu_r", "PuOr_r").
+    overview : int
+        Bins per side of the overview sent up front (the map itself when ``n <= overview``).
+    embed : int, optional
+        Bytes of finer levels to keep in the widget's state for copies without a kernel
+        (exported reports, notebooks saved with widget state). Default:
+        ``$ATTNKIT_EMBED_BYTES`` (``attnkit report`` sets it), else 0.
     title : str, optional
         Title (default: model and head).
     value_label : str, optional
-        What the values are, for the colour bar and hover (default "attention").
+        What the values are, for the colour bar and hover (default "attention", or the
+        name of the maps' measure).
 
     Raises
     ------
     InputError
-        For an input that is not an Attention, an empty input, ``maps`` of another shape
-        or a head outside the model.
+        When the attention has no positions, ``maps`` do not fit its tokens, the head is
+        outside the model, or ``scale``/``reduce``/``decades``/``overview`` are not allowed.
+
+    Notes
+    -----
+    Memory: one head's overview and one strip of rows at a time (``_pyramid.STRIP_CELLS``
+    floats); no ``[n, n]`` map is kept. In the browser: click the map (or hold Ctrl) and
+    scroll to zoom, drag to pan, double-click to fit; hovering a cell shows from-token,
+    to-token and its exact weight (fetched from the kernel when zoomed out).
 
     Examples
     --------
-    >>> import attnkit as ak
-    >>> from attnkit.testing import tiny_model
-    >>> att = tiny_model("bert").attend("The cat sat on the mat.")
-    >>> view = ak.Heatmap(att, layer=1, head=0)
-    >>> view.layer, view.head, view.matrix.shape == (len(att), len(att))
-    (1, 0, True)
+    >>> import numpy as np
+    >>> from attnkit import Attention
+    >>> from attnkit.widgets import Heatmap
+    >>> maps = np.tril(np.ones((4, 4))) / np.arange(1, 5)[:, None]  # causal: row i over 0..i
+    >>> hm = Heatmap(Attention.from_maps(maps, ["<s>", "a", "b", "c"]))
+    >>> hm.causal, hm.scale, hm.exclude_sinks, hm.sink_names  # decoder defaults
+    (True, 'log', True, '<s>')
+    >>> tile = hm.answer({"type": "tile", "layer": 0, "head": 0, "k": 0, "ti": 0, "tj": 0})
+    >>> tile["array"]["dtype"], tile["array"]["shape"]  # what a zoomed-in view receives
+    ('float32', [4, 4])
     """
 
     _bundle_name = "heatmap"
 
     tokens = traitlets.List(traitlets.Unicode()).tag(sync=True)
     n = traitlets.Int(0).tag(sync=True)
-    values = traitlets.Bytes(b"").tag(sync=True)
     layer = traitlets.Int(0).tag(sync=True)
     head = traitlets.Int(0).tag(sync=True)
     n_layers = traitlets.Int(1).tag(sync=True)
     n_heads = traitlets.Int(1).tag(sync=True)
+    pyramid = traitlets.Dict().tag(sync=True)
+    overview_max = traitlets.Dict().tag(sync=True)
+    overview_mean = traitlets.Dict().tag(sync=True)
+    top = traitlets.Float(1.0).tag(sync=True)
+    top_nosink = traitlets.Float(1.0).tag(sync=True)
+    reduce = traitlets.Unicode("max").tag(sync=True)
     diverging = traitlets.Bool(False).tag(sync=True)
-    vmax = traitlets.Float(1.0).tag(sync=True)
+    vmax = traitlets.Float(None, allow_none=True).tag(sync=True)
     cmap = traitlets.Unicode("").tag(sync=True)
     value_label = traitlets.Unicode("attention").tag(sync=True)
+    embedded = traitlets.List(traitlets.Dict()).tag(sync=True)
+    embed_note = traitlets.Unicode("").tag(sync=True)
 
     @renamed(positional=("layer", "head"), att="attentions")
     def __init__(
         self,
-        attentions: Attention,
+        attentions: AttentionLike,
         *,
         layer: int = 0,
         head: int = 0,
         maps: np.ndarray | None = None,
+        scale: str | None = None,
+        exclude_sinks: bool | None = None,
+        decades: float = 3.0,
+        reduce: str = "max",
         diverging: bool | None = None,
         vmax: float | None = None,
         cmap: str = "",
+        overview: int = pyr.OVERVIEW,
+        embed: int | None = None,
         title: str | None = None,
         value_label: str | None = None,
     ) -> None:
         att = attentions
-        if not isinstance(att, Attention):
-            raise InputError(f"Heatmap takes an attnkit Attention; got {type(att).__name__}.")
+        if not isinstance(att, AttentionLike):
+            raise InputError(f"Heatmap takes attention (Attention or LazyAttention); got {type(att).__name__}.")
         n = len(att)
         if n == 0:
-            raise InputError("the Attention has no positions; nothing to draw.")
-        if maps is None:
-            source = att.maps
-        else:
-            source = np.asarray(maps, dtype=np.float32)
-            if source.ndim == 2:
-                source = source[None, None]
-            if source.ndim != 4 or source.shape[2:] != (n, n):
+            raise InputError("the attention has no positions; nothing to draw.")
+        source: Any = att
+        shape = (att.n_layers, att.n_heads)
+        if maps is not None:
+            arr = np.asarray(maps, dtype=np.float32)
+            if arr.ndim == 2:
+                arr = arr[None, None]
+            if arr.ndim != 4 or arr.shape[2:] != (n, n):
                 raise InputError(
-                    f"maps must be [layer, head, {n}, {n}] or [{n}, {n}] for this Attention's "
-                    f"{n} tokens; got shape {np.shape(maps)}."
+                    f"maps must be [layer, head, {n}, {n}] or [{n}, {n}] for these {n} tokens; "
+                    f"got shape {np.shape(maps)}."
                 )
-        if title is None and maps is not None and np.ndim(maps) == 2:
-            title = value_label or "map"
-        self._init(att.tokens, source, lambda l, h: source[l, h], layer, head, diverging, vmax, cmap,
-                   title, value_label or "attention", att.model)
+            source, shape = _Stack(arr), arr.shape[:2]
+            if title is None and np.ndim(maps) == 2:
+                title = value_label or "map"
+        self._init(att, source, shape, layer, head, scale=scale, exclude_sinks=exclude_sinks,
+                   decades=decades, reduce=reduce, diverging=diverging, vmax=vmax, cmap=cmap,
+                   overview=overview, embed=embed, title=title,
+                   value_label=value_label or _value_label(att), model_name=getattr(att, "model", "") or "")
 
-    def _init(
-        self,
-        tokens: Sequence[str],
-        source_shape: np.ndarray | tuple,
-        get: Callable[[int, int], np.ndarray],
-        layer: int,
-        head: int,
-        diverging: bool | None,
-        vmax: float | None,
-        cmap: str,
-        title: str | None,
-        value_label: str,
-        model_name: str,
-        name_pair: tuple[str, str] | None = None,
-    ) -> None:
-        shape = source_shape if isinstance(source_shape, tuple) else source_shape.shape
-        L, H = shape[0], shape[1]
+    def _init(self, att: AttentionLike, source: Any, shape: tuple[int, int], layer: int, head: int, *,
+              scale: str | None, exclude_sinks: bool | None, decades: float, reduce: str,
+              diverging: bool | None, vmax: float | None, cmap: str, overview: int,
+              embed: int | None, title: str | None, value_label: str, model_name: str,
+              name_pair: tuple[str, str] | None = None) -> None:
+        L, H = int(shape[0]), int(shape[1])
         layer, head = check_layer_head(layer, head, L, H)
-        self._get = get
-        self._fixed_vmax = vmax
+        scaled = self.scale_traits(att, scale, exclude_sinks, decades)
+        if reduce not in REDUCES:
+            raise InputError(f"reduce must be 'max' or 'mean', not {reduce!r}.")
+        if int(overview) < 16:
+            raise InputError(f"overview must be at least 16 bins; got {overview}.")
+        n = len(att)
+        self._source = source
+        self._diverging = diverging
+        self._shown: tuple[int, int] | None = None
         self._fixed_title = title
         self._source_model = model_name
         self._name_pair = name_pair
-        self._auto_diverging = diverging is None
+        self._overview_bins = int(overview)
+        self._embed = embed_budget(embed)
+        self._level = pyr.top_level(n, self._overview_bins)
+        self._overview: pyr.Overview | None = None
         super().__init__(
-            tokens=list(tokens), n=len(tokens), n_layers=L, n_heads=H, cmap=cmap,
-            value_label=value_label, diverging=bool(diverging),
+            tokens=[str(t) for t in att.tokens], n=n, n_layers=L, n_heads=H, reduce=reduce,
+            vmax=vmax, cmap=cmap, value_label=value_label,
+            pyramid={"top": self._level, "size": pyr.TILE}, **scaled,
         )
-        self._matrix = np.zeros((0, 0), dtype=np.float32)
         self.layer, self.head = layer, head
         self._refresh()
         self.observe(self._on_head, names=["layer", "head"])
+        self.on_msg(self._on_msg)
 
     @classmethod
     @renamed(positional=("layer", "head"), att_a="attentions", att_b="other")
     def difference(
         cls,
-        attentions: Attention,
-        other: Attention,
+        attentions: AttentionLike,
+        other: AttentionLike,
         *,
         layer: int = 0,
         head: int = 0,
         names: tuple[str, str] | None = None,
         vmax: float | None = None,
         cmap: str = "",
-    ) -> "Heatmap":
+        embed: int | None = None,
+    ) -> Heatmap:
         """The difference ``attentions − other`` of one head on a diverging scale (red: more
-        in A).
+        in ``attentions``).
+
+        Blocks of the difference are computed on demand, so lazy attention works too.
 
         Parameters
         ----------
-        attentions, other : Attention
-            A and B: the same tokens and shapes (e.g. a pre-trained and a fine-tuned model
-            on the same input).
+        attentions, other : AttentionLike
+            The same tokens and numbers of layers and heads (e.g. a pre-trained and a
+            fine-tuned model on the same input).
         layer, head : int
             0-indexed head to show first.
         names : (str, str), optional
-            Labels of A and B (default: the models' names).
+            Labels of the two (default: the models' names).
         vmax : float, optional
-            Top of the colour scale (default: max ``|A − B|`` of the shown head).
+            Top of the colour scale (default: max ``|attentions − other|`` of the shown head).
         cmap : str
             A diverging colour map name (default "RdBu_r").
+        embed : int, optional
+            Bytes of finer levels kept for copies without a kernel, as in :class:`Heatmap`.
 
         Returns
         -------
         Heatmap
-            Showing ``A − B``; :meth:`show` moves both to another head.
+            Showing ``attentions − other``; :meth:`show` moves both to another head.
 
         Raises
         ------
         TokenizationMismatchError
-            When the tokens differ.
+            When the two have different tokens.
         InputError
-            When the shapes differ or an input is not an Attention.
+            When they have different numbers of layers or heads.
 
         Examples
         --------
@@ -196,26 +289,26 @@ class Heatmap(AttnkitWidget):
         """
         att_a, att_b = attentions, other
         for a in (att_a, att_b):
-            if not isinstance(a, Attention):
-                raise InputError(f"Heatmap.difference takes two Attention objects; got {type(a).__name__}.")
+            if not isinstance(a, AttentionLike):
+                raise InputError(f"Heatmap.difference takes two attentions; got {type(a).__name__}.")
         if list(att_a.tokens) != list(att_b.tokens):
             raise TokenizationMismatchError(
                 "the two attentions have different tokens; compare models that share a "
                 "tokenizer, on the same input (or pool both with .to_words())."
             )
-        if att_a.maps.shape != att_b.maps.shape:
+        if (att_a.n_layers, att_a.n_heads) != (att_b.n_layers, att_b.n_heads):
             raise InputError(
-                f"shapes differ: {att_a.maps.shape} vs {att_b.maps.shape}; both models need the "
-                "same number of layers and heads."
+                f"shapes differ: {att_a.n_layers}×{att_a.n_heads} vs {att_b.n_layers}×{att_b.n_heads} "
+                "heads; both models need the same number of layers and heads."
             )
-        a_name, b_name = names or (att_a.model or "A", att_b.model or "B")
+        a_name, b_name = names or (getattr(att_a, "model", "") or "A", getattr(att_b, "model", "") or "B")
         if a_name == b_name:
             a_name, b_name = f"{a_name} (A)", f"{b_name} (B)"
         self = cls.__new__(cls)
-        self._init(
-            att_a.tokens, att_a.maps.shape, lambda l, h: att_a.maps[l, h] - att_b.maps[l, h],
-            layer, head, True, vmax, cmap, None, f"{a_name} \u2212 {b_name}", "", (a_name, b_name),
-        )
+        self._init(att_a, _Difference(att_a, att_b), (att_a.n_layers, att_a.n_heads), layer, head,
+                   scale="linear", exclude_sinks=False, decades=3.0, reduce="max", diverging=True,
+                   vmax=vmax, cmap=cmap, overview=pyr.OVERVIEW, embed=embed, title=None,
+                   value_label=f"{a_name} \u2212 {b_name}", model_name="", name_pair=(a_name, b_name))
         return self
 
     # ------------------------------------------------------------------ API
@@ -253,11 +346,42 @@ class Heatmap(AttnkitWidget):
 
     @property
     def matrix(self) -> np.ndarray:
-        """The shown ``[n, n]`` matrix (float32, rows = from, columns = to)."""
-        return self._matrix
+        """The shown ``[n, n]`` matrix (float32, rows = from, columns = to), read in full:
+        ``n * n * 4`` bytes (use :meth:`block` for parts of long maps)."""
+        return self.block(slice(0, self.n), slice(0, self.n))
+
+    def block(self, rows: slice, cols: slice) -> np.ndarray:
+        """Cells ``[rows, cols]`` of the shown head, read from the attention (dense or lazy).
+
+        Parameters
+        ----------
+        rows, cols : slice
+            Query (from) and key (to) positions.
+
+        Returns
+        -------
+        ndarray
+            float32 ``[len(rows), len(cols)]``.
+
+        Examples
+        --------
+        >>> import numpy as np, attnkit as ak
+        >>> att = ak.Attention.from_maps(np.array([[[[1, 0], [0.25, 0.75]]]]), ["x", "y"])
+        >>> ak.Heatmap(att).block(slice(1, 2), slice(0, 2)).tolist()
+        [[0.25, 0.75]]
+        """
+        return np.asarray(self._source.block(self.layer, self.head, rows, cols), dtype=np.float32)
+
+    @property
+    def overview(self) -> np.ndarray:
+        """The overview the view draws first: ``[m, m]``, bins of ``2**level`` cells pooled
+        by ``reduce`` (the exact map when ``n`` fits in it)."""
+        assert self._overview is not None
+        return self._overview.max if self.reduce == "max" else self._overview.mean
 
     def figure(self, *, preview: bool = False) -> Figure:
-        """The matplotlib figure of the shown head (what reports and saved files show).
+        """The matplotlib figure of the shown head (what reports and saved files show): the
+        overview, on the view's colour scale.
 
         Parameters
         ----------
@@ -278,10 +402,15 @@ class Heatmap(AttnkitWidget):
         >>> fig.axes[0].get_title(loc="left")
         'L1-H1'
         """
+        ov = self._overview
+        assert ov is not None
+        top = self._scale_top()
         return plots.plot_heatmap(
-            self._matrix, self.tokens, diverging=self.diverging, vmax=self.vmax,
+            self.overview, self.tokens, diverging=self.diverging, vmax=top,
             cmap=self.cmap or None, title=self.title, value_label=self.value_label,
-            max_labels=40 if preview else 64,
+            max_labels=40 if preview else 64, bin_size=1 << ov.level,
+            scale="linear" if self.diverging else self.scale, decades=self.decades,
+            causal=self.causal,
         )
 
     def _alt_text(self) -> str:
@@ -297,22 +426,30 @@ class Heatmap(AttnkitWidget):
     def _check_head(self, proposal: dict[str, Any]) -> int:
         return check_layer_head(0, proposal["value"], self.n_layers, self.n_heads)[1]
 
-    def _on_head(self, change: dict[str, Any]) -> None:
-        self._refresh()
+    @traitlets.validate("reduce")
+    def _check_reduce(self, proposal: dict[str, Any]) -> str:
+        if proposal["value"] not in REDUCES:
+            raise InputError(f"reduce must be 'max' or 'mean', not {proposal['value']!r}.")
+        return proposal["value"]
+
+    def _scale_top(self) -> float:
+        if self.vmax is not None:
+            return float(self.vmax)
+        top = self.top_nosink if self.exclude_sinks and not self.diverging else self.top
+        return top if top > 0 else 1.0
+
+    def _on_head(self, _change: dict[str, Any]) -> None:
+        if (self.layer, self.head) != self._shown:  # layer and head set together: one refresh
+            self._refresh()
 
     def _refresh(self) -> None:
-        m = np.asarray(self._get(self.layer, self.head), dtype=np.float32)
-        self._matrix = m
-        finite = m[np.isfinite(m)]
-        diverging = bool(finite.size and finite.min() < 0) if self._auto_diverging else self.diverging
-        if self._fixed_vmax is not None:
-            top = float(self._fixed_vmax)
-        elif diverging:
-            top = float(np.abs(finite).max()) if finite.size else 1.0
-        else:
-            top = float(finite.max()) if finite.size else 1.0
-        if not top > 0:
-            top = 1.0
+        # Max pooling keeps the sign of the largest magnitude: the same as plain max for
+        # weights, and negative extremes survive in differences.
+        ov = pyr.overview(self._source, self.layer, self.head, self.n, np.asarray(self.sinks),
+                          level=self._level, signed=True)
+        self._overview = ov
+        self._shown = (self.layer, self.head)
+        diverging = self._diverging if self._diverging is not None else ov.low < 0
         label = head_label(self.layer, self.head)
         if self._fixed_title is not None:
             title = self._fixed_title
@@ -321,9 +458,93 @@ class Heatmap(AttnkitWidget):
         else:
             who = f"{self._source_model}: " if self._source_model else ""
             title = f"{who}layer {self.layer + 1}, head {self.head + 1} ({label})"
+        if ov.level == 0:  # the map itself: exact float32
+            maxes, means = wire(ov.max, "float32"), {}
+        else:
+            maxes, means = f16(ov.max), f16(ov.mean)
+        embedded, note = self._embedded()
         with self.hold_sync():
-            self.diverging = diverging
-            self.vmax = top
+            self.diverging = bool(diverging)
+            self.top, self.top_nosink = ov.top, ov.top_nosink
             self.title = title
-            self.values = encode_f16(m)
+            self.overview_max, self.overview_mean = maxes, means
+            self.embedded, self.embed_note = embedded, note
         self._invalidate_static()
+
+    def _embedded(self) -> tuple[list[dict], str]:
+        """Tiles of the levels below the overview, finest last, while they fit the budget."""
+        if self._embed <= 0 or self._level == 0:
+            return [], ""
+        n, out, used, finest = self.n, [], 0, self._level
+        for k in range(self._level - 1, -1, -1):
+            m = pyr.side(n, k)
+            cost = m * m * (4 if k == 0 else 2)
+            if used + cost > self._embed:
+                break
+            count = -(-m // pyr.TILE)
+            for ti in range(count):
+                for tj in range(count):
+                    if self.causal and tj > ti:
+                        continue  # all above the diagonal: empty
+                    arr = pyr.tile(self._source, self.layer, self.head, n, k, ti, tj,
+                                   reduce=self.reduce, signed=True)
+                    out.append({"k": k, "ti": ti, "tj": tj, "reduce": self.reduce,
+                                "array": wire(arr, "float32") if k == 0 else f16(arr)})
+            used += cost
+            finest = k
+        if finest == 0:
+            return out, "every cell embedded"
+        cells = 1 << finest
+        return out, (f"embedded down to {cells}\u00d7{cells} tokens per cell "
+                     f"({used / 1e6:.1f} MB); closer views need a running kernel")
+
+    # --------------------------------------------------------------- messages
+    def _on_msg(self, _widget: Any, content: dict[str, Any], _buffers: Sequence[bytes]) -> None:
+        if not isinstance(content, dict) or content.get("type") != "tile":
+            return
+        self.send(*message(self.answer(content)))
+
+    def answer(self, data: dict[str, Any]) -> dict[str, Any]:
+        """The kernel's reply to the front end's tile request (what a zoomed-in view draws).
+
+        Parameters
+        ----------
+        data : dict
+            The message's data: ``{"type": "tile", "layer", "head", "k", "ti", "tj",
+            "reduce", "what"}``: head, pyramid level ``k`` (bins of ``2**k`` cells), tile
+            row and column, pooling (``"max"``/``"mean"``) and ``"value"`` or ``"rank"``.
+
+        Returns
+        -------
+        dict
+            The request's fields plus ``"array"`` (float32 values or row ranks through
+            :mod:`attnkit.widgets._codec`: ``{dtype, shape, buffer}``), or ``"error"`` (a
+            message) for a request outside the map.
+
+        Examples
+        --------
+        >>> import numpy as np, attnkit as ak
+        >>> att = ak.Attention.from_maps(np.array([[[[1, 0], [0.25, 0.75]]]]), ["x", "y"])
+        >>> reply = ak.Heatmap(att).answer({"type": "tile", "layer": 0, "head": 0, "k": 0, "ti": 0, "tj": 0})
+        >>> reply["array"]["shape"], "error" in reply
+        ([2, 2], False)
+        """
+        reply = {k: data.get(k) for k in ("id", "type", "layer", "head", "k", "ti", "tj", "reduce", "what", "exclude")}
+        try:
+            layer, head = check_layer_head(data.get("layer", -1), data.get("head", -1), self.n_layers, self.n_heads)
+            k, ti, tj = (int(data.get(x, -1)) for x in ("k", "ti", "tj"))
+            if not 0 <= k <= self._level:
+                raise InputError(f"level {k} is outside 0..{self._level}.")
+            reduce = data.get("reduce", "max")
+            if reduce not in REDUCES:
+                raise InputError(f"reduce must be 'max' or 'mean', not {reduce!r}.")
+            if data.get("what", "value") == "rank":
+                arr = pyr.rank_tile(self._source, layer, head, self.n, k, ti, tj,
+                                    sinks=np.asarray(self.sinks), causal=self.causal,
+                                    exclude_sinks=bool(data.get("exclude")), reduce=reduce)
+            else:
+                arr = pyr.tile(self._source, layer, head, self.n, k, ti, tj, reduce=reduce, signed=True)
+            reply["array"] = wire(arr, "float32")
+        except (AttnkitError, TypeError, ValueError) as err:
+            reply["error"] = str(err)
+        return reply

@@ -1,13 +1,16 @@
 // ClusterView: the 2-D embedding of heads, one dot per head, coloured by layer (sequential)
-// or by a behaviour label (categorical); hover names the head, click selects it.
+// or by a behaviour label (categorical); hover names the head, click selects it. It resizes
+// with the output and zooms (click the plot or hold Ctrl, then scroll; drag to pan), so two
+// outlier heads cannot squeeze the rest into one small cloud.
 
-import { FONT_SMALL, INK, localPoint, MUTED, sizeCanvas } from "./lib/canvas";
+import { FONT_SMALL, localPoint, sizeCanvas } from "./lib/canvas";
+import { readFloats, WireArray } from "./lib/codec";
 import { categorical, lutColor, METRIC_DEFAULT } from "./lib/colors";
-import { decodeF32 } from "./lib/decode";
 import { headLabel } from "./lib/labels";
-import { availableWidth, coalesce, h, markDrawn, onChange, RenderProps, scheduler, selectedPair, watchWidth } from "./lib/model";
-import { fitEqual, nearest, toScreen } from "./lib/scatter";
-import { Tooltip } from "./lib/tooltip";
+import { Fit, fitEqual, nearest, panFit, toScreen, zoomFit } from "./lib/scatter";
+import { h, HeadPickerView, mount, RenderProps } from "./lib/view";
+
+const LEGEND = 170;
 
 interface Data {
   xs: Float32Array;
@@ -20,24 +23,6 @@ interface Data {
   labelName: string;
 }
 
-function readData(model: RenderProps["model"]): Data {
-  const pts = decodeF32(model.get("points"));
-  const n = pts.length / 2;
-  const layers = (model.get("layers") as number[]) ?? [];
-  const heads = (model.get("heads") as number[]) ?? [];
-  if (layers.length !== n || heads.length !== n) throw new Error(`cluster view: ${n} points but ${layers.length} layers / ${heads.length} heads`);
-  const xs = new Float32Array(n);
-  const ys = new Float32Array(n);
-  for (let i = 0; i < n; i++) { xs[i] = pts[2 * i]; ys[i] = pts[2 * i + 1]; }
-  return {
-    xs, ys, layers, heads,
-    codes: (model.get("codes") as number[]) ?? [],
-    categories: (model.get("categories") as string[]) ?? [],
-    nLayers: model.get("n_layers") as number,
-    labelName: (model.get("label_name") as string) || "layer",
-  };
-}
-
 function pointColor(d: Data, i: number): string {
   if (d.categories.length === 0) {
     const k = d.nLayers > 1 ? (d.layers[i] / (d.nLayers - 1)) * 255 : 128;
@@ -47,185 +32,248 @@ function pointColor(d: Data, i: number): string {
   return c >= 0 ? categorical(c) : "#bbb";
 }
 
-function render({ model, el }: RenderProps) {
-  const t0 = performance.now();
-  const root = h("div", "attnkit attnkit-cluster");
-  const header = h("div", "attnkit-header");
-  const title = h("div", "attnkit-title");
-  const status = h("div", "attnkit-status");
-  header.append(title, status);
-  const body = h("div", "attnkit-row");
-  const stage = h("div", "attnkit-stage");
-  const canvas = h("canvas", "attnkit-canvas");
-  stage.appendChild(canvas);
-  const legend = h("div", "attnkit-legend");
-  body.append(stage, legend);
-  const tip = new Tooltip(stage);
-  const hint = h("div", "attnkit-hint", "Hover a dot to name the head \u00b7 click to select it");
-  root.append(header, body, hint);
-  el.appendChild(root);
+class ClusterViewView extends HeadPickerView {
+  private d!: Data;
+  private canvas = h("canvas", "attnkit-canvas");
+  private legend = h("div", "attnkit-legend");
+  private size = 480;
+  private base!: Fit;
+  private fit!: Fit;
+  private sx = new Float32Array(0);
+  private sy = new Float32Array(0);
+  private hover = -1;
+  private drag: { x: number; y: number; fit: Fit; moved: boolean } | null = null;
+  private dragged = false;
+  private reset = this.button("Fit", "show every head", () => { this.fit = this.base; this.project(); this.redraw(); }, "attnkit-btn attnkit-btn-text");
 
-  let data: Data;
-  let size = 480;
-  let sx = new Float32Array(0);
-  let sy = new Float32Array(0);
-  let hover = -1;
+  constructor(props: RenderProps) {
+    super(props, "cluster");
+    this.body.classList.add("attnkit-row");
+    this.stage.appendChild(this.canvas);
+    this.body.appendChild(this.legend);
+    const zoom = h("span", "attnkit-zoom");
+    zoom.append(
+      this.button("+", "zoom in", () => this.zoom(2, this.size / 2, this.size / 2)),
+      this.button("\u2212", "zoom out", () => this.zoom(0.5, this.size / 2, this.size / 2)),
+      this.reset,
+    );
+    this.controls.appendChild(zoom);
+    this.hint.textContent = "Hover a dot to name the head \u00b7 click to select it \u00b7 click the plot (or hold Ctrl) and scroll to zoom, drag to pan";
+    this.bind();
+  }
 
-  const buildLegend = () => {
-    legend.replaceChildren();
-    legend.appendChild(h("div", "attnkit-legend-title", data.labelName));
-    if (data.categories.length === 0) {
-      const n = data.nLayers;
-      const step = Math.max(1, Math.ceil(n / 12));
-      for (let l = 0; l < n; l += step) {
-        const item = h("div", "attnkit-legend-item");
-        const sw = h("span", "attnkit-swatch");
-        sw.style.background = pointColor({ ...data, categories: [], layers: [l] } as Data, 0);
-        item.append(sw, h("span", "", `layer ${l + 1}`));
-        legend.appendChild(item);
-      }
+  protected traits(): string[] {
+    return ["points", "layers", "heads", "codes", "categories", "n_layers", "label_name", "title"];
+  }
+
+  protected load(): void {
+    const m = this.model;
+    const pts = readFloats(m.get("points") as WireArray);
+    const n = pts.length / 2;
+    const layers = (m.get("layers") as number[]) ?? [];
+    const heads = (m.get("heads") as number[]) ?? [];
+    if (layers.length !== n || heads.length !== n) throw new Error(`cluster view: ${n} points but ${layers.length} layers / ${heads.length} heads`);
+    const xs = new Float32Array(n);
+    const ys = new Float32Array(n);
+    for (let i = 0; i < n; i++) { xs[i] = pts[2 * i]; ys[i] = pts[2 * i + 1]; }
+    this.d = {
+      xs, ys, layers, heads,
+      codes: (m.get("codes") as number[]) ?? [],
+      categories: (m.get("categories") as string[]) ?? [],
+      nLayers: m.get("n_layers") as number,
+      labelName: (m.get("label_name") as string) || "layer",
+    };
+    this.title.textContent = (m.get("title") as string) || "Heads in 2-D";
+    this.root.dataset.points = String(n);
+    this.hover = -1;
+    this.buildLegend();
+    this.showSelection();
+    this.base = undefined as unknown as Fit;
+  }
+
+  private buildLegend(): void {
+    const d = this.d;
+    this.legend.replaceChildren(h("div", "attnkit-legend-title", d.labelName));
+    const item = (color: string, text: string) => {
+      const it = h("div", "attnkit-legend-item");
+      const sw = h("span", "attnkit-swatch");
+      sw.style.background = color;
+      it.append(sw, h("span", "", text));
+      this.legend.appendChild(it);
+    };
+    if (d.categories.length === 0) {
+      const step = Math.max(1, Math.ceil(d.nLayers / 12));
+      for (let l = 0; l < d.nLayers; l += step) item(lutColor(METRIC_DEFAULT, d.nLayers > 1 ? (l / (d.nLayers - 1)) * 255 : 128), `layer ${l + 1}`);
     } else {
-      data.categories.forEach((cat, i) => {
-        const item = h("div", "attnkit-legend-item");
-        const sw = h("span", "attnkit-swatch");
-        sw.style.background = categorical(i);
-        item.append(sw, h("span", "", cat));
-        legend.appendChild(item);
-      });
+      d.categories.forEach((cat, i) => item(categorical(i), cat));
     }
-  };
+  }
 
-  const load = () => {
-    data = readData(model);
-    title.textContent = (model.get("title") as string) || "Heads in 2-D";
-    root.dataset.points = String(data.xs.length);
-    buildLegend();
-  };
-  const layout = () => {
-    size = Math.max(240, Math.min(560, availableWidth(el, 680) - 170));
-    const f = fitEqual(data.xs, data.ys, 0, 0, size, size, 18);
-    sx = new Float32Array(data.xs.length);
-    sy = new Float32Array(data.xs.length);
-    for (let i = 0; i < data.xs.length; i++) {
-      const [x, y] = toScreen(f, data.xs[i], data.ys[i]);
-      sx[i] = x;
-      sy[i] = y;
+  protected layout(): void {
+    const narrow = this.avail(680) < 520;
+    this.body.classList.toggle("attnkit-stack", narrow);
+    this.size = Math.max(200, Math.min(900, this.avail(680) - (narrow ? 0 : LEGEND)));
+    const old = this.base;
+    this.base = fitEqual(this.d.xs, this.d.ys, 0, 0, this.size, this.size, 18);
+    // keep the zoom when only the size changed
+    if (!old || !this.fit) this.fit = this.base;
+    else this.fit = { scale: (this.fit.scale * this.base.scale) / old.scale, ox: (this.fit.ox * this.base.scale) / old.scale, oy: (this.fit.oy * this.base.scale) / old.scale };
+    this.project();
+    this.root.dataset.plotSize = String(this.size);
+  }
+
+  private project(): void {
+    const d = this.d;
+    this.sx = new Float32Array(d.xs.length);
+    this.sy = new Float32Array(d.xs.length);
+    for (let i = 0; i < d.xs.length; i++) {
+      const [x, y] = toScreen(this.fit, d.xs[i], d.ys[i]);
+      this.sx[i] = x;
+      this.sy[i] = y;
     }
-  };
-  const updateStatus = () => {
-    const sel = selectedPair(model.get("selected"));
-    status.textContent = sel ? `selected ${headLabel(sel[0], sel[1])}` : "no head selected";
-  };
-  const indexOf = (pair: [number, number] | null) => {
+    this.root.dataset.zoom = (this.fit.scale / this.base.scale).toFixed(3);
+    this.reset.disabled = this.fit === this.base;
+  }
+
+  private zoom(factor: number, px: number, py: number): void {
+    this.fit = zoomFit(this.fit, factor, px, py, this.base.scale);
+    this.project();
+    this.redraw();
+  }
+
+  private indexOf(pair: [number, number] | null): number {
     if (!pair) return -1;
-    for (let i = 0; i < data.layers.length; i++) if (data.layers[i] === pair[0] && data.heads[i] === pair[1]) return i;
+    for (let i = 0; i < this.d.layers.length; i++) if (this.d.layers[i] === pair[0] && this.d.heads[i] === pair[1]) return i;
     return -1;
-  };
+  }
 
-  const draw = () => {
-    const ctx = sizeCanvas(canvas, size, size);
+  protected draw(): void {
+    const d = this.d;
+    const th = this.theme;
+    const size = this.size;
+    const ctx = sizeCanvas(this.canvas, size, size);
     ctx.clearRect(0, 0, size, size);
-    ctx.strokeStyle = "#e3e3e3";
+    ctx.strokeStyle = th.line;
     ctx.lineWidth = 1;
     ctx.strokeRect(0.5, 0.5, size - 1, size - 1);
-    const n = sx.length;
+    const n = this.sx.length;
     const r = n > 400 ? 3 : n > 150 ? 4 : 5;
+    ctx.save();
+    ctx.beginPath();
+    ctx.rect(0, 0, size, size);
+    ctx.clip();
     for (let i = 0; i < n; i++) {
       ctx.beginPath();
-      ctx.arc(sx[i], sy[i], r, 0, 2 * Math.PI);
-      ctx.fillStyle = pointColor(data, i);
+      ctx.arc(this.sx[i], this.sy[i], r, 0, 2 * Math.PI);
+      ctx.fillStyle = pointColor(d, i);
       ctx.globalAlpha = 0.9;
       ctx.fill();
       ctx.globalAlpha = 1;
-      ctx.strokeStyle = "rgba(0,0,0,0.35)";
+      ctx.strokeStyle = th.dark ? "rgba(255,255,255,0.35)" : "rgba(0,0,0,0.35)";
       ctx.lineWidth = 0.6;
       ctx.stroke();
     }
-    if (n <= 48) {
-      ctx.font = FONT_SMALL;
-      ctx.fillStyle = MUTED;
-      ctx.textAlign = "left";
-      ctx.textBaseline = "middle";
-      for (let i = 0; i < n; i++) ctx.fillText(headLabel(data.layers[i], data.heads[i]), sx[i] + r + 2, sy[i]);
+    ctx.font = FONT_SMALL;
+    const visible = [...Array(n).keys()].filter((i) => this.sx[i] >= 0 && this.sx[i] <= size && this.sy[i] >= 0 && this.sy[i] <= size);
+    if (visible.length <= 48) {
+      ctx.fillStyle = th.muted;
+      for (const i of visible) this.label(ctx, i, r, false);
     }
-    const ring = (i: number, color: string, w: number, label: boolean) => {
+    const ring = (i: number, color: string, w: number) => {
       if (i < 0) return;
       ctx.beginPath();
-      ctx.arc(sx[i], sy[i], r + 3, 0, 2 * Math.PI);
+      ctx.arc(this.sx[i], this.sy[i], r + 3, 0, 2 * Math.PI);
       ctx.strokeStyle = color;
       ctx.lineWidth = w;
       ctx.stroke();
-      if (label) {
-        ctx.font = `bold ${FONT_SMALL}`;
-        ctx.fillStyle = INK;
-        ctx.textAlign = "left";
-        ctx.textBaseline = "bottom";
-        ctx.fillText(headLabel(data.layers[i], data.heads[i]), sx[i] + r + 4, sy[i] - r - 2);
-      }
+      ctx.font = `bold ${FONT_SMALL}`;
+      ctx.fillStyle = th.ink;
+      this.label(ctx, i, r + 2, true);
     };
-    ring(hover, "#333", 1.5, true);
-    ring(indexOf(selectedPair(model.get("selected"))), "#e07000", 2.5, true);
-    canvas.style.cursor = hover >= 0 ? "pointer" : "";
-    markDrawn(root, t0);
-  };
-  const redraw = scheduler(draw);
+    ring(this.hover, th.ink, 1.5);
+    ring(this.indexOf(this.selection()), th.accent, 2.5);
+    ctx.restore();
+    this.canvas.style.cursor = this.hover >= 0 ? "pointer" : "";
+  }
 
-  canvas.addEventListener("pointermove", (ev) => {
-    const [x, y] = localPoint(canvas, ev);
-    const i = nearest(sx, sy, x, y, 10);
-    if (i >= 0) {
-      const rows: [string, string][] = [["layer, head", `${data.layers[i] + 1}, ${data.heads[i] + 1}`]];
-      if (data.categories.length > 0) {
-        const c = data.codes[i];
-        rows.push([data.labelName, c >= 0 ? data.categories[c] : "(none)"]);
+  /** The "L-H" label of point i beside it, flipped inwards near the plot's edges so it is never cut. */
+  private label(ctx: CanvasRenderingContext2D, i: number, r: number, above: boolean): void {
+    const text = headLabel(this.d.layers[i], this.d.heads[i]);
+    const w = ctx.measureText(text).width;
+    const x = this.sx[i];
+    const y = this.sy[i];
+    const right = x + r + 2 + w <= this.size - 2;
+    ctx.textAlign = right ? "left" : "right";
+    ctx.textBaseline = above ? (y - r - 12 < 0 ? "top" : "bottom") : "middle";
+    const ty = above ? (y - r - 12 < 0 ? y + r : y - r) : y;
+    ctx.fillText(text, right ? x + r + 2 : x - r - 2, ty);
+  }
+
+  private bind(): void {
+    const c = this.canvas;
+    const inside = () => true;
+    this.wheelZoom(c, inside, (factor, ev) => {
+      const [x, y] = localPoint(c, ev);
+      this.zoom(factor, x, y);
+    });
+    this.listen(c, "pointerdown", (e) => {
+      const ev = e as PointerEvent;
+      if (ev.button !== 0) return;
+      this.drag = { x: ev.clientX, y: ev.clientY, fit: this.fit, moved: false };
+      c.setPointerCapture?.(ev.pointerId);
+    });
+    const end = () => {
+      this.dragged = Boolean(this.drag?.moved); // the click that ends a drag selects nothing
+      this.drag = null;
+    };
+    this.listen(c, "pointerup", end);
+    this.listen(c, "pointercancel", end);
+    this.listen(c, "dblclick", () => { this.fit = this.base; this.project(); this.redraw(); });
+    this.listen(c, "pointermove", (e) => {
+      const ev = e as PointerEvent;
+      if (this.drag) {
+        const dx = ev.clientX - this.drag.x;
+        const dy = ev.clientY - this.drag.y;
+        if (Math.abs(dx) + Math.abs(dy) > 3) this.drag.moved = true;
+        if (this.drag.moved) {
+          this.fit = panFit(this.drag.fit, dx, dy);
+          this.project();
+          this.tip.hide();
+          this.redraw();
+          return;
+        }
       }
-      const [hx, hy] = localPoint(stage, ev);
-      tip.show(hx, hy, `Head ${headLabel(data.layers[i], data.heads[i])}`, rows);
-    } else {
-      tip.hide();
-    }
-    if (i !== hover) {
-      hover = i;
-      redraw();
-    }
-  });
-  canvas.addEventListener("pointerleave", () => {
-    tip.hide();
-    if (hover >= 0) {
-      hover = -1;
-      redraw();
-    }
-  });
-  canvas.addEventListener("click", (ev) => {
-    const [x, y] = localPoint(canvas, ev);
-    const i = nearest(sx, sy, x, y, 10);
-    if (i < 0) return;
-    model.set("selected", [data.layers[i], data.heads[i]]);
-    model.save_changes();
-    updateStatus();
-    redraw();
-  });
-
-  const reload = coalesce(() => {
-    load();
-    layout();
-    hover = -1;
-    redraw();
-  });
-  const offData = onChange(model, ["points", "layers", "heads", "codes", "categories", "n_layers", "label_name", "title"], reload);
-  const onSel = () => { updateStatus(); redraw(); };
-  model.on("change:selected", onSel);
-  const offWidth = watchWidth(el, () => { layout(); redraw(); });
-
-  load();
-  layout();
-  updateStatus();
-  draw();
-  return () => {
-    offData();
-    model.off("change:selected", onSel);
-    offWidth();
-  };
+      const [x, y] = localPoint(c, ev);
+      const i = nearest(this.sx, this.sy, x, y, 10);
+      const d = this.d;
+      if (i >= 0) {
+        const rows: [string, string][] = [["layer, head", `${d.layers[i] + 1}, ${d.heads[i] + 1}`]];
+        if (d.categories.length > 0) rows.push([d.labelName, d.codes[i] >= 0 ? d.categories[d.codes[i]] : "(none)"]);
+        const [hx, hy] = localPoint(this.stage, ev);
+        this.tip.show(hx, hy, `Head ${headLabel(d.layers[i], d.heads[i])}`, rows);
+      } else {
+        this.tip.hide();
+      }
+      if (i !== this.hover) {
+        this.hover = i;
+        this.redraw();
+      }
+    });
+    this.listen(c, "pointerleave", () => {
+      this.tip.hide();
+      if (this.hover >= 0) {
+        this.hover = -1;
+        this.redraw();
+      }
+    });
+    this.listen(c, "click", (e) => {
+      if (this.dragged) return;
+      const [x, y] = localPoint(c, e as MouseEvent);
+      const i = nearest(this.sx, this.sy, x, y, 10);
+      if (i < 0) return;
+      this.pick(this.d.layers[i], this.d.heads[i]);
+    });
+  }
 }
 
-export default { render };
+export default mount((props) => new ClusterViewView(props));

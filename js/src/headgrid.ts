@@ -1,140 +1,208 @@
-// HeadGrid: every layer × head attention map as a thumbnail ("L-H", 1-indexed), an optional
-// per-head metric drawn as a coloured bar under each thumbnail, click to select a head.
+// HeadGrid: every layer × head as a thumbnail ("L-H", 1-indexed), an optional per-head
+// metric drawn as a coloured bar under each thumbnail, click to select a head. Thumbnails
+// arrive as uint8 log codes (attnkit/widgets/headgrid.py): code c > 0 is
+// top · 10^(DECADES · (c/255 − 1)) of its head, so any colour scale can be drawn here.
 
-import { paintThumb, resampleRanges } from "./lib/atlas";
-import { FONT_SMALL, INK, localPoint, MUTED, sizeCanvas } from "./lib/canvas";
+import { binsOf, codeValue, paintThumb, resampleRanges } from "./lib/atlas";
+import { FONT_SMALL, sizeCanvas } from "./lib/canvas";
+import { readArray, readFloats, WireArray } from "./lib/codec";
 import { lut, lutColor, METRIC_DEFAULT, SEQUENTIAL_DEFAULT, seqIndex } from "./lib/colors";
-import { decodeF32, decodeU8 } from "./lib/decode";
+import { checkbox, select } from "./lib/controls";
+import { bindGridPointer, GridPointer } from "./lib/gridpointer";
 import { formatValue, headLabel } from "./lib/labels";
 import { cellOrigin, finiteRange, GridLayout, gridLayout } from "./lib/layout";
 import { colorBarH } from "./lib/legend";
-import { availableWidth, coalesce, h, markDrawn, onChange, RenderProps, scheduler, selectedPair, watchWidth } from "./lib/model";
-import { bindGridPointer } from "./lib/gridpointer";
-import { Tooltip } from "./lib/tooltip";
+import { describeScale, rankRows, Scale, ScaleKind, scaleIndex } from "./lib/scale";
+import { h, HeadPickerView, mount, RenderProps } from "./lib/view";
 
 interface Data {
   layers: number;
   heads: number;
   t: number;
   codes: Uint8Array;
-  lut32: Uint32Array;
   headMax: Float32Array;
   metric: Float32Array | null;
   metricName: string;
   metricRange: [number, number];
   metricCmap: string;
+  cmap: string;
   nTokens: number;
-  scale: string;
+  causal: boolean;
+  sinkBins: Set<number>;
+  sinkNames: string;
 }
 
-function readData(model: RenderProps["model"]): Data {
-  const layers = model.get("n_layers") as number;
-  const heads = model.get("n_heads") as number;
-  const t = model.get("size") as number;
-  const cmap = (model.get("cmap") as string) || SEQUENTIAL_DEFAULT;
-  const table = lut(cmap);
-  const codes = decodeU8(model.get("thumbs"));
-  if (codes.length !== layers * heads * t * t) {
-    throw new Error(`head grid: expected ${layers * heads * t * t} thumbnail bytes, got ${codes.length}`);
-  }
-  const m = decodeF32(model.get("metric"));
-  const metric = m.length === layers * heads ? m : null;
-  return {
-    layers, heads, t, codes,
-    lut32: new Uint32Array(table.buffer, table.byteOffset, 256),
-    headMax: decodeF32(model.get("head_max")),
-    metric,
-    metricName: (model.get("metric_name") as string) || "metric",
-    metricRange: metric ? finiteRange(metric) : [NaN, NaN],
-    metricCmap: (model.get("metric_cmap") as string) || METRIC_DEFAULT,
-    nTokens: model.get("n_tokens") as number,
-    scale: (model.get("scale") as string) || "head",
-  };
-}
+class HeadGridView extends HeadPickerView {
+  private d!: Data;
+  private grid!: GridLayout;
+  private canvas = h("canvas", "attnkit-canvas");
+  private hoverRing = h("div", "attnkit-ring attnkit-ring-hover");
+  private selRing = h("div", "attnkit-ring attnkit-ring-selected");
+  private selLabel = h("div", "attnkit-ring-label");
+  private legend = h("div", "attnkit-legend-text");
+  private baseDrawn = false;
+  private pointer!: GridPointer;
+  private scaleSel = select(this, "scale", "scale", [["linear", "linear"], ["log", "log"], ["rank", "row rank"]],
+    "colour scale of the thumbnails: linear, log, or each cell's rank within its row");
+  private sinkBox = checkbox(this, "exclude_sinks", "leave attention sinks out of each head's colour scale");
+  private normSel = select(this, "top", "normalize", [["head", "each head"], ["global", "all heads"]],
+    "colour each head up to its own maximum, or all heads up to the largest");
 
-function render({ model, el }: RenderProps) {
-  const t0 = performance.now();
-  performance.mark("attnkit:headgrid:start");
-  const root = h("div", "attnkit attnkit-headgrid");
-  const header = h("div", "attnkit-header");
-  const title = h("div", "attnkit-title");
-  const status = h("div", "attnkit-status");
-  header.append(title, status);
-  // The canvas holds thumbnails and labels (drawn once per data or size change); hover and
-  // selection rings are positioned elements on top, so pointer moves never repaint it.
-  const stage = h("div", "attnkit-stage");
-  const canvas = h("canvas", "attnkit-canvas");
-  const hoverRing = h("div", "attnkit-ring attnkit-ring-hover");
-  const selRing = h("div", "attnkit-ring attnkit-ring-selected");
-  const selLabel = h("div", "attnkit-ring-label");
-  stage.append(canvas, hoverRing, selRing, selLabel);
-  const tip = new Tooltip(stage);
-  const hint = h("div", "attnkit-hint", "Click a head to select it \u00b7 labels are layer-head, counted from 1");
-  root.append(header, stage, hint);
-  el.appendChild(root);
-
-  let data: Data;
-  let grid: GridLayout;
-
-  const load = () => {
-    data = readData(model);
-    performance.mark("attnkit:headgrid:decoded");
-    title.textContent = (model.get("title") as string) || `Attention of ${data.layers} layers \u00d7 ${data.heads} heads`;
-    root.dataset.thumbnails = String(data.layers * data.heads);
-  };
-
-  const layout = () => {
-    const width = Math.max(320, Math.min(1400, availableWidth(el, 900)));
-    grid = gridLayout({
-      rows: data.layers, cols: data.heads, width,
-      left: 30, top: data.metric ? 54 : 34, gap: 8, below: data.metric ? 20 : 14, bottom: 4,
-      minCell: 28, maxCell: 110,
+  constructor(props: RenderProps) {
+    super(props, "headgrid");
+    // The canvas holds thumbnails and labels (drawn once per data, scale or size change);
+    // hover and selection rings are positioned elements on top, so pointer moves never repaint it.
+    this.stage.append(this.canvas, this.hoverRing, this.selRing, this.selLabel);
+    this.body.appendChild(this.legend);
+    this.controls.append(this.scaleSel.box, this.sinkBox.box, this.normSel.box);
+    this.hint.textContent = "Click a head to select it \u00b7 labels are layer-head, counted from 1";
+    this.pointer = bindGridPointer(this, {
+      canvas: this.canvas,
+      stage: this.stage,
+      tip: this.tip,
+      layout: () => this.grid,
+      describe: (r, c) => {
+        const k = r * this.d.heads + c;
+        const rows: [string, string][] = [
+          ["layer, head", `${r + 1}, ${c + 1}`],
+          ["max attention", formatValue(this.d.headMax[k])],
+        ];
+        if (this.d.metric) rows.push([this.d.metricName, formatValue(this.d.metric[k])]);
+        return [`Head ${headLabel(r, c)}`, rows];
+      },
+      select: (r, c) => this.pick(r, c),
+      redraw: () => this.redraw(),
     });
-    root.dataset.cell = String(grid.cell);
-    root.dataset.gridLeft = String(grid.left);
-    root.dataset.gridTop = String(grid.top);
-    root.dataset.pitchX = String(grid.pitchX);
-    root.dataset.pitchY = String(grid.pitchY);
-  };
+  }
 
-  const updateStatus = () => {
-    const sel = selectedPair(model.get("selected"));
-    status.textContent = sel ? `selected ${headLabel(sel[0], sel[1])}` : "no head selected";
-  };
+  protected traits(): string[] {
+    return ["thumbs", "n_layers", "n_heads", "size", "head_max", "metric", "metric_name", "metric_cmap", "cmap",
+      "scale", "exclude_sinks", "normalize", "decades", "title", "sinks", "causal", "n_tokens"];
+  }
 
-  const drawBase = () => {
-    const g = grid;
-    const ctx = sizeCanvas(canvas, g.width, g.height);
-    const dpr = canvas.width / g.width;
+  protected load(): void {
+    const m = this.model;
+    const layers = m.get("n_layers") as number;
+    const heads = m.get("n_heads") as number;
+    const t = m.get("size") as number;
+    const codes = readArray(m.get("thumbs") as WireArray).data as Uint8Array;
+    if (codes.length !== layers * heads * t * t) {
+      throw new Error(`head grid: expected ${layers * heads * t * t} thumbnail bytes, got ${codes.length}`);
+    }
+    const metric = readFloats(m.get("metric") as WireArray);
+    const nTokens = m.get("n_tokens") as number;
+    this.d = {
+      layers, heads, t, codes,
+      headMax: readFloats(m.get("head_max") as WireArray),
+      metric: metric.length === layers * heads ? metric : null,
+      metricName: (m.get("metric_name") as string) || "metric",
+      metricRange: metric.length === layers * heads ? finiteRange(metric) : [NaN, NaN],
+      metricCmap: (m.get("metric_cmap") as string) || METRIC_DEFAULT,
+      cmap: (m.get("cmap") as string) || SEQUENTIAL_DEFAULT,
+      nTokens,
+      causal: Boolean(m.get("causal")),
+      sinkBins: binsOf(nTokens, t, (m.get("sinks") as number[]) ?? []),
+      sinkNames: (m.get("sink_names") as string) || "",
+    };
+    this.title.textContent = (m.get("title") as string) || `Attention of ${layers} layers \u00d7 ${heads} heads`;
+    this.root.dataset.thumbnails = String(layers * heads);
+    this.scaleSel.update();
+    this.normSel.update();
+    this.sinkBox.update(`leave out ${this.d.sinkNames || "sinks"}`);
+    this.sinkBox.box.style.display = this.d.sinkNames ? "" : "none";
+    this.baseDrawn = false;
+    this.pointer?.reset();
+    this.showSelection();
+  }
+
+  protected layout(): void {
+    const d = this.d;
+    const width = Math.max(300, Math.min(1400, this.avail(900)));
+    this.grid = gridLayout({
+      rows: d.layers, cols: d.heads, width,
+      left: 30, top: d.metric ? 38 : 20, gap: d.heads > 16 ? 4 : 8, below: d.metric ? 20 : 14, bottom: 4,
+      minCell: d.heads > 16 ? 22 : 28, maxCell: 110,
+    });
+    const g = this.grid;
+    Object.assign(this.root.dataset, {
+      cell: String(g.cell), gridLeft: String(g.left), gridTop: String(g.top), pitchX: String(g.pitchX), pitchY: String(g.pitchY),
+    });
+    this.baseDrawn = false;
+  }
+
+  protected themeChanged(): void {
+    this.baseDrawn = false;
+  }
+
+  private scale(): Scale {
+    const kind = ((this.model.get("scale") as string) || "linear") as ScaleKind;
+    return { kind, diverging: false, top: 1, decades: Number(this.model.get("decades")) || 3, excludeSinks: Boolean(this.model.get("exclude_sinks")) };
+  }
+
+  /** Colour indices (0..255) of head (l, hd)'s thumbnail under the current scale. */
+  private indices(l: number, hd: number, s: Scale, globalTop: number, out: Uint8Array): void {
+    const d = this.d;
+    const per = d.t * d.t;
+    const off = (l * d.heads + hd) * per;
+    const top = d.headMax[l * d.heads + hd];
+    if (s.kind === "rank") {
+      const vals = new Float32Array(per);
+      for (let i = 0; i < per; i++) vals[i] = d.codes[off + i];
+      const ranks = rankRows(vals, d.t, d.t, (i, j) => !d.causal || j <= i, (j) => s.excludeSinks && d.sinkBins.has(j));
+      for (let i = 0; i < per; i++) out[i] = Number.isFinite(ranks[i]) ? Math.round(ranks[i] * 255) : 0;
+      return;
+    }
+    // the scale's top for this head: its max, or its max outside the sink columns
+    let headTop = top;
+    if (s.excludeSinks && d.sinkBins.size) {
+      let c = 0;
+      for (let i = 0; i < d.t; i++) for (let j = 0; j < d.t; j++) if (!d.sinkBins.has(j)) c = Math.max(c, d.codes[off + i * d.t + j]);
+      headTop = codeValue(c, top);
+    }
+    const scaleTop = this.model.get("normalize") === "global" ? globalTop : headTop;
+    const index = scaleIndex({ ...s, top: scaleTop > 0 ? scaleTop : 1 });
+    const table = new Uint8Array(256);
+    for (let c = 0; c < 256; c++) table[c] = Math.max(0, index(codeValue(c, top)));
+    for (let i = 0; i < per; i++) out[i] = table[d.codes[off + i]];
+  }
+
+  private drawBase(): void {
+    const d = this.d;
+    const g = this.grid;
+    const th = this.theme;
+    const ctx = sizeCanvas(this.canvas, g.width, g.height);
+    const dpr = this.canvas.width / g.width;
     ctx.clearRect(0, 0, g.width, g.height);
-
-    // Thumbnails, straight into device pixels.
-    const s = Math.max(1, Math.round(g.cell * dpr));
-    const img = ctx.createImageData(s, s);
-    const px = new Uint32Array(img.data.buffer);
-    const ranges = resampleRanges(data.t, s);
-    const per = data.t * data.t;
-    for (let l = 0; l < data.layers; l++) {
-      for (let hd = 0; hd < data.heads; hd++) {
-        paintThumb(data.codes, (l * data.heads + hd) * per, data.t, s, data.lut32, px, ranges);
+    const s = this.scale();
+    const table = lut(d.cmap);
+    const lut32 = new Uint32Array(table.buffer, table.byteOffset, 256);
+    let globalTop = 0;
+    for (const v of d.headMax) globalTop = Math.max(globalTop, v);
+    const px = Math.max(1, Math.round(g.cell * dpr));
+    const img = ctx.createImageData(px, px);
+    const out = new Uint32Array(img.data.buffer);
+    const ranges = resampleRanges(d.t, px);
+    const idx = new Uint8Array(d.t * d.t);
+    for (let l = 0; l < d.layers; l++) {
+      for (let hd = 0; hd < d.heads; hd++) {
+        this.indices(l, hd, s, globalTop, idx);
+        paintThumb(idx, 0, d.t, px, lut32, out, ranges);
         const [x, y] = cellOrigin(g, l, hd);
         ctx.putImageData(img, Math.round(x * dpr), Math.round(y * dpr));
       }
     }
-    performance.mark("attnkit:headgrid:painted");
-
-    // Column and row numbers.
     ctx.font = FONT_SMALL;
-    ctx.fillStyle = MUTED;
+    ctx.fillStyle = th.muted;
     ctx.textAlign = "center";
     ctx.textBaseline = "bottom";
-    for (let c = 0; c < data.heads; c++) {
+    const every = d.heads > 16 ? 2 : 1;
+    for (let c = 0; c < d.heads; c += every) {
       const [x] = cellOrigin(g, 0, c);
       ctx.fillText(c === 0 ? "head 1" : String(c + 1), x + g.cell / 2, g.top - 4);
     }
     ctx.textAlign = "right";
     ctx.textBaseline = "middle";
-    for (let r = 0; r < data.layers; r++) {
+    for (let r = 0; r < d.layers; r++) {
       const [, y] = cellOrigin(g, r, 0);
       ctx.fillText(String(r + 1), g.left - 8, y + g.cell / 2);
     }
@@ -144,136 +212,73 @@ function render({ model, el }: RenderProps) {
     ctx.textAlign = "right";
     ctx.fillText("layer", 0, 0);
     ctx.restore();
-
-    // Legend: how thumbnails are scaled, and the metric's colour bar.
-    ctx.textAlign = "left";
-    ctx.textBaseline = "top";
-    ctx.fillStyle = MUTED;
-    const scaleText = data.scale === "global"
-      ? "thumbnails: rows = from, cols = to; one colour scale 0\u20131 for all heads"
-      : "thumbnails: rows = from, cols = to; each head scaled to its own maximum";
-    ctx.fillText(scaleText, g.left, 2);
-    if (data.metric) {
-      const [lo, hi] = data.metricRange;
-      colorBarH(ctx, data.metricCmap, g.left + 40, 20, 120, 9, lo, hi, data.metricName);
+    if (d.metric) {
+      const [lo, hi] = d.metricRange;
+      colorBarH(ctx, th, d.metricCmap, g.left + 40, 8, 120, 9, lo, hi, d.metricName);
     }
-
-    // Frames, metric bars, "L-H" labels.
-    ctx.strokeStyle = "#d0d0d0";
+    ctx.strokeStyle = th.line;
     ctx.lineWidth = 1;
     ctx.beginPath();
-    for (let r = 0; r < data.layers; r++) {
-      for (let c = 0; c < data.heads; c++) {
+    for (let r = 0; r < d.layers; r++) {
+      for (let c = 0; c < d.heads; c++) {
         const [x, y] = cellOrigin(g, r, c);
         ctx.rect(x - 0.5, y - 0.5, g.cell + 1, g.cell + 1);
       }
     }
     ctx.stroke();
     ctx.font = FONT_SMALL;
-    ctx.fillStyle = INK;
     ctx.textAlign = "left";
     ctx.textBaseline = "top";
-    for (let r = 0; r < data.layers; r++) {
-      for (let c = 0; c < data.heads; c++) {
+    for (let r = 0; r < d.layers; r++) {
+      for (let c = 0; c < d.heads; c++) {
         const [x, y] = cellOrigin(g, r, c);
         let ly = y + g.cell + 2;
-        if (data.metric) {
-          const v = data.metric[r * data.heads + c];
-          const k = seqIndex(v, data.metricRange[0], data.metricRange[1]);
-          ctx.fillStyle = k < 0 ? "#eee" : lutColor(data.metricCmap, k);
+        if (d.metric) {
+          const k = seqIndex(d.metric[r * d.heads + c], d.metricRange[0], d.metricRange[1]);
+          ctx.fillStyle = k < 0 ? th.empty : lutColor(d.metricCmap, k);
           ctx.fillRect(x, ly, g.cell, 5);
-          ctx.fillStyle = INK;
           ly += 6;
         }
+        ctx.fillStyle = th.ink;
         ctx.fillText(headLabel(r, c), x, ly);
       }
     }
-    baseDrawn = true;
-  };
+    const norm = this.model.get("normalize") === "global" ? "top: the largest weight of all heads" : "top: each head's own largest weight";
+    this.legend.textContent = `Thumbnails: rows = from, columns = to; ${describeScale({ ...s, top: NaN }, d.sinkNames)}; ${s.kind === "rank" ? "" : norm + "; "}${d.t}\u00d7${d.t} cells, max-pooled from ${d.nTokens} tokens.`;
+    this.baseDrawn = true;
+  }
 
-  const place = (el: HTMLElement, p: [number, number] | null, pad: number) => {
+  private place(el: HTMLElement, p: [number, number] | null, pad: number): void {
     if (!p) {
       el.style.display = "none";
       return;
     }
-    const [x, y] = cellOrigin(grid, p[0], p[1]);
+    const [x, y] = cellOrigin(this.grid, p[0], p[1]);
     el.style.display = "block";
     el.style.left = `${x - pad}px`;
     el.style.top = `${y - pad}px`;
-    el.style.width = `${grid.cell + 2 * pad}px`;
-    el.style.height = `${grid.cell + 2 * pad}px`;
-  };
-  const drawOverlay = () => {
-    const sel = selectedPair(model.get("selected"));
-    const hover = pointer.hovered();
-    const sameAsSel = hover && sel && hover[0] === sel[0] && hover[1] === sel[1];
-    place(hoverRing, sameAsSel ? null : hover, 2);
-    place(selRing, sel, 4);
+    el.style.width = `${this.grid.cell + 2 * pad}px`;
+    el.style.height = `${this.grid.cell + 2 * pad}px`;
+  }
+
+  protected draw(): void {
+    if (!this.baseDrawn) this.drawBase();
+    const sel = this.selection();
+    const hover = this.pointer.hovered();
+    const same = hover && sel && hover[0] === sel[0] && hover[1] === sel[1];
+    this.place(this.hoverRing, same ? null : hover, 2);
+    this.place(this.selRing, sel, 4);
     if (sel) {
-      const [x, y] = cellOrigin(grid, sel[0], sel[1]);
-      selLabel.style.display = "block";
-      selLabel.style.left = `${x}px`;
-      selLabel.style.top = `${y + grid.cell + 2 + (data.metric ? 6 : 0)}px`;
-      selLabel.textContent = headLabel(sel[0], sel[1]);
+      const [x, y] = cellOrigin(this.grid, sel[0], sel[1]);
+      this.selLabel.style.display = "block";
+      this.selLabel.style.left = `${x}px`;
+      this.selLabel.style.top = `${y + this.grid.cell + 2 + (this.d.metric ? 6 : 0)}px`;
+      this.selLabel.textContent = headLabel(sel[0], sel[1]);
     } else {
-      selLabel.style.display = "none";
+      this.selLabel.style.display = "none";
     }
-    canvas.style.cursor = hover ? "pointer" : "";
-  };
-
-  let baseDrawn = false;
-  const draw = () => {
-    if (!baseDrawn) drawBase();
-    drawOverlay();
-    markDrawn(root, t0);
-    performance.mark("attnkit:headgrid:drawn");
-  };
-  const redraw = scheduler(draw);
-
-  const pointer = bindGridPointer({
-    canvas,
-    stage,
-    tip,
-    layout: () => grid,
-    describe: (r, c) => {
-      const k = r * data.heads + c;
-      const rows: [string, string][] = [
-        ["layer, head", `${r + 1}, ${c + 1}`],
-        ["max attention", formatValue(data.headMax[k])],
-      ];
-      if (data.metric) rows.push([data.metricName, formatValue(data.metric[k])]);
-      return [`Head ${headLabel(r, c)}`, rows];
-    },
-    select: (r, c) => {
-      model.set("selected", [r, c]);
-      model.save_changes();
-      updateStatus();
-      redraw();
-    },
-    redraw,
-  });
-
-  const reload = coalesce(() => {
-    load();
-    layout();
-    baseDrawn = false;
-    pointer.reset();
-    redraw();
-  });
-  const offData = onChange(model, ["thumbs", "n_layers", "n_heads", "size", "head_max", "metric", "metric_name", "metric_cmap", "cmap", "scale", "title"], reload);
-  const onSel = () => { updateStatus(); redraw(); };
-  model.on("change:selected", onSel);
-  const offWidth = watchWidth(el, () => { layout(); baseDrawn = false; redraw(); });
-
-  load();
-  layout();
-  updateStatus();
-  draw();
-  return () => {
-    offData();
-    model.off("change:selected", onSel);
-    offWidth();
-  };
+    this.canvas.style.cursor = hover ? "pointer" : "";
+  }
 }
 
-export default { render };
+export default mount((props) => new HeadGridView(props));

@@ -1,15 +1,16 @@
 // HeadMap: a layer × head grid of one per-head metric (entropy, relation accuracy, ...),
-// with hover read-out and click-to-select.
+// with hover read-out and click-to-select. It grows and shrinks with the output's width.
 
-import { FONT_SMALL, INK, localPoint, MUTED, sizeCanvas } from "./lib/canvas";
+import { FONT_SMALL, sizeCanvas } from "./lib/canvas";
+import { readFloats, WireArray } from "./lib/codec";
 import { divIndex, DIVERGING_DEFAULT, lutColor, METRIC_DEFAULT, seqIndex, textOn } from "./lib/colors";
-import { decodeF32 } from "./lib/decode";
+import { bindGridPointer, GridPointer } from "./lib/gridpointer";
 import { formatValue, headLabel } from "./lib/labels";
 import { cellOrigin, finiteRange, GridLayout, gridLayout } from "./lib/layout";
 import { colorBarV } from "./lib/legend";
-import { availableWidth, coalesce, h, markDrawn, onChange, RenderProps, scheduler, selectedPair, watchWidth } from "./lib/model";
-import { bindGridPointer } from "./lib/gridpointer";
-import { Tooltip } from "./lib/tooltip";
+import { h, HeadPickerView, mount, RenderProps } from "./lib/view";
+
+const BAR = 84; // colour bar and its numbers
 
 interface Data {
   layers: number;
@@ -22,93 +23,91 @@ interface Data {
   hi: number;
 }
 
-function readData(model: RenderProps["model"]): Data {
-  const layers = model.get("n_layers") as number;
-  const heads = model.get("n_heads") as number;
-  const values = decodeF32(model.get("values"));
-  if (values.length !== layers * heads) throw new Error(`head map: expected ${layers * heads} values, got ${values.length}`);
-  const diverging = Boolean(model.get("diverging"));
-  const [lo0, hi0] = finiteRange(values);
-  let lo = lo0;
-  let hi = hi0;
-  const vmin = model.get("vmin");
-  const vmax = model.get("vmax");
-  if (typeof vmin === "number" && Number.isFinite(vmin)) lo = vmin;
-  if (typeof vmax === "number" && Number.isFinite(vmax)) hi = vmax;
-  if (diverging) {
-    const a = Math.max(Math.abs(lo), Math.abs(hi));
-    lo = -a;
-    hi = a;
-  }
-  return {
-    layers, heads, values, diverging, lo, hi,
-    name: (model.get("value_name") as string) || "value",
-    cmap: (model.get("cmap") as string) || (diverging ? DIVERGING_DEFAULT : METRIC_DEFAULT),
-  };
-}
+class HeadMapView extends HeadPickerView {
+  private d!: Data;
+  private grid!: GridLayout;
+  private canvas = h("canvas", "attnkit-canvas");
+  private pointer: GridPointer;
 
-function colorIndex(d: Data, v: number): number {
-  return d.diverging ? divIndex(v, d.hi) : seqIndex(v, d.lo, d.hi);
-}
-
-function render({ model, el }: RenderProps) {
-  const t0 = performance.now();
-  const root = h("div", "attnkit attnkit-headmap");
-  const header = h("div", "attnkit-header");
-  const title = h("div", "attnkit-title");
-  const status = h("div", "attnkit-status");
-  header.append(title, status);
-  const stage = h("div", "attnkit-stage");
-  const canvas = h("canvas", "attnkit-canvas");
-  stage.appendChild(canvas);
-  const tip = new Tooltip(stage);
-  const hint = h("div", "attnkit-hint", "Click a cell to select that head \u00b7 layers and heads counted from 1");
-  root.append(header, stage, hint);
-  el.appendChild(root);
-
-  let data: Data;
-  let grid: GridLayout;
-
-  const load = () => {
-    data = readData(model);
-    title.textContent = (model.get("title") as string) || `${data.name} per head`;
-    root.dataset.cells = String(data.layers * data.heads);
-  };
-  const layout = () => {
-    const width = Math.max(300, Math.min(900, availableWidth(el, 640)));
-    grid = gridLayout({
-      rows: data.layers, cols: data.heads, width: width - 80,
-      left: 40, top: 24, gap: 2, below: 0, bottom: 4, minCell: 14, maxCell: 52,
+  constructor(props: RenderProps) {
+    super(props, "headmap");
+    this.stage.appendChild(this.canvas);
+    this.hint.textContent = "Click a cell to select that head \u00b7 layers and heads counted from 1";
+    this.pointer = bindGridPointer(this, {
+      canvas: this.canvas,
+      stage: this.stage,
+      tip: this.tip,
+      layout: () => this.grid,
+      describe: (r, c) => [`Head ${headLabel(r, c)}`, [[this.d.name, formatValue(this.d.values[r * this.d.heads + c])]]],
+      select: (r, c) => this.pick(r, c),
+      redraw: () => this.redraw(),
     });
-    grid.width += 80; // colour bar
-    root.dataset.cell = String(grid.cell);
-    root.dataset.gridLeft = String(grid.left);
-    root.dataset.gridTop = String(grid.top);
-    root.dataset.pitchX = String(grid.pitchX);
-    root.dataset.pitchY = String(grid.pitchY);
-  };
-  const updateStatus = () => {
-    const sel = selectedPair(model.get("selected"));
-    status.textContent = sel ? `selected ${headLabel(sel[0], sel[1])}` : "no head selected";
-  };
+  }
 
-  const draw = () => {
-    const g = grid;
-    const ctx = sizeCanvas(canvas, g.width, g.height);
+  protected traits(): string[] {
+    return ["values", "n_layers", "n_heads", "value_name", "cmap", "diverging", "vmin", "vmax", "title"];
+  }
+
+  protected load(): void {
+    const m = this.model;
+    const layers = m.get("n_layers") as number;
+    const heads = m.get("n_heads") as number;
+    const values = readFloats(m.get("values") as WireArray);
+    if (values.length !== layers * heads) throw new Error(`head map: expected ${layers * heads} values, got ${values.length}`);
+    const diverging = Boolean(m.get("diverging"));
+    let [lo, hi] = finiteRange(values);
+    const vmin = m.get("vmin");
+    const vmax = m.get("vmax");
+    if (typeof vmin === "number" && Number.isFinite(vmin)) lo = vmin;
+    if (typeof vmax === "number" && Number.isFinite(vmax)) hi = vmax;
+    if (diverging) {
+      const a = Math.max(Math.abs(lo), Math.abs(hi));
+      lo = -a;
+      hi = a;
+    }
+    this.d = {
+      layers, heads, values, diverging, lo, hi,
+      name: (m.get("value_name") as string) || "value",
+      cmap: (m.get("cmap") as string) || (diverging ? DIVERGING_DEFAULT : METRIC_DEFAULT),
+    };
+    this.title.textContent = (m.get("title") as string) || `${this.d.name} per head`;
+    this.root.dataset.cells = String(layers * heads);
+    this.pointer?.reset();
+    this.showSelection();
+  }
+
+  protected layout(): void {
+    const width = Math.max(240, Math.min(1200, this.avail(640)));
+    this.grid = gridLayout({
+      rows: this.d.layers, cols: this.d.heads, width: width - BAR,
+      left: 40, top: 24, gap: 2, below: 0, bottom: 4, minCell: 12, maxCell: 72,
+    });
+    this.grid.width += BAR;
+    const g = this.grid;
+    Object.assign(this.root.dataset, {
+      cell: String(g.cell), gridLeft: String(g.left), gridTop: String(g.top), pitchX: String(g.pitchX), pitchY: String(g.pitchY),
+    });
+  }
+
+  protected draw(): void {
+    const d = this.d;
+    const g = this.grid;
+    const th = this.theme;
+    const ctx = sizeCanvas(this.canvas, g.width, g.height);
     ctx.clearRect(0, 0, g.width, g.height);
-    const sel = selectedPair(model.get("selected"));
     ctx.font = FONT_SMALL;
-    ctx.fillStyle = MUTED;
+    ctx.fillStyle = th.muted;
     ctx.textAlign = "center";
     ctx.textBaseline = "bottom";
-    for (let c = 0; c < data.heads; c++) {
+    for (let c = 0; c < d.heads; c++) {
+      if (g.cell < 16 && c % 2 === 1) continue;
       const [x] = cellOrigin(g, 0, c);
       ctx.fillText(String(c + 1), x + g.cell / 2, g.top - 3);
     }
     ctx.textAlign = "right";
     ctx.fillText("head", g.left - 4, g.top - 3);
     ctx.textBaseline = "middle";
-    for (let r = 0; r < data.layers; r++) {
+    for (let r = 0; r < d.layers; r++) {
       const [, y] = cellOrigin(g, r, 0);
       ctx.fillText(String(r + 1), g.left - 6, y + g.cell / 2);
     }
@@ -120,22 +119,22 @@ function render({ model, el }: RenderProps) {
     ctx.restore();
 
     const showText = g.cell >= 30;
-    for (let r = 0; r < data.layers; r++) {
-      for (let c = 0; c < data.heads; c++) {
+    for (let r = 0; r < d.layers; r++) {
+      for (let c = 0; c < d.heads; c++) {
         const [x, y] = cellOrigin(g, r, c);
-        const v = data.values[r * data.heads + c];
-        const k = colorIndex(data, v);
-        ctx.fillStyle = k < 0 ? "#f2f2f2" : lutColor(data.cmap, k);
+        const v = d.values[r * d.heads + c];
+        const k = d.diverging ? divIndex(v, d.hi) : seqIndex(v, d.lo, d.hi);
+        ctx.fillStyle = k < 0 ? th.empty : lutColor(d.cmap, k);
         ctx.fillRect(x, y, g.cell, g.cell);
         if (k < 0) {
-          ctx.strokeStyle = "#ccc";
+          ctx.strokeStyle = th.faint;
           ctx.lineWidth = 1;
           ctx.beginPath();
           ctx.moveTo(x + 3, y + g.cell - 3);
           ctx.lineTo(x + g.cell - 3, y + 3);
           ctx.stroke();
         } else if (showText) {
-          ctx.fillStyle = textOn(data.cmap, k);
+          ctx.fillStyle = textOn(d.cmap, k);
           ctx.textAlign = "center";
           ctx.textBaseline = "middle";
           ctx.font = FONT_SMALL;
@@ -150,53 +149,13 @@ function render({ model, el }: RenderProps) {
       ctx.lineWidth = w;
       ctx.strokeRect(x - w / 2, y - w / 2, g.cell + w, g.cell + w);
     };
-    mark(pointer.hovered(), "#444", 1.5);
-    mark(sel, "#e07000", 3);
-
-    const bx = g.left + data.heads * g.pitchX + 12;
-    const bh = Math.min(200, Math.max(60, data.layers * g.pitchY - 20));
-    ctx.fillStyle = INK;
-    colorBarV(ctx, data.cmap, bx, g.top + 16, 12, bh, data.lo, data.hi, data.diverging ? 0 : undefined, data.name);
-    canvas.style.cursor = pointer.hovered() ? "pointer" : "";
-    markDrawn(root, t0);
-  };
-  const redraw = scheduler(draw);
-
-  const pointer = bindGridPointer({
-    canvas,
-    stage,
-    tip,
-    layout: () => grid,
-    describe: (r, c) => [`Head ${headLabel(r, c)}`, [[data.name, formatValue(data.values[r * data.heads + c])]]],
-    select: (r, c) => {
-      model.set("selected", [r, c]);
-      model.save_changes();
-      updateStatus();
-      redraw();
-    },
-    redraw,
-  });
-
-  const reload = coalesce(() => {
-    load();
-    layout();
-    pointer.reset();
-    redraw();
-  });
-  const offData = onChange(model, ["values", "n_layers", "n_heads", "value_name", "cmap", "diverging", "vmin", "vmax", "title"], reload);
-  const onSel = () => { updateStatus(); redraw(); };
-  model.on("change:selected", onSel);
-  const offWidth = watchWidth(el, () => { layout(); redraw(); });
-
-  load();
-  layout();
-  updateStatus();
-  draw();
-  return () => {
-    offData();
-    model.off("change:selected", onSel);
-    offWidth();
-  };
+    mark(this.pointer.hovered(), th.ink, 1.5);
+    mark(this.selection(), th.accent, 3);
+    const bx = g.left + d.heads * g.pitchX + 12;
+    const bh = Math.min(200, Math.max(60, d.layers * g.pitchY - 20));
+    colorBarV(ctx, th, d.cmap, bx, g.top + 16, 12, bh, d.lo, d.hi, d.diverging ? 0 : undefined, d.name);
+    this.canvas.style.cursor = this.pointer.hovered() ? "pointer" : "";
+  }
 }
 
-export default { render };
+export default mount((props) => new HeadMapView(props));

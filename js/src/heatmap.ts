@@ -1,203 +1,400 @@
-// Heatmap: one attention matrix (rows = from/query, columns = to/key) with token labels on
-// both axes, hover read-out, and zoom/pan so 512-token maps stay readable.
+// Heatmap: one head's map (rows = from/query, columns = to/key) at any length. The kernel
+// sends a pooled overview up front; zooming in requests exact tiles (custom messages with
+// binary buffers), cached here (LRU) and drawn as they arrive. Hovering a cell shows its
+// exact weight at any zoom. Offline copies draw the levels embedded in the saved state.
 
-import { bitmap, FONT, FONT_SMALL, INK, localPoint, MUTED, sizeCanvas } from "./lib/canvas";
-import { divIndex, DIVERGING_DEFAULT, lut, paint, SEQUENTIAL_DEFAULT, seqIndex } from "./lib/colors";
-import { decodeF16 } from "./lib/decode";
+import { bitmap, FONT, FONT_SMALL, localPoint, sizeCanvas } from "./lib/canvas";
+import { readArray, readFloats, WireArray } from "./lib/codec";
+import { DIVERGING_DEFAULT, lut, paint, SEQUENTIAL_DEFAULT } from "./lib/colors";
+import { checkbox, select, stepper } from "./lib/controls";
 import { displayToken, formatValue, labelStride, truncate } from "./lib/labels";
 import { colorBarV } from "./lib/legend";
-import { availableWidth, h, markDrawn, onChange, RenderProps, scheduler, watchWidth } from "./lib/model";
-import { Tooltip } from "./lib/tooltip";
-import { cellAt, clampView, fullView, panBy, View, zoomAt } from "./lib/zoom";
+import { describeScale, rankRows, Scale, ScaleKind, scaleIndex, scaleKey } from "./lib/scale";
+import { chooseLevel, Entry, levelSide, Pyramid, TileCache, TileId, tileKey, tileOfCell, tilesCovering } from "./lib/tiles";
+import { h, mount, noKernel, RenderProps, View } from "./lib/view";
+import { cellAt, clampView, fullView, panBy, View as Window, zoomAt } from "./lib/zoom";
 
 const LABEL_CHARS = 14;
 const MIN_LABEL_PX = 11;
+const CACHE_BYTES = 96 * 2 ** 20;
+const IN_FLIGHT = 4;
+const SETTLE_MS = 60;
+const RIGHT = 118; // colour bar, its numbers, the minimap
 
 interface Data {
   n: number;
-  values: Float32Array;
   tokens: string[];
-  shown: string[]; // display form of the tokens, truncated for the axes
+  shown: string[];
+  causal: boolean;
+  sinks: Set<number>;
+  sinkNames: string;
+  pyramid: Pyramid;
+  layer: number;
+  head: number;
+  top: number;
+  topNoSink: number;
+  vmax: number | null;
   diverging: boolean;
-  vmax: number;
   cmap: string;
-  image: HTMLCanvasElement;
+  valueLabel: string;
+  embedNote: string;
+  /** levels that are whole in the cache without a kernel (the overview, embedded ones) */
+  local: Set<string>;
 }
 
-function readData(model: RenderProps["model"]): Data {
-  const n = model.get("n") as number;
-  const values = decodeF16(model.get("values"));
-  if (values.length !== n * n) throw new Error(`heatmap: expected ${n * n} values, got ${values.length}`);
-  const tokens = (model.get("tokens") as string[]) ?? [];
-  const diverging = Boolean(model.get("diverging"));
-  const cmap = (model.get("cmap") as string) || (diverging ? DIVERGING_DEFAULT : SEQUENTIAL_DEFAULT);
-  let vmax = Number(model.get("vmax"));
-  if (!(vmax > 0)) vmax = 1;
-  const index = diverging ? (v: number) => divIndex(v, vmax) : (v: number) => seqIndex(v, 0, vmax);
-  const rgba = paint(values, lut(cmap), index, undefined, [235, 235, 235, 255]);
-  return {
-    n, values, tokens, diverging, vmax, cmap,
-    shown: tokens.map((t) => truncate(displayToken(t), LABEL_CHARS)),
-    image: bitmap(rgba, n, n),
-  };
-}
+class HeatmapView extends View {
+  private d!: Data;
+  private canvas = h("canvas", "attnkit-canvas");
+  private legend = h("div", "attnkit-legend-text");
+  private cache = new TileCache(CACHE_BYTES);
+  private pending = new Set<string>();
+  private queue: { key: string; t: TileId; what: string }[] = [];
+  private failed = new Set<string>();
+  private win: Window = fullView(1);
+  private geom = { left: 0, top: 0, plot: 0, width: 0, height: 0, mini: 0, miniX: 0, miniY: 0 };
+  private hover: [number, number] | null = null;
+  private hoverAt: [number, number] | null = null; // stage coordinates of the pointer
+  private drag: { x: number; y: number; win: Window; moved: boolean; mini: boolean } | null = null;
+  private exactTimer: ReturnType<typeof setTimeout> | null = null;
+  private layerStep = stepper(this, "Layer", "layer", "n_layers");
+  private headStep = stepper(this, "Head", "head", "n_heads");
+  private scaleSel = select(this, "scale", "scale", [["linear", "linear"], ["log", "log"], ["rank", "row rank"]],
+    "colour scale: linear, log, or each cell's rank within its row");
+  private sinkBox = checkbox(this, "exclude_sinks", "leave attention sinks out of the colour scale");
+  private reduceSel = select(this, "pool", "reduce", [["max", "max"], ["mean", "mean"]],
+    "how zoomed-out cells pool the cells they cover");
+  private zoomIn = this.button("+", "zoom in", () => this.zoomBy(2));
+  private zoomOut = this.button("\u2212", "zoom out", () => this.zoomBy(0.5));
+  private fit = this.button("Fit", "show the whole map", () => this.setWindow(fullView(this.d.n)), "attnkit-btn attnkit-btn-text");
 
-function render({ model, el }: RenderProps) {
-  const t0 = performance.now();
-  const root = h("div", "attnkit attnkit-heatmap");
-  const header = h("div", "attnkit-header");
-  const title = h("div", "attnkit-title");
-  const controls = h("div", "attnkit-controls");
-  header.append(title, controls);
+  constructor(props: RenderProps) {
+    super(props, "heatmap");
+    this.canvas.tabIndex = 0;
+    this.canvas.setAttribute("aria-label", "attention heatmap: click, then scroll or press + and − to zoom");
+    this.stage.appendChild(this.canvas);
+    this.body.appendChild(this.legend);
+    const zoom = h("span", "attnkit-zoom");
+    zoom.append(this.zoomIn, this.zoomOut, this.fit);
+    this.controls.append(this.layerStep.box, this.headStep.box, this.scaleSel.box, this.sinkBox.box, this.reduceSel.box, zoom);
+    this.hint.textContent = "Click the map, then scroll to zoom (or hold Ctrl) \u00b7 drag to pan \u00b7 double-click to fit \u00b7 rows attend (from) \u2192 columns (to)";
+    this.bind();
+  }
 
-  const stepper = (label: string, trait: string, count: string) => {
-    const box = h("span", "attnkit-stepper");
-    const prev = h("button", "attnkit-btn", "\u2039");
-    const val = h("span", "attnkit-stepper-value");
-    const next = h("button", "attnkit-btn", "\u203a");
-    prev.title = `previous ${label.toLowerCase()}`;
-    next.title = `next ${label.toLowerCase()}`;
-    box.append(h("span", "attnkit-stepper-label", label), prev, val, next);
-    const step = (d: number) => {
-      const max = model.get(count) as number;
-      const cur = model.get(trait) as number;
-      const nv = Math.min(max - 1, Math.max(0, cur + d));
-      if (nv !== cur) {
-        model.set(trait, nv);
-        model.save_changes();
-      }
+  protected traits(): string[] {
+    return ["overview_max", "overview_mean", "tokens", "n", "causal", "sinks", "sink_names", "pyramid", "top", "top_nosink",
+      "scale", "exclude_sinks", "decades", "reduce", "diverging", "vmax", "cmap", "title", "value_label", "layer", "head",
+      "n_layers", "n_heads", "embedded", "embed_note"];
+  }
+
+  // ---------------------------------------------------------------------- data
+  protected load(): void {
+    const m = this.model;
+    const n = m.get("n") as number;
+    const tokens = (m.get("tokens") as string[]) ?? [];
+    const prev = this.d;
+    const pyr = (m.get("pyramid") as { top?: number; size?: number }) ?? {};
+    const diverging = Boolean(m.get("diverging"));
+    const vmax = m.get("vmax");
+    this.d = {
+      n, tokens,
+      shown: prev && prev.tokens === tokens ? prev.shown : tokens.map((t) => truncate(displayToken(t), LABEL_CHARS)),
+      causal: Boolean(m.get("causal")),
+      sinks: new Set((m.get("sinks") as number[]) ?? []),
+      sinkNames: (m.get("sink_names") as string) || "",
+      pyramid: { n, top: pyr.top ?? 0, size: pyr.size ?? 256 },
+      layer: m.get("layer") as number,
+      head: m.get("head") as number,
+      top: Number(m.get("top")),
+      topNoSink: Number(m.get("top_nosink")),
+      vmax: typeof vmax === "number" && vmax > 0 ? vmax : null,
+      diverging,
+      cmap: (m.get("cmap") as string) || (diverging ? DIVERGING_DEFAULT : SEQUENTIAL_DEFAULT),
+      valueLabel: (m.get("value_label") as string) || "value",
+      embedNote: (m.get("embed_note") as string) || "",
+      local: new Set(),
     };
-    prev.addEventListener("click", () => step(-1));
-    next.addEventListener("click", () => step(1));
-    const update = () => {
-      const max = model.get(count) as number;
-      const cur = model.get(trait) as number;
-      box.style.display = max > 1 ? "" : "none";
-      val.textContent = `${cur + 1}/${max}`;
-      prev.disabled = cur <= 0;
-      next.disabled = cur >= max - 1;
-    };
-    return { box, update };
-  };
-  const layerStep = stepper("Layer", "layer", "n_layers");
-  const headStep = stepper("Head", "head", "n_heads");
-  const zoomIn = h("button", "attnkit-btn", "+");
-  const zoomOut = h("button", "attnkit-btn", "\u2212");
-  const fit = h("button", "attnkit-btn attnkit-btn-text", "Fit");
-  zoomIn.title = "zoom in";
-  zoomOut.title = "zoom out";
-  fit.title = "show the whole map";
-  const zoomBox = h("span", "attnkit-zoom");
-  zoomBox.append(zoomIn, zoomOut, fit);
-  controls.append(layerStep.box, headStep.box, zoomBox);
+    if (!prev || prev.n !== n) this.win = fullView(n);
+    this.win = clampView(this.win, n);
+    if (prev && (prev.layer !== this.d.layer || prev.head !== this.d.head)) {
+      this.queue = [];
+      this.failed.clear();
+    }
+    // The overview: exact (level 0) or pooled by the selected reduction.
+    const top = this.d.pyramid.top;
+    const reduce = this.reduce();
+    const ov = readArray((reduce === "mean" && top > 0 ? m.get("overview_mean") : m.get("overview_max")) as WireArray);
+    const side = levelSide(n, top);
+    if (ov.data.length !== side * side) throw new Error(`heatmap: overview of ${ov.data.length} values for ${side}\u00b2 bins`);
+    this.store({ k: top, ti: 0, tj: 0 }, "value", Float32Array.from(ov.data), side, side, true, true);
+    for (const e of (m.get("embedded") as { k: number; ti: number; tj: number; reduce: string; array: WireArray }[]) ?? []) {
+      if (e.k !== 0 && e.reduce !== reduce) continue;
+      const a = readArray(e.array);
+      this.store(e, "value", readFloats(e.array), a.shape[0], a.shape[1], true, false);
+      this.d.local.add(`${e.k}`);
+    }
+    this.d.local.add(`${top}`);
+    this.cache.unpaint();
+    this.title.textContent = (m.get("title") as string) || "";
+    this.layerStep.update();
+    this.headStep.update();
+    const offline = noKernel();
+    this.layerStep.setEnabled(!offline, "other heads need a running kernel");
+    this.headStep.setEnabled(!offline, "other heads need a running kernel");
+    this.scaleSel.update();
+    this.reduceSel.update();
+    this.reduceSel.box.style.display = top > 0 && !diverging ? "" : "none";
+    this.scaleSel.box.style.display = diverging ? "none" : "";
+    this.sinkBox.update(`leave out ${this.d.sinkNames || "sinks"}`);
+    this.sinkBox.box.style.display = diverging || !this.d.sinkNames ? "none" : "";
+    this.root.dataset.level = "";
+    this.hover = null;
+  }
 
-  const stage = h("div", "attnkit-stage");
-  const canvas = h("canvas", "attnkit-canvas");
-  stage.appendChild(canvas);
-  const tip = new Tooltip(stage);
-  const hint = h("div", "attnkit-hint", "Scroll to zoom \u00b7 drag to pan \u00b7 double-click to fit \u00b7 rows attend (from) \u2192 columns (to)");
-  root.append(header, stage, hint);
-  el.appendChild(root);
+  private reduce(): string {
+    return (this.model.get("reduce") as string) === "mean" ? "mean" : "max";
+  }
 
-  let data: Data;
-  let view: View;
-  let hover: [number, number] | null = null;
-  let geom = { left: 0, top: 0, plot: 0, width: 0, height: 0, label: 0 };
-  let drag: { x: number; y: number; view: View; moved: boolean } | null = null;
+  private scale(): Scale {
+    const d = this.d;
+    const kind = ((this.model.get("scale") as string) || "linear") as ScaleKind;
+    const exclude = Boolean(this.model.get("exclude_sinks"));
+    const top = d.vmax ?? (exclude && !d.diverging ? d.topNoSink : d.top);
+    return { kind: d.diverging ? "linear" : kind, diverging: d.diverging, top: top > 0 ? top : 1, decades: Number(this.model.get("decades")) || 3, excludeSinks: exclude };
+  }
 
-  const load = () => {
-    const prevN = data?.n;
-    data = readData(model);
-    if (view === undefined || prevN !== data.n) view = fullView(data.n);
-    title.textContent = (model.get("title") as string) || "";
-    layerStep.update();
-    headStep.update();
-  };
+  /** What tiles hold for the current scale: weights, or (rank scale) row ranks. */
+  private what(): string {
+    const s = this.scale();
+    return s.kind === "rank" && !s.diverging ? `rank${s.excludeSinks ? "-x" : ""}` : "value";
+  }
 
-  const layout = () => {
-    const width = Math.max(360, Math.min(980, availableWidth(el, 760)));
-    const ctx = canvas.getContext("2d")!;
-    ctx.font = FONT;
+  private key(t: TileId, what: string): string {
+    return tileKey(this.d.layer, this.d.head, what, this.reduce(), t);
+  }
+
+  private store(t: TileId, what: string, values: Float32Array, rows: number, cols: number, pinned: boolean, overview: boolean): void {
+    const key = this.key(t, what);
+    this.cache.set(key, { values, rows, cols, pinned });
+    if (overview) this.overviewKey = key;
+  }
+
+  private overviewKey = "";
+
+  // -------------------------------------------------------------------- layout
+  protected layout(): void {
+    const width = Math.max(320, Math.min(1100, this.avail(760)));
+    const ctx = this.canvas.getContext("2d")!;
+    ctx.font = `bold ${FONT}`;
+    // The widest label (bold, as when hovered), measured on the longest few.
+    const longest = [...this.d.shown].sort((a, b) => b.length - a.length).slice(0, 40);
+    // long maps show strided labels with their position first ("#4036 token")
+    if (this.d.n > 64) longest.push(...longest.slice(0, 5).map((t) => `#${this.d.n} ${t}`));
     let widest = 0;
-    for (const s of data.shown) widest = Math.max(widest, ctx.measureText(s).width);
-    const label = Math.ceil(Math.min(130, Math.max(28, widest + 10)));
-    const bar = 84;
-    const plot = Math.max(160, width - label - bar - 12);
-    geom = { left: label, top: label, plot, width: label + plot + bar + 12, height: label + plot + 8, label };
-    root.dataset.plotLeft = String(geom.left);
-    root.dataset.plotTop = String(geom.top);
-    root.dataset.plotSize = String(geom.plot);
-  };
+    for (const s of longest) widest = Math.max(widest, ctx.measureText(s).width);
+    const label = Math.ceil(Math.min(150, Math.max(34, widest + 14)));
+    const plot = Math.max(120, Math.min(900, width - label - RIGHT - 4));
+    const mini = Math.min(96, RIGHT - 16);
+    this.geom = {
+      left: label, top: label, plot, width: label + plot + RIGHT, height: label + plot + 8,
+      mini, miniX: label + plot + 12, miniY: label + Math.min(plot, 220) + 60,
+    };
+    if (this.geom.miniY + mini > this.geom.height) this.geom.miniY = Math.max(label, this.geom.height - mini - 4);
+    Object.assign(this.root.dataset, {
+      plotLeft: String(this.geom.left), plotTop: String(this.geom.top), plotSize: String(this.geom.plot),
+      miniLeft: String(this.geom.miniX), miniTop: String(this.geom.miniY), miniSize: String(mini),
+    });
+  }
 
-  const draw = () => {
-    const { left, top, plot, width, height } = geom;
-    const ctx = sizeCanvas(canvas, width, height);
+  // ---------------------------------------------------------------------- draw
+  protected themeChanged(): void {
+    this.cache.unpaint();
+  }
+
+  private paintEntry(e: Entry, t: TileId, what: string): CanvasImageSource {
+    const s = this.scale();
+    const key = `${scaleKey(s)}|${this.theme.empty}|${what}`;
+    if (e.bitmap && e.paintedFor === key) return e.bitmap;
+    const d = this.d;
+    const b0 = t.ti * d.pyramid.size;
+    const c0 = t.tj * d.pyramid.size;
+    const valid = (i: number, j: number) => !d.causal || c0 + j <= b0 + i;
+    let values: ArrayLike<number> = e.values;
+    if (s.kind === "rank" && !s.diverging && what === "value") {
+      // only the overview is painted this way: it holds whole rows of its level
+      const sinkBin = new Set([...d.sinks].map((p) => p >> t.k));
+      values = rankRows(e.values, e.rows, e.cols, valid, (j) => s.excludeSinks && sinkBin.has(c0 + j));
+    }
+    if (d.causal && c0 + e.cols > b0) {
+      // cells above the diagonal hold no value: NaN paints them in the empty colour
+      const masked = Float32Array.from(values);
+      for (let i = 0; i < e.rows; i++) for (let j = Math.max(0, b0 + i - c0 + 1); j < e.cols; j++) masked[i * e.cols + j] = NaN;
+      values = masked;
+    }
+    const [er, eg, eb] = parseColor(this.theme.empty);
+    const rgba = paint(values, lut(d.cmap), scaleIndex(s), undefined, [er, eg, eb, 255]);
+    e.bitmap = bitmap(rgba, e.cols, e.rows);
+    e.paintedFor = key;
+    return e.bitmap;
+  }
+
+  /** Draw tile `t` (already cached under `key`) into the plot, clipped to the map. */
+  private drawTile(ctx: CanvasRenderingContext2D, t: TileId, e: Entry, what: string): void {
+    const { left, top, plot } = this.geom;
+    const w = this.win;
+    const cellPx = plot / w.size;
+    const bin = 2 ** t.k;
+    const r0 = t.ti * this.d.pyramid.size * bin;
+    const c0 = t.tj * this.d.pyramid.size * bin;
+    const img = this.paintEntry(e, t, what);
+    ctx.drawImage(img, 0, 0, e.cols, e.rows,
+      left + (c0 - w.x0) * cellPx, top + (r0 - w.y0) * cellPx, e.cols * bin * cellPx, e.rows * bin * cellPx);
+  }
+
+  protected draw(): void {
+    const d = this.d;
+    const th = this.theme;
+    const { left, top, plot, width, height } = this.geom;
+    const ctx = sizeCanvas(this.canvas, width, height);
+    const dpr = this.canvas.width / width;
     ctx.clearRect(0, 0, width, height);
-    const n = data.n;
-    const cellPx = plot / view.size;
+    const n = d.n;
+    const w = this.win;
+    const cellPx = plot / w.size;
+    const pyr = d.pyramid;
+    const what = this.what();
+    const level = chooseLevel(w.size, plot * dpr, pyr.top);
+    this.root.dataset.level = String(level);
+    this.root.dataset.view = `${w.x0},${w.y0},${w.size}`;
 
-    // Cells: one bitmap pixel per cell, scaled without smoothing so cells stay crisp.
+    // Cells: the overview first (always there), then the tiles of the chosen level on top.
+    ctx.save();
+    ctx.beginPath();
+    ctx.rect(left, top, Math.min(plot, (n - w.x0) * cellPx), Math.min(plot, (n - w.y0) * cellPx));
+    ctx.clip();
     ctx.imageSmoothingEnabled = false;
-    ctx.drawImage(data.image, view.x0, view.y0, view.size, view.size, left, top, plot, plot);
+    ctx.fillStyle = th.empty;
+    ctx.fillRect(left, top, plot, plot);
+    // The overview holds whole rows of its level, so a rank scale is computed from it here.
+    const ovKey = this.key({ k: pyr.top, ti: 0, tj: 0 }, "value");
+    const ov = this.cache.get(ovKey);
+    if (ov) this.drawTile(ctx, { k: pyr.top, ti: 0, tj: 0 }, ov, "value");
+    let missing = 0;
+    if (level < pyr.top) {
+      const tiles = tilesCovering(pyr, level, w.y0, w.y0 + w.size, w.x0, w.x0 + w.size);
+      const cy = w.y0 + w.size / 2;
+      const cx = w.x0 + w.size / 2;
+      const span = pyr.size * 2 ** level;
+      const dist = (t: TileId) => Math.hypot((t.ti + 0.5) * span - cy, (t.tj + 0.5) * span - cx);
+      tiles.sort((a, b) => dist(a) - dist(b));
+      for (const t of tiles) {
+        if (d.causal && t.tj > t.ti) continue; // above the diagonal: nothing to fetch
+        const key = this.key(t, what);
+        const e = this.cache.get(key);
+        if (e) {
+          this.drawTile(ctx, t, e, what);
+          this.noteDrawn(key);
+        } else {
+          missing++;
+          this.want(key, t, what);
+        }
+      }
+    }
+    ctx.restore();
+    this.settle();
+
     if (cellPx >= 10) {
-      ctx.strokeStyle = "rgba(255,255,255,0.6)";
+      ctx.strokeStyle = th.dark ? "rgba(0,0,0,0.45)" : "rgba(255,255,255,0.6)";
       ctx.lineWidth = 1;
       ctx.beginPath();
-      const first = Math.ceil(view.x0);
-      for (let i = first; i <= view.x0 + view.size; i++) {
-        const x = left + (i - view.x0) * cellPx;
+      for (let i = Math.ceil(w.x0); i <= Math.min(n, w.x0 + w.size); i++) {
+        const x = left + (i - w.x0) * cellPx;
         ctx.moveTo(x, top); ctx.lineTo(x, top + plot);
       }
-      const firstR = Math.ceil(view.y0);
-      for (let i = firstR; i <= view.y0 + view.size; i++) {
-        const y = top + (i - view.y0) * cellPx;
+      for (let i = Math.ceil(w.y0); i <= Math.min(n, w.y0 + w.size); i++) {
+        const y = top + (i - w.y0) * cellPx;
         ctx.moveTo(left, y); ctx.lineTo(left + plot, y);
       }
       ctx.stroke();
     }
-    ctx.strokeStyle = "#999";
+    ctx.strokeStyle = th.faint;
     ctx.lineWidth = 1;
     ctx.strokeRect(left - 0.5, top - 0.5, plot + 1, plot + 1);
 
-    // Hovered row and column bands and cell.
-    if (hover) {
-      const [r, c] = hover;
-      const ry = top + (r - view.y0) * cellPx;
-      const cx = left + (c - view.x0) * cellPx;
+    if (this.hover) {
+      const [r, c] = this.hover;
+      const ry = top + (r - w.y0) * cellPx;
+      const cx = left + (c - w.x0) * cellPx;
+      const cw = Math.max(cellPx, 1);
       ctx.save();
       ctx.beginPath();
       ctx.rect(left, top, plot, plot);
       ctx.clip();
       ctx.fillStyle = "rgba(255, 170, 0, 0.16)";
-      ctx.fillRect(left, ry, plot, cellPx);
-      ctx.fillRect(cx, top, cellPx, plot);
-      ctx.strokeStyle = "#e07000";
+      ctx.fillRect(left, ry, plot, cw);
+      ctx.fillRect(cx, top, cw, plot);
+      ctx.strokeStyle = th.accent;
       ctx.lineWidth = 2;
-      ctx.strokeRect(cx, ry, Math.max(cellPx, 2), Math.max(cellPx, 2));
+      ctx.strokeRect(cx - (cellPx < 4 ? 2 : 0), ry - (cellPx < 4 ? 2 : 0), Math.max(cellPx, 4), Math.max(cellPx, 4));
       ctx.restore();
     }
+    this.drawLabels(ctx, cellPx);
 
-    // Axis labels for the visible rows/columns; a 1-2-5 stride when cells are small.
-    const stride = labelStride(cellPx, MIN_LABEL_PX);
-    const lo = Math.max(0, Math.floor(view.y0));
-    const hi = Math.min(n - 1, Math.ceil(view.y0 + view.size) - 1);
-    const loC = Math.max(0, Math.floor(view.x0));
-    const hiC = Math.min(n - 1, Math.ceil(view.x0 + view.size) - 1);
+    ctx.font = FONT_SMALL;
+    ctx.fillStyle = th.muted;
+    ctx.textAlign = "right";
+    ctx.textBaseline = "bottom";
+    ctx.fillText("to \u2192", left - 4, top - 4);
+    ctx.fillText("from \u2193", left - 4, top - 18);
+
+    // Colour bar, view range, minimap.
+    const s = this.scale();
+    const bx = left + plot + 12;
+    const bh = Math.min(plot, 220);
+    ctx.fillStyle = th.ink;
+    if (s.diverging) colorBarV(ctx, th, d.cmap, bx, top + 14, 12, bh, -s.top, s.top, 0, d.valueLabel);
+    else if (s.kind === "rank") colorBarV(ctx, th, d.cmap, bx, top + 14, 12, bh, 0, 1, undefined, "row rank");
+    else if (s.kind === "log") colorBarV(ctx, th, d.cmap, bx, top + 14, 12, bh, s.top * 10 ** -s.decades, s.top, undefined, `${d.valueLabel} (log)`);
+    else colorBarV(ctx, th, d.cmap, bx, top + 14, 12, bh, 0, s.top, undefined, d.valueLabel);
+    if (w.size < n || n > 64) this.drawMinimap(ctx);
+    this.zoomOut.disabled = w.size >= n;
+    this.fit.disabled = w.size >= n;
+    this.zoomIn.disabled = w.size <= Math.min(4, n);
+    this.updateText(level, missing, s);
+  }
+
+  private drawLabels(ctx: CanvasRenderingContext2D, cellPx: number): void {
+    const d = this.d;
+    const th = this.theme;
+    const { left, top, plot } = this.geom;
+    const w = this.win;
+    const n = d.n;
+    const numbered = cellPx < MIN_LABEL_PX; // strided labels carry their position
+    const stride = labelStride(cellPx, numbered ? 14 : MIN_LABEL_PX);
+    const lo = Math.max(0, Math.floor(w.y0));
+    const hi = Math.min(n - 1, Math.ceil(w.y0 + w.size) - 1);
+    const loC = Math.max(0, Math.floor(w.x0));
+    const hiC = Math.min(n - 1, Math.ceil(w.x0 + w.size) - 1);
     const fontPx = Math.max(8, Math.min(12, cellPx * 0.9));
     const font = `${fontPx.toFixed(1)}px system-ui, -apple-system, "Segoe UI", Roboto, sans-serif`;
+    const room = left - 8; // labels are shortened to fit: never cut at the canvas edge
+    const text = (i: number) => fitText(ctx, numbered ? `#${i + 1} ${d.shown[i] ?? ""}` : d.shown[i] ?? String(i), room);
+    const first = (a: number) => Math.ceil(a / stride) * stride;
     ctx.save();
     ctx.beginPath();
     ctx.rect(0, top, left, plot);
     ctx.clip();
     ctx.textAlign = "right";
     ctx.textBaseline = "middle";
-    for (let i = lo; i <= hi; i++) {
-      const isHover = hover !== null && hover[0] === i;
-      if (i % stride !== 0 && !isHover) continue;
-      const y = top + (i + 0.5 - view.y0) * cellPx;
+    const rows = new Set<number>();
+    for (let i = first(lo); i <= hi; i += stride) rows.add(i);
+    if (this.hover) rows.add(this.hover[0]);
+    for (const i of rows) {
+      if (i < lo || i > hi) continue;
+      const isHover = this.hover !== null && this.hover[0] === i;
+      const y = top + (i + 0.5 - w.y0) * cellPx;
       ctx.font = isHover ? `bold ${font}` : font;
-      ctx.fillStyle = isHover ? "#b35a00" : INK;
-      ctx.fillText(data.shown[i] ?? String(i), left - 5, y);
+      ctx.fillStyle = isHover ? th.accentInk : th.ink;
+      ctx.fillText(text(i), left - 6, y);
     }
     ctx.restore();
     ctx.save();
@@ -206,169 +403,377 @@ function render({ model, el }: RenderProps) {
     ctx.clip();
     ctx.textAlign = "left";
     ctx.textBaseline = "middle";
-    for (let j = loC; j <= hiC; j++) {
-      const isHover = hover !== null && hover[1] === j;
-      if (j % stride !== 0 && !isHover) continue;
-      const x = left + (j + 0.5 - view.x0) * cellPx;
+    const cols = new Set<number>();
+    for (let j = first(loC); j <= hiC; j += stride) cols.add(j);
+    if (this.hover) cols.add(this.hover[1]);
+    for (const j of cols) {
+      if (j < loC || j > hiC) continue;
+      const isHover = this.hover !== null && this.hover[1] === j;
+      const x = left + (j + 0.5 - w.x0) * cellPx;
       ctx.save();
-      ctx.translate(x, top - 5);
+      ctx.translate(x, top - 6);
       ctx.rotate(-Math.PI / 2);
       ctx.font = isHover ? `bold ${font}` : font;
-      ctx.fillStyle = isHover ? "#b35a00" : INK;
-      ctx.fillText(data.shown[j] ?? String(j), 0, 0);
+      ctx.fillStyle = isHover ? th.accentInk : th.ink;
+      ctx.fillText(text(j), 0, 0);
       ctx.restore();
     }
     ctx.restore();
+  }
 
-    // Corner: direction of reading.
+  private drawMinimap(ctx: CanvasRenderingContext2D): void {
+    const d = this.d;
+    const { mini, miniX, miniY } = this.geom;
+    const th = this.theme;
+    const ov = this.cache.get(this.overviewKey);
+    ctx.save();
+    ctx.imageSmoothingEnabled = true;
+    ctx.fillStyle = th.empty;
+    ctx.fillRect(miniX, miniY, mini, mini);
+    if (ov) {
+      const side = ov.cols;
+      const cells = side * 2 ** d.pyramid.top;
+      const img = this.paintEntry(ov, { k: d.pyramid.top, ti: 0, tj: 0 }, "value");
+      ctx.drawImage(img, 0, 0, side, side, miniX, miniY, (mini * cells) / d.n, (mini * cells) / d.n);
+    }
+    ctx.restore();
+    const w = this.win;
+    const f = mini / d.n;
+    ctx.strokeStyle = th.accent;
+    ctx.lineWidth = 1.5;
+    ctx.strokeRect(miniX + w.x0 * f, miniY + w.y0 * f, Math.max(3, w.size * f), Math.max(3, w.size * f));
+    ctx.strokeStyle = th.faint;
+    ctx.lineWidth = 0.5;
+    ctx.strokeRect(miniX - 0.5, miniY - 0.5, mini + 1, mini + 1);
     ctx.font = FONT_SMALL;
-    ctx.fillStyle = MUTED;
-    ctx.textAlign = "right";
+    ctx.fillStyle = th.muted;
+    ctx.textAlign = "left";
     ctx.textBaseline = "bottom";
-    ctx.fillText("to \u2192", left - 4, top - 4);
-    ctx.fillText("from \u2193", left - 4, top - 18);
+    ctx.fillText("where you are", miniX, miniY - 3);
+  }
 
-    // Colour bar.
-    const bx = left + plot + 10;
-    const bh = Math.min(plot, 220);
-    if (data.diverging) {
-      colorBarV(ctx, data.cmap, bx, top + 14, 12, bh, -data.vmax, data.vmax, 0, (model.get("value_label") as string) || "");
+  private updateText(level: number, missing: number, s: Scale): void {
+    const d = this.d;
+    const w = this.win;
+    const r0 = Math.floor(w.y0) + 1;
+    const r1 = Math.min(d.n, Math.ceil(w.y0 + w.size));
+    const c0 = Math.floor(w.x0) + 1;
+    const c1 = Math.min(d.n, Math.ceil(w.x0 + w.size));
+    const parts = [`rows ${r0}\u2013${r1}, columns ${c0}\u2013${c1} of ${d.n}`];
+    const bin = 2 ** level;
+    parts.push(bin === 1 ? "every cell one token pair" : `each cell the ${this.reduce()} of ${bin}\u00d7${bin} token pairs`);
+    const beyond = !d.local.has(String(level)) && level < d.pyramid.top;
+    if (missing > 0 && this.kernelMissing) {
+      parts.push(d.embedNote ? `${d.embedNote}: showing coarser cells here` : "no kernel answers: showing the overview only");
+    } else if (missing > 0) {
+      parts.push(`loading ${missing} tile${missing > 1 ? "s" : ""}\u2026`);
+    } else if (beyond && noKernel()) {
+      parts.push(d.embedNote);
+    }
+    this.status.textContent = parts.join(" \u00b7 ");
+    this.root.dataset.missing = String(missing);
+    this.legend.textContent = `Colours: ${describeScale(s, d.sinkNames)}${d.causal ? "; blank above the diagonal: a causal model cannot attend to later tokens" : ""}.`;
+  }
+
+  // ------------------------------------------------------------------- tiles
+  private requestedAt = new Map<string, number>();
+
+  /** Record request → drawn time of a tile drawn for the first time (data-tile-ms, last 64). */
+  private noteDrawn(key: string): void {
+    const t0 = this.requestedAt.get(key);
+    if (t0 === undefined) return;
+    this.requestedAt.delete(key);
+    const ms = performance.now() - t0;
+    const list = (this.root.dataset.tileMs ? this.root.dataset.tileMs.split(",") : []).concat(ms.toFixed(1)).slice(-64);
+    this.root.dataset.tileMs = list.join(",");
+  }
+
+  private want(key: string, t: TileId, what: string): void {
+    if (this.pending.has(key) || this.failed.has(key) || this.kernelMissing) return;
+    if (this.queue.some((q) => q.key === key)) return;
+    this.queue.push({ key, t, what });
+  }
+
+  /** Send queued requests, at most IN_FLIGHT at a time, nearest the view first. */
+  /** Ask for tiles once the view has rested for SETTLE_MS: zooming through levels in a row
+   * does not queue tiles of the levels passed on the way in the kernel. */
+  private settle(): void {
+    const key = `${this.win.x0},${this.win.y0},${this.win.size}`;
+    if (key === this.settledView) {
+      this.pump();
+      return;
+    }
+    this.settledView = key;
+    if (this.settleTimer) clearTimeout(this.settleTimer);
+    this.settleTimer = setTimeout(() => {
+      this.settleTimer = null;
+      if (this.settledView === `${this.win.x0},${this.win.y0},${this.win.size}`) this.pump();
+    }, SETTLE_MS);
+  }
+
+  private settledView = "";
+  private settleTimer: ReturnType<typeof setTimeout> | null = null;
+
+  private pump(): void {
+    while (this.pending.size < IN_FLIGHT && this.queue.length) {
+      const { key, t, what } = this.queue.shift()!;
+      if (this.cache.has(key)) continue;
+      this.fetch(key, t, what);
+    }
+  }
+
+  private fetch(key: string, t: TileId, what: string): Promise<Entry | null> {
+    this.pending.add(key);
+    const d = this.d;
+    const rank = what.startsWith("rank");
+    const t0 = performance.now();
+    this.requestedAt.set(key, t0);
+    return this.request({
+      type: "tile", layer: d.layer, head: d.head, k: t.k, ti: t.ti, tj: t.tj, reduce: this.reduce(),
+      what: rank ? "rank" : "value", exclude: what.endsWith("-x"),
+    }).then(({ content, buffers }) => {
+      this.pending.delete(key);
+      const a = readArray(content.array as WireArray, buffers);
+      const e: Entry = { values: readFloats(content.array as WireArray, buffers), rows: a.shape[0], cols: a.shape[1], pinned: false };
+      this.cache.set(key, e);
+      this.root.dataset.tiles = String(Number(this.root.dataset.tiles ?? "0") + 1);
+      this.redraw();
+      this.pump();
+      return e;
+    }).catch(() => {
+      this.pending.delete(key);
+      this.failed.add(key);
+      this.queue = [];
+      this.redraw();
+      return null;
+    });
+  }
+
+  /** The exact weight of cell (r, c), if known here; else null (and a fetch may start). */
+  private exact(r: number, c: number, fetch: boolean): number | null {
+    const d = this.d;
+    if (d.causal && c > r) return 0;
+    if (d.pyramid.top === 0) {
+      const ov = this.cache.get(this.overviewKey);
+      if (ov) return ov.values[r * ov.cols + c];
+    }
+    const t = tileOfCell(d.pyramid, 0, r, c);
+    const key = this.key({ k: 0, ti: t.ti, tj: t.tj }, "value");
+    const e = this.cache.get(key);
+    if (e) return e.values[t.i * e.cols + t.j];
+    if (fetch && !this.kernelMissing && !this.pending.has(key) && !this.failed.has(key)) {
+      void this.fetch(key, { k: 0, ti: t.ti, tj: t.tj }, "value").then(() => this.refreshTip());
+    }
+    return null;
+  }
+
+  /** The value of the bin holding (r, c) at the finest level in the cache. */
+  private binned(r: number, c: number): [number, number] | null {
+    const d = this.d;
+    for (let k = 1; k <= d.pyramid.top; k++) {
+      const t = tileOfCell(d.pyramid, k, r, c);
+      const e = this.cache.get(this.key({ k, ti: t.ti, tj: t.tj }, "value"));
+      if (e) return [e.values[t.i * e.cols + t.j], k];
+    }
+    return null;
+  }
+
+  // -------------------------------------------------------------------- pointer
+  private plotPoint(ev: MouseEvent): [number, number] {
+    const [x, y] = localPoint(this.canvas, ev);
+    return [x - this.geom.left, y - this.geom.top];
+  }
+
+  private inMini(ev: MouseEvent): boolean {
+    const [x, y] = localPoint(this.canvas, ev);
+    const g = this.geom;
+    return this.win.size < this.d.n && x >= g.miniX && y >= g.miniY && x <= g.miniX + g.mini && y <= g.miniY + g.mini;
+  }
+
+  private refreshTip(): void {
+    if (this.hover && this.hoverAt) this.showTip(this.hover, this.hoverAt, false);
+  }
+
+  private showTip(cell: [number, number], at: [number, number], fetchNow: boolean): void {
+    const d = this.d;
+    const [r, c] = cell;
+    const rows: [string, string][] = [
+      ["from", `${displayToken(d.tokens[r] ?? "")}  (#${r + 1})`],
+      ["to", `${displayToken(d.tokens[c] ?? "")}  (#${c + 1})`],
+    ];
+    let titleText: string;
+    if (d.causal && c > r) {
+      titleText = `${d.valueLabel}: none (a later token)`;
     } else {
-      colorBarV(ctx, data.cmap, bx, top + 14, 12, bh, 0, data.vmax, undefined, (model.get("value_label") as string) || "");
+      const v = this.exact(r, c, fetchNow);
+      if (v !== null) {
+        titleText = `${d.valueLabel}: ${exactText(v)}`;
+      } else {
+        const b = this.binned(r, c);
+        titleText = this.kernelMissing ? `${d.valueLabel}: exact value needs a running kernel` : `${d.valueLabel}: fetching\u2026`;
+        if (b) rows.push([`${this.reduce()} of ${2 ** b[1]}\u00d7${2 ** b[1]} here`, formatValue(b[0])]);
+      }
     }
-    if (stride > 1 || view.size < n) {
-      ctx.font = FONT_SMALL;
-      ctx.fillStyle = MUTED;
-      ctx.textAlign = "left";
-      ctx.textBaseline = "top";
-      const r0 = Math.floor(view.y0) + 1;
-      const r1 = Math.min(n, Math.ceil(view.y0 + view.size));
-      const c0 = Math.floor(view.x0) + 1;
-      const c1 = Math.min(n, Math.ceil(view.x0 + view.size));
-      ctx.fillText(`rows ${r0}\u2013${r1}`, bx, top + bh + 40);
-      ctx.fillText(`cols ${c0}\u2013${c1}`, bx, top + bh + 54);
-      if (stride > 1) ctx.fillText(`label every ${stride}`, bx, top + bh + 68);
-    }
-    zoomOut.disabled = view.size >= n;
-    fit.disabled = view.size >= n;
-    zoomIn.disabled = view.size <= Math.min(4, n);
-    markDrawn(root, t0);
-  };
+    this.tip.show(at[0], at[1], titleText, rows);
+  }
 
-  const redraw = scheduler(draw);
-
-  const plotPoint = (ev: MouseEvent): [number, number] => {
-    const [x, y] = localPoint(canvas, ev);
-    return [x - geom.left, y - geom.top];
-  };
-
-  const showTip = (ev: MouseEvent) => {
-    const [sx, sy] = localPoint(stage, ev);
-    const [px, py] = plotPoint(ev);
-    const cell = cellAt(view, px, py, geom.plot, data.n);
-    if (cell) {
-      const [r, c] = cell;
-      const v = data.values[r * data.n + c];
-      tip.show(sx, sy, `${(model.get("value_label") as string) || "value"}: ${formatValue(v)}`, [
-        ["from", `${displayToken(data.tokens[r] ?? "")}  (#${r + 1})`],
-        ["to", `${displayToken(data.tokens[c] ?? "")}  (#${c + 1})`],
-      ]);
-    } else if (px < 0 && py >= 0 && py < geom.plot) {
-      const r = Math.floor(view.y0 + (py / geom.plot) * view.size);
-      if (r >= 0 && r < data.n) tip.show(sx, sy, displayToken(data.tokens[r] ?? ""), [["position", `#${r + 1} (row, from)`]]);
-      else tip.hide();
-    } else if (py < 0 && px >= 0 && px < geom.plot) {
-      const c = Math.floor(view.x0 + (px / geom.plot) * view.size);
-      if (c >= 0 && c < data.n) tip.show(sx, sy, displayToken(data.tokens[c] ?? ""), [["position", `#${c + 1} (column, to)`]]);
-      else tip.hide();
-    } else {
-      tip.hide();
-    }
-    const same = hover && cell && hover[0] === cell[0] && hover[1] === cell[1];
-    if (!same && (hover || cell)) {
-      hover = cell;
-      redraw();
-    }
-  };
-
-  canvas.addEventListener("pointerdown", (ev) => {
-    const [px, py] = plotPoint(ev);
-    if (px < 0 || py < 0 || px > geom.plot || py > geom.plot || ev.button !== 0) return;
-    drag = { x: ev.clientX, y: ev.clientY, view, moved: false };
-    canvas.setPointerCapture?.(ev.pointerId);
-  });
-  canvas.addEventListener("pointermove", (ev) => {
-    if (drag) {
-      const dx = ev.clientX - drag.x;
-      const dy = ev.clientY - drag.y;
-      if (Math.abs(dx) + Math.abs(dy) > 3) drag.moved = true;
-      if (drag.moved && drag.view.size < data.n) {
-        view = panBy(drag.view, dx, dy, geom.plot, data.n);
-        canvas.style.cursor = "grabbing";
-        tip.hide();
-        redraw();
+  private onMove(ev: PointerEvent): void {
+    const d = this.d;
+    if (this.drag) {
+      const dx = ev.clientX - this.drag.x;
+      const dy = ev.clientY - this.drag.y;
+      if (Math.abs(dx) + Math.abs(dy) > 3) this.drag.moved = true;
+      if (this.drag.mini) {
+        this.centreOnMini(ev);
+        return;
+      }
+      if (this.drag.moved && this.drag.win.size < d.n) {
+        this.win = panBy(this.drag.win, dx, dy, this.geom.plot, d.n);
+        this.canvas.style.cursor = "grabbing";
+        this.tip.hide();
+        this.redraw();
         return;
       }
     }
-    showTip(ev);
-  });
-  const endDrag = () => {
-    drag = null;
-    canvas.style.cursor = "";
-  };
-  canvas.addEventListener("pointerup", endDrag);
-  canvas.addEventListener("pointercancel", endDrag);
-  canvas.addEventListener("pointerleave", () => {
-    tip.hide();
-    if (hover) {
-      hover = null;
-      redraw();
+    const [px, py] = this.plotPoint(ev);
+    const cell = cellAt(this.win, px, py, this.geom.plot, d.n);
+    const at = localPoint(this.stage, ev);
+    if (cell) {
+      this.hoverAt = at;
+      if (this.exactTimer) clearTimeout(this.exactTimer);
+      this.showTip(cell, at, false);
+      // ask for the exact weight once the pointer rests
+      this.exactTimer = setTimeout(() => {
+        if (this.hover && this.hover[0] === cell[0] && this.hover[1] === cell[1]) this.showTip(cell, at, true);
+      }, 60);
+    } else if (px < 0 && py >= 0 && py < this.geom.plot) {
+      const r = Math.floor(this.win.y0 + (py / this.geom.plot) * this.win.size);
+      if (r >= 0 && r < d.n) this.tip.show(at[0], at[1], displayToken(d.tokens[r] ?? ""), [["position", `#${r + 1} (row, from)`]]);
+      else this.tip.hide();
+    } else if (py < 0 && px >= 0 && px < this.geom.plot) {
+      const c = Math.floor(this.win.x0 + (px / this.geom.plot) * this.win.size);
+      if (c >= 0 && c < d.n) this.tip.show(at[0], at[1], displayToken(d.tokens[c] ?? ""), [["position", `#${c + 1} (column, to)`]]);
+      else this.tip.hide();
+    } else {
+      this.tip.hide();
     }
-  });
-  canvas.addEventListener("wheel", (ev) => {
-    const [px, py] = plotPoint(ev);
-    if (px < 0 || py < 0 || px > geom.plot || py > geom.plot) return;
-    ev.preventDefault();
-    const factor = Math.exp(-ev.deltaY * (ev.deltaMode === 1 ? 0.05 : 0.002));
-    view = zoomAt(view, factor, px / geom.plot, py / geom.plot, data.n);
-    showTip(ev);
-    redraw();
-  }, { passive: false });
-  canvas.addEventListener("dblclick", () => {
-    view = fullView(data.n);
-    redraw();
-  });
-  zoomIn.addEventListener("click", () => { view = zoomAt(view, 2, 0.5, 0.5, data.n); redraw(); });
-  zoomOut.addEventListener("click", () => { view = zoomAt(view, 0.5, 0.5, 0.5, data.n); redraw(); });
-  fit.addEventListener("click", () => { view = fullView(data.n); redraw(); });
+    const same = this.hover && cell && this.hover[0] === cell[0] && this.hover[1] === cell[1];
+    if (!same && (this.hover || cell)) {
+      this.hover = cell;
+      this.redraw();
+    }
+    this.canvas.style.cursor = this.inMini(ev) ? "pointer" : "";
+  }
 
-  let reloadQueued = false;
-  const reload = () => {
-    // Several traits change in one message; rebuild once.
-    if (reloadQueued) return;
-    reloadQueued = true;
-    queueMicrotask(() => {
-      reloadQueued = false;
-      reloadNow();
+  private centreOnMini(ev: MouseEvent): void {
+    const [x, y] = localPoint(this.canvas, ev);
+    const g = this.geom;
+    const f = this.d.n / g.mini;
+    const w = this.win;
+    this.setWindow({ x0: (x - g.miniX) * f - w.size / 2, y0: (y - g.miniY) * f - w.size / 2, size: w.size });
+  }
+
+  private setWindow(w: Window): void {
+    this.win = clampView(w, this.d.n);
+    this.queue = [];
+    this.redraw();
+  }
+
+  private zoomBy(factor: number, fx = 0.5, fy = 0.5): void {
+    this.setWindow(zoomAt(this.win, factor, fx, fy, this.d.n));
+  }
+
+  private bind(): void {
+    const c = this.canvas;
+    this.listen(c, "pointerdown", (e) => {
+      const ev = e as PointerEvent;
+      if (ev.button !== 0) return;
+      if (this.inMini(ev)) {
+        this.drag = { x: ev.clientX, y: ev.clientY, win: this.win, moved: false, mini: true };
+        this.centreOnMini(ev);
+        c.setPointerCapture?.(ev.pointerId);
+        return;
+      }
+      const [px, py] = this.plotPoint(ev);
+      if (px < 0 || py < 0 || px > this.geom.plot || py > this.geom.plot) return;
+      this.drag = { x: ev.clientX, y: ev.clientY, win: this.win, moved: false, mini: false };
+      c.setPointerCapture?.(ev.pointerId);
     });
-  };
-  const reloadNow = () => {
-    load();
-    view = clampView(view, data.n);
-    layout();
-    hover = null;
-    redraw();
-  };
-  const offData = onChange(model, ["values", "n", "tokens", "diverging", "vmax", "cmap", "title", "value_label", "layer", "head", "n_layers", "n_heads"], reload);
-  const offWidth = watchWidth(el, () => { layout(); redraw(); });
+    this.listen(c, "pointermove", (e) => this.onMove(e as PointerEvent));
+    const endDrag = () => {
+      this.drag = null;
+      c.style.cursor = "";
+    };
+    this.listen(c, "pointerup", endDrag);
+    this.listen(c, "pointercancel", endDrag);
+    this.listen(c, "pointerleave", () => {
+      this.tip.hide();
+      if (this.hover) {
+        this.hover = null;
+        this.redraw();
+      }
+    });
+    this.wheelZoom(c, (ev) => {
+      const [px, py] = this.plotPoint(ev);
+      return px >= 0 && py >= 0 && px <= this.geom.plot && py <= this.geom.plot;
+    }, (factor, ev) => {
+      const [px, py] = this.plotPoint(ev);
+      this.win = zoomAt(this.win, factor, px / this.geom.plot, py / this.geom.plot, this.d.n);
+      this.queue = [];
+      this.onMove(ev as unknown as PointerEvent);
+      this.redraw();
+    });
+    this.listen(c, "dblclick", () => this.setWindow(fullView(this.d.n)));
+    this.listen(c, "keydown", (e) => {
+      const ev = e as KeyboardEvent;
+      const step = this.win.size / 8;
+      const moves: Record<string, () => void> = {
+        "+": () => this.zoomBy(2), "=": () => this.zoomBy(2), "-": () => this.zoomBy(0.5), "0": () => this.setWindow(fullView(this.d.n)),
+        ArrowLeft: () => this.setWindow({ ...this.win, x0: this.win.x0 - step }), ArrowRight: () => this.setWindow({ ...this.win, x0: this.win.x0 + step }),
+        ArrowUp: () => this.setWindow({ ...this.win, y0: this.win.y0 - step }), ArrowDown: () => this.setWindow({ ...this.win, y0: this.win.y0 + step }),
+        Escape: () => c.blur(),
+      };
+      const f = moves[ev.key];
+      if (f) {
+        ev.preventDefault();
+        f();
+      }
+    });
+  }
 
-  load();
-  layout();
-  draw();
-  return () => {
-    offData();
-    offWidth();
-  };
 }
 
-export default { render };
+/** `s` shortened with an ellipsis until it is at most `width` wide in the context's font. */
+function fitText(ctx: CanvasRenderingContext2D, s: string, width: number): string {
+  if (ctx.measureText(s).width <= width) return s;
+  const cps = Array.from(s);
+  let lo = 1;
+  let hi = cps.length;
+  while (lo < hi) {
+    const mid = (lo + hi + 1) >> 1;
+    if (ctx.measureText(cps.slice(0, mid).join("") + "\u2026").width <= width) lo = mid;
+    else hi = mid - 1;
+  }
+  return cps.slice(0, lo).join("") + "\u2026";
+}
+
+/** An exact weight for the tooltip: 4 significant digits. */
+function exactText(v: number): string {
+  if (!Number.isFinite(v)) return formatValue(v);
+  if (v === 0) return "0";
+  const a = Math.abs(v);
+  return a >= 1e-3 && a < 1e5 ? String(Number(v.toPrecision(4))) : v.toExponential(3);
+}
+
+function parseColor(css: string): [number, number, number] {
+  const m = /^#([0-9a-f]{6})$/i.exec(css.trim());
+  if (m) {
+    const v = parseInt(m[1], 16);
+    return [(v >> 16) & 255, (v >> 8) & 255, v & 255];
+  }
+  const f = /rgba?\(\s*([\d.]+)[ ,]+([\d.]+)[ ,]+([\d.]+)/.exec(css);
+  if (f) return [Number(f[1]), Number(f[2]), Number(f[3])];
+  return [240, 240, 240];
+}
+
+export default mount((props) => new HeatmapView(props));

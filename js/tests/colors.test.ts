@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { categorical, divIndex, lut, paint, paintCodes, parseHex, seqIndex, textOn } from "../src/lib/colors";
+import { categorical, divIndex, lut, paint, parseHex, seqIndex, textOn } from "../src/lib/colors";
 import { STOPS } from "../src/colormaps.data";
 
 describe("scales", () => {
@@ -70,12 +70,5 @@ describe("painting", () => {
     expect(Array.from(out.slice(0, 4))).toEqual(Array.from(t.slice(0, 4)));
     expect(Array.from(out.slice(4, 8))).toEqual(Array.from(t.slice(1020, 1024)));
     expect(Array.from(out.slice(8, 12))).toEqual([1, 2, 3, 4]);
-  });
-
-  it("paints uint8 codes straight through the table", () => {
-    const t = lut("magma");
-    const out = paintCodes(new Uint8Array([255, 0, 17]), t);
-    expect(Array.from(out.slice(0, 4))).toEqual(Array.from(t.slice(1020, 1024)));
-    expect(Array.from(out.slice(8, 12))).toEqual(Array.from(t.slice(68, 72)));
   });
 });

@@ -7,6 +7,7 @@ CI=true, where that is a failure. Never run `playwright install`: install Chromi
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -16,8 +17,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from harness import CHROMIUM, chromium_available, launch  # noqa: E402
 from prereq import REPO, skip_or_fail  # noqa: E402
-
-IMG = REPO / "docs" / "img"
 
 
 # Module scope: playwright's sync API allows one instance at a time per process, and other
@@ -39,9 +38,14 @@ def browser():
 
 
 @pytest.fixture(scope="session")
-def img_dir() -> Path:
-    IMG.mkdir(parents=True, exist_ok=True)
-    return IMG
+def img_dir(tmp_path_factory) -> Path:
+    """Where screenshots go: a temporary folder, or ``$ATTNKIT_IMG_DIR`` when set (e.g.
+    ``ATTNKIT_IMG_DIR=docs/img pytest tests/browser`` refreshes the README's pictures).
+    Tests never write into the checkout on their own."""
+    target = os.environ.get("ATTNKIT_IMG_DIR")
+    path = Path(target).resolve() if target else tmp_path_factory.mktemp("screenshots")
+    path.mkdir(parents=True, exist_ok=True)
+    return path
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -5,6 +5,10 @@ The page gets exactly what Jupyter would send: the widget's ``_esm`` module text
 ipywidgets does). ``model.save_changes()`` records the changes so a test can apply them to
 the Python widget (``apply_saved``) and check that observers fire.
 
+Custom messages from the view (tile requests) reach the Python widget's ``answer`` through an
+exposed function, and its reply comes back as a ``msg:custom`` event with binary buffers, as
+a kernel would send it (``kernel=False`` leaves the view without one).
+
 Chromium is Debian's ``/usr/bin/chromium`` (never a downloaded browser); pages are served
 from an in-memory route, so nothing touches the network.
 """
@@ -53,23 +57,38 @@ class StandInModel {
   save_changes() { window.__saved.push(JSON.parse(JSON.stringify(this.pending))); this.pending = {}; }
   on(ev, cb) { if (!this.handlers.has(ev)) this.handlers.set(ev, new Set()); this.handlers.get(ev).add(cb); }
   off(ev, cb) { if (ev && cb) this.handlers.get(ev)?.delete(cb); else if (ev) this.handlers.delete(ev); else this.handlers.clear(); }
-  emit(ev) { for (const cb of this.handlers.get(ev) ?? []) cb(); }
-  send() {}
+  emit(ev, ...args) { for (const cb of this.handlers.get(ev) ?? []) cb(...args); }
+  // Custom messages go to the Python widget (tests/browser/harness.py answers them) unless the
+  // page plays an exported report (no kernel) or a test cut the kernel off.
+  send(content) {
+    window.__sent.push(content);
+    if (!window.__kernel || window.__kernelOff) return;
+    window.__kernel(JSON.stringify(content)).then((reply) => {
+      if (!reply) return;
+      const { content, buffers } = JSON.parse(reply);
+      this.emit("msg:custom", content, buffers.map((b) => toView(b, 0)));
+    });
+  }
   // Test hook: what Python sending new state would do.
   update(changes) { for (const [k, v] of Object.entries(changes)) { this.state[k] = v; } for (const k of Object.keys(changes)) this.emit(`change:${k}`); }
 }
 
-function decodeState(state) {
-  const out = {};
-  for (const [k, v] of Object.entries(state)) {
-    if (v && typeof v === "object" && "__b64__" in v) {
-      const bin = atob(v.__b64__);
-      const bytes = new Uint8Array(bin.length + 1);  // offset by one: DataViews need not be aligned
-      for (let i = 0; i < bin.length; i++) bytes[i + 1] = bin.charCodeAt(i);
-      out[k] = new DataView(bytes.buffer, 1, bin.length);
-    } else out[k] = v;
+window.__sent = [];
+function toView(b64, offset) {
+  const bin = atob(b64);
+  const bytes = new Uint8Array(bin.length + offset);  // offset by one: DataViews need not be aligned
+  for (let i = 0; i < bin.length; i++) bytes[i + offset] = bin.charCodeAt(i);
+  return new DataView(bytes.buffer, offset, bin.length);
+}
+function decodeState(v) {
+  if (v && typeof v === "object" && "__b64__" in v) return toView(v.__b64__, 1);
+  if (Array.isArray(v)) return v.map(decodeState);
+  if (v && typeof v === "object") {
+    const out = {};
+    for (const [k, x] of Object.entries(v)) out[k] = decodeState(x);
+    return out;
   }
-  return out;
+  return v;
 }
 
 const nextFrame = () => new Promise((r) => requestAnimationFrame(() => setTimeout(r, 0)));
@@ -105,34 +124,72 @@ def launch(playwright: Any) -> Any:
     return playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
 
 
+def b64(v: Any) -> Any:
+    """``v`` with every bytes value (at any depth) as ``{"__b64__": ...}``."""
+    if isinstance(v, (bytes, bytearray, memoryview)):
+        return {"__b64__": base64.b64encode(bytes(v)).decode("ascii")}
+    if isinstance(v, dict):
+        return {k: b64(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [b64(x) for x in v]
+    return v
+
+
 def wire_state(widget: Any) -> dict[str, Any]:
-    """The widget's synced state as JSON, binary traits as ``{"__b64__": ...}``."""
-    state = widget.get_state()
-    out: dict[str, Any] = {}
-    for k, v in state.items():
-        if k in ("_esm", "_css"):
-            continue
+    """The widget's synced state as JSON, binary values as ``{"__b64__": ...}``."""
+    return {k: b64(v) for k, v in widget.get_state().items() if k not in ("_esm", "_css")}
+
+
+def state_bytes(widget: Any) -> int:
+    """Bytes of the widget's state message: JSON of the plain values + the binary buffers
+    (what Jupyter sends when the view opens; the JS module and CSS left out)."""
+    total = 0
+
+    def walk(v: Any) -> Any:
+        nonlocal total
         if isinstance(v, (bytes, bytearray, memoryview)):
-            out[k] = {"__b64__": base64.b64encode(bytes(v)).decode("ascii")}
-        else:
-            out[k] = v
-    return out
+            total += len(v)
+            return None
+        if isinstance(v, dict):
+            return {k: walk(x) for k, x in v.items()}
+        if isinstance(v, (list, tuple)):
+            return [walk(x) for x in v]
+        return v
+
+    plain = {k: walk(v) for k, v in widget.get_state().items() if k not in ("_esm", "_css")}
+    return total + len(json.dumps(plain).encode())
+
+
+def kernel_reply(widget: Any, content_json: str) -> str | None:
+    """What the kernel answers to a custom message from the view (JSON, buffers base64)."""
+    answer = getattr(widget, "answer", None)
+    if answer is None:
+        return None
+    from attnkit.widgets._codec import message
+
+    content, buffers = message(answer(json.loads(content_json)))
+    return json.dumps({"content": content,
+                       "buffers": [base64.b64encode(b).decode("ascii") for b in buffers]})
 
 
 class WidgetPage:
     """One browser page showing one widget."""
 
     def __init__(self, browser: Any, widget: Any, width: int = 900, dpr: float = 2.0,
-                 height: int = 900) -> None:
+                 height: int = 900, kernel: bool = True, setup: str | None = None) -> None:
         self.widget = widget
         self.context = browser.new_context(
             viewport={"width": width + 40, "height": height}, device_scale_factor=dpr
         )
         self.page = self.context.new_page()
+        if kernel:
+            self.page.expose_function("__kernel", lambda content: kernel_reply(widget, content))
         html = PAGE % {"width": width}
         self.page.route(f"{ORIGIN}/**", lambda route: route.fulfill(
             status=200, content_type="text/html", body=html))
         self.page.goto(f"{ORIGIN}/index.html")
+        if setup:  # e.g. a notebook theme's CSS variables, set before the view reads them
+            self.page.evaluate(setup)
         self.timings = self.page.evaluate(
             "([esm, css, state]) => window.mount(esm, css, state)",
             [widget._esm, widget._css, wire_state(widget)],
@@ -197,21 +254,7 @@ class WidgetPage:
         """Send new trait values from the Python widget to the page, as the kernel would."""
         state = wire_state(self.widget)
         changes = {k: state[k] for k in names} if names else state
-        self.page.evaluate(
-            """(changes) => {
-                const m = window.__model;
-                const out = {};
-                for (const [k, v] of Object.entries(changes)) {
-                    if (v && typeof v === 'object' && '__b64__' in v) {
-                        const bin = atob(v.__b64__); const b = new Uint8Array(bin.length);
-                        for (let i = 0; i < bin.length; i++) b[i] = bin.charCodeAt(i);
-                        out[k] = new DataView(b.buffer);
-                    } else out[k] = v;
-                }
-                m.update(out);
-            }""",
-            changes,
-        )
+        self.page.evaluate("(changes) => window.__model.update(decodeState(changes))", changes)
 
     def errors(self) -> list[str]:
         return self.page.evaluate("() => window.__errors")

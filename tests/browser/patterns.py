@@ -7,8 +7,11 @@ import numpy as np
 
 import attnkit
 
-WORDS = ("the quick brown fox jumps over the lazy dog , and then it sleeps in the warm sun . "
-         "a small bird sings on the old fence while children play near the river ;").split()
+WORDS = (
+    "the", "quick", "brown", "fox", "jumps", "over", "the", "lazy", "dog", ",", "and", "then",
+    "it", "sleeps", "in", "the", "warm", "sun", ".", "a", "small", "bird", "sings", "on", "the",
+    "old", "fence", "while", "children", "play", "near", "the", "river", ";",
+)
 
 
 def tokens_for(n: int) -> list[str]:

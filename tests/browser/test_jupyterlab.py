@@ -1,5 +1,9 @@
 """End to end in a real JupyterLab: run a notebook, see the HeadGrid drawn, click a head,
-read the new ``selected`` back in the kernel.
+read the new ``selected`` back in the kernel; zoom a 2k-token Heatmap until it asks the
+kernel for exact tiles and read a weight back from hover; arrow keys move a FlowView slider,
+not the notebook's selection; a saved notebook reopened with a new kernel still draws its
+figures from the widget state saved with it (attnkit's JupyterLab settings override,
+jupyter/overrides.d/attnkit.json, turns "save widget state" on).
 
 The server listens on 127.0.0.1 on a free port with token auth; every wait is bounded.
 """
@@ -7,18 +11,15 @@ The server listens on 127.0.0.1 on a free port with token auth; every wait is bo
 from __future__ import annotations
 
 import json
-import os
-import secrets
-import socket
-import subprocess
 import sys
-import time
-import urllib.request
 
 import nbformat
 import pytest
-
 from prereq import REPO, skip_or_fail
+from lab import JupyterLab, wait_for
+
+sys.path.insert(0, str(REPO / "tests"))
+from qk_attention import causal_random_map
 
 pytestmark = pytest.mark.browser
 
@@ -47,21 +48,24 @@ grid
 """
 READ = 'print("SELECTED", grid.selected)'
 
+TILES = """\
+import numpy as np
+import attnkit
+from attnkit.widgets import FlowView, Heatmap
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from qk_attention import causal_random_map as long_map  # tests/ is on the kernel's path
 
-
-def wait_for(pred, timeout: float, what: str, step: float = 0.25):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        value = pred()
-        if value:
-            return value
-        time.sleep(step)
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+n = 2048
+att = attnkit.Attention.from_maps(long_map(n)[None, None], ["<s>"] + [f"w{i}" for i in range(1, n)])
+hm = Heatmap(att)
+hm
+"""
+FLOW = """\
+rng = np.random.default_rng(1)
+m = rng.dirichlet(np.full(12, 0.2), size=(2, 2, 12)).astype(np.float32)
+flow = FlowView(attnkit.Attention.from_maps(m, ["[CLS]"] + [f"t{i}" for i in range(10)] + ["[SEP]"]), threshold=0.3)
+flow
+"""
 
 
 @pytest.fixture
@@ -70,62 +74,15 @@ def lab(tmp_path):
         import jupyterlab  # noqa: F401
     except ImportError:
         skip_or_fail("jupyterlab is not installed (pip install jupyterlab)")
-    nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell(SETUP), nbformat.v4.new_code_cell(READ)]
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nbformat.write(nb, tmp_path / "grid.ipynb")
-    port, token = free_port(), secrets.token_hex(16)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
-               JUPYTER_CONFIG_DIR=str(tmp_path / ".jupyter"), JUPYTER_RUNTIME_DIR=str(tmp_path / ".runtime"))
-    log = open(tmp_path / "lab.log", "wb")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--allow-root",
-         "--ip=127.0.0.1", f"--port={port}", "--ServerApp.port_retries=0",
-         f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={tmp_path}",
-         "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
-         "--LabApp.news_url=None", "--ServerApp.open_browser=False"],
-        cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT,
-    )
-
-    def up():
-        if proc.poll() is not None:
-            raise AssertionError(f"jupyter lab exited: {(tmp_path / 'lab.log').read_text()[-2000:]}")
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/status?token={token}", timeout=2) as r:
-                return r.status == 200
-        except OSError:
-            return False
-
-    try:
-        wait_for(up, 90, "jupyter lab to start")
-        yield {"url": f"http://127.0.0.1:{port}/lab/tree/grid.ipynb?token={token}", "dir": tmp_path}
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
-        log.close()
+    with JupyterLab(tmp_path, {"grid.ipynb": [SETUP, READ], "tiles.ipynb": [TILES, FLOW]}) as server:
+        yield server
 
 
 def test_headgrid_click_reaches_the_kernel(browser, lab):
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
-    page = context.new_page()
-    page.set_default_timeout(60_000)
-    try:
-        page.goto(lab["url"], wait_until="domcontentloaded", timeout=90_000)
-        cells = page.locator(".jp-Notebook .jp-CodeCell")
-        cells.first.wait_for(timeout=90_000)
-        # The kernel must be connected and idle before a cell runs (else the run is dropped).
-        page.locator(".jp-StatusBar-TextItem", has_text="Idle").first.wait_for(timeout=90_000)
-        cells.nth(0).locator(".cm-content").click()
-        page.keyboard.press("Shift+Enter")
-        grid = page.locator(".jp-OutputArea .attnkit-headgrid")
-        grid.wait_for(timeout=90_000)
-        page.wait_for_function(
-            "() => Number(document.querySelector('.attnkit-headgrid')?.dataset.drawn ?? 0) >= 1",
-            timeout=60_000)
+    with lab.page(browser, height=1000) as page:
+        cells = lab.open(page, "grid.ipynb")
+        lab.run_cell(page, cells, 0)
+        grid = lab.wait_view(page, "attnkit-headgrid")
         assert grid.get_attribute("data-thumbnails") == "16"
         ink = page.evaluate("""() => {
             const c = document.querySelector('.attnkit-headgrid canvas');
@@ -144,7 +101,7 @@ def test_headgrid_click_reaches_the_kernel(browser, lab):
         x = float(grid.get_attribute("data-grid-left")) + 3 * float(grid.get_attribute("data-pitch-x")) + cell / 2
         y = float(grid.get_attribute("data-grid-top")) + 2 * float(grid.get_attribute("data-pitch-y")) + cell / 2
         page.mouse.click(box["x"] + x, box["y"] + y)
-        sel = lab["dir"] / "selected.json"
+        sel = lab.dir / "selected.json"
         wait_for(sel.exists, 60, "the kernel to observe the click")
         assert json.loads(sel.read_text()) == [2, 3]
 
@@ -157,10 +114,61 @@ def test_headgrid_click_reaches_the_kernel(browser, lab):
             "() => document.querySelectorAll('.jp-CodeCell')[1]?.innerText.includes('SELECTED')",
             timeout=60_000)
         assert "SELECTED [2, 3]" in out.first.inner_text()
-    except BaseException:
-        page.screenshot(path=str(lab["dir"] / "failure.png"))
-        print("screenshot:", lab["dir"] / "failure.png")
-        print("log:", (lab["dir"] / "lab.log").read_text()[-3000:])
-        raise
-    finally:
-        context.close()
+
+
+def test_tiles_keyboard_and_a_reopened_notebook(browser, lab):
+    with lab.page(browser, height=1100) as page:
+        cells = lab.open(page, "tiles.ipynb")
+        lab.run_cell(page, cells, 0)
+        hm = lab.wait_view(page, "attnkit-heatmap")
+        assert hm.get_attribute("data-level") == "2"  # 2048 tokens: the 512-bin overview
+
+        # Zoom in with the keyboard (the notebook must not take the keys): level-0 tiles come
+        # from the kernel through custom messages.
+        canvas = hm.locator("canvas").first
+        canvas.scroll_into_view_if_needed()
+        canvas.focus()
+        for _ in range(4):
+            page.keyboard.press("+")
+        page.wait_for_function("""() => { const r = document.querySelector('.attnkit-heatmap');
+            return r.dataset.level === '0' && r.dataset.missing === '0' && Number(r.dataset.tiles ?? 0) > 0; }""",
+                               timeout=120_000)
+        x0, y0, size = (float(v) for v in hm.get_attribute("data-view").split(","))
+        left, top, plot = (float(hm.get_attribute(f"data-plot-{k}")) for k in ("left", "top", "size"))
+        row, col = int(y0) + 40, int(y0) + 30  # below the diagonal
+        box = canvas.bounding_box()
+        page.mouse.move(box["x"] + left + (col + 0.5 - x0) * plot / size, box["y"] + top + (row + 0.5 - y0) * plot / size)
+        page.wait_for_function(
+            "() => /^attention: [-0-9.e]+from/.test(document.querySelector('.attnkit-heatmap .attnkit-tooltip')?.textContent ?? '')")
+        text = hm.locator(".attnkit-tooltip").text_content()
+        want = float(causal_random_map(2048)[row, col])  # the same map, rebuilt here
+        got = float(text.split("attention: ")[1].split("from")[0])
+        assert got == pytest.approx(want, rel=6e-4) and f"(#{row + 1})" in text
+
+        # Arrow keys move the FlowView slider, not the notebook's cell selection.
+        lab.run_cell(page, cells, 1)
+        slider = page.locator(".attnkit-flow input[type=range]")
+        slider.wait_for(timeout=120_000)
+        slider.focus()  # focusing it makes its cell the active one
+        active = page.evaluate("() => [...document.querySelectorAll('.jp-Notebook .jp-Cell')].findIndex(c => c.classList.contains('jp-mod-active'))")
+        before = float(slider.input_value())
+        page.keyboard.press("ArrowUp")
+        page.keyboard.press("ArrowUp")
+        page.keyboard.press("ArrowDown")
+        assert float(slider.input_value()) == pytest.approx(before + 0.01)
+        assert page.evaluate("() => [...document.querySelectorAll('.jp-Notebook .jp-Cell')].findIndex(c => c.classList.contains('jp-mod-active'))") == active
+
+        # Save (widget state included: attnkit's settings override), then reopen the notebook with
+        # a new kernel: the figures draw from the saved state, no "model not found".
+        page.locator(".jp-Notebook").first.click(position={"x": 5, "y": 5})
+        page.keyboard.press("Control+s")
+        saved = lab.dir / "tiles.ipynb"
+        wait_for(lambda: "application/vnd.jupyter.widget-state+json" in saved.read_text(encoding="utf-8"), 60,
+                 "the notebook to be saved with its widget state")
+        state = nbformat.read(saved, as_version=4).metadata.widgets["application/vnd.jupyter.widget-state+json"]["state"]
+        assert any(m["state"].get("_anywidget_id", "").endswith("Heatmap") for m in state.values())
+        lab.shut_kernels()
+        page.reload(wait_until="domcontentloaded")
+        lab.wait_view(page, "attnkit-heatmap")
+        assert page.locator(".attnkit-flow").count() == 1
+        assert "model not found" not in page.locator(".jp-Notebook").inner_text()

@@ -9,13 +9,16 @@ free of errors. With JavaScript off, the PNG fallback is what shows.
 The report of tests/notebooks/attnkit_widgets.ipynb does the same for attnkit's own widgets
 (Heatmap, HeadGrid, HeadMap, ClusterView on a tiny random BERT): hover values are checked
 against the float16/float32 buffers saved in the widget state, the heatmap zooms and fits
-back, a head click selects on the front end. Its screenshot is docs/img/report.png.
+back, a head click selects on the front end. Its screenshot goes to ``img_dir`` (a temporary
+folder unless ``$ATTNKIT_IMG_DIR`` says otherwise).
 """
 
 from __future__ import annotations
 
 import base64
+import os
 import re
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -209,7 +212,7 @@ def _numbers(text: str) -> list[float]:
     return [float(t) for t in re.findall(r"-?\d+\.\d+(?:e[-+]?\d+)?", text)]
 
 
-def test_attnkit_widgets_live_in_the_report(widgets_report, offline, tmp_path):
+def test_attnkit_widgets_live_in_the_report(widgets_report, offline, img_dir):
     path, models = widgets_report
     assert set(models) == {"Heatmap", "HeadGrid", "HeadMap", "ClusterView"}
     o = offline(viewport={"width": 1100, "height": 900})
@@ -231,7 +234,8 @@ def test_attnkit_widgets_live_in_the_report(widgets_report, offline, tmp_path):
     # Heatmap: hovering the strongest cell shows the value the kernel sent (float16 buffer)
     hm = models["Heatmap"]
     n = hm["state"]["n"]
-    values = np.frombuffer(hm["buffers"]["values"], dtype="<f2").astype(np.float64).reshape(n, n)
+    assert hm["state"]["overview_max"]["dtype"] == "float32"  # a short map: the overview is exact
+    values = np.frombuffer(hm["buffers"]["overview_max"], dtype="<f4").astype(np.float64).reshape(n, n)
     r, c = np.unravel_index(np.argmax(values), values.shape)
     left, top, size = (float(heatmap.get_attribute(f"data-plot-{k}")) for k in ("left", "top", "size"))
     cell = size / n
@@ -246,6 +250,8 @@ def test_attnkit_widgets_live_in_the_report(widgets_report, offline, tmp_path):
     _at(page, heatmap, *probe)
     before = _tooltip(page, heatmap)
     _at(page, heatmap, left + 2, top + 2)
+    page.mouse.down()  # a click on the map lets the wheel zoom it
+    page.mouse.up()
     for _ in range(4):
         page.mouse.wheel(0, -400)
     page.wait_for_timeout(150)
@@ -289,8 +295,89 @@ def test_attnkit_widgets_live_in_the_report(widgets_report, offline, tmp_path):
     # the top of the report (provenance and the heatmap) for the README
     page.mouse.move(1, 1)
     page.evaluate("window.scrollTo(0, 0)")
-    (REPO / "docs" / "img").mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(REPO / "docs" / "img" / "report.png"), full_page=False)
+    page.screenshot(path=str(img_dir / "report.png"), full_page=False)
     assert o.blocked == [], "the report tried to reach the network"
     assert o.failed == []
     assert o.errors == []
+
+
+# ------------------------------------------------------------- a long map, offline
+LONG = '''\
+import numpy as np
+import attnkit
+from attnkit.widgets import Heatmap
+
+from qk_attention import causal_random_map as long_map  # tests/ is on the kernel's path
+
+n = 2048
+Heatmap(attnkit.Attention.from_maps(long_map(n)[None, None], ["<s>"] + [f"w{i}" for i in range(1, n)]))
+'''
+
+
+@pytest.fixture(scope="module")
+def long_report(tmp_path_factory) -> Path:
+    if not (report.STATIC / "report.js").is_file():
+        skip_or_fail("report renderer not built: npm --prefix js/report ci && npm --prefix js/report run build")
+    import nbformat
+
+    folder = tmp_path_factory.mktemp("long-report")
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(LONG)]
+    nbformat.write(nb, folder / "long.ipynb")
+    out = folder / "long.html"
+    mp = pytest.MonkeyPatch()
+    mp.setenv("PYTHONPATH", os.pathsep.join([str(REPO), str(REPO / "tests"), os.environ.get("PYTHONPATH", "")]))
+    try:
+        assert main(["report", str(folder / "long.ipynb"), "-o", str(out), "--execute"]) == 0
+    finally:
+        mp.undo()
+    return out
+
+
+def test_a_2k_token_heatmap_zooms_offline_within_what_was_embedded(long_report, offline):
+    from attnkit.attention import pool_square
+
+    sys.path.insert(0, str(REPO / "tests"))
+    from qk_attention import causal_random_map
+
+    size_mb = long_report.stat().st_size / 1e6
+    # overview (2 x 0.5 MB) + level 1 (2.1 MB) as base64, a PNG, the renderer: not 2048^2 floats
+    assert size_mb < 9, size_mb
+    o = offline(viewport={"width": 1100, "height": 1200})
+    page = o.page
+    page.goto(long_report.as_uri())
+    page.evaluate("window.attnkitReport.ready")
+    page.wait_for_function("Number(document.querySelector('.attnkit-slot .attnkit-heatmap')?.dataset.drawn ?? 0) >= 1", timeout=20_000)
+    hm = page.locator(".attnkit-slot .attnkit-heatmap")
+    assert hm.get_attribute("data-level") == "2"
+    canvas = hm.locator("canvas").first
+    canvas.scroll_into_view_if_needed()
+    canvas.focus()
+    def zoom_to(level: str) -> None:
+        for _ in range(8):
+            if hm.get_attribute("data-level") == level:
+                return
+            page.keyboard.press("+")
+            page.wait_for_timeout(100)
+        assert hm.get_attribute("data-level") == level
+
+    zoom_to("1")  # bins of 2 x 2 tokens: embedded, drawn without a kernel
+    assert hm.get_attribute("data-missing") == "0"
+    zoom_to("0")  # single tokens: beyond what the report carries
+    status = hm.locator(".attnkit-status").text_content()
+    assert "embedded down to 2\u00d72 tokens per cell" in status and "need a running kernel" in status
+    # hover: the exact weight needs a kernel; the embedded 2x2 bin's max is shown
+    x0, y0, size = (float(v) for v in hm.get_attribute("data-view").split(","))
+    left, top, plot = (float(hm.get_attribute(f"data-plot-{k}")) for k in ("left", "top", "size"))
+    row, col = int(y0) + 20, int(y0) + 10
+    box = canvas.bounding_box()
+    page.mouse.move(box["x"] + left + (col + 0.5 - x0) * plot / size, box["y"] + top + (row + 0.5 - y0) * plot / size)
+    tip = hm.locator(".attnkit-tooltip")
+    page.wait_for_function("(document.querySelector('.attnkit-heatmap .attnkit-tooltip')?.textContent ?? '').includes('here')")
+    text = tip.text_content()
+    assert "exact value needs a running kernel" in text and f"(#{row + 1})" in text
+    want = pool_square(causal_random_map(2048), 1024, "max")[row // 2, col // 2]
+    got = float(re.search(r"max of 2\u00d72 here\s*([-0-9.e]+)", text).group(1))
+    assert got == pytest.approx(want, rel=5e-3)
+    assert o.blocked == [], "the report tried to reach the network"
+    assert o.failed == [] and o.errors == []

@@ -1,8 +1,31 @@
-// Thumbnails painted straight into device pixels. The uint8 codes of L×H maps of side t
+// Thumbnails painted straight into device pixels. HeadGrid's thumbnails arrive as uint8
+// log codes (attnkit/widgets/headgrid.py): code c > 0 stands for top · 10^(DECADES (c/255 − 1)).
+// The uint8 codes of L×H maps of side t
 // ([L, H, t, t] order) are resampled to each thumbnail's size s (device pixels) and
 // looked up in a 32-bit RGBA table in one pass. Enlarging repeats cells (crisp token
 // cells); shrinking keeps each block's largest code, i.e. its strongest attention, so thin
 // patterns such as a diagonal survive.
+
+/** Decades the log codes span (headgrid.py DECADES). */
+export const DECADES = 6;
+
+/** Value of log code `c` for a head whose top is `top`. */
+export function codeValue(c: number, top: number): number {
+  return c === 0 ? 0 : top * 10 ** (DECADES * (c / 255 - 1));
+}
+
+/** Bins of a `t`-bin thumbnail of `n` positions holding positions `pos` (attention.pool_edges). */
+export function binsOf(n: number, t: number, pos: Iterable<number>): Set<number> {
+  const out = new Set<number>();
+  for (const p of pos) {
+    // bin i covers [floor(i n / t), floor((i + 1) n / t))
+    let i = Math.min(t - 1, Math.floor(((p + 1) * t - 1) / n));
+    while (i > 0 && Math.floor((i * n) / t) > p) i--;
+    while (i < t - 1 && Math.floor(((i + 1) * n) / t) <= p) i++;
+    out.add(i);
+  }
+  return out;
+}
 
 export interface Ranges {
   start: Int32Array;

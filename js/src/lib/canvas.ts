@@ -37,5 +37,3 @@ export function localPoint(el: Element, ev: MouseEvent): [number, number] {
 
 export const FONT = '11px system-ui, -apple-system, "Segoe UI", Roboto, sans-serif';
 export const FONT_SMALL = '10px system-ui, -apple-system, "Segoe UI", Roboto, sans-serif';
-export const INK = "#222";
-export const MUTED = "#666";

@@ -7,11 +7,6 @@ export const SEQUENTIAL_DEFAULT = "Blues";
 export const DIVERGING_DEFAULT = "RdBu_r";
 export const METRIC_DEFAULT = "viridis";
 
-/** Names of the colour maps the front end knows. */
-export function colormapNames(): string[] {
-  return Object.keys(STOPS);
-}
-
 /** "#rrggbb" → [r, g, b]. */
 export function parseHex(hex: string): [number, number, number] {
   const m = /^#?([0-9a-f]{6})$/i.exec(hex);
@@ -102,13 +97,5 @@ export function paint(
       out[o] = table[s]; out[o + 1] = table[s + 1]; out[o + 2] = table[s + 2]; out[o + 3] = 255;
     }
   }
-  return out;
-}
-
-/** Paint uint8 codes (already 0..255 scale positions) through a LUT: the fast path for thumbnails. */
-export function paintCodes(codes: Uint8Array, table: Uint8ClampedArray, out: Uint8ClampedArray = new Uint8ClampedArray(codes.length * 4)): Uint8ClampedArray {
-  const t32 = new Uint32Array(table.buffer, table.byteOffset, 256);
-  const o32 = new Uint32Array(out.buffer, out.byteOffset, codes.length);
-  for (let i = 0; i < codes.length; i++) o32[i] = t32[codes[i]];
   return out;
 }

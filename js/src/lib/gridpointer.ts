@@ -4,6 +4,7 @@
 import { localPoint } from "./canvas";
 import { gridHit, GridLayout } from "./layout";
 import { Row, Tooltip } from "./tooltip";
+import { View } from "./view";
 
 export interface GridPointerOptions {
   canvas: HTMLCanvasElement;
@@ -25,7 +26,7 @@ export interface GridPointer {
   reset: () => void;
 }
 
-export function bindGridPointer(o: GridPointerOptions): GridPointer {
+export function bindGridPointer(v: View, o: GridPointerOptions): GridPointer {
   let hover: [number, number] | null = null;
   const setHover = (hit: [number, number] | null) => {
     const same = hover && hit && hover[0] === hit[0] && hover[1] === hit[1];
@@ -34,7 +35,8 @@ export function bindGridPointer(o: GridPointerOptions): GridPointer {
       o.redraw();
     }
   };
-  o.canvas.addEventListener("pointermove", (ev) => {
+  v.listen(o.canvas, "pointermove", (e) => {
+    const ev = e as PointerEvent;
     const [x, y] = localPoint(o.canvas, ev);
     const hit = gridHit(o.layout(), x, y);
     if (hit) {
@@ -46,11 +48,12 @@ export function bindGridPointer(o: GridPointerOptions): GridPointer {
     }
     setHover(hit);
   });
-  o.canvas.addEventListener("pointerleave", () => {
+  v.listen(o.canvas, "pointerleave", () => {
     o.tip.hide();
     setHover(null);
   });
-  o.canvas.addEventListener("click", (ev) => {
+  v.listen(o.canvas, "click", (e) => {
+    const ev = e as MouseEvent;
     const [x, y] = localPoint(o.canvas, ev);
     const hit = gridHit(o.layout(), x, y);
     if (hit) o.select(hit[0], hit[1]);

@@ -1,12 +1,13 @@
 // Colour bars drawn on a canvas (text via fillText: never HTML).
 
 import { lut } from "./colors";
-import { FONT_SMALL, MUTED } from "./canvas";
+import { FONT_SMALL } from "./canvas";
 import { formatValue } from "./labels";
+import { Theme } from "./theme";
 
 /** A vertical colour bar at (x, y) of size w×h: top = `hi`, bottom = `lo`; `mid` optional tick. */
 export function colorBarV(
-  ctx: CanvasRenderingContext2D, cmap: string, x: number, y: number, w: number, h: number,
+  ctx: CanvasRenderingContext2D, theme: Theme, cmap: string, x: number, y: number, w: number, h: number,
   lo: number, hi: number, mid?: number, title?: string,
 ): void {
   const t = lut(cmap);
@@ -15,10 +16,10 @@ export function colorBarV(
     ctx.fillStyle = `rgb(${t[k]},${t[k + 1]},${t[k + 2]})`;
     ctx.fillRect(x, y + i, w, 1.5);
   }
-  ctx.strokeStyle = "#bbb";
+  ctx.strokeStyle = theme.faint;
   ctx.lineWidth = 0.5;
   ctx.strokeRect(x, y, w, h);
-  ctx.fillStyle = MUTED;
+  ctx.fillStyle = theme.muted;
   ctx.font = FONT_SMALL;
   ctx.textAlign = "left";
   ctx.textBaseline = "middle";
@@ -48,7 +49,7 @@ export function colorBarV(
 
 /** A horizontal colour bar at (x, y) of size w×h: left = `lo`, right = `hi`. */
 export function colorBarH(
-  ctx: CanvasRenderingContext2D, cmap: string, x: number, y: number, w: number, h: number,
+  ctx: CanvasRenderingContext2D, theme: Theme, cmap: string, x: number, y: number, w: number, h: number,
   lo: number, hi: number, title?: string,
 ): void {
   const t = lut(cmap);
@@ -57,10 +58,10 @@ export function colorBarH(
     ctx.fillStyle = `rgb(${t[k]},${t[k + 1]},${t[k + 2]})`;
     ctx.fillRect(x + i, y, 1.5, h);
   }
-  ctx.strokeStyle = "#bbb";
+  ctx.strokeStyle = theme.faint;
   ctx.lineWidth = 0.5;
   ctx.strokeRect(x, y, w, h);
-  ctx.fillStyle = MUTED;
+  ctx.fillStyle = theme.muted;
   ctx.font = FONT_SMALL;
   ctx.textBaseline = "middle";
   ctx.textAlign = "right";

@@ -45,3 +45,15 @@ export function nearest(sx: ArrayLike<number>, sy: ArrayLike<number>, x: number,
   }
   return best;
 }
+
+/** Zoom a fit by `factor` about screen point (px, py), between 1/4 and 64 times `baseScale`. */
+export function zoomFit(f: Fit, factor: number, px: number, py: number, baseScale: number): Fit {
+  const scale = Math.min(64 * baseScale, Math.max(baseScale / 4, f.scale * factor));
+  const k = scale / f.scale;
+  return { scale, ox: px - (px - f.ox) * k, oy: py - (py - f.oy) * k };
+}
+
+/** Move a fit by (dx, dy) screen pixels. */
+export function panFit(f: Fit, dx: number, dy: number): Fit {
+  return { scale: f.scale, ox: f.ox + dx, oy: f.oy + dy };
+}

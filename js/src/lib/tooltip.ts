@@ -47,6 +47,12 @@ export class Tooltip {
     el.style.top = `${top}px`;
   }
 
+  /** Move the tooltip into another positioned element (coordinates are then relative to it). */
+  attach(host: HTMLElement): void {
+    this.host = host;
+    host.appendChild(this.el);
+  }
+
   hide(): void {
     this.el.style.display = "none";
   }

@@ -1,0 +1,165 @@
+"""The tile pyramid of one head's map, computed from blocks (front end: ``js/src/lib/tiles.ts``).
+
+Level ``k`` pools bins of ``2**k × 2**k`` cells, so it has ``ceil(n / 2**k)`` bins on a
+side; level 0 holds the exact weights. The coarsest level with at most ``overview`` bins
+(:func:`top_level`) is the overview a view receives up front; the others are served as
+tiles of ``size × size`` bins when the view zooms in. Everything is read through
+``source.block(layer, head, rows, cols)`` one row strip at a time, so a lazy map (computed
+from Q/K on demand) is never held whole: memory stays at one strip (``STRIP_CELLS`` floats).
+
+Pooled values are the max (for signed maps, the value of largest magnitude, sign kept) or
+the mean of the bin's cells. Row ranks (the ``rank`` colour scale) follow ``scale.ts``:
+``(#smaller + (#equal - 1) / 2) / (count - 1)`` over the valid cells of the level's row
+(the causal upper triangle is not valid), sink bins left out (rank 1).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from ..errors import InputError
+from ..plot._prep import row_ranks
+
+OVERVIEW = 512
+TILE = 256
+STRIP_CELLS = 1 << 22  # floats read per strip (16 MB)
+
+
+class BlockSource(Protocol):
+    """What the pyramid reads: ``block(layer, head, rows, cols)`` of an ``[n, n]`` map."""
+
+    def block(self, layer: int, head: int, rows: slice, cols: slice) -> np.ndarray: ...
+
+
+def top_level(n: int, overview: int = OVERVIEW) -> int:
+    """The smallest ``k`` with ``ceil(n / 2**k) <= overview``."""
+    k = 0
+    while -(-n // (1 << k)) > overview:
+        k += 1
+    return k
+
+
+def side(n: int, k: int) -> int:
+    """Bins per side of level ``k``."""
+    return -(-n // (1 << k))
+
+
+def pool(block: np.ndarray, k: int, reduce: str, signed: bool = False) -> np.ndarray:
+    """Pool a block whose origin lies on the ``2**k`` grid into bins (edge bins partial)."""
+    if k == 0:
+        return np.asarray(block, dtype=np.float32)
+    b = 1 << k
+    r, c = block.shape
+    starts_r = np.arange(0, r, b)
+    starts_c = np.arange(0, c, b)
+    a = np.asarray(block, dtype=np.float64 if reduce == "mean" else np.float32)
+    if reduce == "mean":
+        s = np.add.reduceat(np.add.reduceat(a, starts_r, axis=0), starts_c, axis=1)
+        counts_r = np.diff(np.r_[starts_r, r])
+        counts_c = np.diff(np.r_[starts_c, c])
+        return (s / counts_r[:, None] / counts_c[None, :]).astype(np.float32)
+    if reduce != "max":
+        raise InputError(f"reduce must be 'max' or 'mean', not {reduce!r}.")
+    hi = np.maximum.reduceat(np.maximum.reduceat(a, starts_r, axis=0), starts_c, axis=1)
+    if not signed:
+        return hi.astype(np.float32)
+    lo = np.minimum.reduceat(np.minimum.reduceat(a, starts_r, axis=0), starts_c, axis=1)
+    return np.where(-lo > hi, lo, hi).astype(np.float32)
+
+
+def strip_rows(n: int, k: int) -> int:
+    """Rows per strip: a multiple of ``2**k`` with about ``STRIP_CELLS`` cells."""
+    b = 1 << k
+    return max(b, (STRIP_CELLS // max(1, n)) // b * b)
+
+
+@dataclass
+class Overview:
+    """The overview level of one head and the scale tops of the whole map."""
+
+    level: int
+    max: np.ndarray
+    mean: np.ndarray
+    top: float  # largest |value| of the map
+    top_nosink: float  # the same without the sink columns
+    low: float  # smallest value (negative for differences)
+
+
+def overview(source: BlockSource, layer: int, head: int, n: int, sinks: np.ndarray,
+             *, level: int, signed: bool = False) -> Overview:
+    """Level ``level`` max- and mean-pooled, and the scale tops, in one pass of row strips."""
+    keep = np.ones(n, dtype=bool)
+    keep[np.asarray(sinks, dtype=np.int64)] = False
+    m = side(n, level)
+    out_max = np.empty((m, m), dtype=np.float32)
+    out_mean = np.empty((m, m), dtype=np.float32)
+    top = top_ns = 0.0
+    low = np.inf
+    step = strip_rows(n, level)
+    b = 1 << level
+    for r0 in range(0, n, step):
+        r1 = min(n, r0 + step)
+        blk = np.asarray(source.block(layer, head, slice(r0, r1), slice(0, n)), dtype=np.float32)
+        mag = np.abs(blk) if signed else blk
+        top = max(top, float(mag.max()))
+        if keep.any():
+            top_ns = max(top_ns, float(mag[:, keep].max()))
+        low = min(low, float(blk.min()))
+        i0, i1 = r0 // b, -(-r1 // b)
+        out_max[i0:i1] = pool(blk, level, "max", signed)
+        out_mean[i0:i1] = pool(blk, level, "mean")
+    return Overview(level, out_max, out_mean, top, top_ns, float(low))
+
+
+def tile(source: BlockSource, layer: int, head: int, n: int, k: int, ti: int, tj: int,
+         *, size: int = TILE, reduce: str = "max", signed: bool = False) -> np.ndarray:
+    """Bins ``[ti*size, (ti+1)*size) × [tj*size, (tj+1)*size)`` of level ``k`` (edge tiles smaller)."""
+    m = side(n, k)
+    if not (0 <= ti * size < m and 0 <= tj * size < m):
+        raise InputError(f"tile ({ti}, {tj}) of level {k} is outside the map ({m} bins a side).")
+    span = size << k
+    r0, c0 = ti * span, tj * span
+    r1, c1 = min(n, r0 + span), min(n, c0 + span)
+    if k == 0:
+        return np.asarray(source.block(layer, head, slice(r0, r1), slice(c0, c1)), dtype=np.float32)
+    rows = []
+    step = strip_rows(c1 - c0, k)
+    for s0 in range(r0, r1, step):
+        s1 = min(r1, s0 + step)
+        rows.append(pool(source.block(layer, head, slice(s0, s1), slice(c0, c1)), k, reduce, signed))
+    return np.concatenate(rows, axis=0)
+
+
+def sink_bins(n: int, k: int, sinks: np.ndarray) -> np.ndarray:
+    """Bool ``[side(n, k)]``: bins that contain a sink column."""
+    out = np.zeros(side(n, k), dtype=bool)
+    out[np.asarray(sinks, dtype=np.int64) >> k] = True
+    return out
+
+
+def rank_tile(source: BlockSource, layer: int, head: int, n: int, k: int, ti: int, tj: int,
+              *, sinks: np.ndarray, causal: bool, exclude_sinks: bool, size: int = TILE,
+              reduce: str = "max") -> np.ndarray:
+    """Row ranks of tile ``(ti, tj)`` of level ``k``: ranks need whole rows of the level,
+    read strip by strip."""
+    m = side(n, k)
+    if not (0 <= ti * size < m and 0 <= tj * size < m):
+        raise InputError(f"tile ({ti}, {tj}) of level {k} is outside the map ({m} bins a side).")
+    span = size << k
+    r0, r1 = ti * span, min(n, (ti + 1) * span)
+    excluded = sink_bins(n, k, sinks) if exclude_sinks else np.zeros(m, dtype=bool)
+    out = []
+    step = strip_rows(n, k)
+    for s0 in range(r0, r1, step):
+        s1 = min(r1, s0 + step)
+        level_rows = pool(source.block(layer, head, slice(s0, s1), slice(0, n)), k, reduce)
+        valid = None
+        if causal:  # a bin holds values when it reaches the diagonal
+            rows_at = np.arange(s0 >> k, (s0 >> k) + level_rows.shape[0])
+            valid = np.arange(m)[None, :] <= rows_at[:, None]
+        ranks = row_ranks(level_rows, valid, excluded)
+        out.append(ranks[:, tj * size:(tj + 1) * size])
+    return np.concatenate(out, axis=0)

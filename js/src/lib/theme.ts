@@ -1,0 +1,64 @@
+// Colours of everything drawn on canvas, read from CSS custom properties so the views follow
+// the notebook's theme (JupyterLab's --jp-* variables; light defaults elsewhere). The CSS
+// side is in styles.css (.attnkit { --attnkit-ink: var(--jp-ui-font-color1, #222); ... }).
+
+export interface Theme {
+  ink: string; // text
+  muted: string; // secondary text, axis numbers
+  faint: string; // tertiary text, disabled
+  bg: string; // the view's background
+  line: string; // frames, rings, grid lines
+  empty: string; // cells that hold no value (causal upper triangle, missing heads)
+  accent: string; // selection and highlights
+  accentInk: string; // text drawn in the accent colour
+  halo: string; // outline behind labels drawn over data
+  dark: boolean;
+}
+
+export const LIGHT: Theme = {
+  ink: "#222", muted: "#666", faint: "#999", bg: "#fff", line: "#d0d0d0", empty: "#f0f0f0",
+  accent: "#e07000", accentInk: "#b35a00", halo: "rgba(255,255,255,0.9)", dark: false,
+};
+
+const VARS: Record<keyof Omit<Theme, "dark">, string> = {
+  ink: "--attnkit-ink", muted: "--attnkit-muted", faint: "--attnkit-faint", bg: "--attnkit-bg",
+  line: "--attnkit-line", empty: "--attnkit-empty", accent: "--attnkit-accent",
+  accentInk: "--attnkit-accent-ink", halo: "--attnkit-halo",
+};
+
+/** Relative luminance (0..1) of a CSS colour of the form #rgb, #rrggbb or rgb(a)(...). */
+export function luminance(css: string): number {
+  const s = css.trim();
+  let r = 255, g = 255, b = 255;
+  const hex = /^#([0-9a-f]{3}|[0-9a-f]{6})$/i.exec(s);
+  const fn = /^rgba?\(\s*([\d.]+)[ ,]+([\d.]+)[ ,]+([\d.]+)/i.exec(s);
+  if (hex) {
+    const v = hex[1].length === 3 ? hex[1].split("").map((c) => c + c).join("") : hex[1];
+    r = parseInt(v.slice(0, 2), 16); g = parseInt(v.slice(2, 4), 16); b = parseInt(v.slice(4, 6), 16);
+  } else if (fn) {
+    r = Number(fn[1]); g = Number(fn[2]); b = Number(fn[3]);
+  }
+  const lin = (c: number) => (c / 255) ** 2.2;
+  return 0.2126 * lin(r) + 0.7152 * lin(g) + 0.0722 * lin(b);
+}
+
+/** The theme in effect for element `el` (its computed custom properties). */
+export function readTheme(el: Element): Theme {
+  if (typeof getComputedStyle === "undefined") return LIGHT;
+  const cs = getComputedStyle(el);
+  const out = { ...LIGHT };
+  for (const [k, v] of Object.entries(VARS) as [keyof typeof VARS, string][]) {
+    const value = cs.getPropertyValue(v).trim();
+    if (value) out[k] = value;
+  }
+  out.dark = luminance(out.bg) < 0.2;
+  return out;
+}
+
+/** Call `cb` when the page's theme may have changed (JupyterLab sets data-jp-theme-* on body). */
+export function watchTheme(cb: () => void): () => void {
+  if (typeof MutationObserver === "undefined" || !document.body) return () => {};
+  const mo = new MutationObserver(cb);
+  mo.observe(document.body, { attributes: true, attributeFilter: ["data-jp-theme-light", "data-jp-theme-name", "class"] });
+  return () => mo.disconnect();
+}

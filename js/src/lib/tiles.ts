@@ -1,0 +1,144 @@
+// The tile pyramid of a long attention map, as the kernel serves it (attnkit/widgets/_pyramid.py).
+//
+// Level k pools bins of 2^k × 2^k cells (max or mean), so it is ceil(n / 2^k) bins on a
+// side; level 0 holds the exact weights. The coarsest level, `top`, is the overview sent
+// with the widget. A tile is `size` × `size` bins of one level: tile (ti, tj) of level k
+// covers bins [ti·size, (ti+1)·size) × [tj·size, (tj+1)·size), clipped at the level's side.
+
+export interface Pyramid {
+  n: number; // cells per side (tokens)
+  top: number; // level of the overview
+  size: number; // bins per tile side
+}
+
+/** Bins per side of level `k`. */
+export function levelSide(n: number, k: number): number {
+  return Math.ceil(n / 2 ** k);
+}
+
+/**
+ * The level to draw a view of `viewCells` cells across `plotDevPx` device pixels: the
+ * coarsest level whose bins are at most `maxPx` device pixels wide (finer levels would
+ * show nothing more), clamped to [0, top].
+ */
+export function chooseLevel(viewCells: number, plotDevPx: number, top: number, maxPx = 3): number {
+  if (!(viewCells > 0) || !(plotDevPx > 0)) return top;
+  const pxPerCell = plotDevPx / viewCells;
+  const k = Math.floor(Math.log2(maxPx / pxPerCell));
+  return Math.max(0, Math.min(top, k));
+}
+
+export interface TileId {
+  k: number;
+  ti: number;
+  tj: number;
+}
+
+/** Tiles of level `k` that intersect cells [r0, r1) × [c0, c1). */
+export function tilesCovering(p: Pyramid, k: number, r0: number, r1: number, c0: number, c1: number): TileId[] {
+  const span = p.size * 2 ** k; // cells per tile side
+  const last = Math.ceil(levelSide(p.n, k) / p.size) - 1;
+  const out: TileId[] = [];
+  const ti0 = Math.max(0, Math.floor(r0 / span));
+  const ti1 = Math.min(last, Math.floor((Math.max(r0, r1 - 1e-9)) / span));
+  const tj0 = Math.max(0, Math.floor(c0 / span));
+  const tj1 = Math.min(last, Math.floor((Math.max(c0, c1 - 1e-9)) / span));
+  for (let ti = ti0; ti <= ti1; ti++) for (let tj = tj0; tj <= tj1; tj++) out.push({ k, ti, tj });
+  return out;
+}
+
+/** The tile of level `k` holding cell (row, col), and the bin's place in it. */
+export function tileOfCell(p: Pyramid, k: number, row: number, col: number): TileId & { i: number; j: number } {
+  const bi = Math.floor(row / 2 ** k);
+  const bj = Math.floor(col / 2 ** k);
+  return { k, ti: Math.floor(bi / p.size), tj: Math.floor(bj / p.size), i: bi % p.size, j: bj % p.size };
+}
+
+// ---------------------------------------------------------------------------- the cache
+export interface Entry {
+  values: Float32Array;
+  rows: number;
+  cols: number;
+  /** kept whatever the budget (the overview, tiles embedded in an offline report) */
+  pinned: boolean;
+  /** painted pixels for the colour scale `paintedFor` */
+  bitmap?: CanvasImageSource;
+  paintedFor?: string;
+}
+
+/** Least-recently-used store of tiles, bounded in bytes of values (pinned entries excepted). */
+export class TileCache {
+  private map = new Map<string, Entry>();
+  private used = 0;
+  constructor(readonly maxBytes: number) {}
+
+  get size(): number {
+    return this.map.size;
+  }
+
+  get bytes(): number {
+    return this.used;
+  }
+
+  has(key: string): boolean {
+    return this.map.has(key);
+  }
+
+  /** The entry, marked most recently used. */
+  get(key: string): Entry | undefined {
+    const e = this.map.get(key);
+    if (e) {
+      this.map.delete(key);
+      this.map.set(key, e);
+    }
+    return e;
+  }
+
+  set(key: string, e: Entry): void {
+    const old = this.map.get(key);
+    if (old) {
+      this.map.delete(key);
+      if (!old.pinned) this.used -= old.values.byteLength;
+    }
+    this.map.set(key, e);
+    if (!e.pinned) this.used += e.values.byteLength;
+    this.evict();
+  }
+
+  /** Drop every entry whose key starts with `prefix` (e.g. another head's tiles). */
+  dropPrefix(prefix: string): void {
+    for (const [k, e] of [...this.map]) {
+      if (k.startsWith(prefix)) {
+        this.map.delete(k);
+        if (!e.pinned) this.used -= e.values.byteLength;
+      }
+    }
+  }
+
+  /** Forget painted bitmaps (the colour scale or theme changed). */
+  unpaint(): void {
+    for (const e of this.map.values()) {
+      e.bitmap = undefined;
+      e.paintedFor = undefined;
+    }
+  }
+
+  keys(): string[] {
+    return [...this.map.keys()];
+  }
+
+  private evict(): void {
+    if (this.used <= this.maxBytes) return;
+    for (const [k, e] of this.map) {
+      if (this.used <= this.maxBytes) break;
+      if (e.pinned) continue;
+      this.map.delete(k);
+      this.used -= e.values.byteLength;
+    }
+  }
+}
+
+/** The cache key of a tile: which head, which values, which reduction, which tile. */
+export function tileKey(layer: number, head: number, what: string, reduce: string, t: TileId): string {
+  return `${layer}/${head}/${what}/${t.k === 0 ? "exact" : reduce}/${t.k}/${t.ti}/${t.tj}`;
+}

@@ -1,0 +1,346 @@
+// The view skeleton every attnkit widget is built on. It owns
+//   markup     root (.attnkit .attnkit-<kind>), header (title, controls, status), body,
+//              stage (positioned, holds the tooltip), hint line;
+//   resizing   the content width of the root, watched with a ResizeObserver: canvases are
+//              sized to it, never wider, so no stray scrollbars;
+//   coalescing trait changes in one message → one reload (microtask); draws → one per frame;
+//   teardown   every listener added through it is removed when the view is removed;
+//   keyboard   notebook shortcuts are kept out of the view's controls;
+//   theme      colours from CSS variables, redrawn when the notebook's theme changes;
+//   kernel     requests to the kernel over custom messages, answered or timed out.
+// A view subclasses View, says which traits reload it, and implements load/layout/draw.
+
+import { Binary } from "./codec";
+import { headLabel } from "./labels";
+import { readTheme, Theme, watchTheme } from "./theme";
+import { Tooltip } from "./tooltip";
+
+export interface Model {
+  get(name: string): any;
+  set(name: string, value: unknown): void;
+  save_changes(): void;
+  on(event: string, cb: (...args: any[]) => void): void;
+  off(event?: string | null, cb?: ((...args: any[]) => void) | null): void;
+  send?(content: unknown, callbacks?: unknown, buffers?: ArrayBuffer[] | ArrayBufferView[]): void;
+}
+
+export interface RenderProps {
+  model: Model;
+  el: HTMLElement;
+}
+
+export interface Reply {
+  content: Record<string, any>;
+  buffers: Binary[];
+}
+
+/** Create an element with a class and optional text (as text, never HTML). */
+export function h<K extends keyof HTMLElementTagNameMap>(tag: K, cls: string, text?: string): HTMLElementTagNameMap[K] {
+  const e = document.createElement(tag);
+  if (cls) e.className = cls;
+  if (text !== undefined) e.textContent = text;
+  return e;
+}
+
+/** The [layer, head] pair of a `selected` trait, or null. */
+export function selectedPair(v: unknown): [number, number] | null {
+  if (Array.isArray(v) && v.length === 2 && v.every((x) => Number.isInteger(x))) return [v[0], v[1]];
+  return null;
+}
+
+/** True where no kernel can answer: an exported report says so on <html>. */
+export function noKernel(): boolean {
+  return typeof document !== "undefined" && document.documentElement.dataset.attnkitKernel === "none";
+}
+
+/** Keys that move or change a focused control: the notebook must not act on them. */
+const CONTROL_KEYS = new Set(["ArrowLeft", "ArrowRight", "ArrowUp", "ArrowDown", "Home", "End", "PageUp", "PageDown", " ", "Enter", "Escape", "-", "+", "=", "0"]);
+
+export abstract class View {
+  readonly model: Model;
+  readonly el: HTMLElement;
+  readonly root: HTMLDivElement;
+  readonly header: HTMLDivElement;
+  readonly title: HTMLDivElement;
+  readonly controls: HTMLDivElement;
+  readonly status: HTMLDivElement;
+  readonly body: HTMLDivElement;
+  readonly stage: HTMLDivElement;
+  readonly hint: HTMLDivElement;
+  readonly tip: Tooltip;
+  /** Content width available to the view (CSS px), floor of the root's inner width. */
+  width = 0;
+  theme: Theme;
+  /** Set when a request found no kernel (timed out or an exported page): say so once. */
+  kernelMissing = noKernel();
+
+  private disposers: (() => void)[] = [];
+  private t0 = performance.now();
+  private drawQueued = false;
+  private reloadQueued = false;
+  private disposed = false;
+  private nextId = 1;
+  private waiting = new Map<number, { resolve: (r: Reply) => void; reject: (e: Error) => void; timer: ReturnType<typeof setTimeout> }>();
+
+  constructor({ model, el }: RenderProps, kind: string) {
+    this.model = model;
+    this.el = el;
+    this.root = h("div", `attnkit attnkit-${kind}`);
+    // JupyterLab (Lumino) ignores its shortcuts for key events from inside this element.
+    this.root.setAttribute("data-lm-suppress-shortcuts", "true");
+    this.header = h("div", "attnkit-header");
+    this.title = h("div", "attnkit-title");
+    this.controls = h("div", "attnkit-controls");
+    this.status = h("div", "attnkit-status");
+    this.header.append(this.title, this.controls, this.status);
+    this.body = h("div", "attnkit-body");
+    this.stage = h("div", "attnkit-stage");
+    this.body.appendChild(this.stage);
+    this.tip = new Tooltip(this.stage);
+    this.hint = h("div", "attnkit-hint");
+    this.root.append(this.header, this.body, this.hint);
+    el.appendChild(this.root);
+    this.theme = readTheme(this.root);
+    // Other front ends (Notebook 7, classic, VS Code) listen on ancestors: stop control keys here.
+    this.listen(this.root, "keydown", (ev) => {
+      const e = ev as KeyboardEvent;
+      const t = e.target as HTMLElement | null;
+      if (t && t !== this.root && (CONTROL_KEYS.has(e.key) || t.tagName === "INPUT")) e.stopPropagation();
+    });
+  }
+
+  // ----------------------------------------------------------------- the view's part
+  /** Traits whose change reloads the data (load, layout, draw). */
+  protected abstract traits(): string[];
+  /** Read the model's traits into the view's data. */
+  protected abstract load(): void;
+  /** Compute geometry for `this.width`. */
+  protected abstract layout(): void;
+  /** Paint everything (called at most once per frame). */
+  protected abstract draw(): void;
+
+  // ----------------------------------------------------------------------- lifecycle
+  /** Build and draw the first time; returns the teardown anywidget calls on removal. */
+  start(): () => void {
+    this.measure();
+    this.load();
+    this.layout();
+    this.paint();
+    const reload = () => this.reload();
+    for (const n of this.traits()) this.onModel(`change:${n}`, reload);
+    this.onModel("msg:custom", (content: Record<string, any>, buffers: Binary[]) => this.receive(content, buffers ?? []));
+    if (typeof ResizeObserver !== "undefined") {
+      const ro = new ResizeObserver(() => {
+        if (this.measure()) {
+          this.layout();
+          this.redraw();
+        }
+      });
+      ro.observe(this.el);
+      this.disposers.push(() => ro.disconnect());
+    }
+    this.disposers.push(watchTheme(() => {
+      this.theme = readTheme(this.root);
+      this.themeChanged();
+      this.redraw();
+    }));
+    return () => this.dispose();
+  }
+
+  /** Rebuild from the traits once, however many of them changed in this task. */
+  reload(): void {
+    if (this.reloadQueued) return;
+    this.reloadQueued = true;
+    queueMicrotask(() => {
+      this.reloadQueued = false;
+      if (this.disposed) return;
+      this.load();
+      this.layout();
+      this.redraw();
+    });
+  }
+
+  /** Draw once on the next animation frame. */
+  redraw(): void {
+    if (this.drawQueued || this.disposed) return;
+    this.drawQueued = true;
+    requestAnimationFrame(() => {
+      this.drawQueued = false;
+      if (!this.disposed) this.paint();
+    });
+  }
+
+  /** Called after the theme changed, before the redraw (views drop cached bitmaps here). */
+  protected themeChanged(): void {}
+
+  private paint(): void {
+    this.draw();
+    const n = Number(this.root.dataset.drawn ?? "0") + 1;
+    this.root.dataset.drawn = String(n);
+    if (n === 1) this.root.dataset.firstDrawMs = (performance.now() - this.t0).toFixed(2);
+  }
+
+  /** Update `width`; true when it changed. */
+  private measure(): boolean {
+    const cs = typeof getComputedStyle !== "undefined" ? getComputedStyle(this.root) : null;
+    const pad = cs ? parseFloat(cs.paddingLeft) + parseFloat(cs.paddingRight) : 0;
+    const inner = this.root.clientWidth - (Number.isFinite(pad) ? pad : 0);
+    const w = inner > 0 ? Math.floor(inner) : 0;
+    if (w === this.width) return false;
+    this.width = w;
+    return true;
+  }
+
+  /** Width to lay out for: the content width, or `fallback` before the page is laid out. */
+  avail(fallback: number): number {
+    return this.width > 0 ? this.width : fallback;
+  }
+
+  dispose(): void {
+    if (this.disposed) return;
+    this.disposed = true;
+    for (const d of this.disposers.splice(0)) d();
+    for (const w of this.waiting.values()) clearTimeout(w.timer);
+    this.waiting.clear();
+  }
+
+  // ---------------------------------------------------------------------- listeners
+  /** addEventListener, removed on teardown. */
+  listen(target: EventTarget, type: string, fn: (ev: Event) => void, opts?: AddEventListenerOptions): void {
+    target.addEventListener(type, fn, opts);
+    this.disposers.push(() => target.removeEventListener(type, fn, opts));
+  }
+
+  /** model.on, removed on teardown. */
+  onModel(event: string, cb: (...args: any[]) => void): void {
+    this.model.on(event, cb);
+    this.disposers.push(() => this.model.off(event, cb));
+  }
+
+  /** Set traits and send them to the kernel. */
+  save(changes: Record<string, unknown>): void {
+    for (const [k, v] of Object.entries(changes)) this.model.set(k, v);
+    this.model.save_changes();
+  }
+
+  /**
+   * Wheel zoom on `target` as map widgets do it: only with Ctrl/⌘ held (trackpad pinches
+   * send that too) or after a click inside it, until the pointer leaves the view or Escape;
+   * otherwise the page scrolls on and the hint line flashes to say how to zoom.
+   */
+  wheelZoom(target: HTMLElement, inside: (ev: MouseEvent) => boolean, zoom: (factor: number, ev: WheelEvent) => void): void {
+    const setActive = (on: boolean) => {
+      this.zoomActive = on;
+      this.root.dataset.wheel = on ? "zoom" : "";
+    };
+    this.listen(target, "pointerdown", (e) => {
+      const ev = e as PointerEvent;
+      if (ev.button === 0 && inside(ev)) setActive(true);
+    });
+    this.listen(this.root, "pointerleave", () => setActive(false));
+    this.listen(target, "keydown", (e) => {
+      if ((e as KeyboardEvent).key === "Escape") setActive(false);
+    });
+    this.listen(target, "wheel", (e) => {
+      const ev = e as WheelEvent;
+      if (!inside(ev)) return;
+      if (!(this.zoomActive || ev.ctrlKey || ev.metaKey)) {
+        this.hint.classList.add("attnkit-hint-flash");
+        if (this.hintTimer) clearTimeout(this.hintTimer);
+        this.hintTimer = setTimeout(() => this.hint.classList.remove("attnkit-hint-flash"), 1200);
+        return; // the notebook scrolls on
+      }
+      ev.preventDefault();
+      zoom(Math.exp(-ev.deltaY * (ev.deltaMode === 1 ? 0.05 : 0.002)), ev);
+    }, { passive: false });
+  }
+
+  private zoomActive = false;
+  private hintTimer: ReturnType<typeof setTimeout> | null = null;
+
+  /** A button in the header's controls. */
+  button(text: string, tip: string, onClick: () => void, cls = "attnkit-btn"): HTMLButtonElement {
+    const b = h("button", cls, text);
+    b.type = "button";
+    b.title = tip;
+    if ([...text].length <= 2) b.setAttribute("aria-label", tip); // symbols (‹ › + −) get a name
+    this.listen(b, "click", onClick);
+    return b;
+  }
+
+  // ------------------------------------------------------------------------- kernel
+  /**
+   * Ask the kernel (custom message `content`); resolves with its reply, rejects after
+   * `timeoutMs` or at once where no kernel can answer (then `kernelMissing` is set).
+   */
+  request(content: Record<string, unknown>, timeoutMs = 8000): Promise<Reply> {
+    if (this.kernelMissing || !this.model.send) {
+      this.kernelMissing = true;
+      return Promise.reject(new Error("no kernel"));
+    }
+    const id = this.nextId++;
+    return new Promise<Reply>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.waiting.delete(id);
+        this.kernelMissing = true;
+        reject(new Error("the kernel did not answer"));
+        this.redraw();
+      }, timeoutMs);
+      this.waiting.set(id, { resolve, reject, timer });
+      try {
+        this.model.send!({ ...content, id });
+      } catch (err) {
+        clearTimeout(timer);
+        this.waiting.delete(id);
+        this.kernelMissing = true;
+        reject(err instanceof Error ? err : new Error(String(err)));
+      }
+    });
+  }
+
+  private receive(content: Record<string, any>, buffers: Binary[]): void {
+    const w = this.waiting.get(content?.id);
+    if (!w) return;
+    clearTimeout(w.timer);
+    this.waiting.delete(content.id);
+    this.kernelMissing = false;
+    if (content.error) w.reject(new Error(String(content.error)));
+    else w.resolve({ content, buffers });
+  }
+}
+
+/**
+ * A view where a click picks a head: `selected` is [layer, head] (0-indexed) or []. The status
+ * line says which head is selected; a change of `selected` (from Python or a linked view) redraws.
+ */
+export abstract class HeadPickerView extends View {
+  constructor(props: RenderProps, kind: string) {
+    super(props, kind);
+    this.onModel("change:selected", () => {
+      this.showSelection();
+      this.redraw();
+    });
+  }
+
+  /** The selected head, or null. */
+  selection(): [number, number] | null {
+    return selectedPair(this.model.get("selected"));
+  }
+
+  /** Select head (layer, head) and tell the kernel. */
+  pick(layer: number, head: number): void {
+    this.save({ selected: [layer, head] });
+    this.showSelection();
+    this.redraw();
+  }
+
+  showSelection(): void {
+    const sel = this.selection();
+    this.status.textContent = sel ? `selected ${headLabel(sel[0], sel[1])}` : "no head selected";
+  }
+}
+
+/** The anywidget module of a view class. */
+export function mount(make: (props: RenderProps) => View): { render: (props: RenderProps) => () => void } {
+  return { render: (props) => make(props).start() };
+}

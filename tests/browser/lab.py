@@ -1,0 +1,159 @@
+"""A JupyterLab server for end-to-end tests and benchmarks: notebooks written into a folder,
+the server on 127.0.0.1 on a free port with token auth, attnkit's JupyterLab settings override
+(jupyter/overrides.d, what the wheel installs into share/jupyter/lab/settings) in effect, and
+helpers to open a notebook and run its cells in a Playwright page. Every wait is bounded."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from typing_extensions import Self
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(pred, timeout: float, what: str, step: float = 0.25):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        value = pred()
+        if value:
+            return value
+        time.sleep(step)
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+
+
+class JupyterLab:
+    """``with JupyterLab(folder, {"a.ipynb": [cell, ...]}) as lab:`` runs a server on ``folder``."""
+
+    def __init__(self, folder: Path, notebooks: dict[str, list[str]]) -> None:
+        self.dir = Path(folder)
+        self.notebooks = notebooks
+        self.port = free_port()
+        self.token = secrets.token_hex(16)
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.proc: subprocess.Popen | None = None
+
+    def url(self, name: str) -> str:
+        return f"{self.base}/lab/tree/{name}?token={self.token}"
+
+    def log(self) -> str:
+        return (self.dir / "lab.log").read_text(errors="replace")
+
+    def __enter__(self) -> Self:
+        import nbformat
+
+        for name, cells in self.notebooks.items():
+            nb = nbformat.v4.new_notebook()
+            nb.cells = [nbformat.v4.new_code_cell(c) for c in cells]
+            nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+            nbformat.write(nb, self.dir / name)
+        settings = self.dir / ".lab-settings"
+        (settings / "overrides.d").mkdir(parents=True, exist_ok=True)
+        (settings / "overrides.d" / "attnkit.json").write_text(
+            (REPO / "jupyter" / "overrides.d" / "attnkit.json").read_text(encoding="utf-8"), encoding="utf-8")
+        paths = [str(REPO), str(REPO / "tests"), os.environ.get("PYTHONPATH", "")]
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(paths),
+                   JUPYTER_CONFIG_DIR=str(self.dir / ".jupyter"), JUPYTER_RUNTIME_DIR=str(self.dir / ".runtime"))
+        self._log = open(self.dir / "lab.log", "wb")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--allow-root",
+             "--ip=127.0.0.1", f"--port={self.port}", "--ServerApp.port_retries=0",
+             f"--IdentityProvider.token={self.token}", f"--ServerApp.root_dir={self.dir}",
+             f"--LabApp.app_settings_dir={settings}",
+             "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+             "--LabApp.news_url=None", "--ServerApp.open_browser=False"],
+            cwd=self.dir, env=env, stdout=self._log, stderr=subprocess.STDOUT,
+        )
+
+        def up() -> bool:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"jupyter lab exited: {self.log()[-2000:]}")
+            try:
+                with urllib.request.urlopen(f"{self.base}/api/status?token={self.token}", timeout=2) as r:
+                    return r.status == 200
+            except OSError:
+                return False
+
+        try:
+            wait_for(up, 90, "jupyter lab to start")
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.proc is not None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+        self._log.close()
+
+    # ------------------------------------------------------------ in a page
+    @contextmanager
+    def page(self, browser: Any, width: int = 1400, height: int = 1000) -> Iterator[Any]:
+        """A fresh page; on failure its screenshot and the server log are kept in the folder."""
+        context = browser.new_context(viewport={"width": width, "height": height})
+        page = context.new_page()
+        page.set_default_timeout(60_000)
+        try:
+            yield page
+        except BaseException:
+            page.screenshot(path=str(self.dir / "failure.png"))
+            print("screenshot:", self.dir / "failure.png")
+            print("log:", self.log()[-3000:])
+            raise
+        finally:
+            context.close()
+
+    def open(self, page: Any, name: str) -> Any:
+        """Open notebook ``name`` and wait for an idle kernel; returns the code cells."""
+        page.goto(self.url(name), wait_until="domcontentloaded", timeout=90_000)
+        cells = page.locator(".jp-Notebook .jp-CodeCell")
+        cells.first.wait_for(timeout=90_000)
+        # The kernel must be connected and idle before a cell runs (else the run is dropped).
+        page.locator(".jp-StatusBar-TextItem", has_text="Idle").first.wait_for(timeout=90_000)
+        return cells
+
+    @staticmethod
+    def run_cell(page: Any, cells: Any, i: int) -> None:
+        cells.nth(i).locator(".cm-content").click()
+        page.keyboard.press("Shift+Enter")
+
+    @staticmethod
+    def wait_view(page: Any, cls: str, timeout: float = 120_000) -> Any:
+        """The first output's view of class ``cls`` (e.g. ``attnkit-heatmap``), once drawn."""
+        view = page.locator(f".jp-OutputArea .{cls}").first
+        view.wait_for(timeout=timeout)
+        page.wait_for_function(
+            f"() => Number(document.querySelector('.jp-OutputArea .{cls}')?.dataset.drawn ?? 0) >= 1",
+            timeout=timeout)
+        return view
+
+    def kernels(self) -> list[dict]:
+        with urllib.request.urlopen(f"{self.base}/api/kernels?token={self.token}", timeout=10) as r:
+            return json.loads(r.read())
+
+    def shut_kernels(self) -> None:
+        for k in self.kernels():
+            req = urllib.request.Request(f"{self.base}/api/kernels/{k['id']}?token={self.token}", method="DELETE")
+            urllib.request.urlopen(req, timeout=10).close()
