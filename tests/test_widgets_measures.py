@@ -25,7 +25,7 @@ def test_heatmap_switch_keeps_the_head_and_shows_the_measure(atts):
     s.measure = "norm"
     assert (s.view.layer, s.view.head) == (1, 1) and s.view.value_label == "norm"
     assert s.children[1] is s.view and s.buttons.value == "norm"
-    np.testing.assert_allclose(s.view.vmax, atts["norm"].maps[1, 1].max(), rtol=1e-3)
+    np.testing.assert_allclose(s.view.top, atts["norm"].maps[1, 1].max(), rtol=1e-3)
     s.measure = "alti"  # one mixed head: head 1 does not exist, the layer carries over
     assert s.view.layer == 1 and s.view.n_heads == 1
     s.measure = "grad×attn"
