@@ -60,6 +60,14 @@ def test_cluster_extraction_equals_in_process_bit_for_bit(client, tmp_path):
     assert again.run_info == {"computed_batches": 0, "reused_batches": 9}
 
 
+def test_a_measure_on_the_cluster_equals_in_process(client, tmp_path):
+    ref = ak.extract(tiny_model(), TEXTS[:6], batch_size=2, measure="alti", progress=False)
+    got = ak.extract(FACTORY, TEXTS[:6], batch_size=2, measure="alti", store=tmp_path / "m",
+                     client=client, progress=False)
+    assert got.measure == "alti" and got.n_heads == 1
+    _same_bits(ref, got)
+
+
 def test_scheduler_address_and_word_level_with_embeddings(client, tmp_path):
     ref = ak.extract(tiny_model("roberta"), TEXTS, batch_size=4, embeddings=True, progress=False)
     got = ak.extract(tiny_model("roberta"), TEXTS, batch_size=4, embeddings=True,

@@ -11,7 +11,7 @@ pytest.importorskip("torch")
 import attnkit as ak
 from attnkit.analysis.stats import item_stats
 from attnkit.attention import Attention
-from attnkit.errors import InputError
+from attnkit.errors import InputError, StoreError
 from attnkit.measures import mixed
 from attnkit.testing import CORPUS, tiny_model
 
@@ -84,6 +84,9 @@ def test_extract_stores_the_measure(bert, tmp_path):
     np.testing.assert_allclose(s[0].maps, direct, rtol=2e-3, atol=2e-3)  # float16 store
     again = ak.AttentionSet.open(tmp_path / "norm")
     assert again.measure == "norm" and again.n_heads == bert.n_heads
+    with pytest.raises(StoreError, match="measure 'norm' vs 'weights'"):  # never mixed
+        ak.extract(bert, items, level="token", store=tmp_path / "norm", progress=False)
+    assert ak.open_store(tmp_path / "norm").measure == "norm"  # the store is left as it was
     a = ak.extract(bert, items, measure="alti", progress=False)
     assert a.n_heads == 1 and a[1].maps.shape[1] == 1
     stats = ak.head_stats(a)
