@@ -510,7 +510,8 @@ def row_shares(maps: np.ndarray, measure: str = "weights") -> np.ndarray:
         return maps
     if measure in SIGNED_MEASURES or (np.asarray(maps) < 0).any():
         raise InputError(
-            f"{measure} maps are signed, so they are not a distribution over keys; take "
+            f"{measure} maps are signed (values can be negative), so they are not a "
+            "distribution over keys; take "
             "np.clip(att.maps, 0, None) (the positive part) or np.abs(att.maps) into "
             "Attention.from_maps(..., measure='norm') first, or use another measure."
         )

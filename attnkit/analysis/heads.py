@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..attention import Attention
+from ..attention import Attention, row_shares
 from ..errors import InputError
 from ..results import HeadResult
 from ..types import AttentionLike, Attentions, as_collection
@@ -147,7 +147,8 @@ def _item_sums(att: AttentionLike, plan: _Plan, kinds: Sequence[str]) -> np.ndar
     if n == 0:
         return out
     causal = bool(getattr(att, "causal", False))
-    shares = getattr(att, "measure", "weights") != "weights"
+    measure = getattr(att, "measure", "weights")
+    shares = measure != "weights"
     Reader = Callable[[int, int, int, int], np.ndarray]  # (layer, r0, r1, c1) -> [heads, rows, cols]
     groups: list[tuple[list[int], Reader]]
     if isinstance(att, Attention):
@@ -179,7 +180,7 @@ def _item_sums(att: AttentionLike, plan: _Plan, kinds: Sequence[str]) -> np.ndar
                     continue
                 block = read(layer, r0, r1, r1 if causal else n)
                 if shares:
-                    block = _row_shares(block, getattr(att, "measure", ""))
+                    block = row_shares(block.astype(np.float64), measure)
                 for i, kind in enumerate(kinds):
                     a, b = starts[kind][c], starts[kind][c + 1]
                     if b > a:
@@ -223,18 +224,6 @@ def _scores_partial(block: Any, kinds: tuple[str, ...]) -> dict[str, Any]:
                 out[key].append(value)
         out["count"] += 1
     return out
-
-
-def _row_shares(block: np.ndarray, measure: str) -> np.ndarray:
-    """Rows of a non-negative measure's block as shares of their totals (the block holds whole
-    rows: every column a row can have); rows that sum to 0 stay 0."""
-    if (block < 0).any():
-        raise InputError(
-            f"{measure} maps have negative values, so a head's share of them to a position is not "
-            "defined; score attention weights or a non-negative measure (norm, ALTI) instead."
-        )
-    total = block.sum(-1, keepdims=True, dtype=np.float64)
-    return np.divide(block, total, out=np.zeros(block.shape), where=total > 0)
 
 
 def head_scores(
