@@ -523,11 +523,9 @@ def model_info(model: Model) -> dict[str, Any]:
 
 
 def _inputs_fingerprint(encodings: list, level: str, batch_size: int, embeddings: bool,
-                        keep: list[str], measure: str = "weights") -> str:
+                        keep: list[str]) -> str:
     h = hashlib.sha256()
     h.update(json.dumps([level, batch_size, embeddings, keep, st.FORMAT]).encode())
-    if measure != "weights":  # stores of weights keep the fingerprint they always had
-        h.update(measure.encode())
     for e in encodings:
         h.update(json.dumps([e.input_ids, e.words, e.meta, e.type_ids], default=str).encode())
     return h.hexdigest()
@@ -765,7 +763,7 @@ def _extract(runner: Any, items: list, *, batch_size: int, level: str, store: st
         "chunks": {"maps": layout.map_chunk, "embeddings": layout.emb_chunk},
         "sizes": {"maps": layout.map_size if keep_maps else 0, "embeddings": layout.emb_size},
         "inputs_fingerprint": _inputs_fingerprint(encodings, level, batch_size, embeddings,
-                                                  ["maps"] * keep_maps + summary_names, measure),
+                                                  ["maps"] * keep_maps + summary_names),
     }
     meta_json = [json.dumps(e.meta, default=str) for e in encodings]
     summarize = {k: SUMMARIES[k].compute for k in summary_names}
