@@ -15,7 +15,6 @@ import importlib.util
 import inspect
 import warnings
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +22,7 @@ import numpy as np
 
 from ._compat import renamed
 from .attention import Attention
+from .encoding import Encoding
 from .errors import (
     CaptureError,
     EmptyInputError,
@@ -274,28 +274,6 @@ def _token_ids(item: Any) -> list[int] | None:
     ):
         return [int(i) for i in item]
     return None
-
-
-@dataclass
-class Encoding:
-    """One tokenized input, aligned to words, ready for a forward pass.
-
-    All per-position lists have the (possibly truncated) token length ``n``.
-    """
-
-    input_ids: list[int]
-    tokens: list[str]
-    roles: list[str]
-    word_ids: list[int]
-    segments: list[int]
-    words: list[str]
-    type_ids: list[int] | None = None
-    truncated: bool = False
-    meta: dict[str, Any] = field(default_factory=dict)
-    full_length: int | None = None  #: tokens before truncation
-
-    def __len__(self) -> int:
-        return len(self.input_ids)
 
 
 class Model:

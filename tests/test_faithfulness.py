@@ -6,9 +6,9 @@ import pandas as pd
 import pytest
 
 import attnkit as ak
-from attnkit.analysis import targets
+from attnkit import objectives as targets
 from attnkit.analysis.faithfulness import METRICS, _summarise
-from attnkit.analysis.importance import attention_gradients
+from attnkit.gradients import attention_gradients, run_gradients
 from attnkit.errors import InputError
 from attnkit.testing import CORPUS, tiny_model
 
@@ -85,8 +85,7 @@ def test_input_times_gradient_matches_finite_differences(cls_model):
     model = cls_model
     enc = model.encode(TEXTS[1])
     r = attention_gradients(model, TEXTS[1], "logit")
-    r_full = next(__import__("attnkit.analysis.importance", fromlist=["_run"])._run(
-        model, [enc], "logit", None, 1, 0.15, 0, False, input_grads=True))
+    r_full = next(run_gradients(model, [enc], "logit", None, 1, 0.15, 0, False, input_grads=True))
     ixg = (r_full.input_embeds.astype(np.float64) * r_full.input_grads).sum(-1)
     assert r_full.value == pytest.approx(r.value)
     batch = model.pad([enc])

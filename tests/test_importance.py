@@ -7,11 +7,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from attnkit.analysis.importance import (  # noqa: E402
-    TARGETS,
-    attention_gradients,
-    attention_importance,
-)
+from attnkit.analysis.importance import TARGETS, attention_importance  # noqa: E402
+from attnkit.gradients import attention_gradients  # noqa: E402
 from attnkit.errors import InputError  # noqa: E402
 from attnkit.testing import CORPUS, tiny_model  # noqa: E402
 

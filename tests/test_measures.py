@@ -174,7 +174,7 @@ def _scaling_attention(layer, head, i, j, eps):
 def test_grad_attn_matches_finite_differences(models, monkeypatch, kind, objective):
     """grad×attn[l, h, i, j] is the derivative of the objective when that one term α_ij v_j
     is scaled by (1 + ε): central differences in float64."""
-    from attnkit.analysis.importance import attention_gradients
+    from attnkit.gradients import attention_gradients
 
     model = models[kind]
     att = grad_attn(model, [TEXT], objective=objective, progress=False)[0]

@@ -19,7 +19,8 @@ from .coref import (
 )
 from .faithfulness import faithfulness
 from .heads import HEAD_KINDS, earlier_occurrences, head_scores, token_identity
-from .importance import TARGETS, AttentionGradients, attention_gradients, attention_importance
+from ..gradients import AttentionGradients, attention_gradients
+from .importance import TARGETS, attention_importance
 from .probe import AttentionProbe, probe_data
 from .stats import STAT_COLUMNS, head_stats, item_stats, uniform_row_entropy
 from .syntax import head_accuracy, offset_accuracy, relation_heads, right_branching_uas, word_hits

@@ -21,7 +21,7 @@ over the fraction (0 to 1) is reported in the target's units. A faithful attribu
 *low* deletion area (the target falls fast) and a *high* insertion area. A ``random``
 attribution is the chance level of all four.
 
-The target ``y`` (:mod:`attnkit.analysis.targets`) is a classifier's logit of the class it
+The target ``y`` (:mod:`attnkit.objectives`) is a classifier's logit of the class it
 predicts on the clean input, a causal LM's logit of its next token, or, for an encoder
 without a head, the length of its mean-pooled embedding along the clean embedding's
 direction. Every number is a mean over inputs with a bootstrap confidence interval (inputs
@@ -41,7 +41,7 @@ import pandas as pd
 from ..errors import InputError
 from ..results import Result
 from ..types import Input
-from . import targets
+from .. import objectives as targets
 from .attribution import ATTRIBUTIONS, NEEDS, attribution, check_attributions
 
 #: The attributions scored by default (the issue's list; add "random", "input×grad",
@@ -84,7 +84,7 @@ def faithfulness(
         ``"grad×attn"``, ``"input×grad"``, ``"random"``.
     target : str
         ``"auto"`` (``"logit"`` for sequence classifiers and causal LMs, ``"projection"``
-        for other models), ``"logit"`` or ``"projection"`` (:mod:`attnkit.analysis.targets`).
+        for other models), ``"logit"`` or ``"projection"`` (:mod:`attnkit.objectives`).
     labels : sequence, optional
         One class per input whose logit is explained (``"logit"``); default: the class the
         model predicts on each clean input.
@@ -267,9 +267,9 @@ def _evaluate(model: Any, runner: _Runner, encs: list, labels: list | None, name
 
     from ..measures import measure_maps
     from ..measures.grad_attn import grad_attn_maps
-    from .importance import _run
+    from ..gradients import run_gradients
 
-    grads = list(_run(model, encs, kind, labels, len(encs), 0.15, seed, False, input_grads=True))
+    grads = list(run_gradients(model, encs, kind, labels, len(encs), 0.15, seed, False, input_grads=True))
     maps: list[dict[str, Any]] = [{"weights": g.attention} for g in grads]
     for name in {NEEDS[n] for n in names if n in NEEDS} - {"weights"}:
         if name == "grad×attn":

@@ -26,6 +26,8 @@ from dataclasses import replace
 from typing import Any
 
 from ..attention import Attention
+from ..gradients import run_gradients
+from ..objectives import default_kind
 from ..types import Input
 
 PER_HEAD = True
@@ -50,9 +52,7 @@ def default_objective(model: Any) -> str:
     """The objective ``"auto"`` picks: ``"logit"`` (the predicted class's, or the predicted
     next token's, logit) for sequence classifiers and causal LMs; ``"projection"`` (the
     embedding's length along its own direction) for any other model
-    (:mod:`attnkit.analysis.targets`)."""
-    from ..analysis.targets import default_kind
-
+    (:mod:`attnkit.objectives`)."""
     return default_kind(model)
 
 
@@ -109,12 +109,10 @@ def grad_attn(
     >>> att.measure, att.maps.shape, att.meta["objective"]
     ('grad×attn', (2, 2, 9, 9), 'logit')
     """
-    from ..analysis.importance import _run
-
     kind = default_objective(model) if isinstance(objective, str) and objective == "auto" else objective
     name = kind if isinstance(kind, str) else getattr(kind, "__name__", "callable")
     out = []
-    for r in _run(model, inputs, kind, labels, batch_size, 0.15, seed, progress):
+    for r in run_gradients(model, inputs, kind, labels, batch_size, 0.15, seed, progress):
         att = r.attention
         out.append(replace(att, maps=grad_attn_maps(att.maps, r.grads), measure="grad×attn",
                            meta={**att.meta, "objective": name, "objective_value": r.value}))

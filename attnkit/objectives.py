@@ -1,4 +1,4 @@
-"""Scalar targets that attributions explain: a prediction's logit, or an embedding's size.
+"""Scalar objectives that attributions and gradients explain: a prediction's logit, or an embedding's size.
 
 Both are deterministic functions of the input (no masking, no labels needed), which is what
 attribution and faithfulness need: the same function is differentiated (gradients) and
@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import InputError
+from .errors import InputError
 
 #: Target kinds.
 KINDS = ("logit", "projection")
