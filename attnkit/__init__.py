@@ -15,7 +15,8 @@ from .analysis import (
     right_branching_uas,
 )
 from .attention import Attention
-from .corpus import AttentionSet, extract, open_store
+from .corpus import AttentionSet, open_store
+from .extraction import extract
 from .data import Sentence, Treebank, induction_inputs, read_conllu, read_coref, read_glue
 from .finetune import finetune
 from .flow import (

@@ -121,7 +121,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def cmd_store(args: argparse.Namespace) -> int:
     from . import store as st
-    from ._store_v1 import is_v1, migrate
+    from .store_v1 import is_v1, migrate
 
     if args.action == "migrate":
         t0 = time.time()

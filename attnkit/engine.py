@@ -17,49 +17,30 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import importlib
 import math
-import re
 import threading
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
+from ._progress import progress as bar
+from .batches import BatchSpec, Destination, model_fingerprint, model_info, write_batches
+from .corpus import AttentionSet
 from .errors import AttnkitError, ClusterError, InputError, ModelNotFoundError
-
-if TYPE_CHECKING:
-    from .model import Model
-    from .store import Location
+from .model import Model, resolve_model
+from .store import BatchWriter, Location
+from .types import as_collection
 
 #: Seconds to wait for a scheduler given by address.
 CONNECT_TIMEOUT_S = 10
 #: Items per block when a reduction runs over a plain list of attentions.
 BLOCK_ITEMS = 32
-_FACTORY = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 
 
 # ------------------------------------------------------------------ the model
-def resolve_model(spec: str) -> Model:
-    """A Model from a name: ``"package.module:function"`` calls that factory (e.g.
-    ``"attnkit.testing:tiny_model"``); anything else goes to :func:`attnkit.load`."""
-    if _FACTORY.match(spec):
-        module, _, fn = spec.partition(":")
-        try:
-            factory = getattr(importlib.import_module(module), fn)
-        except (ImportError, AttributeError) as exc:
-            raise ModelNotFoundError(
-                f"The model factory {spec!r} cannot be imported ({exc}); give "
-                "'package.module:function' of a function that returns an attnkit Model."
-            ) from exc
-        return factory()
-    from .model import load
-
-    return load(spec)
-
-
 def worker_model(name: str) -> Model:
     """The model of plugin ``name`` on the worker running this task."""
     from distributed import get_worker
@@ -154,21 +135,19 @@ class _LocalRunner:
     def close(self) -> None:
         pass
 
-    def encode(self, items: list, *, progress: bool) -> tuple[list, dict]:
-        from .corpus import model_info
+    def __enter__(self) -> _LocalRunner:
+        return self
 
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def encode(self, items: list, *, progress: bool) -> tuple[list, dict]:
         return [self.model.encode(x) for x in items], model_info(self.model)
 
-    def run(self, todo: list[int], encs: list[list], level: str, embeddings: bool, keep_maps: bool,
-            summarize: dict, measure: str, *, sink: Callable | None, loc: Location | None,
-            token: str | None, on_done: Callable[[int], None]) -> None:
-        from .corpus import run_in_process
-        from .store import BatchWriter
-
-        write: Any = BatchWriter(loc, token or "").write if loc is not None else sink
-        background = loc is not None
-        run_in_process(self.model, todo, encs, level, embeddings, keep_maps, summarize, measure,
-                       write=write, background=background, on_done=on_done)
+    def run(self, todo: list[int], encs: list[list], spec: BatchSpec, *, dest: Destination,
+            on_done: Callable[[int], None]) -> None:
+        write, background = dest.writer()
+        write_batches(self.model, todo, encs, spec, write=write, background=background, on_done=on_done)
 
 
 class _ClusterRunner:
@@ -185,6 +164,12 @@ class _ClusterRunner:
             self.close()
             raise
 
+    def __enter__(self) -> _ClusterRunner:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
     def close(self) -> None:
         """Unload a model that was shipped as an object (a name stays loaded for the next
         call) and close a client opened from an address."""
@@ -194,8 +179,6 @@ class _ClusterRunner:
             self.client.close()
 
     def _register(self, model: Model | str) -> str:
-        from .corpus import model_fingerprint
-
         if isinstance(model, str):
             import hashlib
 
@@ -207,7 +190,7 @@ class _ClusterRunner:
             _scheduler_plugins))
         if name in have:
             return name
-        from ._worker import ModelPlugin
+        from .worker import ModelPlugin
 
         plugin = ModelPlugin(name, spec, obj)
         try:
@@ -255,16 +238,14 @@ class _ClusterRunner:
 
         return _cluster_call("Tokenizing on the workers", go)
 
-    def run(self, todo: list[int], encs: list[list], level: str, embeddings: bool, keep_maps: bool,
-            summarize: dict, measure: str, *, sink: Callable | None, loc: Location | None,
-            token: str | None, on_done: Callable[[int], None]) -> None:
+    def run(self, todo: list[int], encs: list[list], spec: BatchSpec, *, dest: Destination,
+            on_done: Callable[[int], None]) -> None:
         if not todo:
             return
         from distributed import as_completed
 
         per = max(1, min(4, math.ceil(len(todo) / (8 * self.n_workers))))
         run_id = uuid.uuid4().hex[:8]
-        names = sorted(summarize)
         # the longest batches first (the plan sorts by length), so that the last shards
         # to finish are short ones and no worker waits long for another at the end
         order = sorted(range(len(todo)), key=lambda k: -sum(len(e) ** 2 for e in encs[k]))
@@ -275,13 +256,13 @@ class _ClusterRunner:
                 ks = order[j : j + per]
                 futures.append(self.client.submit(
                     _extract_shard, self.name, [todo[k] for k in ks], [encs[k] for k in ks],
-                    level, embeddings, keep_maps, names, measure, loc, token,
+                    spec, dest.loc, dest.token,
                     key=f"attnkit-extract-{run_id}-{j // per:05d}", pure=False))
             try:
                 for f in as_completed(futures, loop=self.client.loop):
                     for b, arrays in f.result().items():
-                        if sink is not None:
-                            sink(b, arrays)
+                        if dest.sink is not None:
+                            dest.sink(b, arrays)
                         on_done(b)
                     f.release()
             except BaseException:
@@ -297,8 +278,6 @@ def _scheduler_plugins(dask_scheduler: Any = None) -> list[str]:
 
 def runner(model: Model | str, client: Any) -> Any:
     """The extraction runner for ``model`` here (client None) or on a cluster."""
-    from .model import Model
-
     if not isinstance(model, (Model, str)):
         raise InputError(f"model must be an attnkit Model or a model name, not {type(model).__name__}.")
     if client is None:
@@ -318,19 +297,12 @@ def _encode_shard(name: str, items: list) -> list:
 
 
 def _worker_info(name: str) -> dict:
-    from .corpus import model_info
-
     return model_info(worker_model(name))
 
 
-def _extract_shard(name: str, batches: list[int], encs: list[list], level: str, embeddings: bool,
-                   keep_maps: bool, summaries: list[str], measure: str, loc: Location | None,
-                   token: str | None) -> dict[int, Any]:
+def _extract_shard(name: str, batches: list[int], encs: list[list], spec: BatchSpec,
+                   loc: Location | None, token: str) -> dict[int, Any]:
     """Compute and write (or return) batches on a worker; committed ones are skipped."""
-    from .corpus import run_in_process
-    from .store import BatchWriter
-    from .summaries import SUMMARIES
-
     model = worker_model(name)
     writer = None
     if loc is not None:
@@ -340,7 +312,6 @@ def _extract_shard(name: str, batches: list[int], encs: list[list], level: str, 
                 _WRITERS.clear()
                 _WRITERS[key] = BatchWriter(loc, token or "")
             writer = _WRITERS[key]
-    summarize = {k: SUMMARIES[k].compute for k in summaries}
     out: dict[int, Any] = {}
     todo = [(b, e) for b, e in zip(batches, encs) if writer is None or not writer.committed(b)]
     out.update({b: None for b in batches})
@@ -349,16 +320,13 @@ def _extract_shard(name: str, batches: list[int], encs: list[list], level: str, 
         out[b] = arrays
 
     # as in one process: a thread writes a batch while the next one runs
-    run_in_process(model, [b for b, _ in todo], [e for _, e in todo], level, embeddings, keep_maps,
-                   summarize, measure, write=writer.write if writer is not None else keep,
-                   background=writer is not None, on_done=lambda b: None)
+    write_batches(model, [b for b, _ in todo], [e for _, e in todo], spec,
+                  write=writer.write if writer is not None else keep, background=writer is not None,
+                  on_done=lambda b: None)
     return out
 
 
 def _open_reader(ref: tuple[str, dict, str]) -> Any:
-    from .corpus import AttentionSet
-    from .store import Location
-
     url, storage_options, version = ref
     key = f"{url}|{version}"  # a store extracted again under the same path is opened again
     with _CACHE_LOCK:
@@ -435,9 +403,6 @@ def map_blocks(
 
     ``fn`` must be picklable: a module-level function or a functools.partial of one.
     """
-    from ._progress import progress as bar
-    from .corpus import AttentionSet
-    from .types import as_collection
 
     summaries = tuple(summaries)
     if isinstance(attentions, AttentionSet):
@@ -528,7 +493,6 @@ def _run_tasks(client: Any, task: Callable, blocks: list, fn: Callable, progress
                summaries: tuple[str, ...] | None = None) -> list[Any]:
     from distributed import as_completed
 
-    from ._progress import progress as bar
 
     client, owned = connect(client)
     try:

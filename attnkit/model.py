@@ -11,8 +11,10 @@ attention with ``output_attentions=True``.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import importlib.util
 import inspect
+import re
 import warnings
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -1078,3 +1080,43 @@ def _float32() -> Any:
     import torch
 
     return torch.float32
+
+
+_FACTORY = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+
+
+def resolve_model(spec: str) -> Model:
+    """A Model from a name: ``"package.module:function"`` calls that factory (e.g.
+    ``"attnkit.testing:tiny_model"``); anything else goes to :func:`attnkit.load`.
+
+    Parameters
+    ----------
+    spec : str
+        A factory ``"package.module:function"`` or a name :func:`load` takes.
+
+    Returns
+    -------
+    Model
+        The loaded model.
+
+    Raises
+    ------
+    ModelNotFoundError
+        When the factory cannot be imported, or the name cannot be loaded.
+
+    Examples
+    --------
+    >>> resolve_model("attnkit.testing:tiny_model").n_layers
+    2
+    """
+    if _FACTORY.match(spec):
+        module, _, fn = spec.partition(":")
+        try:
+            factory = getattr(importlib.import_module(module), fn)
+        except (ImportError, AttributeError) as exc:
+            raise ModelNotFoundError(
+                f"The model factory {spec!r} cannot be imported ({exc}); give "
+                "'package.module:function' of a function that returns an attnkit Model."
+            ) from exc
+        return factory()
+    return load(spec)

@@ -35,7 +35,7 @@ import importlib.util  # noqa: E402
 import torch  # noqa: E402
 
 import attnkit as ak  # noqa: E402
-from attnkit._store_v1 import extract_v1  # noqa: E402
+from attnkit.store_v1 import extract_v1  # noqa: E402
 
 _spec = importlib.util.spec_from_file_location("_report", HERE / "_report.py")
 _report = importlib.util.module_from_spec(_spec)
@@ -116,7 +116,7 @@ def main() -> None:
         summary_ns[name] = (time.perf_counter() - t) / n_values * 1e9
     # the whole stats-only path (maps -> float16 -> Attention -> statistics -> store) beyond
     # the forward pass, per attention value: what docs/scale.md scales to a 7 B model
-    from attnkit.corpus import _plan
+    from attnkit.batches import plan_batches as _plan
 
     encs = [model.encode(s) for s in tb[:500]]
     plan = _plan([len(e) for e in encs], bs)

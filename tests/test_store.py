@@ -19,7 +19,7 @@ from fsspec.implementations.memory import MemoryFileSystem
 
 import attnkit as ak
 from attnkit import store as st
-from attnkit._store_v1 import extract_v1
+from attnkit.store_v1 import extract_v1
 from attnkit.cli import main
 from attnkit.errors import InputError, StoreError
 from attnkit.testing import CORPUS
@@ -180,11 +180,11 @@ def test_a_writer_whose_lock_was_taken_over_commits_nothing(tiny_bert, tmp_path)
     (path / "writer.lock").unlink()
     second = st.WriterLock(loc).acquire()
     try:
-        from attnkit.corpus import compute_batch
+        from attnkit.batches import BatchSpec, run_batch
 
         encs = [tiny_bert.encode(TEXTS[i]) for i in writer.reader.layout.batches[3]]
         with pytest.raises(StoreError, match="now held by another process"):
-            writer.write(3, compute_batch(tiny_bert, encs, "word", False))
+            writer.write(3, run_batch(tiny_bert, encs, BatchSpec(level="word")))
         assert not writer.committed(3)
     finally:
         second.release()
@@ -341,7 +341,7 @@ def test_format1_damaged_batch_file_names_its_items(tiny_bert, tmp_path):
     with pytest.raises(StoreError, match="000001.npy") as err:
         sset[hit[0]]
     assert all(str(i) in str(err.value) for i in hit)
-    from attnkit._store_v1 import migrate
+    from attnkit.store_v1 import migrate
 
     with pytest.raises(StoreError, match="000001.npy"):  # a damaged store is not migrated
         migrate(old, tmp_path / "new")

@@ -84,7 +84,7 @@ def run_coref(
     Split names: ``"A->B"`` = head chosen on half A, reported on half B; ``"B->A"`` the
     other way round; ``"all"`` chosen and reported on every document (optimistic).
     """
-    from ..corpus import extract
+    from ..extraction import extract
 
     if source is None:
         source = find_data(GUM_DEV)

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
 class ModelPlugin(WorkerPlugin):
     """The model, loaded once per worker process (and again by a worker that replaces a
-    lost one): from a name (:func:`attnkit.engine.resolve_model`) or a pickled Model.
+    lost one): from a name (:func:`attnkit.model.resolve_model`) or a pickled Model.
 
     Tasks reach it through :func:`attnkit.engine.worker_model`. Torch uses as many threads
     as the worker has.
@@ -31,7 +31,7 @@ class ModelPlugin(WorkerPlugin):
     def setup(self, worker: Any) -> None:
         import torch
 
-        from .engine import resolve_model
+        from .model import resolve_model
 
         torch.set_num_threads(max(1, int(getattr(worker.state, "nthreads", 1) or 1)))
         _allocate_like_a_plain_process()

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from . import store as st
+from .batches import BatchSpec, build_index, plan_batches, slice_index, v1_fingerprint, write_batches
 from .errors import StoreError
 
 _MANIFEST = "manifest.json"
@@ -103,7 +104,6 @@ class V1Backend:
             ) from exc
 
     def read_batch(self, b: int, names: Iterable[str]) -> dict[str, np.ndarray]:
-        from .corpus import _slice_index
 
         computed = {}
         names = list(names)
@@ -113,7 +113,7 @@ class V1Backend:
         if "embeddings" in names:
             lo, hi = self.layout.emb_range(b)
             computed["embeddings"] = self._load(b, "emb.npy", hi - lo)
-        return _slice_index(self._concat, self.layout, b, names, computed)
+        return slice_index(self._concat, self.layout, b, names, computed)
 
 
 def migrate(path: str | Path, out: str | Path | None = None, *, keep_old: bool = True,
@@ -212,12 +212,11 @@ def extract_v1(model: Any, inputs: Iterable[Any], path: str | Path, *, batch_siz
     """Extract into a format-1 store the way attnkit 0.1 did (same batches, same float16
     maps, a background thread writing ``.npy`` files): the baseline of
     benchmarks/distributed.py and the source of the migration tests."""
-    from .corpus import _plan, build_index, run_in_process, v1_fingerprint
 
     items = list(inputs)
     encs = [model.encode(x) for x in items]
     index, n = build_index(encs, level)
-    plan = _plan([len(e) for e in encs], batch_size)
+    plan = plan_batches([len(e) for e in encs], batch_size)
     dim = int(model.hf.get_input_embeddings().embedding_dim) if embeddings else 0
     layout = st.plan_layout(plan, n, [len(e) for e in encs], [len(e.words) for e in encs],
                             [e.truncated for e in encs], n_layers=model.n_layers,
@@ -231,5 +230,6 @@ def extract_v1(model: Any, inputs: Iterable[Any], path: str | Path, *, batch_siz
                                       batch_size, embeddings),
     }
     writer = V1Writer(Path(path), manifest, layout, index)
-    run_in_process(model, list(range(len(plan))), [[encs[i] for i in b] for b in plan], level,
-                   embeddings, True, {}, write=writer.write, background=True, on_done=lambda b: None)
+    write_batches(model, list(range(len(plan))), [[encs[i] for i in b] for b in plan],
+                  BatchSpec(level=level, embeddings=embeddings), write=writer.write, background=True,
+                  on_done=lambda b: None)

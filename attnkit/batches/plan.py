@@ -1,0 +1,141 @@
+"""Planning: which items go in which batch, and what a store records about the run.
+
+The first of the three steps of extraction (:mod:`attnkit.batches`): plan the batches
+(:func:`plan_batches`), run one on the model (:mod:`~attnkit.batches.run`), write it
+(:mod:`~attnkit.batches.write`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..attention import word_pooling
+from ..encoding import Encoding
+from ..errors import StoreError
+from ..store import FORMAT, Index, Layout
+
+
+def plan_batches(lengths: Sequence[int], batch_size: int) -> list[list[int]]:
+    """Batches of item indices: items sorted by length (stable), cut every ``batch_size``.
+
+    Parameters
+    ----------
+    lengths : sequence of int
+        Each item's length (tokens), in input order.
+    batch_size : int
+        Items per batch.
+
+    Returns
+    -------
+    list of list of int
+        Item indices per batch; batch ``b`` holds the ``b``-th ``batch_size`` shortest items.
+
+    Examples
+    --------
+    >>> plan_batches([5, 2, 9, 2], 2)
+    [[1, 3], [0, 2]]
+    """
+    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+    return [order[k : k + batch_size] for k in range(0, len(order), batch_size)]
+
+
+def level_positions(enc: Encoding, level: str) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray, Any]:
+    """Tokens, roles, word ids and segments of an encoding at ``level`` (and the word
+    pooling that gets there, None at token level)."""
+    roles = np.array(enc.roles)
+    word_ids = np.array(enc.word_ids)
+    segments = np.array(enc.segments)
+    if level == "token":
+        return list(enc.tokens), roles, word_ids, segments, None
+    pool = word_pooling(word_ids, roles)
+    keep = pool.first
+    tokens = [enc.words[word_ids[p]] if roles[p] == "word" else enc.tokens[p] for p in keep]
+    return tokens, roles[keep], word_ids[keep], segments[keep], pool
+
+
+def model_fingerprint(model: Any) -> str:
+    """A hash of the model's configuration and a sample of every weight tensor: two
+    different models (or a model and its fine-tuned version) never share it."""
+    h = hashlib.sha256()
+    cfg = {k: v for k, v in model.config.to_dict().items()
+           if k not in ("_name_or_path", "transformers_version", "_attn_implementation_autoset")}
+    h.update(json.dumps(cfg, sort_keys=True, default=str).encode())
+    with torch.no_grad():
+        for name, p in sorted(model.hf.named_parameters()):
+            h.update(name.encode())
+            h.update(str(tuple(p.shape)).encode())
+            h.update(p.detach().reshape(-1)[:1024].float().cpu().numpy().tobytes())
+    return h.hexdigest()
+
+
+def model_info(model: Any) -> dict[str, Any]:
+    """What a store records about the model (computed where the model lives)."""
+    return {
+        "model": model.name,
+        "n_layers": model.n_layers,
+        "n_heads": model.n_heads,
+        "causal": model.causal,
+        "max_length": model.max_length,
+        "embedding_dim": int(model.hf.get_input_embeddings().embedding_dim),
+        "model_fingerprint": model_fingerprint(model),
+    }
+
+
+def inputs_fingerprint(encodings: list, level: str, batch_size: int, embeddings: bool,
+                        keep: list[str]) -> str:
+    h = hashlib.sha256()
+    h.update(json.dumps([level, batch_size, embeddings, keep, FORMAT]).encode())
+    for e in encodings:
+        h.update(json.dumps([e.input_ids, e.words, e.meta, e.type_ids], default=str).encode())
+    return h.hexdigest()
+
+
+def v1_fingerprint(name: str, n_layers: int, n_heads: int, encodings: list, level: str,
+                   batch_size: int, embeddings: bool) -> str:
+    """The fingerprint a format-1 store of these inputs recorded (to reuse migrated stores)."""
+    h = hashlib.sha256()
+    h.update(json.dumps([name, n_layers, n_heads, level, batch_size, embeddings, 1]).encode())
+    for e in encodings:
+        h.update(json.dumps([e.input_ids, e.words, e.meta], default=str).encode())
+    return h.hexdigest()
+
+
+def build_index(encodings: list, level: str) -> tuple[Index, list[int]]:
+    """The store index of every item (what the tokenizer knows) and each item's length."""
+    tokens, roles, word_ids, segments, n = [], [], [], [], []
+    for e in encodings:
+        t, r, w, s, _ = level_positions(e, level)
+        tokens.append(t)
+        roles.append(r)
+        word_ids.append(w)
+        segments.append(s)
+        n.append(len(t))
+    index = Index(tokens, roles, word_ids, segments,
+                     [np.asarray(e.input_ids) for e in encodings],
+                     [list(e.words) for e in encodings], [dict(e.meta) for e in encodings])
+    return index, n
+
+
+def slice_index(index: dict[str, np.ndarray], lay: Layout, b: int, names: Iterable[str],
+                computed: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The arrays ``names`` of batch ``b``: from ``computed`` (what the batch computed) or,
+    for positions, words and ids, the batch's slice of the store ``index``."""
+    out = {}
+    for name in names:
+        if name in computed:
+            out[name] = computed[name]
+        elif name.startswith("positions/"):
+            out[name] = index[name][slice(*lay.range(b, "pos_offset", "n"))]
+        elif name == "words/words":
+            out[name] = index[name][slice(*lay.range(b, "word_offset", "n_words"))]
+        elif name == "ids/input_ids":
+            out[name] = index[name][slice(*lay.range(b, "ids_offset", "n_tokens"))]
+        else:
+            raise StoreError(f"Batch {b} holds no {name!r}.")
+    return out
