@@ -43,7 +43,7 @@ from .model import Model, load
 from .report import write_report
 from .widgets import ClusterView, FlowView, HeadGrid, HeadMap, Heatmap, MeasureSwitch
 
-__version__ = "0.1.0"
+from .version import __version__
 
 __all__ = [
     "Attention",

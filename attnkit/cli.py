@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .errors import AttnkitError
+from .finetune.command import add_parser as add_finetune_parser
 
 
 def _say(msg: str) -> None:
@@ -168,73 +169,6 @@ def cmd_store(args: argparse.Namespace) -> int:
     return 1 if bad or bad_index else 0
 
 
-def cmd_finetune(args: argparse.Namespace) -> int:
-    """Fine-tune on a GLUE task; print the result summary as JSON on stdout."""
-    import json
-    import os
-
-    import torch
-
-    from .data.pairs import read_glue
-    from .finetune import finetune
-    from .finetune.save import json_default
-
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    load_before = os.getloadavg()
-    train = read_glue(args.task, args.train_split)
-    if args.holdout:
-        train, dev = train.split_off(args.holdout, seed=0)  # the same hold-out for every recipe
-    else:
-        dev = read_glue(args.task, args.dev_split)
-    res = finetune(args.model, train, evaluate_on=dev, epochs=args.epochs, max_items=args.max_items,
-                   lr=args.lr, max_length=args.max_length, batch_size=args.batch_size,
-                   out=args.out, seed=args.seed, freeze_layers=args.freeze_layers,
-                   weight_decay=args.weight_decay, warmup=args.warmup,
-                   eval_each_epoch=args.eval_each_epoch, overwrite=args.overwrite,
-                   progress=not args.no_progress)
-    summary = res.summary()
-    summary["eval_split"] = (f"holdout {args.holdout} of {args.train_split}" if args.holdout
-                             else args.dev_split)
-    summary["load_average"] = {"before": load_before, "after": os.getloadavg(),
-                               "cpus": os.cpu_count()}
-    print(json.dumps(summary, indent=1, default=json_default))
-    return 0
-
-
-def _finetune_parser(sub) -> None:
-    f = sub.add_parser(
-        "finetune",
-        help="fine-tune a copy of a model with a classification head on a GLUE task",
-        description="Fine-tune a copy of a model with a sequence-classification head on a GLUE "
-        "task, score it on dev next to the majority class, and save it as a folder attnkit.load "
-        "opens. Prints the result summary as JSON.",
-    )
-    f.add_argument("--model", default="minilm", help="model name or folder (default: minilm)")
-    f.add_argument("--task", default="MRPC", help="GLUE task folder name under glue/ (default MRPC)")
-    f.add_argument("--train-split", default="train")
-    f.add_argument("--dev-split", default="dev")
-    f.add_argument("--holdout", type=float, default=0.0,
-                   help="evaluate on this stratified fraction held out of the train split instead "
-                   "of the dev split (for choosing a recipe without looking at dev)")
-    f.add_argument("--epochs", type=float, default=3)
-    f.add_argument("--max-items", type=int, default=None)
-    f.add_argument("--lr", type=float, default=5e-5)
-    f.add_argument("--max-length", type=int, default=None, help="token cap (default 128)")
-    f.add_argument("--batch-size", type=int, default=16)
-    f.add_argument("--freeze-layers", type=int, default=0)
-    f.add_argument("--warmup", type=float, default=0.1)
-    f.add_argument("--weight-decay", type=float, default=0.01)
-    f.add_argument("--seed", type=int, default=0)
-    f.add_argument("--eval-each-epoch", action="store_true")
-    f.add_argument("--threads", type=int, default=None,
-                   help="torch.set_num_threads (default: torch's)")
-    f.add_argument("--out", default=None, help="folder to save the fine-tuned model into")
-    f.add_argument("--overwrite", action="store_true")
-    f.add_argument("--no-progress", action="store_true")
-    f.set_defaults(func=cmd_finetune)
-
-
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="attnkit", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
@@ -287,7 +221,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--remove-old", action="store_true",
                    help="migrate: delete the original once the copy is checked (default: keep PATH.v1)")
     s.set_defaults(func=cmd_store)
-    _finetune_parser(sub)
+    add_finetune_parser(sub)
     return p
 
 

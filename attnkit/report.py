@@ -439,7 +439,7 @@ def provenance(nb: Any) -> dict[str, Any]:
     rec["model"] = _pick(params, MODEL_KEYS) or meta.get("model")
     data = _pick(params, DATA_KEYS) or meta.get("data") or rec.get("data_dir")
     rec["data"] = None if data is None else str(data)
-    from . import __version__
+    from .version import __version__
 
     rec["exported_with"] = __version__
     rec["front_end"] = _front_end_versions()

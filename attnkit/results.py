@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-    from .widgets import HeadMap
+    from .widgets.headmap import HeadMap
 
 _OWN = frozenset({"table", "meta", "_plot"})
 
@@ -34,9 +34,10 @@ class Result:
         The numbers.
     meta : dict, optional
         What they mean: items counted, baselines, what was chosen on which data.
-    plot : callable, optional
-        ``plot(result, ax=None, **options) -> Figure``; the default draws the table's
-        numeric columns as bars.
+    plot : str or callable, optional
+        The figure of :meth:`plot`: a name of :data:`attnkit.plot.results.RESULT_PLOTS`
+        (how analyses name theirs), or ``plot(result, ax=None, **options) -> Figure``; the
+        default draws the table's numeric columns as bars.
 
     Column access and DataFrame attributes are forwarded to :attr:`table`, so
     ``result["uas"]`` and ``result.loc[...]`` read the table.
@@ -55,7 +56,7 @@ class Result:
         table: pd.DataFrame,
         meta: dict[str, Any] | None = None,
         *,
-        plot: Callable[..., "Figure"] | None = None,
+        plot: str | Callable[..., "Figure"] | None = None,
     ) -> None:
         if not isinstance(table, pd.DataFrame):
             raise InputError(f"A result's table must be a pandas DataFrame, not {type(table).__name__}.")
@@ -117,13 +118,15 @@ class Result:
     # ------------------------------------------------------------------------- views
     def plot(self, ax: "Axes | None" = None, **options: Any) -> "Figure":
         """A matplotlib figure of the result (see the producing function for what it draws)."""
-        if self._plot is not None:
-            return self._plot(self, ax=ax, **options)
-        from .plot._prep import figure_axes
+        return self._draw("table", ax=ax, **options)
 
-        fig, ax = figure_axes(ax, (6.0, 3.2))
-        self.table.select_dtypes("number").plot.bar(ax=ax, **options)
-        return fig
+    def _draw(self, default: str, **options: Any) -> "Figure":
+        if callable(self._plot):
+            return self._plot(self, **options)
+        # the one import from the core up into the views (declared in pyproject's layers)
+        from .plot.results import draw_result
+
+        return draw_result(self._plot or default, self, **options)
 
 
 class HeadResult(Result):
@@ -137,7 +140,7 @@ class HeadResult(Result):
         What the numbers mean.
     value : str, optional
         The column :meth:`plot` and :meth:`widget` show by default (else the first numeric).
-    plot : callable, optional
+    plot : str or callable, optional
         As in :class:`Result`; the default draws a layer × head map of ``value``.
 
     Examples
@@ -158,7 +161,7 @@ class HeadResult(Result):
         meta: dict[str, Any] | None = None,
         *,
         value: str | None = None,
-        plot: Callable[..., "Figure"] | None = None,
+        plot: str | Callable[..., "Figure"] | None = None,
     ) -> None:
         super().__init__(table, meta, plot=plot)
         if list(table.index.names) != ["layer", "head"]:
@@ -177,7 +180,32 @@ class HeadResult(Result):
         """Number of heads per layer the table reaches (largest head index + 1)."""
         return int(self.table.index.get_level_values("head").max()) + 1 if len(self.table) else 0
 
-    def _value(self, value: str | None) -> str:
+    def value_column(self, value: str | None = None) -> str:
+        """The column shown for ``value``: itself, else ``meta["value"]``, else the first
+        numeric column.
+
+        Parameters
+        ----------
+        value : str, optional
+            A column name.
+
+        Returns
+        -------
+        str
+            A column of :attr:`table`.
+
+        Raises
+        ------
+        InputError
+            When the table has no such (or no numeric) column.
+
+        Examples
+        --------
+        >>> import pandas as pd
+        >>> idx = pd.MultiIndex.from_product([[0], [0, 1]], names=["layer", "head"])
+        >>> HeadResult(pd.DataFrame({"cls": [0.5, 0.25]}, index=idx)).value_column()
+        'cls'
+        """
         value = value or self.meta.get("value")
         if value is None:
             numeric = self.table.select_dtypes("number").columns
@@ -190,9 +218,7 @@ class HeadResult(Result):
 
     def grid(self, value: str | None = None) -> np.ndarray:
         """float64 ``[layer, head]`` array of one column (NaN where a head has no row)."""
-        from .plot._prep import head_table
-
-        value = self._value(value)
+        value = self.value_column(value)
         table = self.table[[value]]
         if "direction" in self.table.columns:
             table = table.groupby(level=["layer", "head"]).max()
@@ -207,17 +233,13 @@ class HeadResult(Result):
 
     def plot(self, ax: "Axes | None" = None, value: str | None = None, **options: Any) -> "Figure":
         """A layer × head map of ``value`` (1-indexed "L-H" labels, as in the papers)."""
-        if self._plot is not None:
-            return self._plot(self, ax=ax, value=value, **options)
-        from .plot.attention import plot_head_map
-
-        return plot_head_map(self.grid(value), value=self._value(value), ax=ax, **options)
+        return self._draw("head_map", ax=ax, value=value, **options)
 
     def widget(self, value: str | None = None, **options: Any) -> "HeadMap":
         """A :class:`~attnkit.HeadMap` of ``value``: hover for numbers, click to select."""
-        from .widgets import HeadMap
+        from .widgets.headmap import HeadMap  # the declared upward import (see plot())
 
-        value = self._value(value)
+        value = self.value_column(value)
         options.setdefault("title", value)
         return HeadMap(self.grid(value), value=value, **options)
 
@@ -255,3 +277,74 @@ def table_and_meta(obj: Any) -> tuple[pd.DataFrame, dict[str, Any]]:
     if isinstance(obj, pd.Series):
         return obj.to_frame(), dict(obj.attrs)
     raise InputError(f"Expected an attnkit result or a DataFrame, not {type(obj).__name__}.")
+
+
+def head_table(
+    data: pd.DataFrame | pd.Series | np.ndarray,
+    value: str | None = None,
+    shape: tuple[int, int] | None = None,
+) -> tuple[np.ndarray, str]:
+    """A per-head metric as a float array ``[layer, head]`` (NaN where a head has no value).
+
+    ``data`` is a DataFrame or Series indexed by ``(layer, head)`` (0-indexed; a DataFrame
+    may instead have ``layer`` and ``head`` columns), or an array ``[layer, head]``. ``value`` names the DataFrame column; it may be omitted when the
+    DataFrame has exactly one numeric column. ``shape`` ``(L, H)`` fixes the table size
+    (default: one more than the largest layer and head in the index).
+    Returns the table and the metric's name.
+    """
+    if isinstance(data, HeadResult) and "direction" in data.columns:
+        return data.grid(value), data.value_column(value)
+    if isinstance(data, Result):
+        data = data.table
+    if isinstance(data, np.ndarray):
+        arr = np.asarray(data, dtype=np.float64)
+        if arr.ndim != 2:
+            raise InputError(f"a per-head array must be [layer, head]; got shape {arr.shape}.")
+        if shape is not None and arr.shape != tuple(shape):
+            raise InputError(f"per-head array has shape {arr.shape} but the attention has {tuple(shape)}.")
+        return arr, value or "value"
+    if isinstance(data, pd.DataFrame):
+        if not isinstance(data.index, pd.MultiIndex) and {"layer", "head"} <= set(data.columns):
+            data = data.set_index(["layer", "head"])
+        numeric = [c for c in data.columns if pd.api.types.is_numeric_dtype(data[c])]
+        if value is None:
+            if len(numeric) != 1:
+                raise InputError(
+                    "the DataFrame has several numeric columns "
+                    f"({', '.join(map(str, numeric)) or 'none'}); pass value=<column name>."
+                )
+            value = str(numeric[0])
+        if value not in data.columns:
+            raise InputError(f"column {value!r} not in the DataFrame; columns are {list(data.columns)}.")
+        series = data[value]
+    elif isinstance(data, pd.Series):
+        series = data
+        value = value or (str(data.name) if data.name is not None else "value")
+    else:
+        raise InputError(
+            f"expected a DataFrame/Series indexed by (layer, head) or an array [layer, head]; "
+            f"got {type(data).__name__}."
+        )
+    index = series.index
+    if not isinstance(index, pd.MultiIndex) or index.nlevels != 2:
+        raise InputError(
+            "the per-head table must be indexed by (layer, head), e.g. df.set_index(['layer', 'head'])."
+        )
+    if not pd.api.types.is_numeric_dtype(series):
+        raise InputError(f"column {value!r} is not numeric.")
+    layers = np.asarray(index.get_level_values(0))
+    heads = np.asarray(index.get_level_values(1))
+    if not (np.issubdtype(layers.dtype, np.integer) and np.issubdtype(heads.dtype, np.integer)):
+        raise InputError("the (layer, head) index must hold integers (0-indexed).")
+    if len(layers) and (layers.min() < 0 or heads.min() < 0):
+        raise InputError("layers and heads are 0-indexed and cannot be negative.")
+    if shape is None:
+        shape = (int(layers.max()) + 1, int(heads.max()) + 1) if len(layers) else (0, 0)
+    elif len(layers) and (layers.max() >= shape[0] or heads.max() >= shape[1]):
+        raise InputError(
+            f"the table names layer {layers.max()} / head {heads.max()} but the attention has "
+            f"{shape[0]} layers × {shape[1]} heads (0-indexed)."
+        )
+    arr = np.full(shape, np.nan)
+    arr[layers, heads] = series.to_numpy(dtype=np.float64)
+    return arr, str(value)

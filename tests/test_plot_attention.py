@@ -11,7 +11,7 @@ from matplotlib.figure import Figure
 
 from attnkit.errors import InputError
 from attnkit.plot import attention as plots
-from attnkit.plot._prep import display_token, label_stride, mpl_text
+from attnkit.plot.common import display_token, label_stride, mpl_text
 
 
 def render(fig: Figure) -> bytes:

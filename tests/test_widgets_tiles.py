@@ -9,7 +9,7 @@ from qk_attention import QKAttention
 
 import attnkit
 from attnkit.attention import pool_square
-from attnkit.plot._prep import row_ranks
+from attnkit.plot.common import row_ranks
 from attnkit.widgets import HeadGrid, Heatmap
 from attnkit.widgets import _pyramid as pyr
 from attnkit.widgets._codec import read

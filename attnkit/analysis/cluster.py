@@ -131,7 +131,7 @@ def head_distances(
     index = _head_index(*shape)
     out = pd.DataFrame(values, index=index, columns=index.copy())
     return HeadResult(out, {"n_items": n_items, "n_rows": n_rows, "kind": kind},
-                      plot=_plot_distances)
+                      plot="head_distances")
 
 
 def _distance_partial(block: Any, chunk: int) -> dict:
@@ -169,13 +169,6 @@ def _distance_partial(block: Any, chunk: int) -> dict:
     if buf:
         flush()
     return {"total": total, "rows": n_rows, "items": len(block.attentions), "shape": shape}
-
-
-def _plot_distances(result: HeadResult, ax: Any = None, value: Any = None, **options: Any) -> Any:
-    from ..plot.stats import plot_head_distances
-
-    return plot_head_distances(result.table, kind=result.meta.get("kind", "divergence"), ax=ax,
-                               **options)
 
 
 # ----------------------------------------------------------------------- MDS
@@ -343,15 +336,8 @@ def embed_heads(
     denom = float((d[np.triu_indices_from(d, 1)] ** 2).sum())
     meta = {"stress": best_stress, "stress1": float(np.sqrt(best_stress / denom)) if denom else 0.0}
     if list(out.index.names) == ["layer", "head"]:
-        return HeadResult(out, meta, plot=_plot_embedding)
+        return HeadResult(out, meta, plot="head_embedding")
     return Result(out, meta)
-
-
-def _plot_embedding(result: HeadResult, ax: Any = None, value: Any = None, **options: Any) -> Any:
-    from ..plot.stats import plot_head_clusters
-
-    options.setdefault("color_by", "layer")
-    return plot_head_clusters(result.table, ax=ax, **options)
 
 
 # ----------------------------------------------------------------- behaviours

@@ -468,7 +468,7 @@ def coref_heads(
         "selection_accuracy": float(sel_acc[best]),
         "settings": dict(ev.settings),
     }
-    return HeadResult(out, meta, value="all", plot=_plot_heads)
+    return HeadResult(out, meta, value="all", plot="coref_heads")
 
 
 coref_heads.__attnkit_deprecated__ = ("report_on",)  # type: ignore[attr-defined]
@@ -482,12 +482,6 @@ def _evaluation(attentions: Any, gold: Any, exclude_links: Sequence[str],
         raise InputError("coref_heads() needs the documents (attnkit.read_coref) with the "
                          "attentions: coref_heads(attentions, documents).")
     return coref_predictions(attentions, gold, exclude_links=exclude_links, singletons=singletons)
-
-
-def _plot_heads(result: HeadResult, ax: Any = None, value: str | None = None, **options: Any) -> Any:
-    from ..plot.coref import plot_coref_heads
-
-    return plot_coref_heads(result, ax=ax, column=value or "all", **options).figure
 
 
 def coref_rows(table: HeadResult) -> pd.DataFrame:

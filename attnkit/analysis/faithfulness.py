@@ -196,7 +196,7 @@ def faithfulness(
         "per_item": per_item,
         "curves": curve_df.unstack("fraction"),
     }
-    return Result(table, meta, plot=_plot)
+    return Result(table, meta, plot="faithfulness")
 
 
 # --------------------------------------------------------------------- forward passes
@@ -369,12 +369,6 @@ def _summarise(per_item: pd.DataFrame, names: list[str], n_boot: int, seed: int)
                            delta_high=float(np.percentile(dboot[fin, a, j], 97.5)) if fin.any() else np.nan)
             out.append(row)
     return pd.DataFrame(out).set_index(["measure", "metric"])
-
-
-def _plot(result: Result, ax: Any = None, metric: str | None = None, **options: Any) -> Any:
-    from ..plot.faithfulness import plot_faithfulness
-
-    return plot_faithfulness(result, ax=ax, metric=metric, **options)
 
 
 __all__ = ["ATTRIBUTIONS", "DEFAULT_MEASURES", "METRICS", "faithfulness"]

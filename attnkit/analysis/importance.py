@@ -148,10 +148,6 @@ def attention_importance(
             "n_items": n_items}
     if by == "head":
         return HeadResult(out, meta, value="cls")
-    return Result(out, meta, plot=_plot_importance)
+    return Result(out, meta, plot="importance")
 
 
-def _plot_importance(result: Result, ax: Any = None, **options: Any) -> Any:
-    from ..plot.stats import plot_importance
-
-    return plot_importance(result, ax=ax, **options)

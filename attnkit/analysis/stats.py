@@ -173,7 +173,7 @@ def head_stats(attentions: Attentions, *, progress: bool = True, client: Any = N
     index = pd.MultiIndex.from_product([range(L), range(H)], names=["layer", "head"])
     df = pd.DataFrame(mean.reshape(L * H, -1), index=index, columns=STAT_COLUMNS)
     return HeadResult(df, {"n_items": count, "uniform_entropy": p["uniform"] / count},
-                      value="cls", plot=_plot_stats)
+                      value="cls", plot="head_stats")
 
 
 def _stats_partial(block: Any, causal: bool | None = None) -> dict:
@@ -203,11 +203,3 @@ def _uniform(n: int, causal: bool) -> float:
     return float(np.log(np.arange(1, n + 1)).mean()) if causal else float(np.log(n))
 
 
-def _plot_stats(result: HeadResult, ax=None, value=None, **options):
-    if value is not None:
-        from ..plot.attention import plot_head_map
-
-        return plot_head_map(result.grid(value), value=value, ax=ax, **options)
-    from ..plot.stats import plot_special_attention
-
-    return plot_special_attention(result, ax=ax, **options).figure

@@ -285,13 +285,7 @@ def head_accuracy(attentions: Attentions | None = None, gold: Treebank | None = 
         parts.append(part)
     table = pd.concat(parts).sort_index(kind="stable")
     return HeadResult(table, {"n": dict(zip(names, n.tolist())), "poss_rule": hits.poss_rule},
-                      value="all", plot=_plot_grid)
-
-
-def _plot_grid(result: HeadResult, ax: Any = None, value: Any = None, **options: Any) -> Any:
-    from ..plot.syntax import plot_relation_grid
-
-    return plot_relation_grid(result, ax=ax, **options).figure
+                      value="all", plot="relation_grid")
 
 
 @renamed(attention_set="attentions", treebank="gold")
@@ -491,13 +485,7 @@ def relation_heads(
     df = pd.DataFrame(rows).set_index("relation")
     return Result(df, {"selected_on_report": select_on is None, "subtypes": subtypes,
                        "poss_rule": poss_rule, "n_skipped": report_hits.n_skipped},
-                  plot=_plot_relations)
-
-
-def _plot_relations(result: Result, ax: Any = None, **options: Any) -> Any:
-    from ..plot.syntax import plot_relation_heads
-
-    return plot_relation_heads(result, ax=ax, **options).figure
+                  plot="relation_heads")
 
 
 @renamed(treebank="gold")

@@ -24,12 +24,12 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
 from ..errors import InputError
-from ._prep import (
+from ..results import head_table
+from .common import (
     display_token,
     downsample_max,
     figure_axes,
     head_label,
-    head_table,
     label_stride,
     mpl_text,
     row_ranks,
@@ -149,7 +149,7 @@ def plot_head_grid(
     each cell's rank within its thumbnail row (as the HeadGrid widget does).
 
     Thumbnails larger than ``size`` cells are max-pooled down (see
-    :func:`attnkit.plot._prep.downsample_max`), so a thin pattern survives. ``scale="head"``
+    :func:`attnkit.plot.common.downsample_max`), so a thin pattern survives. ``scale="head"``
     colours each head from 0 to its own maximum, ``"global"`` uses 0–1 for all heads.
     ``metric`` ``[layer, head]`` (NaN = no value) is drawn as a coloured bar under each
     thumbnail. ``thumb_labels=False`` numbers rows and columns only (faster to draw).

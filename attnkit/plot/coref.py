@@ -8,7 +8,7 @@ import pandas as pd
 from ..analysis.coref import ACCURACY_COLUMNS, BASELINE_NAMES
 from ..errors import InputError
 from ..results import HeadResult
-from ._prep import figure_axes
+from .common import figure_axes
 
 
 def _check(table) -> tuple[pd.DataFrame, dict]:

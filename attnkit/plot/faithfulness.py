@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import InputError
-from ._prep import figure_axes
+from .common import figure_axes
 
 _TITLES = {
     "spearman_blankout": "Spearman ρ with blank-out",

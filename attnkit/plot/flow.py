@@ -17,7 +17,7 @@ from matplotlib.collections import LineCollection
 from matplotlib.lines import Line2D
 
 from ..errors import InputError
-from ._prep import figure_axes
+from .common import figure_axes
 
 #: Colours of the comparison: shared by both models, only model a, only model b (the
 #: paper's turquoise for the pre-trained and purple for the fine-tuned model).

@@ -12,7 +12,7 @@ import pandas as pd
 
 from ..errors import InputError
 from ..results import table_and_meta
-from ._prep import figure_axes
+from .common import figure_axes
 
 _COLOURS = {
     "cls": "#9b59b6",

@@ -12,7 +12,7 @@ import pandas as pd
 
 from ..errors import InputError
 from ..results import HeadResult, table_and_meta
-from ._prep import figure_axes
+from .common import figure_axes
 
 
 def plot_relation_heads(table: pd.DataFrame, *, relations: Sequence[str] | None = None,

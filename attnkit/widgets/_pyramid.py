@@ -21,7 +21,7 @@ from typing import Protocol
 import numpy as np
 
 from ..errors import InputError
-from ..plot._prep import row_ranks
+from ..plot.common import row_ranks
 
 OVERVIEW = 512
 TILE = 256

@@ -19,7 +19,7 @@ from matplotlib.figure import Figure
 from .. import flow
 from .._compat import renamed
 from ..errors import InputError
-from ..plot._prep import mpl_text
+from ..plot.common import mpl_text
 from ..plot.flow import plot_flow_radial
 from ..types import AttentionLike, Attentions, Sources
 from ._base import SelectsHead, measure_of

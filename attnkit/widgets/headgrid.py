@@ -14,7 +14,7 @@ from .._compat import renamed
 from .._progress import progress as progress_bar
 from ..errors import InputError
 from ..plot import attention as plots
-from ..plot._prep import head_table
+from ..results import head_table
 from ..types import AttentionLike
 from ._base import SelectsHead, SinkAwareScale
 from ._codec import wire

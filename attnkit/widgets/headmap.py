@@ -9,7 +9,7 @@ from matplotlib.figure import Figure
 
 from .._compat import renamed
 from ..plot import attention as plots
-from ..plot._prep import head_table
+from ..results import head_table
 from ..results import HeadResult
 from ._base import SelectsHead
 from ._codec import wire

@@ -14,7 +14,7 @@ from matplotlib.figure import Figure
 from .._compat import renamed
 from ..errors import AttnkitError, InputError, TokenizationMismatchError
 from ..plot import attention as plots
-from ..plot._prep import head_label
+from ..plot.common import head_label
 from ..types import AttentionLike
 from . import _pyramid as pyr
 from ._base import AttnkitWidget, SinkAwareScale, check_layer_head, measure_of

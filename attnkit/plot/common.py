@@ -9,7 +9,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import pandas as pd
 
 from ..errors import InputError
 
@@ -92,79 +91,6 @@ def downsample_max(maps: np.ndarray, size: int) -> np.ndarray:
         maps = np.pad(maps, width)  # padding is 0: never above a real attention weight
     lead = maps.shape[:-2]
     return maps.reshape(*lead, t, k, t, k).max(axis=(-3, -1))
-
-
-def head_table(
-    data: pd.DataFrame | pd.Series | np.ndarray,
-    value: str | None = None,
-    shape: tuple[int, int] | None = None,
-) -> tuple[np.ndarray, str]:
-    """A per-head metric as a float array ``[layer, head]`` (NaN where a head has no value).
-
-    ``data`` is a DataFrame or Series indexed by ``(layer, head)`` (0-indexed; a DataFrame
-    may instead have ``layer`` and ``head`` columns), or an array ``[layer, head]``. ``value`` names the DataFrame column; it may be omitted when the
-    DataFrame has exactly one numeric column. ``shape`` ``(L, H)`` fixes the table size
-    (default: one more than the largest layer and head in the index).
-    Returns the table and the metric's name.
-    """
-    from ..results import HeadResult, Result
-
-    if isinstance(data, HeadResult) and "direction" in data.columns:
-        return data.grid(value), data._value(value)
-    if isinstance(data, Result):
-        data = data.table
-    if isinstance(data, np.ndarray):
-        arr = np.asarray(data, dtype=np.float64)
-        if arr.ndim != 2:
-            raise InputError(f"a per-head array must be [layer, head]; got shape {arr.shape}.")
-        if shape is not None and arr.shape != tuple(shape):
-            raise InputError(f"per-head array has shape {arr.shape} but the attention has {tuple(shape)}.")
-        return arr, value or "value"
-    if isinstance(data, pd.DataFrame):
-        if not isinstance(data.index, pd.MultiIndex) and {"layer", "head"} <= set(data.columns):
-            data = data.set_index(["layer", "head"])
-        numeric = [c for c in data.columns if pd.api.types.is_numeric_dtype(data[c])]
-        if value is None:
-            if len(numeric) != 1:
-                raise InputError(
-                    "the DataFrame has several numeric columns "
-                    f"({', '.join(map(str, numeric)) or 'none'}); pass value=<column name>."
-                )
-            value = str(numeric[0])
-        if value not in data.columns:
-            raise InputError(f"column {value!r} not in the DataFrame; columns are {list(data.columns)}.")
-        series = data[value]
-    elif isinstance(data, pd.Series):
-        series = data
-        value = value or (str(data.name) if data.name is not None else "value")
-    else:
-        raise InputError(
-            f"expected a DataFrame/Series indexed by (layer, head) or an array [layer, head]; "
-            f"got {type(data).__name__}."
-        )
-    index = series.index
-    if not isinstance(index, pd.MultiIndex) or index.nlevels != 2:
-        raise InputError(
-            "the per-head table must be indexed by (layer, head), e.g. df.set_index(['layer', 'head'])."
-        )
-    if not pd.api.types.is_numeric_dtype(series):
-        raise InputError(f"column {value!r} is not numeric.")
-    layers = np.asarray(index.get_level_values(0))
-    heads = np.asarray(index.get_level_values(1))
-    if not (np.issubdtype(layers.dtype, np.integer) and np.issubdtype(heads.dtype, np.integer)):
-        raise InputError("the (layer, head) index must hold integers (0-indexed).")
-    if len(layers) and (layers.min() < 0 or heads.min() < 0):
-        raise InputError("layers and heads are 0-indexed and cannot be negative.")
-    if shape is None:
-        shape = (int(layers.max()) + 1, int(heads.max()) + 1) if len(layers) else (0, 0)
-    elif len(layers) and (layers.max() >= shape[0] or heads.max() >= shape[1]):
-        raise InputError(
-            f"the table names layer {layers.max()} / head {heads.max()} but the attention has "
-            f"{shape[0]} layers × {shape[1]} heads (0-indexed)."
-        )
-    arr = np.full(shape, np.nan)
-    arr[layers, heads] = series.to_numpy(dtype=np.float64)
-    return arr, str(value)
 
 
 def mpl_text(s: str) -> str:
