@@ -56,9 +56,14 @@ test: install lint
 	$(PY) -m pytest
 	$(MAKE) docs
 
+# ruff, mypy, the import layers (pyproject's import-linter contracts, imports inside
+# functions counted) and dead code (vulture, with pyproject's commented list of names used
+# from outside Python).
 lint: install
 	$(PY) -m ruff check attnkit tests benchmarks
 	$(PY) -m mypy attnkit
+	$(VENV)/bin/lint-imports --no-cache
+	$(VENV)/bin/vulture
 
 # The API reference (Sphinx, a page per module) into build/docs; warnings are errors.
 docs: install

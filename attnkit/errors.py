@@ -74,11 +74,6 @@ class TokenizationMismatchError(AttnkitError, ValueError):
     """Two attentions that must share a tokenization do not."""
 
 
-class NotSupportedError(AttnkitError, NotImplementedError):
-    """An option attnkit does not support (yet) for this function or model; the message says
-    what to use instead."""
-
-
 class TruncationWarning(UserWarning):
     """Some inputs were longer than the model's maximum and were truncated."""
 

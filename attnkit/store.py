@@ -27,7 +27,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
-import hashlib
 import json
 import os
 import socket
@@ -233,13 +232,6 @@ class Layout:
     def rows(self, b: int) -> tuple[int, int]:
         items = self.batches[b]
         return int(self.table["row"][items[0]]), int(self.table["row"][items[-1]] + 1)
-
-    def batch_of_chunk(self, name: str, chunk: int) -> list[int]:
-        """Batches holding elements of chunk ``chunk`` of array ``name``."""
-        c = self.map_chunk if name == "maps" else self.emb_chunk
-        lo, hi = chunk * c, (chunk + 1) * c
-        rng = self.map_range if name == "maps" else self.emb_range
-        return [b for b in range(len(self.batches)) if rng(b)[0] < hi and rng(b)[1] > lo]
 
 
 def _pow2_chunk(sizes: Sequence[int], waste: float = 0.05, lo: int = 1 << 10, hi: int = 1 << 22) -> int:
@@ -918,10 +910,3 @@ def uncommit(loc: Location, batches: Iterable[int]) -> None:
     """Forget batches (their chunks will be rewritten)."""
     for b in batches:
         loc.remove(_COMMITS, f"{b:06d}.json")
-
-
-def fingerprint(*parts: Any) -> str:
-    h = hashlib.sha256()
-    for p in parts:
-        h.update(json.dumps(p, default=str, sort_keys=True).encode())
-    return h.hexdigest()

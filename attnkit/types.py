@@ -8,12 +8,9 @@ see CONTRIBUTING.md for the argument names that go with these types.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Iterable, Literal, Protocol, Sequence, Union, runtime_checkable
+from typing import Any, Iterable, Literal, Protocol, Sequence, Union, runtime_checkable
 
 import numpy as np
-
-if TYPE_CHECKING:
-    from .model import Model
 
 #: How a pooled overview reduces the cells of a bin.
 Reduce = Literal["max", "mean"]
@@ -64,8 +61,6 @@ class AttentionLike(Protocol):
 Attentions = Union[AttentionLike, Iterable[AttentionLike]]
 #: What a model reads: a text, a ``(text_a, text_b)`` pair, a word list, or a Sentence.
 Input = Any
-#: A model, or the name ``attnkit.load`` resolves (workers of a cluster load it themselves).
-ModelLike = Union["Model", str]
 
 
 def dense_maps(attention: AttentionLike) -> np.ndarray:

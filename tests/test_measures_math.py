@@ -6,7 +6,7 @@ import torch
 import pytest
 
 from attnkit.measures._arch import LayerParts, NormSpec, layer_parts
-from attnkit.measures._decompose import BlockDecomposition, head_outputs
+from attnkit.measures._decompose import BlockDecomposition
 from attnkit.measures.alti import alti_maps
 from attnkit.measures.grad_attn import grad_attn_maps
 from attnkit.measures.norm import norm_maps
@@ -36,15 +36,6 @@ def test_norm_of_values_with_known_norms():
     w_o = torch.tensor(2.0 * q, dtype=D)  # [d=4, H*k=4], orthogonal x 2
     got = norm_maps(probs, values, w_o).numpy()
     np.testing.assert_allclose(got, 2.0 * probs.numpy() * norms[None, None, :], rtol=1e-12)
-
-
-def test_grouped_query_heads_share_values():
-    """Four query heads on two value heads: heads 0-1 read value head 0, 2-3 value head 1."""
-    values = torch.tensor([[[1.0, 0.0]], [[0.0, 3.0]]], dtype=D)  # [Hkv=2, n=1, k=2]
-    f = head_outputs(values, torch.eye(8, dtype=D), 4)  # [4, 1, 8]
-    np.testing.assert_allclose(f[:, 0].norm(dim=-1).numpy(), [1.0, 1.0, 3.0, 3.0])
-    np.testing.assert_allclose(f[1, 0, 2:4].numpy(), [1.0, 0.0])  # head 1's output slice
-    np.testing.assert_allclose(f[3, 0, 6:8].numpy(), [0.0, 3.0])
 
 
 def _parts(placement, d, rng, kind="layer", bias=True):

@@ -2,35 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any
 
 import numpy as np
 
 from ..attention import Attention
-from ..data.conllu import Sentence
 from ..errors import InputError
-
-
-def aligned(attentions: Any, treebank: Any) -> Iterator[tuple[Attention, Sentence, np.ndarray]]:
-    """Yield ``(word-level Attention, Sentence, positions)`` for every sentence.
-
-    ``positions[j]`` is the map position of treebank word ``j`` (``-1`` when truncation cut
-    it away). Items must come in treebank order with the same words; a mismatch raises
-    :class:`~attnkit.errors.InputError` naming the first item that differs.
-    """
-    check_length(attentions, treebank)
-    n_att = len(attentions) if hasattr(attentions, "__len__") else None
-    count = 0
-    for i, (att, sent) in enumerate(zip(attentions, treebank)):
-        count += 1
-        att, pos = align_item(i, att, sent)
-        yield att, sent, pos
-    if n_att is None and count != len(treebank):
-        raise InputError(
-            f"The attentions ran out after {count} items but the treebank has {len(treebank)} "
-            "sentences."
-        )
 
 
 def align_item(i: int, att: Attention, sent) -> tuple[Attention, np.ndarray]:

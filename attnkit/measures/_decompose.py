@@ -7,8 +7,7 @@ Notation (one input of ``n`` tokens, model width ``d``, ``H`` heads of size ``k`
 - ``v^h_j``: head ``h``'s value state of ``j`` (bias included; for a pre-norm model it is
   computed from the normalised ``x_j``);
 - ``W_O^h``: the ``d × k`` slice of the output projection that reads head ``h``;
-- ``f^h_j = W_O^h v^h_j``: what token ``j`` hands to the output through head ``h``
-  (:func:`head_outputs`);
+- ``f^h_j = W_O^h v^h_j``: what token ``j`` hands to the output through head ``h``;
 - ``y_i = Σ_h Σ_j α^h_ij f^h_j + b_O``: the attention output.
 
 :class:`BlockDecomposition` writes the block output ``z_i`` (post-norm ``LN(x_i + y_i)``,
@@ -64,25 +63,6 @@ def repeat_heads(values: Any, n_heads: int) -> Any:
     if n_heads % h_kv:
         raise InputError(f"{n_heads} query heads cannot share {h_kv} value heads.")
     return values.repeat_interleave(n_heads // h_kv, dim=-3) if h_kv != n_heads else values
-
-
-def head_outputs(values: Any, w_o: Any, n_heads: int) -> Any:
-    """``f[..., h, j] = W_O^h v^h_j``: float ``[..., H, n, d]``.
-
-    Parameters
-    ----------
-    values : tensor ``[..., H_kv, n, k]``, the value states as the attention function
-        receives them (grouped-query heads are shared, :func:`repeat_heads`).
-    w_o : tensor ``[d, H * k]``, the output projection (``out = w_o @ concat(heads) + b``).
-    n_heads : ``H``.
-    """
-    import torch
-
-    if w_o.shape[1] != n_heads * values.shape[-1]:
-        raise InputError(f"value states of size {values.shape[-1]} do not fit {n_heads} heads "
-                         f"and an output projection of shape {tuple(w_o.shape)}.")
-    v = repeat_heads(values, n_heads)
-    return torch.matmul(v, _per_head(w_o, n_heads, v.dtype))
 
 
 def head_output_norms(values: Any, w_o: Any, n_heads: int) -> Any:

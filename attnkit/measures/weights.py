@@ -8,22 +8,8 @@ compared with.
 
 from __future__ import annotations
 
-from typing import Any
 
 #: Whether the maps have one head per attention head (True) or one "mixed" head per layer.
 PER_HEAD = True
 #: The paper the measure comes from.
 CITATION = "Vaswani et al. (2017), Attention Is All You Need, NeurIPS."
-
-
-def weights_maps(probs: Any) -> Any:
-    """The attention probabilities ``[H, n, n]`` unchanged (rows = from, columns = to).
-
-    Examples
-    --------
-    >>> import torch
-    >>> from attnkit.measures.weights import weights_maps
-    >>> weights_maps(torch.full((1, 2, 2), 0.5)).sum(-1).tolist()
-    [[1.0, 1.0]]
-    """
-    return probs

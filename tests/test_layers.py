@@ -1,0 +1,61 @@
+"""The import layers of attnkit hold (pyproject's import-linter contracts), and no module
+imports another module's private name."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from prereq import REPO
+
+PACKAGE = REPO / "attnkit"
+
+
+def _private_imports() -> list[str]:
+    """``from M import _name`` (any depth) where ``M`` is another module: the name is private
+    to ``M``. Dunder names (``__version__``) are public."""
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith("attnkit")):
+                base = path.parent
+                for _ in range(max(0, node.level - 1)):
+                    base = base.parent
+                if not node.level:
+                    base = PACKAGE.parent
+                base = base.joinpath(*(node.module or "").split(".")) if node.module else base
+                for alias in node.names:
+                    # a private module is the private_modules contract's business, not this one's
+                    is_module = (base / f"{alias.name}.py").exists() or (base / alias.name).is_dir()
+                    if alias.name.startswith("_") and not alias.name.startswith("__") and not is_module:
+                        rel = path.relative_to(REPO)
+                        found.append(f"{rel}:{node.lineno} imports {alias.name} from {'.' * node.level}{node.module or ''}")
+    return found
+
+
+def test_no_module_imports_a_private_name_of_another():
+    assert _private_imports() == []
+
+
+def test_the_private_name_check_sees_one(tmp_path, monkeypatch):
+    # the checker itself: a module that imports a private function is reported
+    pkg = tmp_path / "attnkit"
+    pkg.mkdir()
+    (pkg / "a.py").write_text("def _hidden():\n    return 1\n")
+    (pkg / "b.py").write_text("def f():\n    from .a import _hidden\n    return _hidden()\n")
+    monkeypatch.setattr(sys.modules[__name__], "PACKAGE", pkg)
+    monkeypatch.setattr(sys.modules[__name__], "REPO", tmp_path)
+    assert _private_imports() == ["attnkit/b.py:2 imports _hidden from .a"]
+
+
+def test_import_linter_contracts_hold():
+    lint = Path(sys.executable).with_name("lint-imports")
+    if not lint.exists():
+        pytest.skip("import-linter is not installed (pip install attnkit[dev])")
+    out = subprocess.run([str(lint), "--no-cache"], cwd=REPO, capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
