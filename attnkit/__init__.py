@@ -1,6 +1,21 @@
-"""attnkit: look inside the attention of transformer language models from a notebook."""
+"""attnkit: look inside the attention of transformer language models from a notebook.
 
-from . import errors, measures, pipeline, plot, toy
+The public names, grouped by task (``attnkit.__all__`` keeps this order; each group sorted):
+
+- **models and attention**: :func:`load`, :class:`Model`, :class:`Attention`,
+  :class:`LazyAttention`; the measures of what attention passes on (:mod:`attnkit.measures`).
+- **data**: treebanks, coreference documents, sentence pairs (:mod:`attnkit.data`).
+- **corpora**: :func:`extract` into memory or a resumable Zarr store, :class:`AttentionSet`,
+  :func:`open_store`.
+- **results**: :class:`Result` and the per-head :class:`HeadResult` every analysis returns.
+- **head analyses** (Clark et al. 2019 and beyond): :mod:`attnkit.analysis`.
+- **attention flows** (DeRose et al. 2020; Abnar & Zuidema 2020): :mod:`attnkit.flow`.
+- **views**: the widgets, :mod:`attnkit.plot` figures and offline reports.
+- **interop**: other tools' attention in and out.
+- **training and examples**: fine-tuning, the trained toy decoder, the pipelines.
+"""
+
+from . import analysis, data, errors, flow, measures, pipeline, plot, toy
 from .analysis import (
     AttentionProbe,
     attention_importance,
@@ -16,8 +31,8 @@ from .analysis import (
 )
 from .attention import Attention
 from .corpus import AttentionSet, open_store
+from .data import Document, Sentence, Treebank, induction_inputs, read_conllu, read_coref, read_glue
 from .extraction import extract
-from .data import Sentence, Treebank, induction_inputs, read_conllu, read_coref, read_glue
 from .finetune import finetune
 from .flow import (
     attention_flow,
@@ -41,62 +56,29 @@ from .interop import (
 from .lazy import LazyAttention
 from .model import Model, load
 from .report import write_report
+from .results import HeadResult, Result
+from .version import __version__
 from .widgets import ClusterView, FlowView, HeadGrid, HeadMap, Heatmap, MeasureSwitch
 
-from .version import __version__
+#: The public names by task (see the module docstring); sorted within each group.
+GROUPS: dict[str, list[str]] = {
+    "models and attention": ["Attention", "LazyAttention", "Model", "load", "measures"],
+    "data": ["Document", "Sentence", "Treebank", "data", "induction_inputs", "read_conllu",
+             "read_coref", "read_glue"],
+    "corpora": ["AttentionSet", "extract", "open_store"],
+    "results": ["HeadResult", "Result"],
+    "head analyses": ["AttentionProbe", "analysis", "attention_importance", "coref_heads",
+                      "embed_heads", "faithfulness", "head_behaviours", "head_distances",
+                      "head_scores", "head_stats", "relation_heads", "right_branching_uas"],
+    "attention flows": ["attention_flow", "attention_graph", "compare", "compare_sets", "flow",
+                        "flow_summary", "influence", "paths_between", "rollout",
+                        "subgraph_through"],
+    "views": ["ClusterView", "FlowView", "HeadGrid", "HeadMap", "Heatmap", "MeasureSwitch",
+              "plot", "write_report"],
+    "interop": ["from_bertviz", "from_nnsight", "from_transformer_lens", "from_transformers",
+                "to_bertviz", "to_circuitsvis"],
+    "training and examples": ["finetune", "pipeline", "toy"],
+    "errors and version": ["__version__", "errors"],
+}
 
-__all__ = [
-    "Attention",
-    "AttentionProbe",
-    "AttentionSet",
-    "ClusterView",
-    "FlowView",
-    "HeadGrid",
-    "HeadMap",
-    "Heatmap",
-    "LazyAttention",
-    "MeasureSwitch",
-    "Model",
-    "Sentence",
-    "attention_flow",
-    "attention_importance",
-    "embed_heads",
-    "faithfulness",
-    "head_behaviours",
-    "head_distances",
-    "attention_graph",
-    "compare",
-    "compare_sets",
-    "flow_summary",
-    "influence",
-    "paths_between",
-    "rollout",
-    "subgraph_through",
-    "write_report",
-    "Treebank",
-    "coref_heads",
-    "errors",
-    "pipeline",
-    "plot",
-    "extract",
-    "measures",
-    "finetune",
-    "from_bertviz",
-    "from_nnsight",
-    "from_transformer_lens",
-    "from_transformers",
-    "to_bertviz",
-    "to_circuitsvis",
-    "head_scores",
-    "head_stats",
-    "induction_inputs",
-    "load",
-    "open_store",
-    "read_conllu",
-    "read_coref",
-    "read_glue",
-    "relation_heads",
-    "toy",
-    "right_branching_uas",
-    "__version__",
-]
+__all__ = [name for names in GROUPS.values() for name in names]

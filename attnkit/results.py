@@ -117,7 +117,27 @@ class Result:
 
     # ------------------------------------------------------------------------- views
     def plot(self, ax: "Axes | None" = None, **options: Any) -> "Figure":
-        """A matplotlib figure of the result (see the producing function for what it draws)."""
+        """A matplotlib figure of the result (see the producing function for what it draws).
+
+        Parameters
+        ----------
+        ax : matplotlib Axes, optional
+            Draw into these axes (else a new figure).
+        **options
+            Passed on to the figure (:data:`attnkit.plot.results.RESULT_PLOTS`).
+
+        Returns
+        -------
+        matplotlib.figure.Figure
+            The figure.
+
+        Examples
+        --------
+        >>> import pandas as pd
+        >>> fig = Result(pd.DataFrame({"uas": [0.7, 0.5]})).plot()
+        >>> len(fig.axes)
+        1
+        """
         return self._draw("table", ax=ax, **options)
 
     def _draw(self, default: str, **options: Any) -> "Figure":
@@ -217,7 +237,26 @@ class HeadResult(Result):
         return value
 
     def grid(self, value: str | None = None) -> np.ndarray:
-        """float64 ``[layer, head]`` array of one column (NaN where a head has no row)."""
+        """float64 ``[layer, head]`` array of one column (NaN where a head has no row).
+
+        Parameters
+        ----------
+        value : str, optional
+            The column (default :meth:`value_column`).
+
+        Returns
+        -------
+        ndarray
+            float64 ``[layer, head]``; with a ``direction`` column, the larger of the two.
+
+        Examples
+        --------
+        >>> import pandas as pd
+        >>> idx = pd.MultiIndex.from_product([[0, 1], [0, 1]], names=["layer", "head"])
+        >>> r = HeadResult(pd.DataFrame({"cls": [0.1, 0.7, 0.2, 0.4]}, index=idx))
+        >>> r.grid("cls").tolist()
+        [[0.1, 0.7], [0.2, 0.4]]
+        """
         value = self.value_column(value)
         table = self.table[[value]]
         if "direction" in self.table.columns:
@@ -225,18 +264,84 @@ class HeadResult(Result):
         return head_table(table, value, shape=(self.n_layers, self.n_heads))[0]
 
     def best(self, value: str | None = None, *, largest: bool = True) -> tuple[int, int]:
-        """The ``(layer, head)`` with the largest (or smallest) ``value``."""
+        """The ``(layer, head)`` with the largest (or smallest) ``value``.
+
+        Parameters
+        ----------
+        value : str, optional
+            The column (default :meth:`value_column`).
+        largest : bool
+            The largest (default) or the smallest value.
+
+        Returns
+        -------
+        tuple of int
+            ``(layer, head)``, 0-indexed.
+
+        Examples
+        --------
+        >>> import pandas as pd
+        >>> idx = pd.MultiIndex.from_product([[0, 1], [0, 1]], names=["layer", "head"])
+        >>> r = HeadResult(pd.DataFrame({"cls": [0.1, 0.7, 0.2, 0.4]}, index=idx))
+        >>> r.best("cls"), r.best("cls", largest=False)
+        ((0, 1), (0, 0))
+        """
         g = self.grid(value)
         flat = np.nanargmax(g) if largest else np.nanargmin(g)
         layer, head = np.unravel_index(flat, g.shape)
         return int(layer), int(head)
 
     def plot(self, ax: "Axes | None" = None, value: str | None = None, **options: Any) -> "Figure":
-        """A layer × head map of ``value`` (1-indexed "L-H" labels, as in the papers)."""
+        """A layer × head map of ``value`` (1-indexed "L-H" labels, as in the papers), or
+        the figure the producing analysis names.
+
+        Parameters
+        ----------
+        ax : matplotlib Axes, optional
+            Draw into these axes (else a new figure).
+        value : str, optional
+            The column (default :meth:`value_column`).
+        **options
+            Passed on to the figure.
+
+        Returns
+        -------
+        matplotlib.figure.Figure
+            The figure.
+
+        Examples
+        --------
+        >>> import pandas as pd
+        >>> idx = pd.MultiIndex.from_product([[0, 1], [0, 1]], names=["layer", "head"])
+        >>> r = HeadResult(pd.DataFrame({"cls": [0.1, 0.7, 0.2, 0.4]}, index=idx))
+        >>> len(r.plot().axes) >= 1
+        True
+        """
         return self._draw("head_map", ax=ax, value=value, **options)
 
     def widget(self, value: str | None = None, **options: Any) -> "HeadMap":
-        """A :class:`~attnkit.HeadMap` of ``value``: hover for numbers, click to select."""
+        """A :class:`~attnkit.HeadMap` of ``value``: hover for numbers, click to select.
+
+        Parameters
+        ----------
+        value : str, optional
+            The column (default :meth:`value_column`).
+        **options
+            Passed on to :class:`~attnkit.HeadMap`.
+
+        Returns
+        -------
+        HeadMap
+            The widget.
+
+        Examples
+        --------
+        >>> import pandas as pd
+        >>> idx = pd.MultiIndex.from_product([[0, 1], [0, 1]], names=["layer", "head"])
+        >>> r = HeadResult(pd.DataFrame({"cls": [0.1, 0.7, 0.2, 0.4]}, index=idx))
+        >>> r.widget("cls").title
+        'cls'
+        """
         from .widgets.headmap import HeadMap  # the declared upward import (see plot())
 
         value = self.value_column(value)

@@ -18,6 +18,10 @@ DATA = {
     "ids", "batch", "recorders", "word_ids", "words",
     # another tool's objects, named as that tool names them (attnkit.interop)
     "cache", "saved", "attention",
+    # a result's own table and metadata, the column it shows, the axes it draws into
+    "table", "meta", "value", "ax",
+    # how much of a record to keep (Document.cut)
+    "n_words",
 }
 #: Spellings that the contract replaced; they live on only through attnkit._compat.renamed.
 RETIRED = {"att", "atts", "att_a", "att_b", "attention_set", "set_a", "set_b", "X", "y", "df",
@@ -27,7 +31,11 @@ DEFAULTS = {"select_on": None, "threshold": 0.3, "heads": None, "sources": None,
             "residual": 0.5, "progress": True, "client": None, "seed": 0, "measure": "weights"}
 #: Classes that attnkit builds for the user (records, stores, lazy maps): their constructors
 #: are internal, their public methods are checked.
-BUILT_BY_ATTNKIT = {"AttentionSet", "LazyAttention", "Treebank", "Sentence"}
+BUILT_BY_ATTNKIT = {"AttentionSet", "LazyAttention", "Treebank", "Sentence", "Document"}
+
+
+#: Subpackages that docs and notebooks reach as ``ak.<sub>.``: exported with the package.
+SUBPACKAGES = ("analysis", "data", "flow", "measures", "plot")
 
 
 def _callables():
@@ -86,6 +94,13 @@ def test_every_name_in_all_exists_and_all_is_sorted_by_kind():
     missing = [n for n in ak.__all__ if not hasattr(ak, n)]
     assert not missing
     assert len(set(ak.__all__)) == len(ak.__all__)
+    # grouped by task (attnkit.GROUPS, in the module docstring's order), sorted within groups
+    assert ak.__all__ == [n for names in ak.GROUPS.values() for n in names]
+    for group, names in ak.GROUPS.items():
+        assert names == sorted(names), group  # classes (capitalised) first, then functions
+    # the result types and every subpackage that docs reach through ``ak.<sub>.`` are exported
+    assert {"Result", "HeadResult", "Document", "Sentence"} <= set(ak.__all__)
+    assert set(SUBPACKAGES) <= set(ak.__all__)
 
 
 def test_old_spellings_still_work_for_one_release():

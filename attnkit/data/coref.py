@@ -172,6 +172,14 @@ class Document:
         ------
         InputError
             When ``n_words`` is less than 1.
+
+        Examples
+        --------
+        >>> from attnkit.data import read_coref, sample_coref
+        >>> doc = read_coref(sample_coref())[0]
+        >>> short = doc.cut(5)
+        >>> sum(len(s.words) for s in short.sentences)
+        5
         """
         if n_words < 1:
             raise InputError(f"cut() needs at least one word, not {n_words}.")
