@@ -15,6 +15,8 @@ The public names, grouped by task (``attnkit.__all__`` keeps this order; each gr
 - **training and examples**: fine-tuning, the trained toy decoder, the pipelines.
 """
 
+# ruff: noqa: F401  (every import is re-exported: __all__ is built from GROUPS below)
+
 from . import analysis, data, errors, flow, measures, pipeline, plot, toy
 from .analysis import (
     AttentionProbe,
