@@ -12,6 +12,8 @@ from attnkit.analysis.importance import attention_gradients
 from attnkit.errors import InputError
 from attnkit.testing import CORPUS, tiny_model
 
+pytestmark = pytest.mark.numerics
+
 TEXTS = CORPUS[:3]
 
 
