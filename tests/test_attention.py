@@ -6,6 +6,8 @@ import pytest
 from attnkit import Attention
 from attnkit.errors import InputError
 
+pytestmark = pytest.mark.numerics
+
 
 def _att(maps, tokens, roles, word_ids, words):
     m = np.asarray(maps, dtype=np.float32)

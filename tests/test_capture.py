@@ -14,6 +14,8 @@ from attnkit.capture import AttentionCall, RowSpans, recording
 from attnkit.errors import CaptureError
 from attnkit.testing import TINY_WINDOW, tiny_model
 
+pytestmark = pytest.mark.numerics
+
 # Mistral and gpt-oss: sliding window TINY_WINDOW everywhere; Gemma 2: soft-capping and a
 # sliding window on every other layer; Llama, Qwen2, Mistral, Gemma 2, gpt-oss: grouped keys
 ARCHS = ["bert", "roberta", "distilbert", "gpt2", "gpt_neox", "llama", "qwen2", "mistral",

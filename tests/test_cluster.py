@@ -17,6 +17,8 @@ from attnkit.analysis.cluster import (
 )
 from attnkit.errors import InputError
 
+pytestmark = pytest.mark.numerics
+
 LN2 = np.log(2)
 
 

@@ -121,6 +121,9 @@ def test_interrupted_run_resumes(tmp_path, tiny_bert):
     assert len(resumed) == len(whole) == len(texts)
     for a, b in zip(resumed, whole):
         assert a.tokens == b.tokens
-        np.testing.assert_array_equal(a.maps, b.maps)
+        # The reused batches were computed in the killed child process (its own thread pool,
+        # so possibly another float32 summation order); a wrong or shifted batch is off by
+        # far more than 1e-6 (maps are row shares in [0, 1]).
+        np.testing.assert_allclose(a.maps, b.maps, rtol=0, atol=1e-6)
     assert not list(store.rglob("*.tmp"))
     assert not (store / "writer.lock").exists()

@@ -9,6 +9,8 @@ from attnkit.device import resolve_device, resolve_dtype
 from attnkit.errors import DeviceError
 from attnkit.testing import tiny_model
 
+pytestmark = pytest.mark.numerics
+
 CPU = torch.device("cpu")
 
 

@@ -35,24 +35,27 @@ def client():
     cluster.close()
 
 
-def _same_bits(a, b) -> None:
+def _same_maps(a, b) -> None:
     assert len(a) == len(b)
     for x, y in zip(a, b):
         assert x.tokens == y.tokens
-        np.testing.assert_array_equal(x.maps, y.maps)
+        # Workers run one torch thread each, this process several: the same batches through
+        # the same kernels may sum in another float32 order (a few ulp of maps in [0, 1]); a
+        # wrong batch or item order is off by far more than 1e-6.
+        np.testing.assert_allclose(x.maps, y.maps, rtol=0, atol=1e-6)
         if x.input_ids is not None or y.input_ids is not None:
             np.testing.assert_array_equal(x.input_ids, y.input_ids)
 
 
-def test_cluster_extraction_equals_in_process_bit_for_bit(client, tmp_path):
+def test_cluster_extraction_equals_in_process(client, tmp_path):
     ref = ak.extract(tiny_model(), TEXTS, batch_size=2, level="token", progress=False)
     on_disk = ak.extract(FACTORY, TEXTS, batch_size=2, level="token", store=tmp_path / "s",
                          client=client, progress=False)
     assert on_disk.run_info == {"computed_batches": 9, "reused_batches": 0}
-    _same_bits(ref, on_disk)
-    _same_bits(ref, ak.open_store(tmp_path / "s"))
+    _same_maps(ref, on_disk)
+    _same_maps(ref, ak.open_store(tmp_path / "s"))
     # in memory, from a Model object shipped to the workers, with a progress bar
-    _same_bits(ref, ak.extract(tiny_model(), TEXTS, batch_size=2, level="token", client=client,
+    _same_maps(ref, ak.extract(tiny_model(), TEXTS, batch_size=2, level="token", client=client,
                                progress=True))
     # the store is reused from the cluster, and the other way round
     again = ak.extract(tiny_model(), TEXTS, batch_size=2, level="token", store=tmp_path / "s",
@@ -65,16 +68,16 @@ def test_a_measure_on_the_cluster_equals_in_process(client, tmp_path):
     got = ak.extract(FACTORY, TEXTS[:6], batch_size=2, measure="alti", store=tmp_path / "m",
                      client=client, progress=False)
     assert got.measure == "alti" and got.n_heads == 1
-    _same_bits(ref, got)
+    _same_maps(ref, got)
 
 
 def test_scheduler_address_and_word_level_with_embeddings(client, tmp_path):
     ref = ak.extract(tiny_model("roberta"), TEXTS, batch_size=4, embeddings=True, progress=False)
     got = ak.extract(tiny_model("roberta"), TEXTS, batch_size=4, embeddings=True,
                      store=tmp_path / "w", client=client.scheduler.address, progress=False)
-    _same_bits(ref, got)
-    for x, y in zip(ref, got):
-        np.testing.assert_array_equal(x.embeddings, y.embeddings)
+    _same_maps(ref, got)
+    for x, y in zip(ref, got):  # computed on a worker: float32 summation order, as _same_maps
+        np.testing.assert_allclose(x.embeddings, y.embeddings, rtol=1e-6, atol=1e-6)
 
 
 class _Dying:
@@ -110,7 +113,7 @@ def test_killed_worker_mid_shard_is_retried_elsewhere(client, tmp_path):
     got = ak.extract(_dying_model(flag), TEXTS, batch_size=2, store=tmp_path / "s", client=client,
                      progress=False)
     assert flag.exists(), "a worker should have been killed during its second batch"
-    _same_bits(ak.extract(tiny_model(), TEXTS, batch_size=2, progress=False), got)
+    _same_maps(ak.extract(tiny_model(), TEXTS, batch_size=2, progress=False), got)
     client.wait_for_workers(2, timeout=120)
 
 
@@ -130,7 +133,7 @@ def test_workers_that_keep_dying_give_a_cluster_error(client, tmp_path):
     client.wait_for_workers(2, timeout=120)
     # the store is resumed and completed by a healthy run
     got = ak.extract(tiny_model(), TEXTS, batch_size=2, store=tmp_path / "s", progress=False)
-    _same_bits(ak.extract(tiny_model(), TEXTS, batch_size=2, progress=False), got)
+    _same_maps(ak.extract(tiny_model(), TEXTS, batch_size=2, progress=False), got)
 
 
 def test_model_name_workers_cannot_load(client):
@@ -188,7 +191,7 @@ def test_map_blocks_gives_the_same_partials_on_the_cluster(client, tmp_path):
 
 def test_a_model_name_works_in_process_too():
     got = ak.extract(FACTORY, TEXTS[:4], level="token", progress=False)
-    _same_bits(ak.extract(tiny_model(), TEXTS[:4], level="token", progress=False), got)
+    _same_maps(ak.extract(tiny_model(), TEXTS[:4], level="token", progress=False), got)
     with pytest.raises(ModelNotFoundError, match="cannot be imported"):
         ak.extract("attnkit.testing:no_such_factory", TEXTS[:1], progress=False)
 

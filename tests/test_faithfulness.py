@@ -12,6 +12,8 @@ from attnkit.gradients import attention_gradients, run_gradients
 from attnkit.errors import InputError
 from attnkit.testing import CORPUS, tiny_model
 
+pytestmark = pytest.mark.numerics
+
 TEXTS = CORPUS[:3]
 
 

@@ -12,6 +12,8 @@ from attnkit.errors import EmptyInputError, InputError, TokenizationMismatchErro
 from attnkit.flow import compare, compare_sets, flow_summary, js_divergence
 from flow_cases import ROLES, TOKENS, att_a, att_b, make_att, two_layer_maps
 
+pytestmark = pytest.mark.numerics
+
 
 def jsd_by_hand(p, q):
     m = [(x + y) / 2 for x, y in zip(p, q)]

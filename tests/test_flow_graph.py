@@ -11,6 +11,8 @@ from attnkit.flow import (attention_graph, head_counts, influence, paths_between
                           resolve_source, subgraph_through)
 from flow_cases import TOKENS, att_a, dirichlet_att, make_att, two_layer_maps
 
+pytestmark = pytest.mark.numerics
+
 EXPECTED_EDGES = {
     ((2, 0), (1, 1)): ([0, 1], [0.6, 0.5]),
     ((2, 0), (1, 2)): ([1], [0.35]),

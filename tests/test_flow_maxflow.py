@@ -11,6 +11,8 @@ from attnkit.flow import (attention_flow, flow_network, layered_max_flow, residu
                           rollout)
 from flow_cases import dirichlet_att, make_att
 
+pytestmark = pytest.mark.numerics
+
 # One head, two tokens. Layer 1: A1 = [[1, 0], [.5, .5]] -> Â1 = [[1, 0], [.25, .75]];
 # layer 2: A2 = [[0, 1], [1, 0]] -> Â2 = [[.5, .5], [.5, .5]].
 A1 = [[1.0, 0.0], [0.5, 0.5]]

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.numerics
+
 pytest.importorskip("torch")
 # Loaded by file: benchmarks/ on sys.path would let benchmarks/distributed.py shadow Dask's
 # `distributed` package in every process started after this module (Dask workers included).

@@ -9,6 +9,8 @@ import attnkit as ak
 from attnkit.analysis import heads as heads_mod
 from attnkit.errors import InputError
 
+pytestmark = pytest.mark.numerics
+
 # One causal head over "<s> a b a c a": "a" occurs at 1, 3 and 5.
 ROWS = [
     [1.0],

@@ -5,6 +5,8 @@ import sys
 import numpy as np
 import pytest
 
+pytestmark = pytest.mark.numerics
+
 torch = pytest.importorskip("torch")
 
 from attnkit.analysis.importance import TARGETS, attention_importance  # noqa: E402

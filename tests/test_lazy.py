@@ -15,6 +15,8 @@ from attnkit.lazy import LazyAttention
 from attnkit.testing import CORPUS, tiny_model
 from attnkit.types import AttentionLike
 
+pytestmark = pytest.mark.numerics
+
 TEXT = "She has written three letters to her brother, unbelievably. " + CORPUS[1]
 
 

@@ -18,6 +18,8 @@ from attnkit.measures._arch import ARCHS, _get, spec
 from attnkit.measures.alti import alti_maps
 from attnkit.testing import CORPUS, tiny_model
 
+pytestmark = pytest.mark.numerics
+
 ARCH_KINDS = ["bert", "roberta", "distilbert", "gpt2", "gpt_neox", "llama", "qwen2", "mistral",
               "gemma2", "gpt_oss"]
 TEXT = CORPUS[1]

@@ -15,6 +15,8 @@ from attnkit.errors import InputError, StoreError
 from attnkit.measures import mixed
 from attnkit.testing import CORPUS, tiny_model
 
+pytestmark = pytest.mark.numerics
+
 TEXT = CORPUS[0]
 
 

@@ -12,6 +12,8 @@ from attnkit.measures.grad_attn import grad_attn_maps
 from attnkit.measures.norm import norm_maps
 from attnkit.measures.norm_residual import norm_residual_maps
 
+pytestmark = pytest.mark.numerics
+
 D = torch.float64
 
 

@@ -7,6 +7,8 @@ from attnkit import Attention, head_stats
 from attnkit.analysis import STAT_COLUMNS, item_stats
 from attnkit.errors import InputError
 
+pytestmark = pytest.mark.numerics
+
 
 def _att(maps, tokens):
     roles = ["cls"] + ["word"] * (len(tokens) - 2) + ["sep"]

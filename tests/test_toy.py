@@ -11,6 +11,8 @@ import attnkit as ak
 from attnkit import toy
 from attnkit.errors import InputError
 
+pytestmark = pytest.mark.numerics
+
 
 @pytest.fixture(scope="module")
 def shipped():
@@ -71,7 +73,9 @@ def test_text_input_and_save_load(tmp_path, shipped):
     again = ak.load(folder)
     assert again.config.attnkit_toy == shipped.config.attnkit_toy
     ids = ak.induction_inputs(shipped, 1, 8)[0]
-    np.testing.assert_array_equal(again.attend(ids).maps, shipped.attend(ids).maps)
+    # The loaded model is another object (its attention implementation chosen on load): the
+    # same weights may sum in another float32 order; a weight lost on the way is off by more.
+    np.testing.assert_allclose(again.attend(ids).maps, shipped.attend(ids).maps, rtol=0, atol=1e-6)
 
 
 def test_recipe_retrained_briefly_reaches_the_same_heads():

@@ -22,6 +22,7 @@ Placement of the normalisation around the attention block:
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -129,17 +130,38 @@ def _norm_spec(module: Any, offset: float) -> NormSpec:
     return NormSpec("rms", weight + offset, None, float(eps))
 
 
-#: Derived matrices per layer, kept across batches; the key holds the weights' storage and
-#: version counters, so weights changed in place (fine-tuning) get new ones.
-_CACHE: dict[tuple, dict] = {}
+#: Derived matrices per layer, kept across batches: output projection weight (the model's own
+#: ``Parameter``, held weakly, so the entry dies with the model and a later model whose
+#: weights land at the same address cannot read it) -> (stamp, norm weight (weak), matrices).
+#: The stamp holds the weights' version counters, storage, dtype, device and shape: weights
+#: changed in place (an optimizer step, ``load_state_dict``, ``model.to``) get new matrices.
+#: Writes through ``.data`` bypass the version counter and are not seen.
+_CACHE: Any = None
 
 
-def _cache_for(*tensors: Any) -> dict:
-    key = tuple((t.data_ptr(), t._version, str(t.dtype), str(t.device)) for t in tensors
-                if t is not None)
-    if len(_CACHE) > 512:
-        _CACHE.clear()
-    return _CACHE.setdefault(key, {})
+def _stamp(t: Any) -> tuple:
+    return (t._version, t.data_ptr(), str(t.dtype), str(t.device), tuple(t.shape))
+
+
+def _cache_for(weight: Any, norm_weight: Any = None) -> dict:
+    """The derived-matrix cache of one layer: ``weight`` is the output projection's weight
+    parameter, ``norm_weight`` the following normalisation's (or None)."""
+    global _CACHE
+    if _CACHE is None:
+        from torch.utils.weak import WeakIdKeyDictionary
+
+        _CACHE = WeakIdKeyDictionary()  # identity keys: tensors' == is elementwise
+    stamp = (_stamp(weight), None if norm_weight is None else _stamp(norm_weight))
+    entry = _CACHE.get(weight)
+    if entry is not None:
+        old_stamp, norm_ref, matrices = entry
+        old_norm = None if norm_ref is None else norm_ref()
+        if old_stamp == stamp and old_norm is norm_weight:
+            return matrices
+    matrices = {}
+    _CACHE[weight] = (stamp, None if norm_weight is None else weakref.ref(norm_weight),
+                      matrices)
+    return matrices
 
 
 def layer_parts(model: Any) -> list[LayerParts]:
@@ -159,7 +181,7 @@ def layer_parts(model: Any) -> list[LayerParts]:
                 placement=s.placement,
                 norm=_norm_spec(norm_mod, s.norm_offset) if norm_mod is not None else None,
                 tap=norm_mod if norm_mod is not None else _get(layer, s.attention),
-                cache=_cache_for(w, None if norm_mod is None else norm_mod.weight),
+                cache=_cache_for(proj.weight, getattr(norm_mod, "weight", None)),
             ))
     except AttributeError as exc:
         raise UnsupportedModelError(
