@@ -9,7 +9,7 @@ import pytest
 pytest.importorskip("torch")
 
 import attnkit as ak
-from attnkit.analysis.stats import item_stats
+from attnkit.headstats import item_stats
 from attnkit.attention import Attention
 from attnkit.errors import InputError, StoreError
 from attnkit.measures import mixed

@@ -268,7 +268,7 @@ def test_memory_url_roundtrip_and_corruption(tiny_bert):
 
 
 def test_summaries_only_store(tiny_bert, tmp_path):
-    from attnkit.analysis.stats import item_stats
+    from attnkit.headstats import item_stats
     from attnkit.summaries import top_edges
 
     sset = ak.extract(tiny_bert, TEXTS, batch_size=3, store=tmp_path / "s", keep=("stats", "edges"),
