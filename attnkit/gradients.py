@@ -26,12 +26,6 @@ Objective = Callable[[Any, dict], Any]
 
 
 # --------------------------------------------------------------- objectives
-def loss_objective(model: Any) -> str:
-    """The built-in objective that fits the model's head ("auto")."""
-    return {"masked-lm": "mlm", "classifier": "classification",
-            "causal-lm": "lm"}.get(objectives.head_kind(model), "embedding")
-
-
 def _mask_positions(roles: Sequence[str], rate: float, seed: int, item: int) -> np.ndarray:
     """Word positions to mask in one item: ``max(1, round(rate * words))`` of them, drawn
     with a generator seeded by (seed, item) so a batch split never changes the choice."""
@@ -151,7 +145,7 @@ def run_gradients(model: Any, items: Sequence[Any], objective: Any, labels: Sequ
             raise InputError(
                 f"objective must be one of {OBJECTIVES} or a callable, not {objective!r}."
             )
-        kind = loss_objective(model) if objective == "auto" else objective
+        kind = objectives.auto_objective(model, OBJECTIVES) if objective == "auto" else objective
     elif callable(objective):
         kind = "callable"
     else:

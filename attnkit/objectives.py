@@ -22,6 +22,7 @@ scale:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from .errors import InputError
@@ -50,14 +51,66 @@ def default_kind(model: Any) -> str:
     return "logit" if head_kind(model) in ("classifier", "causal-lm") else "projection"
 
 
+#: What ``objective="auto"`` means, for every function that takes an objective: explain what
+#: the model predicts. Per head kind (:func:`head_kind`), the objectives in order of
+#: preference; a function takes the first one it supports.
+AUTO = {
+    "masked-lm": ("mlm", "projection"),   # the masked words it predicts
+    "classifier": ("logit",),             # the class it predicts
+    "causal-lm": ("logit",),              # the next token it predicts
+    "none": ("projection",),              # the embedding it outputs
+}
+
+
+def auto_objective(model: Any, supported: Sequence[str]) -> str:
+    """The objective ``"auto"`` stands for on ``model``: the first of :data:`AUTO`'s
+    preferences for its head that the calling function supports.
+
+    Parameters
+    ----------
+    model : Model
+        The model.
+    supported : sequence of str
+        The objectives the calling function can compute.
+
+    Returns
+    -------
+    str
+        An objective name.
+
+    Raises
+    ------
+    InputError
+        When the function supports none of the model's objectives.
+
+    Examples
+    --------
+    >>> from attnkit.testing import tiny_model
+    >>> auto_objective(tiny_model("bert-mlm"), ("mlm", "logit", "projection"))
+    'mlm'
+    >>> auto_objective(tiny_model("bert-mlm"), ("logit", "projection"))
+    'projection'
+    >>> auto_objective(tiny_model("gpt2"), ("logit", "projection"))
+    'logit'
+    """
+    prefs = AUTO[head_kind(model)]
+    for kind in prefs:
+        if kind in supported:
+            return kind
+    raise InputError(
+        f"objective='auto' stands for {' or '.join(prefs)} on {model.name}, which this function "
+        f"does not compute; pass one of {tuple(supported)}."
+    )
+
+
 def check_kind(model: Any, kind: str) -> None:
     """Refuse a target the model cannot produce."""
     if kind not in KINDS:
-        raise InputError(f"target must be one of {KINDS} or 'auto', not {kind!r}.")
+        raise InputError(f"objective must be one of {KINDS} or 'auto', not {kind!r}.")
     if kind == "logit" and default_kind(model) != "logit":
         raise InputError(
-            f"The 'logit' target needs a sequence classifier or a causal LM; {model.name} is "
-            f"a {type(model.hf).__name__}. Use target='projection' (its embedding), or load a "
+            f"The 'logit' objective needs a sequence classifier or a causal LM; {model.name} is "
+            f"a {type(model.hf).__name__}. Use objective='projection' (its embedding), or load a "
             "fine-tuned classifier (attnkit.finetune)."
         )
 

@@ -111,7 +111,7 @@ def test_input_times_gradient_correlates_perfectly_with_itself(result):
     assert row["mean"] == pytest.approx(1.0) and row["ci_low"] == pytest.approx(1.0)
     assert result.table.loc[("weights", "spearman_blankout"), "delta"] == 0.0
     assert set(result.table.index.get_level_values("metric")) == set(METRICS)
-    assert result.meta["target"] == "logit" and result.meta["mask_token"] == "[MASK]"
+    assert result.meta["objective"] == "logit" and result.meta["mask_token"] == "[MASK]"
 
 
 def test_summary_bootstrap_on_known_values():
@@ -141,7 +141,7 @@ def test_projection_target_of_a_bare_encoder():
     assert y == pytest.approx(float(e.norm()))
     r = ak.faithfulness(model, TEXTS[:2], measures=["weights", "norm", "alti", "grad×attn", "flow"],
                         n_boot=20, steps=3, progress=False)
-    assert r.meta["target"] == "projection" and r.meta["sources"] == "default"
+    assert r.meta["objective"] == "projection" and r.meta["sources"] == "default"
     assert np.isfinite(r.table["mean"]).all()
 
 
@@ -149,7 +149,7 @@ def test_decoder_target_is_the_next_token_logit():
     model = tiny_model("gpt2")
     r = ak.faithfulness(model, TEXTS[:2], measures=["weights", "alti", "norm"], n_boot=20, steps=3,
                         progress=False)
-    assert r.meta["target"] == "logit"
+    assert r.meta["objective"] == "logit"
     assert r.meta["mask_token"] == "<|endoftext|>"  # no mask token: the unknown token
 
 
@@ -161,6 +161,9 @@ def test_bad_input(cls_model):
     with pytest.raises(InputError, match="one per input"):
         ak.faithfulness(cls_model, TEXTS, labels=[1], progress=False)
     with pytest.raises(InputError, match="logit"):
+        ak.faithfulness(tiny_model("bert"), TEXTS, objective="logit", progress=False)
+    # the former name still works for one release, with a warning naming the new one
+    with pytest.warns(DeprecationWarning, match="objective="), pytest.raises(InputError, match="logit"):
         ak.faithfulness(tiny_model("bert"), TEXTS, target="logit", progress=False)
 
 

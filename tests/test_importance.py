@@ -94,10 +94,15 @@ def test_gradients_match_finite_differences(models, monkeypatch, kind, objective
 
 
 def test_auto_objectives(models):
+    """"auto" means what it means everywhere (attnkit.objectives.AUTO): what the model predicts."""
     assert attention_importance(models["bert-mlm"], CORPUS[:2]).meta["objective"] == "mlm"
-    assert attention_importance(models["bert-cls"], CORPUS[:2], labels=[0, 1]).meta["objective"] == "classification"
-    assert attention_importance(models["bert"], CORPUS[:2]).meta["objective"] == "embedding"
-    assert attention_importance(models["gpt2"], CORPUS[:2]).meta["objective"] == "lm"
+    assert attention_importance(models["bert-cls"], CORPUS[:2]).meta["objective"] == "logit"
+    assert attention_importance(models["bert"], CORPUS[:2]).meta["objective"] == "projection"
+    assert attention_importance(models["gpt2"], CORPUS[:2]).meta["objective"] == "logit"
+    # the losses stay available by name
+    assert attention_importance(models["bert-cls"], CORPUS[:2], labels=[0, 1],
+                                objective="classification").meta["objective"] == "classification"
+    assert attention_importance(models["gpt2"], CORPUS[:2], objective="lm").meta["objective"] == "lm"
 
 
 def test_importance_aggregates_known_gradients(models, monkeypatch):
@@ -136,7 +141,7 @@ def test_batching_does_not_change_results(models):
 
 def test_bad_input(models):
     with pytest.raises(InputError, match="labels"):
-        attention_importance(models["bert-cls"], CORPUS[:2])
+        attention_importance(models["bert-cls"], CORPUS[:2], objective="classification")
     with pytest.raises(InputError, match="one per input"):
         attention_importance(models["bert-cls"], CORPUS[:2], labels=[1])
     with pytest.raises(InputError, match="objective"):
@@ -168,7 +173,7 @@ def test_bundled_model_gradients_match_finite_differences(real_model, monkeypatc
     """The bundled sentence-embedding model (loaded the ordinary way) exposes attention
     that is in its graph: the embedding objective's gradient matches finite differences."""
     text = "The committee approved the new budget on Tuesday, after a long debate."
-    r = attention_gradients(real_model, text, seed=1)
+    r = attention_gradients(real_model, text, "embedding", seed=1)
     assert r.attention.tokens[0] == "[CLS]" and "[MASK]" in r.attention.tokens
     module = sys.modules[type(_attention_module(real_model)).__module__]
     layer = 3
@@ -179,7 +184,7 @@ def test_bundled_model_gradients_match_finite_differences(real_model, monkeypatc
     for sign in (+1, -1):
         monkeypatch.setattr(module, "eager_attention_forward",
                             _perturbing_attention(module, layer, h, i, j, sign * eps))
-        vals.append(attention_gradients(real_model, text, seed=1).value)
+        vals.append(attention_gradients(real_model, text, "embedding", seed=1).value)
     monkeypatch.undo()
     fd = (vals[0] - vals[1]) / (2 * eps)
     assert fd == pytest.approx(r.grads[layer, h, i, j], rel=3e-2, abs=1e-5)

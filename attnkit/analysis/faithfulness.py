@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .._compat import renamed
 from ..errors import InputError
 from ..results import Result
 from ..types import Input
@@ -53,12 +54,13 @@ METRICS = ("spearman_blankout", "spearman_abs_blankout", "spearman_inputxgrad",
            "spearman_abs_inputxgrad", "deletion_auc", "insertion_auc")
 
 
+@renamed(target="objective")
 def faithfulness(
     model: Any,
     inputs: Sequence[Input],
     *,
     measures: Sequence[str] = DEFAULT_MEASURES,
-    target: str = "auto",
+    objective: str = "auto",
     labels: Sequence[Any] | None = None,
     sources: Any = None,
     residual: float = 0.5,
@@ -82,9 +84,10 @@ def faithfulness(
         :data:`~attnkit.analysis.attribution.ATTRIBUTIONS`: ``"weights"``,
         ``"rollout"``, ``"flow"``, ``"norm"``, ``"norm+residual"``, ``"alti"``,
         ``"grad×attn"``, ``"input×grad"``, ``"random"``.
-    target : str
-        ``"auto"`` (``"logit"`` for sequence classifiers and causal LMs, ``"projection"``
-        for other models), ``"logit"`` or ``"projection"`` (:mod:`attnkit.objectives`).
+    objective : str
+        What the attributions explain (:mod:`attnkit.objectives`; formerly ``target=``):
+        ``"logit"``, ``"projection"`` or ``"auto"`` (what the model predicts, as everywhere:
+        ``"logit"`` for sequence classifiers and causal LMs, ``"projection"`` otherwise).
     labels : sequence, optional
         One class per input whose logit is explained (``"logit"``); default: the class the
         model predicts on each clean input.
@@ -117,7 +120,7 @@ def faithfulness(
         ``delta_low``/``delta_high``. Metrics: ``spearman_blankout``,
         ``spearman_inputxgrad``, ``deletion_auc`` (lower is better), ``insertion_auc``
         (higher is better), and ``spearman_abs_blankout``/``spearman_abs_inputxgrad`` (with
-        the magnitudes of the references). ``meta``: ``target``, ``sources``, ``n_items``, ``mask_token``,
+        the magnitudes of the references). ``meta``: ``objective`` (also as ``target``, its former name), ``sources``, ``n_items``, ``mask_token``,
         ``per_item`` (DataFrame: one row per input and measure), ``curves`` (mean deletion
         and insertion curves per measure), ``baseline_full`` and ``baseline_empty`` (mean
         target on the clean and on the all-masked input), and the options.
@@ -136,13 +139,13 @@ def faithfulness(
     >>> texts = ["The cat sat on the mat.", "A student reads the new book in the library."]
     >>> r = ak.faithfulness(model, texts, measures=["weights", "rollout", "alti"],
     ...                     n_boot=50, progress=False)
-    >>> r.meta["target"], r.meta["n_items"], sorted(r.table.index.get_level_values(0).unique())
+    >>> r.meta["objective"], r.meta["n_items"], sorted(r.table.index.get_level_values(0).unique())
     ('logit', 2, ['alti', 'rollout', 'weights'])
     >>> float(r.table.loc[("weights", "spearman_blankout"), "delta"])
     0.0
     """
     names = check_attributions(measures)
-    kind = targets.default_kind(model) if target == "auto" else target
+    kind = targets.auto_objective(model, targets.KINDS) if objective == "auto" else objective
     targets.check_kind(model, kind)
     items = list(inputs)
     if not items:
@@ -181,7 +184,8 @@ def faithfulness(
     table = _summarise(per_item, names, n_boot, seed)
     curve_df = pd.DataFrame(curves).groupby(["measure", "curve", "fraction"])["value"].mean()
     meta = {
-        "target": kind,
+        "objective": kind,
+        "target": kind,  # the former name, kept one release
         "sources": "default" if sources is None else sources,
         "n_items": len(encs),
         "mask_token": model.tokenizer.convert_ids_to_tokens(int(mask_id)),

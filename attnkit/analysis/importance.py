@@ -20,7 +20,8 @@ from .._compat import renamed
 from ..results import HeadResult, Result
 
 from ..errors import InputError
-from ..gradients import Objective, loss_objective, run_gradients
+from ..gradients import OBJECTIVES, Objective, run_gradients
+from ..objectives import auto_objective
 
 #: Categories of attended-to positions, the columns of :func:`attention_importance`.
 TARGETS = ("cls", "sep", "punct", "other")
@@ -52,9 +53,11 @@ def attention_importance(
     model : a :class:`attnkit.model.Model` (it runs forward and backward).
     inputs : texts, pairs, word lists or treebank sentences (as :meth:`Model.encode`).
     objective :
-        ``"auto"`` picks by the model's head: ``"mlm"`` for a masked-LM head,
-        ``"classification"`` for a sequence classifier, ``"lm"`` for a causal LM, and
-        ``"embedding"`` for a bare encoder such as the bundled sentence-embedding model.
+        ``"auto"`` explains what the model predicts, as everywhere in attnkit
+        (:data:`attnkit.objectives.AUTO`): ``"mlm"`` for a masked-LM head (the paper's
+        Fig. 3), ``"logit"`` for a sequence classifier or a causal LM, ``"projection"`` for
+        a bare encoder. For the bundled sentence-embedding model, the analogue of the
+        paper's MLM loss is ``"embedding"`` (what ``attnkit analyze`` and notebook 01 use).
 
         - ``"mlm"``: the masked-LM loss, as in the paper. In every input ``mask_rate`` of
           the word positions (at least one) are replaced by the mask token; the objective is
@@ -114,7 +117,7 @@ def attention_importance(
         raise InputError(f"by must be 'layer' or 'head', not {by!r}.")
     sums = counts = None
     n_items = 0
-    kind = objective if not isinstance(objective, str) or objective != "auto" else loss_objective(model)
+    kind = objective if not isinstance(objective, str) or objective != "auto" else auto_objective(model, OBJECTIVES)
     for r in run_gradients(model, inputs, objective, labels, batch_size, mask_rate, seed, progress):
         att = r.attention
         n = len(att)

@@ -26,8 +26,8 @@ from dataclasses import replace
 from typing import Any
 
 from ..attention import Attention
-from ..gradients import run_gradients
-from ..objectives import default_kind
+from ..gradients import OBJECTIVES, run_gradients
+from ..objectives import auto_objective
 from ..types import Input
 
 PER_HEAD = True
@@ -49,11 +49,11 @@ def grad_attn_maps(probs: Any, grads: Any) -> Any:
 
 
 def default_objective(model: Any) -> str:
-    """The objective ``"auto"`` picks: ``"logit"`` (the predicted class's, or the predicted
-    next token's, logit) for sequence classifiers and causal LMs; ``"projection"`` (the
-    embedding's length along its own direction) for any other model
-    (:mod:`attnkit.objectives`)."""
-    return default_kind(model)
+    """The objective ``"auto"`` picks, as everywhere (:data:`attnkit.objectives.AUTO`: what
+    the model predicts): ``"mlm"`` for a masked-LM head, ``"logit"`` (the predicted class's,
+    or the predicted next token's, logit) for sequence classifiers and causal LMs,
+    ``"projection"`` (the embedding's length along its own direction) for bare encoders."""
+    return auto_objective(model, OBJECTIVES)
 
 
 def grad_attn(

@@ -12,6 +12,7 @@ import pandas as pd
 from ..analysis.cluster import embed_heads, head_behaviours, head_distances
 from ..analysis.importance import attention_importance
 from ..analysis.stats import head_stats
+from ..objectives import head_kind
 
 
 def cluster_summary(dist: pd.DataFrame) -> dict[str, float]:
@@ -57,7 +58,10 @@ def run_general(
     result = {"stats": stats, "behaviours": beh, "distances": dist, "embedding": emb,
               "per_layer": per_layer, "summary": summary, "importance": None}
     if model is not None and importance_inputs:
-        imp = attention_importance(model, importance_inputs, batch_size=16)
+        imp = attention_importance(model, importance_inputs, batch_size=16,
+                                   # a bare sentence encoder: the MLM-loss analogue of
+                                   # Clark et al.'s Fig. 3 (docs/results.md)
+                                   objective="embedding" if head_kind(model) == "none" else "auto")
         result["importance"] = imp
         summary["importance_objective"] = imp.meta["objective"]
         summary["importance_items"] = len(importance_inputs)

@@ -50,7 +50,7 @@ def plot_faithfulness(result: Any, ax: Any = None, metric: str | None = None, **
         for a, mt in zip(axes, metrics):
             _bars(table, mt, a, **options)
         fig.suptitle(f"Faithfulness ({result.meta.get('model', '')}, target: "
-                     f"{result.meta.get('target', '')}, {result.meta.get('n_items', 0)} inputs)")
+                     f"{result.meta.get('objective', '')}, {result.meta.get('n_items', 0)} inputs)")
         return fig
     metric = metric or metrics[0]
     if metric not in metrics:
