@@ -74,9 +74,37 @@ def write_pages() -> None:
             stale.unlink()
     toc = "\n".join(f"   {n}" for n in names)
     index = (HERE / "index.template.rst").read_text().replace("{{ modules }}", toc)
+    index = index.replace("{{ tasks }}", by_task())
     target = HERE / "modules" / "index.rst"
     if not target.exists() or target.read_text() != index:
         target.write_text(index)
+
+
+def by_task() -> str:
+    """The public names of ``attnkit`` grouped by task (``attnkit.GROUPS``), each linked to
+    the page of the module that defines it."""
+    import inspect
+
+    lines = []
+    for group, names in attnkit.GROUPS.items():
+        lines += [group[0].upper() + group[1:], "~" * len(group), ""]
+        for name in names:
+            obj = getattr(attnkit, name)
+            if inspect.ismodule(obj):
+                lines.append(f"- :mod:`{obj.__name__}`: {_first_line(obj)}")
+            elif inspect.isclass(obj):
+                lines.append(f"- :class:`~{obj.__module__}.{obj.__qualname__}`: {_first_line(obj)}")
+            elif callable(obj):
+                lines.append(f"- :func:`~{obj.__module__}.{obj.__qualname__}`: {_first_line(obj)}")
+            else:
+                lines.append(f"- ``attnkit.{name}``")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def _first_line(obj: object) -> str:
+    doc = (getattr(obj, "__doc__", None) or "").strip().split("\n\n")[0]
+    return " ".join(doc.split()).rstrip(".") + "." if doc else ""
 
 
 def skip_aliases(app, what, name, obj, skip, options):  # noqa: ANN001
