@@ -5,7 +5,7 @@
 
 import { bitmap, FONT, FONT_SMALL, localPoint, sizeCanvas } from "./lib/canvas";
 import { readArray, readFloats, WireArray } from "./lib/codec";
-import { DIVERGING_DEFAULT, lut, paint, SEQUENTIAL_DEFAULT } from "./lib/colors";
+import { DIVERGING_DEFAULT, lut, paint, parseColor, SEQUENTIAL_DEFAULT } from "./lib/colors";
 import { checkbox, select, stepper } from "./lib/controls";
 import { displayToken, formatValue, labelStride, truncate } from "./lib/labels";
 import { colorBarV } from "./lib/legend";
@@ -230,7 +230,7 @@ class HeatmapView extends View {
       for (let i = 0; i < e.rows; i++) for (let j = Math.max(0, b0 + i - c0 + 1); j < e.cols; j++) masked[i * e.cols + j] = NaN;
       values = masked;
     }
-    const [er, eg, eb] = parseColor(this.theme.empty);
+    const [er, eg, eb] = parseColor(this.theme.empty) ?? [240, 240, 240];
     const rgba = paint(values, lut(d.cmap), scaleIndex(s), undefined, [er, eg, eb, 255]);
     e.bitmap = bitmap(rgba, e.cols, e.rows);
     e.paintedFor = key;
@@ -763,17 +763,6 @@ function exactText(v: number): string {
   if (v === 0) return "0";
   const a = Math.abs(v);
   return a >= 1e-3 && a < 1e5 ? String(Number(v.toPrecision(4))) : v.toExponential(3);
-}
-
-function parseColor(css: string): [number, number, number] {
-  const m = /^#([0-9a-f]{6})$/i.exec(css.trim());
-  if (m) {
-    const v = parseInt(m[1], 16);
-    return [(v >> 16) & 255, (v >> 8) & 255, v & 255];
-  }
-  const f = /rgba?\(\s*([\d.]+)[ ,]+([\d.]+)[ ,]+([\d.]+)/.exec(css);
-  if (f) return [Number(f[1]), Number(f[2]), Number(f[3])];
-  return [240, 240, 240];
 }
 
 export default mount((props) => new HeatmapView(props));
