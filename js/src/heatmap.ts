@@ -4,13 +4,13 @@
 // exact weight at any zoom. Offline copies draw the levels embedded in the saved state.
 
 import { bitmap, FONT, FONT_SMALL, localPoint, sizeCanvas } from "./lib/canvas";
-import { readArray, readFloats, WireArray } from "./lib/codec";
+import { WireArray } from "./lib/codec";
 import { DIVERGING_DEFAULT, lut, paint, parseColor, SEQUENTIAL_DEFAULT } from "./lib/colors";
 import { checkbox, select, stepper } from "./lib/controls";
 import { displayToken, formatValue, labelStride, truncate } from "./lib/labels";
 import { colorBarV } from "./lib/legend";
 import { describeScale, rankRows, Scale, ScaleKind, scaleIndex, scaleKey } from "./lib/scale";
-import { chooseLevel, Entry, levelSide, Pyramid, TileCache, TileId, tileKey, tileOfCell, tilesCovering } from "./lib/tiles";
+import { chooseLevel, Entry, levelSide, Pyramid, tileEntry, TileId, tileKey, TileLoader, tileOfCell, tilesCovering } from "./lib/tiles";
 import { h, mount, noKernel, RenderProps, View } from "./lib/view";
 import { cellAt, clampView, fullView, panBy, View as Window, zoomAt } from "./lib/zoom";
 
@@ -46,10 +46,20 @@ class HeatmapView extends View {
   private d!: Data;
   private canvas = h("canvas", "attnkit-canvas");
   private legend = h("div", "attnkit-legend-text");
-  private cache = new TileCache(CACHE_BYTES);
-  private pending = new Set<string>();
-  private queue: { key: string; t: TileId; what: string }[] = [];
-  private failed = new Set<string>();
+  private tiles = new TileLoader({
+    cacheBytes: CACHE_BYTES, inFlight: IN_FLIGHT, settleMs: SETTLE_MS,
+    fetch: (t, what) => this.request({
+      type: "tile", layer: this.d.layer, head: this.d.head, k: t.k, ti: t.ti, tj: t.tj, reduce: this.reduce(),
+      what: what.startsWith("rank") ? "rank" : "value", exclude: what.endsWith("-x"),
+    }).then(({ content, buffers }) => tileEntry(content.array as WireArray, buffers)),
+    offline: () => this.kernelMissing,
+    loaded: () => {
+      this.root.dataset.tiles = String(Number(this.root.dataset.tiles ?? "0") + 1);
+      this.redraw();
+    },
+    failed: () => this.redraw(),
+  });
+  private cache = this.tiles.cache;
   private win: Window = fullView(1);
   private geom = { left: 0, top: 0, plot: 0, width: 0, height: 0, mini: 0, miniX: 0, miniY: 0 };
   private hover: [number, number] | null = null;
@@ -115,21 +125,18 @@ class HeatmapView extends View {
     };
     if (!prev || prev.n !== n) this.win = fullView(n);
     this.win = clampView(this.win, n);
-    if (prev && (prev.layer !== this.d.layer || prev.head !== this.d.head)) {
-      this.queue = [];
-      this.failed.clear();
-    }
+    if (prev && (prev.layer !== this.d.layer || prev.head !== this.d.head)) this.tiles.reset();
     // The overview: exact (level 0) or pooled by the selected reduction.
     const top = this.d.pyramid.top;
     const reduce = this.reduce();
-    const ov = readArray((reduce === "mean" && top > 0 ? m.get("overview_mean") : m.get("overview_max")) as WireArray);
+    const ov = tileEntry((reduce === "mean" && top > 0 ? m.get("overview_mean") : m.get("overview_max")) as WireArray, [], true);
     const side = levelSide(n, top);
-    if (ov.data.length !== side * side) throw new Error(`heatmap: overview of ${ov.data.length} values for ${side}\u00b2 bins`);
-    this.store({ k: top, ti: 0, tj: 0 }, "value", Float32Array.from(ov.data), side, side, true, true);
+    if (ov.values.length !== side * side) throw new Error(`heatmap: overview of ${ov.values.length} values for ${side}\u00b2 bins`);
+    this.overviewKey = this.key({ k: top, ti: 0, tj: 0 }, "value");
+    this.cache.set(this.overviewKey, { ...ov, rows: side, cols: side });
     for (const e of (m.get("embedded") as { k: number; ti: number; tj: number; reduce: string; array: WireArray }[]) ?? []) {
       if (e.k !== 0 && e.reduce !== reduce) continue;
-      const a = readArray(e.array);
-      this.store(e, "value", readFloats(e.array), a.shape[0], a.shape[1], true, false);
+      this.cache.set(this.key(e, "value"), tileEntry(e.array, [], true));
       this.d.local.add(`${e.k}`);
     }
     this.d.local.add(`${top}`);
@@ -172,13 +179,12 @@ class HeatmapView extends View {
     return tileKey(this.d.layer, this.d.head, what, this.reduce(), t);
   }
 
-  private store(t: TileId, what: string, values: Float32Array, rows: number, cols: number, pinned: boolean, overview: boolean): void {
-    const key = this.key(t, what);
-    this.cache.set(key, { values, rows, cols, pinned });
-    if (overview) this.overviewKey = key;
-  }
-
   private overviewKey = "";
+
+  dispose(): void {
+    this.tiles.dispose();
+    super.dispose();
+  }
 
   // -------------------------------------------------------------------- layout
   protected layout(): void {
@@ -295,12 +301,12 @@ class HeatmapView extends View {
           this.noteDrawn(key);
         } else {
           missing++;
-          this.want(key, t, what);
+          this.tiles.want(key, t, what);
         }
       }
     }
     ctx.restore();
-    this.settle();
+    this.tiles.settle(`${w.x0},${w.y0},${w.size}`);
 
     if (cellPx >= 10) {
       ctx.strokeStyle = th.dark ? "rgba(0,0,0,0.45)" : "rgba(255,255,255,0.6)";
@@ -476,77 +482,12 @@ class HeatmapView extends View {
   }
 
   // ------------------------------------------------------------------- tiles
-  private requestedAt = new Map<string, number>();
-
   /** Record request → drawn time of a tile drawn for the first time (data-tile-ms, last 64). */
   private noteDrawn(key: string): void {
-    const t0 = this.requestedAt.get(key);
-    if (t0 === undefined) return;
-    this.requestedAt.delete(key);
-    const ms = performance.now() - t0;
+    const ms = this.tiles.firstDrawn(key);
+    if (ms === undefined) return;
     const list = (this.root.dataset.tileMs ? this.root.dataset.tileMs.split(",") : []).concat(ms.toFixed(1)).slice(-64);
     this.root.dataset.tileMs = list.join(",");
-  }
-
-  private want(key: string, t: TileId, what: string): void {
-    if (this.pending.has(key) || this.failed.has(key) || this.kernelMissing) return;
-    if (this.queue.some((q) => q.key === key)) return;
-    this.queue.push({ key, t, what });
-  }
-
-  /** Send queued requests, at most IN_FLIGHT at a time, nearest the view first. */
-  /** Ask for tiles once the view has rested for SETTLE_MS: zooming through levels in a row
-   * does not queue tiles of the levels passed on the way in the kernel. */
-  private settle(): void {
-    const key = `${this.win.x0},${this.win.y0},${this.win.size}`;
-    if (key === this.settledView) {
-      this.pump();
-      return;
-    }
-    this.settledView = key;
-    if (this.settleTimer) clearTimeout(this.settleTimer);
-    this.settleTimer = setTimeout(() => {
-      this.settleTimer = null;
-      if (this.settledView === `${this.win.x0},${this.win.y0},${this.win.size}`) this.pump();
-    }, SETTLE_MS);
-  }
-
-  private settledView = "";
-  private settleTimer: ReturnType<typeof setTimeout> | null = null;
-
-  private pump(): void {
-    while (this.pending.size < IN_FLIGHT && this.queue.length) {
-      const { key, t, what } = this.queue.shift()!;
-      if (this.cache.has(key)) continue;
-      this.fetch(key, t, what);
-    }
-  }
-
-  private fetch(key: string, t: TileId, what: string): Promise<Entry | null> {
-    this.pending.add(key);
-    const d = this.d;
-    const rank = what.startsWith("rank");
-    const t0 = performance.now();
-    this.requestedAt.set(key, t0);
-    return this.request({
-      type: "tile", layer: d.layer, head: d.head, k: t.k, ti: t.ti, tj: t.tj, reduce: this.reduce(),
-      what: rank ? "rank" : "value", exclude: what.endsWith("-x"),
-    }).then(({ content, buffers }) => {
-      this.pending.delete(key);
-      const a = readArray(content.array as WireArray, buffers);
-      const e: Entry = { values: readFloats(content.array as WireArray, buffers), rows: a.shape[0], cols: a.shape[1], pinned: false };
-      this.cache.set(key, e);
-      this.root.dataset.tiles = String(Number(this.root.dataset.tiles ?? "0") + 1);
-      this.redraw();
-      this.pump();
-      return e;
-    }).catch(() => {
-      this.pending.delete(key);
-      this.failed.add(key);
-      this.queue = [];
-      this.redraw();
-      return null;
-    });
   }
 
   /** The exact weight of cell (r, c), if known here; else null (and a fetch may start). */
@@ -561,9 +502,7 @@ class HeatmapView extends View {
     const key = this.key({ k: 0, ti: t.ti, tj: t.tj }, "value");
     const e = this.cache.get(key);
     if (e) return e.values[t.i * e.cols + t.j];
-    if (fetch && !this.kernelMissing && !this.pending.has(key) && !this.failed.has(key)) {
-      void this.fetch(key, { k: 0, ti: t.ti, tj: t.tj }, "value").then(() => this.refreshTip());
-    }
+    if (fetch) void this.tiles.load(key, { k: 0, ti: t.ti, tj: t.tj }, "value")?.then(() => this.refreshTip());
     return null;
   }
 
@@ -675,7 +614,7 @@ class HeatmapView extends View {
 
   private setWindow(w: Window): void {
     this.win = clampView(w, this.d.n);
-    this.queue = [];
+    this.tiles.clearQueue();
     this.redraw();
   }
 
@@ -719,7 +658,7 @@ class HeatmapView extends View {
     }, (factor, ev) => {
       const [px, py] = this.plotPoint(ev);
       this.win = zoomAt(this.win, factor, px / this.geom.plot, py / this.geom.plot, this.d.n);
-      this.queue = [];
+      this.tiles.clearQueue();
       this.onMove(ev as unknown as PointerEvent);
       this.redraw();
     });
