@@ -11,6 +11,7 @@ import { displayToken, formatValue, labelStride, truncate } from "./lib/labels";
 import { colorBarV } from "./lib/legend";
 import { describeScale, rankRows, Scale, ScaleKind, scaleIndex, scaleKey } from "./lib/scale";
 import { chooseLevel, Entry, levelSide, Pyramid, tileEntry, TileId, tileKey, TileLoader, tileOfCell, tilesCovering } from "./lib/tiles";
+import { bindPan } from "./lib/pan";
 import { h, mount, noKernel, RenderProps, View } from "./lib/view";
 import { cellAt, clampView, fullView, panBy, View as Window, zoomAt } from "./lib/zoom";
 
@@ -64,7 +65,6 @@ class HeatmapView extends View {
   private geom = { left: 0, top: 0, plot: 0, width: 0, height: 0, mini: 0, miniX: 0, miniY: 0 };
   private hover: [number, number] | null = null;
   private hoverAt: [number, number] | null = null; // stage coordinates of the pointer
-  private drag: { x: number; y: number; win: Window; moved: boolean; mini: boolean } | null = null;
   private exactTimer: ReturnType<typeof setTimeout> | null = null;
   private layerStep = stepper(this, "Layer", "layer", "n_layers");
   private headStep = stepper(this, "Head", "head", "n_heads");
@@ -558,22 +558,6 @@ class HeatmapView extends View {
 
   private onMove(ev: PointerEvent): void {
     const d = this.d;
-    if (this.drag) {
-      const dx = ev.clientX - this.drag.x;
-      const dy = ev.clientY - this.drag.y;
-      if (Math.abs(dx) + Math.abs(dy) > 3) this.drag.moved = true;
-      if (this.drag.mini) {
-        this.centreOnMini(ev);
-        return;
-      }
-      if (this.drag.moved && this.drag.win.size < d.n) {
-        this.win = panBy(this.drag.win, dx, dy, this.geom.plot, d.n);
-        this.canvas.style.cursor = "grabbing";
-        this.tip.hide();
-        this.redraw();
-        return;
-      }
-    }
     const [px, py] = this.plotPoint(ev);
     const cell = cellAt(this.win, px, py, this.geom.plot, d.n);
     const at = localPoint(this.stage, ev);
@@ -624,27 +608,29 @@ class HeatmapView extends View {
 
   private bind(): void {
     const c = this.canvas;
-    this.listen(c, "pointerdown", (e) => {
-      const ev = e as PointerEvent;
-      if (ev.button !== 0) return;
-      if (this.inMini(ev)) {
-        this.drag = { x: ev.clientX, y: ev.clientY, win: this.win, moved: false, mini: true };
-        this.centreOnMini(ev);
-        c.setPointerCapture?.(ev.pointerId);
-        return;
-      }
-      const [px, py] = this.plotPoint(ev);
-      if (px < 0 || py < 0 || px > this.geom.plot || py > this.geom.plot) return;
-      this.drag = { x: ev.clientX, y: ev.clientY, win: this.win, moved: false, mini: false };
-      c.setPointerCapture?.(ev.pointerId);
+    // Drag the map to pan it; a press on the minimap centres the view there and drags it along.
+    bindPan(this, c, {
+      start: (ev) => {
+        if (this.inMini(ev)) {
+          this.centreOnMini(ev);
+          return { win: this.win, mini: true };
+        }
+        const [px, py] = this.plotPoint(ev);
+        return px < 0 || py < 0 || px > this.geom.plot || py > this.geom.plot ? null : { win: this.win, mini: false };
+      },
+      move: (start, dx, dy, moved, ev) => {
+        if (start.mini) {
+          this.centreOnMini(ev);
+          return true;
+        }
+        if (!moved || start.win.size >= this.d.n) return false;
+        this.win = panBy(start.win, dx, dy, this.geom.plot, this.d.n);
+        this.tip.hide();
+        this.redraw();
+        return true;
+      },
+      hover: (ev) => this.onMove(ev),
     });
-    this.listen(c, "pointermove", (e) => this.onMove(e as PointerEvent));
-    const endDrag = () => {
-      this.drag = null;
-      c.style.cursor = "";
-    };
-    this.listen(c, "pointerup", endDrag);
-    this.listen(c, "pointercancel", endDrag);
     this.listen(c, "pointerleave", () => {
       this.tip.hide();
       if (this.hover) {
