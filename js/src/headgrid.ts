@@ -4,6 +4,7 @@
 // top · 10^(DECADES · (c/255 − 1)) of its head, so any colour scale can be drawn here.
 
 import { binsOf, codeValue, paintThumb, resampleRanges } from "./lib/atlas";
+import { Axes, axesSpace, drawAxes } from "./lib/axes";
 import { FONT_SMALL, sizeCanvas } from "./lib/canvas";
 import { readArray, readFloats, WireArray } from "./lib/codec";
 import { lut, lutColor, METRIC_DEFAULT, SEQUENTIAL_DEFAULT, seqIndex } from "./lib/colors";
@@ -14,6 +15,8 @@ import { cellOrigin, finiteRange, GridLayout, gridLayout } from "./lib/layout";
 import { colorBarH } from "./lib/legend";
 import { describeScale, rankRows, Scale, ScaleKind, scaleIndex } from "./lib/scale";
 import { h, HeadPickerView, mount, RenderProps } from "./lib/view";
+
+const METRIC_BAR = 22; // the metric's colour bar above the column labels
 
 interface Data {
   layers: number;
@@ -118,12 +121,14 @@ class HeadGridView extends HeadPickerView {
   protected layout(): void {
     const d = this.d;
     const width = Math.max(300, Math.min(1400, this.avail(900)));
+    const space = axesSpace(this.canvas.getContext("2d")!, this.axes());
     this.grid = gridLayout({
       rows: d.layers, cols: d.heads, width,
-      left: 30, top: d.metric ? 38 : 20, gap: d.heads > 16 ? 4 : 8, below: d.metric ? 20 : 14, bottom: 4,
+      left: space.left, top: space.top + (d.metric ? METRIC_BAR : 0), gap: d.heads > 16 ? 4 : 8, below: d.metric ? 20 : 14, bottom: 4,
       minCell: d.heads > 16 ? 22 : 28, maxCell: 110,
     });
     const g = this.grid;
+    g.height = Math.max(g.height, g.top + space.below);
     Object.assign(this.root.dataset, {
       cell: String(g.cell), gridLeft: String(g.left), gridTop: String(g.top), pitchX: String(g.pitchX), pitchY: String(g.pitchY),
     });
@@ -166,6 +171,10 @@ class HeadGridView extends HeadPickerView {
     for (let i = 0; i < per; i++) out[i] = table[d.codes[off + i]];
   }
 
+  private axes(): Axes {
+    return { rows: this.d.layers, cols: this.d.heads, rowTitle: "layer", colTitle: "head" };
+  }
+
   private drawBase(): void {
     const d = this.d;
     const g = this.grid;
@@ -191,27 +200,7 @@ class HeadGridView extends HeadPickerView {
         ctx.putImageData(img, Math.round(x * dpr), Math.round(y * dpr));
       }
     }
-    ctx.font = FONT_SMALL;
-    ctx.fillStyle = th.muted;
-    ctx.textAlign = "center";
-    ctx.textBaseline = "bottom";
-    const every = d.heads > 16 ? 2 : 1;
-    for (let c = 0; c < d.heads; c += every) {
-      const [x] = cellOrigin(g, 0, c);
-      ctx.fillText(c === 0 ? "head 1" : String(c + 1), x + g.cell / 2, g.top - 4);
-    }
-    ctx.textAlign = "right";
-    ctx.textBaseline = "middle";
-    for (let r = 0; r < d.layers; r++) {
-      const [, y] = cellOrigin(g, r, 0);
-      ctx.fillText(String(r + 1), g.left - 8, y + g.cell / 2);
-    }
-    ctx.save();
-    ctx.translate(9, g.top + 4);
-    ctx.rotate(-Math.PI / 2);
-    ctx.textAlign = "right";
-    ctx.fillText("layer", 0, 0);
-    ctx.restore();
+    drawAxes(ctx, th, g, this.axes());
     if (d.metric) {
       const [lo, hi] = d.metricRange;
       colorBarH(ctx, th, d.metricCmap, g.left + 40, 8, 120, 9, lo, hi, d.metricName);

@@ -1,6 +1,7 @@
 // HeadMap: a layer × head grid of one per-head metric (entropy, relation accuracy, ...),
 // with hover read-out and click-to-select. It grows and shrinks with the output's width.
 
+import { Axes, axesSpace, drawAxes } from "./lib/axes";
 import { FONT_SMALL, sizeCanvas } from "./lib/canvas";
 import { readFloats, WireArray } from "./lib/codec";
 import { divIndex, DIVERGING_DEFAULT, lutColor, METRIC_DEFAULT, seqIndex, textOn } from "./lib/colors";
@@ -78,15 +79,21 @@ class HeadMapView extends HeadPickerView {
 
   protected layout(): void {
     const width = Math.max(240, Math.min(1200, this.avail(640)));
+    const space = axesSpace(this.canvas.getContext("2d")!, this.axes());
     this.grid = gridLayout({
       rows: this.d.layers, cols: this.d.heads, width: width - BAR,
-      left: 40, top: 24, gap: 2, below: 0, bottom: 4, minCell: 12, maxCell: 72,
+      left: space.left, top: space.top, gap: 2, below: 0, bottom: 4, minCell: 12, maxCell: 72,
     });
     this.grid.width += BAR;
+    this.grid.height = Math.max(this.grid.height, this.grid.top + space.below);
     const g = this.grid;
     Object.assign(this.root.dataset, {
       cell: String(g.cell), gridLeft: String(g.left), gridTop: String(g.top), pitchX: String(g.pitchX), pitchY: String(g.pitchY),
     });
+  }
+
+  private axes(): Axes {
+    return { rows: this.d.layers, cols: this.d.heads, rowTitle: "layer", colTitle: "head" };
   }
 
   protected draw(): void {
@@ -95,28 +102,7 @@ class HeadMapView extends HeadPickerView {
     const th = this.theme;
     const ctx = sizeCanvas(this.canvas, g.width, g.height);
     ctx.clearRect(0, 0, g.width, g.height);
-    ctx.font = FONT_SMALL;
-    ctx.fillStyle = th.muted;
-    ctx.textAlign = "center";
-    ctx.textBaseline = "bottom";
-    for (let c = 0; c < d.heads; c++) {
-      if (g.cell < 16 && c % 2 === 1) continue;
-      const [x] = cellOrigin(g, 0, c);
-      ctx.fillText(String(c + 1), x + g.cell / 2, g.top - 3);
-    }
-    ctx.textAlign = "right";
-    ctx.fillText("head", g.left - 4, g.top - 3);
-    ctx.textBaseline = "middle";
-    for (let r = 0; r < d.layers; r++) {
-      const [, y] = cellOrigin(g, r, 0);
-      ctx.fillText(String(r + 1), g.left - 6, y + g.cell / 2);
-    }
-    ctx.save();
-    ctx.translate(10, g.top + 2);
-    ctx.rotate(-Math.PI / 2);
-    ctx.textAlign = "right";
-    ctx.fillText("layer", 0, 0);
-    ctx.restore();
+    drawAxes(ctx, th, g, this.axes());
 
     const showText = g.cell >= 30;
     for (let r = 0; r < d.layers; r++) {

@@ -3,6 +3,7 @@
 // dependencies; head glyphs count each head's edges per layer and a click restricts that
 // layer to the clicked heads (the kernel re-traces). The single and compare modes extend it.
 
+import { Axes, axesSpace, drawAxes } from "../lib/axes";
 import { FONT_SMALL, localPoint, sizeCanvas } from "../lib/canvas";
 import { displayToken, formatValue, headLabel, truncate } from "../lib/labels";
 import { angleOf, nearestPoint, nodeKey, nodeXY, polar, Radial, ringRadius, spiral, traceThrough } from "../lib/radial";
@@ -118,7 +119,8 @@ export abstract class TracedView extends View {
     const H = Math.max(1, g.heads);
     const cell = Math.max(10, Math.min(22, Math.floor(260 / H) - 2));
     const pitch = cell + 2;
-    this.glyph = { left: 34, top: 22, cell, pitch, width: 34 + H * pitch + 8, height: 22 + Math.max(1, g.layers) * pitch + 8 };
+    const { left, top, below } = axesSpace(this.glyphs.getContext("2d")!, this.glyphAxes());
+    this.glyph = { left, top, cell, pitch, width: left + H * pitch + 8, height: top + Math.max(Math.max(1, g.layers) * pitch, below) + 8 };
     const side = Math.max(this.glyph.width, GLYPH_MIN);
     // Narrow outputs put the glyphs under the rings instead of beside them.
     const stacked = width - side - 24 < RADIAL_MIN + 60;
@@ -304,6 +306,11 @@ export abstract class TracedView extends View {
     return m;
   }
 
+  /** The glyph grid's axes: heads across, layers (as the rings name them) down. */
+  private glyphAxes(): Axes {
+    return { rows: this.g.layers, cols: this.g.heads, rowLabel: (l) => `L${l + 1}`, colTitle: "head" };
+  }
+
   private drawGlyphs(): void {
     const g = this.g;
     const th = this.theme;
@@ -313,20 +320,11 @@ export abstract class TracedView extends View {
     const H = g.heads;
     const max = this.countsMax();
     const restrict = new Set(((this.model.get("restrict") as number[][]) ?? []).map(([l, hd]) => l * 1000 + hd));
+    drawAxes(ctx, th, { rows: g.layers, cols: H, left, top, cell, pitchX: pitch, pitchY: pitch, width, height }, this.glyphAxes());
     ctx.font = FONT_SMALL;
-    ctx.fillStyle = th.muted;
-    ctx.textAlign = "center";
-    ctx.textBaseline = "bottom";
-    for (let hd = 0; hd < H; hd++) if (H <= 16 || hd % 2 === 0) ctx.fillText(String(hd + 1), left + hd * pitch + cell / 2, top - 3);
-    ctx.textAlign = "right";
-    ctx.fillText("head", left - 4, top - 3);
+    ctx.textBaseline = "middle";
     for (let l = 0; l < g.layers; l++) {
       const y = top + l * pitch;
-      ctx.fillStyle = th.muted;
-      ctx.textAlign = "right";
-      ctx.textBaseline = "middle";
-      ctx.font = FONT_SMALL;
-      ctx.fillText(`L${l + 1}`, left - 4, y + cell / 2);
       for (let hd = 0; hd < H; hd++) {
         const x = left + hd * pitch;
         this.paintGlyph(ctx, l, hd, x, y, max);
