@@ -8,7 +8,7 @@ import { lutColor, METRIC_DEFAULT } from "../lib/colors";
 import { displayToken, formatValue, headLabel, truncate } from "../lib/labels";
 import { colorBarH } from "../lib/legend";
 import { bandAt, polar, Radial, ringRadius } from "../lib/radial";
-import { h, RenderProps, selectedPair, View } from "../lib/view";
+import { h, HeadPickerView, RenderProps } from "../lib/view";
 import { MODEL_COLORS, SINGLE } from "./data";
 import { MODEL } from "./wire.gen";
 
@@ -27,7 +27,7 @@ interface Summary {
   topShare: Float32Array;
 }
 
-export class CollectionView extends View {
+export class CollectionView extends HeadPickerView {
   private s!: Summary;
   private canvas = h("canvas", "attnkit-canvas");
   private bars = h("canvas", "attnkit-canvas");
@@ -43,7 +43,6 @@ export class CollectionView extends View {
     side.appendChild(this.bars);
     this.body.appendChild(side);
     this.bind();
-    this.onModel("change:selected", () => this.redraw());
   }
 
   protected traits(): string[] {
@@ -63,8 +62,12 @@ export class CollectionView extends View {
       topShare: readFloats(m.get("top_share") as WireArray),
     };
     this.title.textContent = (m.get("title") as string) || "Attention flow";
-    this.status.textContent = `${this.s.nInputs} inputs`;
+    this.showSelection();
     this.hint.textContent = `Rings from the centre: layer ${this.s.layers} \u2026 layer 1; one wedge per head, coloured by graph edges per input \u00b7 hover for numbers \u00b7 click to select a head`;
+  }
+
+  showSelection(): void {
+    this.status.textContent = [`${this.s.nInputs} inputs`, this.selectionText()].filter(Boolean).join(" \u00b7 ");
   }
 
   protected layout(): void {
@@ -90,7 +93,7 @@ export class CollectionView extends View {
     ctx.clearRect(0, 0, this.size, this.size);
     let max = 0;
     for (const v of s.counts) max = Math.max(max, v);
-    const sel = selectedPair(this.model.get("selected"));
+    const sel = this.selection();
     for (let l = 1; l <= s.layers; l++) {
       const r0 = ringRadius(geo, l);
       const r1 = ringRadius(geo, l - 1);
@@ -227,7 +230,7 @@ export class CollectionView extends View {
     this.listen(this.canvas, "click", (e) => {
       const [x, y] = localPoint(this.canvas, e as MouseEvent);
       const w = this.wedgeAt(x, y);
-      if (w) this.save({ selected: w });
+      if (w) this.pick(w[0], w[1]);
     });
   }
 }

@@ -7,7 +7,7 @@ import { Axes, axesSpace, drawAxes } from "../lib/axes";
 import { FONT_SMALL, localPoint, sizeCanvas } from "../lib/canvas";
 import { displayToken, formatValue, headLabel, truncate } from "../lib/labels";
 import { angleOf, nearestPoint, nodeKey, nodeXY, polar, Radial, ringRadius, spiral, traceThrough } from "../lib/radial";
-import { h, noKernel, RenderProps, View } from "../lib/view";
+import { h, HeadPickerView, noKernel, RenderProps } from "../lib/view";
 import { edge, edgeHasHead, edgeList, Graph, GRAPH_TRAITS, node, readGraph } from "./data";
 
 const BUCKETS = 8;
@@ -15,7 +15,7 @@ const CHUNK = 64;
 const GLYPH_MIN = 200; // side panel width at least
 const RADIAL_MIN = 300;
 
-export abstract class TracedView extends View {
+export abstract class TracedView extends HeadPickerView {
   protected g!: Graph;
   protected canvas = h("canvas", "attnkit-canvas");
   protected glyphs = h("canvas", "attnkit-canvas attnkit-glyphs");
@@ -110,7 +110,13 @@ export abstract class TracedView extends View {
     if (g.nEdgesTotal > g.nEdges) parts.push(`drawing the strongest edges of each layer: ${g.nEdges} of ${g.nEdgesTotal} (raise the threshold to see them all)`);
     if (restrict.length) parts.push(`restricted to ${restrict.map(([l, hd]) => headLabel(l, hd)).join(", ")}`);
     if (this.pending) parts.push("recomputing\u2026");
+    const sel = this.selectionText();
+    if (sel) parts.push(sel);
     this.status.textContent = parts.join(" \u00b7 ");
+  }
+
+  showSelection(): void {
+    this.updateStatus();
   }
 
   protected layout(): void {
@@ -420,18 +426,17 @@ export abstract class TracedView extends View {
       const [x, y] = localPoint(this.glyphs, e as MouseEvent);
       const hit = this.glyphAt(x, y);
       if (!hit) return;
-      const changes: Record<string, unknown> = { selected: hit };
+      // the head is selected; with a kernel, its layer is also restricted to it (or released)
+      const also: Record<string, unknown> = {};
       if (!noKernel()) {
         const cur = ((this.model.get("restrict") as number[][]) ?? []).map((p) => [p[0], p[1]]);
         const k = cur.findIndex(([l, hd]) => l === hit[0] && hd === hit[1]);
         if (k >= 0) cur.splice(k, 1);
         else cur.push(hit);
-        changes.restrict = cur;
+        also.restrict = cur;
         this.pending = true;
       }
-      this.save(changes);
-      this.updateStatus();
-      this.redraw();
+      this.pick(hit[0], hit[1], also);
     });
     this.listen(this.thr, "input", () => {
       this.thrValue.textContent = Number(this.thr.value).toFixed(2);
@@ -445,7 +450,6 @@ export abstract class TracedView extends View {
       this.updateStatus();
       this.redraw();
     };
-    this.onModel("change:selected", marks);
     this.onModel("change:restrict", marks);
   }
 

@@ -312,6 +312,7 @@ export abstract class View {
 /**
  * A view where a click picks a head: `selected` is [layer, head] (0-indexed) or []. The status
  * line says which head is selected; a change of `selected` (from Python or a linked view) redraws.
+ * HeadMap, HeadGrid, ClusterView and every mode of FlowView pick heads through it.
  */
 export abstract class HeadPickerView extends View {
   constructor(props: RenderProps, kind: string) {
@@ -327,16 +328,22 @@ export abstract class HeadPickerView extends View {
     return selectedPair(this.model.get("selected"));
   }
 
-  /** Select head (layer, head) and tell the kernel. */
-  pick(layer: number, head: number): void {
-    this.save({ selected: [layer, head] });
+  /** Select head (layer, head) and tell the kernel, with any `also` changes in the same message. */
+  pick(layer: number, head: number, also: Record<string, unknown> = {}): void {
+    this.save({ selected: [layer, head], ...also });
     this.showSelection();
     this.redraw();
   }
 
+  /** Say which head is selected in the status line (views with more to say there override it). */
   showSelection(): void {
+    this.status.textContent = this.selectionText() || "no head selected";
+  }
+
+  /** "selected L-H", or "" when no head is selected. */
+  protected selectionText(): string {
     const sel = this.selection();
-    this.status.textContent = sel ? `selected ${headLabel(sel[0], sel[1])}` : "no head selected";
+    return sel ? `selected ${headLabel(sel[0], sel[1])}` : "";
   }
 }
 
