@@ -33,7 +33,7 @@ function pointColor(d: Data, i: number): string {
   return c >= 0 ? categorical(c) : "#bbb";
 }
 
-class ClusterViewView extends HeadPickerView {
+class ClusterViewView extends HeadPickerView<"cluster"> {
   private d!: Data;
   private canvas = h("canvas", "attnkit-canvas");
   private legend = h("div", "attnkit-legend");
@@ -62,28 +62,23 @@ class ClusterViewView extends HeadPickerView {
     this.bind();
   }
 
-  protected traits(): string[] {
-    return ["points", "layers", "heads", "codes", "categories", "n_layers", "label_name", "title"];
-  }
-
   protected load(): void {
-    const m = this.model;
-    const pts = readFloats(m.get("points") as WireArray);
+    const pts = readFloats(this.get("points") as WireArray);
     const n = pts.length / 2;
-    const layers = (m.get("layers") as number[]) ?? [];
-    const heads = (m.get("heads") as number[]) ?? [];
+    const layers = (this.get("layers") as number[]) ?? [];
+    const heads = (this.get("heads") as number[]) ?? [];
     if (layers.length !== n || heads.length !== n) throw new Error(`cluster view: ${n} points but ${layers.length} layers / ${heads.length} heads`);
     const xs = new Float32Array(n);
     const ys = new Float32Array(n);
     for (let i = 0; i < n; i++) { xs[i] = pts[2 * i]; ys[i] = pts[2 * i + 1]; }
     this.d = {
       xs, ys, layers, heads,
-      codes: (m.get("codes") as number[]) ?? [],
-      categories: (m.get("categories") as string[]) ?? [],
-      nLayers: m.get("n_layers") as number,
-      labelName: (m.get("label_name") as string) || "layer",
+      codes: (this.get("codes") as number[]) ?? [],
+      categories: (this.get("categories") as string[]) ?? [],
+      nLayers: this.get("n_layers") as number,
+      labelName: (this.get("label_name") as string) || "layer",
     };
-    this.title.textContent = (m.get("title") as string) || "Heads in 2-D";
+    this.title.textContent = (this.get("title") as string) || "Heads in 2-D";
     this.root.dataset.points = String(n);
     this.hover = -1;
     this.buildLegend();

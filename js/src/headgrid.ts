@@ -35,7 +35,7 @@ interface Data {
   sinkNames: string;
 }
 
-class HeadGridView extends HeadPickerView {
+class HeadGridView extends HeadPickerView<"headgrid"> {
   private d!: Data;
   private grid!: GridLayout;
   private canvas = h("canvas", "attnkit-canvas");
@@ -78,36 +78,30 @@ class HeadGridView extends HeadPickerView {
     });
   }
 
-  protected traits(): string[] {
-    return ["thumbs", "n_layers", "n_heads", "size", "head_max", "metric", "metric_name", "metric_cmap", "cmap",
-      "scale", "exclude_sinks", "normalize", "decades", "title", "sinks", "causal", "n_tokens"];
-  }
-
   protected load(): void {
-    const m = this.model;
-    const layers = m.get("n_layers") as number;
-    const heads = m.get("n_heads") as number;
-    const t = m.get("size") as number;
-    const codes = readArray(m.get("thumbs") as WireArray).data as Uint8Array;
+    const layers = this.get("n_layers") as number;
+    const heads = this.get("n_heads") as number;
+    const t = this.get("size") as number;
+    const codes = readArray(this.get("thumbs") as WireArray).data as Uint8Array;
     if (codes.length !== layers * heads * t * t) {
       throw new Error(`head grid: expected ${layers * heads * t * t} thumbnail bytes, got ${codes.length}`);
     }
-    const metric = readFloats(m.get("metric") as WireArray);
-    const nTokens = m.get("n_tokens") as number;
+    const metric = readFloats(this.get("metric") as WireArray);
+    const nTokens = this.get("n_tokens") as number;
     this.d = {
       layers, heads, t, codes,
-      headMax: readFloats(m.get("head_max") as WireArray),
+      headMax: readFloats(this.get("head_max") as WireArray),
       metric: metric.length === layers * heads ? metric : null,
-      metricName: (m.get("metric_name") as string) || "metric",
+      metricName: (this.get("metric_name") as string) || "metric",
       metricRange: metric.length === layers * heads ? finiteRange(metric) : [NaN, NaN],
-      metricCmap: (m.get("metric_cmap") as string) || METRIC_DEFAULT,
-      cmap: (m.get("cmap") as string) || SEQUENTIAL_DEFAULT,
+      metricCmap: (this.get("metric_cmap") as string) || METRIC_DEFAULT,
+      cmap: (this.get("cmap") as string) || SEQUENTIAL_DEFAULT,
       nTokens,
-      causal: Boolean(m.get("causal")),
-      sinkBins: binsOf(nTokens, t, (m.get("sinks") as number[]) ?? []),
-      sinkNames: (m.get("sink_names") as string) || "",
+      causal: Boolean(this.get("causal")),
+      sinkBins: binsOf(nTokens, t, (this.get("sinks") as number[]) ?? []),
+      sinkNames: (this.get("sink_names") as string) || "",
     };
-    this.title.textContent = (m.get("title") as string) || `Attention of ${layers} layers \u00d7 ${heads} heads`;
+    this.title.textContent = (this.get("title") as string) || `Attention of ${layers} layers \u00d7 ${heads} heads`;
     this.root.dataset.thumbnails = String(layers * heads);
     this.scaleSel.update();
     this.normSel.update();
@@ -140,8 +134,8 @@ class HeadGridView extends HeadPickerView {
   }
 
   private scale(): Scale {
-    const kind = ((this.model.get("scale") as string) || "linear") as ScaleKind;
-    return { kind, diverging: false, top: 1, decades: Number(this.model.get("decades")) || 3, excludeSinks: Boolean(this.model.get("exclude_sinks")) };
+    const kind = ((this.get("scale") as string) || "linear") as ScaleKind;
+    return { kind, diverging: false, top: 1, decades: Number(this.get("decades")) || 3, excludeSinks: Boolean(this.get("exclude_sinks")) };
   }
 
   /** Colour indices (0..255) of head (l, hd)'s thumbnail under the current scale. */
@@ -164,7 +158,7 @@ class HeadGridView extends HeadPickerView {
       for (let i = 0; i < d.t; i++) for (let j = 0; j < d.t; j++) if (!d.sinkBins.has(j)) c = Math.max(c, d.codes[off + i * d.t + j]);
       headTop = codeValue(c, top);
     }
-    const scaleTop = this.model.get("normalize") === "global" ? globalTop : headTop;
+    const scaleTop = this.get("normalize") === "global" ? globalTop : headTop;
     const index = scaleIndex({ ...s, top: scaleTop > 0 ? scaleTop : 1 });
     const table = new Uint8Array(256);
     for (let c = 0; c < 256; c++) table[c] = Math.max(0, index(codeValue(c, top)));
@@ -232,7 +226,7 @@ class HeadGridView extends HeadPickerView {
         ctx.fillText(headLabel(r, c), x, ly);
       }
     }
-    const norm = this.model.get("normalize") === "global" ? "top: the largest weight of all heads" : "top: each head's own largest weight";
+    const norm = this.get("normalize") === "global" ? "top: the largest weight of all heads" : "top: each head's own largest weight";
     this.legend.textContent = `Thumbnails: rows = from, columns = to; ${describeScale({ ...s, top: NaN }, d.sinkNames)}; ${s.kind === "rank" ? "" : norm + "; "}${d.t}\u00d7${d.t} cells, max-pooled from ${d.nTokens} tokens.`;
     this.baseDrawn = true;
   }

@@ -24,7 +24,7 @@ interface Data {
   hi: number;
 }
 
-class HeadMapView extends HeadPickerView {
+class HeadMapView extends HeadPickerView<"headmap"> {
   private d!: Data;
   private grid!: GridLayout;
   private canvas = h("canvas", "attnkit-canvas");
@@ -45,20 +45,15 @@ class HeadMapView extends HeadPickerView {
     });
   }
 
-  protected traits(): string[] {
-    return ["values", "n_layers", "n_heads", "value_name", "cmap", "diverging", "vmin", "vmax", "title"];
-  }
-
   protected load(): void {
-    const m = this.model;
-    const layers = m.get("n_layers") as number;
-    const heads = m.get("n_heads") as number;
-    const values = readFloats(m.get("values") as WireArray);
+    const layers = this.get("n_layers") as number;
+    const heads = this.get("n_heads") as number;
+    const values = readFloats(this.get("values") as WireArray);
     if (values.length !== layers * heads) throw new Error(`head map: expected ${layers * heads} values, got ${values.length}`);
-    const diverging = Boolean(m.get("diverging"));
+    const diverging = Boolean(this.get("diverging"));
     let [lo, hi] = finiteRange(values);
-    const vmin = m.get("vmin");
-    const vmax = m.get("vmax");
+    const vmin = this.get("vmin");
+    const vmax = this.get("vmax");
     if (typeof vmin === "number" && Number.isFinite(vmin)) lo = vmin;
     if (typeof vmax === "number" && Number.isFinite(vmax)) hi = vmax;
     if (diverging) {
@@ -68,10 +63,10 @@ class HeadMapView extends HeadPickerView {
     }
     this.d = {
       layers, heads, values, diverging, lo, hi,
-      name: (m.get("value_name") as string) || "value",
-      cmap: (m.get("cmap") as string) || (diverging ? DIVERGING_DEFAULT : METRIC_DEFAULT),
+      name: (this.get("value_name") as string) || "value",
+      cmap: (this.get("cmap") as string) || (diverging ? DIVERGING_DEFAULT : METRIC_DEFAULT),
     };
-    this.title.textContent = (m.get("title") as string) || `${this.d.name} per head`;
+    this.title.textContent = (this.get("title") as string) || `${this.d.name} per head`;
     this.root.dataset.cells = String(layers * heads);
     this.pointer?.reset();
     this.showSelection();

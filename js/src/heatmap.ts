@@ -43,7 +43,7 @@ interface Data {
   local: Set<string>;
 }
 
-class HeatmapView extends View {
+class HeatmapView extends View<"heatmap"> {
   private d!: Data;
   private canvas = h("canvas", "attnkit-canvas");
   private legend = h("div", "attnkit-legend-text");
@@ -90,37 +90,30 @@ class HeatmapView extends View {
     this.bind();
   }
 
-  protected traits(): string[] {
-    return ["overview_max", "overview_mean", "tokens", "n", "causal", "sinks", "sink_names", "pyramid", "top", "top_nosink",
-      "scale", "exclude_sinks", "decades", "reduce", "diverging", "vmax", "cmap", "title", "value_label", "layer", "head",
-      "n_layers", "n_heads", "embedded", "embed_note"];
-  }
-
   // ---------------------------------------------------------------------- data
   protected load(): void {
-    const m = this.model;
-    const n = m.get("n") as number;
-    const tokens = (m.get("tokens") as string[]) ?? [];
+    const n = this.get("n") as number;
+    const tokens = (this.get("tokens") as string[]) ?? [];
     const prev = this.d;
-    const pyr = (m.get("pyramid") as { top?: number; size?: number }) ?? {};
-    const diverging = Boolean(m.get("diverging"));
-    const vmax = m.get("vmax");
+    const pyr = (this.get("pyramid") as { top?: number; size?: number }) ?? {};
+    const diverging = Boolean(this.get("diverging"));
+    const vmax = this.get("vmax");
     this.d = {
       n, tokens,
       shown: prev && prev.tokens === tokens ? prev.shown : tokens.map((t) => truncate(displayToken(t), LABEL_CHARS)),
-      causal: Boolean(m.get("causal")),
-      sinks: new Set((m.get("sinks") as number[]) ?? []),
-      sinkNames: (m.get("sink_names") as string) || "",
+      causal: Boolean(this.get("causal")),
+      sinks: new Set((this.get("sinks") as number[]) ?? []),
+      sinkNames: (this.get("sink_names") as string) || "",
       pyramid: { n, top: pyr.top ?? 0, size: pyr.size ?? 256 },
-      layer: m.get("layer") as number,
-      head: m.get("head") as number,
-      top: Number(m.get("top")),
-      topNoSink: Number(m.get("top_nosink")),
+      layer: this.get("layer") as number,
+      head: this.get("head") as number,
+      top: Number(this.get("top")),
+      topNoSink: Number(this.get("top_nosink")),
       vmax: typeof vmax === "number" && vmax > 0 ? vmax : null,
       diverging,
-      cmap: (m.get("cmap") as string) || (diverging ? DIVERGING_DEFAULT : SEQUENTIAL_DEFAULT),
-      valueLabel: (m.get("value_label") as string) || "value",
-      embedNote: (m.get("embed_note") as string) || "",
+      cmap: (this.get("cmap") as string) || (diverging ? DIVERGING_DEFAULT : SEQUENTIAL_DEFAULT),
+      valueLabel: (this.get("value_label") as string) || "value",
+      embedNote: (this.get("embed_note") as string) || "",
       local: new Set(),
     };
     if (!prev || prev.n !== n) this.win = fullView(n);
@@ -129,19 +122,19 @@ class HeatmapView extends View {
     // The overview: exact (level 0) or pooled by the selected reduction.
     const top = this.d.pyramid.top;
     const reduce = this.reduce();
-    const ov = tileEntry((reduce === "mean" && top > 0 ? m.get("overview_mean") : m.get("overview_max")) as WireArray, [], true);
+    const ov = tileEntry((reduce === "mean" && top > 0 ? this.get("overview_mean") : this.get("overview_max")) as WireArray, [], true);
     const side = levelSide(n, top);
     if (ov.values.length !== side * side) throw new Error(`heatmap: overview of ${ov.values.length} values for ${side}\u00b2 bins`);
     this.overviewKey = this.key({ k: top, ti: 0, tj: 0 }, "value");
     this.cache.set(this.overviewKey, { ...ov, rows: side, cols: side });
-    for (const e of (m.get("embedded") as { k: number; ti: number; tj: number; reduce: string; array: WireArray }[]) ?? []) {
+    for (const e of (this.get("embedded") as { k: number; ti: number; tj: number; reduce: string; array: WireArray }[]) ?? []) {
       if (e.k !== 0 && e.reduce !== reduce) continue;
       this.cache.set(this.key(e, "value"), tileEntry(e.array, [], true));
       this.d.local.add(`${e.k}`);
     }
     this.d.local.add(`${top}`);
     this.cache.unpaint();
-    this.title.textContent = (m.get("title") as string) || "";
+    this.title.textContent = (this.get("title") as string) || "";
     this.layerStep.update();
     this.headStep.update();
     const offline = noKernel();
@@ -158,15 +151,15 @@ class HeatmapView extends View {
   }
 
   private reduce(): string {
-    return (this.model.get("reduce") as string) === "mean" ? "mean" : "max";
+    return (this.get("reduce") as string) === "mean" ? "mean" : "max";
   }
 
   private scale(): Scale {
     const d = this.d;
-    const kind = ((this.model.get("scale") as string) || "linear") as ScaleKind;
-    const exclude = Boolean(this.model.get("exclude_sinks"));
+    const kind = ((this.get("scale") as string) || "linear") as ScaleKind;
+    const exclude = Boolean(this.get("exclude_sinks"));
     const top = d.vmax ?? (exclude && !d.diverging ? d.topNoSink : d.top);
-    return { kind: d.diverging ? "linear" : kind, diverging: d.diverging, top: top > 0 ? top : 1, decades: Number(this.model.get("decades")) || 3, excludeSinks: exclude };
+    return { kind: d.diverging ? "linear" : kind, diverging: d.diverging, top: top > 0 ? top : 1, decades: Number(this.get("decades")) || 3, excludeSinks: exclude };
   }
 
   /** What tiles hold for the current scale: weights, or (rank scale) row ranks. */

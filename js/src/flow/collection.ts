@@ -27,7 +27,7 @@ interface Summary {
   topShare: Float32Array;
 }
 
-export class CollectionView extends HeadPickerView {
+export class CollectionView extends HeadPickerView<"flow"> {
   private s!: Summary;
   private canvas = h("canvas", "attnkit-canvas");
   private bars = h("canvas", "attnkit-canvas");
@@ -45,23 +45,18 @@ export class CollectionView extends HeadPickerView {
     this.bind();
   }
 
-  protected traits(): string[] {
-    return ["head_counts_a", "head_share", "categories", "category_share", "category_std", "top_tokens", "top_share", "n_inputs", "title"];
-  }
-
   protected load(): void {
-    const m = this.model;
     this.s = {
-      layers: m.get("n_layers"), heads: m.get("n_heads"), nInputs: m.get("n_inputs") ?? 0,
-      counts: readFloats(m.get("head_counts_a") as WireArray),
-      share: readFloats(m.get("head_share") as WireArray),
-      categories: m.get("categories") ?? [],
-      catShare: readFloats(m.get("category_share") as WireArray),
-      catStd: readFloats(m.get("category_std") as WireArray),
-      topTokens: m.get("top_tokens") ?? [],
-      topShare: readFloats(m.get("top_share") as WireArray),
+      layers: this.get("n_layers"), heads: this.get("n_heads"), nInputs: this.get("n_inputs") ?? 0,
+      counts: readFloats(this.get("head_counts_a") as WireArray),
+      share: readFloats(this.get("head_share") as WireArray),
+      categories: this.get("categories") ?? [],
+      catShare: readFloats(this.get("category_share") as WireArray),
+      catStd: readFloats(this.get("category_std") as WireArray),
+      topTokens: this.get("top_tokens") ?? [],
+      topShare: readFloats(this.get("top_share") as WireArray),
     };
-    this.title.textContent = (m.get("title") as string) || "Attention flow";
+    this.title.textContent = (this.get("title") as string) || "Attention flow";
     this.showSelection();
     this.hint.textContent = `Rings from the centre: layer ${this.s.layers} \u2026 layer 1; one wedge per head, coloured by graph edges per input \u00b7 hover for numbers \u00b7 click to select a head`;
   }

@@ -8,14 +8,15 @@ import { FONT_SMALL, localPoint, sizeCanvas } from "../lib/canvas";
 import { displayToken, formatValue, headLabel, truncate } from "../lib/labels";
 import { angleOf, nearestPoint, nodeKey, nodeXY, polar, Radial, ringRadius, spiral, traceThrough } from "../lib/radial";
 import { h, HeadPickerView, noKernel, RenderProps } from "../lib/view";
-import { edge, edgeHasHead, edgeList, Graph, GRAPH_TRAITS, node, readGraph } from "./data";
+import { Trait } from "../traits.gen";
+import { edge, edgeHasHead, edgeList, Graph, node, readGraph } from "./data";
 
 const BUCKETS = 8;
 const CHUNK = 64;
 const GLYPH_MIN = 200; // side panel width at least
 const RADIAL_MIN = 300;
 
-export abstract class TracedView extends HeadPickerView {
+export abstract class TracedView extends HeadPickerView<"flow"> {
   protected g!: Graph;
   protected canvas = h("canvas", "attnkit-canvas");
   protected glyphs = h("canvas", "attnkit-canvas attnkit-glyphs");
@@ -39,8 +40,8 @@ export abstract class TracedView extends HeadPickerView {
     this.redraw();
   }, "attnkit-btn attnkit-btn-text");
 
-  constructor(props: RenderProps, kind: string) {
-    super(props, kind);
+  constructor(props: RenderProps) {
+    super(props, "flow");
     this.root.classList.add("attnkit-flow");
     this.thr.type = "range";
     this.thr.min = "0.01";
@@ -64,7 +65,7 @@ export abstract class TracedView extends HeadPickerView {
   protected abstract buildLegend(): void;
   /** Bar length 0..5 of an influence score: clamped at the score a full rating stands for. */
   protected barOf(score: number | undefined): number {
-    const top = Number(this.model.get("rating_top")) || 5;
+    const top = Number(this.get("rating_top")) || 5;
     return score && score > 0 ? 5 * Math.min(1, score / top) : 0;
   }
 
@@ -76,15 +77,16 @@ export abstract class TracedView extends HeadPickerView {
   /** Colour of lit edges while tracing. */
   protected abstract litColor(i: number): string;
 
-  protected traits(): string[] {
-    return GRAPH_TRAITS;
+  /** The threshold and the restriction are the view's own: the kernel's new graph reloads it. */
+  protected quiet(): Trait<"flow">[] {
+    return [...super.quiet(), "threshold", "restrict"];
   }
 
   protected load(): void {
-    this.g = readGraph(this.model);
+    this.g = readGraph((name) => this.get(name));
     this.pending = false;
-    this.title.textContent = (this.model.get("title") as string) || "Attention flow";
-    const t = Number(this.model.get("threshold"));
+    this.title.textContent = (this.get("title") as string) || "Attention flow";
+    const t = Number(this.get("threshold"));
     this.thr.value = String(t);
     this.thrValue.textContent = t.toFixed(2);
     const off = noKernel();
@@ -95,18 +97,18 @@ export abstract class TracedView extends HeadPickerView {
     this.hoverNode = -1;
     this.trace = null;
     this.buildLegend();
-    const note = (this.model.get("rating_note") as string) || "";
+    const note = (this.get("rating_note") as string) || "";
     if (note) this.legend.appendChild(h("div", "attnkit-legend-note", note));
     this.updateStatus();
   }
 
   protected updateStatus(): void {
     const g = this.g;
-    const restrict = (this.model.get("restrict") as number[][]) ?? [];
+    const restrict = (this.get("restrict") as number[][]) ?? [];
     this.allHeads.disabled = restrict.length === 0 || noKernel();
     const parts = [`${g.nNodes} nodes, ${g.nEdges} edges`];
-    const note = (this.model.get("threshold_note") as string) || "";
-    if (note) parts.push(`threshold ${Number(this.model.get("threshold")).toFixed(2)} ${note}`);
+    const note = (this.get("threshold_note") as string) || "";
+    if (note) parts.push(`threshold ${Number(this.get("threshold")).toFixed(2)} ${note}`);
     if (g.nEdgesTotal > g.nEdges) parts.push(`drawing the strongest edges of each layer: ${g.nEdges} of ${g.nEdgesTotal} (raise the threshold to see them all)`);
     if (restrict.length) parts.push(`restricted to ${restrict.map(([l, hd]) => headLabel(l, hd)).join(", ")}`);
     if (this.pending) parts.push("recomputing\u2026");
@@ -325,7 +327,7 @@ export abstract class TracedView extends HeadPickerView {
     ctx.clearRect(0, 0, width, height);
     const H = g.heads;
     const max = this.countsMax();
-    const restrict = new Set(((this.model.get("restrict") as number[][]) ?? []).map(([l, hd]) => l * 1000 + hd));
+    const restrict = new Set(((this.get("restrict") as number[][]) ?? []).map(([l, hd]) => l * 1000 + hd));
     drawAxes(ctx, th, { rows: g.layers, cols: H, left, top, cell, pitchX: pitch, pitchY: pitch, width, height }, this.glyphAxes());
     ctx.font = FONT_SMALL;
     ctx.textBaseline = "middle";
@@ -357,7 +359,7 @@ export abstract class TracedView extends HeadPickerView {
   private headTip(ev: MouseEvent, l: number, hd: number): void {
     const [sx, sy] = localPoint(this.root, ev);
     const rows = this.headRows(l, hd);
-    const restricted = ((this.model.get("restrict") as number[][]) ?? []).some(([a, b]) => a === l && b === hd);
+    const restricted = ((this.get("restrict") as number[][]) ?? []).some(([a, b]) => a === l && b === hd);
     rows.push(["click", noKernel() ? "needs a running kernel" : restricted ? "release this head" : `trace layer ${l + 1} through this head only`]);
     this.tip.show(sx, sy, `Head ${headLabel(l, hd)}`, rows);
   }
@@ -429,7 +431,7 @@ export abstract class TracedView extends HeadPickerView {
       // the head is selected; with a kernel, its layer is also restricted to it (or released)
       const also: Record<string, unknown> = {};
       if (!noKernel()) {
-        const cur = ((this.model.get("restrict") as number[][]) ?? []).map((p) => [p[0], p[1]]);
+        const cur = ((this.get("restrict") as number[][]) ?? []).map((p) => [p[0], p[1]]);
         const k = cur.findIndex(([l, hd]) => l === hit[0] && hd === hit[1]);
         if (k >= 0) cur.splice(k, 1);
         else cur.push(hit);
