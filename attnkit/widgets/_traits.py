@@ -13,6 +13,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from ._base import AttnkitWidget
 from .cluster import ClusterView
 from .flow import FlowView
 from .headgrid import HeadGrid
@@ -20,10 +21,10 @@ from .headmap import HeadMap
 from .heatmap import Heatmap
 
 #: The widgets with a bundle of their own, in the order they are built.
-WIDGETS = (Heatmap, HeadGrid, HeadMap, ClusterView, FlowView)
+WIDGETS: tuple[type[AttnkitWidget], ...] = (Heatmap, HeadGrid, HeadMap, ClusterView, FlowView)
 
 
-def synced_traits(cls: type) -> list[str]:
+def synced_traits(cls: type[AttnkitWidget]) -> list[str]:
     """The synced traits attnkit's classes declare for ``cls`` (not ipywidgets' own), sorted."""
     return sorted(
         name
