@@ -7,7 +7,7 @@ import { bitmap, FONT, FONT_SMALL, localPoint, sizeCanvas } from "./lib/canvas";
 import { WireArray } from "./lib/codec";
 import { DIVERGING_DEFAULT, lut, paint, parseColor, SEQUENTIAL_DEFAULT } from "./lib/colors";
 import { checkbox, select, stepper } from "./lib/controls";
-import { displayToken, formatValue, labelStride, truncate } from "./lib/labels";
+import { displayToken, fitText, formatValue, labelStride, truncate } from "./lib/labels";
 import { colorBarV } from "./lib/legend";
 import { describeScale, rankRows, Scale, ScaleKind, scaleIndex, scaleKey } from "./lib/scale";
 import { chooseLevel, Entry, levelSide, Pyramid, tileEntry, TileId, tileKey, TileLoader, tileOfCell, tilesCovering } from "./lib/tiles";
@@ -659,20 +659,6 @@ class HeatmapView extends View<"heatmap"> {
     });
   }
 
-}
-
-/** `s` shortened with an ellipsis until it is at most `width` wide in the context's font. */
-function fitText(ctx: CanvasRenderingContext2D, s: string, width: number): string {
-  if (ctx.measureText(s).width <= width) return s;
-  const cps = Array.from(s);
-  let lo = 1;
-  let hi = cps.length;
-  while (lo < hi) {
-    const mid = (lo + hi + 1) >> 1;
-    if (ctx.measureText(cps.slice(0, mid).join("") + "\u2026").width <= width) lo = mid;
-    else hi = mid - 1;
-  }
-  return cps.slice(0, lo).join("") + "\u2026";
 }
 
 /** An exact weight for the tooltip: 4 significant digits. */

@@ -5,7 +5,7 @@
 import { FONT_SMALL, localPoint, sizeCanvas } from "../lib/canvas";
 import { readFloats, WireArray } from "../lib/codec";
 import { lutColor, METRIC_DEFAULT } from "../lib/colors";
-import { displayToken, formatValue, headLabel, truncate } from "../lib/labels";
+import { displayToken, fitText, formatValue, headLabel, truncate } from "../lib/labels";
 import { colorBarH } from "../lib/legend";
 import { bandAt, polar, Radial, ringRadius } from "../lib/radial";
 import { h, HeadPickerView, RenderProps } from "../lib/view";
@@ -147,7 +147,7 @@ export class CollectionView extends HeadPickerView<"flow"> {
         ctx.fillStyle = th.ink;
         ctx.textAlign = "right";
         ctx.textBaseline = "middle";
-        ctx.fillText(truncate(displayToken(name), 14), 86, y + 6);
+        ctx.fillText(fitText(ctx, truncate(displayToken(name), 14), 84), 86, y + 6);
         if (!Number.isFinite(v)) {
           ctx.fillStyle = th.muted;
           ctx.textAlign = "left";
@@ -166,7 +166,8 @@ export class CollectionView extends HeadPickerView<"flow"> {
           }
           ctx.fillStyle = th.muted;
           ctx.textAlign = "left";
-          ctx.fillText(formatValue(v), Math.min(92 + w + 4, SIDE - 30), y + 6);
+          const text = formatValue(v);
+          ctx.fillText(text, Math.min(92 + w + 4, SIDE - ctx.measureText(text).width - 1), y + 6); // measured: never cut at the edge
         }
         y += 16;
       });

@@ -5,8 +5,8 @@
 
 import { Axes, axesSpace, drawAxes } from "../lib/axes";
 import { FONT_SMALL, localPoint, sizeCanvas } from "../lib/canvas";
-import { displayToken, formatValue, headLabel, truncate } from "../lib/labels";
-import { angleOf, nearestPoint, nodeKey, nodeXY, polar, Radial, ringRadius, spiral, traceThrough } from "../lib/radial";
+import { displayToken, fitText, formatValue, headLabel, truncate } from "../lib/labels";
+import { angleOf, nearestPoint, nodeKey, nodeXY, polar, Radial, ringRadius, roomOutward, spiral, traceThrough } from "../lib/radial";
 import { h, HeadPickerView, noKernel, RenderProps } from "../lib/view";
 import { Trait } from "../traits.gen";
 import { edge, edgeHasHead, edgeList, Graph, node, readGraph } from "./data";
@@ -287,7 +287,6 @@ export abstract class TracedView extends HeadPickerView<"flow"> {
     const hoverPos = this.hoverNode >= 0 ? node(g, this.hoverNode, "position") : -1;
     const traced = new Set<number>();
     if (focus) for (const i of focus) if (edge(g, i, "upper") === 1) traced.add(edge(g, i, "to"));
-    const maxChars = Math.max(4, Math.floor((this.size / 2 - labelR) / 6));
     for (let p = 0; p < g.tokens.length; p++) {
       const strong = p === hoverPos || traced.has(p);
       if (p % stride !== 0 && p !== hoverPos) continue;
@@ -302,7 +301,7 @@ export abstract class TracedView extends HeadPickerView<"flow"> {
       ctx.textBaseline = "middle";
       ctx.font = strong ? `bold ${FONT_SMALL}` : FONT_SMALL;
       ctx.fillStyle = p === hoverPos ? th.accentInk : strong ? th.ink : focus ? th.faint : th.ink;
-      ctx.fillText(truncate(displayToken(g.tokens[p]), Math.min(16, maxChars)), 0, 0);
+      ctx.fillText(fitText(ctx, truncate(displayToken(g.tokens[p]), 16), roomOutward(this.size, x, y, a) - 2), 0, 0);
       ctx.restore();
     }
   }
