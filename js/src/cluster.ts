@@ -7,6 +7,7 @@ import { FONT_SMALL, localPoint, sizeCanvas } from "./lib/canvas";
 import { readFloats, WireArray } from "./lib/codec";
 import { categorical, lutColor, METRIC_DEFAULT } from "./lib/colors";
 import { headLabel } from "./lib/labels";
+import { legendItems } from "./lib/legend";
 import { Fit, fitEqual, nearest, panFit, toScreen, zoomFit } from "./lib/scatter";
 import { bindPan, Pan } from "./lib/pan";
 import { h, HeadPickerView, mount, RenderProps } from "./lib/view";
@@ -88,20 +89,14 @@ class ClusterViewView extends HeadPickerView<"cluster"> {
 
   private buildLegend(): void {
     const d = this.d;
-    this.legend.replaceChildren(h("div", "attnkit-legend-title", d.labelName));
-    const item = (color: string, text: string) => {
-      const it = h("div", "attnkit-legend-item");
-      const sw = h("span", "attnkit-swatch");
-      sw.style.background = color;
-      it.append(sw, h("span", "", text));
-      this.legend.appendChild(it);
-    };
+    const items: [string, string][] = [];
     if (d.categories.length === 0) {
       const step = Math.max(1, Math.ceil(d.nLayers / 12));
-      for (let l = 0; l < d.nLayers; l += step) item(lutColor(METRIC_DEFAULT, d.nLayers > 1 ? (l / (d.nLayers - 1)) * 255 : 128), `layer ${l + 1}`);
+      for (let l = 0; l < d.nLayers; l += step) items.push([lutColor(METRIC_DEFAULT, d.nLayers > 1 ? (l / (d.nLayers - 1)) * 255 : 128), `layer ${l + 1}`]);
     } else {
-      d.categories.forEach((cat, i) => item(categorical(i), cat));
+      d.categories.forEach((cat, i) => items.push([categorical(i), cat]));
     }
+    legendItems(this.legend, d.labelName, items);
   }
 
   protected layout(): void {

@@ -4,14 +4,14 @@
 // top · 10^(DECADES · (c/255 − 1)) of its head, so any colour scale can be drawn here.
 
 import { binsOf, codeValue, paintThumb, resampleRanges } from "./lib/atlas";
-import { Axes, axesSpace, drawAxes } from "./lib/axes";
+import { axesGrid, drawAxes, headAxes } from "./lib/axes";
 import { FONT_SMALL, sizeCanvas } from "./lib/canvas";
 import { readArray, readFloats, WireArray } from "./lib/codec";
 import { lut, lutColor, METRIC_DEFAULT, SEQUENTIAL_DEFAULT, seqIndex } from "./lib/colors";
 import { checkbox, select } from "./lib/controls";
 import { bindGridPointer, GridPointer } from "./lib/gridpointer";
 import { formatValue, headLabel } from "./lib/labels";
-import { cellOrigin, finiteRange, GridLayout, gridLayout } from "./lib/layout";
+import { cellOrigin, finiteRange, gridData, gridHit, GridLayout } from "./lib/layout";
 import { colorBarH } from "./lib/legend";
 import { describeScale, rankRows, Scale, ScaleKind, scaleIndex } from "./lib/scale";
 import { h, HeadPickerView, mount, RenderProps } from "./lib/view";
@@ -63,7 +63,7 @@ class HeadGridView extends HeadPickerView<"headgrid"> {
       canvas: this.canvas,
       stage: this.stage,
       tip: this.tip,
-      layout: () => this.grid,
+      hit: (x, y) => gridHit(this.grid, x, y),
       describe: (r, c) => {
         const k = r * this.d.heads + c;
         const rows: [string, string][] = [
@@ -115,17 +115,11 @@ class HeadGridView extends HeadPickerView<"headgrid"> {
   protected layout(): void {
     const d = this.d;
     const width = Math.max(300, Math.min(1400, this.avail(900)));
-    const space = axesSpace(this.canvas.getContext("2d")!, this.axes());
-    this.grid = gridLayout({
-      rows: d.layers, cols: d.heads, width,
-      left: space.left, top: space.top + (d.metric ? METRIC_BAR : 0), gap: d.heads > 16 ? 4 : 8, below: d.metric ? 20 : 14, bottom: 4,
+    this.grid = axesGrid(this.canvas.getContext("2d")!, headAxes(d.layers, d.heads), {
+      width, above: d.metric ? METRIC_BAR : 0, gap: d.heads > 16 ? 4 : 8, below: d.metric ? 20 : 14, bottom: 4,
       minCell: d.heads > 16 ? 22 : 28, maxCell: 110,
     });
-    const g = this.grid;
-    g.height = Math.max(g.height, g.top + space.below);
-    Object.assign(this.root.dataset, {
-      cell: String(g.cell), gridLeft: String(g.left), gridTop: String(g.top), pitchX: String(g.pitchX), pitchY: String(g.pitchY),
-    });
+    Object.assign(this.root.dataset, gridData(this.grid));
     this.baseDrawn = false;
   }
 
@@ -165,10 +159,6 @@ class HeadGridView extends HeadPickerView<"headgrid"> {
     for (let i = 0; i < per; i++) out[i] = table[d.codes[off + i]];
   }
 
-  private axes(): Axes {
-    return { rows: this.d.layers, cols: this.d.heads, rowTitle: "layer", colTitle: "head" };
-  }
-
   private drawBase(): void {
     const d = this.d;
     const g = this.grid;
@@ -194,7 +184,7 @@ class HeadGridView extends HeadPickerView<"headgrid"> {
         ctx.putImageData(img, Math.round(x * dpr), Math.round(y * dpr));
       }
     }
-    drawAxes(ctx, th, g, this.axes());
+    drawAxes(ctx, th, g, headAxes(d.layers, d.heads));
     if (d.metric) {
       const [lo, hi] = d.metricRange;
       colorBarH(ctx, th, d.metricCmap, g.left + 40, 8, 120, 9, lo, hi, d.metricName);
@@ -260,7 +250,6 @@ class HeadGridView extends HeadPickerView<"headgrid"> {
     } else {
       this.selLabel.style.display = "none";
     }
-    this.canvas.style.cursor = hover ? "pointer" : "";
   }
 }
 

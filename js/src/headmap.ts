@@ -1,13 +1,13 @@
 // HeadMap: a layer × head grid of one per-head metric (entropy, relation accuracy, ...),
 // with hover read-out and click-to-select. It grows and shrinks with the output's width.
 
-import { Axes, axesSpace, drawAxes } from "./lib/axes";
+import { axesGrid, drawAxes, headAxes } from "./lib/axes";
 import { FONT_SMALL, sizeCanvas } from "./lib/canvas";
 import { readFloats, WireArray } from "./lib/codec";
 import { divIndex, DIVERGING_DEFAULT, lutColor, METRIC_DEFAULT, seqIndex, textOn } from "./lib/colors";
 import { bindGridPointer, GridPointer } from "./lib/gridpointer";
 import { formatValue, headLabel } from "./lib/labels";
-import { cellOrigin, finiteRange, GridLayout, gridLayout } from "./lib/layout";
+import { cellOrigin, finiteRange, gridData, gridHit, GridLayout } from "./lib/layout";
 import { colorBarV } from "./lib/legend";
 import { h, HeadPickerView, mount, RenderProps } from "./lib/view";
 
@@ -38,7 +38,7 @@ class HeadMapView extends HeadPickerView<"headmap"> {
       canvas: this.canvas,
       stage: this.stage,
       tip: this.tip,
-      layout: () => this.grid,
+      hit: (x, y) => gridHit(this.grid, x, y),
       describe: (r, c) => [`Head ${headLabel(r, c)}`, [[this.d.name, formatValue(this.d.values[r * this.d.heads + c])]]],
       select: (r, c) => this.pick(r, c),
       redraw: () => this.redraw(),
@@ -74,21 +74,11 @@ class HeadMapView extends HeadPickerView<"headmap"> {
 
   protected layout(): void {
     const width = Math.max(240, Math.min(1200, this.avail(640)));
-    const space = axesSpace(this.canvas.getContext("2d")!, this.axes());
-    this.grid = gridLayout({
-      rows: this.d.layers, cols: this.d.heads, width: width - BAR,
-      left: space.left, top: space.top, gap: 2, below: 0, bottom: 4, minCell: 12, maxCell: 72,
+    this.grid = axesGrid(this.canvas.getContext("2d")!, headAxes(this.d.layers, this.d.heads), {
+      width: width - BAR, gap: 2, below: 0, bottom: 4, minCell: 12, maxCell: 72,
     });
     this.grid.width += BAR;
-    this.grid.height = Math.max(this.grid.height, this.grid.top + space.below);
-    const g = this.grid;
-    Object.assign(this.root.dataset, {
-      cell: String(g.cell), gridLeft: String(g.left), gridTop: String(g.top), pitchX: String(g.pitchX), pitchY: String(g.pitchY),
-    });
-  }
-
-  private axes(): Axes {
-    return { rows: this.d.layers, cols: this.d.heads, rowTitle: "layer", colTitle: "head" };
+    Object.assign(this.root.dataset, gridData(this.grid));
   }
 
   protected draw(): void {
@@ -97,7 +87,7 @@ class HeadMapView extends HeadPickerView<"headmap"> {
     const th = this.theme;
     const ctx = sizeCanvas(this.canvas, g.width, g.height);
     ctx.clearRect(0, 0, g.width, g.height);
-    drawAxes(ctx, th, g, this.axes());
+    drawAxes(ctx, th, g, headAxes(d.layers, d.heads));
 
     const showText = g.cell >= 30;
     for (let r = 0; r < d.layers; r++) {
@@ -135,7 +125,6 @@ class HeadMapView extends HeadPickerView<"headmap"> {
     const bx = g.left + d.heads * g.pitchX + 12;
     const bh = Math.min(200, Math.max(60, d.layers * g.pitchY - 20));
     colorBarV(ctx, th, d.cmap, bx, g.top + 16, 12, bh, d.lo, d.hi, d.diverging ? 0 : undefined, d.name);
-    this.canvas.style.cursor = this.pointer.hovered() ? "pointer" : "";
   }
 }
 

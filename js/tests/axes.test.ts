@@ -1,6 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { Axes, axesSpace, drawAxes } from "../src/lib/axes";
-import { gridLayout } from "../src/lib/layout";
+import { Axes, axesGrid, axesSpace, drawAxes, headAxes } from "../src/lib/axes";
 import { LIGHT } from "../src/lib/theme";
 
 /** A 2-D context that measures 6 px per character and records where text lands. */
@@ -30,17 +29,17 @@ function fakeContext() {
 }
 
 function layout(a: Axes, width: number) {
-  const { ctx, drawn } = fakeContext();
-  const space = axesSpace(ctx as unknown as CanvasRenderingContext2D, a);
-  const g = gridLayout({ rows: a.rows, cols: a.cols, width, left: space.left, top: space.top, gap: 2, below: 0, bottom: 4, minCell: 12, maxCell: 72 });
-  g.height = Math.max(g.height, g.top + space.below);
-  drawAxes(ctx as unknown as CanvasRenderingContext2D, LIGHT, g, a);
+  const { ctx: fake, drawn } = fakeContext();
+  const ctx = fake as unknown as CanvasRenderingContext2D;
+  const space = axesSpace(ctx, a);
+  const g = axesGrid(ctx, a, { width, gap: 2, below: 0, bottom: 4, minCell: 12, maxCell: 72 });
+  drawAxes(ctx, LIGHT, g, a);
   return { g, drawn, space };
 }
 
 describe("grid axes", () => {
   it("leave measured room for the labels and the titles, and draw inside the box", () => {
-    const a: Axes = { rows: 24, cols: 16, rowTitle: "layer", colTitle: "head" };
+    const a = headAxes(24, 16);
     const { g, drawn, space } = layout(a, 500);
     // widest row label "24" is 12 px; the turned title's line is 10 px; gaps 4 and 6
     expect(space.left).toBe(10 + 4 + 12 + 6 + 2);

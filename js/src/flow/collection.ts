@@ -2,7 +2,8 @@
 // coloured by how many graph edges the head makes per input; bars of the influence share of
 // each token category and of the most influential token strings. Click a wedge to select.
 
-import { FONT_SMALL, localPoint, sizeCanvas } from "../lib/canvas";
+import { FONT_SMALL, sizeCanvas } from "../lib/canvas";
+import { bindGridPointer, GridPointer } from "../lib/gridpointer";
 import { readFloats, WireArray } from "../lib/codec";
 import { lutColor, METRIC_DEFAULT } from "../lib/colors";
 import { displayToken, fitText, formatValue, headLabel, truncate } from "../lib/labels";
@@ -33,7 +34,7 @@ export class CollectionView extends HeadPickerView<"flow"> {
   private bars = h("canvas", "attnkit-canvas");
   private geo: Radial = { cx: 0, cy: 0, rIn: 0, rOut: 0, layers: 0, n: 1 };
   private size = 480;
-  private hover: [number, number] | null = null;
+  private pointer: GridPointer;
 
   constructor(props: RenderProps) {
     super(props, "flow");
@@ -42,7 +43,7 @@ export class CollectionView extends HeadPickerView<"flow"> {
     const side = h("div", "attnkit-side");
     side.appendChild(this.bars);
     this.body.appendChild(side);
-    this.bind();
+    this.pointer = this.bind();
   }
 
   protected load(): void {
@@ -89,6 +90,7 @@ export class CollectionView extends HeadPickerView<"flow"> {
     let max = 0;
     for (const v of s.counts) max = Math.max(max, v);
     const sel = this.selection();
+    const hover = this.pointer.hovered();
     for (let l = 1; l <= s.layers; l++) {
       const r0 = ringRadius(geo, l);
       const r1 = ringRadius(geo, l - 1);
@@ -102,7 +104,7 @@ export class CollectionView extends HeadPickerView<"flow"> {
         ctx.closePath();
         ctx.fillStyle = max > 0 ? lutColor(METRIC_DEFAULT, (v / max) * 255) : th.empty;
         ctx.fill();
-        const isHover = this.hover && this.hover[0] === l - 1 && this.hover[1] === hd;
+        const isHover = hover && hover[0] === l - 1 && hover[1] === hd;
         const isSel = sel && sel[0] === l - 1 && sel[1] === hd;
         if (isHover || isSel) {
           ctx.lineWidth = isSel ? 2.5 : 1.5;
@@ -195,38 +197,21 @@ export class CollectionView extends HeadPickerView<"flow"> {
     return [band - 1, Math.min(this.s.heads - 1, Math.floor((a / (2 * Math.PI)) * this.s.heads))];
   }
 
-  private bind(): void {
-    this.listen(this.canvas, "pointermove", (e) => {
-      const ev = e as PointerEvent;
-      const [x, y] = localPoint(this.canvas, ev);
-      const w = this.wedgeAt(x, y);
-      if (w) {
-        const s = this.s;
-        const k = w[0] * s.heads + w[1];
-        const [sx, sy] = localPoint(this.stage, ev);
-        this.tip.show(sx, sy, `Head ${headLabel(w[0], w[1])}`, [
-          ["edges per input", formatValue(s.counts[k])],
-          ["inputs with an edge", `${Math.round(100 * (s.share[k] ?? 0))}%`],
-        ]);
-      } else {
-        this.tip.hide();
-      }
-      if (JSON.stringify(w) !== JSON.stringify(this.hover)) {
-        this.hover = w;
-        this.redraw();
-      }
-    });
-    this.listen(this.canvas, "pointerleave", () => {
-      this.tip.hide();
-      if (this.hover) {
-        this.hover = null;
-        this.redraw();
-      }
-    });
-    this.listen(this.canvas, "click", (e) => {
-      const [x, y] = localPoint(this.canvas, e as MouseEvent);
-      const w = this.wedgeAt(x, y);
-      if (w) this.pick(w[0], w[1]);
+  private bind(): GridPointer {
+    return bindGridPointer(this, {
+      canvas: this.canvas,
+      stage: this.stage,
+      tip: this.tip,
+      hit: (x, y) => this.wedgeAt(x, y),
+      describe: (l, hd) => {
+        const k = l * this.s.heads + hd;
+        return [`Head ${headLabel(l, hd)}`, [
+          ["edges per input", formatValue(this.s.counts[k])],
+          ["inputs with an edge", `${Math.round(100 * (this.s.share[k] ?? 0))}%`],
+        ]];
+      },
+      select: (l, hd) => this.pick(l, hd),
+      redraw: () => this.redraw(),
     });
   }
 }

@@ -5,6 +5,8 @@
 
 import { Axes, axesSpace, drawAxes } from "../lib/axes";
 import { FONT_SMALL, localPoint, sizeCanvas } from "../lib/canvas";
+import { bindGridPointer, GridPointer } from "../lib/gridpointer";
+import { gridHit, GridLayout } from "../lib/layout";
 import { displayToken, fitText, formatValue, headLabel, truncate } from "../lib/labels";
 import { angleOf, nearestPoint, nodeKey, nodeXY, polar, Radial, ringRadius, roomOutward, spiral, traceThrough } from "../lib/radial";
 import { h, HeadPickerView, noKernel, RenderProps } from "../lib/view";
@@ -23,10 +25,10 @@ export abstract class TracedView extends HeadPickerView<"flow"> {
   protected legend = h("div", "attnkit-legend");
   protected geo: Radial = { cx: 0, cy: 0, rIn: 0, rOut: 0, layers: 0, n: 0 };
   protected size = 600;
-  protected glyph = { left: 34, top: 22, cell: 18, pitch: 20, width: 280, height: 300 };
+  protected glyph: GridLayout = { rows: 0, cols: 0, left: 34, top: 22, cell: 18, pitchX: 20, pitchY: 20, width: 280, height: 300 };
   protected hoverNode = -1;
   protected trace: Set<number> | null = null;
-  protected hoverHead: [number, number] | null = null; // [layer 0-indexed, head]
+  protected heads!: GridPointer; // the head glyphs: hovered one [layer 0-indexed, head]
   private paths: Float32Array[] = [];
   private nodeXYs = new Float32Array(0);
   private pending = false;
@@ -128,7 +130,10 @@ export abstract class TracedView extends HeadPickerView<"flow"> {
     const cell = Math.max(10, Math.min(22, Math.floor(260 / H) - 2));
     const pitch = cell + 2;
     const { left, top, below } = axesSpace(this.glyphs.getContext("2d")!, this.glyphAxes());
-    this.glyph = { left, top, cell, pitch, width: left + H * pitch + 8, height: top + Math.max(Math.max(1, g.layers) * pitch, below) + 8 };
+    this.glyph = {
+      rows: g.layers, cols: H, left, top, cell, pitchX: pitch, pitchY: pitch,
+      width: left + H * pitch + 8, height: top + Math.max(Math.max(1, g.layers) * pitch, below) + 8,
+    };
     const side = Math.max(this.glyph.width, GLYPH_MIN);
     // Narrow outputs put the glyphs under the rings instead of beside them.
     const stacked = width - side - 24 < RADIAL_MIN + 60;
@@ -147,7 +152,7 @@ export abstract class TracedView extends HeadPickerView<"flow"> {
     }
     Object.assign(this.root.dataset, {
       cx: String(this.geo.cx), cy: String(this.geo.cy), rIn: String(this.geo.rIn), rOut: String(this.geo.rOut),
-      glyphLeft: String(this.glyph.left), glyphTop: String(this.glyph.top), glyphCell: String(this.glyph.cell), glyphPitch: String(this.glyph.pitch),
+      glyphLeft: String(this.glyph.left), glyphTop: String(this.glyph.top), glyphCell: String(this.glyph.cell), glyphPitch: String(this.glyph.pitchX),
       stacked: String(stacked),
     });
   }
@@ -186,9 +191,10 @@ export abstract class TracedView extends HeadPickerView<"flow"> {
 
   private drawEdges(ctx: CanvasRenderingContext2D): Set<number> | null {
     const g = this.g;
-    const focus: Set<number> | null = this.trace ?? (this.hoverHead ? new Set<number>() : null);
-    if (this.hoverHead) {
-      for (let i = 0; i < g.nEdges; i++) if (edge(g, i, "upper") === this.hoverHead[0] + 1 && edgeHasHead(g, i, this.hoverHead[1])) focus!.add(i);
+    const head = this.heads.hovered();
+    const focus: Set<number> | null = this.trace ?? (head ? new Set<number>() : null);
+    if (head) {
+      for (let i = 0; i < g.nEdges; i++) if (edge(g, i, "upper") === head[0] + 1 && edgeHasHead(g, i, head[1])) focus!.add(i);
     }
     const mid = (b: number) => (b + 0.5) / BUCKETS;
     const all = Array.from({ length: g.nEdges }, (_, i) => i);
@@ -321,13 +327,14 @@ export abstract class TracedView extends HeadPickerView<"flow"> {
   private drawGlyphs(): void {
     const g = this.g;
     const th = this.theme;
-    const { left, top, cell, pitch, width, height } = this.glyph;
+    const { left, top, cell, pitchX: pitch, width, height } = this.glyph;
     const ctx = sizeCanvas(this.glyphs, width, height);
     ctx.clearRect(0, 0, width, height);
     const H = g.heads;
     const max = this.countsMax();
     const restrict = new Set(((this.get("restrict") as number[][]) ?? []).map(([l, hd]) => l * 1000 + hd));
-    drawAxes(ctx, th, { rows: g.layers, cols: H, left, top, cell, pitchX: pitch, pitchY: pitch, width, height }, this.glyphAxes());
+    drawAxes(ctx, th, this.glyph, this.glyphAxes());
+    const hover = this.heads.hovered();
     ctx.font = FONT_SMALL;
     ctx.textBaseline = "middle";
     for (let l = 0; l < g.layers; l++) {
@@ -335,7 +342,7 @@ export abstract class TracedView extends HeadPickerView<"flow"> {
       for (let hd = 0; hd < H; hd++) {
         const x = left + hd * pitch;
         this.paintGlyph(ctx, l, hd, x, y, max);
-        const isHover = this.hoverHead && this.hoverHead[0] === l && this.hoverHead[1] === hd;
+        const isHover = hover && hover[0] === l && hover[1] === hd;
         if (restrict.has(l * 1000 + hd) || isHover) {
           ctx.strokeStyle = restrict.has(l * 1000 + hd) ? th.accent : th.ink;
           ctx.lineWidth = restrict.has(l * 1000 + hd) ? 2.2 : 1.2;
@@ -346,21 +353,26 @@ export abstract class TracedView extends HeadPickerView<"flow"> {
   }
 
   // -------------------------------------------------------------- interaction
-  private glyphAt(x: number, y: number): [number, number] | null {
-    const gl = this.glyph;
-    const hd = Math.floor((x - gl.left) / gl.pitch);
-    const l = Math.floor((y - gl.top) / gl.pitch);
-    if (hd < 0 || l < 0 || hd >= this.g.heads || l >= this.g.layers) return null;
-    if (x - gl.left - hd * gl.pitch > gl.cell || y - gl.top - l * gl.pitch > gl.cell) return null;
-    return [l, hd];
-  }
-
-  private headTip(ev: MouseEvent, l: number, hd: number): void {
-    const [sx, sy] = localPoint(this.root, ev);
+  /** Tooltip of head glyph (l, hd): its edges and what a click does. */
+  private headTip(l: number, hd: number): [string, [string, string][]] {
     const rows = this.headRows(l, hd);
     const restricted = ((this.get("restrict") as number[][]) ?? []).some(([a, b]) => a === l && b === hd);
     rows.push(["click", noKernel() ? "needs a running kernel" : restricted ? "release this head" : `trace layer ${l + 1} through this head only`]);
-    this.tip.show(sx, sy, `Head ${headLabel(l, hd)}`, rows);
+    return [`Head ${headLabel(l, hd)}`, rows];
+  }
+
+  /** A click on head glyph (l, hd) selects the head; with a kernel, its layer is also restricted to it (or released). */
+  private clickHead(l: number, hd: number): void {
+    const also: Record<string, unknown> = {};
+    if (!noKernel()) {
+      const cur = ((this.get("restrict") as number[][]) ?? []).map((p) => [p[0], p[1]]);
+      const k = cur.findIndex(([a, b]) => a === l && b === hd);
+      if (k >= 0) cur.splice(k, 1);
+      else cur.push([l, hd]);
+      also.restrict = cur;
+      this.pending = true;
+    }
+    this.pick(l, hd, also);
   }
 
   private bind(): void {
@@ -395,49 +407,25 @@ export abstract class TracedView extends HeadPickerView<"flow"> {
     });
     this.listen(this.canvas, "pointerleave", () => {
       this.tip.hide();
-      if (this.hoverNode >= 0 || this.hoverHead) {
+      if (this.hoverNode >= 0) {
         this.hoverNode = -1;
         this.trace = null;
-        this.hoverHead = null;
         this.redraw();
       }
     });
-    this.listen(this.glyphs, "pointermove", (e) => {
-      const ev = e as PointerEvent;
-      const [x, y] = localPoint(this.glyphs, ev);
-      const hit = this.glyphAt(x, y);
-      if (hit) this.headTip(ev, hit[0], hit[1]);
-      else this.tip.hide();
-      this.glyphs.style.cursor = hit ? "pointer" : "";
-      if (JSON.stringify(hit) !== JSON.stringify(this.hoverHead)) {
-        this.hoverHead = hit;
+    this.heads = bindGridPointer(this, {
+      canvas: this.glyphs,
+      stage: this.root,
+      tip: this.tip,
+      hit: (x, y) => gridHit(this.glyph, x, y),
+      describe: (l, hd) => this.headTip(l, hd),
+      select: (l, hd) => this.clickHead(l, hd),
+      redraw: () => {
+        // a hovered head lights its edges instead of a traced token
         this.trace = null;
         this.hoverNode = -1;
         this.redraw();
-      }
-    });
-    this.listen(this.glyphs, "pointerleave", () => {
-      this.tip.hide();
-      if (this.hoverHead) {
-        this.hoverHead = null;
-        this.redraw();
-      }
-    });
-    this.listen(this.glyphs, "click", (e) => {
-      const [x, y] = localPoint(this.glyphs, e as MouseEvent);
-      const hit = this.glyphAt(x, y);
-      if (!hit) return;
-      // the head is selected; with a kernel, its layer is also restricted to it (or released)
-      const also: Record<string, unknown> = {};
-      if (!noKernel()) {
-        const cur = ((this.get("restrict") as number[][]) ?? []).map((p) => [p[0], p[1]]);
-        const k = cur.findIndex(([l, hd]) => l === hit[0] && hd === hit[1]);
-        if (k >= 0) cur.splice(k, 1);
-        else cur.push(hit);
-        also.restrict = cur;
-        this.pending = true;
-      }
-      this.pick(hit[0], hit[1], also);
+      },
     });
     this.listen(this.thr, "input", () => {
       this.thrValue.textContent = Number(this.thr.value).toFixed(2);

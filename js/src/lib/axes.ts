@@ -7,7 +7,7 @@
 
 import { FONT_SMALL } from "./canvas";
 import { labelStride } from "./labels";
-import { GridLayout } from "./layout";
+import { GridLayout, gridLayout, GridOptions } from "./layout";
 import { Theme } from "./theme";
 
 export interface Axes {
@@ -31,6 +31,11 @@ export interface AxesSpace {
   top: number;
   /** the grid must reach at least this far below its first row (the turned row title) */
   below: number;
+}
+
+/** The axes of a layer × head grid: heads across, layers down, both counted from 1. */
+export function headAxes(layers: number, heads: number): Axes {
+  return { rows: layers, cols: heads, rowTitle: "layer", colTitle: "head" };
 }
 
 /** Gap between a label and the cells. */
@@ -84,6 +89,17 @@ export function axesSpace(ctx: Measure, a: Axes): AxesSpace {
     top: m.line + PAD,
     below: a.rowTitle ? Math.ceil(m.rowTitle) + 2 : 0,
   };
+}
+
+/**
+ * Lay out the grid of axes `a` with the margins their measured text needs; `above` is more
+ * room over the column labels (a legend).
+ */
+export function axesGrid(ctx: Measure, a: Axes, o: Omit<GridOptions, "rows" | "cols" | "left" | "top"> & { above?: number }): GridLayout {
+  const space = axesSpace(ctx, a);
+  const g = gridLayout({ ...o, rows: a.rows, cols: a.cols, left: space.left, top: space.top + (o.above ?? 0) });
+  g.height = Math.max(g.height, g.top + space.below);
+  return g;
 }
 
 /**
