@@ -7,7 +7,9 @@ import { FONT_SMALL, localPoint, sizeCanvas } from "./lib/canvas";
 import { readFloats, WireArray } from "./lib/codec";
 import { categorical, lutColor, METRIC_DEFAULT } from "./lib/colors";
 import { headLabel } from "./lib/labels";
+import { legendItems } from "./lib/legend";
 import { Fit, fitEqual, nearest, panFit, toScreen, zoomFit } from "./lib/scatter";
+import { bindPan, Pan } from "./lib/pan";
 import { h, HeadPickerView, mount, RenderProps } from "./lib/view";
 
 const LEGEND = 170;
@@ -32,7 +34,7 @@ function pointColor(d: Data, i: number): string {
   return c >= 0 ? categorical(c) : "#bbb";
 }
 
-class ClusterViewView extends HeadPickerView {
+class ClusterViewView extends HeadPickerView<"cluster"> {
   private d!: Data;
   private canvas = h("canvas", "attnkit-canvas");
   private legend = h("div", "attnkit-legend");
@@ -42,8 +44,7 @@ class ClusterViewView extends HeadPickerView {
   private sx = new Float32Array(0);
   private sy = new Float32Array(0);
   private hover = -1;
-  private drag: { x: number; y: number; fit: Fit; moved: boolean } | null = null;
-  private dragged = false;
+  private pan!: Pan;
   private reset = this.button("Fit", "show every head", () => { this.fit = this.base; this.project(); this.redraw(); }, "attnkit-btn attnkit-btn-text");
 
   constructor(props: RenderProps) {
@@ -62,28 +63,23 @@ class ClusterViewView extends HeadPickerView {
     this.bind();
   }
 
-  protected traits(): string[] {
-    return ["points", "layers", "heads", "codes", "categories", "n_layers", "label_name", "title"];
-  }
-
   protected load(): void {
-    const m = this.model;
-    const pts = readFloats(m.get("points") as WireArray);
+    const pts = readFloats(this.get("points") as WireArray);
     const n = pts.length / 2;
-    const layers = (m.get("layers") as number[]) ?? [];
-    const heads = (m.get("heads") as number[]) ?? [];
+    const layers = (this.get("layers") as number[]) ?? [];
+    const heads = (this.get("heads") as number[]) ?? [];
     if (layers.length !== n || heads.length !== n) throw new Error(`cluster view: ${n} points but ${layers.length} layers / ${heads.length} heads`);
     const xs = new Float32Array(n);
     const ys = new Float32Array(n);
     for (let i = 0; i < n; i++) { xs[i] = pts[2 * i]; ys[i] = pts[2 * i + 1]; }
     this.d = {
       xs, ys, layers, heads,
-      codes: (m.get("codes") as number[]) ?? [],
-      categories: (m.get("categories") as string[]) ?? [],
-      nLayers: m.get("n_layers") as number,
-      labelName: (m.get("label_name") as string) || "layer",
+      codes: (this.get("codes") as number[]) ?? [],
+      categories: (this.get("categories") as string[]) ?? [],
+      nLayers: this.get("n_layers") as number,
+      labelName: (this.get("label_name") as string) || "layer",
     };
-    this.title.textContent = (m.get("title") as string) || "Heads in 2-D";
+    this.title.textContent = (this.get("title") as string) || "Heads in 2-D";
     this.root.dataset.points = String(n);
     this.hover = -1;
     this.buildLegend();
@@ -93,20 +89,14 @@ class ClusterViewView extends HeadPickerView {
 
   private buildLegend(): void {
     const d = this.d;
-    this.legend.replaceChildren(h("div", "attnkit-legend-title", d.labelName));
-    const item = (color: string, text: string) => {
-      const it = h("div", "attnkit-legend-item");
-      const sw = h("span", "attnkit-swatch");
-      sw.style.background = color;
-      it.append(sw, h("span", "", text));
-      this.legend.appendChild(it);
-    };
+    const items: [string, string][] = [];
     if (d.categories.length === 0) {
       const step = Math.max(1, Math.ceil(d.nLayers / 12));
-      for (let l = 0; l < d.nLayers; l += step) item(lutColor(METRIC_DEFAULT, d.nLayers > 1 ? (l / (d.nLayers - 1)) * 255 : 128), `layer ${l + 1}`);
+      for (let l = 0; l < d.nLayers; l += step) items.push([lutColor(METRIC_DEFAULT, d.nLayers > 1 ? (l / (d.nLayers - 1)) * 255 : 128), `layer ${l + 1}`]);
     } else {
-      d.categories.forEach((cat, i) => item(categorical(i), cat));
+      d.categories.forEach((cat, i) => items.push([categorical(i), cat]));
     }
+    legendItems(this.legend, d.labelName, items);
   }
 
   protected layout(): void {
@@ -193,7 +183,7 @@ class ClusterViewView extends HeadPickerView {
     ring(this.hover, th.ink, 1.5);
     ring(this.indexOf(this.selection()), th.accent, 2.5);
     ctx.restore();
-    this.canvas.style.cursor = this.hover >= 0 ? "pointer" : "";
+    if (!this.pan?.active()) this.canvas.style.cursor = this.hover >= 0 ? "pointer" : "";
   }
 
   /** The "L-H" label of point i beside it, flipped inwards near the plot's edges so it is never cut. */
@@ -209,6 +199,26 @@ class ClusterViewView extends HeadPickerView {
     ctx.fillText(text, right ? x + r + 2 : x - r - 2, ty);
   }
 
+  /** Name the head under the pointer and ring it. */
+  private hoverAt(ev: PointerEvent): void {
+    const c = this.canvas;
+    const [x, y] = localPoint(c, ev);
+    const i = nearest(this.sx, this.sy, x, y, 10);
+    const d = this.d;
+    if (i >= 0) {
+      const rows: [string, string][] = [["layer, head", `${d.layers[i] + 1}, ${d.heads[i] + 1}`]];
+      if (d.categories.length > 0) rows.push([d.labelName, d.codes[i] >= 0 ? d.categories[d.codes[i]] : "(none)"]);
+      const [hx, hy] = localPoint(this.stage, ev);
+      this.tip.show(hx, hy, `Head ${headLabel(d.layers[i], d.heads[i])}`, rows);
+    } else {
+      this.tip.hide();
+    }
+    if (i !== this.hover) {
+      this.hover = i;
+      this.redraw();
+    }
+  }
+
   private bind(): void {
     const c = this.canvas;
     const inside = () => true;
@@ -216,48 +226,18 @@ class ClusterViewView extends HeadPickerView {
       const [x, y] = localPoint(c, ev);
       this.zoom(factor, x, y);
     });
-    this.listen(c, "pointerdown", (e) => {
-      const ev = e as PointerEvent;
-      if (ev.button !== 0) return;
-      this.drag = { x: ev.clientX, y: ev.clientY, fit: this.fit, moved: false };
-      c.setPointerCapture?.(ev.pointerId);
-    });
-    const end = () => {
-      this.dragged = Boolean(this.drag?.moved); // the click that ends a drag selects nothing
-      this.drag = null;
-    };
-    this.listen(c, "pointerup", end);
-    this.listen(c, "pointercancel", end);
     this.listen(c, "dblclick", () => { this.fit = this.base; this.project(); this.redraw(); });
-    this.listen(c, "pointermove", (e) => {
-      const ev = e as PointerEvent;
-      if (this.drag) {
-        const dx = ev.clientX - this.drag.x;
-        const dy = ev.clientY - this.drag.y;
-        if (Math.abs(dx) + Math.abs(dy) > 3) this.drag.moved = true;
-        if (this.drag.moved) {
-          this.fit = panFit(this.drag.fit, dx, dy);
-          this.project();
-          this.tip.hide();
-          this.redraw();
-          return;
-        }
-      }
-      const [x, y] = localPoint(c, ev);
-      const i = nearest(this.sx, this.sy, x, y, 10);
-      const d = this.d;
-      if (i >= 0) {
-        const rows: [string, string][] = [["layer, head", `${d.layers[i] + 1}, ${d.heads[i] + 1}`]];
-        if (d.categories.length > 0) rows.push([d.labelName, d.codes[i] >= 0 ? d.categories[d.codes[i]] : "(none)"]);
-        const [hx, hy] = localPoint(this.stage, ev);
-        this.tip.show(hx, hy, `Head ${headLabel(d.layers[i], d.heads[i])}`, rows);
-      } else {
+    this.pan = bindPan(this, c, {
+      start: () => this.fit,
+      move: (fit, dx, dy, moved) => {
+        if (!moved) return false;
+        this.fit = panFit(fit, dx, dy);
+        this.project();
         this.tip.hide();
-      }
-      if (i !== this.hover) {
-        this.hover = i;
         this.redraw();
-      }
+        return true;
+      },
+      hover: (ev) => this.hoverAt(ev),
     });
     this.listen(c, "pointerleave", () => {
       this.tip.hide();
@@ -267,7 +247,7 @@ class ClusterViewView extends HeadPickerView {
       }
     });
     this.listen(c, "click", (e) => {
-      if (this.dragged) return;
+      if (this.pan.dragged()) return; // the click that ends a drag selects nothing
       const [x, y] = localPoint(c, e as MouseEvent);
       const i = nearest(this.sx, this.sy, x, y, 10);
       if (i < 0) return;

@@ -6,10 +6,11 @@ import { CollectionView } from "./flow/collection";
 import { CompareView } from "./flow/compare";
 import { SingleView } from "./flow/single";
 import { mount } from "./lib/view";
+import { Trait } from "./traits.gen";
 
 export default mount((props) => {
-  const mode = props.model.get("mode");
+  const mode = props.model.get("mode" satisfies Trait<"flow">);
   if (mode === "collection") return new CollectionView(props);
-  if (mode === "compare") return new CompareView(props, "flow");
-  return new SingleView(props, "flow");
+  if (mode === "compare") return new CompareView(props);
+  return new SingleView(props);
 });

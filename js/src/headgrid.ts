@@ -4,16 +4,19 @@
 // top · 10^(DECADES · (c/255 − 1)) of its head, so any colour scale can be drawn here.
 
 import { binsOf, codeValue, paintThumb, resampleRanges } from "./lib/atlas";
+import { axesGrid, drawAxes, headAxes } from "./lib/axes";
 import { FONT_SMALL, sizeCanvas } from "./lib/canvas";
 import { readArray, readFloats, WireArray } from "./lib/codec";
 import { lut, lutColor, METRIC_DEFAULT, SEQUENTIAL_DEFAULT, seqIndex } from "./lib/colors";
 import { checkbox, select } from "./lib/controls";
 import { bindGridPointer, GridPointer } from "./lib/gridpointer";
 import { formatValue, headLabel } from "./lib/labels";
-import { cellOrigin, finiteRange, GridLayout, gridLayout } from "./lib/layout";
+import { cellOrigin, finiteRange, gridData, gridHit, GridLayout } from "./lib/layout";
 import { colorBarH } from "./lib/legend";
 import { describeScale, rankRows, Scale, ScaleKind, scaleIndex } from "./lib/scale";
 import { h, HeadPickerView, mount, RenderProps } from "./lib/view";
+
+const METRIC_BAR = 22; // the metric's colour bar above the column labels
 
 interface Data {
   layers: number;
@@ -32,7 +35,7 @@ interface Data {
   sinkNames: string;
 }
 
-class HeadGridView extends HeadPickerView {
+class HeadGridView extends HeadPickerView<"headgrid"> {
   private d!: Data;
   private grid!: GridLayout;
   private canvas = h("canvas", "attnkit-canvas");
@@ -60,7 +63,7 @@ class HeadGridView extends HeadPickerView {
       canvas: this.canvas,
       stage: this.stage,
       tip: this.tip,
-      layout: () => this.grid,
+      hit: (x, y) => gridHit(this.grid, x, y),
       describe: (r, c) => {
         const k = r * this.d.heads + c;
         const rows: [string, string][] = [
@@ -75,36 +78,30 @@ class HeadGridView extends HeadPickerView {
     });
   }
 
-  protected traits(): string[] {
-    return ["thumbs", "n_layers", "n_heads", "size", "head_max", "metric", "metric_name", "metric_cmap", "cmap",
-      "scale", "exclude_sinks", "normalize", "decades", "title", "sinks", "causal", "n_tokens"];
-  }
-
   protected load(): void {
-    const m = this.model;
-    const layers = m.get("n_layers") as number;
-    const heads = m.get("n_heads") as number;
-    const t = m.get("size") as number;
-    const codes = readArray(m.get("thumbs") as WireArray).data as Uint8Array;
+    const layers = this.get("n_layers") as number;
+    const heads = this.get("n_heads") as number;
+    const t = this.get("size") as number;
+    const codes = readArray(this.get("thumbs") as WireArray).data as Uint8Array;
     if (codes.length !== layers * heads * t * t) {
       throw new Error(`head grid: expected ${layers * heads * t * t} thumbnail bytes, got ${codes.length}`);
     }
-    const metric = readFloats(m.get("metric") as WireArray);
-    const nTokens = m.get("n_tokens") as number;
+    const metric = readFloats(this.get("metric") as WireArray);
+    const nTokens = this.get("n_tokens") as number;
     this.d = {
       layers, heads, t, codes,
-      headMax: readFloats(m.get("head_max") as WireArray),
+      headMax: readFloats(this.get("head_max") as WireArray),
       metric: metric.length === layers * heads ? metric : null,
-      metricName: (m.get("metric_name") as string) || "metric",
+      metricName: (this.get("metric_name") as string) || "metric",
       metricRange: metric.length === layers * heads ? finiteRange(metric) : [NaN, NaN],
-      metricCmap: (m.get("metric_cmap") as string) || METRIC_DEFAULT,
-      cmap: (m.get("cmap") as string) || SEQUENTIAL_DEFAULT,
+      metricCmap: (this.get("metric_cmap") as string) || METRIC_DEFAULT,
+      cmap: (this.get("cmap") as string) || SEQUENTIAL_DEFAULT,
       nTokens,
-      causal: Boolean(m.get("causal")),
-      sinkBins: binsOf(nTokens, t, (m.get("sinks") as number[]) ?? []),
-      sinkNames: (m.get("sink_names") as string) || "",
+      causal: Boolean(this.get("causal")),
+      sinkBins: binsOf(nTokens, t, (this.get("sinks") as number[]) ?? []),
+      sinkNames: (this.get("sink_names") as string) || "",
     };
-    this.title.textContent = (m.get("title") as string) || `Attention of ${layers} layers \u00d7 ${heads} heads`;
+    this.title.textContent = (this.get("title") as string) || `Attention of ${layers} layers \u00d7 ${heads} heads`;
     this.root.dataset.thumbnails = String(layers * heads);
     this.scaleSel.update();
     this.normSel.update();
@@ -118,15 +115,11 @@ class HeadGridView extends HeadPickerView {
   protected layout(): void {
     const d = this.d;
     const width = Math.max(300, Math.min(1400, this.avail(900)));
-    this.grid = gridLayout({
-      rows: d.layers, cols: d.heads, width,
-      left: 30, top: d.metric ? 38 : 20, gap: d.heads > 16 ? 4 : 8, below: d.metric ? 20 : 14, bottom: 4,
+    this.grid = axesGrid(this.canvas.getContext("2d")!, headAxes(d.layers, d.heads), {
+      width, above: d.metric ? METRIC_BAR : 0, gap: d.heads > 16 ? 4 : 8, below: d.metric ? 20 : 14, bottom: 4,
       minCell: d.heads > 16 ? 22 : 28, maxCell: 110,
     });
-    const g = this.grid;
-    Object.assign(this.root.dataset, {
-      cell: String(g.cell), gridLeft: String(g.left), gridTop: String(g.top), pitchX: String(g.pitchX), pitchY: String(g.pitchY),
-    });
+    Object.assign(this.root.dataset, gridData(this.grid));
     this.baseDrawn = false;
   }
 
@@ -135,8 +128,8 @@ class HeadGridView extends HeadPickerView {
   }
 
   private scale(): Scale {
-    const kind = ((this.model.get("scale") as string) || "linear") as ScaleKind;
-    return { kind, diverging: false, top: 1, decades: Number(this.model.get("decades")) || 3, excludeSinks: Boolean(this.model.get("exclude_sinks")) };
+    const kind = ((this.get("scale") as string) || "linear") as ScaleKind;
+    return { kind, diverging: false, top: 1, decades: Number(this.get("decades")) || 3, excludeSinks: Boolean(this.get("exclude_sinks")) };
   }
 
   /** Colour indices (0..255) of head (l, hd)'s thumbnail under the current scale. */
@@ -159,7 +152,7 @@ class HeadGridView extends HeadPickerView {
       for (let i = 0; i < d.t; i++) for (let j = 0; j < d.t; j++) if (!d.sinkBins.has(j)) c = Math.max(c, d.codes[off + i * d.t + j]);
       headTop = codeValue(c, top);
     }
-    const scaleTop = this.model.get("normalize") === "global" ? globalTop : headTop;
+    const scaleTop = this.get("normalize") === "global" ? globalTop : headTop;
     const index = scaleIndex({ ...s, top: scaleTop > 0 ? scaleTop : 1 });
     const table = new Uint8Array(256);
     for (let c = 0; c < 256; c++) table[c] = Math.max(0, index(codeValue(c, top)));
@@ -191,27 +184,7 @@ class HeadGridView extends HeadPickerView {
         ctx.putImageData(img, Math.round(x * dpr), Math.round(y * dpr));
       }
     }
-    ctx.font = FONT_SMALL;
-    ctx.fillStyle = th.muted;
-    ctx.textAlign = "center";
-    ctx.textBaseline = "bottom";
-    const every = d.heads > 16 ? 2 : 1;
-    for (let c = 0; c < d.heads; c += every) {
-      const [x] = cellOrigin(g, 0, c);
-      ctx.fillText(c === 0 ? "head 1" : String(c + 1), x + g.cell / 2, g.top - 4);
-    }
-    ctx.textAlign = "right";
-    ctx.textBaseline = "middle";
-    for (let r = 0; r < d.layers; r++) {
-      const [, y] = cellOrigin(g, r, 0);
-      ctx.fillText(String(r + 1), g.left - 8, y + g.cell / 2);
-    }
-    ctx.save();
-    ctx.translate(9, g.top + 4);
-    ctx.rotate(-Math.PI / 2);
-    ctx.textAlign = "right";
-    ctx.fillText("layer", 0, 0);
-    ctx.restore();
+    drawAxes(ctx, th, g, headAxes(d.layers, d.heads));
     if (d.metric) {
       const [lo, hi] = d.metricRange;
       colorBarH(ctx, th, d.metricCmap, g.left + 40, 8, 120, 9, lo, hi, d.metricName);
@@ -243,7 +216,7 @@ class HeadGridView extends HeadPickerView {
         ctx.fillText(headLabel(r, c), x, ly);
       }
     }
-    const norm = this.model.get("normalize") === "global" ? "top: the largest weight of all heads" : "top: each head's own largest weight";
+    const norm = this.get("normalize") === "global" ? "top: the largest weight of all heads" : "top: each head's own largest weight";
     this.legend.textContent = `Thumbnails: rows = from, columns = to; ${describeScale({ ...s, top: NaN }, d.sinkNames)}; ${s.kind === "rank" ? "" : norm + "; "}${d.t}\u00d7${d.t} cells, max-pooled from ${d.nTokens} tokens.`;
     this.baseDrawn = true;
   }
@@ -277,7 +250,6 @@ class HeadGridView extends HeadPickerView {
     } else {
       this.selLabel.style.display = "none";
     }
-    this.canvas.style.cursor = hover ? "pointer" : "";
   }
 }
 

@@ -1,12 +1,13 @@
 // HeadMap: a layer × head grid of one per-head metric (entropy, relation accuracy, ...),
 // with hover read-out and click-to-select. It grows and shrinks with the output's width.
 
+import { axesGrid, drawAxes, headAxes } from "./lib/axes";
 import { FONT_SMALL, sizeCanvas } from "./lib/canvas";
 import { readFloats, WireArray } from "./lib/codec";
 import { divIndex, DIVERGING_DEFAULT, lutColor, METRIC_DEFAULT, seqIndex, textOn } from "./lib/colors";
 import { bindGridPointer, GridPointer } from "./lib/gridpointer";
 import { formatValue, headLabel } from "./lib/labels";
-import { cellOrigin, finiteRange, GridLayout, gridLayout } from "./lib/layout";
+import { cellOrigin, finiteRange, gridData, gridHit, GridLayout } from "./lib/layout";
 import { colorBarV } from "./lib/legend";
 import { h, HeadPickerView, mount, RenderProps } from "./lib/view";
 
@@ -23,7 +24,7 @@ interface Data {
   hi: number;
 }
 
-class HeadMapView extends HeadPickerView {
+class HeadMapView extends HeadPickerView<"headmap"> {
   private d!: Data;
   private grid!: GridLayout;
   private canvas = h("canvas", "attnkit-canvas");
@@ -37,27 +38,22 @@ class HeadMapView extends HeadPickerView {
       canvas: this.canvas,
       stage: this.stage,
       tip: this.tip,
-      layout: () => this.grid,
+      hit: (x, y) => gridHit(this.grid, x, y),
       describe: (r, c) => [`Head ${headLabel(r, c)}`, [[this.d.name, formatValue(this.d.values[r * this.d.heads + c])]]],
       select: (r, c) => this.pick(r, c),
       redraw: () => this.redraw(),
     });
   }
 
-  protected traits(): string[] {
-    return ["values", "n_layers", "n_heads", "value_name", "cmap", "diverging", "vmin", "vmax", "title"];
-  }
-
   protected load(): void {
-    const m = this.model;
-    const layers = m.get("n_layers") as number;
-    const heads = m.get("n_heads") as number;
-    const values = readFloats(m.get("values") as WireArray);
+    const layers = this.get("n_layers") as number;
+    const heads = this.get("n_heads") as number;
+    const values = readFloats(this.get("values") as WireArray);
     if (values.length !== layers * heads) throw new Error(`head map: expected ${layers * heads} values, got ${values.length}`);
-    const diverging = Boolean(m.get("diverging"));
+    const diverging = Boolean(this.get("diverging"));
     let [lo, hi] = finiteRange(values);
-    const vmin = m.get("vmin");
-    const vmax = m.get("vmax");
+    const vmin = this.get("vmin");
+    const vmax = this.get("vmax");
     if (typeof vmin === "number" && Number.isFinite(vmin)) lo = vmin;
     if (typeof vmax === "number" && Number.isFinite(vmax)) hi = vmax;
     if (diverging) {
@@ -67,10 +63,10 @@ class HeadMapView extends HeadPickerView {
     }
     this.d = {
       layers, heads, values, diverging, lo, hi,
-      name: (m.get("value_name") as string) || "value",
-      cmap: (m.get("cmap") as string) || (diverging ? DIVERGING_DEFAULT : METRIC_DEFAULT),
+      name: (this.get("value_name") as string) || "value",
+      cmap: (this.get("cmap") as string) || (diverging ? DIVERGING_DEFAULT : METRIC_DEFAULT),
     };
-    this.title.textContent = (m.get("title") as string) || `${this.d.name} per head`;
+    this.title.textContent = (this.get("title") as string) || `${this.d.name} per head`;
     this.root.dataset.cells = String(layers * heads);
     this.pointer?.reset();
     this.showSelection();
@@ -78,15 +74,11 @@ class HeadMapView extends HeadPickerView {
 
   protected layout(): void {
     const width = Math.max(240, Math.min(1200, this.avail(640)));
-    this.grid = gridLayout({
-      rows: this.d.layers, cols: this.d.heads, width: width - BAR,
-      left: 40, top: 24, gap: 2, below: 0, bottom: 4, minCell: 12, maxCell: 72,
+    this.grid = axesGrid(this.canvas.getContext("2d")!, headAxes(this.d.layers, this.d.heads), {
+      width: width - BAR, gap: 2, below: 0, bottom: 4, minCell: 12, maxCell: 72,
     });
     this.grid.width += BAR;
-    const g = this.grid;
-    Object.assign(this.root.dataset, {
-      cell: String(g.cell), gridLeft: String(g.left), gridTop: String(g.top), pitchX: String(g.pitchX), pitchY: String(g.pitchY),
-    });
+    Object.assign(this.root.dataset, gridData(this.grid));
   }
 
   protected draw(): void {
@@ -95,28 +87,7 @@ class HeadMapView extends HeadPickerView {
     const th = this.theme;
     const ctx = sizeCanvas(this.canvas, g.width, g.height);
     ctx.clearRect(0, 0, g.width, g.height);
-    ctx.font = FONT_SMALL;
-    ctx.fillStyle = th.muted;
-    ctx.textAlign = "center";
-    ctx.textBaseline = "bottom";
-    for (let c = 0; c < d.heads; c++) {
-      if (g.cell < 16 && c % 2 === 1) continue;
-      const [x] = cellOrigin(g, 0, c);
-      ctx.fillText(String(c + 1), x + g.cell / 2, g.top - 3);
-    }
-    ctx.textAlign = "right";
-    ctx.fillText("head", g.left - 4, g.top - 3);
-    ctx.textBaseline = "middle";
-    for (let r = 0; r < d.layers; r++) {
-      const [, y] = cellOrigin(g, r, 0);
-      ctx.fillText(String(r + 1), g.left - 6, y + g.cell / 2);
-    }
-    ctx.save();
-    ctx.translate(10, g.top + 2);
-    ctx.rotate(-Math.PI / 2);
-    ctx.textAlign = "right";
-    ctx.fillText("layer", 0, 0);
-    ctx.restore();
+    drawAxes(ctx, th, g, headAxes(d.layers, d.heads));
 
     const showText = g.cell >= 30;
     for (let r = 0; r < d.layers; r++) {
@@ -154,7 +125,6 @@ class HeadMapView extends HeadPickerView {
     const bx = g.left + d.heads * g.pitchX + 12;
     const bh = Math.min(200, Math.max(60, d.layers * g.pitchY - 20));
     colorBarV(ctx, th, d.cmap, bx, g.top + 16, 12, bh, d.lo, d.hi, d.diverging ? 0 : undefined, d.name);
-    this.canvas.style.cursor = this.pointer.hovered() ? "pointer" : "";
   }
 }
 

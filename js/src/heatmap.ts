@@ -4,13 +4,14 @@
 // exact weight at any zoom. Offline copies draw the levels embedded in the saved state.
 
 import { bitmap, FONT, FONT_SMALL, localPoint, sizeCanvas } from "./lib/canvas";
-import { readArray, readFloats, WireArray } from "./lib/codec";
-import { DIVERGING_DEFAULT, lut, paint, SEQUENTIAL_DEFAULT } from "./lib/colors";
+import { WireArray } from "./lib/codec";
+import { DIVERGING_DEFAULT, lut, paint, parseColor, SEQUENTIAL_DEFAULT } from "./lib/colors";
 import { checkbox, select, stepper } from "./lib/controls";
-import { displayToken, formatValue, labelStride, truncate } from "./lib/labels";
+import { displayToken, fitText, formatValue, labelStride, truncate } from "./lib/labels";
 import { colorBarV } from "./lib/legend";
 import { describeScale, rankRows, Scale, ScaleKind, scaleIndex, scaleKey } from "./lib/scale";
-import { chooseLevel, Entry, levelSide, Pyramid, TileCache, TileId, tileKey, tileOfCell, tilesCovering } from "./lib/tiles";
+import { chooseLevel, Entry, levelSide, Pyramid, tileEntry, TileId, tileKey, TileLoader, tileOfCell, tilesCovering } from "./lib/tiles";
+import { bindPan } from "./lib/pan";
 import { h, mount, noKernel, RenderProps, View } from "./lib/view";
 import { cellAt, clampView, fullView, panBy, View as Window, zoomAt } from "./lib/zoom";
 
@@ -42,19 +43,28 @@ interface Data {
   local: Set<string>;
 }
 
-class HeatmapView extends View {
+class HeatmapView extends View<"heatmap"> {
   private d!: Data;
   private canvas = h("canvas", "attnkit-canvas");
   private legend = h("div", "attnkit-legend-text");
-  private cache = new TileCache(CACHE_BYTES);
-  private pending = new Set<string>();
-  private queue: { key: string; t: TileId; what: string }[] = [];
-  private failed = new Set<string>();
+  private tiles = new TileLoader({
+    cacheBytes: CACHE_BYTES, inFlight: IN_FLIGHT, settleMs: SETTLE_MS,
+    fetch: (t, what) => this.request({
+      type: "tile", layer: this.d.layer, head: this.d.head, k: t.k, ti: t.ti, tj: t.tj, reduce: this.reduce(),
+      what: what.startsWith("rank") ? "rank" : "value", exclude: what.endsWith("-x"),
+    }).then(({ content, buffers }) => tileEntry(content.array as WireArray, buffers)),
+    offline: () => this.kernelMissing,
+    loaded: () => {
+      this.root.dataset.tiles = String(Number(this.root.dataset.tiles ?? "0") + 1);
+      this.redraw();
+    },
+    failed: () => this.redraw(),
+  });
+  private cache = this.tiles.cache;
   private win: Window = fullView(1);
   private geom = { left: 0, top: 0, plot: 0, width: 0, height: 0, mini: 0, miniX: 0, miniY: 0 };
   private hover: [number, number] | null = null;
   private hoverAt: [number, number] | null = null; // stage coordinates of the pointer
-  private drag: { x: number; y: number; win: Window; moved: boolean; mini: boolean } | null = null;
   private exactTimer: ReturnType<typeof setTimeout> | null = null;
   private layerStep = stepper(this, "Layer", "layer", "n_layers");
   private headStep = stepper(this, "Head", "head", "n_heads");
@@ -80,61 +90,51 @@ class HeatmapView extends View {
     this.bind();
   }
 
-  protected traits(): string[] {
-    return ["overview_max", "overview_mean", "tokens", "n", "causal", "sinks", "sink_names", "pyramid", "top", "top_nosink",
-      "scale", "exclude_sinks", "decades", "reduce", "diverging", "vmax", "cmap", "title", "value_label", "layer", "head",
-      "n_layers", "n_heads", "embedded", "embed_note"];
-  }
-
   // ---------------------------------------------------------------------- data
   protected load(): void {
-    const m = this.model;
-    const n = m.get("n") as number;
-    const tokens = (m.get("tokens") as string[]) ?? [];
+    const n = this.get("n") as number;
+    const tokens = (this.get("tokens") as string[]) ?? [];
     const prev = this.d;
-    const pyr = (m.get("pyramid") as { top?: number; size?: number }) ?? {};
-    const diverging = Boolean(m.get("diverging"));
-    const vmax = m.get("vmax");
+    const pyr = (this.get("pyramid") as { top?: number; size?: number }) ?? {};
+    const diverging = Boolean(this.get("diverging"));
+    const vmax = this.get("vmax");
     this.d = {
       n, tokens,
       shown: prev && prev.tokens === tokens ? prev.shown : tokens.map((t) => truncate(displayToken(t), LABEL_CHARS)),
-      causal: Boolean(m.get("causal")),
-      sinks: new Set((m.get("sinks") as number[]) ?? []),
-      sinkNames: (m.get("sink_names") as string) || "",
+      causal: Boolean(this.get("causal")),
+      sinks: new Set((this.get("sinks") as number[]) ?? []),
+      sinkNames: (this.get("sink_names") as string) || "",
       pyramid: { n, top: pyr.top ?? 0, size: pyr.size ?? 256 },
-      layer: m.get("layer") as number,
-      head: m.get("head") as number,
-      top: Number(m.get("top")),
-      topNoSink: Number(m.get("top_nosink")),
+      layer: this.get("layer") as number,
+      head: this.get("head") as number,
+      top: Number(this.get("top")),
+      topNoSink: Number(this.get("top_nosink")),
       vmax: typeof vmax === "number" && vmax > 0 ? vmax : null,
       diverging,
-      cmap: (m.get("cmap") as string) || (diverging ? DIVERGING_DEFAULT : SEQUENTIAL_DEFAULT),
-      valueLabel: (m.get("value_label") as string) || "value",
-      embedNote: (m.get("embed_note") as string) || "",
+      cmap: (this.get("cmap") as string) || (diverging ? DIVERGING_DEFAULT : SEQUENTIAL_DEFAULT),
+      valueLabel: (this.get("value_label") as string) || "value",
+      embedNote: (this.get("embed_note") as string) || "",
       local: new Set(),
     };
     if (!prev || prev.n !== n) this.win = fullView(n);
     this.win = clampView(this.win, n);
-    if (prev && (prev.layer !== this.d.layer || prev.head !== this.d.head)) {
-      this.queue = [];
-      this.failed.clear();
-    }
+    if (prev && (prev.layer !== this.d.layer || prev.head !== this.d.head)) this.tiles.reset();
     // The overview: exact (level 0) or pooled by the selected reduction.
     const top = this.d.pyramid.top;
     const reduce = this.reduce();
-    const ov = readArray((reduce === "mean" && top > 0 ? m.get("overview_mean") : m.get("overview_max")) as WireArray);
+    const ov = tileEntry((reduce === "mean" && top > 0 ? this.get("overview_mean") : this.get("overview_max")) as WireArray, [], true);
     const side = levelSide(n, top);
-    if (ov.data.length !== side * side) throw new Error(`heatmap: overview of ${ov.data.length} values for ${side}\u00b2 bins`);
-    this.store({ k: top, ti: 0, tj: 0 }, "value", Float32Array.from(ov.data), side, side, true, true);
-    for (const e of (m.get("embedded") as { k: number; ti: number; tj: number; reduce: string; array: WireArray }[]) ?? []) {
+    if (ov.values.length !== side * side) throw new Error(`heatmap: overview of ${ov.values.length} values for ${side}\u00b2 bins`);
+    this.overviewKey = this.key({ k: top, ti: 0, tj: 0 }, "value");
+    this.cache.set(this.overviewKey, { ...ov, rows: side, cols: side });
+    for (const e of (this.get("embedded") as { k: number; ti: number; tj: number; reduce: string; array: WireArray }[]) ?? []) {
       if (e.k !== 0 && e.reduce !== reduce) continue;
-      const a = readArray(e.array);
-      this.store(e, "value", readFloats(e.array), a.shape[0], a.shape[1], true, false);
+      this.cache.set(this.key(e, "value"), tileEntry(e.array, [], true));
       this.d.local.add(`${e.k}`);
     }
     this.d.local.add(`${top}`);
     this.cache.unpaint();
-    this.title.textContent = (m.get("title") as string) || "";
+    this.title.textContent = (this.get("title") as string) || "";
     this.layerStep.update();
     this.headStep.update();
     const offline = noKernel();
@@ -151,15 +151,15 @@ class HeatmapView extends View {
   }
 
   private reduce(): string {
-    return (this.model.get("reduce") as string) === "mean" ? "mean" : "max";
+    return (this.get("reduce") as string) === "mean" ? "mean" : "max";
   }
 
   private scale(): Scale {
     const d = this.d;
-    const kind = ((this.model.get("scale") as string) || "linear") as ScaleKind;
-    const exclude = Boolean(this.model.get("exclude_sinks"));
+    const kind = ((this.get("scale") as string) || "linear") as ScaleKind;
+    const exclude = Boolean(this.get("exclude_sinks"));
     const top = d.vmax ?? (exclude && !d.diverging ? d.topNoSink : d.top);
-    return { kind: d.diverging ? "linear" : kind, diverging: d.diverging, top: top > 0 ? top : 1, decades: Number(this.model.get("decades")) || 3, excludeSinks: exclude };
+    return { kind: d.diverging ? "linear" : kind, diverging: d.diverging, top: top > 0 ? top : 1, decades: Number(this.get("decades")) || 3, excludeSinks: exclude };
   }
 
   /** What tiles hold for the current scale: weights, or (rank scale) row ranks. */
@@ -172,13 +172,12 @@ class HeatmapView extends View {
     return tileKey(this.d.layer, this.d.head, what, this.reduce(), t);
   }
 
-  private store(t: TileId, what: string, values: Float32Array, rows: number, cols: number, pinned: boolean, overview: boolean): void {
-    const key = this.key(t, what);
-    this.cache.set(key, { values, rows, cols, pinned });
-    if (overview) this.overviewKey = key;
-  }
-
   private overviewKey = "";
+
+  dispose(): void {
+    this.tiles.dispose();
+    super.dispose();
+  }
 
   // -------------------------------------------------------------------- layout
   protected layout(): void {
@@ -230,7 +229,7 @@ class HeatmapView extends View {
       for (let i = 0; i < e.rows; i++) for (let j = Math.max(0, b0 + i - c0 + 1); j < e.cols; j++) masked[i * e.cols + j] = NaN;
       values = masked;
     }
-    const [er, eg, eb] = parseColor(this.theme.empty);
+    const [er, eg, eb] = parseColor(this.theme.empty) ?? [240, 240, 240];
     const rgba = paint(values, lut(d.cmap), scaleIndex(s), undefined, [er, eg, eb, 255]);
     e.bitmap = bitmap(rgba, e.cols, e.rows);
     e.paintedFor = key;
@@ -295,12 +294,12 @@ class HeatmapView extends View {
           this.noteDrawn(key);
         } else {
           missing++;
-          this.want(key, t, what);
+          this.tiles.want(key, t, what);
         }
       }
     }
     ctx.restore();
-    this.settle();
+    this.tiles.settle(`${w.x0},${w.y0},${w.size}`);
 
     if (cellPx >= 10) {
       ctx.strokeStyle = th.dark ? "rgba(0,0,0,0.45)" : "rgba(255,255,255,0.6)";
@@ -476,77 +475,12 @@ class HeatmapView extends View {
   }
 
   // ------------------------------------------------------------------- tiles
-  private requestedAt = new Map<string, number>();
-
   /** Record request → drawn time of a tile drawn for the first time (data-tile-ms, last 64). */
   private noteDrawn(key: string): void {
-    const t0 = this.requestedAt.get(key);
-    if (t0 === undefined) return;
-    this.requestedAt.delete(key);
-    const ms = performance.now() - t0;
+    const ms = this.tiles.firstDrawn(key);
+    if (ms === undefined) return;
     const list = (this.root.dataset.tileMs ? this.root.dataset.tileMs.split(",") : []).concat(ms.toFixed(1)).slice(-64);
     this.root.dataset.tileMs = list.join(",");
-  }
-
-  private want(key: string, t: TileId, what: string): void {
-    if (this.pending.has(key) || this.failed.has(key) || this.kernelMissing) return;
-    if (this.queue.some((q) => q.key === key)) return;
-    this.queue.push({ key, t, what });
-  }
-
-  /** Send queued requests, at most IN_FLIGHT at a time, nearest the view first. */
-  /** Ask for tiles once the view has rested for SETTLE_MS: zooming through levels in a row
-   * does not queue tiles of the levels passed on the way in the kernel. */
-  private settle(): void {
-    const key = `${this.win.x0},${this.win.y0},${this.win.size}`;
-    if (key === this.settledView) {
-      this.pump();
-      return;
-    }
-    this.settledView = key;
-    if (this.settleTimer) clearTimeout(this.settleTimer);
-    this.settleTimer = setTimeout(() => {
-      this.settleTimer = null;
-      if (this.settledView === `${this.win.x0},${this.win.y0},${this.win.size}`) this.pump();
-    }, SETTLE_MS);
-  }
-
-  private settledView = "";
-  private settleTimer: ReturnType<typeof setTimeout> | null = null;
-
-  private pump(): void {
-    while (this.pending.size < IN_FLIGHT && this.queue.length) {
-      const { key, t, what } = this.queue.shift()!;
-      if (this.cache.has(key)) continue;
-      this.fetch(key, t, what);
-    }
-  }
-
-  private fetch(key: string, t: TileId, what: string): Promise<Entry | null> {
-    this.pending.add(key);
-    const d = this.d;
-    const rank = what.startsWith("rank");
-    const t0 = performance.now();
-    this.requestedAt.set(key, t0);
-    return this.request({
-      type: "tile", layer: d.layer, head: d.head, k: t.k, ti: t.ti, tj: t.tj, reduce: this.reduce(),
-      what: rank ? "rank" : "value", exclude: what.endsWith("-x"),
-    }).then(({ content, buffers }) => {
-      this.pending.delete(key);
-      const a = readArray(content.array as WireArray, buffers);
-      const e: Entry = { values: readFloats(content.array as WireArray, buffers), rows: a.shape[0], cols: a.shape[1], pinned: false };
-      this.cache.set(key, e);
-      this.root.dataset.tiles = String(Number(this.root.dataset.tiles ?? "0") + 1);
-      this.redraw();
-      this.pump();
-      return e;
-    }).catch(() => {
-      this.pending.delete(key);
-      this.failed.add(key);
-      this.queue = [];
-      this.redraw();
-      return null;
-    });
   }
 
   /** The exact weight of cell (r, c), if known here; else null (and a fetch may start). */
@@ -561,9 +495,7 @@ class HeatmapView extends View {
     const key = this.key({ k: 0, ti: t.ti, tj: t.tj }, "value");
     const e = this.cache.get(key);
     if (e) return e.values[t.i * e.cols + t.j];
-    if (fetch && !this.kernelMissing && !this.pending.has(key) && !this.failed.has(key)) {
-      void this.fetch(key, { k: 0, ti: t.ti, tj: t.tj }, "value").then(() => this.refreshTip());
-    }
+    if (fetch) void this.tiles.load(key, { k: 0, ti: t.ti, tj: t.tj }, "value")?.then(() => this.refreshTip());
     return null;
   }
 
@@ -619,22 +551,6 @@ class HeatmapView extends View {
 
   private onMove(ev: PointerEvent): void {
     const d = this.d;
-    if (this.drag) {
-      const dx = ev.clientX - this.drag.x;
-      const dy = ev.clientY - this.drag.y;
-      if (Math.abs(dx) + Math.abs(dy) > 3) this.drag.moved = true;
-      if (this.drag.mini) {
-        this.centreOnMini(ev);
-        return;
-      }
-      if (this.drag.moved && this.drag.win.size < d.n) {
-        this.win = panBy(this.drag.win, dx, dy, this.geom.plot, d.n);
-        this.canvas.style.cursor = "grabbing";
-        this.tip.hide();
-        this.redraw();
-        return;
-      }
-    }
     const [px, py] = this.plotPoint(ev);
     const cell = cellAt(this.win, px, py, this.geom.plot, d.n);
     const at = localPoint(this.stage, ev);
@@ -675,7 +591,7 @@ class HeatmapView extends View {
 
   private setWindow(w: Window): void {
     this.win = clampView(w, this.d.n);
-    this.queue = [];
+    this.tiles.clearQueue();
     this.redraw();
   }
 
@@ -685,27 +601,29 @@ class HeatmapView extends View {
 
   private bind(): void {
     const c = this.canvas;
-    this.listen(c, "pointerdown", (e) => {
-      const ev = e as PointerEvent;
-      if (ev.button !== 0) return;
-      if (this.inMini(ev)) {
-        this.drag = { x: ev.clientX, y: ev.clientY, win: this.win, moved: false, mini: true };
-        this.centreOnMini(ev);
-        c.setPointerCapture?.(ev.pointerId);
-        return;
-      }
-      const [px, py] = this.plotPoint(ev);
-      if (px < 0 || py < 0 || px > this.geom.plot || py > this.geom.plot) return;
-      this.drag = { x: ev.clientX, y: ev.clientY, win: this.win, moved: false, mini: false };
-      c.setPointerCapture?.(ev.pointerId);
+    // Drag the map to pan it; a press on the minimap centres the view there and drags it along.
+    bindPan(this, c, {
+      start: (ev) => {
+        if (this.inMini(ev)) {
+          this.centreOnMini(ev);
+          return { win: this.win, mini: true };
+        }
+        const [px, py] = this.plotPoint(ev);
+        return px < 0 || py < 0 || px > this.geom.plot || py > this.geom.plot ? null : { win: this.win, mini: false };
+      },
+      move: (start, dx, dy, moved, ev) => {
+        if (start.mini) {
+          this.centreOnMini(ev);
+          return true;
+        }
+        if (!moved || start.win.size >= this.d.n) return false;
+        this.win = panBy(start.win, dx, dy, this.geom.plot, this.d.n);
+        this.tip.hide();
+        this.redraw();
+        return true;
+      },
+      hover: (ev) => this.onMove(ev),
     });
-    this.listen(c, "pointermove", (e) => this.onMove(e as PointerEvent));
-    const endDrag = () => {
-      this.drag = null;
-      c.style.cursor = "";
-    };
-    this.listen(c, "pointerup", endDrag);
-    this.listen(c, "pointercancel", endDrag);
     this.listen(c, "pointerleave", () => {
       this.tip.hide();
       if (this.hover) {
@@ -719,7 +637,7 @@ class HeatmapView extends View {
     }, (factor, ev) => {
       const [px, py] = this.plotPoint(ev);
       this.win = zoomAt(this.win, factor, px / this.geom.plot, py / this.geom.plot, this.d.n);
-      this.queue = [];
+      this.tiles.clearQueue();
       this.onMove(ev as unknown as PointerEvent);
       this.redraw();
     });
@@ -743,37 +661,12 @@ class HeatmapView extends View {
 
 }
 
-/** `s` shortened with an ellipsis until it is at most `width` wide in the context's font. */
-function fitText(ctx: CanvasRenderingContext2D, s: string, width: number): string {
-  if (ctx.measureText(s).width <= width) return s;
-  const cps = Array.from(s);
-  let lo = 1;
-  let hi = cps.length;
-  while (lo < hi) {
-    const mid = (lo + hi + 1) >> 1;
-    if (ctx.measureText(cps.slice(0, mid).join("") + "\u2026").width <= width) lo = mid;
-    else hi = mid - 1;
-  }
-  return cps.slice(0, lo).join("") + "\u2026";
-}
-
 /** An exact weight for the tooltip: 4 significant digits. */
 function exactText(v: number): string {
   if (!Number.isFinite(v)) return formatValue(v);
   if (v === 0) return "0";
   const a = Math.abs(v);
   return a >= 1e-3 && a < 1e5 ? String(Number(v.toPrecision(4))) : v.toExponential(3);
-}
-
-function parseColor(css: string): [number, number, number] {
-  const m = /^#([0-9a-f]{6})$/i.exec(css.trim());
-  if (m) {
-    const v = parseInt(m[1], 16);
-    return [(v >> 16) & 255, (v >> 8) & 255, v & 255];
-  }
-  const f = /rgba?\(\s*([\d.]+)[ ,]+([\d.]+)[ ,]+([\d.]+)/.exec(css);
-  if (f) return [Number(f[1]), Number(f[2]), Number(f[3])];
-  return [240, 240, 240];
 }
 
 export default mount((props) => new HeatmapView(props));

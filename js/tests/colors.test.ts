@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { categorical, divIndex, lut, paint, parseHex, seqIndex, textOn } from "../src/lib/colors";
+import { categorical, divIndex, luminance, lut, paint, parseColor, parseHex, seqIndex, textOn } from "../src/lib/colors";
 import { STOPS } from "../src/colormaps.data";
 
 describe("scales", () => {
@@ -70,5 +70,24 @@ describe("painting", () => {
     expect(Array.from(out.slice(0, 4))).toEqual(Array.from(t.slice(0, 4)));
     expect(Array.from(out.slice(4, 8))).toEqual(Array.from(t.slice(1020, 1024)));
     expect(Array.from(out.slice(8, 12))).toEqual([1, 2, 3, 4]);
+  });
+});
+
+describe("colour parsing", () => {
+  it("reads #rgb, #rrggbb and rgb()/rgba(), and nothing else", () => {
+    expect(parseColor("#f0f0f0")).toEqual([240, 240, 240]);
+    expect(parseColor(" #FA0 ")).toEqual([255, 170, 0]);
+    expect(parseColor("rgb(1, 2, 3)")).toEqual([1, 2, 3]);
+    expect(parseColor("rgba(255,255,255,0.9)")).toEqual([255, 255, 255]);
+    expect(parseColor("rgb(10 20 30)")).toEqual([10, 20, 30]);
+    expect(parseColor("white")).toBeNull();
+    expect(parseColor("#12345")).toBeNull();
+    expect(() => parseHex("var(--x)")).toThrow();
+  });
+
+  it("ranks luminance from black to white", () => {
+    expect(luminance([0, 0, 0])).toBe(0);
+    expect(luminance([255, 255, 255])).toBeCloseTo(1);
+    expect(luminance(parseColor("#111")!)).toBeLessThan(0.2);
   });
 });

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { angleOf, bandAt, EdgeList, nearestPoint, nodeXY, Radial, ringRadius, spiral, traceThrough } from "../src/lib/radial";
+import { angleOf, bandAt, EdgeList, nearestPoint, nodeXY, Radial, ringRadius, roomOutward, spiral, traceThrough } from "../src/lib/radial";
+import { fitText } from "../src/lib/labels";
 
 const g: Radial = { cx: 100, cy: 100, rIn: 10, rOut: 70, layers: 2, n: 4 };
 
@@ -64,5 +65,21 @@ describe("tracing a node (brushing)", () => {
 
   it("keeps the whole graph for the source", () => {
     expect(traceThrough(list, 2, 0).size).toBe(EDGES.length);
+  });
+});
+
+describe("radial labels", () => {
+  it("measure the room outward to the canvas edge", () => {
+    expect(roomOutward(200, 100, 30, 0)).toBeCloseTo(30); // straight up
+    expect(roomOutward(200, 170, 100, Math.PI / 2)).toBeCloseTo(30); // right
+    expect(roomOutward(200, 20, 100, (3 * Math.PI) / 2)).toBeCloseTo(20); // left
+    expect(roomOutward(200, 150, 50, Math.PI / 4)).toBeCloseTo(50 * Math.SQRT2); // up-right corner
+  });
+
+  it("shorten text to the measured room with an ellipsis", () => {
+    const ctx = { measureText: (s: string) => ({ width: 6 * [...s].length }) as TextMetrics };
+    expect(fitText(ctx, "attention", 60)).toBe("attention");
+    expect(fitText(ctx, "attention", 30)).toBe("atte\u2026");
+    expect(fitText(ctx, "\u{1F600}\u{1F600}\u{1F600}", 12)).toBe("\u{1F600}\u2026"); // whole code points
   });
 });

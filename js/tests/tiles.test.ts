@@ -1,5 +1,5 @@
-import { describe, expect, it } from "vitest";
-import { chooseLevel, levelSide, TileCache, tileKey, tileOfCell, tilesCovering } from "../src/lib/tiles";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { chooseLevel, Entry, levelSide, TileCache, tileEntry, TileId, tileKey, TileLoader, tileOfCell, tilesCovering } from "../src/lib/tiles";
 
 const P = { n: 8192, top: 4, size: 256 }; // 8k tokens: overview 512 = level 4
 
@@ -87,5 +87,94 @@ describe("tile cache", () => {
     c.set("a", e);
     c.unpaint();
     expect(c.get("a")!.bitmap).toBeUndefined();
+  });
+});
+
+describe("tile decoding", () => {
+  it("reads a tile's wire array from a message buffer into a cache entry", () => {
+    const data = new Float32Array([1, 2, 3, 4, 5, 6]);
+    const e = tileEntry({ dtype: "float32", shape: [2, 3], buffer: 0 }, [new DataView(data.buffer)]);
+    expect([e.rows, e.cols, e.pinned]).toEqual([2, 3, false]);
+    expect(Array.from(e.values)).toEqual([1, 2, 3, 4, 5, 6]);
+    const codes = tileEntry({ dtype: "uint8", shape: [1, 2], buffer: new Uint8Array([7, 9]) }, [], true);
+    expect(codes.values).toBeInstanceOf(Float32Array);
+    expect([Array.from(codes.values), codes.pinned]).toEqual([[7, 9], true]);
+  });
+});
+
+describe("tile loader", () => {
+  beforeEach(() => vi.useFakeTimers());
+  afterEach(() => vi.useRealTimers());
+
+  function loader(opts: { offline?: boolean; fail?: Set<string> } = {}) {
+    const asked: string[] = [];
+    const answers = new Map<string, (ok: boolean) => void>();
+    const events: string[] = [];
+    const id = (t: TileId) => `${t.k}/${t.ti}/${t.tj}`;
+    const l = new TileLoader({
+      cacheBytes: 1 << 20, inFlight: 2, settleMs: 60,
+      fetch: (t) => new Promise<Entry>((resolve, reject) => {
+        asked.push(id(t));
+        answers.set(id(t), (ok) => (ok ? resolve(entry(16)) : reject(new Error("no"))));
+      }),
+      offline: () => Boolean(opts.offline),
+      loaded: (key) => events.push(`loaded ${key}`),
+      failed: (key) => events.push(`failed ${key}`),
+    });
+    return { l, asked, answers, events };
+  }
+  const t = (ti: number, tj: number): TileId => ({ k: 0, ti, tj });
+  const flush = () => vi.advanceTimersByTimeAsync(0);
+
+  it("asks for nothing until the view rests, then at most inFlight at a time, in order", async () => {
+    const { l, asked, answers, events } = loader();
+    for (const [i, j] of [[0, 0], [0, 1], [1, 1]]) l.want(`${i}${j}`, t(i, j), "value");
+    l.want("00", t(0, 0), "value"); // queued once
+    l.settle("view A");
+    await vi.advanceTimersByTimeAsync(30);
+    l.settle("view B"); // moved on before resting: the timer starts again
+    await vi.advanceTimersByTimeAsync(40);
+    expect(asked).toEqual([]);
+    await vi.advanceTimersByTimeAsync(30);
+    expect(asked).toEqual(["0/0/0", "0/0/1"]);
+    answers.get("0/0/0")!(true);
+    await flush();
+    expect(asked).toEqual(["0/0/0", "0/0/1", "0/1/1"]); // a slot freed: the next one goes
+    expect(l.cache.has("00")).toBe(true);
+    expect(events).toEqual(["loaded 00"]);
+    expect(l.firstDrawn("00")).toBeGreaterThanOrEqual(0);
+    expect(l.firstDrawn("00")).toBeUndefined(); // only the first draw is timed
+  });
+
+  it("remembers failures and drops the queue until reset", async () => {
+    const { l, asked, answers, events } = loader();
+    l.want("a", t(0, 0), "value");
+    l.settle("v");
+    await vi.advanceTimersByTimeAsync(60);
+    l.want("b", t(0, 1), "value");
+    answers.get("0/0/0")!(false);
+    await flush();
+    expect(events).toEqual(["failed a"]);
+    l.want("a", t(0, 0), "value");
+    l.settle("v");
+    await flush();
+    expect(asked).toEqual(["0/0/0"]); // b was dropped with the queue, a is not asked again
+    expect(l.load("a", t(0, 0), "value")).toBeNull();
+    l.reset();
+    const p = l.load("a", t(0, 0), "value");
+    expect(p).not.toBeNull();
+    answers.get("0/0/0")!(true);
+    expect((await p)!.values.length).toBe(4);
+    expect(await l.load("a", t(0, 0), "value")).toBe(l.cache.get("a")); // cached: no request
+    expect(asked).toEqual(["0/0/0", "0/0/0"]);
+  });
+
+  it("queues nothing while no kernel can answer", async () => {
+    const { l, asked } = loader({ offline: true });
+    l.want("a", t(0, 0), "value");
+    l.settle("v");
+    await vi.advanceTimersByTimeAsync(100);
+    expect(asked).toEqual([]);
+    expect(l.load("a", t(0, 0), "value")).toBeNull();
   });
 });

@@ -171,3 +171,31 @@ def test_large_graphs_draw_the_strongest_edges_and_say_so(browser):
         assert wp.canvas_stats()["ink"] > 20_000 and wp.errors() == []
     finally:
         wp.close()
+
+
+def test_collection_wedge_click_selects_the_head(browser):
+    view = FlowView.collection([structured(4, 6, n, seed=n) for n in (12, 16)], threshold=0.5)
+    wp = WidgetPage(browser, view, width=1000)
+    try:
+        wp.wait_drawn()
+        status = wp.page.locator("#root .attnkit-status")
+        assert status.text_content() == "2 inputs"
+        # layer 2 (the second band from the outside), head 3 (the third wedge clockwise from the top)
+        cx, cy = float(wp.data("cx")), float(wp.data("cy"))
+        r_in, r_out = float(wp.data("r-in")), float(wp.data("r-out"))
+        r = r_in + (r_out - r_in) * (4 - 1.5) / 4
+        a = 2 * math.pi * 2.5 / 6
+        wp.move(cx + r * math.sin(a), cy - r * math.cos(a))
+        assert wp.tooltip().startswith("Head 2-3")
+        wp.click(cx + r * math.sin(a), cy - r * math.cos(a))
+        assert wp.saved() == [{"selected": [1, 2]}]
+        assert status.text_content() == "2 inputs \u00b7 selected 2-3"
+        wp.apply_saved()
+        assert view.selected == [1, 2]
+        # a selection from Python (or a linked view) shows too
+        view.selected = [0, 0]
+        wp.push("selected")
+        assert status.text_content() == "2 inputs \u00b7 selected 1-1"
+        assert wp.errors() == []
+    finally:
+        wp.close()

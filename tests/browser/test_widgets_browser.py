@@ -311,6 +311,57 @@ def test_cluster_view_hover_click_and_text_only_labels(browser, img_dir):
         wp.close()
 
 
+def drag(wp: WidgetPage, x: float, y: float, dx: float, dy: float) -> str:
+    """Press at canvas pixel (x, y), move by (dx, dy) in steps, release; the cursor mid-drag."""
+    box = wp.canvas.bounding_box()
+    wp.page.mouse.move(box["x"] + x, box["y"] + y)
+    wp.page.mouse.down()
+    wp.page.mouse.move(box["x"] + x + dx, box["y"] + y + dy, steps=6)
+    cursor = wp.page.evaluate("() => document.querySelector('#root canvas').style.cursor")
+    wp.page.mouse.up()
+    return cursor
+
+
+def test_drag_pans_the_heatmap_and_the_cluster_view(browser):
+    hm = Heatmap(structured(1, 1, 64, seed=2))
+    wp = WidgetPage(browser, hm, width=760)
+    try:
+        wp.wait_drawn()
+        wp.page.get_by_role("button", name="zoom in").click()
+        wp.page.get_by_role("button", name="zoom in").click()
+        wp.page.wait_for_timeout(100)
+        x0, y0, size = map(float, wp.data("view").split(","))
+        assert size == 16
+        plot = float(wp.data("plot-size"))
+        left, top = float(wp.data("plot-left")), float(wp.data("plot-top"))
+        assert drag(wp, left + plot / 2, top + plot / 2, -plot / 4, -plot / 8) == "grabbing"
+        wp.page.wait_for_timeout(100)
+        x1, y1, size1 = map(float, wp.data("view").split(","))
+        # dragging the map left and up shows cells to the right and below: a quarter and an eighth of the view
+        assert size1 == size and abs((x1 - x0) - size / 4) < 0.5 and abs((y1 - y0) - size / 8) < 0.5
+        assert wp.errors() == []
+    finally:
+        wp.close()
+
+    emb = np.random.default_rng(3).normal(0, 1, (16, 2))
+    cv = ClusterView(emb, n_heads=4)
+    wp = WidgetPage(browser, cv, width=760)
+    try:
+        wp.wait_drawn()
+        wp.page.get_by_role("button", name="zoom in").click()
+        wp.page.wait_for_timeout(100)
+        before = wp.page.evaluate("() => document.querySelector('#root canvas').toDataURL()")
+        size = float(wp.data("plot-size"))
+        assert drag(wp, size / 2, size / 2, 60, 30) == "grabbing"
+        wp.page.wait_for_timeout(100)
+        after = wp.page.evaluate("() => document.querySelector('#root canvas').toDataURL()")
+        assert after != before and wp.data("zoom") == "2.000"
+        assert wp.saved() == []  # the click that ends a drag selects nothing
+        assert wp.errors() == []
+    finally:
+        wp.close()
+
+
 # ---------------------------------------------------------------- text only
 def test_tokens_never_become_html(browser):
     att = tiny_attention()

@@ -2,13 +2,14 @@
 // coloured by how many graph edges the head makes per input; bars of the influence share of
 // each token category and of the most influential token strings. Click a wedge to select.
 
-import { FONT_SMALL, localPoint, sizeCanvas } from "../lib/canvas";
+import { FONT_SMALL, sizeCanvas } from "../lib/canvas";
+import { bindGridPointer, GridPointer } from "../lib/gridpointer";
 import { readFloats, WireArray } from "../lib/codec";
 import { lutColor, METRIC_DEFAULT } from "../lib/colors";
-import { displayToken, formatValue, headLabel, truncate } from "../lib/labels";
+import { displayToken, fitText, formatValue, headLabel, truncate } from "../lib/labels";
 import { colorBarH } from "../lib/legend";
 import { bandAt, polar, Radial, ringRadius } from "../lib/radial";
-import { h, RenderProps, selectedPair, View } from "../lib/view";
+import { h, HeadPickerView, RenderProps } from "../lib/view";
 import { MODEL_COLORS, SINGLE } from "./data";
 import { MODEL } from "./wire.gen";
 
@@ -27,13 +28,13 @@ interface Summary {
   topShare: Float32Array;
 }
 
-export class CollectionView extends View {
+export class CollectionView extends HeadPickerView<"flow"> {
   private s!: Summary;
   private canvas = h("canvas", "attnkit-canvas");
   private bars = h("canvas", "attnkit-canvas");
   private geo: Radial = { cx: 0, cy: 0, rIn: 0, rOut: 0, layers: 0, n: 1 };
   private size = 480;
-  private hover: [number, number] | null = null;
+  private pointer: GridPointer;
 
   constructor(props: RenderProps) {
     super(props, "flow");
@@ -42,29 +43,27 @@ export class CollectionView extends View {
     const side = h("div", "attnkit-side");
     side.appendChild(this.bars);
     this.body.appendChild(side);
-    this.bind();
-    this.onModel("change:selected", () => this.redraw());
-  }
-
-  protected traits(): string[] {
-    return ["head_counts_a", "head_share", "categories", "category_share", "category_std", "top_tokens", "top_share", "n_inputs", "title"];
+    this.pointer = this.bind();
   }
 
   protected load(): void {
-    const m = this.model;
     this.s = {
-      layers: m.get("n_layers"), heads: m.get("n_heads"), nInputs: m.get("n_inputs") ?? 0,
-      counts: readFloats(m.get("head_counts_a") as WireArray),
-      share: readFloats(m.get("head_share") as WireArray),
-      categories: m.get("categories") ?? [],
-      catShare: readFloats(m.get("category_share") as WireArray),
-      catStd: readFloats(m.get("category_std") as WireArray),
-      topTokens: m.get("top_tokens") ?? [],
-      topShare: readFloats(m.get("top_share") as WireArray),
+      layers: this.get("n_layers"), heads: this.get("n_heads"), nInputs: this.get("n_inputs") ?? 0,
+      counts: readFloats(this.get("head_counts_a") as WireArray),
+      share: readFloats(this.get("head_share") as WireArray),
+      categories: this.get("categories") ?? [],
+      catShare: readFloats(this.get("category_share") as WireArray),
+      catStd: readFloats(this.get("category_std") as WireArray),
+      topTokens: this.get("top_tokens") ?? [],
+      topShare: readFloats(this.get("top_share") as WireArray),
     };
-    this.title.textContent = (m.get("title") as string) || "Attention flow";
-    this.status.textContent = `${this.s.nInputs} inputs`;
+    this.title.textContent = (this.get("title") as string) || "Attention flow";
+    this.showSelection();
     this.hint.textContent = `Rings from the centre: layer ${this.s.layers} \u2026 layer 1; one wedge per head, coloured by graph edges per input \u00b7 hover for numbers \u00b7 click to select a head`;
+  }
+
+  showSelection(): void {
+    this.status.textContent = [`${this.s.nInputs} inputs`, this.selectionText()].filter(Boolean).join(" \u00b7 ");
   }
 
   protected layout(): void {
@@ -90,7 +89,8 @@ export class CollectionView extends View {
     ctx.clearRect(0, 0, this.size, this.size);
     let max = 0;
     for (const v of s.counts) max = Math.max(max, v);
-    const sel = selectedPair(this.model.get("selected"));
+    const sel = this.selection();
+    const hover = this.pointer.hovered();
     for (let l = 1; l <= s.layers; l++) {
       const r0 = ringRadius(geo, l);
       const r1 = ringRadius(geo, l - 1);
@@ -104,7 +104,7 @@ export class CollectionView extends View {
         ctx.closePath();
         ctx.fillStyle = max > 0 ? lutColor(METRIC_DEFAULT, (v / max) * 255) : th.empty;
         ctx.fill();
-        const isHover = this.hover && this.hover[0] === l - 1 && this.hover[1] === hd;
+        const isHover = hover && hover[0] === l - 1 && hover[1] === hd;
         const isSel = sel && sel[0] === l - 1 && sel[1] === hd;
         if (isHover || isSel) {
           ctx.lineWidth = isSel ? 2.5 : 1.5;
@@ -149,7 +149,7 @@ export class CollectionView extends View {
         ctx.fillStyle = th.ink;
         ctx.textAlign = "right";
         ctx.textBaseline = "middle";
-        ctx.fillText(truncate(displayToken(name), 14), 86, y + 6);
+        ctx.fillText(fitText(ctx, truncate(displayToken(name), 14), 84), 86, y + 6);
         if (!Number.isFinite(v)) {
           ctx.fillStyle = th.muted;
           ctx.textAlign = "left";
@@ -168,7 +168,8 @@ export class CollectionView extends View {
           }
           ctx.fillStyle = th.muted;
           ctx.textAlign = "left";
-          ctx.fillText(formatValue(v), Math.min(92 + w + 4, SIDE - 30), y + 6);
+          const text = formatValue(v);
+          ctx.fillText(text, Math.min(92 + w + 4, SIDE - ctx.measureText(text).width - 1), y + 6); // measured: never cut at the edge
         }
         y += 16;
       });
@@ -196,38 +197,21 @@ export class CollectionView extends View {
     return [band - 1, Math.min(this.s.heads - 1, Math.floor((a / (2 * Math.PI)) * this.s.heads))];
   }
 
-  private bind(): void {
-    this.listen(this.canvas, "pointermove", (e) => {
-      const ev = e as PointerEvent;
-      const [x, y] = localPoint(this.canvas, ev);
-      const w = this.wedgeAt(x, y);
-      if (w) {
-        const s = this.s;
-        const k = w[0] * s.heads + w[1];
-        const [sx, sy] = localPoint(this.stage, ev);
-        this.tip.show(sx, sy, `Head ${headLabel(w[0], w[1])}`, [
-          ["edges per input", formatValue(s.counts[k])],
-          ["inputs with an edge", `${Math.round(100 * (s.share[k] ?? 0))}%`],
-        ]);
-      } else {
-        this.tip.hide();
-      }
-      if (JSON.stringify(w) !== JSON.stringify(this.hover)) {
-        this.hover = w;
-        this.redraw();
-      }
-    });
-    this.listen(this.canvas, "pointerleave", () => {
-      this.tip.hide();
-      if (this.hover) {
-        this.hover = null;
-        this.redraw();
-      }
-    });
-    this.listen(this.canvas, "click", (e) => {
-      const [x, y] = localPoint(this.canvas, e as MouseEvent);
-      const w = this.wedgeAt(x, y);
-      if (w) this.save({ selected: w });
+  private bind(): GridPointer {
+    return bindGridPointer(this, {
+      canvas: this.canvas,
+      stage: this.stage,
+      tip: this.tip,
+      hit: (x, y) => this.wedgeAt(x, y),
+      describe: (l, hd) => {
+        const k = l * this.s.heads + hd;
+        return [`Head ${headLabel(l, hd)}`, [
+          ["edges per input", formatValue(this.s.counts[k])],
+          ["inputs with an edge", `${Math.round(100 * (this.s.share[k] ?? 0))}%`],
+        ]];
+      },
+      select: (l, hd) => this.pick(l, hd),
+      redraw: () => this.redraw(),
     });
   }
 }

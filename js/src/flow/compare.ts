@@ -1,6 +1,7 @@
 // FlowView of two models on one input: grey = in both graphs, turquoise = only model A,
 // purple = only model B; head glyphs split in two halves, two influence bars per token.
 
+import { legendItems } from "../lib/legend";
 import { h } from "../lib/view";
 import { edge, MODEL_COLORS, node } from "./data";
 import { TracedView } from "./traced";
@@ -21,14 +22,8 @@ export class CompareView extends TracedView {
 
   protected buildLegend(): void {
     const [a, b] = this.g.names;
-    this.legend.replaceChildren(h("div", "attnkit-legend-title", "edges and tokens"));
-    for (const [color, text] of [[MODEL_COLORS[MODEL.both], "in both models"], [MODEL_COLORS[MODEL.a], `only in ${a}`], [MODEL_COLORS[MODEL.b], `only in ${b}`]]) {
-      const it = h("div", "attnkit-legend-item");
-      const sw = h("span", "attnkit-swatch-line");
-      sw.style.background = color;
-      it.append(sw, h("span", "", text));
-      this.legend.appendChild(it);
-    }
+    legendItems(this.legend, "edges and tokens",
+      [[MODEL_COLORS[MODEL.both], "in both models"], [MODEL_COLORS[MODEL.a], `only in ${a}`], [MODEL_COLORS[MODEL.b], `only in ${b}`]], "line");
     this.legend.appendChild(h("div", "attnkit-legend-note", `head glyphs: left half ${a}, right half ${b}; bars outside the ring: influence ratings (0-5)`));
   }
 

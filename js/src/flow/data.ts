@@ -2,9 +2,9 @@
 // is generated from attnkit/widgets/_flow_wire.py), influence, ratings and head counts.
 
 import { readArray, readFloats, WireArray } from "../lib/codec";
-import { Model } from "../lib/view";
+import { Trait } from "../traits.gen";
 import { EdgeList } from "../lib/radial";
-import { EDGE_HEADS, EDGES, GRAPH_ARRAYS, MODEL, NODES, TABLE_ARRAYS } from "./wire.gen";
+import { EDGE_HEADS, EDGES, MODEL, NODES } from "./wire.gen";
 
 // Same colours as attnkit.plot.flow, indexed by the wire's MODEL code: shared / model A only /
 // model B only; then token roles.
@@ -35,33 +35,33 @@ export interface Graph {
   source: number[][];
 }
 
-/** Every trait whose change means a new graph. */
-export const GRAPH_TRAITS = [...GRAPH_ARRAYS, ...TABLE_ARRAYS, "tokens", "title", "revision", "n_edges_total", "threshold_note", "rating_note", "rating_top"];
+/** Reads a trait of the flow view's widget. */
+export type Traits = (name: Trait<"flow">) => any;
 
-export function readGraph(model: Model): Graph {
-  const nodes = readArray(model.get("nodes") as WireArray);
-  const edges = readArray(model.get("edges") as WireArray);
+export function readGraph(get: Traits): Graph {
+  const nodes = readArray(get("nodes") as WireArray);
+  const edges = readArray(get("edges") as WireArray);
   const g: Graph = {
-    tokens: model.get("tokens") ?? [],
-    roles: model.get("roles") ?? [],
-    layers: model.get("n_layers"),
-    heads: model.get("n_heads"),
-    names: model.get("names") ?? [],
+    tokens: get("tokens") ?? [],
+    roles: get("roles") ?? [],
+    layers: get("n_layers"),
+    heads: get("n_heads"),
+    names: get("names") ?? [],
     nodes: nodes.data as Uint16Array,
     edges: edges.data as Uint16Array,
-    weight: readFloats(model.get("edge_weight") as WireArray),
-    edgeHeads: readArray(model.get("edge_heads") as WireArray).data as Uint16Array,
-    edgeOffsets: readArray(model.get("edge_head_offsets") as WireArray).data as Uint32Array,
+    weight: readFloats(get("edge_weight") as WireArray),
+    edgeHeads: readArray(get("edge_heads") as WireArray).data as Uint16Array,
+    edgeOffsets: readArray(get("edge_head_offsets") as WireArray).data as Uint32Array,
     nNodes: nodes.shape[0] ?? 0,
     nEdges: edges.shape[0] ?? 0,
-    nEdgesTotal: Number(model.get("n_edges_total") ?? 0),
-    infA: readFloats(model.get("influence_a") as WireArray),
-    infB: readFloats(model.get("influence_b") as WireArray),
-    ratA: readArray(model.get("rating_a") as WireArray).data as Uint8Array,
-    ratB: readArray(model.get("rating_b") as WireArray).data as Uint8Array,
-    countsA: readFloats(model.get("head_counts_a") as WireArray),
-    countsB: readFloats(model.get("head_counts_b") as WireArray),
-    source: model.get("source") ?? [],
+    nEdgesTotal: Number(get("n_edges_total") ?? 0),
+    infA: readFloats(get("influence_a") as WireArray),
+    infB: readFloats(get("influence_b") as WireArray),
+    ratA: readArray(get("rating_a") as WireArray).data as Uint8Array,
+    ratB: readArray(get("rating_b") as WireArray).data as Uint8Array,
+    countsA: readFloats(get("head_counts_a") as WireArray),
+    countsB: readFloats(get("head_counts_b") as WireArray),
+    source: get("source") ?? [],
   };
   if (g.weight.length !== g.nEdges || (g.edgeOffsets.length !== g.nEdges + 1 && g.nEdges > 0)) {
     throw new Error(`flow view: ${g.nEdges} edges but ${g.weight.length} weights / ${g.edgeOffsets.length} offsets`);

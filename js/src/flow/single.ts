@@ -2,6 +2,7 @@
 
 import { h } from "../lib/view";
 import { lut } from "../lib/colors";
+import { legendItems } from "../lib/legend";
 import { node, ROLE_COLORS, SINGLE } from "./data";
 import { TracedView } from "./traced";
 
@@ -19,14 +20,7 @@ export class SingleView extends TracedView {
   }
 
   protected buildLegend(): void {
-    this.legend.replaceChildren(h("div", "attnkit-legend-title", "tokens"));
-    for (const [color, text] of [[ROLE_COLORS.cls, "[CLS] / start"], [ROLE_COLORS.sep, "[SEP] / end"], [ROLE_COLORS.word, "word piece"]]) {
-      const it = h("div", "attnkit-legend-item");
-      const sw = h("span", "attnkit-swatch");
-      sw.style.background = color;
-      it.append(sw, h("span", "", text));
-      this.legend.appendChild(it);
-    }
+    legendItems(this.legend, "tokens", [[ROLE_COLORS.cls, "[CLS] / start"], [ROLE_COLORS.sep, "[SEP] / end"], [ROLE_COLORS.word, "word piece"]]);
     this.legend.appendChild(h("div", "attnkit-legend-note", "line width and opacity: attention weight; bars outside the ring: the token's influence rating (0-5) on the source"));
   }
 

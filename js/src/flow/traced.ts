@@ -3,28 +3,32 @@
 // dependencies; head glyphs count each head's edges per layer and a click restricts that
 // layer to the clicked heads (the kernel re-traces). The single and compare modes extend it.
 
+import { Axes, axesSpace, drawAxes } from "../lib/axes";
 import { FONT_SMALL, localPoint, sizeCanvas } from "../lib/canvas";
-import { displayToken, formatValue, headLabel, truncate } from "../lib/labels";
-import { angleOf, nearestPoint, nodeKey, nodeXY, polar, Radial, ringRadius, spiral, traceThrough } from "../lib/radial";
-import { h, noKernel, RenderProps, View } from "../lib/view";
-import { edge, edgeHasHead, edgeList, Graph, GRAPH_TRAITS, node, readGraph } from "./data";
+import { bindGridPointer, GridPointer } from "../lib/gridpointer";
+import { gridHit, GridLayout } from "../lib/layout";
+import { displayToken, fitText, formatValue, headLabel, truncate } from "../lib/labels";
+import { angleOf, nearestPoint, nodeKey, nodeXY, polar, Radial, ringRadius, roomOutward, spiral, traceThrough } from "../lib/radial";
+import { h, HeadPickerView, noKernel, RenderProps } from "../lib/view";
+import { Trait } from "../traits.gen";
+import { edge, edgeHasHead, edgeList, Graph, node, readGraph } from "./data";
 
 const BUCKETS = 8;
 const CHUNK = 64;
 const GLYPH_MIN = 200; // side panel width at least
 const RADIAL_MIN = 300;
 
-export abstract class TracedView extends View {
+export abstract class TracedView extends HeadPickerView<"flow"> {
   protected g!: Graph;
   protected canvas = h("canvas", "attnkit-canvas");
   protected glyphs = h("canvas", "attnkit-canvas attnkit-glyphs");
   protected legend = h("div", "attnkit-legend");
   protected geo: Radial = { cx: 0, cy: 0, rIn: 0, rOut: 0, layers: 0, n: 0 };
   protected size = 600;
-  protected glyph = { left: 34, top: 22, cell: 18, pitch: 20, width: 280, height: 300 };
+  protected glyph: GridLayout = { rows: 0, cols: 0, left: 34, top: 22, cell: 18, pitchX: 20, pitchY: 20, width: 280, height: 300 };
   protected hoverNode = -1;
   protected trace: Set<number> | null = null;
-  protected hoverHead: [number, number] | null = null; // [layer 0-indexed, head]
+  protected heads!: GridPointer; // the head glyphs: hovered one [layer 0-indexed, head]
   private paths: Float32Array[] = [];
   private nodeXYs = new Float32Array(0);
   private pending = false;
@@ -38,8 +42,8 @@ export abstract class TracedView extends View {
     this.redraw();
   }, "attnkit-btn attnkit-btn-text");
 
-  constructor(props: RenderProps, kind: string) {
-    super(props, kind);
+  constructor(props: RenderProps) {
+    super(props, "flow");
     this.root.classList.add("attnkit-flow");
     this.thr.type = "range";
     this.thr.min = "0.01";
@@ -63,7 +67,7 @@ export abstract class TracedView extends View {
   protected abstract buildLegend(): void;
   /** Bar length 0..5 of an influence score: clamped at the score a full rating stands for. */
   protected barOf(score: number | undefined): number {
-    const top = Number(this.model.get("rating_top")) || 5;
+    const top = Number(this.get("rating_top")) || 5;
     return score && score > 0 ? 5 * Math.min(1, score / top) : 0;
   }
 
@@ -75,15 +79,16 @@ export abstract class TracedView extends View {
   /** Colour of lit edges while tracing. */
   protected abstract litColor(i: number): string;
 
-  protected traits(): string[] {
-    return GRAPH_TRAITS;
+  /** The threshold and the restriction are the view's own: the kernel's new graph reloads it. */
+  protected quiet(): Trait<"flow">[] {
+    return [...super.quiet(), "threshold", "restrict"];
   }
 
   protected load(): void {
-    this.g = readGraph(this.model);
+    this.g = readGraph((name) => this.get(name));
     this.pending = false;
-    this.title.textContent = (this.model.get("title") as string) || "Attention flow";
-    const t = Number(this.model.get("threshold"));
+    this.title.textContent = (this.get("title") as string) || "Attention flow";
+    const t = Number(this.get("threshold"));
     this.thr.value = String(t);
     this.thrValue.textContent = t.toFixed(2);
     const off = noKernel();
@@ -94,22 +99,28 @@ export abstract class TracedView extends View {
     this.hoverNode = -1;
     this.trace = null;
     this.buildLegend();
-    const note = (this.model.get("rating_note") as string) || "";
+    const note = (this.get("rating_note") as string) || "";
     if (note) this.legend.appendChild(h("div", "attnkit-legend-note", note));
     this.updateStatus();
   }
 
   protected updateStatus(): void {
     const g = this.g;
-    const restrict = (this.model.get("restrict") as number[][]) ?? [];
+    const restrict = (this.get("restrict") as number[][]) ?? [];
     this.allHeads.disabled = restrict.length === 0 || noKernel();
     const parts = [`${g.nNodes} nodes, ${g.nEdges} edges`];
-    const note = (this.model.get("threshold_note") as string) || "";
-    if (note) parts.push(`threshold ${Number(this.model.get("threshold")).toFixed(2)} ${note}`);
+    const note = (this.get("threshold_note") as string) || "";
+    if (note) parts.push(`threshold ${Number(this.get("threshold")).toFixed(2)} ${note}`);
     if (g.nEdgesTotal > g.nEdges) parts.push(`drawing the strongest edges of each layer: ${g.nEdges} of ${g.nEdgesTotal} (raise the threshold to see them all)`);
     if (restrict.length) parts.push(`restricted to ${restrict.map(([l, hd]) => headLabel(l, hd)).join(", ")}`);
     if (this.pending) parts.push("recomputing\u2026");
+    const sel = this.selectionText();
+    if (sel) parts.push(sel);
     this.status.textContent = parts.join(" \u00b7 ");
+  }
+
+  showSelection(): void {
+    this.updateStatus();
   }
 
   protected layout(): void {
@@ -118,7 +129,11 @@ export abstract class TracedView extends View {
     const H = Math.max(1, g.heads);
     const cell = Math.max(10, Math.min(22, Math.floor(260 / H) - 2));
     const pitch = cell + 2;
-    this.glyph = { left: 34, top: 22, cell, pitch, width: 34 + H * pitch + 8, height: 22 + Math.max(1, g.layers) * pitch + 8 };
+    const { left, top, below } = axesSpace(this.glyphs.getContext("2d")!, this.glyphAxes());
+    this.glyph = {
+      rows: g.layers, cols: H, left, top, cell, pitchX: pitch, pitchY: pitch,
+      width: left + H * pitch + 8, height: top + Math.max(Math.max(1, g.layers) * pitch, below) + 8,
+    };
     const side = Math.max(this.glyph.width, GLYPH_MIN);
     // Narrow outputs put the glyphs under the rings instead of beside them.
     const stacked = width - side - 24 < RADIAL_MIN + 60;
@@ -137,7 +152,7 @@ export abstract class TracedView extends View {
     }
     Object.assign(this.root.dataset, {
       cx: String(this.geo.cx), cy: String(this.geo.cy), rIn: String(this.geo.rIn), rOut: String(this.geo.rOut),
-      glyphLeft: String(this.glyph.left), glyphTop: String(this.glyph.top), glyphCell: String(this.glyph.cell), glyphPitch: String(this.glyph.pitch),
+      glyphLeft: String(this.glyph.left), glyphTop: String(this.glyph.top), glyphCell: String(this.glyph.cell), glyphPitch: String(this.glyph.pitchX),
       stacked: String(stacked),
     });
   }
@@ -176,9 +191,10 @@ export abstract class TracedView extends View {
 
   private drawEdges(ctx: CanvasRenderingContext2D): Set<number> | null {
     const g = this.g;
-    const focus: Set<number> | null = this.trace ?? (this.hoverHead ? new Set<number>() : null);
-    if (this.hoverHead) {
-      for (let i = 0; i < g.nEdges; i++) if (edge(g, i, "upper") === this.hoverHead[0] + 1 && edgeHasHead(g, i, this.hoverHead[1])) focus!.add(i);
+    const head = this.heads.hovered();
+    const focus: Set<number> | null = this.trace ?? (head ? new Set<number>() : null);
+    if (head) {
+      for (let i = 0; i < g.nEdges; i++) if (edge(g, i, "upper") === head[0] + 1 && edgeHasHead(g, i, head[1])) focus!.add(i);
     }
     const mid = (b: number) => (b + 0.5) / BUCKETS;
     const all = Array.from({ length: g.nEdges }, (_, i) => i);
@@ -277,7 +293,6 @@ export abstract class TracedView extends View {
     const hoverPos = this.hoverNode >= 0 ? node(g, this.hoverNode, "position") : -1;
     const traced = new Set<number>();
     if (focus) for (const i of focus) if (edge(g, i, "upper") === 1) traced.add(edge(g, i, "to"));
-    const maxChars = Math.max(4, Math.floor((this.size / 2 - labelR) / 6));
     for (let p = 0; p < g.tokens.length; p++) {
       const strong = p === hoverPos || traced.has(p);
       if (p % stride !== 0 && p !== hoverPos) continue;
@@ -292,7 +307,7 @@ export abstract class TracedView extends View {
       ctx.textBaseline = "middle";
       ctx.font = strong ? `bold ${FONT_SMALL}` : FONT_SMALL;
       ctx.fillStyle = p === hoverPos ? th.accentInk : strong ? th.ink : focus ? th.faint : th.ink;
-      ctx.fillText(truncate(displayToken(g.tokens[p]), Math.min(16, maxChars)), 0, 0);
+      ctx.fillText(fitText(ctx, truncate(displayToken(g.tokens[p]), 16), roomOutward(this.size, x, y, a) - 2), 0, 0);
       ctx.restore();
     }
   }
@@ -304,33 +319,30 @@ export abstract class TracedView extends View {
     return m;
   }
 
+  /** The glyph grid's axes: heads across, layers (as the rings name them) down. */
+  private glyphAxes(): Axes {
+    return { rows: this.g.layers, cols: this.g.heads, rowLabel: (l) => `L${l + 1}`, colTitle: "head" };
+  }
+
   private drawGlyphs(): void {
     const g = this.g;
     const th = this.theme;
-    const { left, top, cell, pitch, width, height } = this.glyph;
+    const { left, top, cell, pitchX: pitch, width, height } = this.glyph;
     const ctx = sizeCanvas(this.glyphs, width, height);
     ctx.clearRect(0, 0, width, height);
     const H = g.heads;
     const max = this.countsMax();
-    const restrict = new Set(((this.model.get("restrict") as number[][]) ?? []).map(([l, hd]) => l * 1000 + hd));
+    const restrict = new Set(((this.get("restrict") as number[][]) ?? []).map(([l, hd]) => l * 1000 + hd));
+    drawAxes(ctx, th, this.glyph, this.glyphAxes());
+    const hover = this.heads.hovered();
     ctx.font = FONT_SMALL;
-    ctx.fillStyle = th.muted;
-    ctx.textAlign = "center";
-    ctx.textBaseline = "bottom";
-    for (let hd = 0; hd < H; hd++) if (H <= 16 || hd % 2 === 0) ctx.fillText(String(hd + 1), left + hd * pitch + cell / 2, top - 3);
-    ctx.textAlign = "right";
-    ctx.fillText("head", left - 4, top - 3);
+    ctx.textBaseline = "middle";
     for (let l = 0; l < g.layers; l++) {
       const y = top + l * pitch;
-      ctx.fillStyle = th.muted;
-      ctx.textAlign = "right";
-      ctx.textBaseline = "middle";
-      ctx.font = FONT_SMALL;
-      ctx.fillText(`L${l + 1}`, left - 4, y + cell / 2);
       for (let hd = 0; hd < H; hd++) {
         const x = left + hd * pitch;
         this.paintGlyph(ctx, l, hd, x, y, max);
-        const isHover = this.hoverHead && this.hoverHead[0] === l && this.hoverHead[1] === hd;
+        const isHover = hover && hover[0] === l && hover[1] === hd;
         if (restrict.has(l * 1000 + hd) || isHover) {
           ctx.strokeStyle = restrict.has(l * 1000 + hd) ? th.accent : th.ink;
           ctx.lineWidth = restrict.has(l * 1000 + hd) ? 2.2 : 1.2;
@@ -341,21 +353,26 @@ export abstract class TracedView extends View {
   }
 
   // -------------------------------------------------------------- interaction
-  private glyphAt(x: number, y: number): [number, number] | null {
-    const gl = this.glyph;
-    const hd = Math.floor((x - gl.left) / gl.pitch);
-    const l = Math.floor((y - gl.top) / gl.pitch);
-    if (hd < 0 || l < 0 || hd >= this.g.heads || l >= this.g.layers) return null;
-    if (x - gl.left - hd * gl.pitch > gl.cell || y - gl.top - l * gl.pitch > gl.cell) return null;
-    return [l, hd];
+  /** Tooltip of head glyph (l, hd): its edges and what a click does. */
+  private headTip(l: number, hd: number): [string, [string, string][]] {
+    const rows = this.headRows(l, hd);
+    const restricted = ((this.get("restrict") as number[][]) ?? []).some(([a, b]) => a === l && b === hd);
+    rows.push(["click", noKernel() ? "needs a running kernel" : restricted ? "release this head" : `trace layer ${l + 1} through this head only`]);
+    return [`Head ${headLabel(l, hd)}`, rows];
   }
 
-  private headTip(ev: MouseEvent, l: number, hd: number): void {
-    const [sx, sy] = localPoint(this.root, ev);
-    const rows = this.headRows(l, hd);
-    const restricted = ((this.model.get("restrict") as number[][]) ?? []).some(([a, b]) => a === l && b === hd);
-    rows.push(["click", noKernel() ? "needs a running kernel" : restricted ? "release this head" : `trace layer ${l + 1} through this head only`]);
-    this.tip.show(sx, sy, `Head ${headLabel(l, hd)}`, rows);
+  /** A click on head glyph (l, hd) selects the head; with a kernel, its layer is also restricted to it (or released). */
+  private clickHead(l: number, hd: number): void {
+    const also: Record<string, unknown> = {};
+    if (!noKernel()) {
+      const cur = ((this.get("restrict") as number[][]) ?? []).map((p) => [p[0], p[1]]);
+      const k = cur.findIndex(([a, b]) => a === l && b === hd);
+      if (k >= 0) cur.splice(k, 1);
+      else cur.push([l, hd]);
+      also.restrict = cur;
+      this.pending = true;
+    }
+    this.pick(l, hd, also);
   }
 
   private bind(): void {
@@ -390,50 +407,25 @@ export abstract class TracedView extends View {
     });
     this.listen(this.canvas, "pointerleave", () => {
       this.tip.hide();
-      if (this.hoverNode >= 0 || this.hoverHead) {
+      if (this.hoverNode >= 0) {
         this.hoverNode = -1;
         this.trace = null;
-        this.hoverHead = null;
         this.redraw();
       }
     });
-    this.listen(this.glyphs, "pointermove", (e) => {
-      const ev = e as PointerEvent;
-      const [x, y] = localPoint(this.glyphs, ev);
-      const hit = this.glyphAt(x, y);
-      if (hit) this.headTip(ev, hit[0], hit[1]);
-      else this.tip.hide();
-      this.glyphs.style.cursor = hit ? "pointer" : "";
-      if (JSON.stringify(hit) !== JSON.stringify(this.hoverHead)) {
-        this.hoverHead = hit;
+    this.heads = bindGridPointer(this, {
+      canvas: this.glyphs,
+      stage: this.root,
+      tip: this.tip,
+      hit: (x, y) => gridHit(this.glyph, x, y),
+      describe: (l, hd) => this.headTip(l, hd),
+      select: (l, hd) => this.clickHead(l, hd),
+      redraw: () => {
+        // a hovered head lights its edges instead of a traced token
         this.trace = null;
         this.hoverNode = -1;
         this.redraw();
-      }
-    });
-    this.listen(this.glyphs, "pointerleave", () => {
-      this.tip.hide();
-      if (this.hoverHead) {
-        this.hoverHead = null;
-        this.redraw();
-      }
-    });
-    this.listen(this.glyphs, "click", (e) => {
-      const [x, y] = localPoint(this.glyphs, e as MouseEvent);
-      const hit = this.glyphAt(x, y);
-      if (!hit) return;
-      const changes: Record<string, unknown> = { selected: hit };
-      if (!noKernel()) {
-        const cur = ((this.model.get("restrict") as number[][]) ?? []).map((p) => [p[0], p[1]]);
-        const k = cur.findIndex(([l, hd]) => l === hit[0] && hd === hit[1]);
-        if (k >= 0) cur.splice(k, 1);
-        else cur.push(hit);
-        changes.restrict = cur;
-        this.pending = true;
-      }
-      this.save(changes);
-      this.updateStatus();
-      this.redraw();
+      },
     });
     this.listen(this.thr, "input", () => {
       this.thrValue.textContent = Number(this.thr.value).toFixed(2);
@@ -447,7 +439,6 @@ export abstract class TracedView extends View {
       this.updateStatus();
       this.redraw();
     };
-    this.onModel("change:selected", marks);
     this.onModel("change:restrict", marks);
   }
 

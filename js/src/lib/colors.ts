@@ -7,12 +7,35 @@ export const SEQUENTIAL_DEFAULT = "Blues";
 export const DIVERGING_DEFAULT = "RdBu_r";
 export const METRIC_DEFAULT = "viridis";
 
-/** "#rrggbb" → [r, g, b]. */
-export function parseHex(hex: string): [number, number, number] {
-  const m = /^#?([0-9a-f]{6})$/i.exec(hex);
-  if (!m) throw new Error(`not a #rrggbb colour: ${hex}`);
-  const v = parseInt(m[1], 16);
-  return [(v >> 16) & 255, (v >> 8) & 255, v & 255];
+export type RGB = [number, number, number];
+
+/**
+ * The red, green and blue (0..255) of a CSS colour written #rgb, #rrggbb or rgb(a)(...), or
+ * null for any other form (named colours, color-mix(), ...). The one colour parser of the
+ * front end: colour-map stops, theme colours and painted backgrounds all go through it.
+ */
+export function parseColor(css: string): RGB | null {
+  const s = css.trim();
+  const hex = /^#([0-9a-f]{3}|[0-9a-f]{6})$/i.exec(s);
+  if (hex) {
+    const v = hex[1].length === 3 ? hex[1].split("").map((c) => c + c).join("") : hex[1];
+    return [parseInt(v.slice(0, 2), 16), parseInt(v.slice(2, 4), 16), parseInt(v.slice(4, 6), 16)];
+  }
+  const fn = /^rgba?\(\s*([\d.]+)[ ,]+([\d.]+)[ ,]+([\d.]+)/i.exec(s);
+  return fn ? [Number(fn[1]), Number(fn[2]), Number(fn[3])] : null;
+}
+
+/** "#rrggbb" (or any form parseColor reads) → [r, g, b]; throws on anything else. */
+export function parseHex(hex: string): RGB {
+  const c = parseColor(hex);
+  if (!c) throw new Error(`not a #rrggbb colour: ${hex}`);
+  return c;
+}
+
+/** Relative luminance (0..1) of an sRGB colour (approximate gamma 2.2). */
+export function luminance([r, g, b]: RGB): number {
+  const lin = (c: number) => (c / 255) ** 2.2;
+  return 0.2126 * lin(r) + 0.7152 * lin(g) + 0.0722 * lin(b);
 }
 
 const lutCache = new Map<string, Uint8ClampedArray>();
@@ -71,9 +94,7 @@ export function categorical(i: number): string {
 export function textOn(name: string, i: number): string {
   const t = lut(name);
   const k = Math.max(0, Math.min(255, Math.round(i))) * 4;
-  // Relative luminance (sRGB, approximate gamma 2.2).
-  const lum = 0.2126 * (t[k] / 255) ** 2.2 + 0.7152 * (t[k + 1] / 255) ** 2.2 + 0.0722 * (t[k + 2] / 255) ** 2.2;
-  return lum > 0.22 ? "#111" : "#fff";
+  return luminance([t[k], t[k + 1], t[k + 2]]) > 0.22 ? "#111" : "#fff";
 }
 
 /**

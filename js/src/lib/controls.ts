@@ -1,7 +1,13 @@
 // Header controls bound to traits: a stepper (‹ value ›), a select, a checkbox. Their
 // listeners go through the view, so teardown removes them; their values are text only.
 
+import { Bundle, Trait } from "../traits.gen";
 import { h, View } from "./view";
+
+/** The change `trait` = `value`, as View.save takes it. */
+function saving<B extends Bundle>(trait: Trait<B>, value: unknown): Partial<Record<Trait<B>, unknown>> {
+  return { [trait]: value } as Partial<Record<Trait<B>, unknown>>;
+}
 
 export interface Stepper {
   box: HTMLSpanElement;
@@ -10,22 +16,22 @@ export interface Stepper {
 }
 
 /** ‹ n/N › for integer trait `trait` in [0, model[count]). */
-export function stepper(v: View, label: string, trait: string, count: string): Stepper {
+export function stepper<B extends Bundle>(v: View<B>, label: string, trait: Trait<B>, count: Trait<B>): Stepper {
   const box = h("span", "attnkit-stepper");
   const val = h("span", "attnkit-stepper-value");
   const step = (d: number) => {
-    const max = v.model.get(count) as number;
-    const cur = v.model.get(trait) as number;
+    const max = v.get(count) as number;
+    const cur = v.get(trait) as number;
     const nv = Math.min(max - 1, Math.max(0, cur + d));
-    if (nv !== cur) v.save({ [trait]: nv });
+    if (nv !== cur) v.save(saving(trait, nv));
   };
   const prev = v.button("\u2039", `previous ${label.toLowerCase()}`, () => step(-1));
   const next = v.button("\u203a", `next ${label.toLowerCase()}`, () => step(1));
   box.append(h("span", "attnkit-stepper-label", label), prev, val, next);
   let enabled = true;
   const update = () => {
-    const max = v.model.get(count) as number;
-    const cur = v.model.get(trait) as number;
+    const max = v.get(count) as number;
+    const cur = v.get(trait) as number;
     box.style.display = max > 1 ? "" : "none";
     val.textContent = `${cur + 1}/${max}`;
     prev.disabled = !enabled || cur <= 0;
@@ -40,7 +46,7 @@ export function stepper(v: View, label: string, trait: string, count: string): S
 }
 
 /** A labelled <select> of `options` ([value, text]) bound to string trait `trait`. */
-export function select(v: View, label: string, trait: string, options: [string, string][], tip: string): { box: HTMLLabelElement; update: () => void } {
+export function select<B extends Bundle>(v: View<B>, label: string, trait: Trait<B>, options: [string, string][], tip: string): { box: HTMLLabelElement; update: () => void } {
   const box = h("label", "attnkit-select");
   const sel = h("select", "");
   sel.title = tip;
@@ -51,24 +57,24 @@ export function select(v: View, label: string, trait: string, options: [string, 
     sel.appendChild(o);
   }
   box.append(h("span", "attnkit-stepper-label", label), sel);
-  v.listen(sel, "change", () => v.save({ [trait]: sel.value }));
+  v.listen(sel, "change", () => v.save(saving(trait, sel.value)));
   const update = () => {
-    sel.value = String(v.model.get(trait) ?? "");
+    sel.value = String(v.get(trait) ?? "");
   };
   return { box, update };
 }
 
 /** A checkbox bound to boolean trait `trait`; its label text can change. */
-export function checkbox(v: View, trait: string, tip: string): { box: HTMLLabelElement; update: (text?: string) => void } {
+export function checkbox<B extends Bundle>(v: View<B>, trait: Trait<B>, tip: string): { box: HTMLLabelElement; update: (text?: string) => void } {
   const box = h("label", "attnkit-check");
   const input = h("input", "");
   input.type = "checkbox";
   input.title = tip;
   const text = h("span", "");
   box.append(input, text);
-  v.listen(input, "change", () => v.save({ [trait]: input.checked }));
+  v.listen(input, "change", () => v.save(saving(trait, input.checked)));
   const update = (t?: string) => {
-    input.checked = Boolean(v.model.get(trait));
+    input.checked = Boolean(v.get(trait));
     if (t !== undefined) text.textContent = t;
   };
   return { box, update };

@@ -1,8 +1,8 @@
-// Pointer handling shared by the layer × head grids (HeadGrid, HeadMap): hover read-out in a
-// tooltip, a hovered cell to ring, click to select.
+// Pointer handling of every canvas where a head is picked (HeadGrid, HeadMap, the flow view's
+// head glyphs and its collection's wedges): hover read-out in a tooltip, a hovered head to ring
+// (the cursor says it can be clicked), click to select.
 
 import { localPoint } from "./canvas";
-import { gridHit, GridLayout } from "./layout";
 import { Row, Tooltip } from "./tooltip";
 import { View } from "./view";
 
@@ -11,8 +11,8 @@ export interface GridPointerOptions {
   /** the positioned element the tooltip lives in */
   stage: HTMLElement;
   tip: Tooltip;
-  /** the current layout (it changes with the data and the width) */
-  layout: () => GridLayout;
+  /** the (row, col) under canvas point (x, y), or null (e.g. gridHit on the current layout) */
+  hit: (x: number, y: number) => [number, number] | null;
   /** tooltip title and rows of cell (row, col) */
   describe: (row: number, col: number) => [string, Row[]];
   select: (row: number, col: number) => void;
@@ -26,7 +26,7 @@ export interface GridPointer {
   reset: () => void;
 }
 
-export function bindGridPointer(v: View, o: GridPointerOptions): GridPointer {
+export function bindGridPointer(v: View<any>, o: GridPointerOptions): GridPointer {
   let hover: [number, number] | null = null;
   const setHover = (hit: [number, number] | null) => {
     const same = hover && hit && hover[0] === hit[0] && hover[1] === hit[1];
@@ -38,7 +38,7 @@ export function bindGridPointer(v: View, o: GridPointerOptions): GridPointer {
   v.listen(o.canvas, "pointermove", (e) => {
     const ev = e as PointerEvent;
     const [x, y] = localPoint(o.canvas, ev);
-    const hit = gridHit(o.layout(), x, y);
+    const hit = o.hit(x, y);
     if (hit) {
       const [title, rows] = o.describe(hit[0], hit[1]);
       const [sx, sy] = localPoint(o.stage, ev);
@@ -46,6 +46,7 @@ export function bindGridPointer(v: View, o: GridPointerOptions): GridPointer {
     } else {
       o.tip.hide();
     }
+    o.canvas.style.cursor = hit ? "pointer" : "";
     setHover(hit);
   });
   v.listen(o.canvas, "pointerleave", () => {
@@ -55,7 +56,7 @@ export function bindGridPointer(v: View, o: GridPointerOptions): GridPointer {
   v.listen(o.canvas, "click", (e) => {
     const ev = e as MouseEvent;
     const [x, y] = localPoint(o.canvas, ev);
-    const hit = gridHit(o.layout(), x, y);
+    const hit = o.hit(x, y);
     if (hit) o.select(hit[0], hit[1]);
   });
   return { hovered: () => hover, reset: () => { hover = null; } };

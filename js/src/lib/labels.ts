@@ -29,6 +29,20 @@ export function truncate(s: string, max: number): string {
   return cps.slice(0, Math.max(1, max - 1)).join("") + "\u2026";
 }
 
+/** `s` shortened with an ellipsis until it is at most `width` wide in the context's font. */
+export function fitText(ctx: Pick<CanvasRenderingContext2D, "measureText">, s: string, width: number): string {
+  if (ctx.measureText(s).width <= width) return s;
+  const cps = Array.from(s);
+  let lo = 1;
+  let hi = cps.length;
+  while (lo < hi) {
+    const mid = (lo + hi + 1) >> 1;
+    if (ctx.measureText(cps.slice(0, mid).join("") + "\u2026").width <= width) lo = mid;
+    else hi = mid - 1;
+  }
+  return cps.slice(0, lo).join("") + "\u2026";
+}
+
 /**
  * Label every `stride`-th position so that labels `cellPx` apart are at least `minPx`
  * apart on screen. Returns 1 when every label fits.

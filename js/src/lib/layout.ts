@@ -44,6 +44,11 @@ export function gridLayout(o: GridOptions): GridLayout {
   };
 }
 
+/** A grid's geometry as the root's data attributes (data-cell, data-grid-left, ...), for tests and tools. */
+export function gridData(g: GridLayout): Record<string, string> {
+  return { cell: String(g.cell), gridLeft: String(g.left), gridTop: String(g.top), pitchX: String(g.pitchX), pitchY: String(g.pitchY) };
+}
+
 /** Top-left corner of cell (row, col). */
 export function cellOrigin(g: GridLayout, row: number, col: number): [number, number] {
   return [g.left + col * g.pitchX, g.top + row * g.pitchY];

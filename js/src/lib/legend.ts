@@ -1,9 +1,26 @@
-// Colour bars drawn on a canvas (text via fillText: never HTML).
+// Legends: colour bars drawn on a canvas (text via fillText: never HTML) and the HTML legend
+// beside a view (text via textContent).
 
 import { lut } from "./colors";
 import { FONT_SMALL } from "./canvas";
 import { formatValue } from "./labels";
 import { Theme } from "./theme";
+import { h } from "./view";
+
+/**
+ * An HTML legend: a title, then one swatch (a dot, or a line for edges) and its text per
+ * `[colour, text]` item, replacing what `box` held. Texts are set as text, never HTML.
+ */
+export function legendItems(box: HTMLElement, title: string, items: [string, string][], swatch: "dot" | "line" = "dot"): void {
+  box.replaceChildren(h("div", "attnkit-legend-title", title));
+  for (const [color, text] of items) {
+    const it = h("div", "attnkit-legend-item");
+    const sw = h("span", swatch === "line" ? "attnkit-swatch-line" : "attnkit-swatch");
+    sw.style.background = color;
+    it.append(sw, h("span", "", text));
+    box.appendChild(it);
+  }
+}
 
 /** A vertical colour bar at (x, y) of size w×h: top = `hi`, bottom = `lo`; `mid` optional tick. */
 export function colorBarV(

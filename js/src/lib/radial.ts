@@ -18,6 +18,17 @@ export function ringRadius(g: Radial, level: number): number {
   return g.rIn + ((g.rOut - g.rIn) * (g.layers - level)) / g.layers;
 }
 
+/**
+ * CSS px from (x, y) to the edge of a `size` × `size` canvas, going outward at angle `a`
+ * (clockwise from the top): the room a label written outward from there has.
+ */
+export function roomOutward(size: number, x: number, y: number, a: number): number {
+  const dx = Math.sin(a);
+  const dy = -Math.cos(a);
+  const along = (p: number, d: number) => (d > 1e-9 ? (size - p) / d : d < -1e-9 ? p / -d : Infinity);
+  return Math.max(0, Math.min(along(x, dx), along(y, dy)));
+}
+
 /** Angle of position `pos` in radians, clockwise from the top. */
 export function angleOf(pos: number, n: number): number {
   return (2 * Math.PI * pos) / Math.max(1, n);

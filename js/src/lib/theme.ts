@@ -2,6 +2,8 @@
 // the notebook's theme (JupyterLab's --jp-* variables; light defaults elsewhere). The CSS
 // side is in styles.css (.attnkit { --attnkit-ink: var(--jp-ui-font-color1, #222); ... }).
 
+import { luminance, parseColor } from "./colors";
+
 export interface Theme {
   ink: string; // text
   muted: string; // secondary text, axis numbers
@@ -26,22 +28,6 @@ const VARS: Record<keyof Omit<Theme, "dark">, string> = {
   accentInk: "--attnkit-accent-ink", halo: "--attnkit-halo",
 };
 
-/** Relative luminance (0..1) of a CSS colour of the form #rgb, #rrggbb or rgb(a)(...). */
-export function luminance(css: string): number {
-  const s = css.trim();
-  let r = 255, g = 255, b = 255;
-  const hex = /^#([0-9a-f]{3}|[0-9a-f]{6})$/i.exec(s);
-  const fn = /^rgba?\(\s*([\d.]+)[ ,]+([\d.]+)[ ,]+([\d.]+)/i.exec(s);
-  if (hex) {
-    const v = hex[1].length === 3 ? hex[1].split("").map((c) => c + c).join("") : hex[1];
-    r = parseInt(v.slice(0, 2), 16); g = parseInt(v.slice(2, 4), 16); b = parseInt(v.slice(4, 6), 16);
-  } else if (fn) {
-    r = Number(fn[1]); g = Number(fn[2]); b = Number(fn[3]);
-  }
-  const lin = (c: number) => (c / 255) ** 2.2;
-  return 0.2126 * lin(r) + 0.7152 * lin(g) + 0.0722 * lin(b);
-}
-
 /** The theme in effect for element `el` (its computed custom properties). */
 export function readTheme(el: Element): Theme {
   if (typeof getComputedStyle === "undefined") return LIGHT;
@@ -51,7 +37,7 @@ export function readTheme(el: Element): Theme {
     const value = cs.getPropertyValue(v).trim();
     if (value) out[k] = value;
   }
-  out.dark = luminance(out.bg) < 0.2;
+  out.dark = luminance(parseColor(out.bg) ?? [255, 255, 255]) < 0.2;
   return out;
 }
 

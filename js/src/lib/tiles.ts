@@ -4,6 +4,13 @@
 // side; level 0 holds the exact weights. The coarsest level, `top`, is the overview sent
 // with the widget. A tile is `size` × `size` bins of one level: tile (ti, tj) of level k
 // covers bins [ti·size, (ti+1)·size) × [tj·size, (tj+1)·size), clipped at the level's side.
+//
+// Everything between "this view needs tile t" and "tile t is in memory" lives here: the
+// geometry, the decoding of a tile's wire array, the LRU cache, and TileLoader's request
+// pipeline (a queue nearest the view first, a few requests in flight, no requests until the
+// view rests, failures remembered). The heatmap only says which tiles it needs and draws.
+
+import { Binary, readArray, WireArray } from "./codec";
 
 export interface Pyramid {
   n: number; // cells per side (tokens)
@@ -141,4 +148,135 @@ export class TileCache {
 /** The cache key of a tile: which head, which values, which reduction, which tile. */
 export function tileKey(layer: number, head: number, what: string, reduce: string, t: TileId): string {
   return `${layer}/${head}/${what}/${t.k === 0 ? "exact" : reduce}/${t.k}/${t.ti}/${t.tj}`;
+}
+
+/** A cache entry from a tile's wire array (a custom message's `buffers` where it has any). */
+export function tileEntry(w: WireArray, buffers: Binary[] = [], pinned = false): Entry {
+  const a = readArray(w, buffers);
+  const values = a.data instanceof Float32Array ? a.data : Float32Array.from(a.data);
+  return { values, rows: a.shape[0] ?? 0, cols: a.shape[1] ?? 0, pinned };
+}
+
+// ------------------------------------------------------------------------- the loader
+export interface LoaderOptions {
+  cacheBytes: number;
+  /** requests in flight at once */
+  inFlight: number;
+  /** how long the view must rest before queued tiles are asked for */
+  settleMs: number;
+  /** ask for tile `t` holding `what`; resolves with its entry (rejects when it cannot) */
+  fetch: (t: TileId, what: string) => Promise<Entry>;
+  /** true while no kernel can answer: nothing is queued then */
+  offline: () => boolean;
+  /** a tile arrived (and is cached) */
+  loaded: (key: string, e: Entry) => void;
+  /** a request failed: the queue is dropped */
+  failed: (key: string) => void;
+}
+
+interface Wanted {
+  key: string;
+  t: TileId;
+  what: string;
+}
+
+/**
+ * The request pipeline of a tiled view: `want` queues a missing tile, `settle` sends the queue
+ * once the view has rested (zooming through levels in a row does not queue the levels passed
+ * on the way in the kernel), at most `inFlight` at a time in the order wanted (the caller
+ * wants the nearest first), and arrivals go into `cache`. Failed tiles are not asked for again
+ * until `reset`.
+ */
+export class TileLoader {
+  readonly cache: TileCache;
+  private pending = new Set<string>();
+  private queue: Wanted[] = [];
+  private failures = new Set<string>();
+  private requestedAt = new Map<string, number>();
+  private settledView = "";
+  private settleTimer: ReturnType<typeof setTimeout> | null = null;
+
+  constructor(private o: LoaderOptions) {
+    this.cache = new TileCache(o.cacheBytes);
+  }
+
+  /** Queue tile `t` (cache key `key`) unless it is cached, on its way or failed before. */
+  want(key: string, t: TileId, what: string): void {
+    if (this.cache.has(key) || this.pending.has(key) || this.failures.has(key) || this.o.offline()) return;
+    if (this.queue.some((q) => q.key === key)) return;
+    this.queue.push({ key, t, what });
+  }
+
+  /** Ask for the queued tiles once the view `view` (any key of it) has rested for settleMs. */
+  settle(view: string): void {
+    if (view === this.settledView) {
+      this.pump();
+      return;
+    }
+    this.settledView = view;
+    if (this.settleTimer) clearTimeout(this.settleTimer);
+    this.settleTimer = setTimeout(() => {
+      this.settleTimer = null;
+      if (this.settledView === view) this.pump();
+    }, this.o.settleMs);
+  }
+
+  /** Ask for tile `t` now, if it is not cached, on its way or failed before; else null. */
+  load(key: string, t: TileId, what: string): Promise<Entry | null> | null {
+    const e = this.cache.get(key);
+    if (e) return Promise.resolve(e);
+    if (this.pending.has(key) || this.failures.has(key) || this.o.offline()) return null;
+    return this.send(key, t, what);
+  }
+
+  /** Forget the queue (the view moved on). */
+  clearQueue(): void {
+    this.queue = [];
+  }
+
+  /** Forget the queue and past failures (another head: its tiles may well load). */
+  reset(): void {
+    this.queue = [];
+    this.failures.clear();
+  }
+
+  /** Milliseconds from the request of tile `key` to now, the first time it is asked; else undefined. */
+  firstDrawn(key: string): number | undefined {
+    const t0 = this.requestedAt.get(key);
+    if (t0 === undefined) return undefined;
+    this.requestedAt.delete(key);
+    return performance.now() - t0;
+  }
+
+  dispose(): void {
+    if (this.settleTimer) clearTimeout(this.settleTimer);
+    this.settleTimer = null;
+    this.queue = [];
+  }
+
+  private pump(): void {
+    while (this.pending.size < this.o.inFlight && this.queue.length) {
+      const { key, t, what } = this.queue.shift()!;
+      if (this.cache.has(key) || this.pending.has(key)) continue;
+      void this.send(key, t, what);
+    }
+  }
+
+  private send(key: string, t: TileId, what: string): Promise<Entry | null> {
+    this.pending.add(key);
+    this.requestedAt.set(key, performance.now());
+    return this.o.fetch(t, what).then((e) => {
+      this.pending.delete(key);
+      this.cache.set(key, e);
+      this.o.loaded(key, e);
+      this.pump();
+      return e;
+    }, () => {
+      this.pending.delete(key);
+      this.failures.add(key);
+      this.queue = [];
+      this.o.failed(key);
+      return null;
+    });
+  }
 }

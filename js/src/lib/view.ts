@@ -8,8 +8,12 @@
 //   keyboard   notebook shortcuts are kept out of the view's controls;
 //   theme      colours from CSS variables, redrawn when the notebook's theme changes;
 //   kernel     requests to the kernel over custom messages, answered or timed out.
-// A view subclasses View, says which traits reload it, and implements load/layout/draw.
+//   traits     read by the names traits.gen.ts lists for the view's bundle (generated from
+//              the Python widget classes; tsc checks every name), every one of them reloads
+//              the view but those it handles itself (quiet);
+// A view subclasses View, names its bundle, and implements load/layout/draw.
 
+import { Bundle, Trait, TRAITS } from "../traits.gen";
 import { Binary } from "./codec";
 import { headLabel } from "./labels";
 import { readTheme, Theme, watchTheme } from "./theme";
@@ -56,8 +60,10 @@ export function noKernel(): boolean {
 /** Keys that move or change a focused control: the notebook must not act on them. */
 const CONTROL_KEYS = new Set(["ArrowLeft", "ArrowRight", "ArrowUp", "ArrowDown", "Home", "End", "PageUp", "PageDown", " ", "Enter", "Escape", "-", "+", "=", "0"]);
 
-export abstract class View {
+export abstract class View<B extends Bundle = Bundle> {
   readonly model: Model;
+  /** the bundle (and the class attnkit-<kind>) */
+  readonly kind: B;
   readonly el: HTMLElement;
   readonly root: HTMLDivElement;
   readonly header: HTMLDivElement;
@@ -82,8 +88,9 @@ export abstract class View {
   private nextId = 1;
   private waiting = new Map<number, { resolve: (r: Reply) => void; reject: (e: Error) => void; timer: ReturnType<typeof setTimeout> }>();
 
-  constructor({ model, el }: RenderProps, kind: string) {
+  constructor({ model, el }: RenderProps, kind: B) {
     this.model = model;
+    this.kind = kind;
     this.el = el;
     this.root = h("div", `attnkit attnkit-${kind}`);
     // JupyterLab (Lumino) ignores its shortcuts for key events from inside this element.
@@ -110,8 +117,20 @@ export abstract class View {
   }
 
   // ----------------------------------------------------------------- the view's part
-  /** Traits whose change reloads the data (load, layout, draw). */
-  protected abstract traits(): string[];
+  /**
+   * Traits whose change reloads the data (load, layout, draw): every synced trait of the
+   * view's widget but the quiet ones.
+   */
+  protected traits(): Trait<B>[] {
+    const quiet = new Set<string>(this.quiet());
+    return (TRAITS[this.kind] as readonly Trait<B>[]).filter((t) => !quiet.has(t));
+  }
+
+  /** Traits the view follows itself (a change of them must not reload it). */
+  protected quiet(): Trait<B>[] {
+    return [];
+  }
+
   /** Read the model's traits into the view's data. */
   protected abstract load(): void;
   /** Compute geometry for `this.width`. */
@@ -217,8 +236,13 @@ export abstract class View {
     this.disposers.push(() => this.model.off(event, cb));
   }
 
+  /** The value of trait `name` of the view's widget. */
+  get(name: Trait<B>): any {
+    return this.model.get(name);
+  }
+
   /** Set traits and send them to the kernel. */
-  save(changes: Record<string, unknown>): void {
+  save(changes: Partial<Record<Trait<B>, unknown>>): void {
     for (const [k, v] of Object.entries(changes)) this.model.set(k, v);
     this.model.save_changes();
   }
@@ -312,9 +336,13 @@ export abstract class View {
 /**
  * A view where a click picks a head: `selected` is [layer, head] (0-indexed) or []. The status
  * line says which head is selected; a change of `selected` (from Python or a linked view) redraws.
+ * HeadMap, HeadGrid, ClusterView and every mode of FlowView pick heads through it.
  */
-export abstract class HeadPickerView extends View {
-  constructor(props: RenderProps, kind: string) {
+/** The bundles whose widget has a `selected` head. */
+export type PickerBundle = { [B in Bundle]: "selected" extends Trait<B> ? B : never }[Bundle];
+
+export abstract class HeadPickerView<B extends PickerBundle = PickerBundle> extends View<B> {
+  constructor(props: RenderProps, kind: B) {
     super(props, kind);
     this.onModel("change:selected", () => {
       this.showSelection();
@@ -322,25 +350,35 @@ export abstract class HeadPickerView extends View {
     });
   }
 
-  /** The selected head, or null. */
-  selection(): [number, number] | null {
-    return selectedPair(this.model.get("selected"));
+  protected quiet(): Trait<B>[] {
+    return ["selected" as Trait<B>];
   }
 
-  /** Select head (layer, head) and tell the kernel. */
-  pick(layer: number, head: number): void {
-    this.save({ selected: [layer, head] });
+  /** The selected head, or null. */
+  selection(): [number, number] | null {
+    return selectedPair(this.get("selected" as Trait<B>));
+  }
+
+  /** Select head (layer, head) and tell the kernel, with any `also` changes in the same message. */
+  pick(layer: number, head: number, also: Record<string, unknown> = {}): void {
+    this.save({ selected: [layer, head], ...also } as Partial<Record<Trait<B>, unknown>>);
     this.showSelection();
     this.redraw();
   }
 
+  /** Say which head is selected in the status line (views with more to say there override it). */
   showSelection(): void {
+    this.status.textContent = this.selectionText() || "no head selected";
+  }
+
+  /** "selected L-H", or "" when no head is selected. */
+  protected selectionText(): string {
     const sel = this.selection();
-    this.status.textContent = sel ? `selected ${headLabel(sel[0], sel[1])}` : "no head selected";
+    return sel ? `selected ${headLabel(sel[0], sel[1])}` : "";
   }
 }
 
 /** The anywidget module of a view class. */
-export function mount(make: (props: RenderProps) => View): { render: (props: RenderProps) => () => void } {
+export function mount<B extends Bundle>(make: (props: RenderProps) => View<B>): { render: (props: RenderProps) => () => void } {
   return { render: (props) => make(props).start() };
 }

@@ -1,0 +1,29 @@
+"""The front end's bundles and trait names come from the widget classes: js/src/traits.gen.ts
+must be what `python -m attnkit.widgets._traits` writes (js/build.mjs builds its BUNDLES; the
+views read traits by its names, which tsc checks)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from attnkit.widgets import FlowView, _flow_wire, _traits
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_traits_gen_is_current():
+    assert _traits.GENERATED.read_text(encoding="utf-8") == _traits.typescript()
+    assert 'export const BUNDLES = ["heatmap", "headgrid", "headmap", "cluster", "flow"] as const;' in _traits.typescript()
+
+
+def test_every_bundle_has_a_source_and_is_packaged():
+    hatch = (ROOT / "hatch_build.py").read_text(encoding="utf-8")
+    for name, traits in _traits.bundles().items():
+        assert (ROOT / "js" / "src" / f"{name}.ts").is_file(), name
+        assert f'"{name}.js"' in hatch, f"hatch_build.py does not list {name}.js"
+        assert "title" in traits and not any(t.startswith("_") for t in traits)
+    assert "layout" not in _traits.synced_traits(FlowView)  # ipywidgets' own traits are not listed
+
+
+def test_flow_wire_arrays_are_flow_view_traits():
+    assert set(_flow_wire.FIELDS) | set(_flow_wire.TABLES) <= set(_traits.synced_traits(FlowView))
