@@ -1,6 +1,7 @@
 """Hatchling build hook: build the front ends into attnkit/static/.
 
-- js/         the widgets (heatmap.js, headgrid.js, headmap.js, cluster.js, widgets.css)
+- js/         the widgets (one bundle per entry of BUNDLES in js/src/traits.gen.ts, the list
+              generated from the widget classes, and widgets.css)
 - js/report/  the offline report renderer (report.js, report.css)
 
 Runs on every wheel, sdist and editable build. attnkit/static/ is not committed (it is in
@@ -14,15 +15,30 @@ the front-end build (Python-only development; widgets then show a "not built" me
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
 
 from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 
+HERE = Path(__file__).resolve().parent
+
+
+def widget_bundles(root: Path = HERE) -> tuple[str, ...]:
+    """The widget bundles, as js/src/traits.gen.ts lists them (generated from attnkit/widgets/
+    by ``python -m attnkit.widgets._traits``): the one list of bundles."""
+    text = (root / "js" / "src" / "traits.gen.ts").read_text(encoding="utf-8")
+    found = re.search(r"export const BUNDLES = (\[[^\]]*\])", text)
+    if found is None:
+        raise RuntimeError("attnkit: js/src/traits.gen.ts has no BUNDLES list; regenerate it.")
+    return tuple(f"{name}.js" for name in json.loads(found.group(1)))
+
+
 PROJECTS = {
-    "js": ("heatmap.js", "headgrid.js", "headmap.js", "cluster.js", "flow.js", "widgets.css"),
+    "js": (*widget_bundles(), "widgets.css"),
     "js/report": ("report.js", "report.css"),
 }
 
