@@ -59,3 +59,15 @@ def test_import_linter_contracts_hold():
         pytest.skip("import-linter is not installed (pip install attnkit[dev])")
     out = subprocess.run([str(lint), "--no-cache"], cwd=REPO, capture_output=True, text=True)
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
+
+
+def test_every_path_contributing_names_exists():
+    """CONTRIBUTING.md's checklists name the files a newcomer touches: each must exist
+    (templates with ``<name>`` are skipped; ``../shared`` is beside the checkout)."""
+    import re
+
+    text = (REPO / "CONTRIBUTING.md").read_text(encoding="utf-8")
+    paths = {p for p in re.findall(r"`([\w./-]+/[\w.-]+)`", text) if "." in p.rsplit("/", 1)[-1]}
+    assert len(paths) > 10
+    missing = sorted(p for p in paths if not p.startswith("../") and not (REPO / p).exists())
+    assert missing == []
