@@ -96,6 +96,7 @@ _CHILD = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_interrupted_run_resumes(tmp_path, tiny_bert):
     texts = [f"{t} {'the cat ' * (i % 5)}" for i, t in enumerate(TEXTS * 4)]  # 28 items, 14 batches
     (tmp_path / "texts.txt").write_text("\n".join(texts) + "\n")

@@ -18,6 +18,8 @@ from attnkit import store as st
 from attnkit.errors import ClusterError, ModelNotFoundError
 from attnkit.testing import CORPUS, tiny_model
 
+pytestmark = pytest.mark.slow
+
 distributed = pytest.importorskip("distributed")
 
 TEXTS = [f"{t} {'the cat ' * (i % 4)}".strip() for i, t in enumerate(CORPUS * 3)]  # 18 items: 9 batches of 2
