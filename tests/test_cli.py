@@ -9,6 +9,8 @@ import pytest
 
 import attnkit
 
+pytestmark = pytest.mark.slow
+
 ROOT = Path(attnkit.__file__).resolve().parents[1]
 
 

@@ -1,5 +1,5 @@
-"""Extraction on a Dask cluster (2 worker processes, one thread each): the same bits as in
-process, and every cluster fault with a clear attnkit error and no wrong value."""
+"""Extraction on a Dask cluster (2 worker processes, one thread each): the same maps as in
+process (to float16 rounding), and every cluster fault with a clear attnkit error and no wrong value."""
 
 from __future__ import annotations
 
@@ -17,6 +17,8 @@ from attnkit import engine
 from attnkit import store as st
 from attnkit.errors import ClusterError, ModelNotFoundError
 from attnkit.testing import CORPUS, tiny_model
+
+pytestmark = pytest.mark.slow
 
 distributed = pytest.importorskip("distributed")
 
@@ -40,9 +42,10 @@ def _same_maps(a, b) -> None:
     for x, y in zip(a, b):
         assert x.tokens == y.tokens
         # Workers run one torch thread each, this process several: the same batches through
-        # the same kernels may sum in another float32 order (a few ulp of maps in [0, 1]); a
-        # wrong batch or item order is off by far more than 1e-6.
-        np.testing.assert_allclose(x.maps, y.maps, rtol=0, atol=1e-6)
+        # the same kernels may sum in another float32 order, and a value one float32 ulp off
+        # may round to the neighbouring float16 of the store (2**-11 apart below 1); a wrong
+        # batch or item order is off by far more than 1e-3.
+        np.testing.assert_allclose(x.maps, y.maps, rtol=0, atol=1e-3)
         if x.input_ids is not None or y.input_ids is not None:
             np.testing.assert_array_equal(x.input_ids, y.input_ids)
 
@@ -76,8 +79,8 @@ def test_scheduler_address_and_word_level_with_embeddings(client, tmp_path):
     got = ak.extract(tiny_model("roberta"), TEXTS, batch_size=4, embeddings=True,
                      store=tmp_path / "w", client=client.scheduler.address, progress=False)
     _same_maps(ref, got)
-    for x, y in zip(ref, got):  # computed on a worker: float32 summation order, as _same_maps
-        np.testing.assert_allclose(x.embeddings, y.embeddings, rtol=1e-6, atol=1e-6)
+    for x, y in zip(ref, got):  # computed on a worker, stored in float16: as _same_maps
+        np.testing.assert_allclose(x.embeddings, y.embeddings, rtol=1e-3, atol=1e-6)
 
 
 class _Dying:

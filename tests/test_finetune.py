@@ -229,6 +229,7 @@ def test_command_line_end_to_end(tmp_path, monkeypatch, capsys):
 
 
 @pytest.mark.realmodel
+@pytest.mark.slow
 def test_bundled_model_one_step(tmp_path):
     """The bundled MiniLM: encoder copied exactly, saved classifier keeps its tokenizer."""
     from attnkit.errors import ModelNotFoundError
@@ -255,6 +256,7 @@ def test_bundled_model_one_step(tmp_path):
     assert not np.allclose(a0.maps, a1.maps)
 
 
+@pytest.mark.slow
 def test_python_dash_m_still_works():
     """``python -m attnkit.finetune`` is ``attnkit finetune`` (older docs use it)."""
     import subprocess

@@ -36,6 +36,7 @@ def _check(model, monkeypatch, label):
                                    err_msg=f"{label} {measure}")
 
 
+@pytest.mark.slow
 def test_same_shaped_models_built_and_freed_get_their_own_matrices(monkeypatch):
     """40 tiny Llamas of one shape, each freed before the next is built: each model's maps
     equal a cache-free computation (with a cache keyed on storage addresses, several read
@@ -47,6 +48,7 @@ def test_same_shaped_models_built_and_freed_get_their_own_matrices(monkeypatch):
         gc.collect()
 
 
+@pytest.mark.slow
 def test_models_of_differing_shapes_built_and_freed(monkeypatch):
     """Models of different widths in turn (a stale matrix of another shape would not even
     multiply): each gets maps equal to a cache-free computation."""

@@ -60,6 +60,7 @@ def test_parameters_cell_first(path):
 @pytest.mark.realdata
 @pytest.mark.realmodel
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids)
+@pytest.mark.slow
 def test_runs_in_quick_mode(path, data_dir, minilm, monkeypatch):
     monkeypatch.setenv("ATTNKIT_QUICK", "1")
     # On a shared, oversubscribed CPU torch's spinning threads slow training several-fold

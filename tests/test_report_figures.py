@@ -43,6 +43,7 @@ def bundle():
                      "npm --prefix js/report run build")
 
 
+@pytest.mark.slow
 def test_every_figure_is_an_image_and_cells_report_progress(tmp_path, capsys, bundle):
     nb = new_notebook(cells=[new_markdown_cell("# figures")]
                       + [new_code_cell(src) for src, _ in CELLS])

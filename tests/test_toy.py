@@ -78,6 +78,7 @@ def test_text_input_and_save_load(tmp_path, shipped):
     np.testing.assert_allclose(again.attend(ids).maps, shipped.attend(ids).maps, rtol=0, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_recipe_retrained_briefly_reaches_the_same_heads():
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
