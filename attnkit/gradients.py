@@ -217,7 +217,7 @@ def run_gradients(model: Any, items: Sequence[Any], objective: Any, labels: Sequ
                         "values."
                     ) from exc
             e = eg = None
-            if input_grads:
+            if emb is not None:  # input_grads
                 e, eg = emb.detach().float().cpu().numpy(), grads[-1].float().cpu().numpy()
                 grads = grads[:-1]
             g = torch.stack(grads, dim=1).float().cpu().numpy()  # [B, L, H, T, T]
