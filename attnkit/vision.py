@@ -1,0 +1,1 @@
+"""Vision transformers (ViT, DeiT, CLIP vision): patch tokens with grid positions."""
