@@ -17,7 +17,7 @@ The public names, grouped by task (``attnkit.__all__`` keeps this order; each gr
 
 # ruff: noqa: F401  (every import is re-exported: __all__ is built from GROUPS below)
 
-from . import analysis, data, errors, flow, measures, pipeline, plot, seq2seq, toy
+from . import analysis, data, errors, flow, measures, pipeline, plot, seq2seq, toy, vision
 from .analysis import (
     AttentionProbe,
     attention_importance,

@@ -279,3 +279,84 @@ def tiny_seq2seq(kind: str = "t5", layers: int = 2, heads: int = 2, hidden: int 
             hf = tf.MarianMTModel(cfg)
     tok.model_max_length = max_positions
     return Seq2SeqModel(hf, tok, name=f"tiny-{kind}")
+
+
+#: Every kind :func:`tiny_vision` builds.
+VISION_KINDS = ("vit", "deit", "clip")
+
+
+def tiny_vision(kind: str = "vit", layers: int = 2, heads: int = 2, hidden: int = 16,
+                seed: int = 0, image_size: int = 32, patch_size: int = 8,
+                num_labels: int | None = None):
+    """A randomly initialised :class:`~attnkit.vision.VisionModel` with its image processor.
+
+    Parameters
+    ----------
+    kind : str
+        One of :data:`VISION_KINDS`: ``"vit"``, ``"deit"`` (class and distillation tokens),
+        ``"clip"`` (``CLIPVisionModel``).
+    layers, heads, hidden : int
+        Shape of the model.
+    seed : int
+        Seed of the random weights.
+    image_size, patch_size : int
+        Images are resized to ``image_size`` squared and cut into ``patch_size`` squares.
+    num_labels : int, optional
+        ViT and DeiT: an image-classification head with this many classes.
+
+    Returns
+    -------
+    VisionModel
+
+    Raises
+    ------
+    InputError
+        For an unknown kind.
+
+    Examples
+    --------
+    >>> from attnkit.testing import tiny_vision
+    >>> tiny_vision("clip", image_size=48, patch_size=16)
+    VisionModel('tiny-clip', 2 layers x 2 heads, 9 patches + [CLS])
+    """
+    import torch
+    import transformers as tf
+
+    from .errors import InputError
+    from .vision import VisionModel
+
+    if kind not in VISION_KINDS:
+        raise InputError(f"Unknown tiny vision kind {kind!r}; choose one of "
+                         f"{', '.join(VISION_KINDS)}.")
+    torch.manual_seed(seed)
+    square = {"height": image_size, "width": image_size}
+    common = dict(image_size=image_size, patch_size=patch_size, hidden_size=hidden,
+                  num_hidden_layers=layers, num_attention_heads=heads,
+                  intermediate_size=2 * hidden, attn_implementation="eager")
+    if kind == "clip":
+        cfg = tf.CLIPVisionConfig(initializer_factor=4.0, **common)
+        hf = tf.CLIPVisionModel(cfg)
+        proc = _processor("CLIPImageProcessor")(size={"shortest_edge": image_size},
+                                                crop_size=square)
+    else:
+        config_cls = tf.ViTConfig if kind == "vit" else tf.DeiTConfig
+        cfg = config_cls(initializer_range=0.5, num_labels=num_labels or 2, **common)
+        if kind == "vit":
+            hf = tf.ViTForImageClassification(cfg) if num_labels else tf.ViTModel(cfg)
+            proc = _processor("ViTImageProcessor")(size=square)
+        else:
+            hf = tf.DeiTForImageClassification(cfg) if num_labels else tf.DeiTModel(cfg)
+            proc = _processor("DeiTImageProcessor")(size=square, crop_size=square)
+    return VisionModel(hf, proc, name=f"tiny-{kind}")
+
+
+def _processor(name: str):
+    """transformers' image processor class ``name``: its PIL version where torchvision (the
+    default backend) is not installed."""
+    import importlib.util
+
+    import transformers as tf
+
+    if importlib.util.find_spec("torchvision") is None and hasattr(tf, name + "Pil"):
+        return getattr(tf, name + "Pil")
+    return getattr(tf, name)
