@@ -343,7 +343,7 @@ def tiny_vision(kind: str = "vit", layers: int = 2, heads: int = 2, hidden: int 
         cfg = config_cls(initializer_range=0.5, num_labels=num_labels or 2, **common)
         if kind == "vit":
             hf = tf.ViTForImageClassification(cfg) if num_labels else tf.ViTModel(cfg)
-            proc = _processor("ViTImageProcessor")(size=square)
+            proc = vit_processor(image_size)
         else:
             hf = tf.DeiTForImageClassification(cfg) if num_labels else tf.DeiTModel(cfg)
             proc = _processor("DeiTImageProcessor")(size=square, crop_size=square)
@@ -360,3 +360,24 @@ def _processor(name: str):
     if importlib.util.find_spec("torchvision") is None and hasattr(tf, name + "Pil"):
         return getattr(tf, name + "Pil")
     return getattr(tf, name)
+
+
+def vit_processor(size: int = 32):
+    """A ViT image processor resizing to ``size`` squared (ImageNet-style mean 0.5, std 0.5).
+
+    Parameters
+    ----------
+    size : int
+        Side of the processed image.
+
+    Returns
+    -------
+    transformers image processor
+
+    Examples
+    --------
+    >>> from attnkit.testing import vit_processor
+    >>> vit_processor(16).size["height"]
+    16
+    """
+    return _processor("ViTImageProcessor")(size={"height": size, "width": size})

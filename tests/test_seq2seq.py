@@ -206,3 +206,28 @@ def test_cross_attention_object():
     with pytest.raises(InputError, match="sum to 1"):
         CrossAttention(maps * 2, ["<pad>", "x"], ["cls", "word"], [-1, 0], ["x"],
                        ["▁a", "▁b", "</s>"], ["word", "word", "sep"], [0, 1, -1], ["a", "b"])
+
+
+def test_rectangle_analyses_work_and_others_refuse(models):
+    model = models["bart"]
+    items = [model.attend(SOURCE, TARGET), model.attend("Mary gave John a red apple.", "We read.")]
+    stats = ak.head_stats([s.cross for s in items], progress=False)
+    assert stats.table[["self", "next", "prev"]].isna().all().all()
+    assert ((stats["sep"] >= 0) & (stats["sep"] <= 1)).all()
+    # the source's </s> column, averaged over target rows, by hand for one head
+    cross = items[0].cross
+    by_hand = cross.maps[1, 2][:, cross.source_roles == "sep"].sum(-1).mean()
+    sep_both = (by_hand + items[1].cross.maps[1, 2][:, items[1].cross.source_roles == "sep"]
+                .sum(-1).mean()) / 2
+    np.testing.assert_allclose(stats.loc[(1, 2), "sep"], sep_both, rtol=1e-6)
+    np.testing.assert_allclose(stats.meta["uniform_entropy"],
+                               np.mean([np.log(s.cross.n_columns) for s in items]), rtol=1e-9)
+    sink = ak.head_scores([s.cross for s in items], kinds=["sink"], progress=False)
+    # pooled over every target row of every pair
+    first = (sum(s.cross.maps[0, 1][:, 0].sum() for s in items)
+             / sum(len(s.cross) for s in items))
+    np.testing.assert_allclose(sink.loc[(0, 1), "sink"], first, rtol=1e-6)
+    with pytest.raises(InputError, match="only kinds=\\['sink'\\]"):
+        ak.head_scores([s.cross for s in items], progress=False)
+    graph = ak.attention_graph(items[0].encoder, threshold=0.3)
+    assert graph.number_of_nodes() > 0
