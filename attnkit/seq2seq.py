@@ -522,26 +522,6 @@ class Seq2SeqModel(Model):
                                    "eager path.")
         return tuple(torch.stack([a[0] for a in p]).float().cpu().numpy() for p in parts)
 
-    def dense_bytes(self, n: int) -> int:
-        """Bytes of the encoder's float32 maps ``[L_enc, H, n, n]`` for an ``n``-token source.
-
-        Parameters
-        ----------
-        n : int
-            Source tokens.
-
-        Returns
-        -------
-        int
-
-        Examples
-        --------
-        >>> from attnkit.testing import tiny_seq2seq
-        >>> tiny_seq2seq("t5").dense_bytes(10)
-        1600
-        """
-        return 4 * self.n_layers * self.n_heads * n * n
-
     def kind_of(self, call: AttentionCall) -> str:
         """Which attention a call is: ``"encoder"``, ``"decoder"`` (self) or ``"cross"``.
 

@@ -34,8 +34,8 @@ def main() -> None:
 
     vision = colour_model()
     images, labels, cells = colour_images(args.images, seed=9999)
-    hits = chefer_hits = correct = 0
-    for image, label, cell in zip(images, labels, cells):
+    hits = chefer_hits = 0
+    for image, cell in zip(images, cells):
         att = vision.attend(image)
         grid = ak.vision.patch_grid(att)
         patches = np.flatnonzero(grid[:, 0] >= 0)
