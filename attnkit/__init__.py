@@ -3,7 +3,9 @@
 The public names, grouped by task (``attnkit.__all__`` keeps this order; each group sorted):
 
 - **models and attention**: :func:`load`, :class:`Model`, :class:`Attention`,
-  :class:`LazyAttention`; the measures of what attention passes on (:mod:`attnkit.measures`).
+  :class:`LazyAttention`; the measures of what attention passes on (:mod:`attnkit.measures`);
+  encoder–decoders (:mod:`attnkit.seq2seq`: encoder, decoder and cross-attention) and vision
+  transformers (:mod:`attnkit.vision`: patches as tokens).
 - **data**: treebanks, coreference documents, sentence pairs (:mod:`attnkit.data`).
 - **corpora**: :func:`extract` into memory or a resumable Zarr store, :class:`AttentionSet`,
   :func:`open_store`.
@@ -17,9 +19,10 @@ The public names, grouped by task (``attnkit.__all__`` keeps this order; each gr
 
 # ruff: noqa: F401  (every import is re-exported: __all__ is built from GROUPS below)
 
-from . import analysis, data, errors, flow, measures, pipeline, plot, toy
+from . import analysis, data, errors, flow, measures, pipeline, plot, seq2seq, toy, toy_tasks, vision
 from .analysis import (
     AttentionProbe,
+    alignment_error_rate,
     attention_importance,
     coref_heads,
     embed_heads,
@@ -64,12 +67,14 @@ from .widgets import ClusterView, FlowView, HeadGrid, HeadMap, Heatmap, MeasureS
 
 #: The public names by task (see the module docstring); sorted within each group.
 GROUPS: dict[str, list[str]] = {
-    "models and attention": ["Attention", "LazyAttention", "Model", "load", "measures"],
+    "models and attention": ["Attention", "LazyAttention", "Model", "load", "measures", "seq2seq",
+                             "vision"],
     "data": ["Document", "Sentence", "Treebank", "data", "induction_inputs", "read_conllu",
              "read_coref", "read_glue"],
     "corpora": ["AttentionSet", "extract", "open_store"],
     "results": ["HeadResult", "Result"],
-    "head analyses": ["AttentionProbe", "analysis", "attention_importance", "coref_heads",
+    "head analyses": ["AttentionProbe", "alignment_error_rate", "analysis",
+                      "attention_importance", "coref_heads",
                       "embed_heads", "faithfulness", "head_behaviours", "head_distances",
                       "head_scores", "head_stats", "relation_heads", "right_branching_uas"],
     "attention flows": ["attention_flow", "attention_graph", "compare", "compare_sets", "flow",
@@ -79,7 +84,7 @@ GROUPS: dict[str, list[str]] = {
               "plot", "write_report"],
     "interop": ["from_bertviz", "from_nnsight", "from_transformer_lens", "from_transformers",
                 "to_bertviz", "to_circuitsvis"],
-    "training and examples": ["finetune", "pipeline", "toy"],
+    "training and examples": ["finetune", "pipeline", "toy", "toy_tasks"],
     "errors and version": ["__version__", "errors"],
 }
 

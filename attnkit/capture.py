@@ -494,6 +494,20 @@ class _Session:
     needs_probabilities: bool
     calls: int = 0
 
+    def wants(self, call: AttentionCall) -> tuple[bool, bool]:
+        """``(log-sum-exps, probabilities)`` some recorder reads from this call: a recorder's
+        ``wants(call)`` where it has one (e.g. only some layers of an encoder-decoder), else
+        its ``needs_lse`` and ``needs_probabilities``."""
+        if not any(hasattr(r, "wants") for r in self.recorders):
+            return self.needs_lse, self.needs_probabilities
+        lse = keep = False
+        for r in self.recorders:
+            pick = getattr(r, "wants", None)
+            a, b = pick(call) if pick is not None else (
+                getattr(r, "needs_lse", False), getattr(r, "needs_probabilities", False))
+            lse, keep = lse or a, keep or b
+        return lse, keep
+
 
 _ACTIVE: contextvars.ContextVar[_Session | None] = contextvars.ContextVar("attnkit_capture", default=None)
 
@@ -612,8 +626,7 @@ def attention_forward(
         softcap=softcap, sinks=sinks, position_bias=position_bias,
         dropout=dropout if module.training else 0.0, kwargs=kwargs,
     )
-    want_lse = session is not None and session.needs_lse
-    keep = session is not None and session.needs_probabilities
+    want_lse, keep = session.wants(call) if session is not None else (False, False)
     if softcap is not None or sinks is not None or keep:
         call.output, call.lse = _exact_attention(call, want_lse, keep)
     else:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .attention import Positions, row_shares
+from .attention import Positions, is_punct, row_shares
 from .blocks import row_bands
 from .errors import InputError
 from .types import AttentionLike
@@ -31,7 +31,9 @@ def item_stats(att: AttentionLike) -> np.ndarray:
     punctuation, to itself, to the next and to the previous position, averaged over all
     from-positions; the mean row entropy (nats); and the entropy of the [CLS] row (NaN
     when the input has no [CLS]). A category absent from the input gives 0 attention
-    (e.g. no punctuation), except [CLS]-row entropy which is NaN. Maps of a measure other
+    (e.g. no punctuation), except [CLS]-row entropy which is NaN. Cross-attention
+    (:class:`~attnkit.cross.CrossAttention`, target rows over source columns) counts
+    attention to the source's [CLS], [SEP] and punctuation; self, next and previous are NaN. Maps of a measure other
     than weights are read as each row's shares (:func:`~attnkit.attention.row_shares`).
     Row sums run over float32 products (torch's cascaded sums), totals in float64.
 
@@ -66,10 +68,18 @@ def item_stats(att: AttentionLike) -> np.ndarray:
                          f"LazyAttention; got {type(att).__name__}.")
     L, H, n = att.n_layers, att.n_heads, len(att)
     measure = getattr(att, "measure", "weights")
-    indicator = torch.zeros((n, 3), dtype=torch.float32)  # columns: to [CLS], [SEP], punct
-    indicator[torch.as_tensor(att.cls_positions, dtype=torch.long), 0] = 1.0
-    indicator[torch.as_tensor(att.sep_positions, dtype=torch.long), 1] = 1.0
-    indicator[torch.as_tensor(np.flatnonzero(att.punct), dtype=torch.long), 2] = 1.0
+    # cross-attention (a rectangle): columns are the source's positions, and self, next and
+    # previous position do not exist (NaN)
+    source_roles = getattr(att, "source_roles", None)
+    rect = source_roles is not None
+    col_roles = np.asarray(source_roles) if rect else att.roles
+    col_punct = (np.array([r == "word" and is_punct(t) for t, r in
+                           zip(getattr(att, "source_tokens", att.tokens), col_roles)], dtype=np.bool_)
+                 if rect else att.punct)
+    indicator = torch.zeros((len(col_roles), 3), dtype=torch.float32)  # to [CLS], [SEP], punct
+    indicator[torch.as_tensor(np.flatnonzero(col_roles == "cls"), dtype=torch.long), 0] = 1.0
+    indicator[torch.as_tensor(np.flatnonzero(col_roles == "sep"), dtype=torch.long), 1] = 1.0
+    indicator[torch.as_tensor(np.flatnonzero(col_punct), dtype=torch.long), 2] = 1.0
     cls_row = int(att.cls_positions[0]) if len(att.cls_positions) else -1
     out = np.zeros((L, H, len(STAT_COLUMNS)))
     for layer in range(L):
@@ -88,5 +98,7 @@ def item_stats(att: AttentionLike) -> np.ndarray:
                 if rows.start <= cls_row < rows.stop:
                     acc[7] = float(ent[cls_row - rows.start])
             acc[:7] /= n
+            if rect:
+                acc[3:6] = np.nan
             out[layer, head] = acc
     return out

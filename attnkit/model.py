@@ -163,16 +163,22 @@ def load(
                     f"weights, or a Hugging Face id."
                 )
             path = key
+    family = "text"
     try:
         config = AutoConfig.from_pretrained(
             path, local_files_only=not allow_download, trust_remote_code=trust_remote_code
         )
-        tokenizer = AutoTokenizer.from_pretrained(
-            path,
-            local_files_only=not allow_download,
-            trust_remote_code=trust_remote_code,
-            use_fast=True,
-        )
+        family = model_family(config)
+        if family in FAMILIES:
+            tokenizer = FAMILIES[family].preprocessor(
+                path, local_files_only=not allow_download, trust_remote_code=trust_remote_code)
+        else:
+            tokenizer = AutoTokenizer.from_pretrained(
+                path,
+                local_files_only=not allow_download,
+                trust_remote_code=trust_remote_code,
+                use_fast=True,
+            )
     except (OSError, ValueError) as exc:
         raise ModelNotFoundError(
             f"Model {key!r} could not be found offline ({type(exc).__name__}: "
@@ -182,8 +188,10 @@ def load(
         ) from exc
     from transformers.utils import logging as hf_logging
 
-    refuse_encoder_decoder(config, display)
-    auto_cls = _auto_class(config, task)
+    wrapper = FAMILIES.get(family, Model)
+    if wrapper is Model:
+        refuse_encoder_decoder(config, display)
+    auto_cls = _auto_class(config, task) if wrapper is Model else wrapper.auto_class(config, task)
     torch_dtype = resolve_dtype(dtype, target if target is not None else resolve_device("auto"),
                                 getattr(config, "dtype", None))
     extra: dict[str, Any] = {} if device_map is None else {"device_map": device_map}
@@ -224,21 +232,37 @@ def load(
     if target is not None:
         with torch.no_grad():
             hf.to(target)
-    return Model(hf, tokenizer, name=display, path=str(path))
+    return wrapper(hf, tokenizer, name=display, path=str(path))
+
+
+#: Model families beyond encoder-only and decoder-only text models: family -> the Model class
+#: that reads them (``"encoder-decoder"``: :class:`attnkit.seq2seq.Seq2SeqModel`; ``"vision"``:
+#: :class:`attnkit.vision.VisionModel`). Those modules add themselves when attnkit is imported;
+#: :func:`load` dispatches through it.
+FAMILIES: dict[str, Any] = {}
+
+
+def model_family(config: Any) -> str:
+    """``"text"``, ``"encoder-decoder"`` or ``"vision"``: which kind of Model reads ``config``."""
+    if getattr(config, "is_encoder_decoder", False):
+        return "encoder-decoder"
+    vision = FAMILIES.get("vision")
+    if vision is not None and vision.reads(config):
+        return "vision"
+    return "text"
 
 
 def refuse_encoder_decoder(config: Any, name: str) -> None:
     """Raise :class:`~attnkit.errors.UnsupportedModelError` for an encoder-decoder config
-    (T5, BART, ...): attnkit models run one stack of self-attention."""
+    (T5, BART, ...) wrapped as a plain :class:`Model`: those are read by
+    :class:`attnkit.seq2seq.Seq2SeqModel` (what :func:`load` returns for them)."""
     if getattr(config, "is_encoder_decoder", False):
         raise UnsupportedModelError(
-            f"{name} is an encoder-decoder model ({getattr(config, 'model_type', '?')}), which "
-            "attnkit.load does not support: it has encoder self-attention, decoder "
-            "self-attention and cross-attention. Run it yourself with output_attentions=True "
-            "and read each self-attention as its own Attention: "
-            "attnkit.from_transformers(outputs.encoder_attentions, encoder_tokens) and "
-            "attnkit.from_transformers(outputs.decoder_attentions, decoder_tokens) "
-            "(cross-attention is not supported)."
+            f"{name} is an encoder-decoder model ({getattr(config, 'model_type', '?')}): it has "
+            "encoder self-attention, decoder self-attention and cross-attention, which "
+            "attnkit.Model does not read. Load its folder with attnkit.load, or wrap it with "
+            "attnkit.seq2seq.Seq2SeqModel(hf_model, tokenizer); then "
+            "model.attend(source, target) returns .encoder, .decoder and .cross."
         )
 
 
@@ -313,17 +337,21 @@ class Model:
     (device(type='cpu'), torch.float32, 'interface')
     """
 
+    #: What the class reads (:data:`FAMILIES`): ``"text"`` for :class:`Model` itself.
+    family = "text"
+
     @renamed(positional=("name", "path"))
     def __init__(self, hf_model: Any, tokenizer: Any, *, name: str = "", path: str = "",
                  capture: str = "auto") -> None:
         from .capture import IMPLEMENTATION, register, supports_interface
 
-        if not getattr(tokenizer, "is_fast", False):
+        if self.family == "text" and not getattr(tokenizer, "is_fast", False):
             raise InputError(
                 "attnkit needs a fast (Rust) tokenizer to align tokens to words; "
                 f"{type(tokenizer).__name__} is a slow one."
             )
-        refuse_encoder_decoder(hf_model.config, name or type(hf_model).__name__)
+        if self.family == "text":
+            refuse_encoder_decoder(hf_model.config, name or type(hf_model).__name__)
         if capture not in ("auto", "interface", "eager"):
             raise InputError(f"capture must be 'auto', 'interface' or 'eager', not {capture!r}.")
         interface = capture != "eager" and supports_interface(hf_model) and register()

@@ -185,3 +185,199 @@ def _tiny_decoder(kind: str, vocab: int, layers: int, heads: int, hidden: int,
             if name.endswith("sinks"):
                 p.normal_(0.0, 1.0)
     return hf
+
+
+def sentencepiece_tokenizer(specials: tuple[str, ...] = ("<pad>", "</s>", "<unk>")):
+    """A fast SentencePiece-style (``▁`` word starts) BPE tokenizer trained on :data:`CORPUS`,
+    lowercasing, that ends every text with ``</s>`` (T5 and Marian style)."""
+    from tokenizers import SentencePieceBPETokenizer, normalizers
+    from tokenizers.processors import TemplateProcessing
+    from transformers import PreTrainedTokenizerFast
+
+    tok = SentencePieceBPETokenizer()
+    tok.normalizer = normalizers.Lowercase()
+    tok.train_from_iterator([s.replace(".", " .").replace(",", " ,") for s in CORPUS] * 3,
+                            vocab_size=200, min_frequency=1, special_tokens=list(specials),
+                            show_progress=False)
+    eos = tok.token_to_id("</s>")
+    tok._tokenizer.post_processor = TemplateProcessing(single="$A </s>", pair="$A </s> $B </s>",
+                                                       special_tokens=[("</s>", eos)])
+    return PreTrainedTokenizerFast(tokenizer_object=tok._tokenizer, eos_token="</s>",
+                                   pad_token="<pad>", unk_token="<unk>")
+
+
+#: Every kind :func:`tiny_seq2seq` builds.
+SEQ2SEQ_KINDS = ("t5", "bart", "marian")
+
+
+def tiny_seq2seq(kind: str = "t5", layers: int = 2, heads: int = 2, hidden: int = 16,
+                 seed: int = 0, max_positions: int = 64):
+    """A randomly initialised encoder–decoder :class:`~attnkit.seq2seq.Seq2SeqModel`.
+
+    Parameters
+    ----------
+    kind : str
+        One of :data:`SEQ2SEQ_KINDS`: ``"t5"`` (relative position bias), ``"bart"``,
+        ``"marian"`` (sinusoidal positions).
+    layers, heads, hidden : int
+        Shape of both stacks.
+    seed : int
+        Seed of the random weights.
+    max_positions : int
+        Positions (BART, Marian) and the tokenizer's maximum length.
+
+    Returns
+    -------
+    Seq2SeqModel
+
+    Raises
+    ------
+    InputError
+        For an unknown kind.
+
+    Examples
+    --------
+    >>> from attnkit.testing import tiny_seq2seq
+    >>> tiny_seq2seq("bart", heads=4)
+    Seq2SeqModel('tiny-bart', encoder 2 layers x 4 heads, decoder 2 layers x 4 heads)
+    """
+    import torch
+    import transformers as tf
+
+    from .errors import InputError
+    from .seq2seq import Seq2SeqModel
+
+    if kind not in SEQ2SEQ_KINDS:
+        raise InputError(f"Unknown tiny encoder-decoder kind {kind!r}; choose one of "
+                         f"{', '.join(SEQ2SEQ_KINDS)}.")
+    torch.manual_seed(seed)
+    if kind == "t5":
+        tok = sentencepiece_tokenizer()
+        cfg = tf.T5Config(vocab_size=len(tok), d_model=hidden, d_kv=hidden // heads,
+                          d_ff=2 * hidden, num_layers=layers, num_heads=heads,
+                          relative_attention_num_buckets=8, relative_attention_max_distance=16,
+                          pad_token_id=0, eos_token_id=1, decoder_start_token_id=0,
+                          initializer_factor=4.0, attn_implementation="eager")
+        hf = tf.T5ForConditionalGeneration(cfg)
+    else:
+        common = dict(d_model=hidden, encoder_layers=layers, decoder_layers=layers,
+                      encoder_attention_heads=heads, decoder_attention_heads=heads,
+                      encoder_ffn_dim=2 * hidden, decoder_ffn_dim=2 * hidden,
+                      max_position_embeddings=max_positions, init_std=0.5,
+                      attn_implementation="eager")
+        if kind == "bart":
+            tok = roberta_tokenizer()
+            cfg = tf.BartConfig(vocab_size=len(tok), pad_token_id=1, bos_token_id=0,
+                                eos_token_id=2, decoder_start_token_id=2, forced_eos_token_id=2,
+                                **common)
+            hf = tf.BartForConditionalGeneration(cfg)
+        else:
+            tok = sentencepiece_tokenizer(("</s>", "<unk>", "<pad>"))
+            pad = tok.pad_token_id
+            cfg = tf.MarianConfig(vocab_size=len(tok), pad_token_id=pad, eos_token_id=0,
+                                  decoder_start_token_id=pad, **common)
+            hf = tf.MarianMTModel(cfg)
+    tok.model_max_length = max_positions
+    return Seq2SeqModel(hf, tok, name=f"tiny-{kind}")
+
+
+#: Every kind :func:`tiny_vision` builds.
+VISION_KINDS = ("vit", "deit", "clip")
+
+
+def tiny_vision(kind: str = "vit", layers: int = 2, heads: int = 2, hidden: int = 16,
+                seed: int = 0, image_size: int = 32, patch_size: int = 8,
+                num_labels: int | None = None):
+    """A randomly initialised :class:`~attnkit.vision.VisionModel` with its image processor.
+
+    Parameters
+    ----------
+    kind : str
+        One of :data:`VISION_KINDS`: ``"vit"``, ``"deit"`` (class and distillation tokens),
+        ``"clip"`` (``CLIPVisionModel``).
+    layers, heads, hidden : int
+        Shape of the model.
+    seed : int
+        Seed of the random weights.
+    image_size, patch_size : int
+        Images are resized to ``image_size`` squared and cut into ``patch_size`` squares.
+    num_labels : int, optional
+        ViT and DeiT: an image-classification head with this many classes.
+
+    Returns
+    -------
+    VisionModel
+
+    Raises
+    ------
+    InputError
+        For an unknown kind.
+
+    Examples
+    --------
+    >>> from attnkit.testing import tiny_vision
+    >>> tiny_vision("clip", image_size=48, patch_size=16)
+    VisionModel('tiny-clip', 2 layers x 2 heads, 9 patches + [CLS])
+    """
+    import torch
+    import transformers as tf
+
+    from .errors import InputError
+    from .vision import VisionModel
+
+    if kind not in VISION_KINDS:
+        raise InputError(f"Unknown tiny vision kind {kind!r}; choose one of "
+                         f"{', '.join(VISION_KINDS)}.")
+    torch.manual_seed(seed)
+    square = {"height": image_size, "width": image_size}
+    common = dict(image_size=image_size, patch_size=patch_size, hidden_size=hidden,
+                  num_hidden_layers=layers, num_attention_heads=heads,
+                  intermediate_size=2 * hidden, attn_implementation="eager")
+    if kind == "clip":
+        cfg = tf.CLIPVisionConfig(initializer_factor=4.0, **common)
+        hf = tf.CLIPVisionModel(cfg)
+        proc = _processor("CLIPImageProcessor")(size={"shortest_edge": image_size},
+                                                crop_size=square)
+    else:
+        config_cls = tf.ViTConfig if kind == "vit" else tf.DeiTConfig
+        cfg = config_cls(initializer_range=0.5, num_labels=num_labels or 2, **common)
+        if kind == "vit":
+            hf = tf.ViTForImageClassification(cfg) if num_labels else tf.ViTModel(cfg)
+            proc = vit_processor(image_size)
+        else:
+            hf = tf.DeiTForImageClassification(cfg) if num_labels else tf.DeiTModel(cfg)
+            proc = _processor("DeiTImageProcessor")(size=square, crop_size=square)
+    return VisionModel(hf, proc, name=f"tiny-{kind}")
+
+
+def _processor(name: str):
+    """transformers' image processor class ``name``: its PIL version where torchvision (the
+    default backend) is not installed."""
+    import importlib.util
+
+    import transformers as tf
+
+    if importlib.util.find_spec("torchvision") is None and hasattr(tf, name + "Pil"):
+        return getattr(tf, name + "Pil")
+    return getattr(tf, name)
+
+
+def vit_processor(size: int = 32):
+    """A ViT image processor resizing to ``size`` squared (ImageNet-style mean 0.5, std 0.5).
+
+    Parameters
+    ----------
+    size : int
+        Side of the processed image.
+
+    Returns
+    -------
+    transformers image processor
+
+    Examples
+    --------
+    >>> from attnkit.testing import vit_processor
+    >>> vit_processor(16).size["height"]
+    16
+    """
+    return _processor("ViTImageProcessor")(size={"height": size, "width": size})

@@ -1,5 +1,6 @@
 """Analyses of attention: pure functions returning DataFrames or arrays."""
 
+from .alignment import alignment_error_rate, word_alignment
 from .attribution import ATTRIBUTIONS, attribution
 from .cluster import (
     BEHAVIOURS,
@@ -34,6 +35,7 @@ __all__ = [
     "AttentionGradients",
     "AttentionProbe",
     "CorefEvaluation",
+    "alignment_error_rate",
     "attention_gradients",
     "attention_importance",
     "attribution",
@@ -58,6 +60,7 @@ __all__ = [
     "split_documents",
     "token_identity",
     "uniform_entropy",
+    "word_alignment",
     "uniform_row_entropy",
     "word_hits",
 ]

@@ -123,8 +123,18 @@ def _plan(att: AttentionLike, kinds: Sequence[str]) -> tuple[_Plan, str]:
     rows: dict[str, int] = {}
     uniform: dict[str, float] = {}
     after = np.arange(1, n, dtype=np.int64)
+    if getattr(att, "source_roles", None) is not None:  # cross-attention: a rectangle
+        other = [k for k in kinds if k != "sink"]
+        if other:
+            raise InputError(
+                f"head_scores kinds {other} compare positions of one sequence, but the rows "
+                "(target) and columns (source) of cross-attention are different sequences; "
+                "only kinds=['sink'] (attention to the first source position) applies. Score "
+                "the decoder's self-attention (.decoder) for the others.")
+        visible = np.full(n, float(getattr(att, "n_columns", n)))
+        after = np.arange(n, dtype=np.int64)
     if "sink" in kinds:
-        cells["sink"] = (after, np.zeros(n - 1, dtype=np.int64))
+        cells["sink"] = (after, np.zeros(len(after), dtype=np.int64))
     if "previous" in kinds:
         cells["previous"] = (after, after - 1)
     if "induction" in kinds or "duplicate" in kinds:
@@ -178,7 +188,7 @@ def _item_sums(att: AttentionLike, plan: _Plan, kinds: Sequence[str]) -> np.ndar
                 r1 = min(n, r0 + step)
                 if not any(starts[k][c + 1] > starts[k][c] for k in kinds):
                     continue
-                block = read(layer, r0, r1, r1 if causal else n)
+                block = read(layer, r0, r1, r1 if causal else getattr(att, "n_columns", n))
                 if shares:
                     block = row_shares(block.astype(np.float64), measure)
                 for i, kind in enumerate(kinds):

@@ -16,7 +16,7 @@ from ..types import AttentionLike, Attentions
 def uniform_row_entropy(att: AttentionLike) -> float:
     """Mean row entropy (nats) of uniform attention on this input: every row spreads over
     all ``n`` positions (ln n), or for a causal model over the ``q + 1`` it can see."""
-    return _uniform(len(att), bool(att.causal))
+    return _uniform(getattr(att, "n_columns", len(att)), bool(att.causal))
 
 
 def head_stats(attentions: Attentions, *, progress: bool = True, client: Any = None) -> HeadResult:
