@@ -381,3 +381,16 @@ def vit_processor(size: int = 32):
     16
     """
     return _processor("ViTImageProcessor")(size={"height": size, "width": size})
+
+
+__all__ = [
+    "CORPUS",
+    "bert_tokenizer",
+    "gpt2_tokenizer",
+    "roberta_tokenizer",
+    "sentencepiece_tokenizer",
+    "tiny_model",
+    "tiny_seq2seq",
+    "tiny_vision",
+    "vit_processor",
+]

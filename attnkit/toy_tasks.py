@@ -449,3 +449,17 @@ def save(model: Any, folder: str | Path) -> Path:
     pre = getattr(model, "processor", None) or model.tokenizer
     pre.save_pretrained(folder)
     return folder
+
+
+__all__ = [
+    "colour_images",
+    "colour_model",
+    "reversal_accuracy",
+    "reversal_gold",
+    "reversal_model",
+    "reversal_pairs",
+    "reversal_tokenizer",
+    "save",
+    "train_colour_model",
+    "train_reversal_model",
+]

@@ -634,3 +634,12 @@ def gradient_rollout(model: VisionModel, item: Any, *, label: int | None = None)
 
 
 FAMILIES["vision"] = VisionModel
+
+
+__all__ = [
+    "VisionModel",
+    "check_family",
+    "gradient_rollout",
+    "load_image",
+    "patch_grid",
+]
