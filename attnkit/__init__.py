@@ -21,6 +21,7 @@ from . import analysis, data, errors, flow, measures, pipeline, plot, toy
 from .analysis import (
     AttentionProbe,
     attention_importance,
+    composition,
     coref_heads,
     embed_heads,
     faithfulness,
@@ -30,9 +31,11 @@ from .analysis import (
     head_stats,
     relation_heads,
     right_branching_uas,
+    score_attribution,
 )
 from .attention import Attention
 from .corpus import AttentionSet, open_store
+from .decompose import residual_stream
 from .data import Document, Sentence, Treebank, induction_inputs, read_conllu, read_coref, read_glue
 from .extraction import extract
 from .finetune import finetune
@@ -72,6 +75,7 @@ GROUPS: dict[str, list[str]] = {
     "head analyses": ["AttentionProbe", "analysis", "attention_importance", "coref_heads",
                       "embed_heads", "faithfulness", "head_behaviours", "head_distances",
                       "head_scores", "head_stats", "relation_heads", "right_branching_uas"],
+    "why heads attend": ["composition", "residual_stream", "score_attribution"],
     "attention flows": ["attention_flow", "attention_graph", "compare", "compare_sets", "flow",
                         "flow_summary", "influence", "paths_between", "rollout",
                         "subgraph_through"],
