@@ -67,33 +67,24 @@ def _layer_heads(model: Any, layer: int) -> _Heads:
     return _Heads(wq, wk, wv, w.wo)
 
 
-def _scores(target: _Heads, sources: _Heads) -> dict[str, Any]:
-    """``[H_t, H_s_total]`` composition scores of every target head with every source head."""
+def _scores(target: _Heads, y: Any, gv: Any, ov_norm: Any) -> dict[str, Any]:
+    """``[H_t, S]`` composition scores of every target head with ``S`` source heads written
+    by ``y [d, S·k]`` (Gram matrices ``gv [S, k, k]``, norms ``ov_norm [S]``)."""
     import torch
 
     H, k, d = target.wq.shape
-    S = sources.y.shape[1] // k
+    S = y.shape[1] // k
+    x = torch.cat([target.wq, target.wk, target.wv]).reshape(3 * H * k, d)
+    m_all = (x @ y).view(3, H, k, S, k)  # M_ts = X_t W_O^s, one product for the three kinds
     out = {}
-    # (what the target reads the source's output with, the Gram on the target's other side)
-    for kind, x, left in (("q", target.wq, target.gk), ("k", target.wk, target.gq),
-                          ("v", target.wv, target.go)):
-        m = (x.reshape(H * k, d) @ sources.y).view(H, k, S, k)  # M_ts = X_t W_O^s
+    # the Gram on the target's other side: W_K for Q, W_Q for K, W_O for V
+    for i, (kind, left) in enumerate((("q", target.gk), ("k", target.gq), ("v", target.go))):
+        m = m_all[i]
         a = torch.einsum("hab,hbsc->hasc", left, m)
-        b = torch.einsum("hasb,sbc->hasc", m, sources.gv)
+        b = torch.einsum("hasb,sbc->hasc", m, gv)
         num = (a * b).sum((1, 3)).clamp(min=0).sqrt()
-        den = (target.ov_norm if kind == "v" else target.qk_norm)[:, None] * sources.ov_norm[None]
+        den = (target.ov_norm if kind == "v" else target.qk_norm)[:, None] * ov_norm[None]
         out[kind] = (num / den).numpy()
-    return out
-
-
-def _concat(heads: list[_Heads]) -> _Heads:
-    import torch
-
-    out = _Heads.__new__(_Heads)
-    out.y = torch.cat([h.y for h in heads], 1)
-    out.gv = torch.cat([h.gv for h in heads])
-    out.ov_norm = torch.cat([h.ov_norm for h in heads])
-    out.k = heads[0].k
     return out
 
 
@@ -109,7 +100,7 @@ def _baseline(k: int, d: int, samples: int, seed: int) -> dict[str, dict[str, fl
                  rand(samples, d, k))
     tgt = _Heads(rand(samples, k, d), rand(samples, k, d), rand(samples, k, d),
                  rand(samples, d, k))
-    vals = {kind: v.ravel() for kind, v in _scores(tgt, src).items()}
+    vals = {kind: v.ravel() for kind, v in _scores(tgt, src.y, src.gv, src.ov_norm).items()}
     out = {}
     for kind in KINDS:
         v = vals[kind]
@@ -171,19 +162,28 @@ def composition(model: Any, *, samples: int = 64, seed: int = 0,
         raise InputError(f"samples must be a positive int; got {samples!r}.")
     with torch.no_grad():
         heads = [_layer_heads(model, m) for m in range(L)]
-        rows: list[Any] = []
-        for t in _bar(range(1, L), total=L - 1, desc="composition", show=progress):
-            sc = _scores(heads[t], _concat(heads[:t]))
-            S = t * H
-            sl, sh = np.divmod(np.arange(S), H)
-            for th in range(H):
-                rows.append(pd.DataFrame({
-                    "source_layer": sl, "source_head": sh, "target_layer": t, "target_head": th,
-                    "q": sc["q"][th], "k": sc["k"][th], "v": sc["v"][th]}))
         k, d = heads[0].wq.shape[1], heads[0].wq.shape[2]
+        y = torch.cat([h.y for h in heads[:-1]], 1)  # [d, (L-1) H k]: every source's W_O
+        gv = torch.cat([h.gv for h in heads[:-1]])
+        ov_norm = torch.cat([h.ov_norm for h in heads[:-1]])
+        cols: dict[str, list[Any]] = {c: [] for c in ("sl", "sh", "tl", "th", "q", "k", "v")}
+        for t in _bar(range(1, L), total=L - 1, desc="composition", show=progress):
+            S = t * H
+            sc = _scores(heads[t], y[:, : S * k], gv[:S], ov_norm[:S])
+            sl, sh = np.divmod(np.arange(S), H)
+            cols["sl"].append(np.tile(sl, H))
+            cols["sh"].append(np.tile(sh, H))
+            cols["tl"].append(np.full(S * H, t))
+            cols["th"].append(np.repeat(np.arange(H), S))
+            for kind in KINDS:
+                cols[kind].append(sc[kind].ravel())
         baseline = _baseline(k, d, samples, seed)
-    table = pd.concat(rows, ignore_index=True).set_index(
-        ["source_layer", "source_head", "target_layer", "target_head"]).sort_index()
+    c = {key: np.concatenate(v) for key, v in cols.items()}
+    index = pd.MultiIndex.from_arrays(
+        [c["sl"], c["sh"], c["tl"], c["th"]],
+        names=["source_layer", "source_head", "target_layer", "target_head"])
+    table = pd.DataFrame({kind: c[kind].astype(np.float64) for kind in KINDS},
+                         index=index).sort_index()
     post = getattr(model, "config", None) is not None and model.model_type in (
         "bert", "roberta", "xlm-roberta", "distilbert")
     meta = {"model": model.name, "n_layers": L, "n_heads": H, "baseline": baseline,
@@ -191,4 +191,4 @@ def composition(model: Any, *, samples: int = 64, seed: int = 0,
             "norms": ("post-norm layer norms between layers not folded" if post else
                       "pre-attention norm scale (and centring) folded into W_Q, W_K, W_V"),
             "reference": "Elhage et al. 2021, A Mathematical Framework for Transformer Circuits"}
-    return Result(table.astype(np.float64), meta)
+    return Result(table, meta)
