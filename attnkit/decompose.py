@@ -451,8 +451,10 @@ class _Walker:
         self.n = n
         self.mods = layer_modules(model)
         self.weights = [head_weights(model, m) for m in range(layer)]
-        # per reader: name -> [P_r, m] (pre-norm: projected as soon as final); post-norm: full
-        self.full: dict[str, Any] = {}
+        # post-norm: every component so far, [C, P, d] ("bias" last), through every norm
+        self.stack: Any = None
+        self.stack_names: list[str] = ["bias"]
+        # pre-norm: per reader, name -> [P_r, m], projected as soon as final
         self.proj: list[dict[str, Any]] = [{} for _ in self.readers]
         self.parts: dict[str, Any] = {}
         self.pending: dict[str, Any] = {}
@@ -537,15 +539,29 @@ class _Walker:
         return hook
 
     def _embed_norm(self, module: Any, args: Any, kwargs: Any, out: Any) -> None:
+        import torch
+
         u = self._at(_first(args, kwargs))
-        parts = dict(self.parts)
-        parts["embed"] = parts.get("embed", 0) + (u - sum(parts.values()))  # exactly u
+        names = ["embed"] + [n for n, _ in self.spec.embeds if n != "embed"]
+        parts = [self.parts[nm] for nm in names]
+        parts[0] = parts[0] + (u - sum(parts))  # exactly u
+        self._post_norm(module, u, names, torch.stack(parts), None)
+
+    def _post_norm(self, module: Any, u: Any, names: list[str], new: Any, bias: Any) -> None:
+        """Post-norm: the stack so far plus ``new [C', P, d]`` (and ``bias [P, d]``) through
+        the norm ``module`` linearised with the statistics of its input ``u``."""
+        import torch
+
         norm = LinearNorm.of(module)
         sigma = norm.sigma(u)
-        self.full = {name: norm.apply(parts[name], sigma)
-                     for name in ["embed"] + [n for n, _ in self.spec.embeds if n != "embed"]}
-        self.full["bias"] = (norm.bias if norm.bias is not None else u.new_zeros(u.shape[-1])
-                             ).expand_as(u).clone()
+        if self.stack is not None:
+            bias = self.stack[-1] if bias is None else self.stack[-1] + bias
+            new = torch.cat([self.stack[:-1], new])
+        b = norm.apply(bias, sigma) if bias is not None else torch.zeros_like(u)
+        if norm.bias is not None:
+            b = b + norm.bias
+        self.stack = torch.cat([norm.apply(new, sigma), b[None]])
+        self.stack_names = self.stack_names[:-1] + names + ["bias"]
 
     def _layer_input(self, m: int) -> Any:
         def hook(module: Any, args: Any, kwargs: Any) -> None:
@@ -608,29 +624,18 @@ class _Walker:
 
             u = self._at(_first(args, kwargs))  # x + y
             w = self.weights[m]
-            ctx = self.pending.pop("ctx")
-            heads = torch.einsum("phk,hdk->hpd", ctx, w.wo)
-            for h in range(heads.shape[0]):
-                self.full[head_name(m, h)] = heads[h]
-            if w.bo is not None:
-                self.full["bias"] = self.full["bias"] + w.bo
-            norm = LinearNorm.of(module)
-            sigma = norm.sigma(u)
-            bias = self.full.pop("bias")
-            self.full = {k: norm.apply(v, sigma) for k, v in self.full.items()}
-            self.full["bias"] = norm.apply(bias, sigma) + (0 if norm.bias is None else norm.bias)
+            heads = torch.einsum("phk,hdk->hpd", self.pending.pop("ctx"), w.wo)
+            bias = None if w.bo is None else w.bo.expand_as(u)
+            self._post_norm(module, u, [head_name(m, h) for h in range(heads.shape[0])], heads,
+                            bias)
             self.pending["h"] = self._at(out)
         return hook
 
     def _post_mlp(self, m: int) -> Any:
         def hook(module: Any, args: Any, kwargs: Any, out: Any) -> None:
             u = self._at(_first(args, kwargs))  # h + mlp(h)
-            bias = self.full.pop("bias")
-            self.full[f"L{m + 1}.mlp"] = u - self.pending.pop("h")
-            norm = LinearNorm.of(module)
-            sigma = norm.sigma(u)
-            self.full = {k: norm.apply(v, sigma) for k, v in self.full.items()}
-            self.full["bias"] = norm.apply(bias, sigma) + (0 if norm.bias is None else norm.bias)
+            mlp = (u - self.pending.pop("h"))[None]
+            self._post_norm(module, u, [f"L{m + 1}.mlp"], mlp, None)
         return hook
 
     def _rotary(self, module: Any, args: Any, kwargs: Any) -> None:
@@ -675,9 +680,8 @@ class _Walker:
         parts = []
         for i, r in enumerate(self.readers):
             if self.post:
-                loc = self.local[i]
-                vs = [self.full[nm][loc] for nm in names]
-                t = torch.stack(vs)
+                assert self.stack_names == names, (self.stack_names, names)
+                t = self.stack[:, self.local[i]]
                 parts.append(t if r.matrix is None else t @ r.matrix.T)
             else:
                 got = self.proj[i]

@@ -126,6 +126,35 @@ def _side(model: Any, wts: Any, walk_: Any, part: Any, positions: list[int], hea
     return apply_rotary(model, out, walk_.call.rotary, torch.tensor(positions, dtype=torch.long))
 
 
+def _blocks(q: Any, k: Any, qt: Any, kt: Any, qi: Any, kj: Any, grid: bool, diagonal: bool,
+            per_pair: int) -> Any:
+    """``(pairs slice, terms [p, C_q, C_k] or [p, k])`` block by block, in the order of
+    ``(qi, kj)``. On the grid (pairs in row-major order) a block is a run of query rows against
+    all keys, one product without gathering; explicit pairs are gathered."""
+    import torch
+
+    N = len(qi)
+    if grid and not diagonal:
+        n_keys = k.shape[1]
+        rows = max(1, BLOCK_TERMS // max(1, per_pair * n_keys))
+        first = torch.searchsorted(qi, torch.arange(0, q.shape[1] + 1))  # pairs of row i start
+        for r0 in range(0, q.shape[1], rows):
+            r1 = min(q.shape[1], r0 + rows)
+            p0, p1 = int(first[r0]), int(first[r1])
+            if p0 == p1:
+                continue
+            t = torch.einsum("aix,bjx->ijab", q[:, r0:r1], k)  # [r, Pk, Cq, Ck]
+            yield slice(p0, p1), t[qi[p0:p1] - r0, kj[p0:p1]]
+        return
+    step = max(1, BLOCK_TERMS // max(1, per_pair))
+    for s0 in range(0, N, step):
+        sl = slice(s0, min(N, s0 + step))
+        if diagonal:
+            yield sl, qt[qi[sl]] * kt[kj[sl]]
+        else:
+            yield sl, torch.bmm(q[:, qi[sl]].permute(1, 0, 2), k[:, kj[sl]].permute(1, 2, 0))
+
+
 def score_attribution(
     model: Any,
     inputs: Any,
@@ -268,51 +297,49 @@ def score_attribution(
     Cq, Ck = len(names_q), len(names_k)
     N = len(qi)
     diagonal = components == "dims"
+    if not diagonal:
+        qt, kt = q.sum(0), k.sum(0)
+    total = scaling * (qt[qi] * kt[kj]).sum(-1)  # Σ of every pair's terms
     per_pair = Cq if diagonal else Cq * Ck
-    keep_all = dense or aggregate is not None or per_pair <= top + 1
-    step = max(1, BLOCK_TERMS // max(1, per_pair))
-    total = torch.zeros(N, dtype=torch.float64)
-    agg = torch.zeros(Cq, Ck, dtype=torch.float64) if aggregate and not diagonal else (
-        torch.zeros(Cq, dtype=torch.float64) if aggregate else None)
-    dense_terms = []
+    keep_all = dense or per_pair <= top + 1
+    agg = None
+    dense_terms: list[Any] = []
     rows_i: list[Any] = []
     rows_a: list[Any] = []
     rows_b: list[Any] = []
     rows_v: list[Any] = []
-    for s0 in range(0, N, step):
-        sl = slice(s0, min(N, s0 + step))
+    if aggregate:
+        # Σ_(i,j)∈S q_i^a · k_j^b = Σ_i q_i^a · (Σ_j W_ij k_j^b), W the pairs' counts
+        weight = torch.zeros(len(qpos), len(kpos), dtype=torch.float64)
+        weight.index_put_((qi, kj), torch.ones(N, dtype=torch.float64), accumulate=True)
         if diagonal:
-            t = scaling * qt[qi[sl]] * kt[kj[sl]]  # [p, k]
+            agg = scaling * (qt * (weight @ kt)).sum(0)  # [k]
         else:
-            qa = q[:, qi[sl]].permute(1, 0, 2)  # [p, Cq, k]
-            kb = k[:, kj[sl]].permute(1, 2, 0)  # [p, k, Ck]
-            t = scaling * torch.bmm(qa, kb)  # [p, Cq, Ck]
-        flat = t.reshape(t.shape[0], -1)
-        total[sl] = flat.sum(-1)
-        if aggregate:
-            assert agg is not None
-            agg += t.sum(0)
-            continue
-        if dense:
-            dense_terms.append(t)
-        if keep_all:
-            idx = torch.arange(flat.shape[1]).expand(flat.shape[0], -1)
-            vals = flat
-        else:
-            _, idx = flat.abs().topk(top, dim=-1)
-            vals = flat.gather(1, idx)
-            rest = flat.sum(-1) - vals.sum(-1)
-            idx = torch.cat([idx, torch.full((flat.shape[0], 1), -1)], 1)
-            vals = torch.cat([vals, rest[:, None]], 1)
-        p = torch.arange(sl.start, sl.stop)[:, None].expand_as(idx)
-        rows_i.append(p.reshape(-1))
-        if diagonal:
-            rows_a.append(idx.reshape(-1))
-            rows_b.append(idx.reshape(-1))
-        else:
-            rows_a.append(torch.where(idx < 0, -1, idx // Ck).reshape(-1))
-            rows_b.append(torch.where(idx < 0, -1, idx % Ck).reshape(-1))
-        rows_v.append(vals.reshape(-1))
+            wk = torch.einsum("ij,bjx->bix", weight, k)
+            agg = scaling * torch.einsum("aix,bix->ab", q, wk)
+    else:
+        for sl, t in _blocks(q, k, qt, kt, qi, kj, explicit is None, diagonal, per_pair):
+            t = scaling * t
+            flat = t.reshape(t.shape[0], -1)
+            if dense:
+                dense_terms.append(t)
+            if keep_all:
+                idx = torch.arange(flat.shape[1]).expand(flat.shape[0], -1)
+                vals = flat
+            else:
+                _, idx = flat.abs().topk(top, dim=-1, sorted=False)
+                vals = flat.gather(1, idx)
+                rest = total[sl] - vals.sum(-1)
+                idx = torch.cat([idx, torch.full((flat.shape[0], 1), -1)], 1)
+                vals = torch.cat([vals, rest[:, None]], 1)
+            rows_i.append(torch.arange(sl.start, sl.stop).repeat_interleave(idx.shape[1]))
+            if diagonal:
+                rows_a.append(idx.reshape(-1))
+                rows_b.append(idx.reshape(-1))
+            else:
+                rows_a.append(torch.where(idx < 0, -1, idx // Ck).reshape(-1))
+                rows_b.append(torch.where(idx < 0, -1, idx % Ck).reshape(-1))
+            rows_v.append(vals.reshape(-1))
 
     qpos_t, kpos_t = torch.tensor(qpos), torch.tensor(kpos)
     cats_q = list(names_q) + ["rest"]
@@ -321,6 +348,7 @@ def score_attribution(
         assert agg is not None
         if aggregate == "mean":
             agg = agg / N
+        agg = agg.cpu()
         if diagonal:
             a_idx = b_idx = np.arange(Cq)
             vals_np = agg.numpy()
