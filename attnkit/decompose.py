@@ -451,9 +451,9 @@ class _Walker:
         self.n = n
         self.mods = layer_modules(model)
         self.weights = [head_weights(model, m) for m in range(layer)]
-        # post-norm: every component so far, [C, P, d] ("bias" last), through every norm
-        self.stack: Any = None
-        self.stack_names: list[str] = ["bias"]
+        # post-norm: (names, components [C', P, d] as made, first norm crossed); the norms
+        self.groups: list[tuple[list[str], Any, int]] = []
+        self.norms: list[tuple[LinearNorm, Any]] = []
         # pre-norm: per reader, name -> [P_r, m], projected as soon as final
         self.proj: list[dict[str, Any]] = [{} for _ in self.readers]
         self.parts: dict[str, Any] = {}
@@ -548,20 +548,41 @@ class _Walker:
         self._post_norm(module, u, names, torch.stack(parts), None)
 
     def _post_norm(self, module: Any, u: Any, names: list[str], new: Any, bias: Any) -> None:
-        """Post-norm: the stack so far plus ``new [C', P, d]`` (and ``bias [P, d]``) through
-        the norm ``module`` linearised with the statistics of its input ``u``."""
+        """Post-norm: components ``new [C', P, d]`` (and ``bias [d]``) enter the norm
+        ``module``, linearised with the statistics of its input ``u``. Components are kept as
+        they were made, with the index of the first norm they cross; :meth:`result` applies
+        the chain of norms to the readers' matrices, never to the ``d``-vectors."""
+        norm = LinearNorm.of(module)
+        start = len(self.norms)
+        self.groups.append((names, new, start))
+        if bias is not None:
+            self.groups.append((["bias"], bias[None, None].expand(1, *u.shape), start))
+        self.norms.append((norm, norm.sigma(u)))
+        if norm.bias is not None:
+            self.groups.append((["bias"], norm.bias[None, None].expand(1, *u.shape), start + 1))
+
+    def _post_parts(self, i: int, names: list[str]) -> Any:
+        """Reader ``i``'s ``[C, P_r, m]`` of a post-norm model: each group through the norms
+        after it, as ``R D_last ... D_start`` (``D`` a norm's scale and centring) and the
+        product of the norms' ``1/σ`` per position."""
         import torch
 
-        norm = LinearNorm.of(module)
-        sigma = norm.sigma(u)
-        if self.stack is not None:
-            bias = self.stack[-1] if bias is None else self.stack[-1] + bias
-            new = torch.cat([self.stack[:-1], new])
-        b = norm.apply(bias, sigma) if bias is not None else torch.zeros_like(u)
-        if norm.bias is not None:
-            b = b + norm.bias
-        self.stack = torch.cat([norm.apply(new, sigma), b[None]])
-        self.stack_names = self.stack_names[:-1] + names + ["bias"]
+        loc = self.local[i]
+        r = self.readers[i].matrix
+        d = self.groups[0][1].shape[-1]
+        mats = [torch.eye(d, dtype=torch.float64) if r is None else r]
+        scale = [torch.ones(len(loc), dtype=torch.float64)]
+        for norm, sigma in reversed(self.norms):
+            mats.append(norm.matrix(mats[-1]))
+            scale.append(scale[-1] / sigma[loc])
+        mats.reverse()
+        scale.reverse()
+        out = {}
+        for gnames, raw, start in self.groups:
+            v = (raw[:, loc] @ mats[start].T) * scale[start][None, :, None]
+            for j, nm in enumerate(gnames):
+                out[nm] = out[nm] + v[j] if nm in out else v[j]
+        return torch.stack([out[nm] for nm in names])
 
     def _layer_input(self, m: int) -> Any:
         def hook(module: Any, args: Any, kwargs: Any) -> None:
@@ -625,9 +646,8 @@ class _Walker:
             u = self._at(_first(args, kwargs))  # x + y
             w = self.weights[m]
             heads = torch.einsum("phk,hdk->hpd", self.pending.pop("ctx"), w.wo)
-            bias = None if w.bo is None else w.bo.expand_as(u)
             self._post_norm(module, u, [head_name(m, h) for h in range(heads.shape[0])], heads,
-                            bias)
+                            w.bo)
             self.pending["h"] = self._at(out)
         return hook
 
@@ -680,9 +700,7 @@ class _Walker:
         parts = []
         for i, r in enumerate(self.readers):
             if self.post:
-                assert self.stack_names == names, (self.stack_names, names)
-                t = self.stack[:, self.local[i]]
-                parts.append(t if r.matrix is None else t @ r.matrix.T)
+                parts.append(self._post_parts(i, names))
             else:
                 got = self.proj[i]
                 m = len(r.positions), (self.x[self.layer].shape[-1] if r.matrix is None
