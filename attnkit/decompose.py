@@ -936,7 +936,7 @@ def residual_stream(model: Any, inputs: Any, *, layer: int,
     >>> s = ak.residual_stream(tiny_model("bert"), "The cat sat.", layer=1)
     >>> s.names
     ['embed', 'pos_embed', 'type_embed', 'L1H1', 'L1H2', 'L1.mlp', 'bias']
-    >>> s.error < 1e-9
+    >>> s.error < 1e-5  # float32 forward, float64 components
     True
     """
     from .encoding import Encoding

@@ -6,7 +6,7 @@ import { fileURLToPath } from "node:url";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const out = resolve(here, "..", "attnkit", "static");
-const entries = ["heatmap", "headgrid", "headmap", "cluster", "flow"];
+const entries = ["heatmap", "headgrid", "headmap", "cluster", "flow", "score"];
 const watch = process.argv.includes("--watch");
 
 mkdirSync(out, { recursive: true });
