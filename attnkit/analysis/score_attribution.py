@@ -135,13 +135,14 @@ def _blocks(q: Any, k: Any, qt: Any, kt: Any, qi: Any, kj: Any, grid: bool, diag
             per_pair: int) -> Any:
     """``(pairs slice, terms [p, C_q, C_k] or [p, k])`` block by block, in the order of
     ``(qi, kj)``. On the grid (pairs in row-major order) a block is a run of query rows against
-    all keys, one product without gathering; explicit pairs are gathered."""
+    all keys, one product without gathering; explicit pairs (and rows too long for one
+    block) are gathered."""
     import torch
 
     N = len(qi)
-    if grid and not diagonal:
-        n_keys = k.shape[1]
-        rows = max(1, BLOCK_TERMS // max(1, per_pair * n_keys))
+    n_keys = k.shape[1]
+    if grid and not diagonal and per_pair * n_keys <= BLOCK_TERMS:
+        rows = BLOCK_TERMS // max(1, per_pair * n_keys)
         first = torch.searchsorted(qi, torch.arange(0, q.shape[1] + 1))  # pairs of row i start
         for r0 in range(0, q.shape[1], rows):
             r1 = min(q.shape[1], r0 + rows)
