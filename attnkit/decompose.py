@@ -577,7 +577,7 @@ class _Walker:
             scale.append(scale[-1] / sigma[loc])
         mats.reverse()
         scale.reverse()
-        out = {}
+        out: dict[str, Any] = {}
         for gnames, raw, start in self.groups:
             v = (raw[:, loc] @ mats[start].T) * scale[start][None, :, None]
             for j, nm in enumerate(gnames):

@@ -397,8 +397,8 @@ def score_attribution(
     }
     if N <= DIMS_PAIRS and not aggregate:  # per-dimension terms, for ScoreView's pair view
         meta["dims"] = (scaling * qt[qi] * kt[kj]).float().numpy()  # [N, k]
-    if dense:
-        meta["terms"] = agg.numpy() if aggregate else torch.cat(dense_terms).numpy()
-    elif aggregate:
+    if agg is not None:
         meta["terms"] = agg.numpy()
+    elif dense:
+        meta["terms"] = torch.cat(dense_terms).numpy()
     return Result(table, meta)

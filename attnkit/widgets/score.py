@@ -130,8 +130,8 @@ class ScoreView(AttnkitWidget):
             b = g["key_component"].astype(str).to_numpy()
             v = g["contribution"].to_numpy(dtype=np.float64)
             is_rest = (a == "rest") | (b == "rest")
-            order = np.argsort(-np.abs(np.where(is_rest, 0, v)), kind="stable")
-            order = [i for i in order if not is_rest[i]]
+            ranked = np.argsort(-np.abs(np.where(is_rest, 0, v)), kind="stable")
+            order = [int(i) for i in ranked if not is_rest[i]]
             keep, drop = order[:top], order[top:]
             rest = float(v[is_rest].sum() + v[drop].sum())
             i = kidx[int(key)]
@@ -226,7 +226,7 @@ class ScoreView(AttnkitWidget):
         ax = fig.add_subplot(1, 1, 1)
         pairs: dict[tuple[int, int], int] = {}
         cmap = _palette()
-        handles = {}
+        handles: dict[str, Any] = {}
         for y, i in enumerate(rows):
             pos = neg = 0.0
             for s in range(sv.shape[1]):
