@@ -200,3 +200,19 @@ def test_bad_input_names_what_is_possible(models):
         ak.score_attribution(eager, TEXT, layer=0, head=0)
     with pytest.raises(InputError, match="composition needs two"):
         ak.composition(tiny_model("bert", layers=1), progress=False)
+
+
+def test_score_view_sends_bytes_and_follows_heads(models):
+    model = models["llama"]
+    r = ak.score_attribution(model, TEXT, layer=1, head=1, queries=[8], top=3)
+    view = ak.ScoreView(r, top=3)
+    state = view.get_state()
+    for trait in ("scores", "seg_query", "seg_key", "seg_value", "dims"):
+        assert isinstance(state[trait]["buffer"], (bytes, memoryview)), trait
+    assert view.n_segments == 4 and len(view.key_positions) == 9
+    heatmap = view.link(ak.Heatmap(model.attend(TEXT)))
+    view.clicked = [0, 2]
+    assert (heatmap.layer, heatmap.head) == (0, 2)
+    assert view.to_png()[:4] == b"\x89PNG"
+    with pytest.raises(InputError, match="not aggregated"):
+        ak.ScoreView(ak.score_attribution(model, TEXT, layer=1, head=1, aggregate="sum"))

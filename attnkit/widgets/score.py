@@ -160,18 +160,18 @@ class ScoreView(AttnkitWidget):
             title=title or f"Why L{layer + 1}-H{head + 1} attends from {label!r} ({q})",
         )
 
-    def link(self, heatmap: ShowsHead) -> ShowsHead:
-        """Make ``heatmap`` show the head of each head component clicked here.
+    def link(self, other: ShowsHead) -> ShowsHead:
+        """Make ``other`` (a Heatmap) show the head of each head component clicked here.
 
         Parameters
         ----------
-        heatmap : Heatmap
+        other : Heatmap
             A view of the same model's attention.
 
         Returns
         -------
         Heatmap
-            ``heatmap``, so ``view.link(ak.Heatmap(att))`` can be displayed directly.
+            ``other``, so ``view.link(ak.Heatmap(att))`` can be displayed directly.
 
         Raises
         ------
@@ -188,15 +188,15 @@ class ScoreView(AttnkitWidget):
         >>> type(hm).__name__
         'Heatmap'
         """
-        if not isinstance(heatmap, ShowsHead):
-            raise InputError(f"link() takes a Heatmap; got {type(heatmap).__name__}.")
+        if not isinstance(other, ShowsHead):
+            raise InputError(f"link() takes a Heatmap; got {type(other).__name__}.")
 
         def follow(change: dict) -> None:
             if change["new"]:
-                heatmap.show(*change["new"])
+                other.show(*change["new"])
 
         self.observe(follow, names="clicked")
-        return heatmap
+        return other
 
     def figure(self, *, preview: bool = False) -> Figure:
         """Stacked horizontal bars, one per key (what reports and saved files show).
