@@ -24,6 +24,7 @@ from .analysis import (
     AttentionProbe,
     alignment_error_rate,
     attention_importance,
+    composition,
     coref_heads,
     embed_heads,
     faithfulness,
@@ -33,9 +34,11 @@ from .analysis import (
     head_stats,
     relation_heads,
     right_branching_uas,
+    score_attribution,
 )
 from .attention import Attention
 from .corpus import AttentionSet, open_store
+from .decompose import residual_stream
 from .data import Document, Sentence, Treebank, induction_inputs, read_conllu, read_coref, read_glue
 from .extraction import extract
 from .finetune import finetune
@@ -63,7 +66,7 @@ from .model import Model, load
 from .report import write_report
 from .results import HeadResult, Result
 from .version import __version__
-from .widgets import ClusterView, FlowView, HeadGrid, HeadMap, Heatmap, MeasureSwitch
+from .widgets import ClusterView, FlowView, HeadGrid, HeadMap, Heatmap, MeasureSwitch, ScoreView
 
 #: The public names by task (see the module docstring); sorted within each group.
 GROUPS: dict[str, list[str]] = {
@@ -77,11 +80,12 @@ GROUPS: dict[str, list[str]] = {
                       "attention_importance", "coref_heads",
                       "embed_heads", "faithfulness", "head_behaviours", "head_distances",
                       "head_scores", "head_stats", "relation_heads", "right_branching_uas"],
+    "why heads attend": ["composition", "residual_stream", "score_attribution"],
     "attention flows": ["attention_flow", "attention_graph", "compare", "compare_sets", "flow",
                         "flow_summary", "influence", "paths_between", "rollout",
                         "subgraph_through"],
     "views": ["ClusterView", "FlowView", "HeadGrid", "HeadMap", "Heatmap", "MeasureSwitch",
-              "plot", "write_report"],
+              "ScoreView", "plot", "write_report"],
     "interop": ["from_bertviz", "from_nnsight", "from_transformer_lens", "from_transformers",
                 "to_bertviz", "to_circuitsvis"],
     "training and examples": ["finetune", "pipeline", "toy", "toy_tasks"],

@@ -10,6 +10,7 @@ from .cluster import (
     head_distances,
     uniform_entropy,
 )
+from .composition import composition
 from .coref import (
     CorefEvaluation,
     coref_heads,
@@ -23,12 +24,14 @@ from .heads import HEAD_KINDS, earlier_occurrences, head_scores, token_identity
 from ..gradients import AttentionGradients, attention_gradients
 from .importance import TARGETS, attention_importance
 from .probe import AttentionProbe, probe_data
+from .score_attribution import GRAINS, score_attribution
 from .stats import STAT_COLUMNS, head_stats, item_stats, uniform_row_entropy
 from .syntax import head_accuracy, offset_accuracy, relation_heads, right_branching_uas, word_hits
 
 __all__ = [
     "ATTRIBUTIONS",
     "BEHAVIOURS",
+    "GRAINS",
     "HEAD_KINDS",
     "STAT_COLUMNS",
     "TARGETS",
@@ -40,6 +43,7 @@ __all__ = [
     "attention_importance",
     "attribution",
     "classical_mds",
+    "composition",
     "coref_heads",
     "coref_predictions",
     "coref_rows",
@@ -57,6 +61,7 @@ __all__ = [
     "probe_data",
     "relation_heads",
     "right_branching_uas",
+    "score_attribution",
     "split_documents",
     "token_identity",
     "uniform_entropy",

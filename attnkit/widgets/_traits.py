@@ -19,9 +19,10 @@ from .flow import FlowView
 from .headgrid import HeadGrid
 from .headmap import HeadMap
 from .heatmap import Heatmap
+from .score import ScoreView
 
 #: The widgets with a bundle of their own, in the order they are built.
-WIDGETS: tuple[type[AttnkitWidget], ...] = (Heatmap, HeadGrid, HeadMap, ClusterView, FlowView)
+WIDGETS: tuple[type[AttnkitWidget], ...] = (Heatmap, HeadGrid, HeadMap, ClusterView, FlowView, ScoreView)
 
 
 def synced_traits(cls: type[AttnkitWidget]) -> list[str]:
