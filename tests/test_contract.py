@@ -34,29 +34,48 @@ DEFAULTS = {"select_on": None, "threshold": 0.3, "heads": None, "sources": None,
 BUILT_BY_ATTNKIT = {"AttentionSet", "LazyAttention", "Treebank", "Sentence", "Document"}
 
 
-#: Subpackages that docs and notebooks reach as ``ak.<sub>.``: exported with the package.
+#: Subpackages that docs and notebooks reach as ``ak.<sub>.``: exported with the package, and
+#: their public names (``__all__``) follow the contract like the package's own.
 SUBPACKAGES = ("analysis", "data", "flow", "measures", "plot")
 
 
-def _callables():
+def _public():
+    """``(qualified name, object)`` for ``attnkit.__all__`` and each subpackage's ``__all__``;
+    an object re-exported at the top level is checked once, under its top-level name."""
+    seen = set()
     for name in ak.__all__:
         obj = getattr(ak, name)
+        seen.add(id(obj))
+        yield name, name, obj
+    for sub in SUBPACKAGES:
+        module = getattr(ak, sub)
+        for name in module.__all__:
+            obj = getattr(module, name)
+            if id(obj) in seen:
+                continue
+            seen.add(id(obj))
+            yield f"{sub}.{name}", name, obj
+
+
+def _callables():
+    for qualified, name, obj in _public():
         if inspect.ismodule(obj) or not callable(obj):
             continue
         if inspect.isclass(obj):
             if name not in BUILT_BY_ATTNKIT:
-                yield f"{name}()", obj.__init__
+                yield f"{qualified}()", obj.__init__
             for meth, fn in vars(obj).items():
                 if meth.startswith("_"):
                     continue
                 fn = fn.__func__ if isinstance(fn, (classmethod, staticmethod)) else fn
                 if inspect.isfunction(fn):
-                    yield f"{name}.{meth}", fn
+                    yield f"{qualified}.{meth}", fn
         else:
-            yield name, obj
+            yield qualified, obj
 
 
 CALLABLES = dict(_callables())
+_OBJECTS = {qualified: obj for qualified, _, obj in _public()}
 
 
 def _params(fn):
@@ -119,7 +138,7 @@ def test_old_spellings_still_work_for_one_release():
 def _doc(name: str, fn) -> str:
     """The docstring that documents ``name``: a class's own for its constructor ("X()")."""
     if name.endswith("()"):
-        return inspect.getdoc(getattr(ak, name[:-2])) or ""
+        return inspect.getdoc(_OBJECTS[name[:-2]]) or ""
     return inspect.getdoc(fn) or ""
 
 
