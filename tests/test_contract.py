@@ -22,6 +22,9 @@ DATA = {
     "table", "meta", "value", "ax",
     # how much of a record to keep (Document.cut)
     "n_words",
+    # what a model's forward returned, handed to a recorder after it (Model.record's
+    # recorder protocol: MeasureRecorder.finish(output))
+    "output",
 }
 #: Spellings that the contract replaced; they live on only through attnkit._compat.renamed.
 RETIRED = {"att", "atts", "att_a", "att_b", "attention_set", "set_a", "set_b", "X", "y", "df",
@@ -31,7 +34,17 @@ DEFAULTS = {"select_on": None, "threshold": 0.3, "heads": None, "sources": None,
             "residual": 0.5, "progress": True, "client": None, "seed": 0, "measure": "weights"}
 #: Classes that attnkit builds for the user (records, stores, lazy maps): their constructors
 #: are internal, their public methods are checked.
-BUILT_BY_ATTNKIT = {"AttentionSet", "LazyAttention", "Treebank", "Sentence", "Document"}
+BUILT_BY_ATTNKIT = {
+    "AttentionSet", "LazyAttention", "Treebank", "Sentence", "Document",
+    # records of readers: read_coref's mentions, read_glue's datasets
+    "Mention", "GlueDataset",
+    # records of analyses: attention_gradients, coref_predictions, compare, compare_sets,
+    # flow_summary, paths_between
+    "AttentionGradients", "CorefEvaluation", "Comparison", "SetComparison", "FlowSummary",
+    "PathQuery",
+    # the recorder measure_maps hands to Model.record
+    "MeasureRecorder",
+}
 
 
 #: Subpackages that docs and notebooks reach as ``ak.<sub>.``: exported with the package, and

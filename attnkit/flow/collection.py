@@ -193,7 +193,7 @@ def _compare_item(i: int, a: AttentionLike, b: AttentionLike, threshold: float, 
     pair_names = names if names is not None else (getattr(a, "model", "") or "a",
                                                   getattr(b, "model", "") or "b")
     try:
-        check_tokenization(a, b, pair_names)
+        check_tokenization(a, b, names=pair_names)
     except Exception as exc:
         raise type(exc)(f"Input {i}: {exc}") from None
     ga = attention_graph(a, threshold=threshold, heads=heads, sources=sources)

@@ -76,16 +76,22 @@ class Comparison:
     influence: pd.DataFrame
 
 
-def check_tokenization(att_a: AttentionLike, att_b: AttentionLike,
+@renamed(positional=("names",), att_a="attentions", att_b="other")
+def check_tokenization(attentions: AttentionLike, other: AttentionLike, *,
                        names: tuple[str, str] = ("a", "b")) -> None:
     """Check that two attentions have the same tokens at the same positions.
 
     Parameters
     ----------
-    att_a, att_b : Attention
+    attentions, other : Attention
         The two attentions.
     names : (str, str)
         Their names, for the message.
+
+    Returns
+    -------
+    None
+        When the tokens agree.
 
     Raises
     ------
@@ -102,7 +108,7 @@ def check_tokenization(att_a: AttentionLike, att_b: AttentionLike,
     ...
     attnkit.errors.TokenizationMismatchError: ... Differences: position 0: 'cat' (a) vs 'dog' (b). ...
     """
-    ta, tb = list(att_a.tokens), list(att_b.tokens)
+    ta, tb = list(attentions.tokens), list(other.tokens)
     if ta == tb:
         return
     diffs = []
@@ -122,13 +128,14 @@ def check_tokenization(att_a: AttentionLike, att_b: AttentionLike,
     )
 
 
-def js_divergence(p: np.ndarray, q: np.ndarray) -> np.ndarray:
+@renamed(p="a", q="b")
+def js_divergence(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Jensen-Shannon divergence (base 2, in [0, 1]) between distributions along the last
     axis.
 
     Parameters
     ----------
-    p, q : array_like
+    a, b : array_like
         Distributions along the last axis, same shape.
 
     Returns
@@ -143,8 +150,8 @@ def js_divergence(p: np.ndarray, q: np.ndarray) -> np.ndarray:
     >>> round(float(js_divergence([0.5, 0.5], [1, 0])), 4), float(js_divergence([1, 0], [0, 1]))
     (0.3113, 1.0)
     """
-    p = np.asarray(p, dtype=np.float64)
-    q = np.asarray(q, dtype=np.float64)
+    p = np.asarray(a, dtype=np.float64)
+    q = np.asarray(b, dtype=np.float64)
     m = 0.5 * (p + q)
 
     def kl(x):
@@ -212,7 +219,7 @@ def compare(
         else:
             names = (na, nb) if na != nb else (f"{na} (a)", f"{nb} (b)")
     names = (str(names[0]), str(names[1]))
-    check_tokenization(att_a, att_b, names)
+    check_tokenization(att_a, att_b, names=names)
     if (att_a.n_layers, att_a.n_heads) != (att_b.n_layers, att_b.n_heads):
         raise InputError(
             f"The models differ in shape: {names[0]} has {att_a.n_layers} layers x "
@@ -292,12 +299,13 @@ def _layers(ga: nx.DiGraph, gb: nx.DiGraph) -> pd.DataFrame:
     return pd.DataFrame(rows, index=pd.RangeIndex(n_layers, name="layer"))
 
 
-def head_edge_counts(g: nx.DiGraph) -> np.ndarray:
+@renamed(g="graph")
+def head_edge_counts(graph: nx.DiGraph) -> np.ndarray:
     """How many edges of an attention graph each head makes.
 
     Parameters
     ----------
-    g : networkx.DiGraph
+    graph : networkx.DiGraph
         From :func:`attention_graph`.
 
     Returns
@@ -314,8 +322,8 @@ def head_edge_counts(g: nx.DiGraph) -> np.ndarray:
     >>> head_edge_counts(ak.attention_graph(a)).tolist()  # layer 0: [CLS]->[CLS], a->[CLS], a->a
     [[3], [2]]
     """
-    out = np.zeros((g.graph["n_layers"], g.graph["n_heads"]), dtype=np.int64)
-    for u, _, hs in g.edges(data="heads"):
+    out = np.zeros((graph.graph["n_layers"], graph.graph["n_heads"]), dtype=np.int64)
+    for u, _, hs in graph.edges(data="heads"):
         out[u[0] - 1, hs] += 1
     return out
 
