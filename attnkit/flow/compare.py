@@ -8,7 +8,6 @@ edges reach at level ``l``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Iterable
 
 import networkx as nx
@@ -26,9 +25,12 @@ from .influence import influence
 MODELS = ("both", "a", "b")
 
 
-@dataclass
-class Comparison:
-    """Result of :func:`compare`.
+class Comparison(HeadResult):
+    """Result of :func:`compare`: a :class:`~attnkit.HeadResult` whose table is the per-head
+    table (``heads``), with both graphs, their union and the influence of both.
+
+    ``meta`` holds the names and the options (``threshold``, ``heads``, ``sources``,
+    ``alpha``); :meth:`plot` draws the union graph (:func:`attnkit.plot.plot_comparison`).
 
     Parameters
     ----------
@@ -54,6 +56,8 @@ class Comparison:
     influence : pandas.DataFrame
         Indexed by position: ``token``, ``score_a``, ``score_b``, ``rating_a``,
         ``rating_b``, ``delta`` (= score_b - score_a).
+    meta : dict, optional
+        Added to ``heads.meta``.
 
     Examples
     --------
@@ -65,15 +69,25 @@ class Comparison:
     [[1, 1, 0], [1, 1, 0]]
     >>> cmp.influence["rating_b"].tolist(), round(float(cmp.heads.loc[(1, 0), "jsd_source"]), 4)
     ([5, 0], 0.1468)
+    >>> cmp.best("jsd"), cmp.meta["names"]  # the per-head table, read as a HeadResult
+    ((1, 0), ('a', 'b'))
     """
 
-    names: tuple[str, str]
-    graph_a: nx.DiGraph
-    graph_b: nx.DiGraph
-    union: nx.DiGraph
-    layers: pd.DataFrame
-    heads: HeadResult
-    influence: pd.DataFrame
+    def __init__(self, *, names: tuple[str, str], graph_a: nx.DiGraph, graph_b: nx.DiGraph,
+                 union: nx.DiGraph, layers: pd.DataFrame, heads: HeadResult,
+                 influence: pd.DataFrame, meta: dict[str, Any] | None = None) -> None:
+        super().__init__(heads.table, {**heads.meta, "names": names, **(meta or {})},
+                         value=heads.meta.get("value") or "jsd", plot="comparison")
+        self.names = names
+        self.graph_a = graph_a
+        self.graph_b = graph_b
+        self.union = union
+        self.layers = layers
+        self.heads = heads
+        self.influence = influence
+
+    def __getstate__(self) -> dict[str, Any]:
+        return dict(self.__dict__)
 
 
 @renamed(positional=("names",), att_a="attentions", att_b="other")
@@ -226,6 +240,7 @@ def compare(
             f"{att_a.n_heads} heads, {names[1]} has {att_b.n_layers} x {att_b.n_heads}; "
             "per-layer and per-head comparison needs the same architecture."
         )
+    heads = None if heads is None else [(int(h[0]), int(h[1])) for h in heads]
     ga = attention_graph(att_a, threshold=threshold, heads=heads, sources=sources)
     gb = attention_graph(att_b, threshold=threshold, heads=heads, sources=sources)
     union = _union(ga, gb, names)
@@ -235,10 +250,11 @@ def compare(
     inf = pd.DataFrame({"token": ia["token"], "score_a": ia["score"], "score_b": ib["score"],
                         "rating_a": ia["rating"], "rating_b": ib["rating"],
                         "delta": ib["score"] - ia["score"]}, index=ia.index)
+    options = {"threshold": threshold, "heads": heads, "sources": sources, "alpha": alpha}
     return Comparison(names=names, graph_a=ga, graph_b=gb, union=union, layers=layers,
                       heads=HeadResult(head_df, {"names": names, "threshold": threshold},
                                        value="jsd"),
-                      influence=inf)
+                      influence=inf, meta=options)
 
 
 def _which(in_a: bool, in_b: bool) -> str:
