@@ -146,6 +146,22 @@ def test_old_spellings_still_work_for_one_release():
         ak.rollout(att=att)
     with pytest.raises(TypeError, match="both"):
         ak.rollout(att, att=att)
+    # the subpackages' old spellings too: plot functions' g=, inf= and positional options
+    import matplotlib.pyplot as plt
+
+    graph = ak.attention_graph(att)
+    with pytest.warns(DeprecationWarning, match="graph="):
+        ak.plot.plot_flow_graph(g=graph)
+    with pytest.warns(DeprecationWarning, match="title="):
+        fig = ak.plot.plot_influence(ak.influence(graph), None, "old")
+    assert fig.axes[0].get_title() == "old"
+    plt.close("all")
+    with pytest.warns(DeprecationWarning, match="sources="):
+        assert ak.flow.resolve_source(att, 1) == [(1, 1)]
+    with pytest.warns(DeprecationWarning, match="use attribution\\(maps"):
+        old_attr = ak.analysis.attribution("weights", {"weights": att}, [1])
+    np.testing.assert_array_equal(old_attr, ak.analysis.attribution({"weights": att}, name="weights",
+                                                                    sources=[1]))
 
 
 def _doc(name: str, fn) -> str:
