@@ -92,9 +92,6 @@ class FlowSummary(HeadResult):
         self.tokens = tokens
         self.per_input = per_input
 
-    def __getstate__(self) -> dict[str, Any]:
-        return dict(self.__dict__)
-
     @property
     def n_inputs(self) -> int:
         """The number of inputs summarised."""
@@ -288,9 +285,6 @@ class SetComparison(HeadResult):
         self.categories = categories
         self.names = names
         self.n_inputs = n_inputs
-
-    def __getstate__(self) -> dict[str, Any]:
-        return dict(self.__dict__)
 
 
 @renamed(positional=("threshold", "alpha", "heads", "source", "names", "progress"),

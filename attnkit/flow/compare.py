@@ -86,9 +86,6 @@ class Comparison(HeadResult):
         self.heads = heads
         self.influence = influence
 
-    def __getstate__(self) -> dict[str, Any]:
-        return dict(self.__dict__)
-
 
 @renamed(positional=("names",), att_a="attentions", att_b="other")
 def check_tokenization(attentions: AttentionLike, other: AttentionLike, *,
