@@ -272,8 +272,8 @@ class SetComparison(HeadResult):
     >>> c = ak.compare_sets([a, a], [b, b], progress=False)
     >>> c.n_inputs, c.categories.loc["cls", ["share_a", "share_b"]].round(4).tolist()
     (2, [0.5714, 1.0])
-    >>> c.meta["names"], c.best("jsd_mean")[0]  # the per-head table, read as a HeadResult
-    (('a', 'b'), 1)
+    >>> c.meta["names"], c.value_column()  # the per-head table, read as a HeadResult
+    (('a', 'b'), 'jsd_mean')
     """
 
     def __init__(self, *, heads: HeadResult, categories: pd.DataFrame, names: tuple[str, str],

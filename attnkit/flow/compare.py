@@ -69,8 +69,8 @@ class Comparison(HeadResult):
     [[1, 1, 0], [1, 1, 0]]
     >>> cmp.influence["rating_b"].tolist(), round(float(cmp.heads.loc[(1, 0), "jsd_source"]), 4)
     ([5, 0], 0.1468)
-    >>> cmp.best("jsd"), cmp.meta["names"]  # the per-head table, read as a HeadResult
-    ((1, 0), ('a', 'b'))
+    >>> cmp.value_column(), cmp.meta["names"]  # the per-head table, read as a HeadResult
+    ('jsd', ('a', 'b'))
     """
 
     def __init__(self, *, names: tuple[str, str], graph_a: nx.DiGraph, graph_b: nx.DiGraph,
