@@ -9,9 +9,13 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
 from .errors import AttnkitError
 from .finetune.command import add_parser as add_finetune_parser
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 
 def _say(msg: str) -> None:
@@ -70,7 +74,8 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         _say("no test split beside the treebank: heads chosen and reported on the same sentences")
     table.to_csv(out / "relation_heads.csv", float_format="%.4f")
     ax = ak.plot.plot_relation_heads(table)
-    ax.figure.savefig(out / "relation_heads.png", dpi=110, bbox_inches="tight")
+    # a figure of its own (no ax given), so its figure is the root Figure, never a SubFigure
+    cast("Figure", ax.figure).savefig(out / "relation_heads.png", dpi=110, bbox_inches="tight")
     _say(f"wrote relation_heads.csv and relation_heads.png under {out}")
 
     if args.coref:

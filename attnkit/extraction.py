@@ -137,7 +137,7 @@ def extract(
     if batch_size < 1:
         raise InputError(f"batch_size must be at least 1, not {batch_size}.")
     keep_maps, summary_names = _keep(keep)
-    measure = check_measure(measure)
+    measure = check_measure(measure=measure)
     if embeddings and not keep_maps:
         raise InputError("embeddings=True needs keep to include 'maps'.")
     items = list(inputs)
@@ -166,7 +166,7 @@ class _Job:
         level, embeddings, keep_maps = spec.level, spec.embeddings, spec.keep_maps
         summary_names = list(spec.summaries)
         self.encodings = encodings
-        minfo = {**minfo, "n_heads": n_heads(SimpleNamespace(n_heads=minfo["n_heads"]), spec.measure)}
+        minfo = {**minfo, "n_heads": n_heads(SimpleNamespace(n_heads=minfo["n_heads"]), measure=spec.measure)}
         self.minfo = minfo
         plan = plan_batches([len(e) for e in encodings], batch_size)
         index, n = build_index(encodings, level)

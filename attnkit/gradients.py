@@ -15,6 +15,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from . import objectives
+from ._compat import renamed
 from ._progress import progress as _bar
 from .attention import Attention
 from .encoding import Encoding
@@ -242,11 +243,12 @@ def run_gradients(model: Any, items: Sequence[Any], objective: Any, labels: Sequ
         bar.close()
 
 
+@renamed(positional=("objective",))
 def attention_gradients(
     model: Any,
     item: Any,
-    objective: str | Objective = "auto",
     *,
+    objective: str | Objective = "auto",
     label: Any = None,
     mask_rate: float = 0.15,
     seed: int = 0,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._compat import renamed
 from .attention import Positions, is_punct, row_shares
 from .blocks import row_bands
 from .errors import InputError
@@ -22,7 +23,8 @@ STAT_COLUMNS = ["cls", "sep", "punct", "self", "next", "prev", "entropy", "cls_e
 _TINY = float(np.finfo(np.float32).tiny)
 
 
-def item_stats(att: AttentionLike) -> np.ndarray:
+@renamed(att="attentions")
+def item_stats(attentions: AttentionLike) -> np.ndarray:
     """Per-head statistics of one input, float64 ``[layer, head, 8]`` in the order of
     :data:`STAT_COLUMNS`, read band by band (:func:`attnkit.blocks.row_bands`): one band of
     one head at a time, never all maps.
@@ -39,7 +41,7 @@ def item_stats(att: AttentionLike) -> np.ndarray:
 
     Parameters
     ----------
-    att : AttentionLike
+    attentions : AttentionLike
         Dense or lazy attention of one input (it must know its token roles).
 
     Returns
@@ -63,6 +65,7 @@ def item_stats(att: AttentionLike) -> np.ndarray:
     """
     import torch
 
+    att = attentions
     if not isinstance(att, Positions):
         raise InputError(f"head statistics need the token roles of attnkit's Attention or "
                          f"LazyAttention; got {type(att).__name__}.")

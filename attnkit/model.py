@@ -862,7 +862,7 @@ class Model:
         if measure != "weights":
             from .measures import measure_maps
 
-            maps = measure_maps(self, encodings, measure)
+            maps = measure_maps(self, encodings, measure=measure)
         elif self.capture == "interface":
             from .capture import DenseRecorder
 
@@ -984,7 +984,7 @@ class Model:
         """
         from .measures import check_measure
 
-        measure = check_measure(measure)
+        measure = check_measure(measure=measure)
         enc = self.encode(item)
         if measure != "weights":
             if lazy:

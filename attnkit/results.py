@@ -90,7 +90,8 @@ class Result:
     __hash__ = None  # type: ignore[assignment]
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"table": self.table, "meta": self.meta, "_plot": self._plot}
+        # every attribute, so a subclass's own (Comparison's graphs) survive a pickle too
+        return dict(self.__dict__)
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)

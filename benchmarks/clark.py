@@ -222,7 +222,7 @@ def main(argv=None) -> int:
             emb = ak.embed_heads(dist)
         dist.to_csv(out / "head_distances_test.csv")
         emb.to_csv(out / "head_embedding_test.csv")
-        ax = ak.plot.plot_head_clusters(emb, ak.head_behaviours(ak.head_stats(sets["test"])))
+        ax = ak.plot.plot_head_clusters(emb, behaviours=ak.head_behaviours(ak.head_stats(sets["test"])))
         ax.figure.savefig(out / "head_clusters_test.png", dpi=120)
         pipeline_s = sum(r["wall_s"] for r in timer.rows if r["in_pipeline"])
 

@@ -63,7 +63,7 @@ def run(args: dict, *, holdout: bool, threads: int, out: str | None = None, spli
     load_before = os.getloadavg()
     train = read_glue(task, "train")
     if holdout:
-        train, dev = train.split_off(0.1, seed=split_seed)
+        train, dev = train.split_off(fraction=0.1, seed=split_seed)
     else:
         dev = read_glue(task, "dev")
     model = ak.load("minilm")

@@ -22,6 +22,9 @@ DATA = {
     "table", "meta", "value", "ax",
     # how much of a record to keep (Document.cut)
     "n_words",
+    # what a model's forward returned, handed to a recorder after it (Model.record's
+    # recorder protocol: MeasureRecorder.finish(output))
+    "output",
 }
 #: Spellings that the contract replaced; they live on only through attnkit._compat.renamed.
 RETIRED = {"att", "atts", "att_a", "att_b", "attention_set", "set_a", "set_b", "X", "y", "df",
@@ -31,32 +34,61 @@ DEFAULTS = {"select_on": None, "threshold": 0.3, "heads": None, "sources": None,
             "residual": 0.5, "progress": True, "client": None, "seed": 0, "measure": "weights"}
 #: Classes that attnkit builds for the user (records, stores, lazy maps): their constructors
 #: are internal, their public methods are checked.
-BUILT_BY_ATTNKIT = {"AttentionSet", "LazyAttention", "Treebank", "Sentence", "Document"}
+BUILT_BY_ATTNKIT = {
+    "AttentionSet", "LazyAttention", "Treebank", "Sentence", "Document",
+    # records of readers: read_coref's mentions, read_glue's datasets
+    "Mention", "GlueDataset",
+    # records of analyses: attention_gradients, coref_predictions, compare, compare_sets,
+    # flow_summary, paths_between
+    "AttentionGradients", "CorefEvaluation", "Comparison", "SetComparison", "FlowSummary",
+    "PathQuery",
+    # the recorder measure_maps hands to Model.record
+    "MeasureRecorder",
+}
 
 
-#: Subpackages that docs and notebooks reach as ``ak.<sub>.``: exported with the package.
+#: Subpackages that docs and notebooks reach as ``ak.<sub>.``: exported with the package, and
+#: their public names (``__all__``) follow the contract like the package's own.
 SUBPACKAGES = ("analysis", "data", "flow", "measures", "plot")
 
 
-def _callables():
+def _public():
+    """``(qualified name, object)`` for ``attnkit.__all__`` and each subpackage's ``__all__``;
+    an object re-exported at the top level is checked once, under its top-level name."""
+    seen = set()
     for name in ak.__all__:
         obj = getattr(ak, name)
+        seen.add(id(obj))
+        yield name, name, obj
+    for sub in SUBPACKAGES:
+        module = getattr(ak, sub)
+        for name in module.__all__:
+            obj = getattr(module, name)
+            if id(obj) in seen:
+                continue
+            seen.add(id(obj))
+            yield f"{sub}.{name}", name, obj
+
+
+def _callables():
+    for qualified, name, obj in _public():
         if inspect.ismodule(obj) or not callable(obj):
             continue
         if inspect.isclass(obj):
             if name not in BUILT_BY_ATTNKIT:
-                yield f"{name}()", obj.__init__
+                yield f"{qualified}()", obj.__init__
             for meth, fn in vars(obj).items():
                 if meth.startswith("_"):
                     continue
                 fn = fn.__func__ if isinstance(fn, (classmethod, staticmethod)) else fn
                 if inspect.isfunction(fn):
-                    yield f"{name}.{meth}", fn
+                    yield f"{qualified}.{meth}", fn
         else:
-            yield name, obj
+            yield qualified, obj
 
 
 CALLABLES = dict(_callables())
+_OBJECTS = {qualified: obj for qualified, _, obj in _public()}
 
 
 def _params(fn):
@@ -114,12 +146,28 @@ def test_old_spellings_still_work_for_one_release():
         ak.rollout(att=att)
     with pytest.raises(TypeError, match="both"):
         ak.rollout(att, att=att)
+    # the subpackages' old spellings too: plot functions' g=, inf= and positional options
+    import matplotlib.pyplot as plt
+
+    graph = ak.attention_graph(att)
+    with pytest.warns(DeprecationWarning, match="graph="):
+        ak.plot.plot_flow_graph(g=graph)
+    with pytest.warns(DeprecationWarning, match="title="):
+        fig = ak.plot.plot_influence(ak.influence(graph), None, "old")
+    assert fig.axes[0].get_title() == "old"
+    plt.close("all")
+    with pytest.warns(DeprecationWarning, match="sources="):
+        assert ak.flow.resolve_source(att, 1) == [(1, 1)]
+    with pytest.warns(DeprecationWarning, match="use attribution\\(maps"):
+        old_attr = ak.analysis.attribution("weights", {"weights": att}, [1])
+    np.testing.assert_array_equal(old_attr, ak.analysis.attribution({"weights": att}, name="weights",
+                                                                    sources=[1]))
 
 
 def _doc(name: str, fn) -> str:
     """The docstring that documents ``name``: a class's own for its constructor ("X()")."""
     if name.endswith("()"):
-        return inspect.getdoc(getattr(ak, name[:-2])) or ""
+        return inspect.getdoc(_OBJECTS[name[:-2]]) or ""
     return inspect.getdoc(fn) or ""
 
 

@@ -145,10 +145,10 @@ def test_head_of_a_span_that_is_not_one_subtree_uses_minspan_then_depth(docs):
     s = docs[0].sentences[0]
     # "saw his": saw is the root, his hangs off friend (outside) → two roots;
     # without minspan the higher one (saw, the sentence root) wins
-    assert mention_head(s, 1, 3) == 1
-    assert mention_head(s, 1, 3, minspan=[2]) == 2
+    assert mention_head(s, start=1, end=3) == 1
+    assert mention_head(s, start=1, end=3, minspan=[2]) == 2
     # "old friend": a subtree of friend
-    assert mention_head(s, 3, 5) == 4
+    assert mention_head(s, start=3, end=5) == 4
 
 
 def test_discontinuous_mention_becomes_one_span(tmp_path):

@@ -62,7 +62,7 @@ def test_blank_out_and_curves_match_one_forward_per_copy(cls_model, result):
             ids[p] = mask_id
             blank.append(y0 - _target(model, ids, "logit", ref)[0])
         att = model.attend(text)
-        rollout = attribution("rollout", {"weights": att}, [0])[words]
+        rollout = attribution({"weights": att}, name="rollout", sources=[0])[words]
         rho = spearmanr(rollout, blank).statistic
         assert per.loc[(item, "rollout"), "spearman_blankout"] == pytest.approx(rho, abs=1e-6)
         # deletion curve of rollout at 5 points (steps=4)
@@ -86,7 +86,7 @@ def test_input_times_gradient_matches_finite_differences(cls_model):
     """Σ_d e_jd ∂y/∂e_jd is the derivative of y when token j's embedding is scaled by 1 + t."""
     model = cls_model
     enc = model.encode(TEXTS[1])
-    r = attention_gradients(model, TEXTS[1], "logit")
+    r = attention_gradients(model, TEXTS[1], objective="logit")
     r_full = next(run_gradients(model, [enc], "logit", None, 1, 0.15, 0, False, input_grads=True))
     ixg = (r_full.input_embeds.astype(np.float64) * r_full.input_grads).sum(-1)
     assert r_full.value == pytest.approx(r.value)

@@ -178,3 +178,28 @@ def test_bundled_model_compare_and_mismatch(minilm):
 def nx_models(g):
     return [d["model"] for _, _, d in g.edges(data=True)] + [d["model"] for _, d in
                                                               g.nodes(data=True)]
+
+
+def test_comparisons_and_summaries_are_head_results():
+    """compare, compare_sets and flow_summary return the contract's result type: the
+    per-head table with meta (names, options) and plot(), keeping their attributes."""
+    import pickle
+
+    from attnkit.results import HeadResult
+
+    a, b = att_a(), att_b()
+    c = compare(a, b, threshold=0.2, heads=iter([(0, 0), (1, 0)]), names=("pre", "fine"))
+    assert isinstance(c, HeadResult) and c.table.equals(c.heads.table)
+    assert c.meta["names"] == ("pre", "fine") and c.meta["threshold"] == 0.2
+    # a generator of heads is read once, for both graphs
+    assert c.meta["heads"] == [(0, 0), (1, 0)] and c.graph_b.number_of_edges() > 0
+    assert c.plot().axes[0].get_title() == "pre vs fine"  # the union graph
+    assert float(c["jsd"].max()) == pytest.approx(float(c.heads["jsd"].max()))
+    again = pickle.loads(pickle.dumps(c))
+    assert again == c and again.names == c.names and set(again.union.edges) == set(c.union.edges)
+    s = compare_sets([a, a], [b, b], progress=False)
+    assert isinstance(s, HeadResult) and s.meta["n_inputs"] == s.n_inputs == 2
+    assert s.value_column() == "jsd_mean" and len(s.plot().axes) == 2  # map and colour bar
+    f = flow_summary([a, b], progress=False)
+    assert isinstance(f, HeadResult) and f.n_inputs == f.meta["n_inputs"] == 2
+    assert f.value_column() == "edges_mean"

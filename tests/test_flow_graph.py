@@ -70,9 +70,9 @@ def test_heads_filter():
 def test_sources():
     att = att_a()
     assert resolve_source(att) == [(2, 0)]
-    assert resolve_source(att, 2) == [(2, 2)]
-    assert resolve_source(att, [1, 2]) == [(2, 1), (2, 2)]
-    assert resolve_source(att, [(1, 1)]) == [(1, 1)]
+    assert resolve_source(att, sources=2) == [(2, 2)]
+    assert resolve_source(att, sources=[1, 2]) == [(2, 1), (2, 2)]
+    assert resolve_source(att, sources=[(1, 1)]) == [(1, 1)]
     # from (1, 1) alone: its three edges
     g = attention_graph(att, sources=[(1, 1)])
     assert set(g.edges) == {((1, 1), (0, 2)), ((1, 1), (0, 0)), ((1, 1), (0, 1))}
@@ -82,7 +82,7 @@ def test_sources():
     no_cls = make_att(two_layer_maps(), TOKENS, ["word"] * 4)
     assert resolve_source(no_cls) == [(2, 3)]
     with pytest.raises(InputError, match="outside levels"):
-        resolve_source(att, [(3, 0)])
+        resolve_source(att, sources=[(3, 0)])
     with pytest.raises(InputError, match="threshold"):
         attention_graph(att, threshold=1.0)
 

@@ -73,10 +73,10 @@ def test_layered_max_flow_shared_bottleneck():
     caps[2, 0] = [1.0, 1.0]
     caps[1] = [[1.0, 0.0], [1.0, 0.0]]
     caps[0][:, 0] = [0.5, 1.0]
-    lower, upper = layered_max_flow(caps, [0], [0])
+    lower, upper = layered_max_flow(caps, starts=[0], ends=[0])
     assert lower[0] == pytest.approx(0.5, abs=1e-12) and upper[0] == pytest.approx(0.5)
     # and nothing reaches sink 1, whose column is empty
-    lower, upper = layered_max_flow(caps, [0, 1], [1, 0])
+    lower, upper = layered_max_flow(caps, starts=[0, 1], ends=[1, 0])
     assert lower.tolist() == [0.0, 0.0] and upper.tolist() == [0.0, 0.0]
 
 

@@ -136,7 +136,7 @@ def test_limit_take_sample_split_off(tmp_path):
     assert isinstance(ds[2:4], GlueDataset) and len(ds[2:4]) == 2
     s = ds.sample(10, seed=1)
     assert len(s) == 10 and len(set(s.ids)) == 10 and list(ds.sample(10, seed=1)) == list(s)
-    rest, held = ds.split_off(0.2, seed=0)
+    rest, held = ds.split_off(fraction=0.2, seed=0)
     assert len(rest) + len(held) == 40 and not set(rest.ids) & set(held.ids)
     # stratified: 10 positives, 30 negatives -> 2 and 6 held out
     assert held.class_counts().tolist() == [6, 2]

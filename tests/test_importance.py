@@ -61,7 +61,7 @@ def _attention_module(model):
 def test_gradients_match_finite_differences(models, monkeypatch, kind, objective, label):
     model = models[kind]
     text = CORPUS[1]
-    r = attention_gradients(model, text, objective, label=label, seed=3)
+    r = attention_gradients(model, text, objective=objective, label=label, seed=3)
     L, H, n, _ = r.grads.shape
     assert r.attention.maps.shape == r.grads.shape
     np.testing.assert_allclose(r.attention.maps.sum(-1), 1.0, atol=1e-5)
@@ -84,13 +84,13 @@ def test_gradients_match_finite_differences(models, monkeypatch, kind, objective
         for sign in (+1, -1):
             monkeypatch.setattr(module, "eager_attention_forward",
                                 _perturbing_attention(module, layer, h, i, j, sign * eps))
-            vals.append(attention_gradients(model, text, objective, label=label, seed=3).value)
+            vals.append(attention_gradients(model, text, objective=objective, label=label, seed=3).value)
         monkeypatch.undo()
         fd = (vals[0] - vals[1]) / (2 * eps)
         assert fd == pytest.approx(r.grads[layer, h, i, j], rel=2e-2, abs=2e-4), (layer, h, i, j)
     # the perturbing function itself reproduces the model exactly at delta = 0
     monkeypatch.setattr(module, "eager_attention_forward", _perturbing_attention(module, 0, 0, 0, 0, 0.0))
-    assert attention_gradients(model, text, objective, label=label, seed=3).value == pytest.approx(r.value, rel=1e-5)
+    assert attention_gradients(model, text, objective=objective, label=label, seed=3).value == pytest.approx(r.value, rel=1e-5)
 
 
 def test_auto_objectives(models):
@@ -173,7 +173,7 @@ def test_bundled_model_gradients_match_finite_differences(real_model, monkeypatc
     """The bundled sentence-embedding model (loaded the ordinary way) exposes attention
     that is in its graph: the embedding objective's gradient matches finite differences."""
     text = "The committee approved the new budget on Tuesday, after a long debate."
-    r = attention_gradients(real_model, text, "embedding", seed=1)
+    r = attention_gradients(real_model, text, objective="embedding", seed=1)
     assert r.attention.tokens[0] == "[CLS]" and "[MASK]" in r.attention.tokens
     module = sys.modules[type(_attention_module(real_model)).__module__]
     layer = 3
@@ -184,7 +184,7 @@ def test_bundled_model_gradients_match_finite_differences(real_model, monkeypatc
     for sign in (+1, -1):
         monkeypatch.setattr(module, "eager_attention_forward",
                             _perturbing_attention(module, layer, h, i, j, sign * eps))
-        vals.append(attention_gradients(real_model, text, "embedding", seed=1).value)
+        vals.append(attention_gradients(real_model, text, objective="embedding", seed=1).value)
     monkeypatch.undo()
     fd = (vals[0] - vals[1]) / (2 * eps)
     assert fd == pytest.approx(r.grads[layer, h, i, j], rel=3e-2, abs=1e-5)

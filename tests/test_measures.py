@@ -195,7 +195,7 @@ def test_grad_attn_matches_finite_differences(models, monkeypatch, kind, objecti
         for sign in (1, -1):
             monkeypatch.setattr(module, "eager_attention_forward",
                                 _scaling_attention(layer, h, i, j, sign * eps))
-            vals.append(attention_gradients(model, TEXT, objective).value)
+            vals.append(attention_gradients(model, TEXT, objective=objective).value)
             monkeypatch.undo()
         fd = (vals[0] - vals[1]) / (2 * eps)
         assert fd == pytest.approx(att.maps[layer, h, i, j], rel=1e-3, abs=1e-7), (layer, h, i, j)
@@ -222,7 +222,7 @@ def test_bad_measures(models):
     eager = Model(eager.hf, eager.tokenizer, capture="eager")
     with pytest.raises(UnsupportedModelError, match="eager attention path"):
         eager.attend(TEXT, measure="alti")
-    assert check_measure("grad*attn") == "grad×attn"
+    assert check_measure(measure="grad*attn") == "grad×attn"
     assert set(ARCHS) >= {"bert", "roberta", "distilbert", "gpt2", "gpt_neox", "llama", "qwen2",
                           "mistral", "gemma2"}
     assert MEASURES[0] == "weights"

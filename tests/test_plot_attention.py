@@ -65,12 +65,23 @@ def test_head_map_and_cluster_scatter():
     assert sorted(t.get_text() for t in ax.texts) == ["0.25", "0.75"]  # blanks have no text
     assert render(fig)[:4] == b"\x89PNG"
     emb = np.array([[0, 0], [1, 1], [2, 0]], dtype=float)
-    fig = plots.plot_cluster_scatter(emb, [0, 0, 1], [0, 1, 0], labels=["b", "a", "b"], label_name="kind")
+    fig = plots.plot_cluster_scatter(emb, heads=[(0, 0), (0, 1), (1, 0)], labels=["b", "a", "b"],
+                                     label_name="kind")
     legend = fig.axes[0].get_legend()
     assert [t.get_text() for t in legend.get_texts()] == ["a", "b"]
     assert render(fig)[:4] == b"\x89PNG"
     with pytest.raises(InputError):
-        plots.plot_cluster_scatter(emb, [0], [0])
+        plots.plot_cluster_scatter(emb, heads=[(0, 0)])
+    with pytest.raises(InputError, match="heads="):
+        plots.plot_cluster_scatter(emb)
+    # an embed_heads() table carries its heads
+    table = pd.DataFrame(emb, columns=["x", "y"],
+                         index=pd.MultiIndex.from_tuples([(0, 0), (0, 1), (1, 0)], names=["layer", "head"]))
+    assert len(plots.plot_cluster_scatter(table).axes[0].texts) == 3
+    # the old spelling (layers and heads of the points, positionally) for one release
+    with pytest.warns(DeprecationWarning, match="heads="):
+        old = plots.plot_cluster_scatter(emb, [0, 0, 1], [0, 1, 0])
+    assert [t.get_text() for t in old.axes[0].texts] == ["1-1", "1-2", "2-1"]
 
 
 def test_text_helpers():

@@ -78,7 +78,7 @@ def test_head_clusters():
                        columns=["x", "y"])
     beh = pd.Series(["other"] * (L * H), index=stats.index)
     beh.iloc[:3] = "[SEP]"
-    fig = plot_head_clusters(emb, beh, annotate={(0, 1): "det"})
+    fig = plot_head_clusters(emb, behaviours=beh, annotate={(0, 1): "det"})
     ax = fig.axes[0]
     assert sum(len(c.get_offsets()) for c in ax.collections) == L * H
     texts = [t.get_text() for t in ax.get_legend().get_texts()]

@@ -24,7 +24,9 @@ them; :func:`~attnkit.faithfulness` scores them.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+import warnings
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -54,11 +56,31 @@ def check_attributions(names: Sequence[str]) -> list[str]:
     return out
 
 
+def _old_order(fn: Callable[..., np.ndarray]) -> Callable[..., np.ndarray]:
+    """Accept ``attribution(name, maps, sources)``, the order before the contract, with a
+    warning for one release."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> np.ndarray:
+        if args and isinstance(args[0], str):
+            warnings.warn("attribution(name, maps, sources) is deprecated; use "
+                          "attribution(maps, name=..., sources=...) (the old order will be "
+                          "removed in the next release).", DeprecationWarning, stacklevel=2)
+            kwargs["name"] = args[0]
+            if len(args) > 2:
+                kwargs["sources"] = args[2]
+            args = args[1:2]
+        return fn(*args, **kwargs)
+
+    return wrapper
+
+
+@_old_order
 def attribution(
-    name: str,
     maps: dict[str, Any],
-    sources: Sequence[int],
     *,
+    name: str,
+    sources: Sequence[int] | None = None,
     residual: float = 0.5,
     input_embeds: np.ndarray | None = None,
     input_grads: np.ndarray | None = None,
@@ -68,13 +90,14 @@ def attribution(
 
     Parameters
     ----------
-    name : str
-        One of :data:`ATTRIBUTIONS`.
     maps : dict
         Measure name -> :class:`~attnkit.Attention` of this input (``NEEDS[name]`` must be
         there).
-    sources : sequence of int
-        The positions whose rows are read.
+    name : str
+        One of :data:`ATTRIBUTIONS`.
+    sources : sequence of int, optional
+        The positions whose rows are read; ``None`` reads [CLS] (the last token of a
+        causal model).
     residual : float
         Identity weight of rollout and flow.
     input_embeds, input_grads : ndarray ``[n, d]``, optional
@@ -93,12 +116,16 @@ def attribution(
     >>> from attnkit import Attention
     >>> from attnkit.analysis.attribution import attribution
     >>> att = Attention.from_maps(np.array([[0.5, 0.5], [0.0, 1.0]]), ["[CLS]", "cat"])
-    >>> attribution("weights", {"weights": att}, [0]).tolist()
+    >>> attribution({"weights": att}, name="weights").tolist()  # from [CLS]
     [0.5, 0.5]
-    >>> attribution("rollout", {"weights": att}, [0], residual=0.5).tolist()
+    >>> attribution({"weights": att}, name="rollout", sources=[0], residual=0.5).tolist()
     [0.75, 0.25]
     """
-    src = list(sources)
+    if sources is None and maps:
+        from ..flow import resolve_source
+
+        sources = [pos for _, pos in resolve_source(next(iter(maps.values())))]
+    src = list(sources or [])
     if name == "input×grad":
         if input_embeds is None or input_grads is None:
             raise InputError("input×grad needs the input embeddings and their gradients.")

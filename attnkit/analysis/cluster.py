@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .._compat import renamed
 from ..errors import InputError
 from ..results import HeadResult, Result, table_and_meta
 from ..types import Attentions, as_collection
@@ -196,7 +197,8 @@ def _as_square(distances: Any) -> tuple[np.ndarray, pd.Index]:
     return d, index
 
 
-def classical_mds(distances: np.ndarray, dims: int = 2) -> np.ndarray:
+@renamed(positional=("dims",))
+def classical_mds(distances: np.ndarray, *, dims: int = 2) -> np.ndarray:
     """Classical (Torgerson) scaling: ``[N, N]`` distances → ``[N, dims]`` coordinates.
 
     Double-centres the squared distances and keeps the top eigenvectors; exact (up to

@@ -35,6 +35,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 import pandas as pd
 
+from .._compat import renamed
 from ..attention import Attention
 from ..data.coref import MENTION_TYPES, Document, Mention
 from ..errors import InputError
@@ -99,14 +100,36 @@ class CorefEvaluation:
     n_heads: int
     settings: dict[str, Any]
 
-    def subset(self, docs: Iterable[str | Document] | None) -> "CorefEvaluation":
+    @renamed(docs="gold")
+    def subset(self, gold: Iterable[str | Document] | None) -> "CorefEvaluation":
         """Only the given documents (ids or Documents); ``None`` keeps all.
+
+        Parameters
+        ----------
+        gold : iterable of str or Document, or None
+            The documents to keep, or their ids.
+
+        Returns
+        -------
+        CorefEvaluation
+            The mentions, hits and predictions of those documents.
 
         Raises
         ------
         InputError
             For an id that is not one of the evaluated documents.
+
+        Examples
+        --------
+        >>> import attnkit as ak
+        >>> from attnkit.analysis import coref_predictions
+        >>> from attnkit.testing import tiny_model
+        >>> docs = ak.read_coref(ak.data.sample_coref())
+        >>> ev = coref_predictions(ak.extract(tiny_model("bert"), docs, progress=False), docs)
+        >>> ev.subset(["doc_b"]).documents["doc"].tolist()
+        ['doc_b']
         """
+        docs = gold
         if docs is None:
             return self
         ids = _doc_ids(docs)
@@ -124,9 +147,10 @@ class CorefEvaluation:
 
 
 # ------------------------------------------------------------------ per mention
+@renamed(docs="gold")
 def coref_predictions(
     attentions: Iterable[Attention],
-    docs: Sequence[Document],
+    gold: Sequence[Document],
     *,
     exclude_links: Sequence[str] = DEFAULT_EXCLUDED_LINKS,
     singletons: bool = False,
@@ -136,11 +160,11 @@ def coref_predictions(
 
     Parameters
     ----------
-    attentions : one :class:`Attention` per document, in the order of ``docs`` (e.g. the
+    attentions : one :class:`Attention` per document, in the order of ``gold`` (e.g. the
         :class:`~attnkit.AttentionSet` of ``attnkit.extract(model, docs)``); its words must be
         the document's words (or a prefix of them, when the document was cut before the
         model saw it). Token-level attention is pooled to words first (Clark pooling).
-    docs : documents from :func:`attnkit.data.read_coref`.
+    gold : documents from :func:`attnkit.data.read_coref`.
     exclude_links : mentions with these link types are dropped altogether (see the module
         docstring; ``()`` keeps every mention).
     singletons : whether mentions of single-mention entities are candidate antecedents for
@@ -166,7 +190,7 @@ def coref_predictions(
     >>> ev.documents[["doc", "words", "coreferent", "evaluated", "lost"]].values.tolist()
     [['doc_a', 11, 3, 3, 0], ['doc_b', 18, 2, 2, 0]]
     """
-    docs = list(docs)
+    docs = list(gold)
     if not docs:
         raise InputError("coref_predictions() got no documents.")
     exclude = set(exclude_links)
@@ -553,7 +577,8 @@ def coref_summary(table: HeadResult) -> Result:
     return Result(out, meta)
 
 
-def split_documents(docs: Sequence[Document | str]) -> tuple[list[str], list[str]]:
+@renamed(docs="gold")
+def split_documents(gold: Sequence[Document | str]) -> tuple[list[str], list[str]]:
     """Two disjoint halves of the documents, balanced by genre.
 
     Documents are grouped by genre (:attr:`Document.genre`, e.g. GUM's ``academic``; ids
@@ -564,7 +589,7 @@ def split_documents(docs: Sequence[Document | str]) -> tuple[list[str], list[str
 
     Parameters
     ----------
-    docs : sequence of Document or str
+    gold : sequence of Document or str
         Documents or their ids.
 
     Returns
@@ -579,7 +604,7 @@ def split_documents(docs: Sequence[Document | str]) -> tuple[list[str], list[str
     (['a', 'c'], ['b'])
     """
     groups: dict[str, list[str]] = {}
-    for d in docs:
+    for d in gold:
         genre = d.genre if isinstance(d, Document) else ""
         groups.setdefault(genre, []).append(d.id if isinstance(d, Document) else str(d))
     ordered = [did for ids in groups.values() for did in ids]

@@ -281,7 +281,7 @@ def _evaluate(model: Any, runner: _Runner, encs: list, labels: list | None, name
                 item_maps[name] = replace(g.attention, maps=grad_attn_maps(g.attention.maps, g.grads),
                                   measure="grad×attn")
             continue
-        for item_maps, enc, mp in zip(maps, encs, measure_maps(model, encs, name)):
+        for item_maps, enc, mp in zip(maps, encs, measure_maps(model, encs, measure=name)):
             item_maps[name] = model.to_attention(enc, mp, measure=name)
     ref, y_full = runner.references(encs, labels)
     for k, enc in enumerate(encs):
@@ -296,10 +296,10 @@ def _evaluate(model: Any, runner: _Runner, encs: list, labels: list | None, name
         masks[np.arange(1, m + 1), words] = True
         y = runner.values(enc, r, masks)
         blank = y[0] - y[1:]
-        ixg = attribution("input×grad", {}, src, input_embeds=grads[k].input_embeds,
+        ixg = attribution({}, name="input×grad", sources=src, input_embeds=grads[k].input_embeds,
                           input_grads=grads[k].input_grads)[words]
         rng = np.random.default_rng((seed, item))
-        scores = {name: attribution(name, maps[k], src, residual=residual,
+        scores = {name: attribution(maps[k], name=name, sources=src, residual=residual,
                                     input_embeds=grads[k].input_embeds,
                                     input_grads=grads[k].input_grads, rng=rng)[words]
                   for name in names}

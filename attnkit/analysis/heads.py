@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .._compat import renamed
 from ..attention import Attention, row_shares
 from ..errors import InputError
 from ..results import HeadResult
@@ -38,14 +39,15 @@ class _Plan:
     uniform: dict[str, float]  # kind -> sum over counted rows of the share uniform attention gives
 
 
-def token_identity(att: AttentionLike) -> tuple[np.ndarray, str]:
+@renamed(att="attentions")
+def token_identity(attentions: AttentionLike) -> tuple[np.ndarray, str]:
     """Int ``[n]`` labels equal exactly where two positions hold the same token, and their
     source: the token ids (``"input_ids"``) when the attention has them, else the token
     strings (``"tokens"``; at word level these are the words).
 
     Parameters
     ----------
-    att : AttentionLike
+    attentions : AttentionLike
         Attention of one input.
 
     Returns
@@ -62,6 +64,7 @@ def token_identity(att: AttentionLike) -> tuple[np.ndarray, str]:
     >>> labels.tolist(), source
     ([0, 1, 0, 2], 'tokens')
     """
+    att = attentions
     ids = getattr(att, "input_ids", None)
     if ids is not None and getattr(att, "level", "token") == "token":
         return np.asarray(ids, dtype=np.int64), "input_ids"

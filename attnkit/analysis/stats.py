@@ -8,15 +8,36 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .._compat import renamed
 from ..errors import InputError
 from ..headstats import STAT_COLUMNS, item_stats
 from ..results import HeadResult
 from ..types import AttentionLike, Attentions
 
-def uniform_row_entropy(att: AttentionLike) -> float:
+@renamed(att="attentions")
+def uniform_row_entropy(attentions: AttentionLike) -> float:
     """Mean row entropy (nats) of uniform attention on this input: every row spreads over
-    all ``n`` positions (ln n), or for a causal model over the ``q + 1`` it can see."""
-    return _uniform(getattr(att, "n_columns", len(att)), bool(att.causal))
+    all ``n`` positions (ln n), or for a causal model over the ``q + 1`` it can see.
+
+    Parameters
+    ----------
+    attentions : AttentionLike
+        Attention of one input (only its length and ``causal`` are read).
+
+    Returns
+    -------
+    float
+        The mean over rows of the entropy of uniform attention, in nats.
+
+    Examples
+    --------
+    >>> import numpy as np, attnkit as ak
+    >>> from attnkit.analysis import uniform_row_entropy
+    >>> att = ak.Attention.from_maps(np.full((1, 1, 4, 4), 0.25), ["a", "b", "c", "d"])
+    >>> round(uniform_row_entropy(att), 4)  # ln 4
+    1.3863
+    """
+    return _uniform(getattr(attentions, "n_columns", len(attentions)), bool(attentions.causal))
 
 
 def head_stats(attentions: Attentions, *, progress: bool = True, client: Any = None) -> HeadResult:

@@ -292,7 +292,8 @@ def _document(did: str, sents: list[Sentence], fields: tuple[str, ...],
     mentions: list[Mention] = []
     for si, s in enumerate(sents):
         for ent, start, end, fvals in _spans(s, fields, path):
-            head = mention_head(s, start, end, _minspan(fvals.get("minspan", ""), start, end))
+            head = mention_head(s, start=start, end=end,
+                                minspan=_minspan(fvals.get("minspan", ""), start, end))
             off = int(offsets[si])
             upos = s.upos[head]
             mentions.append(Mention(
@@ -425,8 +426,9 @@ def _line_of(path: Path | None, sent_id: str, w: int) -> str:
 
 
 # ------------------------------------------------------------------ mention heads
-def mention_head(s: Sentence, start: int, end: int, minspan: Iterable[int] = ()) -> int:
-    """The head word of the span ``s.words[start:end]``.
+@renamed(positional=("start", "end", "minspan"), s="item")
+def mention_head(item: Sentence, *, start: int, end: int, minspan: Iterable[int] = ()) -> int:
+    """The head word of the span ``item.words[start:end]``.
 
     The head is the span word whose UD head lies outside the span (the span's syntactic
     root). When several words qualify (the span is not one subtree), non-punctuation words
@@ -435,25 +437,26 @@ def mention_head(s: Sentence, start: int, end: int, minspan: Iterable[int] = ())
 
     Parameters
     ----------
-    s : Sentence
+    item : Sentence
         The sentence.
     start, end : int
         The span, 0-based, ``end`` exclusive.
     minspan : iterable of int
-        Words (0-based indices in ``s``) of the annotated minimal span, if any.
+        Words (0-based indices in ``item``) of the annotated minimal span, if any.
 
     Returns
     -------
     int
-        The 0-based index of the head word in ``s``.
+        The 0-based index of the head word in ``item``.
 
     Examples
     --------
     >>> import attnkit as ak
     >>> s = ak.read_conllu(ak.data.sample_treebank())[0]  # The cat sat on the mat .
-    >>> s.words[mention_head(s, 3, 6)]  # "on the mat"
+    >>> s.words[mention_head(s, start=3, end=6)]  # "on the mat"
     'mat'
     """
+    s = item
     heads = s.head_index
     idx = range(start, end)
     roots = [i for i in idx if not start <= heads[i] < end]

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .._compat import renamed
 from ..errors import DataFormatError, DataNotFoundError, InputError
 from ._text import text_lines
 
@@ -152,19 +153,29 @@ class GlueDataset:
         return bool(self.inputs) and isinstance(self.inputs[0], tuple)
 
     # ------------------------------------------------------------ subsets
-    def take(self, index: Sequence[int] | np.ndarray) -> GlueDataset:
-        """A new dataset with the rows at ``index`` (in that order).
+    @renamed(index="rows")
+    def take(self, rows: Sequence[int] | np.ndarray) -> GlueDataset:
+        """A new dataset with the rows at ``rows`` (in that order).
 
         Parameters
         ----------
-        index : sequence of int
+        rows : sequence of int
             Row numbers.
 
         Returns
         -------
         GlueDataset
+            Those rows, with their labels, ids and file lines.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from attnkit.data import GlueDataset
+        >>> d = GlueDataset(["a", "b", "c"], np.array([0, 1, 0]), ("x", "y"))
+        >>> d.take([2, 0]).inputs
+        ['c', 'a']
         """
-        idx = np.asarray(index, dtype=np.int64).reshape(-1)
+        idx = np.asarray(rows, dtype=np.int64).reshape(-1)
         return GlueDataset(
             inputs=[self.inputs[i] for i in idx],
             labels=None if self.labels is None else self.labels[idx],
@@ -173,7 +184,8 @@ class GlueDataset:
             lines=None if self.lines is None else self.lines[idx],
         )
 
-    def sample(self, n: int, seed: int = 0) -> GlueDataset:
+    @renamed(positional=("seed",))
+    def sample(self, n: int, *, seed: int = 0) -> GlueDataset:
         """``n`` rows drawn without replacement (all rows, shuffled, if ``n >= len``).
 
         Parameters
@@ -186,11 +198,21 @@ class GlueDataset:
         Returns
         -------
         GlueDataset
+            The rows drawn, in the order drawn.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from attnkit.data import GlueDataset
+        >>> d = GlueDataset([f"text {i}" for i in range(10)], np.zeros(10, int), ("a", "b"))
+        >>> len(d.sample(3, seed=1)), len(d.sample(20))
+        (3, 10)
         """
         rng = np.random.default_rng(seed)
         return self.take(rng.permutation(len(self))[: max(0, int(n))])
 
-    def split_off(self, fraction: float, seed: int = 0) -> tuple[GlueDataset, GlueDataset]:
+    @renamed(positional=("fraction", "seed"))
+    def split_off(self, *, fraction: float, seed: int = 0) -> tuple[GlueDataset, GlueDataset]:
         """Split into (rest, held-out) with ``fraction`` of each class held out.
 
         For choosing hyper-parameters on a part of a training file, so that the dev file
@@ -218,7 +240,7 @@ class GlueDataset:
         >>> import numpy as np
         >>> from attnkit.data import GlueDataset
         >>> d = GlueDataset([f"text {i}" for i in range(10)], np.array([0] * 6 + [1] * 4), ("a", "b"))
-        >>> rest, held = d.split_off(0.5)
+        >>> rest, held = d.split_off(fraction=0.5)
         >>> len(rest), held.class_counts().tolist()
         (5, [3, 2])
         """
@@ -242,12 +264,24 @@ class GlueDataset:
         return self.labels
 
     def class_counts(self) -> pd.Series:
-        """Number of rows per label name (a Series indexed by the label names).
+        """Number of rows per label name.
+
+        Returns
+        -------
+        pandas.Series
+            Counts indexed by the label names.
 
         Raises
         ------
         InputError
             When the dataset has no labels.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from attnkit.data import GlueDataset
+        >>> GlueDataset(["a", "b", "c"], np.array([0, 1, 0]), ("x", "y")).class_counts().tolist()
+        [2, 1]
         """
         labels = self._need_labels("class_counts")
         counts = np.bincount(labels, minlength=len(self.label_names))
@@ -260,13 +294,24 @@ class GlueDataset:
         return int(np.argmax(np.bincount(labels, minlength=len(self.label_names))))
 
     def majority_rate(self) -> float:
-        """Accuracy of always answering the most frequent label of this dataset (NaN when
-        empty).
+        """Accuracy of always answering the most frequent label of this dataset.
+
+        Returns
+        -------
+        float
+            The share of the most frequent label (NaN when the dataset is empty).
 
         Raises
         ------
         InputError
             When the dataset has no labels.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from attnkit.data import GlueDataset
+        >>> GlueDataset(["a", "b", "c", "d"], np.array([0, 1, 0, 0]), ("x", "y")).majority_rate()
+        0.75
         """
         labels = self._need_labels("majority_rate")
         if not len(self):
@@ -281,6 +326,14 @@ class GlueDataset:
         pandas.DataFrame
             One row per item: ``id``, ``text_a`` (``text_b`` for pairs), ``label``,
             ``label_name`` and the file ``line`` (the last three where known).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from attnkit.data import GlueDataset
+        >>> d = GlueDataset([("A cat.", "A cat sat.")], np.array([1]), ("no", "yes"))
+        >>> d.to_frame()[["text_a", "text_b", "label_name"]].values.tolist()
+        [['A cat.', 'A cat sat.', 'yes']]
         """
         if self.is_pair:
             cols: dict[str, Any] = {"text_a": [a for a, _ in self.inputs],

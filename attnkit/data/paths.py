@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from .._compat import renamed
 from ..errors import DataNotFoundError
 
 _HINT = (
@@ -43,12 +44,13 @@ def data_dir() -> Path | None:
     return None
 
 
-def find_data(relative: str) -> Path:
-    """The path of ``relative`` inside the data folder (:func:`data_dir`).
+@renamed(relative="path")
+def find_data(path: str) -> Path:
+    """The path of ``path`` inside the data folder (:func:`data_dir`).
 
     Parameters
     ----------
-    relative : str
+    path : str
         A path inside the data folder, e.g. ``"ud-english-ewt/en_ewt-ud-dev.conllu"``.
 
     Returns
@@ -59,7 +61,7 @@ def find_data(relative: str) -> Path:
     Raises
     ------
     DataNotFoundError
-        When there is no data folder or nothing at ``relative`` in it; the message says
+        When there is no data folder or nothing at ``path`` in it; the message says
         where to get the data and how to point attnkit at it.
 
     Examples
@@ -70,6 +72,7 @@ def find_data(relative: str) -> Path:
     ...
     attnkit.errors.DataNotFoundError: no-such-corpus/x.conllu was not found ...
     """
+    relative = path
     base = data_dir()
     if base is None or not (base / relative).exists():
         where = f"in {base}" if base else "(no data folder found)"

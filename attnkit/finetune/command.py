@@ -27,7 +27,7 @@ def run(args: argparse.Namespace) -> int:
     load_before = os.getloadavg()
     train = read_glue(args.task, args.train_split)
     if args.holdout:
-        train, dev = train.split_off(args.holdout, seed=0)  # the same hold-out for every recipe
+        train, dev = train.split_off(fraction=args.holdout, seed=0)  # the same hold-out for every recipe
     else:
         dev = read_glue(args.task, args.dev_split)
     res = finetune(args.model, train, evaluate_on=dev, epochs=args.epochs, max_items=args.max_items,

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import functools
 import warnings
-from dataclasses import dataclass
 from collections.abc import Iterable, Sized
 from typing import Any
 
@@ -44,9 +43,12 @@ def _stats(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return mean, std
 
 
-@dataclass
-class FlowSummary:
-    """Result of :func:`flow_summary`.
+class FlowSummary(HeadResult):
+    """Result of :func:`flow_summary`: a :class:`~attnkit.HeadResult` whose table is the
+    per-head table (``heads``), with the per-category, per-token and per-input tables.
+
+    ``meta`` holds the options (``threshold``, ``alpha``, ``heads``, ``sources``) and
+    ``n_inputs``; :meth:`plot` draws a layer × head map of ``edges_mean``.
 
     Parameters
     ----------
@@ -65,6 +67,8 @@ class FlowSummary:
         ``share_mean``, largest first.
     per_input : pandas.DataFrame
         One row per input: ``n``, ``nodes``, ``edges``, ``top_token``, ``top_share``.
+    meta : dict, optional
+        Added to ``heads.meta``.
 
     Examples
     --------
@@ -75,12 +79,18 @@ class FlowSummary:
     >>> # influence shares of [CLS]: 4/3 of 7/3 in a, all of it in b
     >>> s.n_inputs, round(float(s.categories.loc["cls", "share_mean"]), 4)
     (2, 0.7857)
+    >>> s.meta["n_inputs"], list(s.columns)  # the per-head table, read as a HeadResult
+    (2, ['edges_mean', 'edges_std', 'share'])
     """
 
-    heads: HeadResult
-    categories: pd.DataFrame
-    tokens: pd.DataFrame
-    per_input: pd.DataFrame
+    def __init__(self, *, heads: HeadResult, categories: pd.DataFrame, tokens: pd.DataFrame,
+                 per_input: pd.DataFrame, meta: dict[str, Any] | None = None) -> None:
+        super().__init__(heads.table, {**heads.meta, **(meta or {})},
+                         value=heads.meta.get("value") or "edges_mean")
+        self.heads = heads
+        self.categories = categories
+        self.tokens = tokens
+        self.per_input = per_input
 
     @property
     def n_inputs(self) -> int:
@@ -183,7 +193,8 @@ def flow_summary(
     per_input = pd.DataFrame(inputs, index=pd.RangeIndex(len(inputs), name="input"))
     meta = {"threshold": threshold, "alpha": alpha, "n_inputs": len(per_input)}
     return FlowSummary(heads=HeadResult(head_df, meta, value="edges_mean"), categories=cat_df,
-                       tokens=tok_df, per_input=per_input)
+                       tokens=tok_df, per_input=per_input,
+                       meta={"heads": heads, "sources": sources})
 
 
 def _compare_item(i: int, a: AttentionLike, b: AttentionLike, threshold: float, heads: Any,
@@ -193,7 +204,7 @@ def _compare_item(i: int, a: AttentionLike, b: AttentionLike, threshold: float, 
     pair_names = names if names is not None else (getattr(a, "model", "") or "a",
                                                   getattr(b, "model", "") or "b")
     try:
-        check_tokenization(a, b, pair_names)
+        check_tokenization(a, b, names=pair_names)
     except Exception as exc:
         raise type(exc)(f"Input {i}: {exc}") from None
     ga = attention_graph(a, threshold=threshold, heads=heads, sources=sources)
@@ -230,9 +241,12 @@ def _flow_item(i: int, att: AttentionLike, threshold: float, heads: Any, sources
     return head_edge_counts(g), row, toks, summary
 
 
-@dataclass
-class SetComparison:
-    """Result of :func:`compare_sets`.
+class SetComparison(HeadResult):
+    """Result of :func:`compare_sets`: a :class:`~attnkit.HeadResult` whose table is the
+    per-head table (``heads``), with the per-category influence shares of both models.
+
+    ``meta`` holds the names, the options (``threshold``, ``heads``, ``sources``,
+    ``alpha``) and ``n_inputs``; :meth:`plot` draws a layer × head map of ``jsd_mean``.
 
     Parameters
     ----------
@@ -247,6 +261,8 @@ class SetComparison:
         Display names of the two models.
     n_inputs : int
         Number of paired inputs.
+    meta : dict, optional
+        Added to ``heads.meta``.
 
     Examples
     --------
@@ -256,12 +272,19 @@ class SetComparison:
     >>> c = ak.compare_sets([a, a], [b, b], progress=False)
     >>> c.n_inputs, c.categories.loc["cls", ["share_a", "share_b"]].round(4).tolist()
     (2, [0.5714, 1.0])
+    >>> c.meta["names"], c.value_column()  # the per-head table, read as a HeadResult
+    (('a', 'b'), 'jsd_mean')
     """
 
-    heads: HeadResult
-    categories: pd.DataFrame
-    names: tuple[str, str]
-    n_inputs: int
+    def __init__(self, *, heads: HeadResult, categories: pd.DataFrame, names: tuple[str, str],
+                 n_inputs: int, meta: dict[str, Any] | None = None) -> None:
+        super().__init__(heads.table, {**heads.meta, "names": names, "n_inputs": n_inputs,
+                                       **(meta or {})},
+                         value=heads.meta.get("value") or "jsd_mean")
+        self.heads = heads
+        self.categories = categories
+        self.names = names
+        self.n_inputs = n_inputs
 
 
 @renamed(positional=("threshold", "alpha", "heads", "source", "names", "progress"),
@@ -356,4 +379,5 @@ def compare_sets(
     heads_res = HeadResult(heads_df, {"names": pair_names, "threshold": threshold},
                            value="jsd_mean")
     return SetComparison(heads=heads_res, categories=cat_df, names=pair_names,
-                         n_inputs=len(jsd_all))
+                         n_inputs=len(jsd_all),
+                         meta={"heads": heads, "sources": sources, "alpha": alpha})

@@ -8,7 +8,6 @@ edges reach at level ``l``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Iterable
 
 import networkx as nx
@@ -26,9 +25,12 @@ from .influence import influence
 MODELS = ("both", "a", "b")
 
 
-@dataclass
-class Comparison:
-    """Result of :func:`compare`.
+class Comparison(HeadResult):
+    """Result of :func:`compare`: a :class:`~attnkit.HeadResult` whose table is the per-head
+    table (``heads``), with both graphs, their union and the influence of both.
+
+    ``meta`` holds the names and the options (``threshold``, ``heads``, ``sources``,
+    ``alpha``); :meth:`plot` draws the union graph (:func:`attnkit.plot.plot_comparison`).
 
     Parameters
     ----------
@@ -54,6 +56,8 @@ class Comparison:
     influence : pandas.DataFrame
         Indexed by position: ``token``, ``score_a``, ``score_b``, ``rating_a``,
         ``rating_b``, ``delta`` (= score_b - score_a).
+    meta : dict, optional
+        Added to ``heads.meta``.
 
     Examples
     --------
@@ -65,27 +69,40 @@ class Comparison:
     [[1, 1, 0], [1, 1, 0]]
     >>> cmp.influence["rating_b"].tolist(), round(float(cmp.heads.loc[(1, 0), "jsd_source"]), 4)
     ([5, 0], 0.1468)
+    >>> cmp.value_column(), cmp.meta["names"]  # the per-head table, read as a HeadResult
+    ('jsd', ('a', 'b'))
     """
 
-    names: tuple[str, str]
-    graph_a: nx.DiGraph
-    graph_b: nx.DiGraph
-    union: nx.DiGraph
-    layers: pd.DataFrame
-    heads: HeadResult
-    influence: pd.DataFrame
+    def __init__(self, *, names: tuple[str, str], graph_a: nx.DiGraph, graph_b: nx.DiGraph,
+                 union: nx.DiGraph, layers: pd.DataFrame, heads: HeadResult,
+                 influence: pd.DataFrame, meta: dict[str, Any] | None = None) -> None:
+        super().__init__(heads.table, {**heads.meta, "names": names, **(meta or {})},
+                         value=heads.meta.get("value") or "jsd", plot="comparison")
+        self.names = names
+        self.graph_a = graph_a
+        self.graph_b = graph_b
+        self.union = union
+        self.layers = layers
+        self.heads = heads
+        self.influence = influence
 
 
-def check_tokenization(att_a: AttentionLike, att_b: AttentionLike,
+@renamed(positional=("names",), att_a="attentions", att_b="other")
+def check_tokenization(attentions: AttentionLike, other: AttentionLike, *,
                        names: tuple[str, str] = ("a", "b")) -> None:
     """Check that two attentions have the same tokens at the same positions.
 
     Parameters
     ----------
-    att_a, att_b : Attention
+    attentions, other : Attention
         The two attentions.
     names : (str, str)
         Their names, for the message.
+
+    Returns
+    -------
+    None
+        When the tokens agree.
 
     Raises
     ------
@@ -102,7 +119,7 @@ def check_tokenization(att_a: AttentionLike, att_b: AttentionLike,
     ...
     attnkit.errors.TokenizationMismatchError: ... Differences: position 0: 'cat' (a) vs 'dog' (b). ...
     """
-    ta, tb = list(att_a.tokens), list(att_b.tokens)
+    ta, tb = list(attentions.tokens), list(other.tokens)
     if ta == tb:
         return
     diffs = []
@@ -122,13 +139,14 @@ def check_tokenization(att_a: AttentionLike, att_b: AttentionLike,
     )
 
 
-def js_divergence(p: np.ndarray, q: np.ndarray) -> np.ndarray:
+@renamed(p="a", q="b")
+def js_divergence(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Jensen-Shannon divergence (base 2, in [0, 1]) between distributions along the last
     axis.
 
     Parameters
     ----------
-    p, q : array_like
+    a, b : array_like
         Distributions along the last axis, same shape.
 
     Returns
@@ -143,8 +161,8 @@ def js_divergence(p: np.ndarray, q: np.ndarray) -> np.ndarray:
     >>> round(float(js_divergence([0.5, 0.5], [1, 0])), 4), float(js_divergence([1, 0], [0, 1]))
     (0.3113, 1.0)
     """
-    p = np.asarray(p, dtype=np.float64)
-    q = np.asarray(q, dtype=np.float64)
+    p = np.asarray(a, dtype=np.float64)
+    q = np.asarray(b, dtype=np.float64)
     m = 0.5 * (p + q)
 
     def kl(x):
@@ -212,13 +230,14 @@ def compare(
         else:
             names = (na, nb) if na != nb else (f"{na} (a)", f"{nb} (b)")
     names = (str(names[0]), str(names[1]))
-    check_tokenization(att_a, att_b, names)
+    check_tokenization(att_a, att_b, names=names)
     if (att_a.n_layers, att_a.n_heads) != (att_b.n_layers, att_b.n_heads):
         raise InputError(
             f"The models differ in shape: {names[0]} has {att_a.n_layers} layers x "
             f"{att_a.n_heads} heads, {names[1]} has {att_b.n_layers} x {att_b.n_heads}; "
             "per-layer and per-head comparison needs the same architecture."
         )
+    heads = None if heads is None else [(int(h[0]), int(h[1])) for h in heads]
     ga = attention_graph(att_a, threshold=threshold, heads=heads, sources=sources)
     gb = attention_graph(att_b, threshold=threshold, heads=heads, sources=sources)
     union = _union(ga, gb, names)
@@ -228,10 +247,11 @@ def compare(
     inf = pd.DataFrame({"token": ia["token"], "score_a": ia["score"], "score_b": ib["score"],
                         "rating_a": ia["rating"], "rating_b": ib["rating"],
                         "delta": ib["score"] - ia["score"]}, index=ia.index)
+    options = {"threshold": threshold, "heads": heads, "sources": sources, "alpha": alpha}
     return Comparison(names=names, graph_a=ga, graph_b=gb, union=union, layers=layers,
                       heads=HeadResult(head_df, {"names": names, "threshold": threshold},
                                        value="jsd"),
-                      influence=inf)
+                      influence=inf, meta=options)
 
 
 def _which(in_a: bool, in_b: bool) -> str:
@@ -292,12 +312,13 @@ def _layers(ga: nx.DiGraph, gb: nx.DiGraph) -> pd.DataFrame:
     return pd.DataFrame(rows, index=pd.RangeIndex(n_layers, name="layer"))
 
 
-def head_edge_counts(g: nx.DiGraph) -> np.ndarray:
+@renamed(g="graph")
+def head_edge_counts(graph: nx.DiGraph) -> np.ndarray:
     """How many edges of an attention graph each head makes.
 
     Parameters
     ----------
-    g : networkx.DiGraph
+    graph : networkx.DiGraph
         From :func:`attention_graph`.
 
     Returns
@@ -314,8 +335,8 @@ def head_edge_counts(g: nx.DiGraph) -> np.ndarray:
     >>> head_edge_counts(ak.attention_graph(a)).tolist()  # layer 0: [CLS]->[CLS], a->[CLS], a->a
     [[3], [2]]
     """
-    out = np.zeros((g.graph["n_layers"], g.graph["n_heads"]), dtype=np.int64)
-    for u, _, hs in g.edges(data="heads"):
+    out = np.zeros((graph.graph["n_layers"], graph.graph["n_heads"]), dtype=np.int64)
+    for u, _, hs in graph.edges(data="heads"):
         out[u[0] - 1, hs] += 1
     return out
 

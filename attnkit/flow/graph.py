@@ -87,7 +87,7 @@ def attention_graph(
         raise InputError(f"threshold must lie in [0, 1); got {threshold}. Edges need "
                          "attention > threshold, and attention weights are at most 1.")
     allowed, heads_list = _allowed_heads(heads, n_layers, n_heads)
-    source_nodes = resolve_source(att, sources)
+    source_nodes = resolve_source(att, sources=sources)
     with _gc_paused():
         return _trace(att, float(threshold), allowed, heads_list, source_nodes)
 
@@ -177,8 +177,37 @@ def _hits(att, layer: int, head_ids: np.ndarray, rows: np.ndarray, threshold: fl
     return r_idx[order], k_idx[order], h_idx[order], w[order].astype(np.float64)
 
 
-def resolve_source(att: AttentionLike, source: Sources = None) -> list[Node]:
-    """The source node ids :func:`attention_graph` starts from (see its ``sources``)."""
+@renamed(positional=("sources",), att="attentions", source="sources")
+def resolve_source(attentions: AttentionLike, *, sources: Sources = None) -> list[Node]:
+    """The source node ids :func:`attention_graph` starts from.
+
+    Parameters
+    ----------
+    attentions : AttentionLike
+        Attention of one input.
+    sources : int, list, (level, position) or list of them, optional
+        Positions (at the top level) or node ids; ``None`` is [CLS] (the last token of a
+        causal model or of an input without [CLS]).
+
+    Returns
+    -------
+    list of (int, int)
+        ``(level, position)`` node ids, without repeats, in the order given.
+
+    Raises
+    ------
+    InputError
+        For an empty list, or a node outside the graph's levels and positions.
+
+    Examples
+    --------
+    >>> import numpy as np, attnkit as ak
+    >>> from attnkit.flow import resolve_source
+    >>> att = ak.Attention.from_maps(np.full((2, 1, 3, 3), 1 / 3), ["[CLS]", "a", "[SEP]"])
+    >>> resolve_source(att), resolve_source(att, sources=[2, (1, 0)])
+    ([(2, 0)], [(2, 2), (1, 0)])
+    """
+    att, source = attentions, sources
     n_layers = att.n_layers
     n = len(att)
     if source is None:

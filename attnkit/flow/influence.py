@@ -33,12 +33,13 @@ from .._compat import renamed
 from ..errors import InputError
 
 
-def head_counts(g: nx.DiGraph) -> np.ndarray:
+@renamed(g="graph")
+def head_counts(graph: nx.DiGraph) -> np.ndarray:
     """Head counts ``c_l(w)`` of an attention graph (see the module docstring).
 
     Parameters
     ----------
-    g : networkx.DiGraph
+    graph : networkx.DiGraph
         From :func:`attnkit.attention_graph`.
 
     Returns
@@ -57,6 +58,7 @@ def head_counts(g: nx.DiGraph) -> np.ndarray:
     >>> head_counts(g).tolist()  # layer 1: [CLS] is attended by both nodes, "a" by one
     [[2, 1], [1, 1]]
     """
+    g = graph
     n_layers, n = _shape(g)
     counts = np.zeros((n_layers, n), dtype=np.int64)
     for (level, _), (_, pos), heads in g.edges(data="heads"):

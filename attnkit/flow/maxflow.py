@@ -39,7 +39,7 @@ checked against :func:`networkx.maximum_flow_value` in the tests.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Iterable, Sequence
 
 import networkx as nx
 import numpy as np
@@ -117,7 +117,7 @@ def attention_flow(
     src = _positions(sources, n)
     s = np.repeat(src, n)
     t = np.tile(np.arange(n), len(src))
-    lower, upper = layered_max_flow(caps, s, t, rtol=rtol)
+    lower, upper = layered_max_flow(caps, starts=s, ends=t, rtol=rtol)
     lower = lower.reshape(len(src), n)
     upper = upper.reshape(len(src), n)
     if single:
@@ -177,16 +177,20 @@ def flow_network(attentions: AttentionLike, *, residual: float = 0.5) -> nx.DiGr
     return g
 
 
-def layered_max_flow(caps, sources, sinks, rtol: float = 1e-11, max_rounds: int = 12):
-    """Max-flow values in a layered network, for many (source, sink) pairs at once.
+@renamed(positional=("sources", "sinks", "rtol", "max_rounds"), caps="maps", sources="starts",
+         sinks="ends")
+def layered_max_flow(maps: np.ndarray, *, starts: np.ndarray | Sequence[int],
+                     ends: np.ndarray | Sequence[int],
+                     rtol: float = 1e-11, max_rounds: int = 12) -> tuple[np.ndarray, np.ndarray]:
+    """Max-flow values in a layered network, for many (start, end) pairs at once.
 
     Parameters
     ----------
-    caps : array_like
-        Float ``[L, n, n]`` (non-negative): ``caps[l - 1, q, k]`` is the capacity of the
-        edge from ``(l, q)`` to ``(l - 1, k)``.
-    sources, sinks : array_like of int
-        Pair ``i`` asks for the max flow from ``(L, sources[i])`` to ``(0, sinks[i])``.
+    maps : array_like
+        Float ``[L, n, n]`` capacities (non-negative): ``maps[l - 1, q, k]`` is the
+        capacity of the edge from ``(l, q)`` to ``(l - 1, k)`` (:func:`residual_attention`).
+    starts, ends : array_like of int
+        Pair ``i`` asks for the max flow from ``(L, starts[i])`` to ``(0, ends[i])``.
     rtol : float
         Relative size of the certified gap at which the refinement stops.
     max_rounds : int
@@ -210,21 +214,21 @@ def layered_max_flow(caps, sources, sinks, rtol: float = 1e-11, max_rounds: int 
     >>> import numpy as np
     >>> from attnkit.flow.maxflow import layered_max_flow
     >>> caps = np.array([[[1, 0], [0.25, 0.75]], [[0.75, 0.25], [0.25, 0.75]]])
-    >>> lower, upper = layered_max_flow(caps, [1, 1], [0, 1])
+    >>> lower, upper = layered_max_flow(caps, starts=[1, 1], ends=[0, 1])
     >>> lower.tolist(), bool(np.all(upper - lower <= 1e-11 * lower))
     ([0.5, 0.75], True)
     """
-    caps = np.asarray(caps, dtype=np.float64)
+    caps = np.asarray(maps, dtype=np.float64)
     if caps.ndim != 3 or caps.shape[1] != caps.shape[2]:
         raise InputError(f"caps must have shape [L, n, n]; got {caps.shape}.")
     if not np.all(np.isfinite(caps)) or np.any(caps < 0):
         raise InputError("Capacities must be finite and non-negative.")
     n_layers, n, _ = caps.shape
-    sources = np.asarray(sources, dtype=np.int64).ravel()
-    sinks = np.asarray(sinks, dtype=np.int64).ravel()
+    sources = np.asarray(starts, dtype=np.int64).ravel()
+    sinks = np.asarray(ends, dtype=np.int64).ravel()
     if sources.shape != sinks.shape:
-        raise InputError("sources and sinks must have the same length.")
-    for name, arr in (("source", sources), ("sink", sinks)):
+        raise InputError("starts and ends must have the same length.")
+    for name, arr in (("start", sources), ("end", sinks)):
         if arr.size and (arr.min() < 0 or arr.max() >= n):
             raise InputError(f"A {name} position is outside 0..{n - 1}.")
     if n_layers == 1:

@@ -74,8 +74,30 @@ def residual_attention(attentions: AttentionLike, *, residual: float = 0.5) -> n
     each row's shares (:func:`~attnkit.attention.row_shares`); measures that already hold
     the residual (``"norm+residual"``, ``"alti"``) roll out with ``residual=0``.
 
-    Returns float64 ``[L, n, n]``: entry ``[l, q, k]`` is how much position ``q`` at level
-    ``l + 1`` takes from position ``k`` at level ``l``.
+    Parameters
+    ----------
+    attentions : AttentionLike
+        Attention of one input.
+    residual : float
+        Weight of the identity.
+
+    Returns
+    -------
+    ndarray
+        float64 ``[L, n, n]``: entry ``[l, q, k]`` is how much position ``q`` at level
+        ``l + 1`` takes from position ``k`` at level ``l``; rows sum to 1.
+
+    Raises
+    ------
+    InputError
+        For a row that sums to 0 with ``residual=0``.
+
+    Examples
+    --------
+    >>> import numpy as np, attnkit as ak
+    >>> att = ak.Attention.from_maps(np.array([[[[1, 0], [0.5, 0.5]]]]), ["[CLS]", "a"])
+    >>> ak.flow.residual_attention(att, residual=0.5).tolist()
+    [[[1.0, 0.0], [0.25, 0.75]]]
     """
     return np.stack(list(residual_layers(attentions, residual)))
 

@@ -23,6 +23,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from .._compat import renamed
 from ..attention import Attention, row_shares
 from ._arch import ARCHS
 from .compute import MEASURES, MeasureRecorder, check_measure, measure_maps, n_heads
@@ -32,10 +33,16 @@ __all__ = ["ARCHS", "MEASURES", "MeasureRecorder", "check_measure", "grad_attn",
            "mixed", "n_heads"]
 
 
-def mixed(att: Attention) -> Attention:
+@renamed(att="attentions")
+def mixed(attentions: Attention) -> Attention:
     """One "mixed" head per layer: the mean over heads of each row's shares
     (:func:`~attnkit.attention.row_shares`), so a per-head measure can be set beside a
     mixed one (``norm+residual``, ``alti``) in :func:`~attnkit.compare` or a FlowView.
+
+    Parameters
+    ----------
+    attentions : Attention
+        Maps ``[layer, head, n, n]`` of a non-negative measure.
 
     Returns
     -------
@@ -56,5 +63,6 @@ def mixed(att: Attention) -> Attention:
     >>> mixed(att).maps.shape
     (2, 1, 9, 9)
     """
+    att = attentions
     shares = row_shares(np.asarray(att.maps, dtype=np.float64), att.measure)
     return replace(att, maps=shares.mean(axis=1, keepdims=True).astype(np.float32))

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from .._compat import renamed
 from ..errors import CaptureError, InputError, UnsupportedModelError
 from . import alti, norm, norm_residual
 from ._arch import layer_parts
@@ -29,8 +30,19 @@ _ALIASES = {"grad*attn": "grad×attn", "gradxattn": "grad×attn", "grad_attn": "
 _BLOCK = {"norm+residual": norm_residual.norm_residual_maps, "alti": alti.alti_maps}
 
 
-def check_measure(measure: str) -> str:
+@renamed(positional=("measure",))
+def check_measure(*, measure: str = "weights") -> str:
     """The canonical name of ``measure`` (``"grad*attn"`` is accepted for ``"grad×attn"``).
+
+    Parameters
+    ----------
+    measure : str
+        One of :data:`MEASURES`, or an accepted spelling of one.
+
+    Returns
+    -------
+    str
+        The name as :data:`MEASURES` spells it.
 
     Raises
     ------
@@ -40,7 +52,7 @@ def check_measure(measure: str) -> str:
     Examples
     --------
     >>> from attnkit.measures import check_measure
-    >>> check_measure("grad*attn")
+    >>> check_measure(measure="grad*attn")
     'grad×attn'
     """
     name = _ALIASES.get(measure, measure) if isinstance(measure, str) else measure
@@ -49,14 +61,42 @@ def check_measure(measure: str) -> str:
     return name
 
 
-def n_heads(model: Any, measure: str) -> int:
+@renamed(positional=("measure",))
+def n_heads(model: Any, *, measure: str = "weights") -> int:
     """Heads of the maps ``measure`` gives: the model's heads, or 1 for the "mixed"
-    measures (``norm+residual``, ``alti``)."""
-    return 1 if check_measure(measure) in _BLOCK else int(model.n_heads)
+    measures (``norm+residual``, ``alti``).
+
+    Parameters
+    ----------
+    model : Model
+        The model.
+    measure : str
+        One of :data:`MEASURES`.
+
+    Returns
+    -------
+    int
+        Heads per layer of its maps.
+
+    Raises
+    ------
+    InputError
+        For an unknown measure.
+
+    Examples
+    --------
+    >>> from attnkit.measures import n_heads
+    >>> from attnkit.testing import tiny_model
+    >>> model = tiny_model("bert", heads=4)
+    >>> n_heads(model, measure="norm"), n_heads(model, measure="alti")
+    (4, 1)
+    """
+    return 1 if check_measure(measure=measure) in _BLOCK else int(model.n_heads)
 
 
 class MeasureRecorder:
-    """Per-item maps ``[L, H', n_i, n_i]`` of a forward-only measure (float32 numpy).
+    """Per-item maps ``[L, H', n_i, n_i]`` of a forward-only measure (float32 numpy): the
+    recorder :func:`measure_maps` hands to :meth:`attnkit.Model.record`.
 
     Parameters
     ----------
@@ -66,6 +106,20 @@ class MeasureRecorder:
         ``"weights"``, ``"norm"``, ``"norm+residual"`` or ``"alti"``.
     lengths : sequence of int
         Token count of each item of the batch (padding is stripped).
+
+    Examples
+    --------
+    >>> from attnkit.measures import MeasureRecorder
+    >>> from attnkit.testing import tiny_model
+    >>> model = tiny_model("bert")
+    >>> encodings = [model.encode("The cat sat.")]
+    >>> rec = MeasureRecorder(model, "norm", [len(e) for e in encodings])
+    >>> try:
+    ...     out = model.record(encodings, [rec])
+    ... finally:
+    ...     rec.close()
+    >>> rec.maps[0].shape == (2, 2, len(encodings[0]), len(encodings[0]))
+    True
     """
 
     needs_lse = False
@@ -74,14 +128,14 @@ class MeasureRecorder:
     needs_probabilities = True
 
     def __init__(self, model: Any, measure: str, lengths: Sequence[int]) -> None:
-        self.measure = check_measure(measure)
+        self.measure = check_measure(measure=measure)
         if self.measure == "grad×attn":
             raise InputError("grad×attn needs a backward pass; use attnkit.measures.grad_attn.")
         self.parts = layer_parts(model) if self.measure != "weights" else []
         self.layer_of = {id(p.attention): i for i, p in enumerate(self.parts)}
         self.lengths = list(lengths)
         self.n_layers = int(model.n_layers)
-        heads = n_heads(model, self.measure)
+        heads = n_heads(model, measure=self.measure)
         self.maps = [np.zeros((self.n_layers, heads, n, n), dtype=np.float32) for n in self.lengths]
         self.forward_options = {"output_hidden_states": True} if self.measure in _BLOCK else {}
         self._pending: dict[int, tuple[Any, Any]] = {}
@@ -102,7 +156,21 @@ class MeasureRecorder:
                 self._hooks.append(hook)
 
     def close(self) -> None:
-        """Remove the forward hooks (also after a failed forward)."""
+        """Remove the forward hooks (also after a failed forward).
+
+        Returns
+        -------
+        None
+
+        Examples
+        --------
+        >>> from attnkit.measures import MeasureRecorder
+        >>> from attnkit.testing import tiny_model
+        >>> rec = MeasureRecorder(tiny_model("bert"), "norm+residual", [5])
+        >>> rec.close()  # its hooks are gone: the model runs as before
+        >>> len(rec.maps)
+        1
+        """
         for hook in self._hooks:
             hook.remove()
         self._hooks.clear()
@@ -140,7 +208,31 @@ class MeasureRecorder:
             self.maps[i][layer] = arr[i, :, :n, :n]
 
     def finish(self, output: Any) -> None:
-        """Decompose the blocks now that the residual stream (hidden states) is known."""
+        """Decompose the blocks now that the residual stream (hidden states) is known
+        (:meth:`attnkit.Model.record` calls it after the forward).
+
+        Parameters
+        ----------
+        output : transformers ModelOutput
+            The forward's output, with ``hidden_states``.
+
+        Returns
+        -------
+        None
+
+        Raises
+        ------
+        CaptureError
+            When the output has no hidden states for a measure that needs them.
+
+        Examples
+        --------
+        >>> from attnkit.measures import MeasureRecorder
+        >>> from attnkit.testing import tiny_model
+        >>> rec = MeasureRecorder(tiny_model("bert"), "norm", [5])
+        >>> rec.finish(None)  # nothing pending: "norm" is stored layer by layer
+        >>> rec.close()
+        """
         if not self._pending:
             return
         hidden = getattr(output, "hidden_states", None)
@@ -161,9 +253,25 @@ class MeasureRecorder:
         self._taps.clear()
 
 
-def measure_maps(model: Any, encodings: Sequence[Any], measure: str) -> list[np.ndarray]:
+@renamed(positional=("measure",))
+def measure_maps(model: Any, encodings: Sequence[Any], *, measure: str = "weights") -> list[np.ndarray]:
     """Per-item float32 maps ``[L, H', n_i, n_i]`` of ``measure`` on a batch (one forward;
     one backward too for ``grad×attn``, with its default objective).
+
+    Parameters
+    ----------
+    model : Model
+        The model to run.
+    encodings : sequence of Encoding
+        One batch (:meth:`attnkit.Model.encode`).
+    measure : str
+        One of :data:`MEASURES`.
+
+    Returns
+    -------
+    list of ndarray
+        One float32 ``[L, H', n_i, n_i]`` per encoding (``H' = 1`` for the mixed
+        measures); rows are *from*, columns *to*.
 
     Raises
     ------
@@ -171,8 +279,16 @@ def measure_maps(model: Any, encodings: Sequence[Any], measure: str) -> list[np.
         When the model's attention does not go through transformers' attention interface
         (no recorder can see its value states), or its layout is not in
         :data:`~attnkit.measures._arch.ARCHS`.
+
+    Examples
+    --------
+    >>> from attnkit.measures import measure_maps
+    >>> from attnkit.testing import tiny_model
+    >>> model = tiny_model("bert")
+    >>> [m.shape for m in measure_maps(model, [model.encode("The cat sat.")], measure="alti")]
+    [(2, 1, 6, 6)]
     """
-    measure = check_measure(measure)
+    measure = check_measure(measure=measure)
     if measure == "grad×attn":
         from .grad_attn import grad_attn
 

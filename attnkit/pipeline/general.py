@@ -88,7 +88,7 @@ def write_general(result: dict[str, Any], out: str | Path, prefix: str = "") -> 
         "fig2_special_attention": plot_special_attention(stats),
         "fig4_entropy": plot_entropy(stats),
         "fig4_cls_entropy": plot_entropy(stats, column="cls_entropy"),
-        "fig6_head_clusters": plot_head_clusters(emb, beh),
+        "fig6_head_clusters": plot_head_clusters(emb, behaviours=beh),
         "fig6_head_clusters_layer": plot_head_clusters(emb, color_by="layer"),
         **head_stats_figures(stats),
     }

@@ -11,6 +11,7 @@ heads are 0-indexed in arguments and shown 1-indexed as "L-H".
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 
 import matplotlib
@@ -23,6 +24,7 @@ from matplotlib.colors import LogNorm, Normalize, TwoSlopeNorm
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
+from .._compat import renamed
 from ..errors import InputError
 from ..results import head_table
 from .common import (
@@ -43,8 +45,9 @@ METRIC = "viridis"
 CATEGORICAL = "tab10"
 
 
+@renamed(matrix="data")
 def plot_heatmap(
-    matrix: np.ndarray,
+    data: np.ndarray,
     tokens: Sequence[str],
     *,
     ax: Axes | None = None,
@@ -70,8 +73,57 @@ def plot_heatmap(
     A pooled overview of a long map (``bin_size`` tokens per cell, the last bin partial) is
     drawn on token axes: ``tokens`` are then the ``n`` tokens of the whole map. ``causal``
     leaves the cells above the diagonal blank.
+
+    Parameters
+    ----------
+    data : ndarray
+        ``[n, n]`` (or ``[bins, bins]`` with ``bin_size``): rows are *from*, columns *to*.
+    tokens : sequence of str
+        One label per position.
+    ax : matplotlib Axes, optional
+        Draw into these axes (else a new figure, not registered with pyplot).
+    diverging : bool, optional
+        A scale symmetric about 0 (default: when ``data`` has negative values).
+    vmax : float, optional
+        Top of the colour scale (default: the largest value).
+    cmap : str, optional
+        A matplotlib colour map (default ``"Blues"``, or ``"RdBu_r"`` when diverging).
+    title : str, optional
+        Drawn above the map, left-aligned.
+    value_label : str
+        The colour bar's label.
+    max_labels : int
+        Label every k-th token beyond this many.
+    bin_size : int
+        Tokens per cell of a pooled overview.
+    scale : {"linear", "log", "rank"}
+        How values map to colours.
+    decades : float
+        Decades below ``vmax`` that ``scale="log"`` shows.
+    causal : bool
+        Leave the cells above the diagonal blank.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        The figure.
+
+    Raises
+    ------
+    InputError
+        For a map that is not square, a token count that does not match it, or an unknown
+        ``scale``.
+
+    Examples
+    --------
+    >>> from attnkit.plot import plot_heatmap
+    >>> from attnkit.testing import tiny_model
+    >>> att = tiny_model("bert").attend("The cat sat on the mat.")
+    >>> fig = plot_heatmap(att.map(1, 0), att.tokens, title="L2-H1")
+    >>> fig.axes[0].get_title(loc="left"), fig.axes[0].get_ylabel()
+    ('L2-H1', 'from (query)')
     """
-    m = np.asarray(matrix, dtype=np.float64)
+    m = np.asarray(data, dtype=np.float64)
     if m.ndim != 2 or m.shape[0] != m.shape[1]:
         raise InputError(f"heatmap needs a square [n, n] matrix; got shape {m.shape}.")
     if scale not in ("linear", "log", "rank"):
@@ -154,6 +206,49 @@ def plot_head_grid(
     ``metric`` ``[layer, head]`` (NaN = no value) is drawn as a coloured bar under each
     thumbnail. ``thumb_labels=False`` numbers rows and columns only (faster to draw).
     The figure is about 0.56 in per thumbnail whatever ``size`` is.
+
+    Parameters
+    ----------
+    maps : ndarray
+        ``[layer, head, n, n]``: rows are *from*, columns *to*.
+    metric : ndarray, optional
+        ``[layer, head]`` values drawn as a coloured bar under each thumbnail.
+    metric_name : str
+        The metric's colour-bar label.
+    scale : {"head", "global"}
+        Each head from 0 to its own maximum, or one 0–1 scale for all.
+    size : int
+        Largest thumbnail side in cells (larger maps are max-pooled).
+    cmap : str
+        A matplotlib colour map.
+    title : str, optional
+        The figure's title (default: the layer and head counts).
+    thumb_labels : bool
+        Write "L-H" under each thumbnail.
+    color_scale : {"linear", "log", "rank"}
+        How values map to colours.
+    decades : float
+        Decades below the top that ``color_scale="log"`` shows.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        The figure, not registered with pyplot.
+
+    Raises
+    ------
+    InputError
+        For maps that are not ``[layer, head, n, n]``, a metric of another shape or an
+        unknown scale.
+
+    Examples
+    --------
+    >>> from attnkit.plot import plot_head_grid
+    >>> from attnkit.testing import tiny_model
+    >>> att = tiny_model("bert").attend("The cat sat on the mat.")
+    >>> fig = plot_head_grid(att.maps, title="tiny")
+    >>> len(fig.axes)
+    1
     """
     maps = np.asarray(maps)
     if maps.ndim != 4 or maps.shape[2] != maps.shape[3]:
@@ -268,6 +363,40 @@ def plot_head_map(
     ``[layer, head]``; ``value`` names the DataFrame column. Missing heads are left blank.
     ``diverging`` (default: values on both sides of 0) centres the colours on 0. Values are
     written in the cells when ``annotate`` (default: at most 16 × 16 heads).
+
+    Parameters
+    ----------
+    data : DataFrame, Series, HeadResult or ndarray
+        Per-head values: indexed by ``(layer, head)`` (0-indexed), or ``[layer, head]``.
+    value : str, optional
+        The column of a table to show (default: its value column or first numeric one).
+    diverging : bool, optional
+        Centre the colours on 0 (default: when values lie on both sides of 0).
+    cmap : str, optional
+        A matplotlib colour map (default ``"viridis"``, or ``"RdBu_r"`` when diverging).
+    vmin, vmax : float, optional
+        Ends of the colour scale (default: the data's range).
+    title : str, optional
+        Drawn above the grid (default: "<value> per head").
+    annotate : bool, optional
+        Write the values in the cells.
+    ax : matplotlib Axes, optional
+        Draw into these axes (else a new figure, not registered with pyplot).
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        The figure.
+
+    Examples
+    --------
+    >>> import attnkit as ak
+    >>> from attnkit.plot import plot_head_map
+    >>> from attnkit.testing import tiny_model
+    >>> stats = ak.head_stats([tiny_model("bert").attend("The cat sat on the mat.")], progress=False)
+    >>> fig = plot_head_map(stats, "cls")
+    >>> fig.axes[0].get_xlabel(), fig.axes[0].get_ylabel()
+    ('head', 'layer')
     """
     table, name = head_table(data, value)
     L, H = table.shape
@@ -306,28 +435,86 @@ def plot_head_map(
     return fig
 
 
+@renamed(positional=("layers", "heads"))
 def plot_cluster_scatter(
-    embedding: np.ndarray,
-    layers: Sequence[int],
-    heads: Sequence[int],
+    embedding: np.ndarray | pd.DataFrame,
     *,
+    heads: Sequence[tuple[int, int]] | None = None,
     labels: Sequence[str] | None = None,
     label_name: str | None = None,
     n_layers: int | None = None,
     title: str | None = None,
     ax: Axes | None = None,
+    layers: Sequence[int] | None = None,
 ) -> Figure:
-    """Heads as points of a 2-D embedding ``[N, 2]``; point i is head (layers[i], heads[i]).
+    """Heads as points of a 2-D embedding; point i is head ``heads[i]``.
 
     Coloured by layer (sequential, the default) or by ``labels`` (one string per point,
     categorical colours in sorted order). Axes keep equal units.
+
+    Parameters
+    ----------
+    embedding : ndarray or DataFrame
+        ``[N, 2]`` points, or a table with columns ``x`` and ``y`` indexed by
+        ``(layer, head)`` (:func:`attnkit.embed_heads` output), which also gives ``heads``.
+    heads : sequence of (int, int), optional
+        The ``(layer, head)`` of each point (0-indexed); needed for an array.
+    labels : sequence of str, optional
+        One category per point, to colour by instead of the layer.
+    label_name : str, optional
+        The legend's title for ``labels``.
+    n_layers : int, optional
+        Layers of the colour scale (default: the largest layer + 1).
+    title : str, optional
+        Drawn above the scatter.
+    ax : matplotlib Axes, optional
+        Draw into these axes (else a new figure, not registered with pyplot).
+    layers : sequence of int, optional
+        Deprecated: the layer of each point, with ``heads`` the head of each point; pass
+        ``heads=list(zip(layers, heads))``.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        The figure.
+
+    Raises
+    ------
+    InputError
+        For an embedding that is not ``[N, 2]``, or heads or labels not one per point.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from attnkit.plot import plot_cluster_scatter
+    >>> emb = np.array([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0]])
+    >>> fig = plot_cluster_scatter(emb, heads=[(0, 0), (0, 1), (1, 0)], title="heads")
+    >>> fig.axes[0].get_title(loc="left")
+    'heads'
     """
+    if layers is not None:
+        if heads is None or len(heads) != len(layers):
+            raise InputError("layers= (deprecated) needs as many heads; pass "
+                             "heads=[(layer, head), ...] instead.")
+        warnings.warn("plot_cluster_scatter(): layers= is deprecated, pass "
+                      "heads=list(zip(layers, heads)) (it will be removed in the next release).",
+                      DeprecationWarning, stacklevel=3)
+        heads = list(zip(layers, heads))  # type: ignore[arg-type]
+    if isinstance(embedding, pd.DataFrame):
+        if heads is None and isinstance(embedding.index, pd.MultiIndex):
+            heads = [(int(l), int(h)) for l, h in embedding.index]
+        embedding = embedding[["x", "y"]].to_numpy() if {"x", "y"} <= set(embedding.columns) else embedding.to_numpy()
+    if heads is None:
+        raise InputError("plot_cluster_scatter() needs heads=[(layer, head), ...], one per point "
+                         "(or an embedding indexed by (layer, head)).")
+    layers = [int(l) for l, _ in heads]
+    head_ids = [int(h) for _, h in heads]
     emb = np.asarray(embedding, dtype=np.float64)
     if emb.ndim != 2 or emb.shape[1] != 2:
         raise InputError(f"the embedding must be [n_heads, 2]; got shape {emb.shape}.")
     N = emb.shape[0]
-    if len(layers) != N or len(heads) != N:
-        raise InputError(f"{N} points but {len(layers)} layers and {len(heads)} heads given.")
+    if len(head_ids) != N:
+        raise InputError(f"{N} points but {len(head_ids)} heads given.")
     fig, ax = figure_axes(ax, (6.4, 5.2))
     layer_arr = np.asarray(layers)
     if labels is None:
@@ -348,9 +535,12 @@ def plot_cluster_scatter(
         ax.legend(title=mpl_text(label_name or "label"), fontsize=7, title_fontsize=8, loc="best", frameon=False)
     if N <= 48:
         for i in range(N):
-            ax.annotate(head_label(int(layers[i]), int(heads[i])), emb[i], fontsize=6, xytext=(3, 2), textcoords="offset points", color="#555")
+            ax.annotate(head_label(layers[i], head_ids[i]), emb[i], fontsize=6, xytext=(3, 2), textcoords="offset points", color="#555")
     ax.set_aspect("equal", adjustable="datalim")
     ax.set_xticks([])
     ax.set_yticks([])
     ax.set_title(mpl_text(title or "Heads in 2-D"), fontsize=10, loc="left")
     return fig
+
+
+plot_cluster_scatter.__attnkit_deprecated__ = ("layers",)  # type: ignore[attr-defined]

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+from matplotlib.axes import Axes
 
+from .._compat import renamed
 from ..analysis.coref import ACCURACY_COLUMNS, BASELINE_NAMES
 from ..errors import InputError
 from ..results import HeadResult
@@ -21,13 +23,44 @@ def _check(table) -> tuple[pd.DataFrame, dict]:
     return table.table, table.meta
 
 
-def plot_coref_accuracy(table: HeadResult, ax=None, *, title: str | None = None):
+@renamed(positional=("ax",), table="data")
+def plot_coref_accuracy(data: HeadResult, *, ax: Axes | None = None,
+                        title: str | None = None) -> Axes:
     """Grouped bars: accuracy (%) per mention type (all, pronoun, proper, nominal) of the
     three baselines and of the selected head of a :func:`coref_heads` table.
 
-    The head is labelled "Head L-H" (1-indexed). Returns the matplotlib Axes.
+    The head is labelled "Head L-H" (1-indexed).
+
+    Parameters
+    ----------
+    data : HeadResult
+        What :func:`attnkit.coref_heads` returned.
+    ax : matplotlib Axes, optional
+        Draw into these axes (else a new pyplot figure).
+    title : str, optional
+        The title (default: how many documents, and where the head was chosen).
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+        The axes drawn on.
+
+    Raises
+    ------
+    InputError
+        For anything but a :func:`coref_heads` result.
+
+    Examples
+    --------
+    >>> import attnkit as ak
+    >>> from attnkit.testing import tiny_model
+    >>> docs = ak.read_coref(ak.data.sample_coref())
+    >>> result = ak.coref_heads(ak.extract(tiny_model("bert"), docs, progress=False), docs)
+    >>> from attnkit.plot import plot_coref_accuracy
+    >>> plot_coref_accuracy(result, title="GUM sample").get_title()
+    'GUM sample'
     """
-    heads, meta = _check(table)
+    heads, meta = _check(data)
     base = meta["baselines"].assign(kind="baseline").reset_index()
     rows = pd.concat([base, heads[heads["selected"]].assign(kind="head")], ignore_index=True)
     _, ax = figure_axes(ax, (7, 3.6), pyplot=True)
@@ -56,15 +89,46 @@ def plot_coref_accuracy(table: HeadResult, ax=None, *, title: str | None = None)
     return ax
 
 
-def plot_coref_heads(table: HeadResult, ax=None, *, column: str = "all",
-                     title: str | None = None):
+@renamed(positional=("ax",), table="data")
+def plot_coref_heads(data: HeadResult, *, ax: Axes | None = None, column: str = "all",
+                     title: str | None = None) -> Axes:
     """Heatmap of every head's accuracy (%) on one mention type (``column``), layers as rows
     and heads as columns (both labelled 1-indexed); the selected head is boxed.
 
-    Returns the matplotlib Axes.
+    Parameters
+    ----------
+    data : HeadResult
+        What :func:`attnkit.coref_heads` returned.
+    ax : matplotlib Axes, optional
+        Draw into these axes (else a new pyplot figure).
+    column : {"all", "pronoun", "proper", "nominal"}
+        The mention type.
+    title : str, optional
+        The title.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+        The axes drawn on.
+
+    Raises
+    ------
+    InputError
+        For anything but a :func:`coref_heads` result, or an unknown column.
+
+    Examples
+    --------
+    >>> import attnkit as ak
+    >>> from attnkit.testing import tiny_model
+    >>> docs = ak.read_coref(ak.data.sample_coref())
+    >>> result = ak.coref_heads(ak.extract(tiny_model("bert"), docs, progress=False), docs)
+    >>> from attnkit.plot import plot_coref_heads
+    >>> plot_coref_heads(result, column="pronoun").get_xlabel()
+    'head'
     """
     from matplotlib.patches import Rectangle
 
+    table = data
     heads, meta = _check(table)
     if column not in ACCURACY_COLUMNS:
         raise InputError(f"column must be one of {ACCURACY_COLUMNS}, not {column!r}.")

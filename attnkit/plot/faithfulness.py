@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 
+from .._compat import renamed
 from ..errors import InputError
 from .common import figure_axes
 
@@ -19,23 +20,45 @@ _TITLES = {
 }
 
 
-def plot_faithfulness(result: Any, ax: Any = None, metric: str | None = None, **options: Any) -> Any:
+@renamed(positional=("ax", "metric"), result="data")
+def plot_faithfulness(data: Any, *, ax: Any = None, metric: str | None = None,
+                      **options: Any) -> Any:
     """Bars of one metric per measure with 95 % bootstrap intervals; with ``metric=None``
     (and no ``ax``) one panel per metric.
 
     Parameters
     ----------
-    result : Result
+    data : Result
         What :func:`attnkit.faithfulness` returned.
     ax : matplotlib Axes, optional
         Draw one metric there.
     metric : str, optional
         One of the result's metrics (``"spearman_blankout"``, ``"deletion_auc"``, ...).
+    **options
+        ``color`` of the bars.
 
     Returns
     -------
     matplotlib.figure.Figure
+        The figure.
+
+    Raises
+    ------
+    InputError
+        For a metric the result does not have.
+
+    Examples
+    --------
+    >>> import attnkit as ak
+    >>> from attnkit.plot import plot_faithfulness
+    >>> from attnkit.testing import tiny_model
+    >>> texts = ["The cat sat on the mat.", "A dog ran home."]
+    >>> result = ak.faithfulness(tiny_model("bert-cls"), texts, measures=["weights"], progress=False)
+    >>> fig = plot_faithfulness(result, metric="spearman_blankout")
+    >>> fig.axes[0].get_title()
+    'Spearman ρ with blank-out'
     """
+    result = data
     table = result.table
     metrics = list(dict.fromkeys(table.index.get_level_values("metric")))
     if metric is None and ax is None:

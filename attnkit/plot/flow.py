@@ -13,9 +13,12 @@ import matplotlib.pyplot as plt
 import networkx as nx
 import numpy as np
 import pandas as pd
+from matplotlib.axes import Axes
 from matplotlib.collections import LineCollection
+from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
+from .._compat import renamed
 from ..errors import InputError
 from .common import figure_axes
 
@@ -75,10 +78,42 @@ def _legend(ax, g, color_by_model: bool, loc: str = "upper right"):
         ax.legend(handles=handles, loc=loc, fontsize=8, frameon=False)
 
 
-def plot_flow_graph(g: nx.DiGraph, ax=None, title: str | None = None):
+@renamed(positional=("ax", "title"), g="graph")
+def plot_flow_graph(graph: nx.DiGraph, *, ax: Axes | None = None, title: str | None = None) -> Figure:
     """Layered drawing of an attention graph: x = token position, y = level (input at
     the bottom, the source's layer at the top); line width and opacity follow the edge
-    ``weight``. A comparison's union graph is coloured by ``model``."""
+    ``weight``. A comparison's union graph is coloured by ``model``.
+
+    Parameters
+    ----------
+    graph : networkx.DiGraph
+        An :func:`attnkit.attention_graph`, or the ``union`` graph of :func:`attnkit.compare`.
+    ax : matplotlib Axes, optional
+        Draw into these axes (else a new pyplot figure).
+    title : str, optional
+        The title (default: the graph's threshold).
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        The figure.
+
+    Raises
+    ------
+    InputError
+        For a graph that is not an attention graph.
+
+    Examples
+    --------
+    >>> import attnkit as ak
+    >>> from attnkit.plot import plot_flow_graph
+    >>> from attnkit.testing import tiny_model
+    >>> graph = ak.attention_graph(tiny_model("bert").attend("The cat sat."), threshold=0.1)
+    >>> fig = plot_flow_graph(graph, title="from [CLS]")
+    >>> fig.axes[0].get_title()
+    'from [CLS]'
+    """
+    g = graph
     n_layers, tokens = _check_graph(g)
     n = len(tokens)
     by_model = "models" in g.graph
@@ -127,10 +162,42 @@ def _radial_path(n_layers: int, n: int, steps: int = 12):
     return path
 
 
-def plot_flow_radial(g: nx.DiGraph, ax=None, title: str | None = None):
+@renamed(positional=("ax", "title"), g="graph")
+def plot_flow_radial(graph: nx.DiGraph, *, ax: Axes | None = None, title: str | None = None) -> Figure:
     """Radial ("token rings") drawing of an attention graph: each level a ring, the
     source's level innermost, the input tokens outermost with their labels around the
-    outside. A comparison's union graph is coloured by ``model``."""
+    outside. A comparison's union graph is coloured by ``model``.
+
+    Parameters
+    ----------
+    graph : networkx.DiGraph
+        An :func:`attnkit.attention_graph`, or the ``union`` graph of :func:`attnkit.compare`.
+    ax : matplotlib Axes, optional
+        Draw into these axes (else a new pyplot figure).
+    title : str, optional
+        The title.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        The figure.
+
+    Raises
+    ------
+    InputError
+        For a graph that is not an attention graph.
+
+    Examples
+    --------
+    >>> import attnkit as ak
+    >>> from attnkit.plot import plot_flow_radial
+    >>> from attnkit.testing import tiny_model
+    >>> graph = ak.attention_graph(tiny_model("bert").attend("The cat sat."), threshold=0.1)
+    >>> fig = plot_flow_radial(graph, title="rings")
+    >>> fig.axes[0].get_title()
+    'rings'
+    """
+    g = graph
     n_layers, tokens = _check_graph(g)
     n = len(tokens)
     by_model = "models" in g.graph
@@ -159,9 +226,45 @@ def plot_flow_radial(g: nx.DiGraph, ax=None, title: str | None = None):
     return fig
 
 
-def plot_comparison(cmp, ax=None, layout: str = "layered", title: str | None = None):
+@renamed(positional=("ax", "layout", "title"), cmp="data")
+def plot_comparison(data: Any, *, ax: Axes | None = None, layout: str = "layered",
+                    title: str | None = None) -> Figure:
     """Draw the union graph of a :func:`attnkit.compare` result, coloured by which model
-    has each node and edge (grey: both, turquoise: model a only, purple: model b only)."""
+    has each node and edge (grey: both, turquoise: model a only, purple: model b only).
+
+    Parameters
+    ----------
+    data : Comparison
+        What :func:`attnkit.compare` returned.
+    ax : matplotlib Axes, optional
+        Draw into these axes (else a new pyplot figure).
+    layout : {"layered", "radial"}
+        As :func:`plot_flow_graph` or :func:`plot_flow_radial`.
+    title : str, optional
+        The title (default: "<a> vs <b>").
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        The figure.
+
+    Raises
+    ------
+    InputError
+        For an unknown layout.
+
+    Examples
+    --------
+    >>> import attnkit as ak
+    >>> from attnkit.plot import plot_comparison
+    >>> from attnkit.testing import tiny_model
+    >>> a = tiny_model("bert", seed=0).attend("The cat sat.")
+    >>> b = tiny_model("bert", seed=1).attend("The cat sat.")
+    >>> fig = plot_comparison(ak.compare(a, b, names=("seed 0", "seed 1")), layout="radial")
+    >>> fig.axes[0].get_title()
+    'seed 0 vs seed 1'
+    """
+    cmp = data
     if layout not in ("layered", "radial"):
         raise InputError(f"layout must be 'layered' or 'radial', not {layout!r}.")
     a, b = cmp.names
@@ -170,14 +273,45 @@ def plot_comparison(cmp, ax=None, layout: str = "layered", title: str | None = N
     return draw(cmp.union, ax=ax, title=title)
 
 
-def plot_influence(inf: pd.DataFrame, ax=None, title: str | None = None,
-                   names: tuple[str, str] | None = None):
+@renamed(positional=("ax", "title", "names"), inf="data")
+def plot_influence(data: pd.DataFrame, *, ax: Axes | None = None, title: str | None = None,
+                   names: tuple[str, str] | None = None) -> Figure:
     """Bars of token influence over the tokens, the 0-5 rating written above each bar.
 
-    ``inf`` is :func:`attnkit.influence` output (column ``score``) or the ``influence``
-    table of a comparison (``score_a``/``score_b``: side-by-side bars in the comparison
-    colours; ``names`` label them).
+    Parameters
+    ----------
+    data : pandas.DataFrame
+        :func:`attnkit.influence` output (column ``score``) or the ``influence`` table of
+        a comparison (``score_a``/``score_b``: side-by-side bars in the comparison
+        colours).
+    ax : matplotlib Axes, optional
+        Draw into these axes (else a new pyplot figure).
+    title : str, optional
+        The title.
+    names : (str, str), optional
+        Labels of a comparison's two bars (default "a", "b").
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        The figure.
+
+    Raises
+    ------
+    InputError
+        For a table without influence scores.
+
+    Examples
+    --------
+    >>> import attnkit as ak
+    >>> from attnkit.plot import plot_influence
+    >>> from attnkit.testing import tiny_model
+    >>> graph = ak.attention_graph(tiny_model("bert").attend("The cat sat."), threshold=0.1)
+    >>> fig = plot_influence(ak.influence(graph), title="influence")
+    >>> fig.axes[0].get_title()
+    'influence'
     """
+    inf = data
     tokens = [str(t) for t in inf["token"]]
     n = len(tokens)
     fig, ax = figure_axes(ax, (max(4.0, 0.4 * n + 1.5), 3.2), pyplot=True)

@@ -16,6 +16,7 @@ from .attention import plot_head_map
 from .common import figure_axes
 from .coref import plot_coref_heads
 from .faithfulness import plot_faithfulness
+from .flow import plot_comparison
 from .stats import plot_head_clusters, plot_head_distances, plot_importance, plot_special_attention
 from .syntax import plot_relation_grid, plot_relation_heads
 
@@ -33,6 +34,10 @@ def _head_distances(result: Any, ax: Any = None, value: Any = None, **options: A
 def _head_embedding(result: Any, ax: Any = None, value: Any = None, **options: Any) -> Any:
     options.setdefault("color_by", "layer")
     return plot_head_clusters(result.table, ax=ax, **options)
+
+
+def _comparison(result: Any, ax: Any = None, value: Any = None, **options: Any) -> Any:
+    return plot_comparison(result, ax=ax, **options)
 
 
 def _coref_heads(result: Any, ax: Any = None, value: str | None = None, **options: Any) -> Any:
@@ -67,6 +72,7 @@ def _table_bars(result: Any, ax: Any = None, **options: Any) -> Any:
 
 #: Result kind -> ``draw(result, ax=None, **options) -> Figure``.
 RESULT_PLOTS: dict[str, Callable[..., Any]] = {
+    "comparison": _comparison,
     "coref_heads": _coref_heads,
     "faithfulness": _faithfulness,
     "head_distances": _head_distances,

@@ -7,9 +7,14 @@ Layers are drawn 1-indexed and heads labelled "L-H" (1-indexed), as in the paper
 
 from __future__ import annotations
 
+from typing import Any, Sequence
+
 import numpy as np
 import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
 
+from .._compat import renamed
 from ..errors import InputError
 from ..results import table_and_meta
 from .common import figure_axes
@@ -48,12 +53,41 @@ def _per_layer_scatter(ax, series: pd.Series, colour: str, label: str, jitter: f
     ax.plot(means.index + 1, means.to_numpy(), color=colour, marker=marker, label=label, lw=1.6)
 
 
-def plot_special_attention(stats: pd.DataFrame, ax=None, columns=("cls", "sep", "punct")):
+@renamed(positional=("ax", "columns"))
+def plot_special_attention(stats: Any, *, ax: Axes | None = None,
+                           columns: Sequence[str] = ("cls", "sep", "punct")) -> Figure:
     """Average attention to [CLS], [SEP] and punctuation per layer (paper Fig. 2, top).
 
-    ``stats`` is :func:`attnkit.head_stats` output; one dot per head (fraction of its
-    attention, averaged over all from-positions and items) and a line through each
-    layer's mean.
+    One dot per head (fraction of its attention, averaged over all from-positions and
+    items) and a line through each layer's mean.
+
+    Parameters
+    ----------
+    stats : HeadResult or DataFrame
+        :func:`attnkit.head_stats` output.
+    ax : matplotlib Axes, optional
+        Draw into these axes (else a new figure, not registered with pyplot).
+    columns : sequence of str
+        The statistics to draw.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        The figure.
+
+    Raises
+    ------
+    InputError
+        For a table without those columns or not indexed by ``(layer, head)``.
+
+    Examples
+    --------
+    >>> import attnkit as ak
+    >>> from attnkit.testing import tiny_model
+    >>> stats = ak.head_stats([tiny_model("bert").attend("The cat sat on the mat.")], progress=False)
+    >>> from attnkit.plot import plot_special_attention
+    >>> plot_special_attention(stats).axes[0].get_xlabel()
+    'layer'
     """
     stats, _ = table_and_meta(stats)
     _need(stats, list(columns), "plot_special_attention()")
@@ -71,14 +105,42 @@ def plot_special_attention(stats: pd.DataFrame, ax=None, columns=("cls", "sep", 
     return fig
 
 
-def plot_entropy(stats: pd.DataFrame, uniform_entropy: float | None = None, ax=None,
-                 column: str = "entropy"):
+@renamed(positional=("uniform_entropy", "ax", "column"))
+def plot_entropy(stats: Any, *, uniform_entropy: float | None = None, ax: Axes | None = None,
+                 column: str = "entropy") -> Figure:
     """Per-head attention entropy by layer (paper Fig. 4), with the entropy of uniform
     attention as a dashed line.
 
-    ``column`` is ``"entropy"`` (mean over all rows) or ``"cls_entropy"`` (the [CLS] row,
-    Fig. 4 bottom). ``uniform_entropy`` defaults to ``stats.meta["uniform_entropy"]``
-    (see :func:`attnkit.analysis.cluster.uniform_entropy`); the line is left out without it.
+    Parameters
+    ----------
+    stats : HeadResult or DataFrame
+        :func:`attnkit.head_stats` output.
+    uniform_entropy : float, optional
+        The dashed line (default ``stats.meta["uniform_entropy"]``, see
+        :func:`attnkit.analysis.cluster.uniform_entropy`); left out without it.
+    ax : matplotlib Axes, optional
+        Draw into these axes (else a new figure, not registered with pyplot).
+    column : {"entropy", "cls_entropy"}
+        Mean over all rows, or the [CLS] row (Fig. 4 bottom).
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        The figure.
+
+    Raises
+    ------
+    InputError
+        For a table without ``column``.
+
+    Examples
+    --------
+    >>> import attnkit as ak
+    >>> from attnkit.testing import tiny_model
+    >>> stats = ak.head_stats([tiny_model("bert").attend("The cat sat on the mat.")], progress=False)
+    >>> from attnkit.plot import plot_entropy
+    >>> plot_entropy(stats, column="cls_entropy").axes[0].get_title()
+    'Entropy of [CLS] attention'
     """
     stats, meta = table_and_meta(stats)
     _need(stats, [column], "plot_entropy()")
@@ -98,11 +160,43 @@ def plot_entropy(stats: pd.DataFrame, uniform_entropy: float | None = None, ax=N
     return fig
 
 
-def plot_importance(importance: pd.DataFrame, ax=None, columns=("sep", "punct", "other", "cls")):
+@renamed(positional=("ax", "columns"), importance="data")
+def plot_importance(data: Any, *, ax: Axes | None = None,
+                    columns: Sequence[str] = ("sep", "punct", "other", "cls")) -> Figure:
     """Average gradient magnitude of the objective w.r.t. attention per layer, by what is
-    attended to (paper Fig. 3). ``importance`` is :func:`attention_importance` output
-    (``by="layer"``); missing categories (e.g. no [CLS] in GPT-2) are skipped."""
-    importance, meta = table_and_meta(importance)
+    attended to (paper Fig. 3); missing categories (e.g. no [CLS] in GPT-2) are skipped.
+
+    Parameters
+    ----------
+    data : Result or DataFrame
+        :func:`attnkit.attention_importance` output (per layer, or per head: averaged
+        over each layer's heads).
+    ax : matplotlib Axes, optional
+        Draw into these axes (else a new figure, not registered with pyplot).
+    columns : sequence of str
+        The categories to draw.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        The figure.
+
+    Raises
+    ------
+    InputError
+        For a table with none of the categories.
+
+    Examples
+    --------
+    >>> import attnkit as ak
+    >>> from attnkit.plot import plot_importance
+    >>> from attnkit.testing import tiny_model
+    >>> imp = ak.attention_importance(tiny_model("bert-mlm"), ["The cat sat on the mat."],
+    ...                               progress=False)
+    >>> plot_importance(imp).axes[0].get_xlabel()
+    'layer'
+    """
+    importance, meta = table_and_meta(data)
     cols = [c for c in columns if c in importance.columns and importance[c].notna().any()]
     if not cols:
         raise InputError("plot_importance() needs attention_importance() output (columns "
@@ -124,18 +218,47 @@ def plot_importance(importance: pd.DataFrame, ax=None, columns=("sep", "punct", 
     return fig
 
 
-def plot_head_clusters(embedding: pd.DataFrame, behaviours: pd.Series | None = None, ax=None,
-                       color_by: str = "behaviour", annotate=None):
+@renamed(positional=("behaviours", "ax", "color_by", "annotate"))
+def plot_head_clusters(embedding: Any, *, behaviours: pd.Series | None = None,
+                       ax: Axes | None = None, color_by: str = "behaviour",
+                       annotate: dict[tuple[int, int], str] | None = None) -> Figure:
     """Heads embedded in 2-D by MDS of their Jensen–Shannon distances (paper Fig. 6).
 
     Parameters
     ----------
-    embedding : :func:`embed_heads` output (columns ``x``, ``y``; index (layer, head)).
-    behaviours : :func:`head_behaviours` output, for ``color_by="behaviour"``.
-    color_by : ``"behaviour"`` (markers as in the paper) or ``"layer"`` (a colour map from
-        the first to the last layer).
-    annotate : optional ``{(layer, head): text}`` (0-indexed) written beside those heads,
-        e.g. the paper's linguistic heads.
+    embedding : HeadResult or DataFrame
+        :func:`attnkit.embed_heads` output (columns ``x``, ``y``; index (layer, head)).
+    behaviours : pandas.Series, optional
+        :func:`attnkit.head_behaviours` output, for ``color_by="behaviour"``.
+    ax : matplotlib Axes, optional
+        Draw into these axes (else a new figure, not registered with pyplot).
+    color_by : {"behaviour", "layer"}
+        Markers as in the paper, or a colour map from the first to the last layer.
+    annotate : dict, optional
+        ``{(layer, head): text}`` (0-indexed) written beside those heads, e.g. the paper's
+        linguistic heads.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        The figure.
+
+    Raises
+    ------
+    InputError
+        For an embedding that is not indexed by ``(layer, head)`` with columns ``x``,
+        ``y``, behaviours that do not cover it, or an unknown ``color_by``.
+
+    Examples
+    --------
+    >>> import attnkit as ak
+    >>> from attnkit.plot import plot_head_clusters
+    >>> from attnkit.testing import tiny_model
+    >>> atts = [tiny_model("bert").attend("The cat sat on the mat.")]
+    >>> emb = ak.embed_heads(ak.head_distances(atts, progress=False))
+    >>> beh = ak.head_behaviours(ak.head_stats(atts, progress=False))
+    >>> plot_head_clusters(emb, behaviours=beh).axes[0].get_title()
+    'Heads by Jensen–Shannon distance (MDS)'
     """
     if not {"x", "y"} <= set(getattr(embedding, "columns", [])):
         raise InputError("plot_head_clusters() needs embed_heads() output (columns x, y).")
@@ -178,7 +301,7 @@ def plot_head_clusters(embedding: pd.DataFrame, behaviours: pd.Series | None = N
     return fig
 
 
-def plot_head_distances(distances: pd.DataFrame, *, kind: str = "divergence", ax=None):
+def plot_head_distances(distances: Any, *, kind: str = "divergence", ax: Axes | None = None) -> Figure:
     """The ``[L*H, L*H]`` matrix of :func:`attnkit.head_distances`, heads in layer order
     (1-indexed layer ticks), darker = more alike."""
     distances, meta = table_and_meta(distances)

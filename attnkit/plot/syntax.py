@@ -9,26 +9,54 @@ from typing import Sequence
 
 import numpy as np
 import pandas as pd
+from matplotlib.axes import Axes
 
+from .._compat import renamed
 from ..errors import InputError
-from ..results import HeadResult, table_and_meta
+from ..results import HeadResult, Result, table_and_meta
 from .common import figure_axes
 
 
-def plot_relation_heads(table: pd.DataFrame, *, relations: Sequence[str] | None = None,
-                        ax=None, title: str | None = None):
+@renamed(table="data")
+def plot_relation_heads(data: Result | pd.DataFrame, *, relations: Sequence[str] | None = None,
+                        ax: Axes | None = None, title: str | None = None) -> Axes:
     """Grouped bars: accuracy of the best head of each relation beside the best fixed offset.
-
-    Parameters
-    ----------
-    table : the DataFrame of :func:`attnkit.analysis.syntax.relation_heads`.
-    relations : rows to show, in order (default: all rows of ``table``).
 
     Each head bar is labelled with its head ("L-H", 1-indexed) and direction arrow
     (→ for dependent→head, ← for head→dependent), each baseline bar with its offset.
-    Returns the matplotlib Axes.
+
+    Parameters
+    ----------
+    data : Result or DataFrame
+        What :func:`attnkit.relation_heads` returned.
+    relations : sequence of str, optional
+        Rows to show, in order (default: all).
+    ax : matplotlib Axes, optional
+        Draw into these axes (else a new pyplot figure).
+    title : str, optional
+        The title.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+        The axes drawn on.
+
+    Raises
+    ------
+    InputError
+        For anything but a :func:`relation_heads` table, or an empty one.
+
+    Examples
+    --------
+    >>> import attnkit as ak
+    >>> from attnkit.plot import plot_relation_heads
+    >>> from attnkit.testing import tiny_model
+    >>> tb = ak.read_conllu(ak.data.sample_treebank())
+    >>> table = ak.relation_heads(ak.extract(tiny_model("bert"), tb, progress=False), tb, min_count=1)
+    >>> plot_relation_heads(table, title="sample").get_title()
+    'sample'
     """
-    table, _ = table_and_meta(table)
+    table, _ = table_and_meta(data)
     need = {"accuracy", "offset_accuracy", "label", "direction", "offset"}
     if not need <= set(table.columns):
         raise InputError(
@@ -61,22 +89,51 @@ def plot_relation_heads(table: pd.DataFrame, *, relations: Sequence[str] | None 
     return ax
 
 
-def plot_relation_grid(accuracy: HeadResult, *, direction: str = "best",
-                       relations: Sequence[str] | None = None, ax=None, cmap: str = "viridis",
-                       title: str | None = None):
+@renamed(accuracy="data")
+def plot_relation_grid(data: HeadResult, *, direction: str = "best",
+                       relations: Sequence[str] | None = None, ax: Axes | None = None,
+                       cmap: str = "viridis", title: str | None = None) -> Axes:
     """Heatmap of every head's accuracy at every relation.
+
+    Columns are heads in layer order, labelled "L-H" (1-indexed); rows are relations.
 
     Parameters
     ----------
-    accuracy : the result of :func:`attnkit.analysis.syntax.head_accuracy` (two rows per
+    data : HeadResult
+        What :func:`attnkit.analysis.head_accuracy` returned (two rows per
         ``(layer, head)``, one per direction; one column per relation).
-    direction : ``"dep->head"``, ``"head->dep"`` or ``"best"`` (the better of the two per
-        cell).
-    relations : rows to show, in order (default: all).
+    direction : {"dep->head", "head->dep", "best"}
+        One direction, or the better of the two per cell.
+    relations : sequence of str, optional
+        Rows to show, in order (default: all).
+    ax : matplotlib Axes, optional
+        Draw into these axes (else a new pyplot figure).
+    cmap : str
+        A matplotlib colour map.
+    title : str, optional
+        The title.
 
-    Columns are heads in layer order, labelled "L-H" (1-indexed); rows are relations.
-    Returns the matplotlib Axes.
+    Returns
+    -------
+    matplotlib.axes.Axes
+        The axes drawn on.
+
+    Raises
+    ------
+    InputError
+        For anything but a :func:`head_accuracy` result, or an unknown direction.
+
+    Examples
+    --------
+    >>> import attnkit as ak
+    >>> from attnkit.plot import plot_relation_grid
+    >>> from attnkit.testing import tiny_model
+    >>> tb = ak.read_conllu(ak.data.sample_treebank())
+    >>> acc = ak.analysis.head_accuracy(ak.extract(tiny_model("bert"), tb, progress=False), tb)
+    >>> plot_relation_grid(acc, direction="dep->head").get_xlabel()
+    'head (grouped by layer; 1-indexed)'
     """
+    accuracy = data
     if not isinstance(accuracy, HeadResult) or "direction" not in accuracy.columns:
         raise InputError("plot_relation_grid needs a head_accuracy() result "
                          "(per-head rows with a direction column).")

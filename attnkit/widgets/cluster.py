@@ -163,7 +163,7 @@ class ClusterView(SelectsHead):
         if self._names is not None:
             labels = [x if x is not None else "(none)" for x in self._names]
         return plots.plot_cluster_scatter(
-            self._points, self.layers, self.heads, labels=labels,
+            self._points, heads=list(zip(self.layers, self.heads)), labels=labels,
             label_name=self.label_name, n_layers=self.n_layers, title=self.title,
         )
 

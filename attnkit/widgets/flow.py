@@ -212,7 +212,7 @@ class FlowView(SelectsHead):
         if not isinstance(att, AttentionLike) or (other is not None and not isinstance(other, AttentionLike)):
             raise InputError("FlowView takes attention (Attention or LazyAttention; other= to compare).")
         if other is not None:
-            flow.check_tokenization(att, other, names or ("att", "other"))
+            flow.check_tokenization(att, other, names=names or ("att", "other"))
             if (att.n_layers, att.n_heads) != (other.n_layers, other.n_heads):
                 raise InputError(
                     f"att has {att.n_layers} layers × {att.n_heads} heads but other has "
@@ -450,7 +450,7 @@ class FlowView(SelectsHead):
         self._invalidate_static()
 
     def _source_nodes(self) -> list[tuple[int, int]]:
-        return flow.resolve_source(self._att, self._source_arg)
+        return flow.resolve_source(self._att, sources=self._source_arg)
 
     def _source_text(self, g: nx.DiGraph) -> str:
         src = g.graph.get("source", [])
