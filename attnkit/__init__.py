@@ -28,6 +28,8 @@ from .analysis import (
     head_distances,
     head_scores,
     head_stats,
+    qk_embedding,
+    qk_faithfulness,
     relation_heads,
     right_branching_uas,
 )
@@ -71,7 +73,8 @@ GROUPS: dict[str, list[str]] = {
     "results": ["HeadResult", "Result"],
     "head analyses": ["AttentionProbe", "analysis", "attention_importance", "coref_heads",
                       "embed_heads", "faithfulness", "head_behaviours", "head_distances",
-                      "head_scores", "head_stats", "relation_heads", "right_branching_uas"],
+                      "head_scores", "head_stats", "qk_embedding", "qk_faithfulness",
+                      "relation_heads", "right_branching_uas"],
     "attention flows": ["attention_flow", "attention_graph", "compare", "compare_sets", "flow",
                         "flow_summary", "influence", "paths_between", "rollout",
                         "subgraph_through"],

@@ -175,9 +175,12 @@ class AttentionSet(Sequence[Attention]):
             o = int(lay.flat[name].offsets[i]) - lay.flat_range(b, name)[0]
             size = len(layers) * heads * n * qk["dim"]
             got[name] = data[name][o : o + size].reshape(len(layers), heads, n, qk["dim"])
+        p = int(lay.table["pos_offset"][i]) - lay.range(b, "pos_offset", "n")[0]
         return QKStates({x: got["qk/queries"][j] for j, x in enumerate(layers)},
                         {x: got["qk/keys"][j] for j, x in enumerate(layers)},
-                        dict(zip(layers, qk["scaling"])), qk.get("softcap"))
+                        dict(zip(layers, qk["scaling"])), qk.get("softcap"),
+                        tokens=[str(x) for x in data["positions/tokens"][p : p + n]],
+                        roles=_ROLE_NAMES[data["positions/roles"][p : p + n]], causal=self.causal)
 
     def _index_of(self, i: int) -> int:
         i = int(i)

@@ -52,6 +52,11 @@ class QKStates:
         Layer -> the factor of the scores (``d ** -0.5`` in most models).
     softcap : float, optional
         Logit soft-capping of the scores, ``tanh(s / cap) * cap`` (Gemma 2).
+    tokens, roles : optional
+        The positions' labels and roles (a store's states carry them, for sets that keep
+        no maps).
+    causal : bool
+        Rows see no later key.
 
     Examples
     --------
@@ -66,6 +71,9 @@ class QKStates:
     key_by_layer: dict[int, Any]
     scaling: dict[int, float]
     softcap: float | None = None
+    tokens: list[str] | None = field(default=None, repr=False)
+    roles: Any = field(default=None, repr=False)
+    causal: bool = field(default=False, repr=False)
     _cache: dict[tuple[str, int], np.ndarray] = field(default_factory=dict, repr=False)
 
     @property

@@ -22,6 +22,7 @@ from .heads import HEAD_KINDS, earlier_occurrences, head_scores, token_identity
 from ..gradients import AttentionGradients, attention_gradients
 from .importance import TARGETS, attention_importance
 from .probe import AttentionProbe, probe_data
+from .qk import QKEmbedding, normalize_qk, qk_embedding, qk_faithfulness
 from .stats import STAT_COLUMNS, head_stats, item_stats, uniform_row_entropy
 from .syntax import head_accuracy, offset_accuracy, relation_heads, right_branching_uas, word_hits
 
@@ -33,6 +34,7 @@ __all__ = [
     "TARGETS",
     "AttentionGradients",
     "AttentionProbe",
+    "QKEmbedding",
     "CorefEvaluation",
     "attention_gradients",
     "attention_importance",
@@ -45,6 +47,7 @@ __all__ = [
     "earlier_occurrences",
     "embed_heads",
     "faithfulness",
+    "normalize_qk",
     "head_behaviours",
     "head_accuracy",
     "head_distances",
@@ -53,6 +56,8 @@ __all__ = [
     "item_stats",
     "offset_accuracy",
     "probe_data",
+    "qk_embedding",
+    "qk_faithfulness",
     "relation_heads",
     "right_branching_uas",
     "split_documents",
