@@ -62,7 +62,7 @@ from .model import Model, load
 from .report import write_report
 from .results import HeadResult, Result
 from .version import __version__
-from .widgets import ClusterView, FlowView, HeadGrid, HeadMap, Heatmap, MeasureSwitch
+from .widgets import ClusterView, FlowView, HeadGrid, HeadMap, Heatmap, MeasureSwitch, QKScatter
 
 #: The public names by task (see the module docstring); sorted within each group.
 GROUPS: dict[str, list[str]] = {
@@ -78,7 +78,7 @@ GROUPS: dict[str, list[str]] = {
     "attention flows": ["attention_flow", "attention_graph", "compare", "compare_sets", "flow",
                         "flow_summary", "influence", "paths_between", "rollout",
                         "subgraph_through"],
-    "views": ["ClusterView", "FlowView", "HeadGrid", "HeadMap", "Heatmap", "MeasureSwitch",
+    "views": ["ClusterView", "FlowView", "HeadGrid", "HeadMap", "Heatmap", "MeasureSwitch", "QKScatter",
               "plot", "write_report"],
     "interop": ["from_bertviz", "from_nnsight", "from_transformer_lens", "from_transformers",
                 "to_bertviz", "to_circuitsvis"],

@@ -1,4 +1,4 @@
-"""anywidget views: Heatmap, HeadGrid, HeadMap, ClusterView, FlowView (front end in js/)."""
+"""anywidget views: Heatmap, HeadGrid, HeadMap, ClusterView, FlowView, QKScatter (front end in js/)."""
 
 from .cluster import ClusterView
 from .flow import FlowView
@@ -6,5 +6,6 @@ from .headgrid import HeadGrid
 from .headmap import HeadMap
 from .heatmap import Heatmap
 from .measures import MeasureSwitch
+from .qkscatter import QKScatter
 
-__all__ = ["ClusterView", "FlowView", "HeadGrid", "HeadMap", "Heatmap", "MeasureSwitch"]
+__all__ = ["ClusterView", "FlowView", "HeadGrid", "HeadMap", "Heatmap", "MeasureSwitch", "QKScatter"]

@@ -19,9 +19,10 @@ from .flow import FlowView
 from .headgrid import HeadGrid
 from .headmap import HeadMap
 from .heatmap import Heatmap
+from .qkscatter import QKScatter
 
 #: The widgets with a bundle of their own, in the order they are built.
-WIDGETS: tuple[type[AttnkitWidget], ...] = (Heatmap, HeadGrid, HeadMap, ClusterView, FlowView)
+WIDGETS: tuple[type[AttnkitWidget], ...] = (Heatmap, HeadGrid, HeadMap, ClusterView, FlowView, QKScatter)
 
 
 def synced_traits(cls: type[AttnkitWidget]) -> list[str]:
