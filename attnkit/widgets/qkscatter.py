@@ -296,14 +296,36 @@ class QKScatter(AttnkitWidget):
         out["tokens"] = self._emb.tokens(int(row["item"]))
         return out
 
-    def _on_msg(self, _widget: Any, content: dict[str, Any], _buffers: Sequence[bytes]) -> None:
-        if not isinstance(content, dict) or content.get("type") != "point":
-            return
+    def answer(self, data: dict[str, Any]) -> dict[str, Any]:
+        """The kernel's reply to the front end's hover request ``{"type": "point", "index",
+        "id"}``: :meth:`point` and the request's ``id`` (or an ``error``).
+
+        Parameters
+        ----------
+        data : dict
+            The request.
+
+        Returns
+        -------
+        dict
+            The reply.
+
+        Examples
+        --------
+        >>> import attnkit as ak
+        >>> from attnkit.testing import tiny_model
+        >>> view = ak.QKScatter(ak.qk_embedding(tiny_model("bert").attend("The cat sat."), method="pca"))
+        >>> view.answer({"type": "point", "index": 99, "id": 3})["error"]
+        'point 99 is outside the 12 drawn points.'
+        """
         try:
-            reply = {"id": content.get("id"), **self.point(int(content.get("index", -1)))}
+            return {"id": data.get("id"), **self.point(int(data.get("index", -1)))}
         except (InputError, TypeError, ValueError) as err:
-            reply = {"id": content.get("id"), "error": str(err)}
-        self.send(reply)
+            return {"id": data.get("id"), "error": str(err)}
+
+    def _on_msg(self, _widget: Any, content: dict[str, Any], _buffers: Sequence[bytes]) -> None:
+        if isinstance(content, dict) and content.get("type") == "point":
+            self.send(self.answer(content))
 
     def _open_clicked(self, change: dict) -> None:
         i = int(change["new"])
