@@ -258,7 +258,7 @@ class FlatArray:
     total: int
 
 
-def flat_array(batches: Sequence[Sequence[int]], n: np.ndarray, per_position: int,
+def flat_array(batches: Sequence[Any], n: np.ndarray, per_position: int,
                chunk: int | None = None) -> FlatArray:
     """Lay out a flat array of ``per_position`` elements per position (``chunk`` chosen
     like the maps' when not given)."""

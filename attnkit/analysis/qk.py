@@ -281,10 +281,16 @@ def project(points: np.ndarray, *, method: str = "umap", dims: int = 2, seed: in
     ((4, 2), True)
     """
     _check_method(method, dims)
-    x = np.asarray(points, dtype=np.float64)
-    uniq, inverse = np.unique(x, axis=0, return_inverse=True)
-    inverse = np.asarray(inverse).reshape(-1)
-    n = len(uniq)
+    x = np.ascontiguousarray(points, dtype=np.float64)
+    if method == "pca":  # linear: identical rows land on one point by themselves
+        uniq, inverse = x, np.arange(len(x))
+        n = len(np.unique(x.view(np.dtype((np.void, x.dtype.itemsize * x.shape[1]))).ravel()[: 10 * MIN_POINTS["pca"]])) \
+            if len(x) < 10 * MIN_POINTS["pca"] else len(x)
+    else:  # one row per distinct point (rows as bytes: a 1-D sort, not a lexsort of columns)
+        rows = x.view(np.dtype((np.void, x.dtype.itemsize * x.shape[1]))).ravel()
+        _, first, inverse = np.unique(rows, return_index=True, return_inverse=True)
+        uniq, inverse = x[first], np.asarray(inverse).reshape(-1)
+        n = len(uniq)
     if n < MIN_POINTS[method]:
         raise InputError(
             f"method={method!r} needs at least {MIN_POINTS[method]} distinct points (queries and "
@@ -292,8 +298,10 @@ def project(points: np.ndarray, *, method: str = "umap", dims: int = 2, seed: in
         )
     if method == "pca":
         c = uniq - uniq.mean(0)
-        _, _, vt = np.linalg.svd(c, full_matrices=False)
-        y = c @ vt[:dims].T
+        # principal axes from the d x d covariance (a thin SVD of the N x d points would
+        # also compute an N x d basis nobody needs)
+        vals, vecs = np.linalg.eigh(c.T @ c)
+        y = c @ vecs[:, np.argsort(vals)[::-1][:dims]]
         if y.shape[1] < dims:
             y = np.pad(y, ((0, 0), (0, dims - y.shape[1])))
         # a sign convention, so that the same data give the same picture
