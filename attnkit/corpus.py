@@ -130,12 +130,12 @@ class AttentionSet(Sequence[Attention]):
         extract); empty for none."""
         return list((self.info.get("qk") or {}).get("layers", []))
 
-    def qk_states(self, i: int) -> QKStates:
+    def qk_states(self, item: int) -> QKStates:
         """The queries and keys item ``i`` keeps (float32 from the float16 store).
 
         Parameters
         ----------
-        i : int
+        item : int
             Item (input order).
 
         Returns
@@ -161,7 +161,7 @@ class AttentionSet(Sequence[Attention]):
         if not self.qk_layers:
             raise InputError("This set keeps no queries and keys; extract with keep=('maps', 'qk') "
                              "and level='token'.")
-        i = self._index_of(i)
+        i = self._index_of(item)
         b = int(self._layout.table["batch"][i])
         return self._qk(i, self._batch(b), b)
 

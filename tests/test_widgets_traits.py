@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_traits_gen_is_current():
     assert _traits.GENERATED.read_text(encoding="utf-8") == _traits.typescript()
-    assert 'export const BUNDLES = ["heatmap", "headgrid", "headmap", "cluster", "flow"] as const;' in _traits.typescript()
+    assert 'export const BUNDLES = ["heatmap", "headgrid", "headmap", "cluster", "flow", "qkscatter"] as const;' in _traits.typescript()
 
 
 def _hatch_build(monkeypatch):

@@ -229,12 +229,12 @@ class QKScatter(AttnkitWidget):
         idx = idx[(idx >= 0) & (idx < len(self._rows))]
         return self._emb.table.iloc[self._rows[idx]]
 
-    def select(self, points: Sequence[int]) -> None:
+    def select(self, ids: Sequence[int]) -> None:
         """Select points by their index in the drawn picture (what a lasso does).
 
         Parameters
         ----------
-        points : sequence of int
+        ids : sequence of int
             Indices into the drawn points (``0 .. n_points - 1``).
 
         Returns
@@ -254,18 +254,18 @@ class QKScatter(AttnkitWidget):
         >>> view.select([2]); len(view.selected)
         1
         """
-        idx = np.asarray(list(points), dtype=np.int64)
+        idx = np.asarray(list(ids), dtype=np.int64)
         if idx.size and (idx.min() < 0 or idx.max() >= self.n_points):
             raise InputError(f"point indices must be in 0..{self.n_points - 1}.")
         self.selection = wire(idx, "uint32") if idx.size else {}
 
-    def point(self, index: int) -> dict[str, Any]:
+    def point(self, ids: int) -> dict[str, Any]:
         """What the view shows on hover: the point's row and its sentence.
 
         Parameters
         ----------
-        index : int
-            Index into the drawn points.
+        ids : int
+            The index of one drawn point.
 
         Returns
         -------
@@ -286,9 +286,9 @@ class QKScatter(AttnkitWidget):
         >>> p = view.point(2); p["token"], p["kind"], p["tokens"][p["position"]]
         ('cat', 'query', 'cat')
         """
-        if not 0 <= int(index) < len(self._rows):
-            raise InputError(f"point {index} is outside the {len(self._rows)} drawn points.")
-        row = self._emb.table.iloc[int(self._rows[int(index)])]
+        if not 0 <= int(ids) < len(self._rows):
+            raise InputError(f"point {ids} is outside the {len(self._rows)} drawn points.")
+        row = self._emb.table.iloc[int(self._rows[int(ids)])]
         out = {k: (v.item() if hasattr(v, "item") else v) for k, v in row.items() if k in
                ("layer", "head", "item", "position", "token", "kind", "role")}
         out["kind"] = str(out["kind"])
