@@ -32,6 +32,8 @@ from .analysis import (
     head_distances,
     head_scores,
     head_stats,
+    qk_embedding,
+    qk_faithfulness,
     relation_heads,
     right_branching_uas,
     score_attribution,
@@ -66,7 +68,7 @@ from .model import Model, load
 from .report import write_report
 from .results import HeadResult, Result
 from .version import __version__
-from .widgets import ClusterView, FlowView, HeadGrid, HeadMap, Heatmap, MeasureSwitch, ScoreView
+from .widgets import ClusterView, FlowView, HeadGrid, HeadMap, Heatmap, MeasureSwitch, QKScatter, ScoreView
 
 #: The public names by task (see the module docstring); sorted within each group.
 GROUPS: dict[str, list[str]] = {
@@ -79,13 +81,14 @@ GROUPS: dict[str, list[str]] = {
     "head analyses": ["AttentionProbe", "alignment_error_rate", "analysis",
                       "attention_importance", "coref_heads",
                       "embed_heads", "faithfulness", "head_behaviours", "head_distances",
-                      "head_scores", "head_stats", "relation_heads", "right_branching_uas"],
+                      "head_scores", "head_stats", "qk_embedding", "qk_faithfulness",
+                      "relation_heads", "right_branching_uas"],
     "why heads attend": ["composition", "residual_stream", "score_attribution"],
     "attention flows": ["attention_flow", "attention_graph", "compare", "compare_sets", "flow",
                         "flow_summary", "influence", "paths_between", "rollout",
                         "subgraph_through"],
     "views": ["ClusterView", "FlowView", "HeadGrid", "HeadMap", "Heatmap", "MeasureSwitch",
-              "ScoreView", "plot", "write_report"],
+              "QKScatter", "ScoreView", "plot", "write_report"],
     "interop": ["from_bertviz", "from_nnsight", "from_transformer_lens", "from_transformers",
                 "to_bertviz", "to_circuitsvis"],
     "training and examples": ["finetune", "pipeline", "toy", "toy_tasks"],

@@ -14,6 +14,7 @@ import numpy as np
 
 from ._compat import renamed
 from .errors import InputError
+from .qkstates import QKStates
 
 #: Largest distance of a row sum from 1 that attention weights may have (float16 storage
 #: and bfloat16 models stay far inside it).
@@ -124,6 +125,10 @@ class Attention(Positions):
     input_ids : array_like of int, optional
         ``[n]``: the token ids (token level), for analyses that match repeated tokens
         (induction, duplicate-token heads).
+    qk : QKStates, optional
+        Post-rotary queries and keys of some layers (token level), read with
+        :meth:`queries` and :meth:`keys`; :meth:`Model.attend <attnkit.Model.attend>` keeps
+        every layer's, a store extracted with ``keep="qk"`` the layers it kept.
 
     Raises
     ------
@@ -160,6 +165,7 @@ class Attention(Positions):
     causal: bool = False
     measure: str = "weights"
     input_ids: np.ndarray | None = None
+    qk: QKStates | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self.maps = np.asarray(self.maps, dtype=np.float32)
@@ -200,6 +206,72 @@ class Attention(Positions):
 
     def __len__(self) -> int:
         return self.maps.shape[2]
+
+    # -------------------------------------------------------- queries, keys
+    def _states(self) -> QKStates:
+        if self.qk is None:
+            raise InputError(
+                "This attention keeps no queries and keys"
+                + (" (word level: queries and keys are per token)" if self.level == "word" else "")
+                + ". Use model.attend(text) at token level, or a store extracted with "
+                "keep='qk' and level='token'."
+            )
+        return self.qk
+
+    def queries(self, layer: int) -> np.ndarray:
+        """Post-rotary queries of ``layer``, as the model scores them.
+
+        Parameters
+        ----------
+        layer : int
+            0-indexed layer.
+
+        Returns
+        -------
+        ndarray
+            Float32 ``[heads, n, d]`` (numpy, CPU).
+
+        Raises
+        ------
+        InputError
+            When no queries were kept (maps built by hand, word level, or a layer a store
+            did not keep).
+
+        Examples
+        --------
+        >>> from attnkit.testing import tiny_model
+        >>> att = tiny_model("llama").attend("The cat sat.")
+        >>> att.queries(0).shape, att.keys(0).shape   # 2 query heads share 1 key head
+        ((2, 7, 8), (1, 7, 8))
+        """
+        return self._states().queries(layer)
+
+    def keys(self, layer: int) -> np.ndarray:
+        """Post-rotary keys of ``layer`` (before grouped-query repetition: query head ``h``
+        is scored against key head ``h // (heads // key heads)``).
+
+        Parameters
+        ----------
+        layer : int
+            0-indexed layer.
+
+        Returns
+        -------
+        ndarray
+            Float32 ``[key heads, n, d]`` (numpy, CPU).
+
+        Raises
+        ------
+        InputError
+            When no keys were kept.
+
+        Examples
+        --------
+        >>> from attnkit.testing import tiny_model
+        >>> tiny_model("bert").attend("The cat sat.").keys(1).shape
+        (2, 6, 8)
+        """
+        return self._states().keys(layer)
 
     # -------------------------------------------------------------- selection
     def head(self, layer: int, head: int) -> np.ndarray:
@@ -405,7 +477,7 @@ class Attention(Positions):
             maps = maps[list(layers)]
         if heads is not None:
             maps = maps[:, list(heads)]
-        return replace(self, maps=maps.copy())
+        return replace(self, maps=maps.copy(), qk=None)
 
     # ---------------------------------------------------------------- pooling
     def to_words(self) -> "Attention":
@@ -448,6 +520,7 @@ class Attention(Positions):
             embeddings=emb,
             level="word",
             input_ids=None,
+            qk=None,
         )
 
 

@@ -20,6 +20,7 @@ from . import store_v1
 from .batches import slice_index
 from .attention import ROLES, Attention
 from .errors import InputError, StoreError
+from .qkstates import QKStates
 
 if TYPE_CHECKING:
     pass
@@ -124,6 +125,72 @@ class AttentionSet(Sequence[Attention]):
         return list(self.info.get("summaries", []))
 
     @property
+    def qk_layers(self) -> list[int]:
+        """Layers whose post-rotary queries and keys the set keeps (``keep="qk"`` of
+        extract); empty for none."""
+        return list((self.info.get("qk") or {}).get("layers", []))
+
+    def qk_states(self, item: int) -> QKStates:
+        """The queries and keys item ``i`` keeps (float32 from the float16 store).
+
+        Parameters
+        ----------
+        item : int
+            Item (input order).
+
+        Returns
+        -------
+        QKStates
+            ``queries(layer)`` ``[heads, n, d]`` and ``keys(layer)`` ``[key heads, n, d]``
+            of the kept layers.
+
+        Raises
+        ------
+        InputError
+            When the set keeps no queries and keys.
+
+        Examples
+        --------
+        >>> import attnkit as ak
+        >>> from attnkit.testing import tiny_model
+        >>> sset = ak.extract(tiny_model("llama"), ["The cat sat.", "We read."], level="token",
+        ...                   keep="qk", qk_layers=[1], progress=False)
+        >>> sset.qk_layers, sset.qk_states(0).queries(1).shape, sset.qk_states(0).keys(1).shape
+        ([1], (2, 7, 8), (1, 7, 8))
+        """
+        if not self.qk_layers:
+            raise InputError("This set keeps no queries and keys; extract with keep=('maps', 'qk') "
+                             "and level='token'.")
+        i = self._index_of(item)
+        b = int(self._layout.table["batch"][i])
+        return self._qk(i, self._batch(b), b)
+
+    def _qk(self, i: int, data: dict[str, np.ndarray], b: int) -> QKStates:
+        qk = self.info["qk"]
+        lay, n = self._layout, int(self._layout.table["n"][i])
+        layers = list(qk["layers"])
+        shapes = {"qk/queries": qk["heads"], "qk/keys": qk["kv_heads"]}
+        got = {}
+        for name, heads in shapes.items():
+            o = int(lay.flat[name].offsets[i]) - lay.flat_range(b, name)[0]
+            size = len(layers) * heads * n * qk["dim"]
+            got[name] = data[name][o : o + size].reshape(len(layers), heads, n, qk["dim"])
+        p = int(lay.table["pos_offset"][i]) - lay.range(b, "pos_offset", "n")[0]
+        return QKStates({x: got["qk/queries"][j] for j, x in enumerate(layers)},
+                        {x: got["qk/keys"][j] for j, x in enumerate(layers)},
+                        dict(zip(layers, qk["scaling"])), qk.get("softcap"),
+                        tokens=[str(x) for x in data["positions/tokens"][p : p + n]],
+                        roles=_ROLE_NAMES[data["positions/roles"][p : p + n]], causal=self.causal)
+
+    def _index_of(self, i: int) -> int:
+        i = int(i)
+        if i < 0:
+            i += len(self)
+        if not 0 <= i < len(self):
+            raise IndexError(f"item {i} out of range for {len(self)} items")
+        return i
+
+    @property
     def measure(self) -> str:
         """What the maps hold (:mod:`attnkit.measures`); ``"weights"`` for stores without it."""
         return str(self.info.get("measure", "weights"))
@@ -178,6 +245,8 @@ class AttentionSet(Sequence[Attention]):
         if self.level == "token" and self.info.get("input_ids", True):
             names.append("ids/input_ids")
         names += [f"summaries/{s}" for s in summaries]
+        if self.qk_layers:
+            names += ["qk/queries", "qk/keys"]
         return names
 
     def _batch(self, b: int, summaries: Sequence[str] = ()) -> dict[str, np.ndarray]:
@@ -232,6 +301,7 @@ class AttentionSet(Sequence[Attention]):
             causal=self.causal,
             input_ids=ids,
             measure=self.measure,
+            qk=self._qk(i, data, b) if "qk/queries" in data else None,
         )
 
     def __getitem__(self, i):

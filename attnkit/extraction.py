@@ -13,6 +13,7 @@ import json
 import warnings
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from dataclasses import replace
 from types import SimpleNamespace
 from typing import Any
 
@@ -35,14 +36,54 @@ from .model import Model
 from .summaries import SUMMARIES
 
 
-def _keep(keep: str | Sequence[str]) -> tuple[bool, list[str]]:
+def _keep(keep: str | Sequence[str]) -> tuple[bool, list[str], bool]:
     names = [keep] if isinstance(keep, str) else list(keep)
-    bad = [k for k in names if k != "maps" and k not in SUMMARIES]
+    bad = [k for k in names if k not in ("maps", "qk") and k not in SUMMARIES]
     if bad or not names:
         raise InputError(
-            f"keep must name 'maps' and/or per-item summaries {sorted(SUMMARIES)}; got {keep!r}."
+            f"keep must name 'maps', 'qk' (queries and keys) and/or per-item summaries "
+            f"{sorted(SUMMARIES)}; got {keep!r}."
         )
-    return "maps" in names, sorted(k for k in names if k != "maps")
+    return "maps" in names, sorted(k for k in names if k not in ("maps", "qk")), "qk" in names
+
+
+def _qk_layers(qk_layers: Sequence[int] | None, keep_qk: bool, level: str) -> tuple[int, ...] | None:
+    """The layers whose queries and keys are kept (None: every layer, known once the model
+    is), checked as far as possible before the model runs."""
+    if not keep_qk:
+        if qk_layers is not None:
+            raise InputError("qk_layers needs keep to include 'qk'.")
+        return ()
+    if level != "token":
+        raise InputError("Queries and keys are per token: keep='qk' needs level='token'.")
+    if qk_layers is None:
+        return None
+    layers = tuple(sorted({int(x) for x in qk_layers}))
+    if not layers:
+        raise InputError("qk_layers is empty; pass the layers whose queries and keys to keep.")
+    return layers
+
+
+def _qk_info(layers: tuple[int, ...] | None, minfo: dict) -> tuple[tuple[int, ...], dict[str, int], dict | None]:
+    """Layers, flat arrays (elements per position) and the store's ``qk`` record."""
+    if layers == ():
+        return (), {}, None
+    geo = minfo.get("qk")
+    if not geo:
+        raise InputError(
+            f"keep='qk' needs the queries and keys of {minfo['model']}, whose attention does not "
+            "go through transformers' attention interface (it keeps its eager path)."
+        )
+    n_layers = int(minfo["n_layers"])
+    layers = tuple(range(n_layers)) if layers is None else layers
+    bad = [x for x in layers if not 0 <= x < n_layers]
+    if bad:
+        raise InputError(f"qk_layers {bad} are outside the model's layers 0..{n_layers - 1} (0-indexed).")
+    flat = {"qk/queries": len(layers) * geo["heads"] * geo["dim"],
+            "qk/keys": len(layers) * geo["kv_heads"] * geo["dim"]}
+    record = {**geo, "layers": list(layers),
+              "scaling": [geo["scaling"][x] for x in layers]}
+    return layers, flat, record
 
 
 def extract(
@@ -55,6 +96,7 @@ def extract(
     embeddings: bool = False,
     keep: str | Sequence[str] = "maps",
     measure: str = "weights",
+    qk_layers: Sequence[int] | None = None,
     client: Any = None,
     storage_options: dict | None = None,
     verify: bool = True,
@@ -86,12 +128,19 @@ def extract(
     keep : str or sequence of str
         ``"maps"`` (default) keeps the attention maps; per-item summaries of
         :data:`attnkit.summaries.SUMMARIES` (``"stats"``, ``"edges"``) can be kept beside
-        or instead of them, for corpora whose maps would not fit on any disk.
+        or instead of them, for corpora whose maps would not fit on any disk. ``"qk"``
+        keeps every token's post-rotary queries and keys (float16, ``[layers, heads, n,
+        d]`` per item, of ``qk_layers``; needs ``level="token"``), read back with
+        ``sset[i].queries(layer)`` / ``.keys(layer)`` and embedded by
+        :func:`attnkit.qk_embedding`.
     measure : str
         What the maps hold (:mod:`attnkit.measures`): ``"weights"``, ``"norm"``,
         ``"norm+residual"``, ``"alti"`` or ``"grad×attn"``; the mixed measures store one
         head per layer. Word pooling sums *to* a word and averages *from* it, whatever
         the measure.
+    qk_layers : sequence of int, optional
+        With ``keep`` including ``"qk"``: the layers (0-indexed) whose queries and keys are
+        kept; ``None`` keeps every layer's.
     client : dask.distributed.Client or str, optional
         Run the batches on this Dask cluster (or the scheduler at this address); workers
         write straight into ``store``. ``None`` runs in this process; the maps are the
@@ -136,7 +185,8 @@ def extract(
         raise InputError(f"level must be 'word' or 'token', not {level!r}.")
     if batch_size < 1:
         raise InputError(f"batch_size must be at least 1, not {batch_size}.")
-    keep_maps, summary_names = _keep(keep)
+    keep_maps, summary_names, keep_qk = _keep(keep)
+    wanted_qk = _qk_layers(qk_layers, keep_qk, level)
     measure = check_measure(measure=measure)
     if embeddings and not keep_maps:
         raise InputError("embeddings=True needs keep to include 'maps'.")
@@ -147,6 +197,9 @@ def extract(
                      summaries=tuple(summary_names), measure=measure)
     with engine.runner(model, client) as runner:
         encodings, minfo = runner.encode(items, progress=progress)
+        layers, flat, qk_record = _qk_info(wanted_qk, minfo)
+        spec = replace(spec, qk_layers=layers)
+        minfo = {**minfo, "qk": qk_record, "flat": flat}
         job = _Job(encodings, minfo, spec, batch_size=batch_size, store=store,
                    storage_options=storage_options, verify=verify, progress=progress)
         try:
@@ -174,8 +227,11 @@ class _Job:
         layout = st.plan_layout(
             plan, n, [len(e) for e in encodings], [len(e.words) for e in encodings],
             [e.truncated for e in encodings], n_layers=minfo["n_layers"], n_heads=minfo["n_heads"],
-            embedding_dim=emb_dim if keep_maps else 0,
+            embedding_dim=emb_dim if keep_maps else 0, flat=minfo["flat"],
         )
+        kept = ["maps"] * keep_maps + summary_names
+        if spec.qk_layers:  # (stores without queries and keys keep their fingerprint)
+            kept.append("qk:" + ",".join(map(str, spec.qk_layers)))
         info = {
             "format": st.FORMAT,
             **minfo,
@@ -189,10 +245,11 @@ class _Job:
             "summaries": summary_names,
             "measure": spec.measure,
             "input_ids": True,
-            "chunks": {"maps": layout.map_chunk, "embeddings": layout.emb_chunk},
-            "sizes": {"maps": layout.map_size if keep_maps else 0, "embeddings": layout.emb_size},
-            "inputs_fingerprint": inputs_fingerprint(encodings, level, batch_size, embeddings,
-                                                     ["maps"] * keep_maps + summary_names),
+            "chunks": {"maps": layout.map_chunk, "embeddings": layout.emb_chunk,
+                       **{k: f.chunk for k, f in layout.flat.items()}},
+            "sizes": {"maps": layout.map_size if keep_maps else 0, "embeddings": layout.emb_size,
+                      **{k: f.total for k, f in layout.flat.items()}},
+            "inputs_fingerprint": inputs_fingerprint(encodings, level, batch_size, embeddings, kept),
         }
         meta_json = [json.dumps(e.meta, default=str) for e in encodings]
         shapes = {k: (SUMMARIES[k].shape(minfo), SUMMARIES[k].dtype) for k in summary_names}
@@ -310,6 +367,9 @@ def _check_same(loc: st.Location, old: dict, new: dict, v1: str) -> None:
     for key in ("level", "batch_size", "embeddings", "keep_maps", "summaries", "n_items"):
         if old.get(key) != new[key]:
             diffs.append(f"{key} {old.get(key)!r} vs {new[key]!r}")
+    old_qk, new_qk = ((old.get("qk") or {}).get("layers"), (new.get("qk") or {}).get("layers"))
+    if old_qk != new_qk:
+        diffs.append(f"queries and keys of layers {old_qk} vs {new_qk}")
     if old.get("measure", "weights") != new["measure"]:
         diffs.append(f"measure {old.get('measure', 'weights')!r} vs {new['measure']!r}")
     if not diffs and old.get("inputs_fingerprint") != new["inputs_fingerprint"]:

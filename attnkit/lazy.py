@@ -27,6 +27,7 @@ import numpy as np
 from .attention import Attention, Positions, pool_cells, pool_edges, word_groups
 from .capture import LayerQK
 from .errors import InputError
+from .qkstates import QKStates
 
 #: Float32 elements one block of rows may hold while a reader computes (16 MiB).
 BAND_ELEMENTS = 1 << 22
@@ -385,6 +386,92 @@ class LazyAttention(Positions):
             out.embeddings = (sums / np.bincount(group)[:, None]).astype(self.embeddings.dtype)
         out.level = "word"
         return out
+
+    # ------------------------------------------------------------------ queries, keys
+    def qk_states(self) -> QKStates:
+        """The kept queries and keys of every layer as :class:`~attnkit.qkstates.QKStates`
+        (converted to float32 numpy on first read of a layer).
+
+        Returns
+        -------
+        QKStates
+
+        Raises
+        ------
+        InputError
+            At word level (queries and keys are per token).
+
+        Examples
+        --------
+        >>> from attnkit.testing import tiny_model
+        >>> att = tiny_model("llama").attend("The cat sat.", lazy=True)
+        >>> att.qk_states().layers
+        [0, 1]
+        """
+        if self._groups is not None:
+            raise InputError("Queries and keys are per token; this LazyAttention is pooled to "
+                             "words. Read them from the token-level attention (level='token').")
+        if getattr(self, "_qk", None) is None:
+            self._qk = QKStates({i: x.query for i, x in enumerate(self._layers)},
+                                {i: x.key for i, x in enumerate(self._layers)},
+                                {i: x.scaling for i, x in enumerate(self._layers)},
+                                self._layers[0].softcap)
+        return self._qk
+
+    def queries(self, layer: int) -> np.ndarray:
+        """Post-rotary queries of ``layer``, as the model scores them (copied to the CPU).
+
+        Parameters
+        ----------
+        layer : int
+            0-indexed layer.
+
+        Returns
+        -------
+        ndarray
+            Float32 ``[heads, n, d]``.
+
+        Raises
+        ------
+        InputError
+            For a layer outside the model, or word-level attention.
+
+        Examples
+        --------
+        >>> from attnkit.testing import tiny_model
+        >>> att = tiny_model("llama").attend("The cat sat.", lazy=True)
+        >>> att.queries(1).shape, att.keys(1).shape   # 2 query heads share 1 key head
+        ((2, 7, 8), (1, 7, 8))
+        """
+        self._check_head(layer, 0)
+        return self.qk_states().queries(layer)
+
+    def keys(self, layer: int) -> np.ndarray:
+        """Post-rotary keys of ``layer`` (before grouped-query repetition).
+
+        Parameters
+        ----------
+        layer : int
+            0-indexed layer.
+
+        Returns
+        -------
+        ndarray
+            Float32 ``[key heads, n, d]``.
+
+        Raises
+        ------
+        InputError
+            For a layer outside the model, or word-level attention.
+
+        Examples
+        --------
+        >>> from attnkit.testing import tiny_model
+        >>> tiny_model("gpt2").attend("The cat sat.", lazy=True).keys(0).shape
+        (2, 7, 8)
+        """
+        self._check_head(layer, 0)
+        return self.qk_states().keys(layer)
 
     # ------------------------------------------------------------------ compute
     def _check_head(self, layer: int, head: int) -> None:

@@ -821,7 +821,8 @@ class Model:
         return session.calls
 
     def run(
-        self, encodings: Sequence[Encoding], *, embeddings: bool = False, measure: str = "weights"
+        self, encodings: Sequence[Encoding], *, embeddings: bool = False, measure: str = "weights",
+        recorders: Sequence[Recorder] = (),
     ) -> tuple[list[np.ndarray], list[np.ndarray] | None]:
         """Forward a batch on the model's device; returns per-item float32 maps
         ``[L, H, n_i, n_i]`` (padding stripped, numpy on the CPU) and, with
@@ -837,6 +838,11 @@ class Model:
             What the maps hold (:mod:`attnkit.measures`): ``"weights"``, ``"norm"``,
             ``"norm+residual"``, ``"alti"`` (one forward) or ``"grad×attn"`` (one forward and
             one backward, default objective). The mixed measures have ``H = 1``.
+        recorders : sequence of Recorder
+            More recorders of :mod:`attnkit.capture` (e.g.
+            :class:`~attnkit.qkstates.QKRecorder`): they run in the same forward as the
+            weights, or in a forward of their own for other measures; models that keep
+            their eager path do not run them.
 
         Returns
         -------
@@ -863,11 +869,13 @@ class Model:
             from .measures import measure_maps
 
             maps = measure_maps(self, encodings, measure=measure)
+            if recorders and self.capture == "interface":
+                self.record(encodings, list(recorders))
         elif self.capture == "interface":
             from .capture import DenseRecorder
 
             rec = DenseRecorder(lengths, self.n_layers, self.n_heads)
-            self.record(encodings, [rec])
+            self.record(encodings, [rec, *recorders])
             if rec.layers_seen != self.n_layers:
                 raise NoAttentionError(
                     f"{self.name} ran {rec.layers_seen} attention layers through attnkit's "
@@ -1016,9 +1024,13 @@ class Model:
                     TruncationWarning,
                     stacklevel=2,
                 )
-            maps, embs = self.run([enc], embeddings=embeddings, measure=measure)
+            from .qkstates import QKRecorder
+
+            qk = QKRecorder([len(enc)])
+            maps, embs = self.run([enc], embeddings=embeddings, measure=measure, recorders=[qk])
             att = self.to_attention(enc, maps[0], embeddings=embs[0] if embs else None,
                                     measure=measure)
+            att.qk = qk.states()[0] if qk.queries else None
         return att.to_words() if level == "word" else att
 
     def _attend_lazy(self, enc: Encoding, embeddings: bool) -> LazyAttention:

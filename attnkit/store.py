@@ -11,6 +11,8 @@ and Dask read directly::
     words/words               the words of every item
     items/{batch,row,n,...}   the item table: one row per item, in input order
     summaries/<name>          per-item summaries, one row per item (optional)
+    qk/{queries,keys}         float16, every item's post-rotary [layers, heads, n, d] queries
+                              and keys of the layers kept, flat (optional, keep="qk")
     commits/000012.json       batch 12 is complete (written after its chunks)
     writer.lock               held by the one process that writes
 
@@ -206,6 +208,8 @@ class Layout:
     emb_size: int
     item_map_size: np.ndarray  # elements of each item's maps
     item_emb_size: np.ndarray
+    #: More flat per-position arrays laid out like the maps (``qk/queries``, ``qk/keys``).
+    flat: dict[str, FlatArray] = field(default_factory=dict)
 
     @property
     def n_items(self) -> int:
@@ -222,6 +226,13 @@ class Layout:
         last = items[-1]
         return int(self.table["emb_offset"][items[0]]), int(self.table["emb_offset"][last] + self.item_emb_size[last])
 
+    def flat_range(self, b: int, name: str) -> tuple[int, int]:
+        """Start and end (unpadded) of batch ``b`` in the flat array ``name``."""
+        f = self.flat[name]
+        items = self.batches[b]
+        last = items[-1]
+        return int(f.offsets[items[0]]), int(f.offsets[last] + f.sizes[last])
+
     def range(self, b: int, column: str, size: str) -> tuple[int, int]:
         """Start and end of batch ``b`` in a per-position array (``pos_offset``/``n`` ...)."""
         items = self.batches[b]
@@ -232,6 +243,36 @@ class Layout:
     def rows(self, b: int) -> tuple[int, int]:
         items = self.batches[b]
         return int(self.table["row"][items[0]]), int(self.table["row"][items[-1]] + 1)
+
+
+@dataclass
+class FlatArray:
+    """A flat float16 array of ``per_position`` elements per position of every item, laid out
+    batch by batch, each batch starting on a chunk boundary (like the maps). Its offsets
+    follow from the item table, so the table needs no column for it."""
+
+    per_position: int
+    chunk: int
+    offsets: np.ndarray
+    sizes: np.ndarray
+    total: int
+
+
+def flat_array(batches: Sequence[Any], n: np.ndarray, per_position: int,
+               chunk: int | None = None) -> FlatArray:
+    """Lay out a flat array of ``per_position`` elements per position (``chunk`` chosen
+    like the maps' when not given)."""
+    sizes = np.asarray(n, dtype=np.int64) * int(per_position)
+    if chunk is None:
+        chunk = _pow2_chunk([int(sizes[list(b)].sum()) for b in batches])
+    offsets = np.zeros(len(sizes), dtype=np.int64)
+    o = 0
+    for members in batches:
+        for i in members:
+            offsets[i] = o
+            o += int(sizes[i])
+        o = -(-o // chunk) * chunk
+    return FlatArray(int(per_position), int(chunk), offsets, sizes, o)
 
 
 def _pow2_chunk(sizes: Sequence[int], waste: float = 0.05, lo: int = 1 << 10, hi: int = 1 << 22) -> int:
@@ -258,8 +299,10 @@ def plan_layout(
     n_layers: int,
     n_heads: int,
     embedding_dim: int,
+    flat: dict[str, int] | None = None,
 ) -> Layout:
-    """Offsets of every item, batches laid out one after another, chunk-aligned."""
+    """Offsets of every item, batches laid out one after another, chunk-aligned; ``flat``
+    names more flat arrays and their elements per position (:class:`FlatArray`)."""
     n_items = len(n)
     n_arr = np.asarray(n, dtype=np.int64)
     map_size = n_layers * n_heads * n_arr * n_arr
@@ -290,7 +333,8 @@ def plan_layout(
         mo = -(-mo // map_chunk) * map_chunk
         if embedding_dim:
             eo = -(-eo // emb_chunk) * emb_chunk
-    return Layout(out_batches, t, map_chunk, emb_chunk, mo, eo, map_size, emb_size)
+    extra = {name: flat_array(out_batches, n_arr, k) for name, k in (flat or {}).items()}
+    return Layout(out_batches, t, map_chunk, emb_chunk, mo, eo, map_size, emb_size, extra)
 
 
 # ------------------------------------------------------------------ index content
@@ -350,7 +394,7 @@ def _create(group: Any, name: str, shape: tuple, chunks: tuple, dtype: Any, fill
 
 
 def _fill_of(name: str) -> Any:
-    if name in ("maps", "embeddings") or name.startswith("summaries/"):
+    if name in ("maps", "embeddings") or name.startswith(("summaries/", "qk/")):
         return np.nan
     if name in _POSITION_ARRAYS:
         return _POSITION_ARRAYS[name][1]
@@ -472,9 +516,11 @@ class StoreReader:
         batches = [order[cuts[b] : cuts[b + 1]] for b in range(n_batches)]
         L, H, d = info["n_layers"], info["n_heads"], info.get("embedding_dim", 0)
         n = table["n"]
+        flat = {name: flat_array(batches, n, k, int(info["chunks"][name]))
+                for name, k in (info.get("flat") or {}).items()}
         return Layout(batches, table, int(info["chunks"]["maps"]), int(info["chunks"].get("embeddings", 1)),
                       int(info["sizes"]["maps"]), int(info["sizes"].get("embeddings", 0)),
-                      L * H * n * n, n * d)
+                      L * H * n * n, n * d, flat)
 
     def meta(self, i: int) -> dict:
         if not hasattr(self, "_meta"):
@@ -505,6 +551,8 @@ class StoreReader:
                 ranges[name] = lay.map_range(b)
             elif name == "embeddings":
                 ranges[name] = lay.emb_range(b)
+            elif name in lay.flat:
+                ranges[name] = lay.flat_range(b, name)
             elif name.startswith("positions/"):
                 ranges[name] = lay.range(b, "pos_offset", "n")
             elif name == "ids/input_ids":
@@ -638,6 +686,7 @@ class StoreReader:
     def verify_batch(self, b: int) -> list[str]:
         """Problems of committed batch ``b`` (empty when every chunk reads back intact)."""
         names = [n for n in ("maps", "embeddings") if self.has(n)]
+        names += list(self.layout.flat)
         names += [f"summaries/{s}" for s in self.info.get("summaries", [])]
         problems = []
         for name in names:
@@ -788,8 +837,9 @@ class BatchWriter:
         writes = []
         for name, value in arrays.items():
             arr = r.array(name)
-            if name in ("maps", "embeddings"):
-                start, stop = lay.map_range(b) if name == "maps" else lay.emb_range(b)
+            if name in ("maps", "embeddings") or name in lay.flat:
+                start, stop = (lay.map_range(b) if name == "maps" else lay.emb_range(b)
+                               if name == "embeddings" else lay.flat_range(b, name))
                 c = arr.chunks[0]
                 padded = np.zeros(-(-(stop - start) // c) * c, dtype=np.float16)
                 if value.size != stop - start:
@@ -869,6 +919,8 @@ def _create_all(loc: Location, info: dict, layout: Layout, index: Index, meta_js
         _create(g, "maps", (layout.map_size,), (layout.map_chunk,), np.float16, np.nan)
     if info.get("embeddings"):
         _create(g, "embeddings", (layout.emb_size,), (layout.emb_chunk,), np.float16, np.nan)
+    for name, f in layout.flat.items():
+        _create(g, name, (f.total,), (f.chunk,), np.float16, np.nan)
     bs = int(info["batch_size"])
     for name, (shape, dtype) in summaries.items():
         _create(g, f"summaries/{name}", (n_items, *shape), (bs, *shape), dtype, np.nan)

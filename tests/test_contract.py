@@ -16,6 +16,8 @@ DATA = {
     # what a reader or a model's low-level step works on: one head, one block, one batch
     "layer", "head", "rows", "cols", "size", "reduce", "layers", "encodings", "encoding",
     "ids", "batch", "recorders", "word_ids", "words",
+    # raw query and key vectors of one head (attnkit.analysis.qk.normalize_qk)
+    "queries", "keys",
     # another tool's objects, named as that tool names them (attnkit.interop)
     "cache", "saved", "attention",
     # a result's own table and metadata, the column it shows, the axes it draws into

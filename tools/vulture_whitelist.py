@@ -15,6 +15,7 @@ _.Heatmap
 _.LazyAttention
 _.MeasureSwitch
 _.Model
+_.QKScatter
 _.Result
 _.ScoreView
 _.Sentence
@@ -53,6 +54,8 @@ _.open_store
 _.paths_between
 _.pipeline
 _.plot
+_.qk_embedding
+_.qk_faithfulness
 _.read_conllu
 _.read_coref
 _.read_glue
@@ -79,6 +82,9 @@ _.causal
 _.clicked
 _.cmap
 _.codes
+_.color_by
+_.colors
+_.columns
 _.components
 _.decades
 _.dims
@@ -114,14 +120,18 @@ _.n_heads
 _.n_inputs
 _.n_layers
 _.n_nodes
+_.n_points
 _.n_segments
 _.n_tokens
+_.n_total
 _.names
 _.nodes
 _.normalize
 _.note
 _.overview_max
 _.overview_mean
+_.panel_heads
+_.panels
 _.points
 _.pyramid
 _.query
@@ -140,6 +150,7 @@ _.seg_query
 _.seg_value
 _.selected
 _.selected_key
+_.selection
 _.sink_names
 _.sinks
 _.size

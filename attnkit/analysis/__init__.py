@@ -25,6 +25,7 @@ from ..gradients import AttentionGradients, attention_gradients
 from .importance import TARGETS, attention_importance
 from .probe import AttentionProbe, probe_data
 from .score_attribution import GRAINS, score_attribution
+from .qk import QKEmbedding, normalize_qk, qk_embedding, qk_faithfulness
 from .stats import STAT_COLUMNS, head_stats, item_stats, uniform_row_entropy
 from .syntax import head_accuracy, offset_accuracy, relation_heads, right_branching_uas, word_hits
 
@@ -37,6 +38,7 @@ __all__ = [
     "TARGETS",
     "AttentionGradients",
     "AttentionProbe",
+    "QKEmbedding",
     "CorefEvaluation",
     "alignment_error_rate",
     "attention_gradients",
@@ -51,6 +53,7 @@ __all__ = [
     "earlier_occurrences",
     "embed_heads",
     "faithfulness",
+    "normalize_qk",
     "head_behaviours",
     "head_accuracy",
     "head_distances",
@@ -59,6 +62,8 @@ __all__ = [
     "item_stats",
     "offset_accuracy",
     "probe_data",
+    "qk_embedding",
+    "qk_faithfulness",
     "relation_heads",
     "right_branching_uas",
     "score_attribution",

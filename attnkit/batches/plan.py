@@ -17,7 +17,7 @@ import torch
 
 from ..attention import word_pooling
 from ..encoding import Encoding
-from ..errors import StoreError
+from ..errors import AttnkitError, StoreError
 from ..store import FORMAT, Index, Layout
 
 
@@ -84,7 +84,30 @@ def model_info(model: Any) -> dict[str, Any]:
         "max_length": model.max_length,
         "embedding_dim": int(model.hf.get_input_embeddings().embedding_dim),
         "model_fingerprint": model_fingerprint(model),
+        "qk": qk_geometry(model),
     }
+
+
+def qk_geometry(model: Any) -> dict[str, Any] | None:
+    """Query heads, key heads, head size, score scaling (per layer) and soft-capping of the
+    model, read from one forward of a two-token input; None for a model that keeps its
+    eager path (its queries and keys cannot be captured)."""
+    if getattr(model, "capture", None) != "interface":
+        return None
+    from ..qkstates import QKRecorder
+
+    rec = QKRecorder([2])
+    try:
+        enc = model.encode("a b")
+        rec = QKRecorder([len(enc)])
+        model.record([enc], [rec])
+    except (AttnkitError, RuntimeError):  # a model this probe cannot run: no geometry
+        return None
+    if len(rec.queries) != model.n_layers:
+        return None
+    q, k = rec.queries[0][0], rec.keys[0][0]
+    return {"heads": int(q.shape[0]), "kv_heads": int(k.shape[0]), "dim": int(q.shape[-1]),
+            "scaling": [rec.scaling[l] for l in range(model.n_layers)], "softcap": rec.softcap}
 
 
 def inputs_fingerprint(encodings: list, level: str, batch_size: int, embeddings: bool,

@@ -15,6 +15,8 @@ import torch
 
 from ..attention import Attention, pool_maps
 from ..encoding import Encoding
+from ..errors import CaptureError
+from ..qkstates import QKRecorder
 from ..summaries import SUMMARIES
 from .plan import level_positions
 
@@ -35,6 +37,8 @@ class BatchSpec:
         Per-item summaries (:data:`attnkit.summaries.SUMMARIES`) to compute.
     measure : str
         What the maps hold (:mod:`attnkit.measures`).
+    qk_layers : tuple of int
+        Layers whose post-rotary queries and keys are kept (``qk/queries``, ``qk/keys``).
 
     Examples
     --------
@@ -47,6 +51,7 @@ class BatchSpec:
     keep_maps: bool = True
     summaries: tuple[str, ...] = ()
     measure: str = "weights"
+    qk_layers: tuple[int, ...] = ()
 
 
 def half(a: np.ndarray) -> np.ndarray:
@@ -86,7 +91,9 @@ def run_batch(model: Any, encs: Sequence[Encoding], spec: BatchSpec) -> dict[str
     """
     level, embeddings, measure = spec.level, spec.embeddings, spec.measure
     summarize = {k: SUMMARIES[k].compute for k in spec.summaries}
-    maps, embs = model.run(encs, embeddings=embeddings, measure=measure)
+    qk = QKRecorder([len(e) for e in encs], spec.qk_layers) if spec.qk_layers else None
+    maps, embs = model.run(encs, embeddings=embeddings, measure=measure,
+                           recorders=[qk] if qk is not None else ())
     parts, eparts = [], []
     rows: dict[str, list[np.ndarray]] = {k: [] for k in (summarize or {})}
     for k, (enc, m) in enumerate(zip(encs, maps)):
@@ -115,4 +122,23 @@ def run_batch(model: Any, encs: Sequence[Encoding], spec: BatchSpec) -> dict[str
             out["embeddings"] = np.concatenate(eparts)
     for name, r in rows.items():
         out[f"summaries/{name}"] = np.stack(r)
+    if qk is not None:
+        out.update(pack_qk(qk, spec.qk_layers))
+    return out
+
+
+def pack_qk(rec: QKRecorder, layers: Sequence[int]) -> dict[str, np.ndarray]:
+    """The batch's queries and keys as the store holds them: per item ``[layers, heads, n, d]``
+    float16, items one after another (``qk/queries``, ``qk/keys``)."""
+    missing = [l for l in layers if l not in rec.queries]
+    if missing:
+        raise CaptureError(
+            f"The model did not hand layers {missing} to attnkit's attention function, so their "
+            "queries and keys could not be kept; keep='qk' needs a model whose attention goes "
+            "through transformers' attention interface."
+        )
+    out = {}
+    for name, got in (("qk/queries", rec.queries), ("qk/keys", rec.keys)):
+        parts = [half(np.stack([got[l][i] for l in layers])).ravel() for i in range(len(rec.lengths))]
+        out[name] = np.concatenate(parts)
     return out

@@ -17,6 +17,7 @@ from .common import figure_axes
 from .coref import plot_coref_heads
 from .faithfulness import plot_faithfulness
 from .flow import plot_comparison
+from .qk import plot_qk_embedding
 from .stats import plot_head_clusters, plot_head_distances, plot_importance, plot_special_attention
 from .syntax import plot_relation_grid, plot_relation_heads
 
@@ -80,6 +81,7 @@ RESULT_PLOTS: dict[str, Callable[..., Any]] = {
     "head_map": _head_map,
     "head_stats": _head_stats,
     "importance": _importance,
+    "qk_embedding": plot_qk_embedding,
     "relation_grid": _relation_grid,
     "relation_heads": _relation_heads,
     "table": _table_bars,

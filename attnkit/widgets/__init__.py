@@ -1,4 +1,4 @@
-"""anywidget views: Heatmap, HeadGrid, HeadMap, ClusterView, FlowView, ScoreView (front end in js/)."""
+"""anywidget views: Heatmap, HeadGrid, HeadMap, ClusterView, FlowView, QKScatter, ScoreView (front end in js/)."""
 
 from .cluster import ClusterView
 from .flow import FlowView
@@ -6,6 +6,8 @@ from .headgrid import HeadGrid
 from .headmap import HeadMap
 from .heatmap import Heatmap
 from .measures import MeasureSwitch
+from .qkscatter import QKScatter
 from .score import ScoreView
 
-__all__ = ["ClusterView", "FlowView", "HeadGrid", "HeadMap", "Heatmap", "MeasureSwitch", "ScoreView"]
+__all__ = ["ClusterView", "FlowView", "HeadGrid", "HeadMap", "Heatmap", "MeasureSwitch", "QKScatter",
+           "ScoreView"]

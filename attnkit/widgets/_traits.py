@@ -19,10 +19,12 @@ from .flow import FlowView
 from .headgrid import HeadGrid
 from .headmap import HeadMap
 from .heatmap import Heatmap
+from .qkscatter import QKScatter
 from .score import ScoreView
 
 #: The widgets with a bundle of their own, in the order they are built.
-WIDGETS: tuple[type[AttnkitWidget], ...] = (Heatmap, HeadGrid, HeadMap, ClusterView, FlowView, ScoreView)
+WIDGETS: tuple[type[AttnkitWidget], ...] = (Heatmap, HeadGrid, HeadMap, ClusterView, FlowView, ScoreView,
+                                           QKScatter)
 
 
 def synced_traits(cls: type[AttnkitWidget]) -> list[str]:

@@ -1,0 +1,782 @@
+"""Query–key space: the queries and keys of a head embedded together (Yeh et al. 2023).
+
+AttentionViz (Yeh, Chen, Kim, Wattenberg, Viégas, Wattenberg, *AttentionViz: A Global View of
+Transformer Attention*, IEEE VIS 2023) draws, for one head, every token's query and every
+token's key as points of one 2-D (or 3-D) projection, so that a query lands near the keys it
+attends to. :func:`qk_embedding` does this for any model attnkit captures, on one input or a
+stored corpus: per head it
+
+1. *normalises* the head's queries and keys (AttentionViz §4.1): translate the keys so their
+   mean equals the queries' mean, then scale queries by ``c`` and keys by ``1 / c`` so that
+   their mean norms match. Neither changes any attention weight: with ``t`` the translation,
+   ``(c q) . ((k + t) / c) = q . k + q . t``, and ``q . t`` is the same for every key of a
+   row, which the row's softmax removes;
+2. projects queries and keys *together* with UMAP (umap-learn), t-SNE (openTSNE) or PCA;
+3. scores how faithful the picture is (:func:`qk_faithfulness`): per row, the rank
+   correlation between the attention weight of each key and the closeness of the query to
+   it in the picture; the share of rows whose nearest key in the picture is the key they
+   attend to most; and the same share in the original ``d``-dimensional space.
+
+The attention weights the scores compare against are recomputed from the queries and keys
+(:func:`attnkit.qkstates.scores`: softmax of the scaled scores, causal rows masked), equal to
+the maps up to float rounding (float16 in a store) for models without a position bias or
+learned sinks.
+"""
+
+from __future__ import annotations
+
+import importlib
+import time
+import warnings
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .._progress import progress as _bar
+from ..errors import InputError
+from ..qkstates import QKStates, scores
+from ..results import HeadResult, Result
+
+#: Projection methods and the package each needs.
+METHODS = {"umap": "umap", "tsne": "openTSNE", "pca": None}
+#: Fewest distinct points (queries and keys together) each method projects.
+MIN_POINTS = {"umap": 10, "tsne": 10, "pca": 3}
+#: Columns of :attr:`QKEmbedding.table`, before any joined by the user.
+COLUMNS = ("layer", "head", "item", "position", "token", "role", "kind", "x", "y", "z")
+
+
+# ------------------------------------------------------------------ normalisation
+def normalize_qk(queries: np.ndarray, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """AttentionViz's normalisation of one head's queries and keys (rows are points).
+
+    Keys are translated so their mean equals the queries' mean; then queries are scaled by
+    ``c`` and keys by ``1 / c`` with ``c = sqrt(mean |k| / mean |q|)``, so that both have
+    the same mean norm. Every attention weight is unchanged: ``q' . k' = q . k + q . t``
+    (``t`` the translation), and ``q . t`` is a constant of each row that its softmax
+    removes; the scaling leaves every score as it was.
+
+    Parameters
+    ----------
+    queries : ndarray
+        ``[N, d]`` query vectors.
+    keys : ndarray
+        ``[M, d]`` key vectors.
+
+    Returns
+    -------
+    tuple of ndarray
+        Normalised ``(queries, keys)``, float64.
+
+    Raises
+    ------
+    InputError
+        When the queries or keys are all zero (no scale to match).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from attnkit.analysis.qk import normalize_qk
+    >>> q, k = np.array([[2.0, 0.0], [0.0, 2.0]]), np.array([[10.0, 10.0], [12.0, 10.0]])
+    >>> q2, k2 = normalize_qk(q, k)
+    >>> mean_norm = lambda x: float(np.linalg.norm(x, axis=1).mean())
+    >>> round(mean_norm(q2), 6) == round(mean_norm(k2), 6)     # norms match
+    True
+    >>> bool(np.allclose((q2 @ k2.T) - (q @ k.T), (q2 @ k2.T - q @ k.T)[:, :1]))  # shift per row
+    True
+    """
+    q = np.asarray(queries, dtype=np.float64)
+    k = np.asarray(keys, dtype=np.float64)
+    k = k + (q.mean(0) - k.mean(0))
+    nq, nk = np.linalg.norm(q, axis=1).mean(), np.linalg.norm(k, axis=1).mean()
+    if not (nq > 0 and nk > 0):
+        raise InputError("The queries or keys of this head are all zero: there is no scale to match.")
+    c = np.sqrt(nk / nq)
+    return q * c, k / c
+
+
+# ------------------------------------------------------------------ sources
+@dataclass
+class _Item:
+    """One input's queries and keys with its positions."""
+
+    item: int
+    states: QKStates
+    tokens: list[str]
+    roles: np.ndarray
+    causal: bool
+
+
+def _sources(attentions: Any) -> list[_Item]:
+    from ..corpus import AttentionSet
+    from ..lazy import LazyAttention
+
+    if isinstance(attentions, AttentionSet):
+        if not attentions.qk_layers:
+            raise InputError(
+                "This set keeps no queries and keys. Extract it with keep=('maps', 'qk') and "
+                "level='token' (qk_layers= picks the layers)."
+            )
+        out = []
+        for i in range(len(attentions)):
+            st = attentions.qk_states(i)
+            out.append(_Item(i, st, list(st.tokens or []), np.asarray(st.roles), attentions.causal))
+        return out
+    one = isinstance(attentions, LazyAttention) or hasattr(attentions, "maps")
+    many: Iterable[Any] = [attentions] if one else attentions
+    out = []
+    for i, att in enumerate(many):
+        if isinstance(att, LazyAttention):
+            st = att.qk_states()
+        elif getattr(att, "qk", None) is not None:
+            st = att.qk
+        else:
+            raise InputError(
+                f"Item {i} keeps no queries and keys ({type(att).__name__}"
+                + (", word level" if getattr(att, "level", "token") == "word" else "")
+                + "). Use model.attend(text) at token level, or a store extracted with keep='qk'."
+            )
+        out.append(_Item(i, st, list(att.tokens), np.asarray(att.roles), bool(att.causal)))
+    if not out:
+        raise InputError("qk_embedding got no inputs.")
+    return out
+
+
+def _heads(items: list[_Item], heads: Sequence[tuple[int, int]] | None) -> list[tuple[int, int]]:
+    st = items[0].states
+    layers = st.layers
+    n_heads = int(st.queries(layers[0]).shape[0]) if layers else 0
+    if heads is None:
+        return [(l, h) for l in layers for h in range(n_heads)]
+    out = []
+    for pair in heads:
+        try:
+            l, h = (int(x) for x in pair)
+        except (TypeError, ValueError):
+            raise InputError(f"heads must be (layer, head) pairs; got {pair!r}.") from None
+        if l not in layers:
+            raise InputError(f"Layer {l} of head {(l, h)} is not among the layers whose queries and "
+                             f"keys are kept: {layers} (0-indexed).")
+        if not 0 <= h < n_heads:
+            raise InputError(f"Head {h} of {(l, h)} is outside heads 0..{n_heads - 1} (0-indexed).")
+        out.append((l, h))
+    if not out:
+        raise InputError("heads is empty; pass (layer, head) pairs or None for every head.")
+    return list(dict.fromkeys(out))
+
+
+def _check_method(method: str, dims: int) -> None:
+    if method not in METHODS:
+        raise InputError(f"method must be one of {sorted(METHODS)}, not {method!r}.")
+    if dims not in (2, 3):
+        raise InputError(f"dims must be 2 or 3, not {dims!r}.")
+    package = METHODS[method]
+    if package is not None:
+        try:
+            importlib.import_module(package)
+        except ImportError:
+            pip = {"umap": "umap-learn", "openTSNE": "openTSNE"}[package]
+            raise InputError(
+                f"method={method!r} needs the package {pip}, which is not installed: "
+                f"pip install {pip} (or pip install 'attnkit[embed]'), or use method='pca'."
+            ) from None
+
+
+# ------------------------------------------------------------------ one head
+@dataclass
+class HeadPoints:
+    """What one head's embedding is computed from (picklable, sent to Dask workers).
+
+    Parameters
+    ----------
+    layer, head : int
+        0-indexed.
+    queries, keys : ndarray
+        ``[N, d]`` float32: every position's query and key (items one after another).
+    offsets : ndarray
+        ``[items + 1]``: item ``i`` holds rows ``offsets[i]:offsets[i + 1]``.
+    scaling : float
+        The layer's score factor.
+    softcap : float or None
+        Logit soft-capping.
+    causal : bool
+        Rows see no later key.
+    """
+
+    layer: int
+    head: int
+    queries: np.ndarray
+    keys: np.ndarray
+    offsets: np.ndarray
+    scaling: float
+    softcap: float | None
+    causal: bool
+
+    def weights(self, i: int) -> np.ndarray:
+        """Attention weights ``[n, n]`` of item ``i`` recomputed from its queries and keys."""
+        a, b = self.offsets[i], self.offsets[i + 1]
+        st = QKStates({0: self.queries[None, a:b]}, {0: self.keys[None, a:b]}, {0: self.scaling},
+                      self.softcap)
+        return scores(st, 0, 0, causal=self.causal)
+
+
+def _gather(items: list[_Item], layer: int, heads: list[int]) -> list[HeadPoints]:
+    qs: dict[int, list[np.ndarray]] = {h: [] for h in heads}
+    ks: dict[int, list[np.ndarray]] = {h: [] for h in heads}
+    offsets = [0]
+    for it in items:
+        q, k = it.states.queries(layer), it.states.keys(layer)
+        groups = q.shape[0] // k.shape[0]
+        for h in heads:
+            qs[h].append(q[h])
+            ks[h].append(k[h // groups])
+        offsets.append(offsets[-1] + q.shape[1])
+    st = items[0].states
+    out = []
+    for h in heads:
+        q = np.concatenate(qs[h]).astype(np.float32)
+        k = np.concatenate(ks[h]).astype(np.float32)
+        if not (np.isfinite(q).all() and np.isfinite(k).all()):
+            raise InputError(f"The queries or keys of head {(layer, h)} hold NaN or infinite values; "
+                             "there is nothing to embed (check the model's dtype and inputs).")
+        out.append(HeadPoints(layer, h, q, k, np.asarray(offsets, dtype=np.int64),
+                              float(st.scaling[layer]), st.softcap, items[0].causal))
+    return out
+
+
+def project(points: np.ndarray, *, method: str = "umap", dims: int = 2, seed: int = 0) -> np.ndarray:
+    """Project rows of ``points`` to ``dims`` dimensions; identical rows land on one point.
+
+    Parameters
+    ----------
+    points : ndarray
+        ``[N, d]``.
+    method : {"umap", "tsne", "pca"}
+        UMAP (umap-learn), t-SNE (openTSNE) or PCA (numpy).
+    dims : {2, 3}
+        Output dimensions.
+    seed : int
+        The only source of randomness.
+
+    Returns
+    -------
+    ndarray
+        Float32 ``[N, dims]``.
+
+    Raises
+    ------
+    InputError
+        For fewer distinct points than the method needs (:data:`MIN_POINTS`), an unknown
+        method, or one whose package is not installed.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from attnkit.analysis.qk import project
+    >>> x = np.array([[0.0, 0, 0], [1, 0, 0], [0, 2, 0], [1, 0, 0]])
+    >>> y = project(x, method="pca")
+    >>> y.shape, bool((y[1] == y[3]).all())
+    ((4, 2), True)
+    """
+    _check_method(method, dims)
+    x = np.ascontiguousarray(points, dtype=np.float64)
+    if method == "pca":  # linear: identical rows land on one point by themselves
+        uniq, inverse = x, np.arange(len(x))
+        n = len(np.unique(x.view(np.dtype((np.void, x.dtype.itemsize * x.shape[1]))).ravel()[: 10 * MIN_POINTS["pca"]])) \
+            if len(x) < 10 * MIN_POINTS["pca"] else len(x)
+    else:  # one row per distinct point (rows as bytes: a 1-D sort, not a lexsort of columns)
+        rows = x.view(np.dtype((np.void, x.dtype.itemsize * x.shape[1]))).ravel()
+        _, first, inverse = np.unique(rows, return_index=True, return_inverse=True)
+        uniq, inverse = x[first], np.asarray(inverse).reshape(-1)
+        n = len(uniq)
+    if n < MIN_POINTS[method]:
+        raise InputError(
+            f"method={method!r} needs at least {MIN_POINTS[method]} distinct points (queries and "
+            f"keys together); this head has {n}. Embed more inputs, or use method='pca'."
+        )
+    if method == "pca":
+        c = uniq - uniq.mean(0)
+        # principal axes from the d x d covariance (a thin SVD of the N x d points would
+        # also compute an N x d basis nobody needs)
+        vals, vecs = np.linalg.eigh(c.T @ c)
+        y = c @ vecs[:, np.argsort(vals)[::-1][:dims]]
+        if y.shape[1] < dims:
+            y = np.pad(y, ((0, 0), (0, dims - y.shape[1])))
+        # a sign convention, so that the same data give the same picture
+        flip = np.sign(y[np.abs(y).argmax(0), range(dims)])
+        y = y * np.where(flip == 0, 1, flip)
+    elif method == "umap":
+        import umap
+
+        reducer = umap.UMAP(n_components=dims, n_neighbors=min(15, n - 1), random_state=seed,
+                            n_jobs=1, init="spectral" if n > 2 * dims + 10 else "random")
+        with warnings.catch_warnings():  # "spectral initialisation failed, falling back": fine
+            warnings.simplefilter("ignore", UserWarning)
+            y = reducer.fit_transform(uniq)
+    else:
+        from openTSNE import TSNE
+
+        y = np.asarray(TSNE(n_components=dims, perplexity=min(30.0, (n - 1) / 3.0),
+                            random_state=seed, n_jobs=1, verbose=False,
+                            negative_gradient_method="fft" if dims == 2 else "bh").fit(uniq))
+    return np.asarray(y, dtype=np.float32)[inverse]
+
+
+def _row_spearman(a: np.ndarray, closeness: np.ndarray, allowed: np.ndarray) -> np.ndarray:
+    """Spearman correlation (ordinal ranks) of each row of ``a`` with ``closeness`` over the
+    ``allowed`` keys; NaN for rows with fewer than 3 keys or constant values."""
+    cnt = allowed.sum(1, keepdims=True).astype(np.float64)
+
+    def ranks(x: np.ndarray) -> np.ndarray:
+        r = np.argsort(np.argsort(np.where(allowed, x, np.inf), axis=1, kind="stable"), axis=1)
+        return np.where(allowed, r - (cnt - 1) / 2, 0.0)
+
+    ra, rc = ranks(a), ranks(closeness)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        r = (ra * rc).sum(1) / np.sqrt((ra * ra).sum(1) * (rc * rc).sum(1))
+    # a row whose weights are all equal has no order to agree with
+    flat = np.where(allowed, a, -np.inf).max(1) - np.where(allowed, a, np.inf).min(1) <= 0
+    r[(cnt[:, 0] < 3) | flat] = np.nan
+    return r
+
+
+def head_faithfulness(hp: HeadPoints, coords_q: np.ndarray, coords_k: np.ndarray,
+                      space_q: np.ndarray, space_k: np.ndarray) -> dict[str, float]:
+    """How well distance agrees with attention for one head (see :func:`qk_faithfulness`).
+
+    Parameters
+    ----------
+    hp : HeadPoints
+        The head's queries, keys and items.
+    coords_q, coords_k : ndarray
+        ``[N, dims]`` positions of the queries and keys in the picture.
+    space_q, space_k : ndarray
+        ``[N, d]`` the queries and keys in the original space (normalised or not).
+
+    Returns
+    -------
+    dict
+        ``spearman`` (mean over rows of the rank correlation of weight and closeness in
+        the picture), ``nearest_key`` (share of rows whose nearest key in the picture is the
+        key they attend to most), ``nearest_key_original`` (the same in the original
+        space) and ``rows`` (rows counted: those with at least 2 keys to choose from).
+    """
+    rho, near, near_o, rows = [], 0, 0, 0
+    for i in range(len(hp.offsets) - 1):
+        a0, b0 = hp.offsets[i], hp.offsets[i + 1]
+        n = b0 - a0
+        if n < 2:
+            continue
+        w = hp.weights(i)
+        allowed = np.tri(n, dtype=bool) if hp.causal else np.ones((n, n), dtype=bool)
+        d = np.linalg.norm(coords_q[a0:b0, None, :] - coords_k[None, a0:b0, :], axis=-1)
+        do = np.linalg.norm(space_q[a0:b0, None, :] - space_k[None, a0:b0, :], axis=-1)
+        keep = allowed.sum(1) >= 2
+        top = np.where(allowed, w, -np.inf).argmax(1)
+        near += int((np.where(allowed, d, np.inf).argmin(1) == top)[keep].sum())
+        near_o += int((np.where(allowed, do, np.inf).argmin(1) == top)[keep].sum())
+        rows += int(keep.sum())
+        rho.append(_row_spearman(w, -d, allowed))
+    r = np.concatenate(rho) if rho else np.zeros(0)
+    r = r[np.isfinite(r)]
+    return {"spearman": float(r.mean()) if len(r) else float("nan"),
+            "nearest_key": near / rows if rows else float("nan"),
+            "nearest_key_original": near_o / rows if rows else float("nan"), "rows": rows}
+
+
+def embed_head(hp: HeadPoints, *, method: str, dims: int, normalize: bool, seed: int,
+               score: bool = True) -> tuple[np.ndarray, dict[str, float]]:
+    """One head's joint projection and its faithfulness (the unit of work on a worker).
+
+    Parameters
+    ----------
+    hp : HeadPoints
+        The head's queries and keys.
+    method, dims, normalize, seed
+        As in :func:`qk_embedding`.
+    score : bool
+        Also compute :func:`head_faithfulness`.
+
+    Returns
+    -------
+    tuple
+        Float32 ``[2N, dims]`` coordinates (the N queries, then the N keys) and the
+        faithfulness dict (empty without ``score``), with ``seconds`` spent.
+    """
+    t0 = time.perf_counter()
+    q, k = (normalize_qk(hp.queries, hp.keys) if normalize
+            else (hp.queries.astype(np.float64), hp.keys.astype(np.float64)))
+    y = project(np.concatenate([q, k]), method=method, dims=dims, seed=seed)
+    n = len(q)
+    faith = head_faithfulness(hp, y[:n], y[n:], q, k) if score else {}
+    return y, {**faith, "seconds": time.perf_counter() - t0}
+
+
+# ------------------------------------------------------------------ the result
+class QKEmbedding(Result):
+    """Queries and keys of some heads, projected together (:func:`qk_embedding`).
+
+    ``.table`` has one row per point: ``layer``, ``head``, ``item``, ``position``,
+    ``token``, ``role``, ``kind`` (``"query"`` or ``"key"``), ``x``, ``y`` (``z`` for 3-D)
+    and any column joined with :meth:`join`; ``.faithfulness`` is a per-head
+    :class:`~attnkit.results.HeadResult` (``spearman``, ``nearest_key``,
+    ``nearest_key_original``, ``rows``, ``seconds``); ``.meta`` says how it was made.
+
+    Parameters
+    ----------
+    table : DataFrame
+        The points.
+    meta : dict
+        Method, dims, normalisation, seed, heads, items.
+    faithfulness : HeadResult
+        Per-head scores of the picture.
+    sources : list, optional
+        The inputs' queries and keys (for :meth:`item_map` and :meth:`tokens`).
+
+    Examples
+    --------
+    >>> import attnkit as ak
+    >>> from attnkit.testing import tiny_model
+    >>> att = tiny_model("gpt2").attend("The cat sat on the mat and the dog sat too.")
+    >>> emb = ak.qk_embedding(att, heads=[(1, 0)], method="pca")
+    >>> len(emb.table) == 2 * len(att), sorted(emb.table["kind"].unique())
+    (True, ['key', 'query'])
+    """
+
+    def __init__(self, table: pd.DataFrame, meta: dict[str, Any], *, faithfulness: HeadResult,
+                 sources: list[_Item] | None = None) -> None:
+        super().__init__(table, meta, plot="qk_embedding")
+        self.faithfulness = faithfulness
+        self._sources = list(sources or [])
+
+    def __repr__(self) -> str:
+        m = self.meta
+        return (f"QKEmbedding({len(self.table)} points, {len(m.get('heads', []))} heads, "
+                f"{m.get('method')} {m.get('dims')}-D, normalize={m.get('normalize')})")
+
+    def head(self, layer: int, head: int) -> pd.DataFrame:
+        """The points of one head.
+
+        Parameters
+        ----------
+        layer, head : int
+            0-indexed.
+
+        Returns
+        -------
+        DataFrame
+            Rows of :attr:`table` of that head.
+
+        Raises
+        ------
+        InputError
+            For a head the embedding does not hold.
+
+        Examples
+        --------
+        >>> import attnkit as ak
+        >>> from attnkit.testing import tiny_model
+        >>> emb = ak.qk_embedding(tiny_model("gpt2").attend("One two three four five six."),
+        ...                       method="pca")
+        >>> len(emb.head(0, 1)) == len(emb.table) // 4
+        True
+        """
+        if (int(layer), int(head)) not in [tuple(x) for x in self.meta["heads"]]:
+            raise InputError(f"Head {(layer, head)} is not in this embedding; it holds "
+                             f"{[tuple(x) for x in self.meta['heads']]}.")
+        t = self.table
+        return t[(t["layer"] == layer) & (t["head"] == head)]
+
+    def tokens(self, item: int) -> list[str]:
+        """The tokens of one input (its sentence, position by position).
+
+        Parameters
+        ----------
+        item : int
+            The ``item`` of a point.
+
+        Returns
+        -------
+        list of str
+
+        Examples
+        --------
+        >>> import attnkit as ak
+        >>> from attnkit.testing import tiny_model
+        >>> emb = ak.qk_embedding(tiny_model("bert").attend("The cat sat on the mat."), method="pca")
+        >>> emb.tokens(0)[:3]
+        ['[CLS]', 'the', 'cat']
+        """
+        return list(self._source(item).tokens)
+
+    def item_map(self, item: int, layer: int, head: int) -> np.ndarray:
+        """Attention weights ``[n, n]`` of one input and head, recomputed from its queries and
+        keys (rows *from*, columns *to*).
+
+        Parameters
+        ----------
+        item : int
+            The ``item`` of a point.
+        layer, head : int
+            0-indexed.
+
+        Returns
+        -------
+        ndarray
+            Float32 ``[n, n]``; rows sum to 1.
+
+        Examples
+        --------
+        >>> import attnkit as ak
+        >>> from attnkit.testing import tiny_model
+        >>> att = tiny_model("gpt2").attend("The cat sat on the mat.")
+        >>> emb = ak.qk_embedding(att, method="pca")
+        >>> bool(abs(emb.item_map(0, 1, 0) - att.map(1, 0)).max() < 1e-5)
+        True
+        """
+        it = self._source(item)
+        return scores(it.states, layer, head, causal=it.causal)
+
+    def _source(self, item: int) -> _Item:
+        for it in self._sources:
+            if it.item == int(item):
+                return it
+        raise InputError(f"Item {item} is not in this embedding (items 0..{len(self._sources) - 1}).")
+
+    def join(self, data: pd.DataFrame, *, on: Sequence[str] = ("item", "position")) -> QKEmbedding:
+        """A copy with more columns per point (part of speech, relation, ...).
+
+        Parameters
+        ----------
+        data : DataFrame
+            Columns ``on`` and the new columns; one row per ``on`` value (e.g. per token).
+        on : sequence of str
+            Columns to match (default item and position).
+
+        Returns
+        -------
+        QKEmbedding
+            Same points, in the same order, with the new columns (missing values where
+            ``data`` has no row).
+
+        Raises
+        ------
+        InputError
+            When ``data`` lacks a column of ``on`` or repeats a key.
+
+        Examples
+        --------
+        >>> import pandas as pd, attnkit as ak
+        >>> from attnkit.testing import tiny_model
+        >>> emb = ak.qk_embedding(tiny_model("bert").attend("The cat sat."), method="pca")
+        >>> pos = pd.DataFrame({"item": 0, "position": [2], "pos": ["NOUN"]})
+        >>> emb.join(pos).table.query("position == 2")["pos"].unique().tolist()
+        ['NOUN']
+        """
+        on = list(on)
+        missing = [c for c in on if c not in data.columns]
+        if missing:
+            raise InputError(f"join: data has no column {missing}; it needs {on}.")
+        if data.duplicated(on).any():
+            raise InputError(f"join: data repeats some {on}; keep one row per {on}.")
+        new = [c for c in data.columns if c not in on]
+        clash = [c for c in new if c in self.table.columns]
+        if clash:
+            raise InputError(f"join: columns {clash} are already in the table.")
+        table = self.table.merge(data, on=on, how="left", sort=False)
+        table.index = self.table.index
+        return QKEmbedding(table, self.meta, faithfulness=self.faithfulness, sources=self._sources)
+
+
+# ------------------------------------------------------------------ the functions
+def _run(hps: list[HeadPoints], client: Any, progress: bool, **options: Any) -> list[Any]:
+    if client is None:
+        bar = _bar(hps, show=progress and len(hps) > 1, desc="query-key space", unit="head")
+        return [embed_head(hp, **options) for hp in bar]
+    from .. import engine
+
+    c, owned = engine.connect(client)
+    try:
+        futures = [c.submit(embed_head, c.scatter(hp, direct=True), pure=False, **options) for hp in hps]
+        return c.gather(futures)
+    finally:
+        if owned:
+            c.close()
+
+
+def qk_embedding(
+    attentions: Any,
+    *,
+    heads: Sequence[tuple[int, int]] | None = None,
+    method: str = "umap",
+    dims: int = 2,
+    normalize: bool = True,
+    seed: int = 0,
+    client: Any = None,
+    progress: bool = True,
+) -> QKEmbedding:
+    """Queries and keys of each head projected together (AttentionViz, Yeh et al. 2023).
+
+    Per head, over every position of every input: AttentionViz's normalisation (keys
+    translated so their mean equals the queries' mean, then queries and keys scaled so their
+    mean norms match; :func:`normalize_qk`) — **it changes no attention weight**, since the
+    translation adds ``q . t`` to every score of a row (removed by the row's softmax) and the
+    scaling multiplies queries by ``c`` and keys by ``1 / c`` — then one projection of the
+    ``2N`` points together.
+
+    Parameters
+    ----------
+    attentions : Attention, LazyAttention, AttentionSet or iterable of Attention
+        Token-level attention that keeps queries and keys: ``model.attend(text)``,
+        ``model.attend(text, lazy=True)``, or a store extracted with ``keep="qk"``.
+    heads : sequence of (layer, head), optional
+        0-indexed heads to embed; ``None`` embeds every head of the kept layers.
+    method : {"umap", "tsne", "pca"}
+        UMAP (umap-learn), t-SNE (openTSNE) or PCA.
+    dims : {2, 3}
+        Dimensions of the picture.
+    normalize : bool
+        Apply the normalisation first (AttentionViz does).
+    seed : int
+        The only source of randomness (UMAP, t-SNE).
+    client : dask.distributed.Client or str, optional
+        Embed the heads in parallel on this Dask cluster; ``None`` runs here, with the
+        same results.
+    progress : bool
+        Show a progress bar over heads.
+
+    Returns
+    -------
+    QKEmbedding
+        ``.table`` one row per point (``layer``, ``head``, ``item``, ``position``, ``token``,
+        ``role``, ``kind``, ``x``, ``y``, and ``z`` for 3-D); ``.faithfulness`` per head
+        (:func:`head_faithfulness`); ``.meta``.
+
+    Raises
+    ------
+    InputError
+        Attention without queries and keys, heads or layers out of range, an unknown or
+        not installed method, fewer points than the method needs, NaN in queries or keys.
+
+    Examples
+    --------
+    >>> import attnkit as ak
+    >>> from attnkit.testing import tiny_model
+    >>> att = tiny_model("llama").attend("The cat sat on the mat.")
+    >>> emb = ak.qk_embedding(att, method="pca", dims=3)
+    >>> list(emb.table.columns)
+    ['layer', 'head', 'item', 'position', 'token', 'role', 'kind', 'x', 'y', 'z']
+    >>> emb.faithfulness.table.index.names, len(emb.faithfulness.table)
+    (FrozenList(['layer', 'head']), 4)
+    """
+    _check_method(method, dims)
+    items = _sources(attentions)
+    chosen = _heads(items, heads)
+    by_layer: dict[int, list[int]] = {}
+    for l, h in chosen:
+        by_layer.setdefault(l, []).append(h)
+    hps = [hp for l, hs in by_layer.items() for hp in _gather(items, l, hs)]
+    results = _run(hps, client, progress, method=method, dims=dims, normalize=normalize, seed=seed)
+    # the per-point columns shared by every head
+    item_col = np.concatenate([np.full(len(it.tokens), it.item, dtype=np.int64) for it in items])
+    pos_col = np.concatenate([np.arange(len(it.tokens), dtype=np.int64) for it in items])
+    tok_col = np.concatenate([np.asarray(it.tokens, dtype=object) for it in items])
+    role_col = np.concatenate([np.asarray(it.roles, dtype=object) for it in items])
+    n = len(item_col)
+    frames, rows = [], []
+    axes = ["x", "y", "z"][:dims]
+    for hp, (y, faith) in zip(hps, results):
+        cols: dict[str, Any] = {
+            "layer": np.full(2 * n, hp.layer, dtype=np.int64),
+            "head": np.full(2 * n, hp.head, dtype=np.int64),
+            "item": np.tile(item_col, 2), "position": np.tile(pos_col, 2),
+            "token": np.tile(tok_col, 2), "role": np.tile(role_col, 2),
+            "kind": np.repeat(np.array(["query", "key"], dtype=object), n),
+        }
+        for j, a in enumerate(axes):
+            cols[a] = y[:, j]
+        frames.append(pd.DataFrame(cols))
+        rows.append({"layer": hp.layer, "head": hp.head, **faith})
+    table = pd.concat(frames, ignore_index=True)
+    table["kind"] = pd.Categorical(table["kind"], categories=["query", "key"])
+    faith_table = pd.DataFrame(rows).set_index(["layer", "head"])
+    meta = {"method": method, "dims": dims, "normalize": normalize, "seed": seed,
+            "heads": [list(x) for x in chosen], "n_items": len(items), "n_positions": n,
+            "citation": "Yeh et al. 2023, AttentionViz (IEEE VIS)"}
+    faith_res = HeadResult(faith_table, {**meta, "what": "faithfulness of the picture"},
+                           value="spearman")
+    return QKEmbedding(table, meta, faithfulness=faith_res, sources=items)
+
+
+def qk_faithfulness(
+    attentions: Any,
+    *,
+    heads: Sequence[tuple[int, int]] | None = None,
+    method: str = "umap",
+    dims: int = 2,
+    seed: int = 0,
+    client: Any = None,
+    progress: bool = True,
+) -> HeadResult:
+    """How faithful a query–key picture is, with and without AttentionViz's normalisation.
+
+    Embeds each head twice (:func:`qk_embedding` with ``normalize=True`` and ``False``) and
+    reports, per head and for each: ``spearman`` — the rank correlation, per row, between
+    the attention weight of each key and the closeness of the query to it in the picture,
+    averaged over rows (1: distance orders keys exactly as attention does); ``nearest_key``
+    — the share of rows whose nearest key in the picture is the key they attend to most;
+    ``nearest_key_original`` — the same share in the original ``d``-dimensional space.
+
+    Parameters
+    ----------
+    attentions : Attention, LazyAttention, AttentionSet or iterable of Attention
+        Attention that keeps queries and keys (see :func:`qk_embedding`).
+    heads : sequence of (layer, head), optional
+        0-indexed heads; ``None`` for every kept head.
+    method : {"umap", "tsne", "pca"}
+        The projection.
+    dims : {2, 3}
+        Dimensions of the picture.
+    seed : int
+        The only source of randomness.
+    client : dask.distributed.Client or str, optional
+        Run the heads on this Dask cluster.
+    progress : bool
+        Show progress bars.
+
+    Returns
+    -------
+    HeadResult
+        Indexed by ``(layer, head)``; columns ``<score>_raw`` and ``<score>_normalized`` for
+        ``spearman``, ``nearest_key``, ``nearest_key_original``, and ``rows``.
+
+    Raises
+    ------
+    InputError
+        As :func:`qk_embedding`.
+
+    Examples
+    --------
+    >>> import attnkit as ak
+    >>> from attnkit.testing import tiny_model
+    >>> att = tiny_model("gpt2").attend("The cat sat on the mat and the dog sat on the rug.")
+    >>> r = ak.qk_faithfulness(att, method="pca")
+    >>> sorted(r.table.columns)[:3]
+    ['nearest_key_normalized', 'nearest_key_original_normalized', 'nearest_key_original_raw']
+    """
+    parts = {}
+    for norm, name in ((False, "raw"), (True, "normalized")):
+        emb = qk_embedding(attentions, heads=heads, method=method, dims=dims, normalize=norm,
+                           seed=seed, client=client, progress=progress)
+        f = emb.faithfulness.table
+        parts[name] = f
+    table = pd.DataFrame(index=parts["raw"].index)
+    for col in ("spearman", "nearest_key", "nearest_key_original"):
+        for name in ("raw", "normalized"):
+            table[f"{col}_{name}"] = parts[name][col]
+    table["rows"] = parts["raw"]["rows"]
+    return HeadResult(table, {"method": method, "dims": dims, "seed": seed,
+                              "citation": "Yeh et al. 2023, AttentionViz (IEEE VIS)"},
+                      value="spearman_normalized")

@@ -1,0 +1,90 @@
+"""Figures of :func:`attnkit.qk_embedding`: one head's queries and keys in one picture, or
+every head as small multiples (AttentionViz's matrix view)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..errors import InputError
+from .common import figure_axes
+
+#: Colours of queries and keys (colour-blind safe: Okabe–Ito orange and blue).
+KIND_COLORS = {"query": "#E69F00", "key": "#0072B2"}
+
+
+def _draw(ax: Any, pts: Any, size: float) -> None:
+    for kind, colour in KIND_COLORS.items():
+        sel = pts[pts["kind"] == kind]
+        ax.scatter(sel["x"], sel["y"], s=size, c=colour, linewidths=0, alpha=0.7,
+                   label=kind, rasterized=True)
+    ax.set_xticks([])
+    ax.set_yticks([])
+    ax.set_aspect("equal", adjustable="datalim")
+
+
+def plot_qk_embedding(embedding: Any, ax: Any = None, layer: int | None = None,
+                      head: int | None = None, **options: Any) -> Any:
+    """Queries (orange) and keys (blue) of one head; with no head given and several heads in
+    the embedding (and no ``ax``), a grid of every head, labelled "L-H" 1-indexed.
+
+    Parameters
+    ----------
+    embedding : QKEmbedding
+        What :func:`attnkit.qk_embedding` returned.
+    ax : matplotlib Axes, optional
+        Draw one head there.
+    layer, head : int, optional
+        0-indexed head to draw (default: the first of the embedding).
+    **options
+        ``size`` of a point (default from the number of points).
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+
+    Raises
+    ------
+    InputError
+        For a head the embedding does not hold.
+
+    Examples
+    --------
+    >>> import attnkit as ak
+    >>> from attnkit.plot.qk import plot_qk_embedding
+    >>> from attnkit.testing import tiny_model
+    >>> emb = ak.qk_embedding(tiny_model("gpt2").attend("The cat sat on the mat."), method="pca")
+    >>> len(plot_qk_embedding(emb).axes), len(plot_qk_embedding(emb, layer=1, head=0).axes)
+    (4, 1)
+    """
+    import matplotlib.pyplot as plt
+
+    heads = [tuple(h) for h in embedding.meta["heads"]]
+    table = embedding.table
+    one = ax is not None or layer is not None or len(heads) == 1
+    if one:
+        key = (layer, head) if layer is not None else heads[0]
+        if key not in heads:
+            raise InputError(f"Head {key} is not in this embedding ({heads}).")
+        pts = table[(table["layer"] == key[0]) & (table["head"] == key[1])]
+        fig, ax = figure_axes(ax, (4.0, 4.0))
+        _draw(ax, pts, options.get("size", max(1.0, 30.0 / np.sqrt(max(len(pts), 1) / 100))))
+        ax.set_title(f"head {key[0] + 1}-{key[1] + 1} (1-indexed)")
+        ax.legend(loc="best", fontsize=8, markerscale=3)
+        return fig
+    layers = sorted({h[0] for h in heads})
+    n_heads = max(h[1] for h in heads) + 1
+    fig, axes = plt.subplots(len(layers), n_heads, figsize=(1.3 * n_heads + 0.5, 1.3 * len(layers) + 0.5),
+                             squeeze=False)
+    groups = dict(tuple(table.groupby(["layer", "head"], sort=False)))
+    for r, l in enumerate(layers):
+        for c in range(n_heads):
+            a = axes[r][c]
+            if (l, c) in groups:
+                _draw(a, groups[(l, c)], options.get("size", 1.0))
+                a.set_title(f"{l + 1}-{c + 1}", fontsize=7)
+            else:
+                a.axis("off")
+    fig.suptitle("queries (orange) and keys (blue) per head, L-H 1-indexed", fontsize=9)
+    return fig

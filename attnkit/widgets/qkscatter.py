@@ -1,0 +1,444 @@
+"""QKScatter widget: the queries and keys of heads in one picture, drawn with WebGL
+(regl-scatterplot), a million points at a time (AttentionViz, Yeh et al. 2023)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import traitlets
+from matplotlib.figure import Figure
+
+from ..errors import InputError
+from ..plot.qk import KIND_COLORS, plot_qk_embedding
+from ._base import AttnkitWidget, check_layer_head
+from ._codec import read, wire
+
+#: Bytes of points a widget sends (and a saved notebook or report embeds) at most: 8 MB is
+#: 1.3 million points in one head, or every point of 144 heads of 9,000 positions.
+MAX_BYTES = 8_000_000
+#: Most categories a column is coloured by (numeric columns are cut into this many bins).
+MAX_CATEGORIES = 20
+#: Categorical colours (Okabe–Ito first, then Tableau 20 tones), visible on light and dark.
+PALETTE = ["#E69F00", "#0072B2", "#009E73", "#CC79A7", "#D55E00", "#56B4E9", "#F0E442",
+           "#8C564B", "#7F7F7F", "#17BECF", "#BCBD22", "#9467BD", "#E377C2", "#1F77B4",
+           "#FF7F0E", "#2CA02C", "#D62728", "#AEC7E8", "#98DF8A", "#C49C94"]
+#: Sequential colours of binned numeric columns (viridis, light enough on dark too).
+SEQUENTIAL = ["#440154", "#482878", "#3E4A89", "#31688E", "#26828E", "#1F9E89", "#35B779",
+              "#6DCD59", "#B4DE2C", "#FDE725"]
+
+
+def _normalised(xy: np.ndarray) -> np.ndarray:
+    """``xy`` fitted into [-0.95, 0.95]², aspect kept (regl-scatterplot's device coordinates)."""
+    if len(xy) == 0:
+        return xy.astype(np.float32)
+    lo, hi = xy.min(0), xy.max(0)
+    span = float((hi - lo).max()) or 1.0
+    return ((xy - (lo + hi) / 2) / span * 1.9).astype(np.float32)
+
+
+class QKScatter(AttnkitWidget):
+    """Queries and keys of one head, or every head as small multiples, drawn on WebGL.
+
+    Points travel as binary buffers: float16 positions (4 bytes), a uint8 colour code and, in
+    the matrix view, a uint8 panel (6 bytes a point at most). The view pans and zooms (scroll
+    or drag; ``+``/``-``/arrows/``0`` on the keyboard), colours points by any column with a
+    legend, shows the hovered token in its sentence (asked from the kernel), syncs a lasso
+    selection (Shift + drag) to :attr:`selected`, and sets :attr:`clicked`; in the matrix
+    view a click (or Enter on the focused panel) opens that head. Without JavaScript the
+    notebook shows a PNG of the same picture.
+
+    Parameters
+    ----------
+    embedding : QKEmbedding
+        What :func:`attnkit.qk_embedding` returned.
+    layer, head : int, optional
+        The head shown first (0-indexed); default the first of the embedding.
+    mode : {"head", "matrix"}
+        One head, or every head as small multiples (AttentionViz's global view).
+    color_by : str
+        ``"kind"`` (query or key), ``"position"``, ``"role"``, ``"token"``, or any column
+        of the embedding's table (a joined part of speech, ...).
+    max_bytes : int
+        Most bytes of points sent (and embedded in saved notebooks and reports); beyond it
+        a seeded random sample of points is drawn, and the status line says so.
+    title : str, optional
+        Title above the plot.
+
+    Raises
+    ------
+    InputError
+        For a head not in the embedding, an unknown mode or colour column.
+
+    Examples
+    --------
+    >>> import attnkit as ak
+    >>> from attnkit.testing import tiny_model
+    >>> emb = ak.qk_embedding(tiny_model("gpt2").attend("The cat sat on the mat."), method="pca")
+    >>> view = ak.QKScatter(emb, layer=1, head=0)
+    >>> view.n_points == len(emb.head(1, 0)), view.categories
+    (True, ['query', 'key'])
+    """
+
+    _bundle_name = "qkscatter"
+    points = traitlets.Dict().tag(sync=True)
+    codes = traitlets.Dict().tag(sync=True)
+    panels = traitlets.Dict().tag(sync=True)
+    panel_heads = traitlets.List(traitlets.List(traitlets.Int())).tag(sync=True)
+    n_points = traitlets.Int(0).tag(sync=True)
+    n_total = traitlets.Int(0).tag(sync=True)
+    categories = traitlets.List(traitlets.Unicode()).tag(sync=True)
+    colors = traitlets.List(traitlets.Unicode()).tag(sync=True)
+    color_by = traitlets.Unicode("kind").tag(sync=True)
+    columns = traitlets.List(traitlets.Unicode()).tag(sync=True)
+    mode = traitlets.Unicode("head").tag(sync=True)
+    layer = traitlets.Int(0).tag(sync=True)
+    head = traitlets.Int(0).tag(sync=True)
+    selection = traitlets.Dict().tag(sync=True)
+    clicked = traitlets.Int(-1).tag(sync=True)
+
+    def __init__(self, embedding: Any, *, layer: int | None = None, head: int | None = None,
+                 mode: str = "head", color_by: str = "kind", max_bytes: int = MAX_BYTES,
+                 title: str | None = None) -> None:
+        table = getattr(embedding, "table", None)
+        if table is None or not {"x", "y", "kind", "layer", "head"} <= set(table.columns):
+            raise InputError("QKScatter takes what attnkit.qk_embedding returned.")
+        self._emb = embedding
+        self._heads = [tuple(int(v) for v in h) for h in embedding.meta["heads"]]
+        if len(self._heads) > 255:
+            raise InputError(f"The matrix view holds at most 255 heads; this embedding has {len(self._heads)}.")
+        self._max_bytes = int(max_bytes)
+        self._rows = np.zeros(0, dtype=np.int64)
+        l0, h0 = self._heads[0] if layer is None else (layer, 0 if head is None else head)
+        self._check_head(l0, h0)
+        self._check_mode(mode)
+        self._check_color(color_by)
+        super().__init__(layer=int(l0), head=int(h0), mode=mode, color_by=color_by,
+                         columns=self._colourable(), panel_heads=[list(h) for h in self._heads],
+                         title=title or "Queries and keys")
+        self._refresh()
+        self.observe(lambda _c: self._refresh(), names=["layer", "head", "mode"])
+        self.observe(lambda _c: self._recolour(), names=["color_by"])
+        self.observe(self._open_clicked, names=["clicked"])
+        self.on_msg(self._on_msg)
+        self._linked: Any = None
+
+    # ------------------------------------------------------------------ checks
+    def _check_head(self, layer: int, head: int) -> None:
+        n_layers = max(h[0] for h in self._heads) + 1
+        n_heads = max(h[1] for h in self._heads) + 1
+        layer, head = check_layer_head(layer, head, n_layers, n_heads)
+        if (layer, head) not in self._heads:
+            raise InputError(f"Head {(layer, head)} is not in this embedding; it holds {self._heads}.")
+
+    @staticmethod
+    def _check_mode(mode: str) -> None:
+        if mode not in ("head", "matrix"):
+            raise InputError(f"mode must be 'head' or 'matrix', not {mode!r}.")
+
+    def _colourable(self) -> list[str]:
+        skip = {"x", "y", "z", "layer", "head"}
+        return [c for c in self._emb.table.columns if c not in skip]
+
+    def _check_color(self, column: str) -> None:
+        if column not in self._colourable():
+            raise InputError(f"color_by must be one of {self._colourable()}, not {column!r}.")
+
+    @traitlets.validate("mode")
+    def _valid_mode(self, proposal: dict) -> str:
+        self._check_mode(proposal["value"])
+        return proposal["value"]
+
+    @traitlets.validate("color_by")
+    def _valid_color(self, proposal: dict) -> str:
+        self._check_color(proposal["value"])
+        return proposal["value"]
+
+    # ------------------------------------------------------------------ data
+    def _shown(self) -> np.ndarray:
+        """Rows of the table the view draws (a seeded sample beyond the byte budget)."""
+        t = self._emb.table
+        if self.mode == "head":
+            rows = np.flatnonzero(((t["layer"] == self.layer) & (t["head"] == self.head)).to_numpy())
+            per_point = 5
+        else:
+            rows = np.arange(len(t))
+            per_point = 6
+        most = max(1, self._max_bytes // per_point)
+        self.n_total = len(rows)
+        if len(rows) > most:
+            rng = np.random.default_rng(0)
+            rows = np.sort(rng.choice(rows, size=most, replace=False))
+        return rows
+
+    def _refresh(self) -> None:
+        t = self._emb.table
+        rows = self._shown()
+        self._rows = rows
+        xy = t[["x", "y"]].to_numpy(dtype=np.float32)[rows]
+        if self.mode == "head":
+            pts = _normalised(xy)
+            panels: dict = {}
+        else:
+            lh = t[["layer", "head"]].to_numpy()[rows]
+            index = {h: i for i, h in enumerate(self._heads)}
+            panel = np.fromiter((index[(int(a), int(b))] for a, b in lh), dtype=np.int64, count=len(lh))
+            pts = np.zeros_like(xy)
+            for i in range(len(self._heads)):
+                sel = panel == i
+                pts[sel] = _normalised(xy[sel])
+            panels = wire(panel, "uint8")
+        self.set_trait("selection", {})
+        with self.hold_sync():
+            self.points = wire(pts, "float16")
+            self.panels = panels
+            self.n_points = len(rows)
+            self._recolour()
+
+    def _recolour(self) -> None:
+        col = self._emb.table[self.color_by].iloc[self._rows] if len(self._rows) else pd.Series([], dtype=object)
+        codes, cats, colors = _categories(col, self.color_by)
+        with self.hold_sync():
+            self.codes = wire(codes, "uint8")
+            self.categories = cats
+            self.colors = colors
+
+    # ------------------------------------------------------------------ Python side
+    @property
+    def selected(self) -> pd.DataFrame:
+        """The points of the lasso selection (rows of the embedding's table).
+
+        Returns
+        -------
+        DataFrame
+            Empty when nothing is selected.
+
+        Examples
+        --------
+        >>> import attnkit as ak
+        >>> from attnkit.testing import tiny_model
+        >>> view = ak.QKScatter(ak.qk_embedding(tiny_model("gpt2").attend("The cat sat."), method="pca"))
+        >>> view.select([0, 1]); view.selected[["kind", "position"]].values.tolist()
+        [['query', 0], ['query', 1]]
+        """
+        if not self.selection:
+            return self._emb.table.iloc[[]]
+        idx = np.asarray(read(self.selection), dtype=np.int64)
+        idx = idx[(idx >= 0) & (idx < len(self._rows))]
+        return self._emb.table.iloc[self._rows[idx]]
+
+    def select(self, ids: Sequence[int]) -> None:
+        """Select points by their index in the drawn picture (what a lasso does).
+
+        Parameters
+        ----------
+        ids : sequence of int
+            Indices into the drawn points (``0 .. n_points - 1``).
+
+        Returns
+        -------
+        None
+
+        Raises
+        ------
+        InputError
+            For an index outside the drawn points.
+
+        Examples
+        --------
+        >>> import attnkit as ak
+        >>> from attnkit.testing import tiny_model
+        >>> view = ak.QKScatter(ak.qk_embedding(tiny_model("gpt2").attend("The cat sat."), method="pca"))
+        >>> view.select([2]); len(view.selected)
+        1
+        """
+        idx = np.asarray(list(ids), dtype=np.int64)
+        if idx.size and (idx.min() < 0 or idx.max() >= self.n_points):
+            raise InputError(f"point indices must be in 0..{self.n_points - 1}.")
+        self.selection = wire(idx, "uint32") if idx.size else {}
+
+    def point(self, ids: int) -> dict[str, Any]:
+        """What the view shows on hover: the point's row and its sentence.
+
+        Parameters
+        ----------
+        ids : int
+            The index of one drawn point.
+
+        Returns
+        -------
+        dict
+            ``layer``, ``head``, ``item``, ``position``, ``token``, ``kind``, ``role``,
+            ``tokens`` (the sentence) and ``value`` (the colour column's value).
+
+        Raises
+        ------
+        InputError
+            For an index outside the drawn points.
+
+        Examples
+        --------
+        >>> import attnkit as ak
+        >>> from attnkit.testing import tiny_model
+        >>> view = ak.QKScatter(ak.qk_embedding(tiny_model("bert").attend("The cat sat."), method="pca"))
+        >>> p = view.point(2); p["token"], p["kind"], p["tokens"][p["position"]]
+        ('cat', 'query', 'cat')
+        """
+        if not 0 <= int(ids) < len(self._rows):
+            raise InputError(f"point {ids} is outside the {len(self._rows)} drawn points.")
+        row = self._emb.table.iloc[int(self._rows[int(ids)])]
+        out = {k: (v.item() if hasattr(v, "item") else v) for k, v in row.items() if k in
+               ("layer", "head", "item", "position", "token", "kind", "role")}
+        out["kind"] = str(out["kind"])
+        out["value"] = str(row[self.color_by])
+        out["tokens"] = self._emb.tokens(int(row["item"]))
+        return out
+
+    def answer(self, data: dict[str, Any]) -> dict[str, Any]:
+        """The kernel's reply to the front end's hover request ``{"type": "point", "index",
+        "id"}``: :meth:`point` and the request's ``id`` (or an ``error``).
+
+        Parameters
+        ----------
+        data : dict
+            The request.
+
+        Returns
+        -------
+        dict
+            The reply.
+
+        Examples
+        --------
+        >>> import attnkit as ak
+        >>> from attnkit.testing import tiny_model
+        >>> view = ak.QKScatter(ak.qk_embedding(tiny_model("bert").attend("The cat sat."), method="pca"))
+        >>> view.answer({"type": "point", "index": 99, "id": 3})["error"]
+        'point 99 is outside the 12 drawn points.'
+        """
+        try:
+            return {"id": data.get("id"), **self.point(int(data.get("index", -1)))}
+        except (InputError, TypeError, ValueError) as err:
+            return {"id": data.get("id"), "error": str(err)}
+
+    def _on_msg(self, _widget: Any, content: dict[str, Any], _buffers: Sequence[bytes]) -> None:
+        if isinstance(content, dict) and content.get("type") == "point":
+            self.send(self.answer(content))
+
+    def _open_clicked(self, change: dict) -> None:
+        i = int(change["new"])
+        if not 0 <= i < len(self._rows):
+            return
+        row = self._emb.table.iloc[int(self._rows[i])]
+        if self.mode == "matrix":
+            with self.hold_trait_notifications():
+                self.layer, self.head, self.mode = int(row["layer"]), int(row["head"]), "head"
+            return
+        if self._linked is not None and str(row["kind"]) == "query":
+            self._show_map(int(row["item"]), int(row["layer"]), int(row["head"]), int(row["position"]))
+
+    def _show_map(self, item: int, layer: int, head: int, position: int) -> None:
+        from ..attention import Attention
+        from .heatmap import Heatmap
+
+        m = self._emb.item_map(item, layer, head)
+        att = Attention.from_maps(m[None, None], self._emb.tokens(item), causal=bool(np.triu(m, 1).max() == 0))
+        heat = Heatmap(att, layer=0, head=0,
+                       title=f"item {item}, head {layer + 1}-{head + 1}: row {position} ({self._emb.tokens(item)[position]})")
+        self._linked.children = [heat]
+
+    def linked_heatmap(self) -> Any:
+        """A box that shows, as a :class:`~attnkit.widgets.Heatmap`, the sentence of the
+        query point clicked last (its map for the open head).
+
+        Returns
+        -------
+        ipywidgets.VBox
+            Display it beside the scatter.
+
+        Examples
+        --------
+        >>> import attnkit as ak
+        >>> from attnkit.testing import tiny_model
+        >>> view = ak.QKScatter(ak.qk_embedding(tiny_model("gpt2").attend("The cat sat."), method="pca"))
+        >>> box = view.linked_heatmap(); view.clicked = 1
+        >>> type(box.children[0]).__name__
+        'Heatmap'
+        """
+        import ipywidgets
+
+        if self._linked is None:
+            self._linked = ipywidgets.VBox([])
+        return self._linked
+
+    # ------------------------------------------------------------------ static copy
+    def figure(self, *, preview: bool = False) -> Figure:
+        """The matplotlib figure of the view: the open head, or every head (matrix).
+
+        Parameters
+        ----------
+        preview : bool
+            Draw at most 50,000 points a head (what notebooks embed).
+
+        Returns
+        -------
+        matplotlib.figure.Figure
+
+        Examples
+        --------
+        >>> import attnkit as ak
+        >>> from attnkit.testing import tiny_model
+        >>> emb = ak.qk_embedding(tiny_model("gpt2").attend("The cat sat."), method="pca")
+        >>> len(ak.QKScatter(emb, mode="matrix").figure().axes)
+        4
+        """
+        emb = self._emb
+        if preview and len(emb.table) > 50_000 * (1 if self.mode == "head" else len(self._heads)):
+            emb = _Thin(emb, 50_000 * (1 if self.mode == "head" else len(self._heads)))
+        if self.mode == "head":
+            return plot_qk_embedding(emb, layer=self.layer, head=self.head)
+        return plot_qk_embedding(emb)
+
+    def _alt_text(self) -> str:
+        if self.mode == "matrix":
+            return f"Queries (orange) and keys (blue) of {len(self._heads)} heads"
+        return f"Queries (orange) and keys (blue) of head {self.layer + 1}-{self.head + 1}"
+
+
+class _Thin:
+    """An embedding's table thinned to ``most`` points (seeded), for a quick static copy."""
+
+    def __init__(self, emb: Any, most: int) -> None:
+        rng = np.random.default_rng(0)
+        rows = np.sort(rng.choice(len(emb.table), size=most, replace=False))
+        self.table = emb.table.iloc[rows]
+        self.meta = emb.meta
+
+
+def _categories(col: pd.Series, name: str) -> tuple[np.ndarray, list[str], list[str]]:
+    """Codes (uint8), category labels and colours of a column: query/key in their colours,
+    numbers cut into at most :data:`MAX_CATEGORIES` bins, other values by frequency (the
+    rarest pooled as "other")."""
+    if name == "kind":
+        cats = ["query", "key"]
+        codes = np.where(col.astype(str).to_numpy() == "key", 1, 0)
+        return codes.astype(np.uint8), cats, [KIND_COLORS["query"], KIND_COLORS["key"]]
+    if pd.api.types.is_numeric_dtype(col) and col.nunique() > MAX_CATEGORIES:
+        values = col.to_numpy(dtype=np.float64)
+        edges = np.unique(np.nanquantile(values, np.linspace(0, 1, 11)))
+        codes = np.clip(np.searchsorted(edges, values, side="right") - 1, 0, max(len(edges) - 2, 0))
+        cats = [f"{edges[i]:g}–{edges[i + 1]:g}" for i in range(max(len(edges) - 1, 1))]
+        colors = [SEQUENTIAL[round(i * (len(SEQUENTIAL) - 1) / max(len(cats) - 1, 1))] for i in range(len(cats))]
+        codes = np.where(np.isnan(values), len(cats), codes)
+        return codes.astype(np.uint8), cats + ["missing"], colors + ["#999999"]
+    labels = col.astype(str).where(col.notna(), "missing")
+    counts = labels.value_counts()
+    top = list(counts.index[: MAX_CATEGORIES - 1]) if len(counts) > MAX_CATEGORIES else list(counts.index)
+    if pd.api.types.is_numeric_dtype(col):
+        top = sorted(top, key=lambda s: float(s) if s != "missing" else np.inf)
+    where = {c: i for i, c in enumerate(top)}
+    codes = labels.map(where).fillna(len(top)).to_numpy(dtype=np.int64)
+    cats = [str(c) for c in top] + (["other"] if len(counts) > len(top) else [])
+    return codes.astype(np.uint8), cats, PALETTE[: len(cats)]

@@ -1,0 +1,280 @@
+// QKScatter: the queries and keys of one head (or every head as small multiples) in one
+// picture, drawn with WebGL by regl-scatterplot, so a million points pan and zoom smoothly.
+// Points arrive as binary traits (float16 positions in [-1, 1], uint8 colour codes, uint8
+// panels in the matrix view). Hover asks the kernel for the token in its sentence (offline,
+// the tooltip says what the colour means); Shift + drag lassoes points (synced to Python as
+// `selection`); a click sets `clicked` (the kernel opens the head in the matrix view, or
+// shows the sentence's map in a linked Heatmap). Keyboard: + / − zoom, arrows pan, 0 fits,
+// M toggles the matrix, Enter opens the panel under the centre, Escape clears the selection.
+
+import createScatterplot from "regl-scatterplot";
+import { readArray, readFloats, WireArray } from "./lib/codec";
+import { headLabel } from "./lib/labels";
+import { legendItems } from "./lib/legend";
+import { layoutPoints, panelAt, panelBox } from "./lib/qkpoints";
+import { h, mount, RenderProps, View } from "./lib/view";
+
+type Scatter = ReturnType<typeof createScatterplot>;
+
+class QKScatterView extends View<"qkscatter"> {
+  private canvas = h("canvas", "attnkit-canvas attnkit-qk-canvas");
+  private legend = h("div", "attnkit-legend");
+  private labels = h("div", "attnkit-qk-labels");
+  private colorSelect = h("select", "attnkit-select");
+  private modeBtn = this.button("matrix", "show every head as small multiples (M)", () => this.toggleMode(), "attnkit-btn attnkit-btn-text");
+  private sp: Scatter | null = null;
+  private size = 0;
+  private n = 0;
+  private heads: number[][] = [];
+  private matrix = false;
+  private hoverToken = 0;
+  private selfSelect = false;
+
+  constructor(props: RenderProps) {
+    super(props, "qkscatter");
+    this.body.classList.add("attnkit-row");
+    this.canvas.tabIndex = 0;
+    this.canvas.setAttribute("role", "img");
+    this.stage.append(this.canvas, this.labels);
+    this.body.appendChild(this.legend);
+    const zoom = h("span", "attnkit-zoom");
+    zoom.append(
+      this.button("+", "zoom in (+)", () => this.zoomBy(0.5)),
+      this.button("\u2212", "zoom out (\u2212)", () => this.zoomBy(2)),
+      this.button("Fit", "show every point (0)", () => this.sp?.zoomToOrigin(), "attnkit-btn attnkit-btn-text"),
+    );
+    this.colorSelect.title = "colour points by";
+    this.colorSelect.setAttribute("aria-label", "colour points by");
+    this.listen(this.colorSelect, "change", () => this.save({ color_by: this.colorSelect.value }));
+    this.controls.append(this.colorSelect, this.modeBtn, zoom);
+    this.hint.textContent = "Scroll or drag to zoom and pan \u00b7 hover a point for its token in its sentence \u00b7 Shift + drag to lasso \u00b7 click a query to see its sentence's map (matrix: click a head to open it) \u00b7 keys: + \u2212 arrows 0 M Enter";
+    this.listen(this.canvas, "keydown", (e) => this.key(e as KeyboardEvent));
+    this.onModel("change:selection", () => this.followSelection());
+  }
+
+  protected quiet(): ("selection" | "clicked")[] {
+    return ["selection", "clicked"];
+  }
+
+  protected load(): void {
+    this.title.textContent = (this.get("title") as string) || "Queries and keys";
+    const pts = readFloats(this.get("points") as WireArray);
+    const codes = readArray(this.get("codes") as WireArray).data as Uint8Array;
+    const panelsWire = this.get("panels") as WireArray;
+    this.matrix = this.get("mode") === "matrix";
+    this.heads = (this.get("panel_heads") as number[][]) ?? [];
+    const panels = this.matrix && panelsWire && panelsWire.dtype ? (readArray(panelsWire).data as Uint8Array) : null;
+    const { x, y } = layoutPoints(pts, panels, this.heads);
+    this.n = x.length;
+    const cats = (this.get("categories") as string[]) ?? [];
+    const colors = (this.get("colors") as string[]) ?? [];
+    const colorBy = this.get("color_by") as string;
+    // the colour menu: every column of the table (names as text)
+    const cols = (this.get("columns") as string[]) ?? [];
+    this.colorSelect.replaceChildren(...cols.map((c) => { const o = h("option", "", c); o.value = c; return o; }));
+    this.colorSelect.value = colorBy;
+    legendItems(this.legend, colorBy, cats.map((c, i) => [colors[i] ?? "#999", c] as [string, string]));
+    this.modeBtn.textContent = this.matrix ? "one head" : "matrix";
+    this.modeBtn.setAttribute("aria-pressed", String(this.matrix));
+    const total = this.get("n_total") as number;
+    const head = headLabel(this.get("layer") as number, this.get("head") as number);
+    this.status.textContent = (this.matrix ? `${this.heads.length} heads` : `head ${head}`) +
+      ` \u00b7 ${this.n.toLocaleString()} points` + (total > this.n ? ` (a sample of ${total.toLocaleString()}: byte budget)` : "");
+    this.canvas.setAttribute("aria-label", this.matrix
+      ? `Queries and keys of ${this.heads.length} heads as small multiples, ${this.n} points`
+      : `Queries and keys of head ${head}, ${this.n} points, coloured by ${colorBy}`);
+    this.root.dataset.points = String(this.n);
+    this.root.dataset.mode = this.matrix ? "matrix" : "head";
+    this.pending = { x, y, z: codes.length === this.n ? codes : new Uint8Array(this.n), colors };
+  }
+
+  private pending: { x: Float32Array; y: Float32Array; z: Uint8Array; colors: string[] } | null = null;
+
+  protected layout(): void {
+    const narrow = this.avail(720) < 560;
+    this.body.classList.toggle("attnkit-stack", narrow);
+    const size = Math.max(240, Math.min(900, this.avail(720) - (narrow ? 0 : 180)));
+    if (size !== this.size) {
+      this.size = size;
+      this.canvas.style.width = `${size}px`;
+      this.canvas.style.height = `${size}px`;
+      this.sp?.set({ width: size, height: size });
+    }
+    this.placeLabels();
+  }
+
+  private make(): Scatter {
+    const sp = createScatterplot({
+      canvas: this.canvas,
+      width: this.size,
+      height: this.size,
+      pointSize: this.pointSize(),
+      performanceMode: this.n > 300_000,
+      backgroundColor: this.theme.bg,
+      lassoColor: this.theme.accent,
+      pointColorActive: this.theme.accent,
+      pointColorHover: this.theme.ink,
+      opacity: this.n > 100_000 ? 0.6 : 0.85,
+      keyMap: { shift: "lasso" } as never,
+    } as never);
+    sp.subscribe("pointOver", (i: number) => this.hover(i));
+    sp.subscribe("pointOut", () => { this.hoverToken++; this.tip.hide(); });
+    sp.subscribe("select", ({ points }: { points: number[] }) => this.selected(points));
+    sp.subscribe("deselect", () => this.selected([]));
+    sp.subscribe("view", () => this.placeLabels());
+    return sp;
+  }
+
+  private pointSize(): number {
+    return this.n > 500_000 ? 1 : this.n > 50_000 ? 2 : this.n > 5_000 ? 3 : 5;
+  }
+
+  protected draw(): void {
+    if (!this.pending || this.size === 0) return;
+    if (!this.sp) this.sp = this.make();
+    const { x, y, z, colors } = this.pending;
+    this.pending = null;
+    const sp = this.sp;
+    sp.set({ colorBy: "valueA", pointColor: colors.length ? colors : ["#999"], pointSize: this.pointSize(), backgroundColor: this.theme.bg } as never);
+    const t0 = performance.now();
+    void sp.draw({ x, y, z } as never, { zDataType: "categorical" } as never).then(() => {
+      this.root.dataset.drawMs = (performance.now() - t0).toFixed(1);
+      this.root.dataset.ready = "1";
+      this.placeLabels();
+    });
+  }
+
+  protected themeChanged(): void {
+    this.sp?.set({ backgroundColor: this.theme.bg, lassoColor: this.theme.accent, pointColorHover: this.theme.ink } as never);
+  }
+
+  dispose(): void {
+    this.sp?.destroy();
+    this.sp = null;
+    super.dispose();
+  }
+
+  // ------------------------------------------------------------------ interaction
+  /** Panel labels "L-H" over the matrix, placed in screen coordinates (text nodes). */
+  private placeLabels(): void {
+    this.labels.replaceChildren();
+    if (!this.matrix || !this.sp || this.heads.length < 2) return;
+    const cam = (this.sp.get("cameraView") as unknown as Float32Array) ?? null;
+    if (!cam) return;
+    const s = this.size / 2;
+    for (let p = 0; p < this.heads.length; p++) {
+      const b = panelBox(p, this.heads);
+      // clip space = view matrix · data point; screen = (clip + 1) * size / 2
+      const cx = cam[0] * (b.x - b.half) + cam[12];
+      const cy = cam[5] * (b.y + b.half) + cam[13];
+      const lab = h("span", "attnkit-qk-label", headLabel(this.heads[p][0], this.heads[p][1]));
+      lab.style.left = `${(cx + 1) * s}px`;
+      lab.style.top = `${(1 - cy) * s}px`;
+      this.labels.appendChild(lab);
+    }
+  }
+
+  private hover(i: number): void {
+    const token = ++this.hoverToken;
+    const cats = (this.get("categories") as string[]) ?? [];
+    const codes = readArray(this.get("codes") as WireArray).data as Uint8Array;
+    const [sx, sy] = this.screenOf(i);
+    const offline: [string, string][] = [[this.get("color_by") as string, cats[codes[i]] ?? ""]];
+    this.tip.show(sx, sy, `point ${i}`, offline);
+    this.request({ type: "point", index: i }, 4000).then(({ content }) => {
+      if (token !== this.hoverToken) return;
+      const tokens = (content.tokens as string[]) ?? [];
+      const pos = content.position as number;
+      const left = tokens.slice(Math.max(0, pos - 8), pos).join(" ");
+      const right = tokens.slice(pos + 1, pos + 9).join(" ");
+      this.tip.show(sx, sy, `${content.kind} \u00b7 \u201c${content.token}\u201d`, [
+        ["sentence", `${pos > 8 ? "\u2026 " : ""}${left} [${content.token}] ${right}${pos + 9 < tokens.length ? " \u2026" : ""}`],
+        ["item / position", `${content.item} / ${pos}`],
+        ["head", headLabel(content.layer, content.head)],
+        [this.get("color_by") as string, String(content.value)],
+      ]);
+    }).catch(() => { /* offline: the colour's meaning stays shown */ });
+  }
+
+  private screenOf(i: number): [number, number] {
+    const sp = this.sp;
+    if (!sp) return [0, 0];
+    const pts = sp.get("points") as unknown as number[][];
+    const cam = sp.get("cameraView") as unknown as Float32Array;
+    const p = pts?.[i];
+    if (!p || !cam) return [0, 0];
+    const cx = cam[0] * p[0] + cam[12];
+    const cy = cam[5] * p[1] + cam[13];
+    return [((cx + 1) * this.size) / 2, ((1 - cy) * this.size) / 2];
+  }
+
+  private selected(points: number[]): void {
+    if (this.selfSelect) return;
+    if (points.length === 1) {
+      this.save({ clicked: points[0] });
+      if (this.matrix) return;
+    }
+    const idx = new Uint32Array(points);
+    const sel = points.length ? { dtype: "uint32", shape: [points.length], buffer: new DataView(idx.buffer) } : {};
+    this.save({ selection: sel });
+    this.status.dataset.selected = String(points.length);
+  }
+
+  /** A selection set from Python: show it. */
+  private followSelection(): void {
+    const w = this.get("selection") as WireArray;
+    if (!this.sp) return;
+    const idx = w && w.dtype ? Array.from(readArray(w).data as Uint32Array) : [];
+    this.selfSelect = true;
+    try {
+      if (idx.length) this.sp.select(idx, { preventEvent: true } as never);
+      else this.sp.deselect({ preventEvent: true } as never);
+    } finally {
+      this.selfSelect = false;
+    }
+  }
+
+  private toggleMode(): void {
+    this.save({ mode: this.matrix ? "head" : "matrix" });
+  }
+
+  private zoomBy(factor: number): void {
+    const sp = this.sp;
+    if (!sp) return;
+    const target = sp.get("cameraTarget") as unknown as [number, number];
+    const dist = sp.get("cameraDistance") as unknown as number;
+    void sp.zoomToLocation(target, dist * factor, { transition: true, transitionDuration: 150 } as never);
+  }
+
+  private pan(dx: number, dy: number): void {
+    const sp = this.sp;
+    if (!sp) return;
+    const [tx, ty] = sp.get("cameraTarget") as unknown as [number, number];
+    const dist = sp.get("cameraDistance") as unknown as number;
+    void sp.zoomToLocation([tx + dx * dist * 0.2, ty + dy * dist * 0.2], dist);
+  }
+
+  private key(e: KeyboardEvent): void {
+    const k = e.key;
+    const act: Record<string, () => void> = {
+      "+": () => this.zoomBy(0.5), "=": () => this.zoomBy(0.5), "-": () => this.zoomBy(2),
+      "0": () => this.sp?.zoomToOrigin(), ArrowLeft: () => this.pan(-1, 0), ArrowRight: () => this.pan(1, 0),
+      ArrowUp: () => this.pan(0, 1), ArrowDown: () => this.pan(0, -1), m: () => this.toggleMode(), M: () => this.toggleMode(),
+      Enter: () => this.openCentre(), Escape: () => this.selected([]),
+    };
+    const f = act[k];
+    if (!f) return;
+    e.preventDefault();
+    f();
+  }
+
+  /** Matrix view: open the head whose panel is under the centre of the view. */
+  private openCentre(): void {
+    if (!this.matrix || !this.sp) return;
+    const [tx, ty] = this.sp.get("cameraTarget") as unknown as [number, number];
+    const p = panelAt(tx, ty, this.heads);
+    if (p >= 0) this.save({ layer: this.heads[p][0], head: this.heads[p][1], mode: "head" });
+  }
+}
+
+export default mount((props) => new QKScatterView(props));

@@ -1,0 +1,29 @@
+import { describe, expect, it } from "vitest";
+import { gridShape, layoutPoints, panelAt, panelBox, panelGrid } from "../src/lib/qkpoints";
+
+describe("qk scatter points", () => {
+  it("keeps single-head points where they are", () => {
+    const { x, y } = layoutPoints(new Float32Array([0.5, -0.5, 1, 1]), null, [[0, 0]]);
+    expect(Array.from(x)).toEqual([0.5, 1]);
+    expect(Array.from(y)).toEqual([-0.5, 1]);
+  });
+
+  it("lays a full layer x head set out as the matrix, first layer on top", () => {
+    const heads = [[0, 0], [0, 1], [1, 0], [1, 1]];
+    const g = panelGrid(heads);
+    expect([g.cols, g.rows]).toEqual([2, 2]);
+    const { x, y } = layoutPoints(new Float32Array([0, 0, 0, 0]), new Uint8Array([1, 2]), heads, 0);
+    expect([x[0], y[0]]).toEqual([0.5, 0.5]); // layer 0 head 1: top right
+    expect([x[1], y[1]]).toEqual([-0.5, -0.5]); // layer 1 head 0: bottom left
+    expect(panelAt(0.4, 0.6, heads)).toBe(1);
+    expect(panelAt(-0.4, -0.6, heads)).toBe(2);
+    expect(panelBox(3, heads)).toEqual({ x: 0.5, y: -0.5, half: 0.5 });
+  });
+
+  it("uses a square grid for any other set of heads", () => {
+    expect(gridShape(144)).toEqual({ cols: 12, rows: 12 });
+    expect(gridShape(5)).toEqual({ cols: 3, rows: 2 });
+    const g = panelGrid([[0, 3], [2, 1], [5, 0]]);
+    expect([g.cols, g.rows]).toEqual([2, 2]);
+  });
+});
