@@ -15,7 +15,7 @@ and prints the views' time over the forward's (target: at most 2).
 
 Run from the repo root::
 
-    python benchmarks/views.py [--n 21843] [--write]
+    python benchmarks/views.py [--n 21843] [--threads 1] [--write]
 
 ``--write`` replaces the ``## views at long context`` section of docs/benchmarks.md.
 """
@@ -44,13 +44,15 @@ def fixture_model(n: int):
     return Model(hf, tok, name="llama-shaped (random init)")
 
 
-def measure(n: int) -> dict:
+def measure(n: int, threads: int | None = None) -> dict:
     """Lazy forward, then Heatmap and HeadGrid on its attention: seconds of each."""
     import torch
     from long import text_of
 
     from attnkit.widgets import HeadGrid, Heatmap
 
+    if threads:
+        torch.set_num_threads(threads)
     model = fixture_model(n)
     text = text_of(model.tokenizer, n)
     with torch.inference_mode():  # warm-up: kernels and allocator, on a short input
@@ -73,7 +75,7 @@ def measure(n: int) -> dict:
 def report(r: dict) -> str:
     verdict = "met" if r["ratio"] <= TARGET else "not met"
     return f"""
-Command: `python benchmarks/views.py --n {r['n']}`. The long-views fixture: benchmarks/long.py's
+Command: `python benchmarks/views.py --n {r['n']} --threads {r['threads']}`. The long-views fixture: benchmarks/long.py's
 random-init Llama-shaped decoder cut to {SHAPE['layers']} layers x {SHAPE['heads']} heads
 ({SHAPE['kv_heads']} key/value heads, hidden {SHAPE['hidden']}) captured with `lazy=True` on
 {r['n']:,} tokens; torch {r['torch']}, {r['threads']} threads, {os.cpu_count()} CPU cores
@@ -92,9 +94,11 @@ thumbnail, the scale tops): `attnkit.blocks.head_reductions`, shared by the two 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=21843)
+    ap.add_argument("--threads", type=int, default=None,
+                    help="torch threads (default torch's: one per core)")
     ap.add_argument("--write", action="store_true")
     args = ap.parse_args()
-    r = measure(args.n)
+    r = measure(args.n, args.threads)
     print(f"lazy forward {r['forward_s']:.1f} s; Heatmap {r['heatmap_s']:.1f} s; "
           f"HeadGrid {r['grid_s']:.1f} s; views / forward {r['ratio']:.2f}x", flush=True)
     body = report(r)
