@@ -20,7 +20,6 @@ Every analysis and view reads any :class:`~attnkit.types.AttentionLike` through 
 
 from __future__ import annotations
 
-import math
 import weakref
 from collections import OrderedDict
 from collections.abc import Hashable, Iterable, Iterator, Sequence

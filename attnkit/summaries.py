@@ -3,7 +3,7 @@
 ``extract(..., keep=("stats", "edges"))`` stores, for every item, only what the corpus
 analyses need, for corpora whose maps would not fit on any disk:
 
-- ``"stats"``: :func:`attnkit.analysis.stats.item_stats` (``[layer, head, 8]``: attention
+- ``"stats"``: :func:`attnkit.headstats.item_stats` (``[layer, head, 8]``: attention
   to [CLS], [SEP], punctuation, self, next, previous, mean row entropy, [CLS]-row entropy);
   :func:`attnkit.head_stats` reads them instead of the maps.
 - ``"edges"``: for every head, the :data:`EDGES_K` strongest attention edges
@@ -21,6 +21,8 @@ from typing import Any
 
 import numpy as np
 
+from .headstats import item_stats
+
 #: Edges kept per head and item by the "edges" summary.
 EDGES_K = 16
 
@@ -32,12 +34,6 @@ class Summary:
     compute: Callable[[Any], np.ndarray]
     shape: Callable[[dict], tuple[int, ...]]
     dtype: Any = np.float64
-
-
-def _stats(att: Any) -> np.ndarray:
-    from .analysis.stats import item_stats
-
-    return item_stats(att)
 
 
 def top_edges(att: Any, k: int = EDGES_K) -> np.ndarray:
@@ -71,7 +67,7 @@ def top_edges(att: Any, k: int = EDGES_K) -> np.ndarray:
 
 
 SUMMARIES: dict[str, Summary] = {
-    "stats": Summary(_stats, lambda info: (info["n_layers"], info["n_heads"], 8)),
+    "stats": Summary(item_stats, lambda info: (info["n_layers"], info["n_heads"], 8)),
     "edges": Summary(top_edges, lambda info: (info["n_layers"], info["n_heads"], EDGES_K, 3),
                      np.float32),
 }

@@ -6,101 +6,13 @@ import functools
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
-from ..attention import Attention, Positions, row_shares
 from ..errors import InputError
-from ..results import HeadResult
+from ..headstats import STAT_COLUMNS, item_stats
+from ..results import HeadResult, head_frame
 from ..types import AttentionLike, Attentions
 
-_TINY = float(np.finfo(np.float32).tiny)
-
-STAT_COLUMNS = ["cls", "sep", "punct", "self", "next", "prev", "entropy", "cls_entropy"]
-
-
-def item_stats(att: AttentionLike) -> np.ndarray:
-    """Per-head statistics of one input, float64 ``[layer, head, 8]`` in the order of
-    :data:`STAT_COLUMNS`.
-
-    Dense :class:`Attention` is reduced all at once; any other attention (e.g.
-    :class:`~attnkit.lazy.LazyAttention`) is streamed band by band, one head at a time
-    (:func:`streamed_stats`), holding one band of rows, never all maps.
-
-    For every head, the attention *from* each position *to* [CLS], to [SEP], to
-    punctuation, to itself, to the next and to the previous position, averaged over all
-    from-positions; the mean row entropy (nats); and the entropy of the [CLS] row (NaN
-    when the input has no [CLS]). A category absent from the input gives 0 attention
-    (e.g. no punctuation), except [CLS]-row entropy which is NaN. Maps of a measure other
-    than weights are read as each row's shares (:func:`~attnkit.attention.row_shares`).
-    """
-    if not isinstance(att, Attention):
-        return streamed_stats(att)
-    maps = row_shares(att.maps.astype(np.float64), att.measure)
-    L, H, n, _ = maps.shape
-    out = np.zeros((L, H, len(STAT_COLUMNS)))
-
-    def to(mask: np.ndarray) -> np.ndarray:
-        return maps[..., mask].sum(-1).mean(-1)  # [L, H]
-
-    cls = np.zeros(n, bool)
-    cls[att.cls_positions] = True
-    sep = np.zeros(n, bool)
-    sep[att.sep_positions] = True
-    out[..., 0] = to(cls)
-    out[..., 1] = to(sep)
-    out[..., 2] = to(att.punct)
-    diag = np.arange(n)
-    out[..., 3] = maps[..., diag, diag].mean(-1)
-    if n > 1:
-        # the mean runs over all n rows; the last row has no next, the first no previous
-        out[..., 4] = maps[..., diag[:-1], diag[:-1] + 1].sum(-1) / n
-        out[..., 5] = maps[..., diag[1:], diag[1:] - 1].sum(-1) / n
-    ent = -(maps * np.log(np.where(maps > 0, maps, 1.0))).sum(-1)  # [L, H, n]
-    out[..., 6] = ent.mean(-1)
-    out[..., 7] = ent[..., att.cls_positions[0]] if len(att.cls_positions) else np.nan
-    return out
-
-
-def streamed_stats(att: AttentionLike) -> np.ndarray:
-    """:func:`item_stats` of any :class:`~attnkit.types.AttentionLike`, read band by band
-    (:func:`attnkit.blocks.row_bands`): materialises one band of one head at a time.
-
-    Row sums run over float32 products (torch's cascaded sums), totals in float64, so the
-    result equals :func:`item_stats`'s to float32 rounding.
-    """
-    import torch
-
-    from ..blocks import row_bands
-
-    if not isinstance(att, Positions):
-        raise InputError(f"head statistics need the token roles of attnkit's Attention or "
-                         f"LazyAttention; got {type(att).__name__}.")
-    L, H, n = att.n_layers, att.n_heads, len(att)
-    indicator = torch.zeros((n, 3), dtype=torch.float32)  # columns: to [CLS], [SEP], punct
-    indicator[torch.as_tensor(att.cls_positions, dtype=torch.long), 0] = 1.0
-    indicator[torch.as_tensor(att.sep_positions, dtype=torch.long), 1] = 1.0
-    indicator[torch.as_tensor(np.flatnonzero(att.punct), dtype=torch.long), 2] = 1.0
-    cls_row = int(att.cls_positions[0]) if len(att.cls_positions) else -1
-    out = np.zeros((L, H, len(STAT_COLUMNS)))
-    for layer in range(L):
-        for head in range(H):
-            acc = np.zeros(len(STAT_COLUMNS))
-            acc[7] = np.nan if cls_row < 0 else 0.0
-            for rows, cols, block in row_bands(att, layer, head):
-                b = torch.from_numpy(block)
-                acc[0:3] += (b @ indicator[cols]).sum(0, dtype=torch.float64).numpy()
-                diag = rows.start - cols.start  # block[i, i + diag] is position (q, q)
-                for col, offset in ((3, 0), (4, 1), (5, -1)):  # self, next, previous
-                    acc[col] += float(torch.diagonal(b, diag + offset).sum(dtype=torch.float64))
-                # p log p with 0 log 0 = 0; clamping at the smallest normal float keeps log
-                # on its fast path (zeros and denormals are slow) and adds 0 * log(tiny) = 0
-                ent = -(b * torch.log(b.clamp_min(_TINY))).sum(-1)
-                acc[6] += float(ent.sum(dtype=torch.float64))
-                if rows.start <= cls_row < rows.stop:
-                    acc[7] = float(ent[cls_row - rows.start])
-            acc[:7] /= n
-            out[layer, head] = acc
-    return out
+__all__ = ["STAT_COLUMNS", "head_stats", "item_stats", "uniform_row_entropy"]
 
 
 def uniform_row_entropy(att: AttentionLike) -> float:
@@ -169,10 +81,8 @@ def head_stats(attentions: Attentions, *, progress: bool = True, client: Any = N
     total, count, cls_count = p["total"], int(p["count"]), int(p["cls"])
     mean = total / count
     mean[..., 7] = total[..., 7] / cls_count if cls_count else np.nan
-    L, H, _ = mean.shape
-    index = pd.MultiIndex.from_product([range(L), range(H)], names=["layer", "head"])
-    df = pd.DataFrame(mean.reshape(L * H, -1), index=index, columns=STAT_COLUMNS)
-    return HeadResult(df, {"n_items": count, "uniform_entropy": p["uniform"] / count},
+    return HeadResult(head_frame(mean, STAT_COLUMNS),
+                      {"n_items": count, "uniform_entropy": p["uniform"] / count},
                       value="cls", plot=_plot_stats)
 
 
