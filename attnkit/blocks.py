@@ -13,9 +13,9 @@ Every analysis and view reads any :class:`~attnkit.types.AttentionLike` through 
 - :func:`summarize`: every reduction a caller needs from a head — pooled levels
   (:class:`GridPool`), pooled overviews (:class:`EdgePool`), the extremes with and without
   sink columns (:class:`Extremes`), the head statistics (:class:`attnkit.headstats.HeadStats`)
-  — computed in **one** pass over its bands, the band math in torch. Results are kept per
-  ``(attention, layer, head)`` (up to :data:`CACHE_BYTES`), so two views of one attention
-  read each head once.
+  — computed in **one** pass over its bands (the products in torch, the reductions in
+  numpy). Results are kept per ``(attention, layer, head)`` (up to :data:`CACHE_BYTES`), so
+  two views of one attention read each head once.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from __future__ import annotations
 import weakref
 from collections import OrderedDict
 from collections.abc import Hashable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
@@ -130,6 +130,8 @@ class Band:
     rows: Rows
     cols: slice
     values: np.ndarray
+    #: what the reductions of one pass share about the band (see :func:`column_bins`)
+    memo: dict = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def span(self) -> slice:
@@ -348,6 +350,79 @@ class Pooled:
 
 
 @dataclass(frozen=True)
+class ColumnBins:
+    """Per row of a band, the largest and smallest value of each bin of ``width`` columns
+    (bins from column 0, the last one partial at ``n``): ``max``/``min`` float32
+    ``[h, r, bins]`` over columns ``start:stop``, the whole bins inside the band's columns
+    (the band's other columns lie outside the mask: zeros)."""
+
+    width: int
+    start: int
+    stop: int
+    max: np.ndarray
+    min: np.ndarray
+
+
+def column_bins(band: Band, width: int, n: int) -> ColumnBins:
+    """The :class:`ColumnBins` of ``band``, kept in ``band.memo``: one computation for all
+    the reductions of a pass that use them.
+
+    Parameters
+    ----------
+    band : Band
+        A band of :func:`bands`.
+    width : int
+        Columns per bin.
+    n : int
+        Positions of the map.
+
+    Returns
+    -------
+    ColumnBins
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from attnkit import Attention
+    >>> att = Attention.from_maps(np.array([[[[0.5, 0.25, 0.25], [0.2, 0.2, 0.6], [0, 0.5, 0.5]]]]),
+    ...                           ["a", "b", "c"])
+    >>> band = next(bands(att, 0))
+    >>> column_bins(band, 2, 3).max[0].tolist()  # columns 0-1 and 2
+    [[0.5, 0.25], [0.2, 0.6], [0.5, 0.5]]
+    """
+    key = ("columns", width)
+    if key not in band.memo:
+        c0, c1 = band.cols.start, band.cols.stop
+        a0 = -(-c0 // width) * width
+        a1 = max(a0, c1 if c1 == n else c1 // width * width)
+        v = band.values[:, :, a0 - c0:a1 - c0]
+        if width == 1 or a1 == a0:
+            hi = lo = v
+        else:
+            hi, lo = (np.concatenate(parts, axis=2) if len(parts) > 1 else parts[0]
+                      for parts in zip(*(_extremes_of_bins(p, w) for p, w in _whole(v, width))))
+        band.memo[key] = ColumnBins(width, a0, a1, hi, lo)
+    return band.memo[key]
+
+
+def _whole(v: np.ndarray, width: int) -> list[tuple[np.ndarray, int]]:
+    """``v [h, r, c]`` as its columns in whole bins of ``width`` and the partial rest."""
+    full = v.shape[2] // width * width
+    out = [(v[:, :, :full], width)] if full else []
+    return out + ([(v[:, :, full:], v.shape[2] - full)] if full < v.shape[2] else [])
+
+
+def _extremes_of_bins(v: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per row, the max and min of each bin of ``width`` columns of ``v [h, r, c]`` (``c`` a
+    multiple of ``width``): torch's reductions (numpy's reduceat is several times slower on
+    short bins)."""
+    import torch
+
+    x = torch.from_numpy(v if v.flags.writeable else v.copy()).unflatten(2, (-1, width))
+    return x.amax(-1).numpy(), x.amin(-1).numpy()
+
+
+@dataclass(frozen=True)
 class GridPool:
     """Pool level ``level``: bins of ``2**level x 2**level`` cells from the origin (edge bins
     partial), ``ceil(n / 2**level)`` a side; the result is a :class:`Pooled`.
@@ -356,10 +431,10 @@ class GridPool:
     --------
     >>> import numpy as np
     >>> from attnkit import Attention
-    >>> att = Attention.from_maps(np.full((1, 1, 3, 3), 1 / 3), ["a", "b", "c"])
+    >>> att = Attention.from_maps(np.full((1, 1, 3, 3), 0.25), ["a", "b", "c"], measure="norm")
     >>> p = summarize(att, 0, [0], [GridPool(1)])[0][GridPool(1).key]
-    >>> p.max.tolist(), p.mean.round(3).tolist()
-    ([[0.3333333432674408, 0.3333333432674408], [0.3333333432674408, 0.3333333432674408]], [[0.333, 0.333], [0.333, 0.333]])
+    >>> p.max.tolist(), p.mean.tolist()
+    ([[0.25, 0.25], [0.25, 0.25]], [[0.25, 0.25], [0.25, 0.25]])
     """
 
     level: int
@@ -376,62 +451,32 @@ class GridPool:
         return None if self.level == 0 else np.r_[np.arange(0, n, 1 << self.level), n]
 
     def start(self, n: int, heads: int) -> Any:
-        import torch
-
         m = -(-n // (1 << self.level))
-        sums = torch.zeros((heads, m, m), dtype=torch.float32 if self.level == 0 else torch.float64)
-        return {"n": n, "max": torch.zeros((heads, m, m)), "min": torch.zeros((heads, m, m)),
-                "sum": sums}
+        return {"n": n, "max": np.zeros((heads, m, m), dtype=np.float32),
+                "min": np.zeros((heads, m, m), dtype=np.float32), "sum": np.zeros((heads, m, m))}
 
     def add(self, state: Any, band: Band, index: list[int], x: Any) -> None:
         b = 1 << self.level
-        c0, c1 = band.cols.start, band.cols.stop
-        a0, a1 = -(-c0 // b) * b, (c1 if c1 == state["n"] else c1 // b * b)
-        if a1 <= a0:  # no whole bin read: all zeros
+        bins = column_bins(band, b, state["n"])
+        if bins.stop <= bins.start:  # no whole bin read: all zeros
             return
-        x = x[:, :, a0 - c0:a1 - c0]  # the columns outside lie outside the mask: zeros
-        r0, c0 = band.span.start // b, a0 // b
-        if b == 1:
-            hi, lo, total = x, x, x
-        else:
-            hi, lo, total = _bin_reduce(x, b, dim=2, float64=False)
-            hi, lo, total = (_bin_reduce(t, b, dim=1, float64=True, op=op)
-                             for t, op in ((hi, "max"), (lo, "min"), (total, "sum")))
-        rows, cols = slice(r0, r0 + hi.shape[1]), slice(c0, c0 + hi.shape[2])
+        v = band.values[:, :, bins.start - band.cols.start:bins.stop - band.cols.start]
+        hi, lo = bins.max, bins.min
+        total = v if b == 1 else np.add.reduceat(v, np.arange(0, v.shape[2], b), axis=2)  # fast
+        if b > 1:  # band rows start on the grid: whole row bins but the last
+            starts = np.arange(0, v.shape[1], b)
+            hi, lo = np.maximum.reduceat(hi, starts, axis=1), np.minimum.reduceat(lo, starts, axis=1)
+            total = np.add.reduceat(total.astype(np.float64), starts, axis=1)
+        rows = slice(band.span.start // b, band.span.start // b + hi.shape[1])
+        cols = slice(bins.start // b, bins.start // b + hi.shape[2])
         for name, value in (("max", hi), ("min", lo), ("sum", total)):
-            state[name][index, rows, cols] = value.to(state[name].dtype)
+            state[name][index, rows, cols] = value
 
     def finish(self, state: Any) -> list[Pooled]:
-        import torch
-
         n, b = state["n"], 1 << self.level
-        sizes = torch.from_numpy(np.diff(np.r_[np.arange(0, n, b), n]).astype(np.float64))
-        mean = (state["sum"] / sizes[:, None] / sizes[None, :]).float().numpy()
-        hi, lo = state["max"].numpy(), state["min"].numpy()
-        return [Pooled(hi[i], lo[i], mean[i]) for i in range(len(hi))]
-
-
-def _bin_reduce(x: Any, b: int, *, dim: int, float64: bool, op: str | None = None) -> Any:
-    """Reduce ``x`` along ``dim`` in bins of ``b`` from 0 (the last partial): with ``op``
-    None, ``(max, min, sum)``; else the one reduction ``op`` ("max", "min" or "sum")."""
-    import torch
-
-    size = x.shape[dim]
-    full = size // b * b
-    parts = []
-    for start, stop, width in ((0, full, b), (full, size, size - full)):
-        if stop <= start:
-            continue
-        part = x.narrow(dim, start, stop - start)
-        part = part.unflatten(dim, ((stop - start) // width, width))
-        if op is None:  # (torch.aminmax is several times slower than the two)
-            parts.append((part.amax(dim + 1), part.amin(dim + 1), part.sum(dim + 1)))
-        elif op == "sum":
-            parts.append((part.sum(dim + 1, dtype=torch.float64 if float64 else None),))
-        else:
-            parts.append(((part.amax if op == "max" else part.amin)(dim + 1),))
-    out = tuple(torch.cat(t, dim=dim) if len(t) > 1 else t[0] for t in zip(*parts))
-    return out if op is None else out[0]
+        sizes = np.diff(np.r_[np.arange(0, n, b), n]).astype(np.float64)
+        mean = (state["sum"] / sizes[:, None] / sizes[None, :]).astype(np.float32)
+        return [Pooled(state["max"][i], state["min"][i], mean[i]) for i in range(len(mean))]
 
 
 @dataclass(frozen=True)
@@ -547,28 +592,43 @@ class Extremes:
         keep = np.ones(n, dtype=bool)
         keep[np.asarray(self.key[1], dtype=np.int64)] = False
         acc = np.full((heads, 4), np.nan)  # max, min, max without sinks, min without sinks
-        return {"keep": keep, "kept_before": np.r_[0, np.cumsum(keep)], "acc": acc}
+        return {"keep": keep, "acc": acc}
 
     def add(self, state: Any, band: Band, index: list[int], x: Any) -> None:
-        import torch
-
-        keep, before, acc = state["keep"], state["kept_before"], state["acc"]
-        c0, c1 = band.cols.start, band.cols.stop
+        keep, acc = state["keep"], state["acc"]
         n = len(keep)
-        found = np.full((len(index), 4), np.nan)
-        if c1 > c0:
-            hi, lo = x.amax(1), x.amin(1)  # per column, [h, c]
-            found[:, 0], found[:, 1] = hi.amax(1).numpy(), lo.amin(1).numpy()
-            kept = torch.from_numpy(keep[c0:c1])
-            if bool(kept.any()):
-                found[:, 2] = hi[:, kept].amax(1).numpy()
-                found[:, 3] = lo[:, kept].amin(1).numpy()
+        c0, c1 = band.cols.start, band.cols.stop
+        # from the column bins another reduction of the pass made, else bins of 64 columns
+        made = [v for k, v in band.memo.items() if k[0] == "columns"]
+        bins = made[0] if made else column_bins(band, 64, n)
+        found = np.full((len(index), 4), np.nan)  # max, min, max without sinks, min without
+
+        def fold(hi: np.ndarray, lo: np.ndarray, col: int) -> None:
+            if hi.size:
+                found[:, col] = np.fmax(found[:, col], hi.max(axis=(1, 2)))
+                found[:, col + 1] = np.fmin(found[:, col + 1], lo.min(axis=(1, 2)))
+
+        w, nb = bins.width, bins.max.shape[2]
+        sinks = np.flatnonzero(~keep)
+        sinks = sinks[(sinks >= bins.start) & (sinks < bins.stop)]
+        dirty = np.zeros(nb, dtype=bool)  # bins that hold a sink column
+        dirty[(sinks - bins.start) // w] = True
+        fold(bins.max, bins.min, 0)
+        fold(bins.max[:, :, ~dirty], bins.min[:, :, ~dirty], 2)
+        edge = np.r_[np.arange(c0, bins.start), np.arange(bins.stop, c1)].astype(np.int64)
+        if edge.size:  # columns read outside the whole bins
+            part = band.values[:, :, edge - c0]
+            fold(part, part, 0)
+        loose = np.concatenate([edge] + [np.arange(bins.start + j * w, min(n, bins.start + (j + 1) * w))
+                                         for j in np.flatnonzero(dirty)]).astype(np.int64)
+        loose = loose[keep[loose]]
+        if loose.size:  # kept columns outside the bins without a sink
+            part = band.values[:, :, loose - c0]
+            fold(part, part, 2)
         if c1 - c0 < n:  # zeros outside the columns read
-            found[:, 0] = np.fmax(found[:, 0], 0.0)
-            found[:, 1] = np.fmin(found[:, 1], 0.0)
-            if before[c0] + (before[n] - before[c1]) > 0:
-                found[:, 2] = np.fmax(found[:, 2], 0.0)
-                found[:, 3] = np.fmin(found[:, 3], 0.0)
+            found[:, 0], found[:, 1] = np.fmax(found[:, 0], 0.0), np.fmin(found[:, 1], 0.0)
+            if keep[:c0].any() or keep[c1:].any():
+                found[:, 2], found[:, 3] = np.fmax(found[:, 2], 0.0), np.fmin(found[:, 3], 0.0)
         acc[index, 0::2] = np.fmax(acc[index, 0::2], found[:, 0::2])
         acc[index, 1::2] = np.fmin(acc[index, 1::2], found[:, 1::2])
 
@@ -623,6 +683,7 @@ def summarize(att: Any, layer: int, heads: Iterable[int], reductions: Sequence[R
     todo = [i for i, have in enumerate(found) if any(r.key not in have for r in reductions)]
     if todo:
         missing = [r for r in reductions if any(r.key not in found[i] for i in todo)]
+        missing.sort(key=lambda r: not isinstance(r, GridPool))  # their column bins serve others
         align = max(r.align for r in missing)
         edges = [e for e in (r.edges(n) for r in missing) if e is not None]
         states = [r.start(n, len(todo)) for r in missing]
@@ -632,7 +693,7 @@ def summarize(att: Any, layer: int, heads: Iterable[int], reductions: Sequence[R
                 values = band.values
                 if not values.flags.writeable:  # torch refuses to share read-only memory
                     values = values.copy()
-                x = torch.from_numpy(values)
+                x = torch.from_numpy(values)  # the same memory
                 index = [where[h] for h in band.heads]
                 for r, state in zip(missing, states):
                     r.add(state, band, index, x)

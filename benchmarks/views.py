@@ -57,19 +57,22 @@ def measure(n: int, threads: int | None = None) -> dict:
     text = text_of(model.tokenizer, n)
     with torch.inference_mode():  # warm-up: kernels and allocator, on a short input
         model.attend(text_of(model.tokenizer, 256), lazy=True)
-    t0 = time.perf_counter()
+    load = os.getloadavg()[0]
+    t0, c0 = time.perf_counter(), time.process_time()
     att = model.attend(text, lazy=True)
-    forward_s = time.perf_counter() - t0
-    t0 = time.perf_counter()
+    forward_s, forward_cpu = time.perf_counter() - t0, time.process_time() - c0
+    t0, c0 = time.perf_counter(), time.process_time()
     hm = Heatmap(att)
     heatmap_s = time.perf_counter() - t0
-    t0 = time.perf_counter()
+    t1 = time.perf_counter()
     grid = HeadGrid(att, progress=False)
-    grid_s = time.perf_counter() - t0
-    views_s = heatmap_s + grid_s
+    grid_s = time.perf_counter() - t1
+    views_s, views_cpu = heatmap_s + grid_s, time.process_time() - c0
     return {"n": len(att), "forward_s": forward_s, "heatmap_s": heatmap_s, "grid_s": grid_s,
-            "views_s": views_s, "ratio": views_s / forward_s, "level": hm.pyramid["top"],
-            "thumb": grid.size, "threads": torch.get_num_threads(), "torch": torch.__version__}
+            "views_s": views_s, "ratio": views_s / forward_s, "forward_cpu": forward_cpu,
+            "views_cpu": views_cpu, "cpu_ratio": views_cpu / forward_cpu, "level": hm.pyramid["top"],
+            "thumb": grid.size, "threads": torch.get_num_threads(), "torch": torch.__version__,
+            "load_before": load, "load_after": os.getloadavg()[0]}
 
 
 def report(r: dict) -> str:
@@ -78,12 +81,14 @@ def report(r: dict) -> str:
 Command: `python benchmarks/views.py --n {r['n']} --threads {r['threads']}`. The long-views fixture: benchmarks/long.py's
 random-init Llama-shaped decoder cut to {SHAPE['layers']} layers x {SHAPE['heads']} heads
 ({SHAPE['kv_heads']} key/value heads, hidden {SHAPE['hidden']}) captured with `lazy=True` on
-{r['n']:,} tokens; torch {r['torch']}, {r['threads']} threads, {os.cpu_count()} CPU cores
-({platform.machine()}), one run, in one process.
+{r['n']:,} tokens; torch {r['torch']}, {r['threads']} torch threads, {os.cpu_count()} CPU cores
+({platform.machine()}), 1-min load average {r['load_before']:.1f} before, {r['load_after']:.1f}
+after (the machine is shared); one run, in one process. Wall time, and the process's CPU
+time beside it.
 
 | lazy forward | `Heatmap(att)` | `HeadGrid(att)` | both views | views / forward |
 |---:|---:|---:|---:|---:|
-| {r['forward_s']:.1f} s | {r['heatmap_s']:.1f} s | {r['grid_s']:.1f} s | {r['views_s']:.1f} s | **{r['ratio']:.2f}x** |
+| {r['forward_s']:.1f} s ({r['forward_cpu']:.1f} s CPU) | {r['heatmap_s']:.1f} s | {r['grid_s']:.1f} s | {r['views_s']:.1f} s ({r['views_cpu']:.1f} s CPU) | **{r['ratio']:.2f}x** ({r['cpu_ratio']:.2f}x CPU) |
 
 Target: both views built in at most {TARGET:g}x the lazy forward — {verdict}. Each head is
 read once, band by band, for every reduction the views need (overview max and mean, the
@@ -100,7 +105,8 @@ def main() -> None:
     args = ap.parse_args()
     r = measure(args.n, args.threads)
     print(f"lazy forward {r['forward_s']:.1f} s; Heatmap {r['heatmap_s']:.1f} s; "
-          f"HeadGrid {r['grid_s']:.1f} s; views / forward {r['ratio']:.2f}x", flush=True)
+          f"HeadGrid {r['grid_s']:.1f} s; views / forward {r['ratio']:.2f}x "
+          f"(CPU {r['forward_cpu']:.1f} s, {r['views_cpu']:.1f} s: {r['cpu_ratio']:.2f}x)", flush=True)
     body = report(r)
     if args.write:
         from _report import write_section
