@@ -24,7 +24,7 @@ import weakref
 from collections import OrderedDict
 from collections.abc import Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -124,7 +124,17 @@ def read(att: Any, layer: int, heads: Sequence[int], rows: Rows, cols: slice) ->
 @dataclass(frozen=True)
 class Band:
     """A band of rows of some heads of one layer: ``values[i]`` is head ``heads[i]``'s block
-    ``[rows, cols]`` (float32); every entry of these rows outside ``cols`` is zero."""
+    ``[rows, cols]`` (float32); every entry of these rows outside ``cols`` is zero.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from attnkit import Attention
+    >>> att = Attention.from_maps(np.full((1, 2, 3, 3), 1 / 3), ["a", "b", "c"])
+    >>> band = next(bands(att, 0))
+    >>> band.heads, band.span, band.values.shape
+    ((0, 1), slice(0, 3, None), (2, 3, 3))
+    """
 
     heads: tuple[int, ...]
     rows: Rows
@@ -312,6 +322,7 @@ def head_mean(att: AttentionLike, layer: int, heads: list[int] | None = None, *,
 
 
 # --------------------------------------------------------------------- one pass per head
+@runtime_checkable
 class Reduction(Protocol):
     """One reduction of a head's map that :func:`summarize` computes from every band.
 
@@ -321,6 +332,11 @@ class Reduction(Protocol):
     folds one band in (``index``: the positions of the band's heads in that state; ``x``:
     the band's values as a float32 torch tensor ``[h, r, c]``), and ``finish`` gives one
     result per head.
+
+    Examples
+    --------
+    >>> isinstance(GridPool(2), Reduction), GridPool(2).align
+    (True, 4)
     """
 
     key: Hashable
@@ -338,7 +354,15 @@ class Reduction(Protocol):
 @dataclass(frozen=True)
 class Pooled:
     """One level of a head's map pooled into bins: float32 ``[m, m]`` each of the bins'
-    largest, smallest and mean value."""
+    largest, smallest and mean value.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> p = Pooled(np.array([[0.5]]), np.array([[-0.75]]), np.array([[0.0]]))
+    >>> p.signed().tolist()  # the value of largest magnitude
+    [[-0.75]]
+    """
 
     max: np.ndarray
     min: np.ndarray
@@ -354,7 +378,15 @@ class ColumnBins:
     """Per row of a band, the largest and smallest value of each bin of ``width`` columns
     (bins from column 0, the last one partial at ``n``): ``max``/``min`` float32
     ``[h, r, bins]`` over columns ``start:stop``, the whole bins inside the band's columns
-    (the band's other columns lie outside the mask: zeros)."""
+    (the band's other columns lie outside the mask: zeros). Made by :func:`column_bins`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> bins = ColumnBins(2, 0, 4, np.ones((1, 1, 2)), np.zeros((1, 1, 2)))
+    >>> bins.max.shape[2] * bins.width == bins.stop - bins.start
+    True
+    """
 
     width: int
     start: int
@@ -549,7 +581,14 @@ class EdgePool:
 @dataclass(frozen=True)
 class Bounds:
     """A head's largest and smallest value (the zeros a mask leaves included), and the same
-    without the sink columns (0 when every column is a sink)."""
+    without the sink columns (0 when every column is a sink).
+
+    Examples
+    --------
+    >>> b = Bounds(max=0.9, min=-0.2, max_nosink=0.1, min_nosink=-0.2)
+    >>> b.top(), b.top(sinks=False), b.top(signed=True, sinks=False)
+    (0.9, 0.1, 0.2)
+    """
 
     max: float
     min: float

@@ -184,3 +184,32 @@ def test_views_say_which_measure_they_show():
     norm = attnkit.Attention.from_maps(att.maps * 3.0, list(att.tokens), measure="norm")
     hm = Heatmap(norm)
     assert (hm.measure, hm.value_label, HeadGrid(norm).measure) == ("norm", "norm", "norm")
+
+
+class CountingQK(QKAttention):
+    """QKAttention that counts the cells its blocks compute."""
+
+    cells = 0
+
+    def block(self, layer, head, rows, cols):
+        out = super().block(layer, head, rows, cols)
+        self.cells += out.size
+        return out
+
+
+def test_heatmap_and_headgrid_read_each_head_once():
+    att = CountingQK(700, n_layers=2, n_heads=2, seed=4)  # overview level 1: a pooled overview
+    grid = HeadGrid(att, progress=False)
+    read_by_grid = att.cells
+    assert 0 < read_by_grid <= 4 * 700 * 700  # causal: about half of every map
+    hm = Heatmap(att, layer=1, head=1)  # its overview was read with the grid's thumbnails
+    hm.show(0, 1)
+    assert att.cells == read_by_grid
+    full = att.map(0, 1)
+    np.testing.assert_allclose(read(hm.overview_max), pyr.pool(full, 1, "max"), rtol=2e-3, atol=1e-12)
+    # the other way round: the grid does not read the heatmap's head again
+    other = CountingQK(700, n_layers=2, n_heads=2, seed=4)
+    Heatmap(other, layer=0, head=0)
+    again = HeadGrid(other, progress=False)
+    assert other.cells == read_by_grid
+    np.testing.assert_array_equal(again._thumbs, grid._thumbs)
