@@ -189,14 +189,12 @@ def bands(att: Any, layer: int, heads: Iterable[int] | None = None, *, rows: Any
 
     Examples
     --------
-    >>> import numpy as np
-    >>> from attnkit import Attention
-    >>> att = Attention.from_maps(np.tril(np.ones((4, 4))) / np.arange(1, 5)[:, None],
-    ...                           ["<s>", "a", "b", "c"], causal=True)
-    >>> [(b.heads, b.rows, b.cols.stop) for b in bands(att, 0)]  # one band: it fits
-    [((0,), slice(0, 4, None), 4)]
-    >>> [(b.rows.start, b.cols.stop) for b in bands(att, 0, elements=8)]
-    [(0, 2), (2, 4)]
+    >>> from attnkit.testing import tiny_model
+    >>> att = tiny_model("gpt2", heads=2).attend("The cat sat.", lazy=True)  # causal
+    >>> [(b.heads, b.rows, b.cols.stop) for b in bands(att, 1)]  # both heads fit in one band
+    [((0, 1), slice(0, 7, None), 7)]
+    >>> [(b.heads, b.rows.start, b.cols.stop) for b in bands(att, 1, [1], elements=21)]
+    [((1,), 0, 3), ((1,), 3, 6), ((1,), 6, 7)]
     """
     n = len(att) if n is None else int(n)
     heads = tuple(range(att.n_heads)) if heads is None else tuple(int(h) for h in heads)

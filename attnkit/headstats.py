@@ -127,14 +127,13 @@ def item_stats(att: AttentionLike) -> np.ndarray:
     Raises
     ------
     InputError
-        When the attention has no token roles.
+        For attention without token roles (:class:`HeadStats`).
 
     Examples
     --------
-    >>> import numpy as np
-    >>> from attnkit import Attention
-    >>> att = Attention.from_maps(np.eye(3)[None, None], ["[CLS]", "a", "[SEP]"])
-    >>> item_stats(att)[0, 0].round(3).tolist()  # each position attends to itself
+    >>> import numpy as np, attnkit as ak
+    >>> own = ak.Attention.from_maps(np.eye(3)[None, None], ["[CLS]", "a", "[SEP]"])
+    >>> item_stats(own)[0, 0].round(3).tolist()  # each position attends to itself
     [0.333, 0.333, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0]
     """
     stats = HeadStats(att)
