@@ -337,8 +337,11 @@ class Reduction(Protocol):
     (True, 4)
     """
 
-    key: Hashable
-    align: int
+    @property
+    def key(self) -> Hashable: ...
+
+    @property
+    def align(self) -> int: ...
 
     def edges(self, n: int) -> np.ndarray | None: ...
 
@@ -627,7 +630,7 @@ class Extremes:
 
     def start(self, n: int, heads: int) -> Any:
         keep = np.ones(n, dtype=bool)
-        keep[np.asarray(self.key[1], dtype=np.int64)] = False
+        keep[np.asarray(self.sinks, dtype=np.int64)] = False
         acc = np.full((heads, 4), np.nan)  # max, min, max without sinks, min without sinks
         return {"keep": keep, "acc": acc}
 
