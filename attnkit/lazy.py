@@ -24,13 +24,11 @@ from typing import Any
 
 import numpy as np
 
-from .attention import Attention, Positions, pool_cells, pool_edges, word_groups
+from .attention import Attention, Positions, word_groups
+from .blocks import BAND_ELEMENTS, EdgePool, summarize
 from .capture import LayerQK
 from .errors import InputError
 from .qkstates import QKStates
-
-#: Float32 elements one block of rows may hold while a reader computes (16 MiB).
-BAND_ELEMENTS = 1 << 22
 
 Index = Any  # a slice, or a sequence of ints
 
@@ -224,13 +222,20 @@ class LazyAttention(Positions):
         >>> bool((att.block(1, 0, slice(0, 4), slice(4, 8)) == 0).all())   # causal
         True
         """
+        import torch
+
         self._check_head(layer, head)
         r = _positions(rows, len(self))
         c = _positions(cols, len(self))
         out = np.empty((len(r), len(c)), dtype=np.float32)
         step = max(1, BAND_ELEMENTS // max(1, len(c)))
+        here = self._groups is None and self.device.type == "cpu"  # computed straight into out
         for a in range(0, len(r), step):
-            out[a : a + step] = self._probs(layer, [head], r[a : a + step], c)[0].cpu().numpy()
+            if here:
+                self._token_probs(layer, [head], r[a : a + step], c,
+                                  out=torch.from_numpy(out[a : a + step])[None])
+            else:
+                out[a : a + step] = self._probs(layer, [head], r[a : a + step], c)[0].cpu().numpy()
         return out
 
     def pooled(self, layer: int, head: int, size: int, reduce: str = "max") -> np.ndarray:
@@ -238,7 +243,8 @@ class LazyAttention(Positions):
         ``m`` bins (:func:`~attnkit.attention.pool_edges`), each cell the max or the mean of
         its bin — the same numbers :meth:`Attention.pooled` gives.
 
-        Materialises one band of whole row bins at a time (about ``BAND_ELEMENTS`` floats).
+        Read in one pass of bands (:func:`attnkit.blocks.summarize`; about ``BAND_ELEMENTS``
+        floats at a time), and kept for the next caller.
 
         Parameters
         ----------
@@ -266,20 +272,9 @@ class LazyAttention(Positions):
         >>> att.pooled(0, 1, 4, reduce="mean").shape
         (4, 4)
         """
-        if reduce not in ("max", "mean"):
-            raise InputError(f"reduce must be 'max' or 'mean', not {reduce!r}.")
         self._check_head(layer, head)
-        n = len(self)
-        edges = pool_edges(n, size)
-        m = len(edges) - 1
-        out = np.empty((m, m), dtype=np.float32)
-        bins_per_band = max(1, BAND_ELEMENTS // max(1, n * int(np.diff(edges).max())))
-        for b0 in range(0, m, bins_per_band):
-            b1 = min(m, b0 + bins_per_band)
-            rows = slice(int(edges[b0]), int(edges[b1]))
-            band = self.block(layer, head, rows, slice(None))
-            out[b0:b1] = pool_cells(band, edges[b0 : b1 + 1] - edges[b0], edges, reduce)
-        return out
+        pool = EdgePool(int(size), reduce)
+        return summarize(self, layer, [head], [pool])[0][pool.key]
 
     def support(self, rows: slice) -> slice:
         """The columns outside which ``rows`` have no attention (all zero): the span of keys
@@ -503,7 +498,9 @@ class LazyAttention(Positions):
         return out
 
     def _token_probs(self, layer: int, heads: Sequence[int], rows: np.ndarray,
-                     cols: np.ndarray) -> Any:
+                     cols: np.ndarray, out: Any = None) -> Any:
+        """Float32 tensor ``[h, r, c]``: probabilities of ``heads`` at token positions
+        ``rows`` x ``cols``, computed into ``out`` when given (a CPU tensor of that shape)."""
         import torch
 
         qk = self._layers[layer]
@@ -520,11 +517,13 @@ class LazyAttention(Positions):
                 h = torch.as_tensor(list(heads), device=dev)
                 q = qk.query[h][:, r].float()
                 k = qk.key[h // groups][:, c].float()
-            s = torch.bmm(q, k.transpose(1, 2)) * qk.scaling
-            if qk.softcap is not None:
-                s = torch.tanh(s / qk.softcap) * qk.softcap
-            s -= qk.lse[h][:, r][..., None]
-            p = torch.exp_(s)
+            lse = qk.lse[h][:, r][..., None]
+            if qk.softcap is None:  # scaling * q.k - lse, in one product
+                p = torch.baddbmm(lse, q, k.transpose(1, 2), beta=-1.0, alpha=qk.scaling, out=out)
+            else:
+                p = torch.bmm(q, k.transpose(1, 2), out=out)
+                p.mul_(qk.scaling / qk.softcap).tanh_().mul_(qk.softcap).sub_(lse)
+            p.exp_()
             _mask(p, qk.spans, r, c)
         return p
 

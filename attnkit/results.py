@@ -9,6 +9,7 @@ type of every per-head result: a DataFrame indexed by ``(layer, head)`` (0-index
 from __future__ import annotations
 
 import warnings
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import numpy as np
@@ -168,8 +169,8 @@ class HeadResult(Result):
     --------
     >>> import pandas as pd
     >>> from attnkit.results import HeadResult
-    >>> idx = pd.MultiIndex.from_product([range(2), range(3)], names=["layer", "head"])
-    >>> r = HeadResult(pd.DataFrame({"cls": range(6)}, index=idx, dtype=float), {"n_items": 4})
+    >>> from attnkit.results import head_index
+    >>> r = HeadResult(pd.DataFrame({"cls": range(6)}, index=head_index(2, 3), dtype=float), {"n_items": 4})
     >>> r.n_layers, r.n_heads, float(r.loc[(1, 2), "cls"])
     (2, 3, 5.0)
     >>> r.best("cls")
@@ -348,6 +349,78 @@ class HeadResult(Result):
         value = self.value_column(value)
         options.setdefault("title", value)
         return HeadMap(self.grid(value), value=value, **options)
+
+
+def head_index(n_layers: int, n_heads: int) -> pd.MultiIndex:
+    """The index of a per-head table: every ``(layer, head)`` (0-indexed), layer by layer.
+
+    Parameters
+    ----------
+    n_layers, n_heads : int
+        Layers and heads per layer.
+
+    Returns
+    -------
+    pandas.MultiIndex
+        Levels named ``layer`` and ``head``; head ``h`` of layer ``l`` is row ``l * n_heads + h``.
+
+    Examples
+    --------
+    >>> from attnkit.results import head_index
+    >>> head_index(2, 2).tolist()
+    [(0, 0), (0, 1), (1, 0), (1, 1)]
+    """
+    return pd.MultiIndex.from_product([range(int(n_layers)), range(int(n_heads))],
+                                      names=["layer", "head"])
+
+
+def head_frame(values: Mapping[str, Any] | np.ndarray,
+               columns: Sequence[str] | None = None) -> pd.DataFrame:
+    """The table of a per-head result (:class:`HeadResult`) from ``[layer, head]`` arrays.
+
+    Parameters
+    ----------
+    values : mapping of str to array, or array
+        Column name -> ``[layer, head]`` array; or one ``[layer, head, column]`` array.
+    columns : sequence of str, optional
+        The column names of an array ``values`` (default 0, 1, ...).
+
+    Returns
+    -------
+    pandas.DataFrame
+        Indexed by :func:`head_index`.
+
+    Raises
+    ------
+    InputError
+        When the arrays are not ``[layer, head]`` of one shape.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from attnkit.results import head_frame
+    >>> t = head_frame(np.arange(8.0).reshape(2, 2, 2), ["cls", "sep"])
+    >>> t.loc[(1, 0)].tolist()
+    [4.0, 5.0]
+    >>> head_frame({"edges": np.array([[3, 0], [1, 2]])})["edges"].tolist()
+    [3, 0, 1, 2]
+    """
+    if isinstance(values, Mapping):
+        arrays = {str(k): np.asarray(v) for k, v in values.items()}
+        shapes = {a.shape for a in arrays.values()}
+        if len(shapes) != 1 or len(next(iter(shapes))) != 2:
+            raise InputError(f"per-head columns must be [layer, head] arrays of one shape; "
+                             f"got {sorted(shapes)}.")
+        (shape,) = shapes
+        return pd.DataFrame({k: a.ravel() for k, a in arrays.items()}, index=head_index(*shape))
+    arr = np.asarray(values)
+    if arr.ndim == 2:
+        arr = arr[..., None]
+    if arr.ndim != 3:
+        raise InputError(f"per-head values must be [layer, head, column]; got shape {arr.shape}.")
+    L, H, K = arr.shape
+    return pd.DataFrame(arr.reshape(L * H, K), index=head_index(L, H),
+                        columns=list(columns) if columns is not None else None)
 
 
 def _short(v: Any) -> str:

@@ -51,18 +51,20 @@ def current_rss_mb() -> float:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
-def build_model(max_positions: int):
-    """The random-init Llama-shaped model and a text of the requested length."""
+def build_model(max_positions: int, shape: dict | None = None):
+    """The random-init Llama-shaped model (:data:`SHAPE`, or ``shape``'s entries over it), its
+    tokenizer and :class:`attnkit.model.Model`."""
     import torch
     import transformers as tf
 
     from attnkit.model import Model
     from attnkit.testing import gpt2_tokenizer
 
+    s = {**SHAPE, **(shape or {})}
     torch.manual_seed(0)
-    cfg = tf.LlamaConfig(vocab_size=SHAPE["vocab"], hidden_size=SHAPE["hidden"],
-                         intermediate_size=SHAPE["mlp"], num_hidden_layers=SHAPE["layers"],
-                         num_attention_heads=SHAPE["heads"], num_key_value_heads=SHAPE["kv_heads"],
+    cfg = tf.LlamaConfig(vocab_size=s["vocab"], hidden_size=s["hidden"],
+                         intermediate_size=s["mlp"], num_hidden_layers=s["layers"],
+                         num_attention_heads=s["heads"], num_key_value_heads=s["kv_heads"],
                          max_position_embeddings=max_positions, attn_implementation="eager")
     hf = tf.LlamaForCausalLM(cfg)
     tok = gpt2_tokenizer()

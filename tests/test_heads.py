@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import attnkit as ak
-from attnkit.analysis import heads as heads_mod
+from attnkit import blocks
 from attnkit.errors import InputError
 
 pytestmark = pytest.mark.numerics
@@ -176,15 +176,16 @@ def test_streams_blocks_from_non_dense_attention(monkeypatch):
     tokens = ["<s>"] + [f"t{i}" for i in rng.integers(0, 8, n - 1)]
     dense = ak.Attention.from_maps(maps, tokens)
     lazy = BlockOnly(dense)
-    monkeypatch.setattr(heads_mod, "_BLOCK_ELEMENTS", 5 * n)  # bands of 5 rows
+    monkeypatch.setattr(blocks, "BAND_ELEMENTS", 5 * n)  # bands of 5 rows
     assert isinstance(lazy, ak.types.AttentionLike)
     got = ak.head_scores(lazy, progress=False)
     want = ak.head_scores(dense, progress=False)
     np.testing.assert_allclose(got.table.to_numpy(), want.table.to_numpy(), rtol=1e-6)
     assert got.meta == want.meta
     assert lazy.reads and max(r * c for r, c in lazy.reads) <= 5 * n
-    # causal: a band of rows r0..r1 reads columns up to r1 only
-    assert max(c for _, c in lazy.reads[:1]) == 5
+    # causal: a band of rows r0..r1 reads columns up to r1 only; row 0 has no cell to
+    # score (no previous token), so the first band is rows 1..5 and columns 0..5
+    assert lazy.reads[0] == (5, 6)
 
 
 def test_word_level_uses_words():

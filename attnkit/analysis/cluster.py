@@ -15,7 +15,7 @@ import pandas as pd
 
 from .._compat import renamed
 from ..errors import InputError
-from ..results import HeadResult, Result, table_and_meta
+from ..results import HeadResult, Result, head_index, table_and_meta
 from ..types import Attentions, as_collection
 from .stats import uniform_row_entropy
 
@@ -23,10 +23,6 @@ _LN2 = float(np.log(2.0))
 
 #: Behaviour labels of :func:`head_behaviours`, in order of precedence (first match wins).
 BEHAVIOURS = ("punctuation", "[SEP]", "[CLS]", "broad", "previous", "next", "other")
-
-
-def _head_index(n_layers: int, n_heads: int) -> pd.MultiIndex:
-    return pd.MultiIndex.from_product([range(n_layers), range(n_heads)], names=["layer", "head"])
 
 
 def _pair_sums(x: np.ndarray, xlx: np.ndarray) -> np.ndarray:
@@ -129,7 +125,7 @@ def head_distances(
     np.clip(div, 0.0, _LN2, out=div)
     np.fill_diagonal(div, 0.0)
     values = np.sqrt(div) if kind == "distance" else div
-    index = _head_index(*shape)
+    index = head_index(*shape)
     out = pd.DataFrame(values, index=index, columns=index.copy())
     return HeadResult(out, {"n_items": n_items, "n_rows": n_rows, "kind": kind},
                       plot="head_distances")

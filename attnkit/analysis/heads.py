@@ -10,24 +10,20 @@ from __future__ import annotations
 
 import functools
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from .._compat import renamed
-from ..attention import Attention, row_shares
+from ..blocks import bands
 from ..errors import InputError
-from ..results import HeadResult
+from ..results import HeadResult, head_frame
 from ..types import AttentionLike, Attentions, as_collection
 
 #: The kinds of head :func:`head_scores` measures, in its default column order.
 HEAD_KINDS = ("sink", "previous", "induction", "duplicate")
-
-# Largest block (elements) read at once from attention that is not held densely.
-_BLOCK_ELEMENTS = 1 << 22
 
 
 @dataclass(frozen=True)
@@ -154,51 +150,27 @@ def _plan(att: AttentionLike, kinds: Sequence[str]) -> tuple[_Plan, str]:
 
 
 def _item_sums(att: AttentionLike, plan: _Plan, kinds: Sequence[str]) -> np.ndarray:
-    """float64 ``[layer, head, kind]``: each kind's attention summed over its cells."""
+    """float64 ``[layer, head, kind]``: each kind's attention summed over its cells, read
+    through :func:`attnkit.blocks.bands` (only the rows that have cells; all heads of a layer
+    together when they fit in one band, else one head and a band of rows at a time)."""
     L, H, n = att.n_layers, att.n_heads, len(att)
     out = np.zeros((L, H, len(kinds)))
-    if n == 0:
+    needed = np.unique(np.concatenate([plan.cells[k][0] for k in kinds]))
+    if n == 0 or needed.size == 0:
         return out
-    causal = bool(getattr(att, "causal", False))
-    measure = getattr(att, "measure", "weights")
-    shares = measure != "weights"
-    Reader = Callable[[int, int, int, int], np.ndarray]  # (layer, r0, r1, c1) -> [heads, rows, cols]
-    groups: list[tuple[list[int], Reader]]
-    if isinstance(att, Attention):
-        dense = att.maps
-
-        def read_layer(layer: int, r0: int, r1: int, c1: int) -> np.ndarray:
-            return dense[layer, :, r0:r1, :c1]
-
-        # dense: all heads of a layer at once, straight from the maps already held
-        groups = [(list(range(H)), read_layer)]
-        step = n
-    else:
-
-        def reader(h: int) -> Reader:
-            def read_head(layer: int, r0: int, r1: int, c1: int) -> np.ndarray:
-                return np.asarray(att.block(layer, h, slice(r0, r1), slice(0, c1)))[None]
-
-            return read_head
-
-        # anything else (lazy attention): one head at a time, a band of rows per read
-        groups = [([h], reader(h)) for h in range(H)]
-        step = max(1, _BLOCK_ELEMENTS // max(n, 1))
-    starts = {k: np.searchsorted(plan.cells[k][0], np.arange(0, n + step, step)) for k in kinds}
     for layer in range(L):
-        for heads, read in groups:
-            for c, r0 in enumerate(range(0, n, step)):
-                r1 = min(n, r0 + step)
-                if not any(starts[k][c + 1] > starts[k][c] for k in kinds):
+        for band in bands(att, layer, rows=needed, shares=True):
+            span, cols = band.span, band.cols
+            for i, kind in enumerate(kinds):
+                q, k = plan.cells[kind]
+                a, b = np.searchsorted(q, [span.start, span.stop])
+                inside = (k[a:b] >= cols.start) & (k[a:b] < cols.stop)  # else outside the mask: 0
+                if not inside.any():
                     continue
-                block = read(layer, r0, r1, r1 if causal else getattr(att, "n_columns", n))
-                if shares:
-                    block = row_shares(block.astype(np.float64), measure)
-                for i, kind in enumerate(kinds):
-                    a, b = starts[kind][c], starts[kind][c + 1]
-                    if b > a:
-                        q, k = plan.cells[kind]
-                        out[layer, heads, i] += block[:, q[a:b] - r0, k[a:b]].sum(-1, dtype=np.float64)
+                qs, ks = q[a:b][inside], k[a:b][inside]
+                local = qs - span.start if isinstance(band.rows, slice) else np.searchsorted(band.rows, qs)
+                out[layer, list(band.heads), i] += band.values[:, local, ks - cols.start].sum(
+                    -1, dtype=np.float64)
     return out
 
 
@@ -280,10 +252,10 @@ def head_scores(
     ----------
     attentions : AttentionLike or iterable of AttentionLike
         One input's attention (dense :class:`~attnkit.Attention` or lazy), or many (an
-        ``AttentionSet``, a list), all with the same layers and heads. Dense attention is
-        read from its maps, one layer at a time; any other attention through
-        ``block(layer, head, rows, cols)``, one head and a band of rows at a time
-        (at most about 4 M cells), so no input's full ``[L, H, n, n]`` is ever built.
+        ``AttentionSet``, a list), all with the same layers and heads, read through
+        :func:`attnkit.blocks.bands`: the heads of a layer together when they fit in one
+        band, else one head and a band of rows at a time (at most about 4 M cells), so no
+        input's full ``[L, H, n, n]`` is ever built.
     kinds : sequence of str or str
         Which scores to compute, any of :data:`HEAD_KINDS`; the columns come in this order.
     progress : bool
@@ -389,9 +361,7 @@ def head_scores(
     with np.errstate(invalid="ignore", divide="ignore"):
         denom = np.array([rows[k] for k in kinds], dtype=np.float64)
         means = np.where(denom > 0, sums / np.maximum(denom, 1), np.nan)
-    L, H, _ = means.shape
-    index = pd.MultiIndex.from_product([range(L), range(H)], names=["layer", "head"])
-    table = pd.DataFrame(means.reshape(L * H, len(kinds)), index=index, columns=list(kinds))
+    table = head_frame(means, kinds)
     meta = {
         "n_items": count,
         "n_rows": rows,

@@ -6,13 +6,15 @@ import functools
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from .._compat import renamed
 from ..errors import InputError
 from ..headstats import STAT_COLUMNS, item_stats
-from ..results import HeadResult
+from ..results import HeadResult, head_frame
 from ..types import AttentionLike, Attentions
+
+__all__ = ["STAT_COLUMNS", "head_stats", "item_stats", "uniform_row_entropy"]
+
 
 @renamed(att="attentions")
 def uniform_row_entropy(attentions: AttentionLike) -> float:
@@ -100,10 +102,8 @@ def head_stats(attentions: Attentions, *, progress: bool = True, client: Any = N
     total, count, cls_count = p["total"], int(p["count"]), int(p["cls"])
     mean = total / count
     mean[..., 7] = total[..., 7] / cls_count if cls_count else np.nan
-    L, H, _ = mean.shape
-    index = pd.MultiIndex.from_product([range(L), range(H)], names=["layer", "head"])
-    df = pd.DataFrame(mean.reshape(L * H, -1), index=index, columns=STAT_COLUMNS)
-    return HeadResult(df, {"n_items": count, "uniform_entropy": p["uniform"] / count},
+    return HeadResult(head_frame(mean, STAT_COLUMNS),
+                      {"n_items": count, "uniform_entropy": p["uniform"] / count},
                       value="cls", plot="head_stats")
 
 

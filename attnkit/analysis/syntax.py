@@ -34,7 +34,7 @@ import pandas as pd
 from .._compat import renamed
 from ..data.conllu import Treebank
 from ..errors import InputError
-from ..results import HeadResult, Result
+from ..results import HeadResult, Result, head_frame
 from ..types import Attentions
 from ._align import align_item, check_length, check_pair
 
@@ -275,12 +275,10 @@ def head_accuracy(attentions: Attentions | None = None, gold: Treebank | None = 
     """
     hits = _hits_of(attentions, gold, hits, poss_rule, client=client)
     names, n, head_c, _ = _group(hits, subtypes, skip)
-    _, _, L, H = head_c.shape
     acc = head_c / np.maximum(n, 1)[:, None, None, None]  # [R, 2, L, H]
-    index = pd.MultiIndex.from_product([range(L), range(H)], names=["layer", "head"])
     parts = []
     for d, direction in enumerate(DIRECTIONS):
-        part = pd.DataFrame(acc[:, d].reshape(len(names), -1).T, index=index, columns=names)
+        part = head_frame(np.moveaxis(acc[:, d], 0, -1), names)  # [L, H, relation]
         part.insert(0, "direction", direction)
         parts.append(part)
     table = pd.concat(parts).sort_index(kind="stable")
@@ -457,7 +455,7 @@ def relation_heads(
             f"has {head_c.shape[2]}x{head_c.shape[3]}; both must come from the same model."
         )
     s_index = {r: i for i, r in enumerate(s_names)}
-    _, _, L, H = head_c.shape
+
     rows = []
     for i, rel in enumerate(names):
         if rel != "all" and (n[i] < min_count or _skipped(rel, skip) or rel == "root"):

@@ -20,7 +20,7 @@ import pandas as pd
 from .._compat import renamed
 from ..attention import is_punct
 from ..errors import EmptyInputError, InputError
-from ..results import HeadResult
+from ..results import HeadResult, head_frame
 from ..types import AttentionLike, Attentions, HeadId, Sources, as_collection, dense_maps
 from .compare import check_tokenization, head_edge_counts, js_divergence
 from .graph import attention_graph
@@ -163,14 +163,10 @@ def flow_summary(
     cat_rows = [r[1] for r in per_input]
     tok_rows = [t for r in per_input for t in r[2]]
     inputs = [r[3] for r in per_input]
-    shape = head_rows[0].shape
 
     counts = np.stack(head_rows).astype(np.float64)  # [inputs, L, H]
     mean, std = _stats(counts)
-    index = pd.MultiIndex.from_product([range(shape[0]), range(shape[1])],
-                                       names=["layer", "head"])
-    head_df = pd.DataFrame({"edges_mean": mean.ravel(), "edges_std": std.ravel(),
-                            "share": (counts > 0).mean(axis=0).ravel()}, index=index)
+    head_df = head_frame({"edges_mean": mean, "edges_std": std, "share": (counts > 0).mean(axis=0)})
 
     crow = []
     for c in CATEGORIES:
@@ -354,18 +350,15 @@ def compare_sets(
         raise EmptyInputError("No pairs to compare: the sets are empty.")
     if names is None:
         names = pairs[0][4]
-    shape = pairs[0][0].shape
     jsds, ea, eb, shares = ([p[k] for p in pairs] for k in range(4))
     jsd_all = np.stack(jsds)
     edges_a, edges_b = np.stack(ea).astype(float), np.stack(eb).astype(float)
     jm, js = _stats(jsd_all)
-    index = pd.MultiIndex.from_product([range(shape[0]), range(shape[1])],
-                                       names=["layer", "head"])
-    heads_df = pd.DataFrame({
-        "jsd_mean": jm.ravel(), "jsd_std": js.ravel(),
-        "edges_a_mean": edges_a.mean(0).ravel(), "edges_b_mean": edges_b.mean(0).ravel(),
-        "share_a": (edges_a > 0).mean(0).ravel(), "share_b": (edges_b > 0).mean(0).ravel(),
-    }, index=index)
+    heads_df = head_frame({
+        "jsd_mean": jm, "jsd_std": js,
+        "edges_a_mean": edges_a.mean(0), "edges_b_mean": edges_b.mean(0),
+        "share_a": (edges_a > 0).mean(0), "share_b": (edges_b > 0).mean(0),
+    })
     sh = np.array(shares, dtype=np.float64)  # [inputs, 2, categories]
     delta = sh[:, 1] - sh[:, 0]
     with warnings.catch_warnings():  # categories absent from every input give NaN, silently

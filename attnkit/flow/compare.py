@@ -17,7 +17,7 @@ import pandas as pd
 from .._compat import renamed
 from ..attention import row_shares
 from ..errors import InputError, TokenizationMismatchError
-from ..results import HeadResult
+from ..results import HeadResult, head_frame
 from ..types import AttentionLike, HeadId, Sources, dense_maps
 from .graph import attention_graph
 from .influence import influence
@@ -353,8 +353,5 @@ def _heads(att_a: AttentionLike, att_b: AttentionLike, ga: nx.DiGraph,
     ca, cb = head_edge_counts(ga), head_edge_counts(gb)
     model = np.where((ca > 0) & (cb > 0), "both",
                      np.where(ca > 0, "a", np.where(cb > 0, "b", "none")))
-    index = pd.MultiIndex.from_product([range(n_layers), range(n_heads)],
-                                       names=["layer", "head"])
-    return pd.DataFrame({"jsd": jsd.mean(-1).ravel(), "jsd_max": jsd.max(-1).ravel(),
-                         "jsd_source": jsd_src.ravel(), "edges_a": ca.ravel(),
-                         "edges_b": cb.ravel(), "model": model.ravel()}, index=index)
+    return head_frame({"jsd": jsd.mean(-1), "jsd_max": jsd.max(-1), "jsd_source": jsd_src,
+                       "edges_a": ca, "edges_b": cb, "model": model})

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import gc
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Iterable
 
 import networkx as nx
@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from .._compat import renamed
-from ..attention import Attention, row_shares
+from ..blocks import bands
 from ..errors import InputError
 from ..types import AttentionLike, HeadId, Sources
 
@@ -79,9 +79,6 @@ def attention_graph(
     [((1, 2), (0, 2))]
     """
     att = attentions
-    measure = getattr(att, "measure", "weights")
-    if measure != "weights" and isinstance(att, Attention):
-        att = replace(att, maps=row_shares(att.maps, measure))
     n_layers, n_heads = att.n_layers, att.n_heads
     if not 0.0 <= float(threshold) < 1.0:
         raise InputError(f"threshold must lie in [0, 1); got {threshold}. Edges need "
@@ -153,25 +150,19 @@ def _hits(att, layer: int, head_ids: np.ndarray, rows: np.ndarray, threshold: fl
     """Every head edge of one layer from the given rows: ``(row index into rows, key,
     index into head_ids, weight)``, sorted by row, key, head.
 
-    Dense attention is thresholded in one go; other attention (lazy) band by band and head
-    by head over the columns the rows can see, so no ``[n, n]`` map of all heads is held.
+    Read through :func:`attnkit.blocks.bands` (maps of another measure than weights as each
+    row's shares) over the columns the rows can see: the heads together when they fit in one
+    band, else head by head, band by band, so no ``[n, n]`` map of all heads is held.
     """
-    if isinstance(att, Attention):
-        block = att.maps[layer][head_ids][:, rows, :]  # [h, r, n]
-        # one (row, key, head) triple per head edge, grouped by (row, key)
-        r_idx, k_idx, h_idx = np.nonzero((block > threshold).transpose(1, 2, 0))
-        return r_idx, k_idx, h_idx, block[h_idx, r_idx, k_idx].astype(np.float64)
-    from ..blocks import BAND_ELEMENTS, columns_of
-
-    step = max(1, BAND_ELEMENTS // max(1, len(att)))
     parts = []
-    for j, head in enumerate(head_ids.tolist()):
-        for a in range(0, len(rows), step):
-            sub = rows[a : a + step]
-            cols = columns_of(att, slice(int(sub.min()), int(sub.max()) + 1))
-            block = att.block(layer, head, sub, cols)
-            rr, kk = np.nonzero(block > threshold)
-            parts.append((rr + a, kk + cols.start, np.full(len(rr), j), block[rr, kk]))
+    for band in bands(att, layer, head_ids.tolist(), rows=rows, shares=True):
+        h, r, k = np.nonzero(band.values > threshold)
+        first = int(np.searchsorted(rows, band.span.start))  # band rows are rows[first:...]
+        heads = np.searchsorted(head_ids, np.asarray(band.heads))
+        parts.append((r + first, k + band.cols.start, heads[h], band.values[h, r, k]))
+    if not parts:
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty, empty, np.zeros(0)
     r_idx, k_idx, h_idx, w = (np.concatenate([p[i] for p in parts]) for i in range(4))
     order = np.lexsort((h_idx, k_idx, r_idx))
     return r_idx[order], k_idx[order], h_idx[order], w[order].astype(np.float64)
@@ -253,7 +244,7 @@ def _allowed_heads(heads, n_layers: int, n_heads: int):
     return allowed, pairs
 
 
-def _node_attrs(att: Attention, level: int, pos: int) -> dict:
+def _node_attrs(att: AttentionLike, level: int, pos: int) -> dict:
     return {"level": level, "position": pos, "token": att.tokens[pos],
             "role": str(att.roles[pos])}
 

@@ -13,7 +13,7 @@ from typing import Iterator
 import numpy as np
 
 from .._compat import renamed
-from ..attention import Attention, row_shares
+from ..blocks import head_mean
 from ..errors import InputError
 from ..types import AttentionLike
 
@@ -21,34 +21,17 @@ from ..types import AttentionLike
 def residual_layers(att: AttentionLike, residual: float = 0.5) -> Iterator[np.ndarray]:
     """The matrices of :func:`residual_attention`, one layer at a time (float64 ``[n, n]``).
 
-    Dense attention averages its maps; any other attention (lazy) is averaged head by head,
-    band by band (:func:`attnkit.blocks.head_mean`), so one ``[n, n]`` matrix is held at a
-    time, never ``[L, H, n, n]``.
+    Each layer's heads are averaged band by band (:func:`attnkit.blocks.head_mean`, maps of
+    another measure as each row's shares), so one ``[n, n]`` matrix is held at a time, never
+    ``[L, H, n, n]``.
     """
     if not 0.0 <= residual <= 1.0:
         raise InputError(f"residual must lie in [0, 1]; got {residual}.")
-    if isinstance(att, Attention):
-        maps = np.asarray(att.maps, dtype=np.float64)
-        if not np.all(np.isfinite(maps)):
-            raise InputError("Attention maps contain non-finite values; pass probabilities.")
-        for a in _check_maps(row_shares(maps, att.measure)):
-            yield _mix(a.mean(axis=0), residual)
-        return
-    from ..blocks import head_mean
-
     if att.n_layers == 0 or att.n_heads == 0 or len(att) == 0:
-        raise InputError("Attention is empty; nothing to roll out.")
+        raise InputError(f"Attention maps are empty (shape {(att.n_layers, att.n_heads, len(att))}); "
+                         "nothing to roll out.")
     for layer in range(att.n_layers):
-        yield _mix(head_mean(att, layer), residual)
-
-
-def _check_maps(maps: np.ndarray) -> np.ndarray:
-    if maps.shape[0] == 0 or maps.shape[1] == 0 or maps.shape[2] == 0:
-        raise InputError(f"Attention maps are empty (shape {maps.shape}); nothing to roll out.")
-    if not np.all(np.isfinite(maps)) or np.any(maps < 0):
-        raise InputError("Attention maps contain negative or non-finite values; "
-                         "pass probabilities (rows of softmax outputs).")
-    return maps
+        yield _mix(head_mean(att, layer, shares=True), residual)
 
 
 def _mix(mean: np.ndarray, residual: float) -> np.ndarray:

@@ -4,8 +4,10 @@ Level ``k`` pools bins of ``2**k × 2**k`` cells, so it has ``ceil(n / 2**k)`` b
 side; level 0 holds the exact weights. The coarsest level with at most ``overview`` bins
 (:func:`top_level`) is the overview a view receives up front; the others are served as
 tiles of ``size × size`` bins when the view zooms in. Everything is read through
-``source.block(layer, head, rows, cols)`` one row strip at a time, so a lazy map (computed
-from Q/K on demand) is never held whole: memory stays at one strip (``STRIP_CELLS`` floats).
+:mod:`attnkit.blocks` one band of rows at a time, so a lazy map (computed from Q/K on demand)
+is never held whole: memory stays at one band (``blocks.BAND_ELEMENTS`` floats). A head's
+overview, its thumbnail and its scale tops come from one pass over its bands
+(:func:`view_reductions`), kept for the next view of the same attention.
 
 Pooled values are the max (for signed maps, the value of largest magnitude, sign kept) or
 the mean of the bin's cells. Row ranks (the ``rank`` colour scale) follow ``scale.ts``:
@@ -15,17 +17,23 @@ the mean of the bin's cells. Row ranks (the ``rank`` colour scale) follow ``scal
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
+from ..blocks import BAND_ELEMENTS, EdgePool, Extremes, GridPool, Reduction, read, summarize
 from ..errors import InputError
 from ..plot.common import row_ranks
 
 OVERVIEW = 512
 TILE = 256
-STRIP_CELLS = 1 << 22  # floats read per strip (16 MB)
+#: bytes of thumbnails a grid sends at most (the rest of its state is a few kB)
+THUMB_BYTES = 1_600_000
+#: cells per thumbnail side at most, by default
+THUMB_SIZE = 128
 
 
 class BlockSource(Protocol):
@@ -40,6 +48,25 @@ def top_level(n: int, overview: int = OVERVIEW) -> int:
     while -(-n // (1 << k)) > overview:
         k += 1
     return k
+
+
+def thumb_side(n: int, n_heads_total: int, size: int = THUMB_SIZE) -> int:
+    """Thumbnail side: at most ``size`` and ``n``, and all thumbnails within ``THUMB_BYTES``."""
+    fit = math.isqrt(THUMB_BYTES // max(1, n_heads_total))
+    return max(1, min(int(size), n, fit))
+
+
+def view_reductions(n: int, n_heads_total: int, sinks: Sequence[int], *, level: int | None = None,
+                    thumb: int | None = None, overview: bool = True) -> list[Reduction]:
+    """What a Heatmap and a HeadGrid read from one head, in one pass: the overview level
+    (default :func:`top_level`; left out with ``overview=False``), the max-pooled thumbnail
+    (default :func:`thumb_side`) and the extremes without ``sinks``. Either view asks for the
+    other's defaults too, so the second view of an attention reads no head again."""
+    out: list[Reduction] = [EdgePool(thumb_side(n, n_heads_total) if thumb is None else int(thumb)),
+                            Extremes(tuple(int(s) for s in sinks))]
+    if overview:
+        out.append(GridPool(top_level(n) if level is None else int(level)))
+    return out
 
 
 def side(n: int, k: int) -> int:
@@ -71,9 +98,9 @@ def pool(block: np.ndarray, k: int, reduce: str, signed: bool = False) -> np.nda
 
 
 def strip_rows(n: int, k: int) -> int:
-    """Rows per strip: a multiple of ``2**k`` with about ``STRIP_CELLS`` cells."""
+    """Rows per strip: a multiple of ``2**k`` with about ``BAND_ELEMENTS`` cells."""
     b = 1 << k
-    return max(b, (STRIP_CELLS // max(1, n)) // b * b)
+    return max(b, (BAND_ELEMENTS // max(1, n)) // b * b)
 
 
 @dataclass
@@ -89,29 +116,19 @@ class Overview:
 
 
 def overview(source: BlockSource, layer: int, head: int, n: int, sinks: np.ndarray,
-             *, level: int, signed: bool = False) -> Overview:
-    """Level ``level`` max- and mean-pooled, and the scale tops, in one pass of row strips."""
-    keep = np.ones(n, dtype=bool)
-    keep[np.asarray(sinks, dtype=np.int64)] = False
-    m = side(n, level)
-    out_max = np.empty((m, m), dtype=np.float32)
-    out_mean = np.empty((m, m), dtype=np.float32)
-    top = top_ns = 0.0
-    low = np.inf
-    step = strip_rows(n, level)
-    b = 1 << level
-    for r0 in range(0, n, step):
-        r1 = min(n, r0 + step)
-        blk = np.asarray(source.block(layer, head, slice(r0, r1), slice(0, n)), dtype=np.float32)
-        mag = np.abs(blk) if signed else blk
-        top = max(top, float(mag.max()))
-        if keep.any():
-            top_ns = max(top_ns, float(mag[:, keep].max()))
-        low = min(low, float(blk.min()))
-        i0, i1 = r0 // b, -(-r1 // b)
-        out_max[i0:i1] = pool(blk, level, "max", signed)
-        out_mean[i0:i1] = pool(blk, level, "mean")
-    return Overview(level, out_max, out_mean, top, top_ns, float(low))
+             *, level: int, signed: bool = False, reductions: Sequence[Reduction] = ()) -> Overview:
+    """Level ``level`` max- and mean-pooled, and the scale tops, from one pass of bands
+    (together with ``reductions``, kept for later callers: :func:`view_reductions`)."""
+    grid, bounds = GridPool(level), Extremes(tuple(int(s) for s in np.asarray(sinks)))
+    got = summarize(source, layer, [head], [grid, bounds, *reductions], n=n)[0]
+    pooled, b = got[grid.key], got[bounds.key]
+    return Overview(level, pooled.signed() if signed else pooled.max, pooled.mean,
+                    b.top(signed=signed), b.top(signed=signed, sinks=False), b.min)
+
+
+def block(source: Any, layer: int, head: int, rows: slice, cols: slice) -> np.ndarray:
+    """Float32 ``[rows, cols]`` of one head (:func:`attnkit.blocks.read`)."""
+    return read(source, layer, [head], rows, cols)[0]
 
 
 def tile(source: BlockSource, layer: int, head: int, n: int, k: int, ti: int, tj: int,
@@ -124,12 +141,12 @@ def tile(source: BlockSource, layer: int, head: int, n: int, k: int, ti: int, tj
     r0, c0 = ti * span, tj * span
     r1, c1 = min(n, r0 + span), min(n, c0 + span)
     if k == 0:
-        return np.asarray(source.block(layer, head, slice(r0, r1), slice(c0, c1)), dtype=np.float32)
+        return block(source, layer, head, slice(r0, r1), slice(c0, c1))
     rows = []
     step = strip_rows(c1 - c0, k)
     for s0 in range(r0, r1, step):
         s1 = min(r1, s0 + step)
-        rows.append(pool(source.block(layer, head, slice(s0, s1), slice(c0, c1)), k, reduce, signed))
+        rows.append(pool(block(source, layer, head, slice(s0, s1), slice(c0, c1)), k, reduce, signed))
     return np.concatenate(rows, axis=0)
 
 
@@ -155,7 +172,7 @@ def rank_tile(source: BlockSource, layer: int, head: int, n: int, k: int, ti: in
     step = strip_rows(n, k)
     for s0 in range(r0, r1, step):
         s1 = min(r1, s0 + step)
-        level_rows = pool(source.block(layer, head, slice(s0, s1), slice(0, n)), k, reduce)
+        level_rows = pool(block(source, layer, head, slice(s0, s1), slice(0, n)), k, reduce)
         valid = None
         if causal:  # a bin holds values when it reaches the diagonal
             rows_at = np.arange(s0 >> k, (s0 >> k) + level_rows.shape[0])

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import warnings
 
 import numpy as np
@@ -12,15 +11,15 @@ from matplotlib.figure import Figure
 
 from .._compat import renamed
 from .._progress import progress as progress_bar
+from ..blocks import EdgePool, summarize
 from ..errors import InputError
 from ..plot import attention as plots
 from ..results import head_table
 from ..types import AttentionLike
 from ._base import SelectsHead, SinkAwareScale
 from ._codec import wire
+from ._pyramid import thumb_side, top_level, view_reductions
 
-#: bytes of thumbnails a grid sends at most (the rest of its state is a few kB)
-THUMB_BYTES = 1_600_000
 #: decades of the thumbnails' log codes: code c > 0 stands for top · 10**(DECADES * (c/255 - 1))
 DECADES = 6.0
 
@@ -36,12 +35,6 @@ def log_codes(thumbs: np.ndarray, top: np.ndarray) -> np.ndarray:
     return np.clip(np.nan_to_num(codes, nan=0.0, neginf=0.0), 0, 255).astype(np.uint8)
 
 
-def thumb_side(n: int, n_heads_total: int, size: int) -> int:
-    """Thumbnail side: at most ``size`` and ``n``, and all thumbnails within ``THUMB_BYTES``."""
-    fit = math.isqrt(THUMB_BYTES // max(1, n_heads_total))
-    return max(1, min(int(size), n, fit))
-
-
 class HeadGrid(SinkAwareScale, SelectsHead):
     """All heads of ``att`` as thumbnails labelled "L-H" (1-indexed), like bertviz's model
     view but drawn on one canvas from uint8 codes.
@@ -50,8 +43,9 @@ class HeadGrid(SinkAwareScale, SelectsHead):
     ----------
     attentions : AttentionLike
         Dense :class:`~attnkit.Attention` or lazy attention. Each thumbnail is the head's
-        max-pooled overview ``att.pooled(layer, head, size)``, read one head at a time (a
-        lazy map is never held whole).
+        max-pooled overview (the numbers of ``att.pooled(layer, head, size)``), read band by
+        band (a lazy map is never held whole) in one pass per head that also reads what a
+        :class:`Heatmap` of the head shows first (kept for it).
     metric : DataFrame, Series or ndarray, optional
         Per-head values drawn as a coloured bar under each thumbnail and shown on hover:
         indexed by ``(layer, head)`` (e.g. ``head_stats``) or an array ``[layer, head]``.
@@ -149,12 +143,15 @@ class HeadGrid(SinkAwareScale, SelectsHead):
         L, H = att.n_layers, att.n_heads
         t = thumb_side(n, L * H, size)
         thumbs = np.empty((L, H, t, t), dtype=np.float32)
+        # the overview a Heatmap of a long map draws is read in the same pass (shorter maps
+        # are their own overview, read again in no time)
+        reductions = view_reductions(n, L * H, scaled["sinks"], thumb=t, overview=top_level(n) > 0)
         bar = progress_bar(total=L * H, show=progress and L * H * n * n > 1 << 26,
                            desc="head thumbnails", unit="head")
         for l in range(L):
-            for h in range(H):
-                thumbs[l, h] = att.pooled(l, h, t, "max")
-                bar.update(1)
+            for h, got in enumerate(summarize(att, l, range(H), reductions)):
+                thumbs[l, h] = got[EdgePool(t).key]
+            bar.update(H)
         bar.close()
         head_max = thumbs.reshape(L, H, -1).max(axis=2)
         self._thumbs = thumbs  # what the browser shows, as floats: the static figure's source

@@ -114,8 +114,9 @@ class Heatmap(SinkAwareScale, AttnkitWidget):
 
     Notes
     -----
-    Memory: one head's overview and one strip of rows at a time (``_pyramid.STRIP_CELLS``
-    floats); no ``[n, n]`` map is kept. In the browser: click the map (or hold Ctrl) and
+    Memory: one head's overview and one band of rows at a time (``attnkit.blocks.BAND_ELEMENTS``
+    floats); no ``[n, n]`` map is kept. A head is read once for its overview, its scale tops
+    and the thumbnail a :class:`HeadGrid` of the same attention shows (kept for both views). In the browser: click the map (or hold Ctrl) and
     scroll to zoom, drag to pan, double-click to fit; hovering a cell shows from-token,
     to-token and its exact weight (fetched from the kernel when zoomed out).
 
@@ -221,6 +222,8 @@ class Heatmap(SinkAwareScale, AttnkitWidget):
         self._overview_bins = int(overview)
         self._embed = embed_budget(embed)
         self._level = pyr.top_level(n, self._overview_bins)
+        # read with the overview: what a HeadGrid of this attention shows of the head
+        self._reductions = pyr.view_reductions(n, L * H, scaled["sinks"], level=self._level)
         self._overview: pyr.Overview | None = None
         super().__init__(
             tokens=[str(t) for t in att.tokens], n=n, n_layers=L, n_heads=H, reduce=reduce,
@@ -370,7 +373,7 @@ class Heatmap(SinkAwareScale, AttnkitWidget):
         >>> ak.Heatmap(att).block(slice(1, 2), slice(0, 2)).tolist()
         [[0.25, 0.75]]
         """
-        return np.asarray(self._source.block(self.layer, self.head, rows, cols), dtype=np.float32)
+        return pyr.block(self._source, self.layer, self.head, rows, cols)
 
     @property
     def overview(self) -> np.ndarray:
@@ -446,7 +449,7 @@ class Heatmap(SinkAwareScale, AttnkitWidget):
         # Max pooling keeps the sign of the largest magnitude: the same as plain max for
         # weights, and negative extremes survive in differences.
         ov = pyr.overview(self._source, self.layer, self.head, self.n, np.asarray(self.sinks),
-                          level=self._level, signed=True)
+                          level=self._level, signed=True, reductions=self._reductions)
         self._overview = ov
         self._shown = (self.layer, self.head)
         diverging = self._diverging if self._diverging is not None else ov.low < 0
