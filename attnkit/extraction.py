@@ -16,7 +16,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from . import engine, store_v1
+from . import engine, store_v1, validate
 from . import store as st
 from ._progress import progress as _bar
 from .batches import (
@@ -132,10 +132,8 @@ def extract(
     >>> sset[1].tokens, sset[1].maps.shape
     (['[CLS]', 'we', 'read', '.', '[SEP]'], (2, 2, 5, 5))
     """
-    if level not in ("word", "token"):
-        raise InputError(f"level must be 'word' or 'token', not {level!r}.")
-    if batch_size < 1:
-        raise InputError(f"batch_size must be at least 1, not {batch_size}.")
+    level = validate.level(level)
+    batch_size = validate.size(batch_size, "batch_size")
     keep_maps, summary_names = _keep(keep)
     measure = check_measure(measure)
     if embeddings and not keep_maps:

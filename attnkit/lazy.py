@@ -25,8 +25,9 @@ from typing import Any
 import numpy as np
 
 from .attention import Attention, Positions, pool_cells, pool_edges, word_groups
+from . import validate
 from .capture import LayerQK
-from .errors import InputError
+from .errors import EmptyInputError, InputError
 
 #: Float32 elements one block of rows may hold while a reader computes (16 MiB).
 BAND_ELEMENTS = 1 << 22
@@ -92,10 +93,12 @@ class LazyAttention(Positions):
         self._groups: Any = None  # word level: token -> word-level position (torch, device)
         self._group_sizes: Any = None  # word level: tokens per word-level position
         self._n_tokens = int(self._layers[0].query.shape[1])
+        if self._n_tokens == 0:
+            raise EmptyInputError("Attention with 0 positions: give at least one token.")
         self.tokens = [str(t) for t in tokens]
-        self.roles = np.asarray(roles, dtype="<U7")
-        self.word_ids = np.asarray(word_ids, dtype=np.int64)
+        self.roles = validate.roles(roles)
         self.words = list(words)
+        self.word_ids = validate.word_ids(word_ids, len(self.words), len(np.asarray(word_ids)))
         self.segments = (np.where(self.roles == "word", 0, -1) if segments is None
                          else np.asarray(segments, dtype=np.int64))
         self.input_ids = None if input_ids is None else np.asarray(input_ids, dtype=np.int64)
@@ -223,9 +226,9 @@ class LazyAttention(Positions):
         >>> bool((att.block(1, 0, slice(0, 4), slice(4, 8)) == 0).all())   # causal
         True
         """
-        self._check_head(layer, head)
-        r = _positions(rows, len(self))
-        c = _positions(cols, len(self))
+        layer, head = self._check_head(layer, head)
+        r = validate.positions(rows, len(self), "rows")
+        c = validate.positions(cols, len(self), "cols")
         out = np.empty((len(r), len(c)), dtype=np.float32)
         step = max(1, BAND_ELEMENTS // max(1, len(c)))
         for a in range(0, len(r), step):
@@ -265,11 +268,10 @@ class LazyAttention(Positions):
         >>> att.pooled(0, 1, 4, reduce="mean").shape
         (4, 4)
         """
-        if reduce not in ("max", "mean"):
-            raise InputError(f"reduce must be 'max' or 'mean', not {reduce!r}.")
-        self._check_head(layer, head)
+        validate.choice(reduce, "reduce", ("max", "mean"))
+        layer, head = self._check_head(layer, head)
         n = len(self)
-        edges = pool_edges(n, size)
+        edges = pool_edges(n, validate.size(size))
         m = len(edges) - 1
         out = np.empty((m, m), dtype=np.float32)
         bins_per_band = max(1, BAND_ELEMENTS // max(1, n * int(np.diff(edges).max())))
@@ -387,10 +389,8 @@ class LazyAttention(Positions):
         return out
 
     # ------------------------------------------------------------------ compute
-    def _check_head(self, layer: int, head: int) -> None:
-        if not (0 <= layer < self.n_layers and 0 <= head < self.n_heads):
-            raise InputError(f"head {(layer, head)} is outside layers 0..{self.n_layers - 1} and "
-                             f"heads 0..{self.n_heads - 1} (0-indexed).")
+    def _check_head(self, layer: int, head: int) -> tuple[int, int]:
+        return validate.head_index(layer, head, self.n_layers, self.n_heads)
 
     def _probs(self, layer: int, heads: Sequence[int], rows: np.ndarray, cols: np.ndarray) -> Any:
         """Float32 tensor ``[h, r, c]`` on the device: probabilities of ``heads`` at level
@@ -487,21 +487,6 @@ def _cut(part: Any, r_idx: Any, bound: Any, first_col: int, keep: str) -> None:
     cols = torch.arange(first_col, first_col + part.shape[-1], device=part.device)
     drop = cols[None, :] >= bound[:, None] if keep == "below" else cols[None, :] < bound[:, None]
     part.masked_fill_(drop[None], 0.0)
-
-
-def _positions(index: Index, n: int) -> np.ndarray:
-    """Positions ``0..n-1`` selected by a slice or a sequence of ints, as an int array."""
-    if isinstance(index, slice):
-        return np.arange(n)[index]
-    arr = np.asarray(index)
-    if arr.ndim == 0:
-        arr = arr[None]
-    if arr.dtype == bool:
-        return np.flatnonzero(arr)
-    arr = arr.astype(np.int64)
-    if arr.size and (arr.min() < -n or arr.max() >= n):
-        raise InputError(f"positions {arr.min()}..{arr.max()} are outside 0..{n - 1}.")
-    return np.where(arr < 0, arr + n, arr)
 
 
 def _index(pos: np.ndarray, device: Any) -> Any:
