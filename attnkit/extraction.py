@@ -301,6 +301,8 @@ def _check_same(loc: st.Location, old: dict, new: dict, v1: str) -> None:
             new["inputs_fingerprint"] = old["inputs_fingerprint"]  # a migrated store of these inputs
         if old.get("model_fingerprint") in (None, new["model_fingerprint"]):
             new["model_fingerprint"] = old.get("model_fingerprint") or new["model_fingerprint"]
+    if old.get("model_fingerprint") and old["model_fingerprint"] == new.get("model_fingerprint_legacy"):
+        new["model_fingerprint"] = old["model_fingerprint"]  # written by an earlier attnkit
     diffs = []
     if old.get("model") != new["model"] or old.get("model_fingerprint") not in (None, new["model_fingerprint"]):
         diffs.append(f"model {old.get('model')!r} (weights {str(old.get('model_fingerprint'))[:10]}) "
