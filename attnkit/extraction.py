@@ -132,6 +132,12 @@ def extract(
     >>> sset[1].tokens, sset[1].maps.shape
     (['[CLS]', 'we', 'read', '.', '[SEP]'], (2, 2, 5, 5))
     """
+    if isinstance(inputs, (str, bytes)):
+        raise InputError(
+            "extract() takes many inputs (a list of texts, word lists, pairs or sentences); got "
+            "one str, which would be read character by character. Wrap it in a list, "
+            "extract(model, [text]), or use model.attend(text) for one input."
+        )
     level = validate.level(level)
     batch_size = validate.size(batch_size, "batch_size")
     keep_maps, summary_names = _keep(keep)
