@@ -9,6 +9,7 @@ chunks were damaged. Without ``store`` the set stays in memory (float16).
 
 from __future__ import annotations
 
+import errno
 import json
 import warnings
 from collections.abc import Iterable, Sequence
@@ -214,7 +215,7 @@ class _Job:
                                 batch_size, embeddings)
             self.lock, done = _prepare_store(self.loc, info, layout, index, meta_json, shapes, v1,
                                              verify=verify, progress=progress)
-            self.dest = Destination(loc=self.loc, token=self.lock.token)
+            self.dest = Destination(loc=self.loc, token=self.lock.token if self.lock else "")
         self.plan = plan
         self.todo = [b for b in range(len(plan)) if b not in done]
         self.reused = len(done)
@@ -248,7 +249,7 @@ class _Job:
 
 def _prepare_store(loc: st.Location, info: dict, layout: st.Layout, index: st.Index,
                    meta_json: list[str], shapes: dict, v1: str, *, verify: bool,
-                   progress: bool) -> tuple[st.WriterLock, set[int]]:
+                   progress: bool) -> tuple[st.WriterLock | None, set[int]]:
     """Take the writer lock; create the store, or check it holds these inputs and find the
     batches to reuse (committed and, with ``verify``, intact)."""
     if loc.local and store_v1.is_v1(Path(loc.url)):
@@ -258,9 +259,16 @@ def _prepare_store(loc: st.Location, info: dict, layout: st.Layout, index: st.In
         )
     if loc.local and Path(loc.url).is_file():
         raise StoreError(f"{loc} is a file, not a store folder; pass a folder path.")
-    lock = st.WriterLock(loc).acquire()
+    try:
+        lock = st.WriterLock(loc).acquire()
+    except OSError as exc:
+        if exc.errno not in (errno.EROFS, errno.EACCES, errno.EPERM):
+            raise StoreError(f"Could not open the store {loc} for writing ({exc}).") from exc
+        return None, _read_only_store(loc, info, v1, exc, verify=verify)
     try:
         st.remove_leftovers(loc)
+        if loc.exists(st.META_BACKUP):  # restore damaged metadata (committed batches are kept)
+            st.repair_metadata(loc)
         old = st.read_info(loc)
         if old is None:
             if loc.local and any(p.name != "writer.lock" for p in Path(loc.url).iterdir()):
@@ -286,6 +294,7 @@ def _prepare_store(loc: st.Location, info: dict, layout: st.Layout, index: st.In
 
             g = zarr.open_group(loc.url, mode="a", storage_options=loc.storage_options or None)
             st.write_index(g, layout, index, meta_json)
+            st.save_metadata(loc)
             reader = st.StoreReader(loc, require_complete=False)
         done = set(reader.committed)
         if verify and done:
@@ -299,6 +308,24 @@ def _prepare_store(loc: st.Location, info: dict, layout: st.Layout, index: st.In
     except BaseException:
         lock.release()
         raise
+
+
+def _read_only_store(loc: st.Location, info: dict, v1: str, exc: OSError, *, verify: bool) -> set[int]:
+    """Resuming where nothing can be written (a read-only file system): a complete, intact
+    store of these inputs is read as it is; anything else is an error saying so."""
+    old = st.read_info(loc)
+    if old is not None:
+        _check_same(loc, old, info, v1)
+        reader = st.StoreReader(loc, require_complete=False)
+        done = set(reader.committed)
+        if len(done) == len(reader.layout.batches) and not (
+                verify and (reader.verify_index() or any(reader.verify_batch(b) for b in done))):
+            return done
+    raise StoreError(
+        f"The store {loc} cannot be written ({exc.strerror}: a read-only file system or no "
+        "permission) and it is not a complete, intact store of these inputs. Copy it to a "
+        "writable place (or pass another store) and run attnkit.extract again."
+    ) from exc
 
 
 def _check_same(loc: st.Location, old: dict, new: dict, v1: str) -> None:
