@@ -159,6 +159,9 @@ def cmd_store(args: argparse.Namespace) -> int:
             bad[b] = problems
     missing = len(reader.layout.batches) - len(reader.committed)
     bad_index = reader.verify_index()
+    for doc in st.damaged_metadata(loc):
+        bad_index.append(doc)
+        print(f"metadata {doc}: damaged; `attnkit store repair {loc}` restores it")
     for name in bad_index:
         print(f"index {name}: damaged; extract again with the same inputs rewrites it")
     for b, problems in bad.items():

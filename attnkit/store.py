@@ -380,23 +380,34 @@ def save_metadata(loc: Location) -> None:
     loc.write_json({"format": FORMAT, "documents": docs}, META_BACKUP)
 
 
+def _backup(loc: Location) -> dict | None:
+    try:
+        return dict(loc.read_json(META_BACKUP)["documents"])
+    except (FileNotFoundError, ValueError, KeyError, TypeError, OSError):
+        return None
+
+
+def damaged_metadata(loc: Location, backup: dict | None = None) -> list[str]:
+    """The Zarr metadata documents of the store that are missing (listed in the backup,
+    or the group's own) or unreadable."""
+    backup = _backup(loc) if backup is None else backup
+    damaged = []
+    for doc in sorted(set(backup or ()) | set(_metadata_docs(loc)) | {"zarr.json"}):
+        try:
+            with loc.fs.open(loc.path(doc), "rb") as fh:
+                json.loads(fh.read().decode())
+        except (FileNotFoundError, ValueError, UnicodeDecodeError):
+            damaged.append(doc)
+    return damaged
+
+
 def repair_metadata(loc: Location) -> tuple[list[str], list[str]]:
     """Restore every Zarr metadata document that is missing or unreadable from
     :data:`META_BACKUP`. Returns ``(restored, lost)``: the documents written back, and
     those damaged with no copy to restore (the store must then be extracted again)."""
-    try:
-        backup = loc.read_json(META_BACKUP)["documents"]
-    except (FileNotFoundError, ValueError, KeyError, TypeError, OSError):
-        backup = None
-    present = set(_metadata_docs(loc))
+    backup = _backup(loc)
     restored, lost = [], []
-    for doc in sorted(set(backup or ()) | present | {"zarr.json"}):
-        try:
-            with loc.fs.open(loc.path(doc), "rb") as fh:
-                json.loads(fh.read().decode())
-            continue  # intact
-        except (FileNotFoundError, ValueError, UnicodeDecodeError):
-            pass
+    for doc in damaged_metadata(loc, backup):
         if backup is not None and doc in backup:
             data = json.dumps(backup[doc], indent=2).encode()
             if loc.local:
@@ -1009,7 +1020,11 @@ def repair(loc: Location) -> Repair:
     summary) and forgets damaged ones so that the next ``extract`` recomputes exactly them,
     and checks the index arrays. A store written before the backup existed gets one.
     """
-    lock = WriterLock(loc).acquire()
+    try:
+        lock = WriterLock(loc).acquire()
+    except OSError as exc:
+        raise StoreError(f"The store {loc} cannot be repaired in place: it cannot be written "
+                         f"({exc.strerror}). Copy it to a writable place and repair the copy.") from exc
     try:
         remove_leftovers(loc)
         restored, lost = repair_metadata(loc)
