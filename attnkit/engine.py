@@ -29,7 +29,7 @@ import numpy as np
 from ._progress import progress as bar
 from .batches import BatchSpec, Destination, model_fingerprint, model_info, write_batches
 from .corpus import AttentionSet
-from .errors import AttnkitError, ClusterError, InputError, ModelNotFoundError
+from .errors import AttnkitError, ClusterError, InputError, ModelLoadError, ModelNotFoundError
 from .model import Model, resolve_model
 from .store import BatchWriter, Location
 from .types import as_collection
@@ -216,7 +216,8 @@ class _ClusterRunner:
             self._unregister(name)
             if isinstance(exc, ClusterError):
                 raise
-            raise ModelNotFoundError(
+            cls = ModelLoadError if isinstance(exc, ModelLoadError) else ModelNotFoundError
+            raise cls(
                 f"The workers could not load the model {spec or name!r}: {exc} Each worker "
                 "loads it itself: make it available where the workers run (the same folder "
                 "path or Hugging Face cache, or an installed package for a factory "
