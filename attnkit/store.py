@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import functools
 import json
 import os
 import socket
@@ -380,6 +381,10 @@ def save_metadata(loc: Location) -> None:
     loc.write_json({"format": FORMAT, "documents": docs}, META_BACKUP)
 
 
+def _write_bytes(fh: Any, data: bytes) -> None:
+    fh.write(data)
+
+
 def _backup(loc: Location) -> dict | None:
     try:
         return dict(loc.read_json(META_BACKUP)["documents"])
@@ -411,7 +416,7 @@ def repair_metadata(loc: Location) -> tuple[list[str], list[str]]:
         if backup is not None and doc in backup:
             data = json.dumps(backup[doc], indent=2).encode()
             if loc.local:
-                atomic_write(Path(loc.path(doc)), lambda fh, d=data: fh.write(d))
+                atomic_write(Path(loc.path(doc)), functools.partial(_write_bytes, data=data))
             else:
                 loc.fs.pipe_file(loc.path(doc), data)
             restored.append(doc)
@@ -682,8 +687,8 @@ class StoreReader:
                 out.append(b)
         return out
 
-    def bad_chunks(self, name: str, r: tuple[int, int]) -> list[tuple[int, list[int], str]]:
-        """(chunk index, batches it holds, why) of the damaged chunks of ``name`` in ``r``."""
+    def bad_chunks(self, name: str, r: tuple[int, int]) -> list[tuple[str, list[int], str]]:
+        """(chunk key, batches it holds, why) of the damaged chunks of ``name`` in ``r``."""
         arr = self.array(name)
         c = arr.chunks[0]
         out = []

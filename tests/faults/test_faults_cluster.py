@@ -56,7 +56,9 @@ def test_closing_the_client_mid_extract_is_a_cluster_error_and_resumes(threads, 
     kept = st.committed_batches(loc)
     assert len(kept) >= 1
     again = ak.extract(tiny_model(), MORE, batch_size=BATCH, store=path, progress=False)
-    assert again.run_info == {"computed_batches": 8 - len(kept), "reused_batches": len(kept)}
+    # the worker may still finish (and commit, under the old token) the batch it was on
+    assert again.run_info["reused_batches"] >= len(kept)
+    assert sum(again.run_info.values()) == 8
     _close(again, ak.extract(tiny_model(), MORE, batch_size=BATCH, progress=False))
 
 
