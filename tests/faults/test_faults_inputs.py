@@ -13,23 +13,18 @@ from attnkit.testing import tiny_model
 
 
 @pytest.fixture(scope="module")
-def bert():
-    return tiny_model("bert")
-
-
-@pytest.fixture(scope="module")
 def llama():
     return tiny_model("llama")
 
 
 @pytest.mark.parametrize("text", ["Thecat", "The cat sat.", "x"])
-def test_a_bare_string_is_not_a_corpus(bert, text):
-    err = raises_exactly(InputError, ak.extract, bert, text, progress=False)
+def test_a_bare_string_is_not_a_corpus(tiny_bert, text):
+    err = raises_exactly(InputError, ak.extract, tiny_bert, text, progress=False)
     assert "[text]" in str(err)
 
 
-def test_bytes_are_not_a_corpus(bert):
-    raises_exactly(InputError, ak.extract, bert, b"The cat sat.", progress=False)
+def test_bytes_are_not_a_corpus(tiny_bert):
+    raises_exactly(InputError, ak.extract, tiny_bert, b"The cat sat.", progress=False)
 
 
 @pytest.mark.parametrize("lazy", [False, True])
@@ -39,8 +34,8 @@ def test_an_unknown_level_is_refused_by_attend(llama, level, lazy):
 
 
 @pytest.mark.parametrize("level", ["bogus", "tokens"])
-def test_an_unknown_level_is_refused_by_extract(bert, level):
-    raises_exactly(InputError, ak.extract, bert, ["The cat sat."], level=level, progress=False)
+def test_an_unknown_level_is_refused_by_extract(tiny_bert, level):
+    raises_exactly(InputError, ak.extract, tiny_bert, ["The cat sat."], level=level, progress=False)
 
 
 SURROGATE = "The \ud800 cat"
@@ -48,46 +43,46 @@ SURROGATE = "The \ud800 cat"
 
 @pytest.mark.parametrize("item", [SURROGATE, ("The cat.", SURROGATE), ["The", "\udcff", "cat"]],
                          ids=["text", "pair", "words"])
-def test_a_lone_surrogate_is_a_clear_error(bert, item):
-    err = raises_exactly(InputError, bert.attend, item)
+def test_a_lone_surrogate_is_a_clear_error(tiny_bert, item):
+    err = raises_exactly(InputError, tiny_bert.attend, item)
     assert "surrogate" in str(err)
 
 
-def test_a_lone_surrogate_in_a_corpus(bert):
-    raises_exactly(InputError, ak.extract, bert, ["The cat sat.", SURROGATE], progress=False)
+def test_a_lone_surrogate_in_a_corpus(tiny_bert):
+    raises_exactly(InputError, ak.extract, tiny_bert, ["The cat sat.", SURROGATE], progress=False)
 
 
 @pytest.mark.parametrize("ids", [[1.5, 2.0, 3.0], [5, 6.0], (5.0, 6.0), [np.float32(5), 6]],
                          ids=["floats", "mixed", "tuple", "numpy-float"])
-def test_float_token_ids_in_a_list_say_so(bert, ids):
-    err = raises_exactly(InputError, bert.attend, ids)
+def test_float_token_ids_in_a_list_say_so(tiny_bert, ids):
+    err = raises_exactly(InputError, tiny_bert.attend, ids)
     assert "ints" in str(err)
 
 
 @pytest.mark.parametrize("ids", [np.array([1.5, 2.0]), np.array([[5, 6]]), [5, -1], [5, 10**6]],
                          ids=["float-array", "2-d", "negative", "past-vocabulary"])
-def test_bad_token_ids(bert, ids):
-    raises_exactly(InputError, bert.attend, ids)
+def test_bad_token_ids(tiny_bert, ids):
+    raises_exactly(InputError, tiny_bert.attend, ids)
 
 
 @pytest.mark.parametrize("item", ["", "   ", [], ["the", ""]], ids=["empty", "spaces", "no-words", "empty-word"])
-def test_empty_input(bert, item):
-    raises_exactly(EmptyInputError, bert.attend, item)
+def test_empty_input(tiny_bert, item):
+    raises_exactly(EmptyInputError, tiny_bert.attend, item)
 
 
 @pytest.mark.parametrize("batch_size", [2.5, 0, -1, "2", True, None])
-def test_batch_size_must_be_a_positive_int(bert, batch_size):
-    raises_exactly(InputError, ak.extract, bert, ["The cat sat.", "We read."], batch_size=batch_size,
+def test_batch_size_must_be_a_positive_int(tiny_bert, batch_size):
+    raises_exactly(InputError, ak.extract, tiny_bert, ["The cat sat.", "We read."], batch_size=batch_size,
                    progress=False)
 
 
-def test_no_inputs(bert):
-    raises_exactly(InputError, ak.extract, bert, [], progress=False)
+def test_no_inputs(tiny_bert):
+    raises_exactly(InputError, ak.extract, tiny_bert, [], progress=False)
 
 
 @pytest.fixture(scope="module")
-def att(bert):
-    return bert.attend("The cat sat on the mat.")
+def att(tiny_bert):
+    return tiny_bert.attend("The cat sat on the mat.")
 
 
 @pytest.mark.parametrize("heads", [[(0, 0.5)], [(0.5, 0)], [(0, 5)], [(0,)], ["01"], [(0, 0, 0)], 3],

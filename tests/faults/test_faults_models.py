@@ -14,19 +14,13 @@ from safetensors.torch import load_file, save_file
 import attnkit as ak
 from attnkit.errors import ModelLoadError, ModelNotFoundError
 from attnkit.model import resolve_model
-from attnkit.testing import tiny_model
-
-
-@pytest.fixture(scope="module")
-def bert():
-    return tiny_model("bert")
 
 
 @pytest.fixture
-def folder(bert, tmp_path):
+def folder(tiny_bert, tmp_path):
     """A complete model folder: config, weights, tokenizer."""
-    bert.hf.save_pretrained(tmp_path / "m")
-    bert.tokenizer.save_pretrained(tmp_path / "m")
+    tiny_bert.hf.save_pretrained(tmp_path / "m")
+    tiny_bert.tokenizer.save_pretrained(tmp_path / "m")
     return tmp_path / "m"
 
 
@@ -34,14 +28,14 @@ def _weights(folder):
     return folder / "model.safetensors"
 
 
-def test_a_complete_folder_loads_and_gives_the_same_maps(bert, folder):
+def test_a_complete_folder_loads_and_gives_the_same_maps(tiny_bert, folder):
     loaded = ak.load(folder)
     # the same weights in the same float32 kernels: bit for bit
-    np.testing.assert_array_equal(loaded.attend("The cat sat.").maps, bert.attend("The cat sat.").maps)
+    np.testing.assert_array_equal(loaded.attend("The cat sat.").maps, tiny_bert.attend("The cat sat.").maps)
 
 
-def test_a_folder_without_tokenizer_files(bert, tmp_path):
-    bert.hf.save_pretrained(tmp_path / "nt")
+def test_a_folder_without_tokenizer_files(tiny_bert, tmp_path):
+    tiny_bert.hf.save_pretrained(tmp_path / "nt")
     raises_exactly(ModelNotFoundError, ak.load, tmp_path / "nt")
 
 
@@ -108,10 +102,10 @@ def test_a_truncated_weights_file(folder):
     raises_exactly(ModelLoadError, ak.load, folder)
 
 
-def test_no_folder_and_no_weights(tmp_path, bert):
+def test_no_folder_and_no_weights(tmp_path, tiny_bert):
     raises_exactly(ModelNotFoundError, ak.load, tmp_path / "nowhere")
-    bert.hf.config.save_pretrained(tmp_path / "cfg")
-    bert.tokenizer.save_pretrained(tmp_path / "cfg")
+    tiny_bert.hf.config.save_pretrained(tmp_path / "cfg")
+    tiny_bert.tokenizer.save_pretrained(tmp_path / "cfg")
     raises_exactly(ModelNotFoundError, ak.load, tmp_path / "cfg")
 
 

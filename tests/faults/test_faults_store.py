@@ -31,21 +31,16 @@ OPTIONS = dict(batch_size=BATCH, keep=("maps", "stats"), embeddings=True, progre
 
 
 @pytest.fixture(scope="module")
-def bert():
-    return tiny_model("bert")
-
-
-@pytest.fixture(scope="module")
-def clean(bert):
+def clean(tiny_bert):
     """The same inputs extracted in memory: what every repaired store must read back as."""
-    sset = ak.extract(bert, TEXTS, **OPTIONS)
+    sset = ak.extract(tiny_bert, TEXTS, **OPTIONS)
     return sset, ak.head_stats(sset, progress=False).table
 
 
 @pytest.fixture
-def made(bert, tmp_path):
+def made(tiny_bert, tmp_path):
     path = tmp_path / "s"
-    ak.extract(bert, TEXTS, store=path, **OPTIONS)
+    ak.extract(tiny_bert, TEXTS, store=path, **OPTIONS)
     return path
 
 
@@ -57,8 +52,8 @@ def _equal_to_clean(path: Path, clean) -> None:
     pd.testing.assert_frame_equal(ak.head_stats(opened, progress=False).table, stats, check_exact=True)
 
 
-def _resume(bert, path: Path) -> dict:
-    return ak.extract(bert, TEXTS, store=path, **OPTIONS).run_info
+def _resume(tiny_bert, path: Path) -> dict:
+    return ak.extract(tiny_bert, TEXTS, store=path, **OPTIONS).run_info
 
 
 # ------------------------------------------------------------------ damaged chunks
@@ -93,7 +88,7 @@ DAMAGES = {"delete": _delete, "flip": _flip, "truncate": _truncate}
 @pytest.mark.parametrize("b", [0, 1, 3])
 @pytest.mark.parametrize("damage", list(DAMAGES))
 @pytest.mark.parametrize("name", ["maps", "embeddings", "summaries/stats"])
-def test_a_damaged_chunk_is_found_verified_and_recomputed(bert, clean, made, name, damage, b, capsys):
+def test_a_damaged_chunk_is_found_verified_and_recomputed(tiny_bert, clean, made, name, damage, b, capsys):
     files = _chunk_files(made, name, b)
     assert files and all(f.is_file() for f in files)
     DAMAGES[damage](files[0])
@@ -108,18 +103,18 @@ def test_a_damaged_chunk_is_found_verified_and_recomputed(bert, clean, made, nam
     assert name in str(err)
     assert main(["store", "verify", str(made)]) == 1
     assert f"batch {b}: damaged {name}" in capsys.readouterr().out
-    assert _resume(bert, made) == {"computed_batches": 1, "reused_batches": 3}
+    assert _resume(tiny_bert, made) == {"computed_batches": 1, "reused_batches": 3}
     _equal_to_clean(made, clean)
 
 
 @pytest.mark.parametrize("name", ["maps", "summaries/stats"])
-def test_repair_forgets_damaged_batches_and_lists_them(bert, clean, made, name, capsys):
+def test_repair_forgets_damaged_batches_and_lists_them(tiny_bert, clean, made, name, capsys):
     _delete(_chunk_files(made, name, 2)[0])
     assert main(["store", "repair", str(made)]) == 1
     out = capsys.readouterr().out
     assert "batch 2: damaged" in out and "uncommitted" in out
     raises_exactly(StoreError, ak.open_store, made)  # incomplete now, not wrong
-    assert _resume(bert, made) == {"computed_batches": 1, "reused_batches": 3}
+    assert _resume(tiny_bert, made) == {"computed_batches": 1, "reused_batches": 3}
     assert main(["store", "repair", str(made)]) == 0
     _equal_to_clean(made, clean)
 
@@ -156,10 +151,10 @@ def test_damaged_metadata_is_a_store_error_and_repair_restores_it(clean, made, d
 
 
 @pytest.mark.parametrize("doc", DOCS)
-def test_resuming_repairs_damaged_metadata(bert, clean, made, doc):
+def test_resuming_repairs_damaged_metadata(tiny_bert, clean, made, doc):
     """Items 10 and 13: a truncated zarr.json strands no committed batch."""
     _damage_doc(made, doc, "truncate")
-    assert _resume(bert, made) == {"computed_batches": 0, "reused_batches": 4}
+    assert _resume(tiny_bert, made) == {"computed_batches": 0, "reused_batches": 4}
     _equal_to_clean(made, clean)
 
 
@@ -181,40 +176,40 @@ def test_a_store_from_before_the_metadata_copy_gets_one(clean, made):
 
 
 # ------------------------------------------------------------------ the index
-def test_a_damaged_item_table_is_rewritten(bert, clean, made):
+def test_a_damaged_item_table_is_rewritten(tiny_bert, clean, made):
     _flip(made / "items" / "n" / "c" / "0")
     raises_exactly(StoreError, ak.open_store, made)
-    assert _resume(bert, made) == {"computed_batches": 0, "reused_batches": 4}
+    assert _resume(tiny_bert, made) == {"computed_batches": 0, "reused_batches": 4}
     _equal_to_clean(made, clean)
 
 
-def test_a_damaged_index_chunk_is_rewritten(bert, clean, made):
+def test_a_damaged_index_chunk_is_rewritten(tiny_bert, clean, made):
     _flip(made / "positions" / "tokens" / "c" / "0")
     err = raises_exactly(StoreError, lambda: ak.open_store(made)[0])
     assert sorted(err.items) == list(range(len(TEXTS)))
-    assert _resume(bert, made) == {"computed_batches": 0, "reused_batches": 4}
+    assert _resume(tiny_bert, made) == {"computed_batches": 0, "reused_batches": 4}
     _equal_to_clean(made, clean)
 
 
 # ------------------------------------------------------------------ writers
-def test_two_writers(bert, clean, tmp_path):
+def test_two_writers(tiny_bert, clean, tmp_path):
     path = tmp_path / "s"
-    ak.extract(bert, TEXTS[:2], store=tmp_path / "other", progress=False)
+    ak.extract(tiny_bert, TEXTS[:2], store=tmp_path / "other", progress=False)
     path.mkdir()
     lock = st.WriterLock(st.Location.of(path)).acquire()
     try:
-        err = raises_exactly(StoreError, ak.extract, bert, TEXTS, store=path, **OPTIONS)
+        err = raises_exactly(StoreError, ak.extract, tiny_bert, TEXTS, store=path, **OPTIONS)
         assert "another process" in str(err)
     finally:
         lock.release()
-    assert _resume(bert, path) == {"computed_batches": 4, "reused_batches": 0}
+    assert _resume(tiny_bert, path) == {"computed_batches": 4, "reused_batches": 0}
     _equal_to_clean(path, clean)
 
 
-def test_a_dead_writers_lock_is_taken_over(bert, clean, made):
+def test_a_dead_writers_lock_is_taken_over(tiny_bert, clean, made):
     (made / "writer.lock").write_text(json.dumps(
         {"token": "x", "host": st._host(), "pid": 2**22 + 12345, "since": 0, "heartbeat": 0}))
-    assert _resume(bert, made) == {"computed_batches": 0, "reused_batches": 4}
+    assert _resume(tiny_bert, made) == {"computed_batches": 0, "reused_batches": 4}
     _equal_to_clean(made, clean)
 
 
@@ -228,7 +223,7 @@ ak.extract(tiny_model("bert"), texts, batch_size=2, keep=("maps", "stats"), embe
 
 
 @pytest.mark.slow
-def test_kill_9_mid_extract_and_resume(bert, tmp_path):
+def test_kill_9_mid_extract_and_resume(tiny_bert, tmp_path):
     texts = [f"{t} {'the cat ' * (i % 5)}".strip() for i, t in enumerate(TEXTS * 4)]  # 16 batches
     (tmp_path / "texts.txt").write_text("\n".join(texts) + "\n")
     store = tmp_path / "store"
@@ -243,9 +238,9 @@ def test_kill_9_mid_extract_and_resume(bert, tmp_path):
     assert 3 <= done < 16, "the child should have been killed mid-way"
     raises_exactly(StoreError, ak.open_store, store)
     opts = {**OPTIONS}
-    resumed = ak.extract(bert, texts, store=store, **opts)
+    resumed = ak.extract(tiny_bert, texts, store=store, **opts)
     assert resumed.run_info == {"computed_batches": 16 - done, "reused_batches": done}
-    whole = ak.extract(bert, texts, **opts)
+    whole = ak.extract(tiny_bert, texts, **opts)
     for a, b in zip(resumed, whole):
         assert a.tokens == b.tokens
         # the reused batches were computed in the killed child (its own thread pool, maybe
@@ -259,60 +254,60 @@ def _kb(path: Path) -> int:
     return int(subprocess.run(["du", "-sk", str(path)], capture_output=True, text=True).stdout.split()[0])
 
 
-def test_disk_full_on_a_small_tmpfs(bert, clean, tmp_path):
+def test_disk_full_on_a_small_tmpfs(tiny_bert, clean, tmp_path):
     with tmpfs(tmp_path / "big", "64m") as big:
-        ak.extract(bert, TEXTS, store=big / "s", **OPTIONS)
+        ak.extract(tiny_bert, TEXTS, store=big / "s", **OPTIONS)
         need = _kb(big / "s")
     with tmpfs(tmp_path / "small", f"{need - 40}k") as small:
         path = small / "s"
-        err = raises_exactly(StoreError, ak.extract, bert, TEXTS, store=path, **OPTIONS)
+        err = raises_exactly(StoreError, ak.extract, tiny_bert, TEXTS, store=path, **OPTIONS)
         assert "full" in str(err)
         done = st.committed_batches(st.Location.of(path))
         assert len(done) < 4
         remount(small, "size=64m")  # space freed
-        assert _resume(bert, path) == {"computed_batches": 4 - len(done), "reused_batches": len(done)}
+        assert _resume(tiny_bert, path) == {"computed_batches": 4 - len(done), "reused_batches": len(done)}
         _equal_to_clean(path, clean)
 
 
-def test_a_read_only_file_system(bert, clean, tmp_path, capsys):
+def test_a_read_only_file_system(tiny_bert, clean, tmp_path, capsys):
     """Item 14: a complete store is read (and extract reuses it) where nothing can be written."""
     with tmpfs(tmp_path / "ro", "64m") as ro:
-        ak.extract(bert, TEXTS, store=ro / "s", **OPTIONS)
-        ak.extract(bert, TEXTS, store=ro / "part", **{**OPTIONS, "batch_size": 4})
+        ak.extract(tiny_bert, TEXTS, store=ro / "s", **OPTIONS)
+        ak.extract(tiny_bert, TEXTS, store=ro / "part", **{**OPTIONS, "batch_size": 4})
         st.uncommit(st.Location.of(ro / "part"), [1])
         remount(ro, "ro")
         _equal_to_clean(ro / "s", clean)
-        again = ak.extract(bert, TEXTS, store=ro / "s", **OPTIONS)
+        again = ak.extract(tiny_bert, TEXTS, store=ro / "s", **OPTIONS)
         assert again.run_info == {"computed_batches": 0, "reused_batches": 4}
         assert main(["store", "verify", str(ro / "s")]) == 0
-        err = raises_exactly(StoreError, ak.extract, bert, TEXTS, store=ro / "part", **{**OPTIONS, "batch_size": 4})
+        err = raises_exactly(StoreError, ak.extract, tiny_bert, TEXTS, store=ro / "part", **{**OPTIONS, "batch_size": 4})
         assert "read-only" in str(err)
-        raises_exactly(StoreError, ak.extract, bert, TEXTS, store=ro / "new", **OPTIONS)
+        raises_exactly(StoreError, ak.extract, tiny_bert, TEXTS, store=ro / "new", **OPTIONS)
         raises_exactly(StoreError, st.repair, st.Location.of(ro / "s"))
 
 
 # ------------------------------------------------------------------ other stores
-def test_format_1_migration(bert, clean, tmp_path):
+def test_format_1_migration(tiny_bert, clean, tmp_path):
     old = tmp_path / "old"
-    extract_v1(bert, TEXTS, old, batch_size=BATCH, embeddings=True)
+    extract_v1(tiny_bert, TEXTS, old, batch_size=BATCH, embeddings=True)
     same_sets(ak.open_store(old), clean[0])
-    raises_exactly(StoreError, ak.extract, bert, TEXTS, store=old, **OPTIONS)
+    raises_exactly(StoreError, ak.extract, tiny_bert, TEXTS, store=old, **OPTIONS)
     assert main(["store", "migrate", str(old)]) == 0
     same_sets(ak.open_store(old), clean[0])
-    again = ak.extract(bert, TEXTS, store=old, batch_size=BATCH, embeddings=True, progress=False)
+    again = ak.extract(tiny_bert, TEXTS, store=old, batch_size=BATCH, embeddings=True, progress=False)
     assert again.run_info == {"computed_batches": 0, "reused_batches": 4}
 
 
-def test_a_store_of_another_model_or_other_inputs(bert, clean, made):
+def test_a_store_of_another_model_or_other_inputs(tiny_bert, clean, made):
     raises_exactly(StoreError, ak.extract, tiny_model("roberta"), TEXTS, store=made, **OPTIONS)
-    raises_exactly(StoreError, ak.extract, bert, TEXTS[::-1], store=made, **OPTIONS)
-    raises_exactly(StoreError, ak.extract, bert, TEXTS, store=made, **{**OPTIONS, "batch_size": 4})
+    raises_exactly(StoreError, ak.extract, tiny_bert, TEXTS[::-1], store=made, **OPTIONS)
+    raises_exactly(StoreError, ak.extract, tiny_bert, TEXTS, store=made, **{**OPTIONS, "batch_size": 4})
     _equal_to_clean(made, clean)  # a refused run changes nothing
 
 
-def test_not_a_store(bert, tmp_path):
+def test_not_a_store(tiny_bert, tmp_path):
     raises_exactly(StoreError, ak.open_store, tmp_path)
     (tmp_path / "x.txt").write_text("hi")
-    raises_exactly(StoreError, ak.extract, bert, TEXTS[:2], store=tmp_path, progress=False)
-    raises_exactly(StoreError, ak.extract, bert, TEXTS[:2], store=tmp_path / "x.txt", progress=False)
+    raises_exactly(StoreError, ak.extract, tiny_bert, TEXTS[:2], store=tmp_path, progress=False)
+    raises_exactly(StoreError, ak.extract, tiny_bert, TEXTS[:2], store=tmp_path / "x.txt", progress=False)
     assert (tmp_path / "x.txt").read_text() == "hi"
