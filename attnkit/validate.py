@@ -312,7 +312,8 @@ def maps_array(maps: Any) -> np.ndarray:
 
 def weights(maps: np.ndarray, *, probabilities: bool = True, sinks: bool = False) -> None:
     """Refuse attention that is empty (0 positions), holds NaN or infinite values, or, for
-    ``probabilities`` (attention weights), holds negative values, rows that do not sum to 1
+    ``probabilities`` (attention weights), holds negative values (below
+    ``-ROW_SUM_TOL``), rows that do not sum to 1
     within :data:`ROW_SUM_TOL` (all-zero rows, padding, are allowed) or a head whose every
     row is zero. With ``sinks`` (models with learned sink logits, e.g. gpt-oss, whose
     softmax also spends weight on a sink that is no token) rows may sum to anything from 0
@@ -337,8 +338,8 @@ def weights(maps: np.ndarray, *, probabilities: bool = True, sinks: bool = False
         )
     if not probabilities:
         return
-    if maps.min() < -1e-6:
-        bad = np.argwhere(maps < -1e-6)[0]
+    if maps.min() < -ROW_SUM_TOL:  # the rows' tolerance (perturbed maps dip just below 0)
+        bad = np.argwhere(maps < -ROW_SUM_TOL)[0]
         raise InputError(
             f"Attention weights must not be negative; layer {bad[0]}, head {bad[1]}, row "
             f"{bad[2]}, column {bad[3]} holds {maps[tuple(bad)]:.4g}. Pass measure= for a "
