@@ -12,18 +12,15 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from . import validate
 from ._compat import renamed
 from .errors import InputError
 from .qkstates import QKStates
 
-#: Largest distance of a row sum from 1 that attention weights may have (float16 storage
-#: and bfloat16 models stay far inside it).
-ROW_SUM_TOL = 1e-2
-
-#: Roles a position can play. "cls" is a leading [CLS]/<s>/BOS, "sep" a [SEP]/</s>/EOS,
-#: "word" a piece (or, at word level, a whole word) of the text, "special" any other
-#: special token.
-ROLES = ("cls", "sep", "word", "special")
+#: Largest distance of a row sum from 1 that attention weights may have, and the roles a
+#: position can play (defined with the other input checks in :mod:`attnkit.validate`).
+ROW_SUM_TOL = validate.ROW_SUM_TOL
+ROLES = validate.ROLES
 
 
 def is_punct(text: str) -> bool:
@@ -168,7 +165,7 @@ class Attention(Positions):
     qk: QKStates | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        self.maps = np.asarray(self.maps, dtype=np.float32)
+        self.maps = validate.maps_array(self.maps)
         if self.maps.ndim != 4 or self.maps.shape[2] != self.maps.shape[3]:
             raise InputError(
                 f"Attention maps must have shape [layer, head, n, n]; got {self.maps.shape}."
@@ -177,8 +174,9 @@ class Attention(Positions):
                    sinks=bool(self.meta.get("sinks", False)))
         n = self.maps.shape[2]
         self.tokens = list(self.tokens)
-        self.roles = np.asarray(self.roles, dtype="<U7")
-        self.word_ids = np.asarray(self.word_ids, dtype=np.int64)
+        self.roles = validate.roles(self.roles)
+        self.words = list(self.words)
+        self.word_ids = validate.word_ids(self.word_ids, len(self.words), len(self.word_ids))
         if self.segments is None:
             self.segments = np.where(self.roles == "word", 0, -1)
         self.segments = np.asarray(self.segments, dtype=np.int64)
@@ -192,8 +190,7 @@ class Attention(Positions):
                     f"Attention.{name} has {len(getattr(self, name))} entries but maps have "
                     f"{n} positions."
                 )
-        if self.level not in ("token", "word"):
-            raise InputError(f"level must be 'token' or 'word', not {self.level!r}.")
+        validate.level(self.level)
 
     # ------------------------------------------------------------------ shape
     @property
@@ -294,7 +291,7 @@ class Attention(Positions):
         >>> att.head(1, 2).shape
         (4, 4)
         """
-        return self.maps[layer, head]
+        return self.map(layer, head)
 
     def map(self, layer: int, head: int) -> np.ndarray:
         """The float32 ``[n, n]`` map of one head (a view of :attr:`maps`).
@@ -318,22 +315,33 @@ class Attention(Positions):
         >>> att.map(0, 0)[1].tolist()
         [0.25, 0.75]
         """
+        layer, head = validate.head_index(layer, head, self.n_layers, self.n_heads)
         return self.maps[layer, head]
 
-    def block(self, layer: int, head: int, rows: slice, cols: slice) -> np.ndarray:
-        """The float32 block ``maps[layer, head, rows, cols]`` (a view).
+    def block(self, layer: int, head: int, rows: Any, cols: Any) -> np.ndarray:
+        """The float32 block ``map(layer, head)[rows, cols]`` (a view for two slices).
+
+        ``rows`` and ``cols`` are what :class:`LazyAttention.block` takes, with the same
+        meaning (:func:`attnkit.validate.positions`): slices (any step), ints, sequences of
+        ints or boolean masks of ``n`` entries; two sequences select their outer product,
+        like ``map[np.ix_(rows, cols)]``.
 
         Parameters
         ----------
         layer, head : int
             0-indexed layer and head.
-        rows, cols : slice
+        rows, cols : slice, int, sequence of int or boolean mask
             The query (from) and key (to) positions.
 
         Returns
         -------
         ndarray
             Float32 ``[len(rows), len(cols)]``.
+
+        Raises
+        ------
+        InputError
+            For a head outside the model or positions outside the input.
 
         Examples
         --------
@@ -342,7 +350,12 @@ class Attention(Positions):
         >>> att.block(0, 0, slice(1, 2), slice(0, 2)).tolist()
         [[0.25, 0.75]]
         """
-        return self.maps[layer, head, rows, cols]
+        a = self.map(layer, head)
+        r = validate.positions(rows, len(self), "rows")
+        c = validate.positions(cols, len(self), "cols")
+        if isinstance(rows, slice) and isinstance(cols, slice):
+            return a[rows, cols]
+        return a[np.ix_(r, c)]
 
     def pooled(self, layer: int, head: int, size: int, reduce: str = "max") -> np.ndarray:
         """A ``[m, m]`` overview of one head, ``m = min(size, n)``.
@@ -372,7 +385,7 @@ class Attention(Positions):
         >>> att.pooled(0, 0, 2).tolist(), att.pooled(0, 0, 2, "mean").tolist()
         ([[1.0, 0.0], [0.0, 1.0]], [[0.5, 0.0], [0.0, 0.5]])
         """
-        return pool_square(self.maps[layer, head], size, reduce)
+        return pool_square(self.map(layer, head), validate.size(size), reduce)
 
     @classmethod
     def from_maps(
@@ -431,7 +444,7 @@ class Attention(Positions):
         >>> att.to_words().maps.shape
         (1, 1, 3, 3)
         """
-        arr = np.asarray(maps, dtype=np.float32)
+        arr = validate.maps_array(maps)
         while arr.ndim < 4:
             arr = arr[None]
         tokens = [str(t) for t in tokens]
@@ -439,7 +452,7 @@ class Attention(Positions):
             raise InputError(
                 f"maps have {arr.shape[-1]} positions but {len(tokens)} tokens were given."
             )
-        roles_arr = np.asarray(roles if roles is not None else infer_roles(tokens), dtype="<U7")
+        roles_arr = validate.roles(roles if roles is not None else infer_roles(tokens))
         if word_ids is None or words is None:
             inferred_ids, inferred_words = infer_words(tokens, roles_arr.tolist())
             word_ids = inferred_ids if word_ids is None else word_ids
@@ -474,9 +487,9 @@ class Attention(Positions):
         """
         maps = self.maps
         if layers is not None:
-            maps = maps[list(layers)]
+            maps = maps[validate.indices(layers, self.n_layers, "layer")]
         if heads is not None:
-            maps = maps[:, list(heads)]
+            maps = maps[:, validate.indices(heads, self.n_heads, "head")]
         return replace(self, maps=maps.copy(), qk=None)
 
     # ---------------------------------------------------------------- pooling
@@ -525,33 +538,10 @@ class Attention(Positions):
 
 
 def check_maps(maps: np.ndarray, *, weights: bool = True, sinks: bool = False) -> None:
-    """Refuse maps that hold NaN or infinite values, or (``weights``) rows that do not sum
-    to 1 within :data:`ROW_SUM_TOL`; rows that are all zero (padding) are allowed. With
-    ``sinks`` (models with learned sink logits, e.g. gpt-oss, whose softmax also spends
-    weight on a sink that is no token) rows may sum to anything from 0 to 1."""
-    if maps.size == 0:
-        return
-    sums = maps.sum(-1, dtype=np.float64)
-    if not np.isfinite(sums).all():
-        bad = np.argwhere(~np.isfinite(sums))[0]
-        raise InputError(
-            f"Attention maps hold NaN or infinite values (first at layer {bad[0]}, head "
-            f"{bad[1]}, row {bad[2]}): the model's forward pass overflowed or the maps are "
-            "corrupt. Run the model in float32 (attnkit.load(..., dtype='float32'))."
-        )
-    if weights:
-        off = np.abs(sums - 1.0)
-        off[sums == 0.0] = 0.0
-        if sinks:
-            off = np.maximum(sums - 1.0, 0.0)
-        if off.max() > ROW_SUM_TOL:
-            bad = np.unravel_index(int(np.argmax(off)), off.shape)
-            raise InputError(
-                f"Attention weights must have rows that sum to 1; row {bad[2]} of layer "
-                f"{bad[0]}, head {bad[1]} sums to {sums[bad]:.4g}. Rows are 'from' and columns "
-                "'to': transpose maps that are the other way round, or pass measure= for a "
-                "quantity that is not a probability."
-            )
+    """Refuse maps that are empty, hold NaN or infinite values, or (``weights``) negative
+    values, rows that do not sum to 1 within :data:`ROW_SUM_TOL` (all-zero rows, padding,
+    are allowed) or an all-zero head (:func:`attnkit.validate.weights`)."""
+    validate.weights(maps, probabilities=weights, sinks=sinks)
 
 
 #: Measures whose maps may be negative (no distribution can be made of them).
@@ -672,8 +662,7 @@ def pool_cells(a: np.ndarray, row_edges: np.ndarray, col_edges: np.ndarray,
                reduce: str = "max") -> np.ndarray:
     """Pool ``[..., r, c]`` into bins: rows cut at ``row_edges`` (``[mr + 1]``, from 0 to
     ``r``), columns at ``col_edges``; each cell the max or the mean of its bin (float32)."""
-    if reduce not in ("max", "mean"):
-        raise InputError(f"reduce must be 'max' or 'mean', not {reduce!r}.")
+    validate.choice(reduce, "reduce", ("max", "mean"))
     r_starts, c_starts = row_edges[:-1], col_edges[:-1]
     if len(r_starts) == a.shape[-2] and len(c_starts) == a.shape[-1]:
         return np.array(a, dtype=np.float32)

@@ -1,5 +1,5 @@
 """The ``attnkit`` command: ``analyze`` (Clark et al. tables and figures), ``report``
-(a notebook as one offline HTML file), ``store`` (info, verify, migrate) and ``finetune``
+(a notebook as one offline HTML file), ``store`` (info, verify, repair, migrate) and ``finetune``
 (a classifier on a GLUE task)."""
 
 from __future__ import annotations
@@ -154,6 +154,8 @@ def cmd_store(args: argparse.Namespace) -> int:
               f"{'kept' if info.get('embeddings') else 'not kept'}, summaries "
               f"{', '.join(info.get('summaries', [])) or 'none'}")
         return 0
+    if args.action == "repair":
+        return _repair(loc)
     reader = st.StoreReader(loc, require_complete=False)
     bad = {}
     for b in sorted(reader.committed):
@@ -162,6 +164,9 @@ def cmd_store(args: argparse.Namespace) -> int:
             bad[b] = problems
     missing = len(reader.layout.batches) - len(reader.committed)
     bad_index = reader.verify_index()
+    for doc in st.damaged_metadata(loc):
+        bad_index.append(doc)
+        print(f"metadata {doc}: damaged; `attnkit store repair {loc}` restores it")
     for name in bad_index:
         print(f"index {name}: damaged; extract again with the same inputs rewrites it")
     for b, problems in bad.items():
@@ -172,6 +177,31 @@ def cmd_store(args: argparse.Namespace) -> int:
     if bad or missing:
         print("Run attnkit.extract with the same model, inputs and store to recompute them.")
     return 1 if bad or bad_index else 0
+
+
+def _repair(loc) -> int:
+    from . import store as st
+
+    done = st.repair(loc)
+    for doc in done.restored:
+        print(f"metadata {doc}: restored from {st.META_BACKUP}")
+    for doc in done.lost:
+        print(f"metadata {doc}: damaged and no copy to restore it from; extract into a new store")
+    if done.unreadable:
+        print(f"store unreadable: {done.unreadable}")
+    for name in done.damaged_index:
+        print(f"index {name}: damaged; extract again with the same inputs rewrites it")
+    for b, problems in done.damaged.items():
+        print(f"batch {b}: damaged {', '.join(problems)} (uncommitted); items {done.items.get(b, '?')}")
+    if done.missing:
+        print(f"batches not computed: {len(done.missing)} ({', '.join(map(str, done.missing[:12]))}"
+              f"{' ...' if len(done.missing) > 12 else ''})")
+    if done.to_recompute:
+        print(f"{loc}: repaired what could be rebuilt; run attnkit.extract with the same model, "
+              "inputs and store to recompute the rest.")
+        return 1
+    print(f"{loc}: intact ({len(done.restored)} metadata files restored).")
+    return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -215,12 +245,14 @@ def build_parser() -> argparse.ArgumentParser:
     r.set_defaults(func=cmd_report)
     s = sub.add_parser(
         "store",
-        help="inspect, verify or migrate an attention store",
+        help="inspect, verify, repair or migrate an attention store",
         description="Stores written by attnkit.extract: `info` says what one holds, `verify` "
-        "re-reads every committed batch against its checksums, `migrate` converts a store of "
-        "format 1 (.npy batches) to format 2 (checksummed Zarr).",
+        "re-reads every array of every committed batch (maps, embeddings, summaries) against "
+        "its checksums, `repair` restores damaged metadata, forgets damaged batches and lists "
+        "what extract must recompute, `migrate` converts a store of format 1 (.npy batches) "
+        "to format 2 (checksummed Zarr). See docs/reliability.md.",
     )
-    s.add_argument("action", choices=["info", "verify", "migrate"])
+    s.add_argument("action", choices=["info", "verify", "repair", "migrate"])
     s.add_argument("path", help="store folder or fsspec URL")
     s.add_argument("-o", "--output", help="migrate: write the new store here and leave PATH alone")
     s.add_argument("--remove-old", action="store_true",

@@ -29,7 +29,7 @@ import numpy as np
 from ._progress import progress as bar
 from .batches import BatchSpec, Destination, model_fingerprint, model_info, write_batches
 from .corpus import AttentionSet
-from .errors import AttnkitError, ClusterError, InputError, ModelNotFoundError
+from .errors import AttnkitError, ClusterError, InputError, ModelLoadError, ModelNotFoundError
 from .model import Model, resolve_model
 from .store import BatchWriter, Location
 from .types import as_collection
@@ -104,14 +104,30 @@ def _n_workers(client: Any) -> int:
     return max(n, 1)
 
 
+def _cancel(client: Any, futures: list) -> None:
+    """Cancel ``futures`` on the way out of a failure; a client that is already closed (the
+    failure itself, often) must not hide what went wrong."""
+    with contextlib.suppress(Exception):
+        client.cancel(futures)
+
+
 def _cluster_call(what: str, fn: Callable[[], Any]) -> Any:
     """Run a client call; comm failures become ClusterError, attnkit errors pass through."""
+    from concurrent.futures import CancelledError
+
     from distributed import KilledWorker
+    from distributed.client import ClosedClientError
 
     try:
         return fn()
     except AttnkitError:
         raise
+    except (ClosedClientError, CancelledError) as exc:
+        raise ClusterError(
+            f"{what}: the Dask client was closed (or its tasks cancelled) before the work was "
+            f"done ({type(exc).__name__}: {exc}). Batches already committed to the store are "
+            "kept; connect a client and run again to resume."
+        ) from exc
     except KilledWorker as exc:
         raise ClusterError(
             f"{what}: workers kept dying on the same task ({exc}). Most often they run out of "
@@ -200,7 +216,8 @@ class _ClusterRunner:
             self._unregister(name)
             if isinstance(exc, ClusterError):
                 raise
-            raise ModelNotFoundError(
+            cls = ModelLoadError if isinstance(exc, ModelLoadError) else ModelNotFoundError
+            raise cls(
                 f"The workers could not load the model {spec or name!r}: {exc} Each worker "
                 "loads it itself: make it available where the workers run (the same folder "
                 "path or Hugging Face cache, or an installed package for a factory "
@@ -266,7 +283,7 @@ class _ClusterRunner:
                         on_done(b)
                     f.release()
             except BaseException:
-                self.client.cancel(futures)
+                _cancel(self.client, futures)
                 raise
 
         _cluster_call("Extraction on the cluster", go)
@@ -511,7 +528,7 @@ def _run_tasks(client: Any, task: Callable, blocks: list, fn: Callable, progress
                     done[f.key] = f.result()
                     b.update(len(done[f.key]))
             except BaseException:
-                client.cancel(futures)
+                _cancel(client, futures)
                 raise
             finally:
                 b.close()

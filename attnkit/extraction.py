@@ -9,6 +9,7 @@ chunks were damaged. Without ``store`` the set stays in memory (float16).
 
 from __future__ import annotations
 
+import errno
 import json
 import warnings
 from collections.abc import Iterable, Sequence
@@ -17,7 +18,7 @@ from dataclasses import replace
 from types import SimpleNamespace
 from typing import Any
 
-from . import engine, store_v1
+from . import engine, store_v1, validate
 from . import store as st
 from ._progress import progress as _bar
 from .batches import (
@@ -181,10 +182,14 @@ def extract(
     >>> sset[1].tokens, sset[1].maps.shape
     (['[CLS]', 'we', 'read', '.', '[SEP]'], (2, 2, 5, 5))
     """
-    if level not in ("word", "token"):
-        raise InputError(f"level must be 'word' or 'token', not {level!r}.")
-    if batch_size < 1:
-        raise InputError(f"batch_size must be at least 1, not {batch_size}.")
+    if isinstance(inputs, (str, bytes)):
+        raise InputError(
+            "extract() takes many inputs (a list of texts, word lists, pairs or sentences); got "
+            "one str, which would be read character by character. Wrap it in a list, "
+            "extract(model, [text]), or use model.attend(text) for one input."
+        )
+    level = validate.level(level)
+    batch_size = validate.size(batch_size, "batch_size")
     keep_maps, summary_names, keep_qk = _keep(keep)
     wanted_qk = _qk_layers(qk_layers, keep_qk, level)
     measure = check_measure(measure=measure)
@@ -267,7 +272,7 @@ class _Job:
                                 batch_size, embeddings)
             self.lock, done = _prepare_store(self.loc, info, layout, index, meta_json, shapes, v1,
                                              verify=verify, progress=progress)
-            self.dest = Destination(loc=self.loc, token=self.lock.token)
+            self.dest = Destination(loc=self.loc, token=self.lock.token if self.lock else "")
         self.plan = plan
         self.todo = [b for b in range(len(plan)) if b not in done]
         self.reused = len(done)
@@ -301,7 +306,7 @@ class _Job:
 
 def _prepare_store(loc: st.Location, info: dict, layout: st.Layout, index: st.Index,
                    meta_json: list[str], shapes: dict, v1: str, *, verify: bool,
-                   progress: bool) -> tuple[st.WriterLock, set[int]]:
+                   progress: bool) -> tuple[st.WriterLock | None, set[int]]:
     """Take the writer lock; create the store, or check it holds these inputs and find the
     batches to reuse (committed and, with ``verify``, intact)."""
     if loc.local and store_v1.is_v1(Path(loc.url)):
@@ -311,9 +316,16 @@ def _prepare_store(loc: st.Location, info: dict, layout: st.Layout, index: st.In
         )
     if loc.local and Path(loc.url).is_file():
         raise StoreError(f"{loc} is a file, not a store folder; pass a folder path.")
-    lock = st.WriterLock(loc).acquire()
+    try:
+        lock = st.WriterLock(loc).acquire()
+    except OSError as exc:
+        if exc.errno not in (errno.EROFS, errno.EACCES, errno.EPERM):
+            raise StoreError(f"Could not open the store {loc} for writing ({exc}).") from exc
+        return None, _read_only_store(loc, info, v1, exc, verify=verify)
     try:
         st.remove_leftovers(loc)
+        if loc.exists(st.META_BACKUP):  # restore damaged metadata (committed batches are kept)
+            st.repair_metadata(loc)
         old = st.read_info(loc)
         if old is None:
             if loc.local and any(p.name != "writer.lock" for p in Path(loc.url).iterdir()):
@@ -339,6 +351,7 @@ def _prepare_store(loc: st.Location, info: dict, layout: st.Layout, index: st.In
 
             g = zarr.open_group(loc.url, mode="a", storage_options=loc.storage_options or None)
             st.write_index(g, layout, index, meta_json)
+            st.save_metadata(loc)
             reader = st.StoreReader(loc, require_complete=False)
         done = set(reader.committed)
         if verify and done:
@@ -354,12 +367,32 @@ def _prepare_store(loc: st.Location, info: dict, layout: st.Layout, index: st.In
         raise
 
 
+def _read_only_store(loc: st.Location, info: dict, v1: str, exc: OSError, *, verify: bool) -> set[int]:
+    """Resuming where nothing can be written (a read-only file system): a complete, intact
+    store of these inputs is read as it is; anything else is an error saying so."""
+    old = st.read_info(loc)
+    if old is not None:
+        _check_same(loc, old, info, v1)
+        reader = st.StoreReader(loc, require_complete=False)
+        done = set(reader.committed)
+        if len(done) == len(reader.layout.batches) and not (
+                verify and (reader.verify_index() or any(reader.verify_batch(b) for b in done))):
+            return done
+    raise StoreError(
+        f"The store {loc} cannot be written ({exc.strerror}: a read-only file system or no "
+        "permission) and it is not a complete, intact store of these inputs. Copy it to a "
+        "writable place (or pass another store) and run attnkit.extract again."
+    ) from exc
+
+
 def _check_same(loc: st.Location, old: dict, new: dict, v1: str) -> None:
     if old.get("fingerprint_v1") and old["fingerprint_v1"] == v1 and old.get("model") == new["model"]:
         if old.get("inputs_fingerprint") != new["inputs_fingerprint"]:
             new["inputs_fingerprint"] = old["inputs_fingerprint"]  # a migrated store of these inputs
         if old.get("model_fingerprint") in (None, new["model_fingerprint"]):
             new["model_fingerprint"] = old.get("model_fingerprint") or new["model_fingerprint"]
+    if old.get("model_fingerprint") and old["model_fingerprint"] == new.get("model_fingerprint_legacy"):
+        new["model_fingerprint"] = old["model_fingerprint"]  # written by an earlier attnkit
     diffs = []
     if old.get("model") != new["model"] or old.get("model_fingerprint") not in (None, new["model_fingerprint"]):
         diffs.append(f"model {old.get('model')!r} (weights {str(old.get('model_fingerprint'))[:10]}) "

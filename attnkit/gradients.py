@@ -14,7 +14,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from . import objectives
+from . import objectives, validate
 from ._compat import renamed
 from ._progress import progress as _bar
 from .attention import Attention
@@ -169,8 +169,7 @@ def run_gradients(model: Any, items: Sequence[Any], objective: Any, labels: Sequ
         labels = list(labels)
         if len(labels) != len(items):
             raise InputError(f"Got {len(labels)} labels for {len(items)} inputs; give one per input.")
-    if batch_size < 1:
-        raise InputError(f"batch_size must be at least 1, not {batch_size}.")
+    batch_size = validate.size(batch_size, "batch_size")
     encs: list[Encoding] = [x if isinstance(x, Encoding) else model.encode(x) for x in items]
     bar = _bar(show=progress, total=len(encs), desc=f"attention gradients ({model.name})", unit="item")
     try:

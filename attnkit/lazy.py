@@ -24,10 +24,11 @@ from typing import Any
 
 import numpy as np
 
+from . import validate
 from .attention import Attention, Positions, word_groups
 from .blocks import BAND_ELEMENTS, EdgePool, summarize
 from .capture import LayerQK
-from .errors import InputError
+from .errors import EmptyInputError, InputError
 from .qkstates import QKStates
 
 Index = Any  # a slice, or a sequence of ints
@@ -91,10 +92,12 @@ class LazyAttention(Positions):
         self._groups: Any = None  # word level: token -> word-level position (torch, device)
         self._group_sizes: Any = None  # word level: tokens per word-level position
         self._n_tokens = int(self._layers[0].query.shape[1])
+        if self._n_tokens == 0:
+            raise EmptyInputError("Attention with 0 positions: give at least one token.")
         self.tokens = [str(t) for t in tokens]
-        self.roles = np.asarray(roles, dtype="<U7")
-        self.word_ids = np.asarray(word_ids, dtype=np.int64)
+        self.roles = validate.roles(roles)
         self.words = list(words)
+        self.word_ids = validate.word_ids(word_ids, len(self.words), len(np.asarray(word_ids)))
         self.segments = (np.where(self.roles == "word", 0, -1) if segments is None
                          else np.asarray(segments, dtype=np.int64))
         self.input_ids = None if input_ids is None else np.asarray(input_ids, dtype=np.int64)
@@ -224,9 +227,9 @@ class LazyAttention(Positions):
         """
         import torch
 
-        self._check_head(layer, head)
-        r = _positions(rows, len(self))
-        c = _positions(cols, len(self))
+        layer, head = self._check_head(layer, head)
+        r = validate.positions(rows, len(self), "rows")
+        c = validate.positions(cols, len(self), "cols")
         out = np.empty((len(r), len(c)), dtype=np.float32)
         step = max(1, BAND_ELEMENTS // max(1, len(c)))
         here = self._groups is None and self.device.type == "cpu"  # computed straight into out
@@ -272,8 +275,9 @@ class LazyAttention(Positions):
         >>> att.pooled(0, 1, 4, reduce="mean").shape
         (4, 4)
         """
-        self._check_head(layer, head)
-        pool = EdgePool(int(size), reduce)
+        validate.choice(reduce, "reduce", ("max", "mean"))
+        layer, head = self._check_head(layer, head)
+        pool = EdgePool(validate.size(size), reduce)
         return summarize(self, layer, [head], [pool])[0][pool.key]
 
     def support(self, rows: slice) -> slice:
@@ -469,10 +473,8 @@ class LazyAttention(Positions):
         return self.qk_states().keys(layer)
 
     # ------------------------------------------------------------------ compute
-    def _check_head(self, layer: int, head: int) -> None:
-        if not (0 <= layer < self.n_layers and 0 <= head < self.n_heads):
-            raise InputError(f"head {(layer, head)} is outside layers 0..{self.n_layers - 1} and "
-                             f"heads 0..{self.n_heads - 1} (0-indexed).")
+    def _check_head(self, layer: int, head: int) -> tuple[int, int]:
+        return validate.head_index(layer, head, self.n_layers, self.n_heads)
 
     def _probs(self, layer: int, heads: Sequence[int], rows: np.ndarray, cols: np.ndarray) -> Any:
         """Float32 tensor ``[h, r, c]`` on the device: probabilities of ``heads`` at level
@@ -573,21 +575,6 @@ def _cut(part: Any, r_idx: Any, bound: Any, first_col: int, keep: str) -> None:
     cols = torch.arange(first_col, first_col + part.shape[-1], device=part.device)
     drop = cols[None, :] >= bound[:, None] if keep == "below" else cols[None, :] < bound[:, None]
     part.masked_fill_(drop[None], 0.0)
-
-
-def _positions(index: Index, n: int) -> np.ndarray:
-    """Positions ``0..n-1`` selected by a slice or a sequence of ints, as an int array."""
-    if isinstance(index, slice):
-        return np.arange(n)[index]
-    arr = np.asarray(index)
-    if arr.ndim == 0:
-        arr = arr[None]
-    if arr.dtype == bool:
-        return np.flatnonzero(arr)
-    arr = arr.astype(np.int64)
-    if arr.size and (arr.min() < -n or arr.max() >= n):
-        raise InputError(f"positions {arr.min()}..{arr.max()} are outside 0..{n - 1}.")
-    return np.where(arr < 0, arr + n, arr)
 
 
 def _index(pos: np.ndarray, device: Any) -> Any:

@@ -14,6 +14,7 @@ import contextlib
 import importlib
 import importlib.util
 import inspect
+import numbers
 import re
 import warnings
 from collections.abc import Iterator, Sequence
@@ -22,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from . import validate
 from ._compat import renamed
 from .attention import Attention
 from .encoding import Encoding
@@ -91,6 +93,7 @@ def load(
     trust_remote_code: bool = False,
     allow_download: bool = False,
     task: str = "auto",
+    strict: bool = True,
 ) -> Model:
     """Load a model and its fast tokenizer for attention analysis.
 
@@ -117,6 +120,12 @@ def load(
         ``"auto"`` picks the head named in the config's ``architectures`` (masked LM, causal
         LM, sequence classification) or the bare encoder; ``"base"`` always loads the bare
         model.
+    strict : bool
+        Refuse weights that do not make the model the checkpoint describes: a tensor
+        missing from the checkpoint (transformers would initialise it randomly), one of the
+        wrong shape, one the model does not have (``task="base"`` ignores those of the
+        task head), or NaN/infinite values (a damaged file); and a tokenizer whose
+        vocabulary does not fit the model's embeddings. ``False`` loads such a model anyway.
 
     Returns
     -------
@@ -126,7 +135,11 @@ def load(
     Raises
     ------
     ModelNotFoundError
-        When the model is not on disk and downloads are off.
+        When the model is not on disk and downloads are off, or a model folder lacks its
+        tokenizer files.
+    ModelLoadError
+        When the weights are damaged or do not match the model (see ``strict``), or the
+        tokenizer does not match the model.
     DeviceError
         For a device that is not there or a dtype the device cannot run.
 
@@ -205,6 +218,7 @@ def load(
             trust_remote_code=trust_remote_code,
             attn_implementation="eager",
             dtype=torch_dtype,
+            output_loading_info=True,
             **extra,
         )
     except ImportError as exc:
@@ -229,6 +243,10 @@ def load(
     finally:
         if bars:
             hf_logging.enable_progress_bar()
+    hf, loading = hf
+    if strict:
+        check_weights(hf, loading, display, base=task == "base")
+        check_tokenizer(hf, tokenizer, display, path)
     if target is not None:
         with torch.no_grad():
             hf.to(target)
@@ -250,6 +268,63 @@ def model_family(config: Any) -> str:
     if vision is not None and vision.reads(config):
         return "vision"
     return "text"
+
+
+_TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "tokenizer.model", "spiece.model",
+                    "sentencepiece.bpe.model", "tokenizer.model.v3", "tekken.json")
+
+
+def check_weights(hf: Any, loading: dict, name: str, *, base: bool = False) -> None:
+    """Refuse a checkpoint that does not fill the model exactly (``loading``: transformers'
+    loading info) or whose weights hold NaN or infinite values (a damaged file: safetensors
+    carries no checksum, and random bytes decode to such values)."""
+    import torch
+
+    problems = []
+    for what, keys in (("missing from the checkpoint (they would be random)", "missing_keys"),
+                       ("of the wrong shape", "mismatched_keys"),
+                       ("not in the model", "unexpected_keys")):
+        found = sorted(str(k) for k in loading.get(keys) or ())
+        if found and not (base and keys == "unexpected_keys"):
+            shown = ", ".join(found[:4]) + (f" and {len(found) - 4} more" if len(found) > 4 else "")
+            problems.append(f"{len(found)} tensors {what}: {shown}")
+    if problems:
+        raise ModelLoadError(
+            f"The weights of {name} do not match its config.json: {'; '.join(problems)}. The "
+            "checkpoint is incomplete or of another model: copy it again, or pass strict=False "
+            "to load it anyway."
+        )
+    with torch.no_grad():
+        for pname, p in hf.named_parameters():
+            if p.is_floating_point() and p.device.type != "meta" and not bool(torch.isfinite(p).all()):
+                raise ModelLoadError(
+                    f"The weights file of {name} is damaged: tensor {pname} holds NaN or "
+                    "infinite values (safetensors files carry no checksum, so corrupted bytes "
+                    "show up this way). Copy or download the weights again."
+                )
+
+
+def check_tokenizer(hf: Any, tokenizer: Any, name: str, path: str | Path) -> None:
+    """Refuse a tokenizer that does not belong to the model: a model folder without
+    tokenizer files (transformers then builds a near-empty one), or a vocabulary that does
+    not fit the input embeddings (ids past them, or fewer than half their rows)."""
+    folder = Path(path)
+    if folder.is_dir() and not any((folder / f).exists() for f in _TOKENIZER_FILES):
+        raise ModelNotFoundError(
+            f"The model folder {str(folder)!r} has no tokenizer files ({', '.join(_TOKENIZER_FILES[:4])}, "
+            "...): save the tokenizer beside the weights (tokenizer.save_pretrained(folder))."
+        )
+    emb = hf.get_input_embeddings()
+    rows = getattr(emb, "num_embeddings", None)
+    if rows is None:
+        return
+    size = len(tokenizer)
+    if size > rows or size < rows // 2:
+        raise ModelLoadError(
+            f"The tokenizer of {name} has {size} entries but the model embeds {rows} token "
+            "ids: it is not this model's tokenizer (or its files are missing). Put the "
+            "model's own tokenizer files in its folder."
+        )
 
 
 def refuse_encoder_decoder(config: Any, name: str) -> None:
@@ -296,9 +371,9 @@ def _token_ids(item: Any) -> list[int] | None:
             )
         return item.tolist()
     if isinstance(item, (list, tuple)) and item and all(
-        isinstance(i, (int, np.integer)) and not isinstance(i, bool) for i in item
-    ):
-        return [int(i) for i in item]
+        isinstance(i, (numbers.Real, np.number)) and not isinstance(i, (bool, np.bool_)) for i in item
+    ):  # numbers are token ids (floats are refused, not read as words)
+        return validate.token_ids(list(item)).tolist()
     return None
 
 
@@ -567,10 +642,10 @@ class Model:
             )
         for p in parts:
             if isinstance(p, str):
-                if not p.strip():
+                if not validate.text(p).strip():
                     raise EmptyInputError("The input text is empty; give at least one word.")
             elif isinstance(p, list):
-                if not p or not all(isinstance(w, str) and w.strip() for w in p):
+                if not p or not all(isinstance(w, str) and validate.text(w, "word").strip() for w in p):
                     raise EmptyInputError(
                         "The word list is empty or holds empty words; give non-empty strings."
                     )
@@ -992,6 +1067,7 @@ class Model:
         """
         from .measures import check_measure
 
+        level = validate.level(level)
         measure = check_measure(measure=measure)
         enc = self.encode(item)
         if measure != "weights":
@@ -1158,5 +1234,11 @@ def resolve_model(spec: str) -> Model:
                 f"The model factory {spec!r} cannot be imported ({exc}); give "
                 "'package.module:function' of a function that returns an attnkit Model."
             ) from exc
-        return factory()
+        model = factory()
+        if not isinstance(model, Model):
+            raise ModelLoadError(
+                f"The model factory {spec!r} returned a {type(model).__name__}, not an attnkit "
+                "Model: make it return attnkit.load(...) or attnkit.Model(hf_model, tokenizer)."
+            )
+        return model
     return load(spec)

@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import functools
 import json
 import os
 import socket
@@ -49,6 +50,9 @@ from .errors import StoreError
 FORMAT = 2
 _COMMITS = "commits"
 _LOCK = "writer.lock"
+#: A copy of every Zarr metadata document of the store (the group's attributes included),
+#: written when the store is made: what ``attnkit store repair`` restores them from.
+META_BACKUP = "attnkit-metadata.json"
 #: Seconds after which a writer lock whose heartbeat stopped is considered abandoned
 #: (a lock of a dead process on the same host is taken over at once).
 LOCK_STALE_S = 120.0
@@ -380,6 +384,8 @@ def _zarr_open(loc: Location, mode: Any) -> Any:
         return zarr.open_group(loc.url, mode=mode, storage_options=so, zarr_format=3)
     except FileNotFoundError as exc:
         raise StoreError(f"No attnkit store at {loc}: {exc}.") from exc
+    except (ValueError, TypeError, KeyError) as exc:  # json.JSONDecodeError is a ValueError
+        raise metadata_error(loc, "zarr.json", exc) from exc
 
 
 def _create(group: Any, name: str, shape: tuple, chunks: tuple, dtype: Any, fill: Any) -> Any:
@@ -391,6 +397,76 @@ def _create(group: Any, name: str, shape: tuple, chunks: tuple, dtype: Any, fill
         leaf, shape=shape, chunks=chunks, dtype=dtype, fill_value=fill,
         compressors=[Crc32cCodec()], config={"write_empty_chunks": True}, overwrite=True,
     )
+
+
+def metadata_error(loc: Location, doc: str, exc: BaseException) -> StoreError:
+    """The StoreError for a Zarr metadata document of ``loc`` that is missing or damaged."""
+    return StoreError(
+        f"The store {loc} is damaged: its metadata file {doc} is missing or unreadable "
+        f"({type(exc).__name__}: {str(exc)[:120]}). The computed batches are kept: run "
+        f"`attnkit store repair {loc}` to restore the metadata (or attnkit.extract with the "
+        "same model, inputs and store, which repairs it too)."
+    )
+
+
+def _metadata_docs(loc: Location) -> list[str]:
+    """Paths (relative to the store) of every ``zarr.json`` of the store."""
+    root = loc.root
+    found = loc.fs.find(root, withdirs=False)
+    return sorted(p[len(root) + 1:] for p in found if p.rsplit("/", 1)[-1] == "zarr.json")
+
+
+def save_metadata(loc: Location) -> None:
+    """Write :data:`META_BACKUP`: every Zarr metadata document of the store, verbatim."""
+    docs = {}
+    for doc in _metadata_docs(loc):
+        with loc.fs.open(loc.path(doc), "rb") as fh:
+            docs[doc] = json.loads(fh.read().decode())
+    loc.write_json({"format": FORMAT, "documents": docs}, META_BACKUP)
+
+
+def _write_bytes(fh: Any, data: bytes) -> None:
+    fh.write(data)
+
+
+def _backup(loc: Location) -> dict | None:
+    try:
+        return dict(loc.read_json(META_BACKUP)["documents"])
+    except (FileNotFoundError, ValueError, KeyError, TypeError, OSError):
+        return None
+
+
+def damaged_metadata(loc: Location, backup: dict | None = None) -> list[str]:
+    """The Zarr metadata documents of the store that are missing (listed in the backup,
+    or the group's own) or unreadable."""
+    backup = _backup(loc) if backup is None else backup
+    damaged = []
+    for doc in sorted(set(backup or ()) | set(_metadata_docs(loc)) | {"zarr.json"}):
+        try:
+            with loc.fs.open(loc.path(doc), "rb") as fh:
+                json.loads(fh.read().decode())
+        except (FileNotFoundError, ValueError, UnicodeDecodeError):
+            damaged.append(doc)
+    return damaged
+
+
+def repair_metadata(loc: Location) -> tuple[list[str], list[str]]:
+    """Restore every Zarr metadata document that is missing or unreadable from
+    :data:`META_BACKUP`. Returns ``(restored, lost)``: the documents written back, and
+    those damaged with no copy to restore (the store must then be extracted again)."""
+    backup = _backup(loc)
+    restored, lost = [], []
+    for doc in damaged_metadata(loc, backup):
+        if backup is not None and doc in backup:
+            data = json.dumps(backup[doc], indent=2).encode()
+            if loc.local:
+                atomic_write(Path(loc.path(doc)), functools.partial(_write_bytes, data=data))
+            else:
+                loc.fs.pipe_file(loc.path(doc), data)
+            restored.append(doc)
+        else:
+            lost.append(doc)
+    return restored, lost
 
 
 def _fill_of(name: str) -> Any:
@@ -483,10 +559,9 @@ class StoreReader:
             try:
                 self._arrays[name] = self.group[name]
             except KeyError as exc:
-                raise StoreError(
-                    f"The store {self.loc} has no array {name!r}: it is damaged (its metadata "
-                    "file was deleted). Extract again into a new store."
-                ) from exc
+                raise metadata_error(self.loc, f"{name}/zarr.json", exc) from exc
+            except (ValueError, TypeError) as exc:  # a truncated or garbled zarr.json
+                raise metadata_error(self.loc, f"{name}/zarr.json", exc) from exc
         return self._arrays[name]
 
     def has(self, name: str) -> bool:
@@ -587,7 +662,7 @@ class StoreReader:
         values = _sync(_gather(reads))
         out = {}
         for (name, r), v in zip(direct.items(), values):
-            if isinstance(v, BaseException) or _holds_fill(name, np.asarray(v)):
+            if isinstance(v, BaseException) or _holds_fill(name, np.asarray(v)) or self.missing_chunks(name, r):
                 raise self.damage_error(name, r, v if isinstance(v, BaseException) else None)
             out[name] = np.asarray(v)
         for (name, k), v in zip(wanted, values[len(direct):]):
@@ -660,8 +735,8 @@ class StoreReader:
                 out.append(b)
         return out
 
-    def bad_chunks(self, name: str, r: tuple[int, int]) -> list[tuple[int, list[int], str]]:
-        """(chunk index, batches it holds, why) of the damaged chunks of ``name`` in ``r``."""
+    def bad_chunks(self, name: str, r: tuple[int, int]) -> list[tuple[str, list[int], str]]:
+        """(chunk key, batches it holds, why) of the damaged chunks of ``name`` in ``r``."""
         arr = self.array(name)
         c = arr.chunks[0]
         out = []
@@ -670,18 +745,36 @@ class StoreReader:
             why = None
             try:
                 v = np.asarray(arr[lo:hi])
-                if _holds_fill(name, v) or (name.startswith("summaries/") and not self._chunk_exists(name, k)):
+                if _holds_fill(name, v) or self.missing_chunks(name, (k * c, (k + 1) * c)):
                     why = "missing"
             except Exception as exc:  # noqa: BLE001 - any decoding failure means a damaged chunk
                 why = f"checksum mismatch or truncated: {exc}".replace("\n", " ")[:160]
             if why:
-                if why == "missing" and self._chunk_exists(name, k):
+                if why == "missing" and not self.missing_chunks(name, (k * c, (k + 1) * c), every=True):
                     why = "holds fill values"
-                out.append((k, self.batches_of_range(name, (k * c, (k + 1) * c)), why))
+                key = "/".join([str(k)] + ["0"] * (arr.ndim - 1))  # the first file of the row
+                out.append((key, self.batches_of_range(name, (k * c, (k + 1) * c)), why))
         return out
 
-    def _chunk_exists(self, name: str, k: int) -> bool:
-        return self.loc.exists(*name.split("/"), "c", str(k))
+    def _grid_rest(self, name: str) -> list[tuple[int, ...]]:
+        """Chunk coordinates along every axis but the first (one entry for 1-D arrays)."""
+        import itertools
+
+        arr = self.array(name)
+        return list(itertools.product(*(range(-(-n // c)) for n, c in zip(arr.shape[1:], arr.chunks[1:]))))
+
+    def missing_chunks(self, name: str, r: tuple[int, int], *, every: bool = False) -> bool:
+        """True when a chunk file of rows ``r`` of ``name`` is missing (``every``: when all
+        are). Only summaries need it: they may hold NaN, their fill value, so a missing
+        chunk is found by listing, at its full path (``summaries/stats/c/1/0/0/0``: a
+        multi-dimensional array's chunk files lie in folders)."""
+        if not name.startswith("summaries/") or r[1] <= r[0]:
+            return False
+        c = self.array(name).chunks[0]
+        rest = self._grid_rest(name)
+        found = [self.loc.exists(*name.split("/"), "c", str(k), *map(str, tail))
+                 for k in range(r[0] // c, -(-r[1] // c)) for tail in rest]
+        return not any(found) if every else not all(found)
 
     def verify_batch(self, b: int) -> list[str]:
         """Problems of committed batch ``b`` (empty when every chunk reads back intact)."""
@@ -695,10 +788,7 @@ class StoreReader:
                 continue
             try:
                 v = np.asarray(self.array(name)[slice(*r)])
-                ok = not _holds_fill(name, v)
-                if ok and name.startswith("summaries/"):
-                    c = self.array(name).chunks[0]
-                    ok = all(self._chunk_exists(name, k) for k in range(r[0] // c, -(-r[1] // c)))
+                ok = not _holds_fill(name, v) and not self.missing_chunks(name, r)
             except Exception:  # noqa: BLE001 - any decoding failure means a damaged chunk
                 ok = False
             if not ok:
@@ -721,7 +811,9 @@ def read_info(loc: Location) -> dict | None:
 
     try:
         g = zarr.open_group(loc.url, mode="r", storage_options=loc.storage_options or None, zarr_format=3)
-    except (FileNotFoundError, KeyError, ValueError):
+    except (FileNotFoundError, KeyError, ValueError) as exc:
+        if loc.exists(META_BACKUP):  # an attnkit store whose group metadata is damaged
+            raise metadata_error(loc, "zarr.json", exc) from exc
         return None
     info = g.attrs.get("attnkit")
     return dict(info) if isinstance(info, dict) and info else None
@@ -926,6 +1018,7 @@ def _create_all(loc: Location, info: dict, layout: Layout, index: Index, meta_js
         _create(g, f"summaries/{name}", (n_items, *shape), (bs, *shape), dtype, np.nan)
     write_index(g, layout, index, meta_json)
     g.attrs["attnkit"] = {**info, "state": "ready"}
+    save_metadata(loc)
 
 
 def write_index(g: Any, layout: Layout, index: Index, meta_json: list[str]) -> None:
@@ -956,6 +1049,62 @@ def remove_leftovers(loc: Location) -> None:
         for f in Path(loc.url).rglob(pattern):
             if f.name != _LOCK:
                 f.unlink(missing_ok=True)
+
+
+@dataclass
+class Repair:
+    """What :func:`repair` did to a store and what is left to recompute."""
+
+    restored: list[str]  # metadata documents written back from the backup
+    lost: list[str]  # metadata documents damaged with no copy (extract the store again)
+    damaged: dict[int, list[str]]  # batch -> damaged arrays (uncommitted: extract recomputes them)
+    damaged_index: list[str]  # index arrays extract rewrites from the inputs
+    missing: list[int]  # batches never computed
+    items: dict[int, str] = field(default_factory=dict)  # batch -> its items, described
+    unreadable: str = ""  # why the store could not be opened after the repair
+
+    @property
+    def to_recompute(self) -> bool:
+        return bool(self.lost or self.damaged or self.damaged_index or self.missing or self.unreadable)
+
+
+def repair(loc: Location) -> Repair:
+    """Rebuild what can be rebuilt in a store and list what must be recomputed.
+
+    Under the writer lock: removes a killed writer's temporary files, restores missing or
+    unreadable metadata documents (group attributes included) from :data:`META_BACKUP`,
+    re-reads every committed batch against its checksums (maps, embeddings and every
+    summary) and forgets damaged ones so that the next ``extract`` recomputes exactly them,
+    and checks the index arrays. A store written before the backup existed gets one.
+    """
+    try:
+        lock = WriterLock(loc).acquire()
+    except OSError as exc:
+        raise StoreError(f"The store {loc} cannot be repaired in place: it cannot be written "
+                         f"({exc.strerror}). Copy it to a writable place and repair the copy.") from exc
+    try:
+        remove_leftovers(loc)
+        restored, lost = repair_metadata(loc)
+        try:
+            reader = StoreReader(loc, require_complete=False)
+        except StoreError as exc:
+            return Repair(restored, lost, {}, [], [], unreadable=str(exc))
+        damaged = {}
+        for b in sorted(reader.committed):
+            problems = reader.verify_batch(b)
+            if problems:
+                damaged[b] = problems
+        uncommit(loc, damaged)
+        missing = [b for b in range(len(reader.layout.batches)) if b not in reader.committed]
+        out = Repair(restored, lost, damaged, reader.verify_index(), missing)
+        with contextlib.suppress(StoreError):
+            out.items = {b: _describe_items(reader.layout.batches[b], reader.meta)
+                         for b in [*damaged, *missing]}
+        if not lost:
+            save_metadata(loc)
+        return out
+    finally:
+        lock.release()
 
 
 def uncommit(loc: Location, batches: Iterable[int]) -> None:

@@ -154,7 +154,7 @@ def test_head_of_a_span_that_is_not_one_subtree_uses_minspan_then_depth(docs):
 def test_discontinuous_mention_becomes_one_span(tmp_path):
     rows = [
         "1 John John PROPN NNP _ 2 nsubj _ Entity=(1[1/2]-person-new-sssss-cf1-1-coref)",
-        "2 and and CCONJ CC _ 3 cc _ _",
+        "2 and and CCONJ CC _ 0 root _ _",  # one rooted tree (read_conllu checks it)
         "3 Mary Mary PROPN NNP _ 2 conj _ Entity=(1[2/2]-person-new-sssss-cf1-1-coref)",
     ]
     p = tmp_path / "disc.conllu"

@@ -23,17 +23,11 @@ from attnkit.store_v1 import extract_v1
 from attnkit.cli import main
 from attnkit.errors import InputError, StoreError
 from attnkit.testing import CORPUS
+from faults.fault_helpers import same_sets as _same
 
 TEXTS = [*CORPUS, "The cat reads.", "We read the review."]  # 8 items
 
 
-def _same(a: ak.AttentionSet, b: ak.AttentionSet) -> None:
-    assert len(a) == len(b)
-    for x, y in zip(a, b):
-        assert x.tokens == y.tokens and x.words == y.words
-        np.testing.assert_array_equal(x.maps, y.maps)
-        if x.embeddings is not None or y.embeddings is not None:
-            np.testing.assert_array_equal(x.embeddings, y.embeddings)
 
 
 @pytest.fixture

@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .. import validate
 from .._compat import renamed
 from ..errors import InputError
 from ..results import Result
@@ -152,8 +153,8 @@ def faithfulness(
         raise InputError("faithfulness() got no inputs.")
     if labels is not None and len(labels) != len(items):
         raise InputError(f"Got {len(labels)} labels for {len(items)} inputs; give one per input.")
-    if steps < 1 or batch_size < 1 or n_boot < 1:
-        raise InputError("steps, batch_size and n_boot must be at least 1.")
+    steps, batch_size, n_boot = (validate.size(v, k) for k, v in
+                                 (("steps", steps), ("batch_size", batch_size), ("n_boot", n_boot)))
     mask_id = model.tokenizer.mask_token_id
     if mask_id is None:
         mask_id = model.tokenizer.unk_token_id

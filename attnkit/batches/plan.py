@@ -59,12 +59,24 @@ def level_positions(enc: Encoding, level: str) -> tuple[list[str], np.ndarray, n
     return tokens, roles[keep], word_ids[keep], segments[keep], pool
 
 
-def model_fingerprint(model: Any) -> str:
-    """A hash of the model's configuration and a sample of every weight tensor: two
-    different models (or a model and its fine-tuned version) never share it."""
+#: Config keys that do not determine the maps (bookkeeping that ``save_pretrained`` adds or
+#: changes), left out of :func:`model_fingerprint`.
+NOT_FINGERPRINTED = ("_name_or_path", "transformers_version", "_attn_implementation_autoset",
+                     "architectures", "dtype", "torch_dtype", "_commit_hash", "use_cache",
+                     "return_dict", "output_attentions", "output_hidden_states")
+#: What format-2 stores written before attnkit left ``architectures`` and ``dtype`` out hashed.
+_LEGACY_NOT_FINGERPRINTED = NOT_FINGERPRINTED[:3]
+
+
+def model_fingerprint(model: Any, *, legacy: bool = False) -> str:
+    """A hash of what determines the model's maps (its configuration, less
+    :data:`NOT_FINGERPRINTED`, and a sample of every weight tensor): two different models
+    (or a model and its fine-tuned version) never share it; a model saved with
+    ``save_pretrained`` and loaded again keeps it. ``legacy``: the hash stores of earlier
+    attnkit versions recorded (configuration bookkeeping included)."""
     h = hashlib.sha256()
-    cfg = {k: v for k, v in model.config.to_dict().items()
-           if k not in ("_name_or_path", "transformers_version", "_attn_implementation_autoset")}
+    skip = _LEGACY_NOT_FINGERPRINTED if legacy else NOT_FINGERPRINTED
+    cfg = {k: v for k, v in model.config.to_dict().items() if k not in skip}
     h.update(json.dumps(cfg, sort_keys=True, default=str).encode())
     with torch.no_grad():
         for name, p in sorted(model.hf.named_parameters()):
@@ -85,6 +97,7 @@ def model_info(model: Any) -> dict[str, Any]:
         "embedding_dim": int(model.hf.get_input_embeddings().embedding_dim),
         "model_fingerprint": model_fingerprint(model),
         "qk": qk_geometry(model),
+        "model_fingerprint_legacy": model_fingerprint(model, legacy=True),
     }
 
 

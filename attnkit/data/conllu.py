@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import validate
 from ..errors import ConllError, DataNotFoundError
 from ._text import text_lines
 
@@ -148,6 +149,14 @@ def read_conllu(path: str | Path, *, limit: int | None = None) -> Treebank:
     path = Path(path)
     if not path.exists():
         raise DataNotFoundError(f"No CoNLL-U file at {path}.")
+    if path.is_dir():
+        inside = sorted(p.name for p in path.glob("*.conllu"))[:4]
+        raise DataNotFoundError(
+            f"{path} is a folder; read_conllu reads one .conllu file"
+            + (f" (this folder has {', '.join(inside)})." if inside else ".")
+        )
+    if limit is not None:
+        limit = validate.integer(limit, "limit", minimum=1)
     sentences = Treebank(path=path)
     doc_id = None
     for start, lines in _blocks(path):
@@ -166,8 +175,46 @@ def read_conllu(path: str | Path, *, limit: int | None = None) -> Treebank:
             raise ConllError(f"{path}:{start}: cannot parse the sentence starting here: {exc}") from exc
         if not parsed:
             continue
-        sentences.append(_sentence(parsed[0], path, start, doc_id, len(sentences)))
+        sentence = _sentence(parsed[0], path, start, doc_id, len(sentences))
+        _check_tree(sentence, path, start, lines)
+        sentences.append(sentence)
+    if not sentences:
+        raise ConllError(f"{path} holds no sentences (it is empty or only comments); pass a "
+                         "CoNLL-U treebank.")
     return sentences
+
+
+def _check_tree(sentence: Sentence, path: Path, start: int, lines: list[str]) -> None:
+    """Refuse a basic dependency tree that is not a tree: not exactly one root (HEAD 0), a
+    word that heads itself, or a cycle (UD requires one rooted tree per sentence)."""
+
+    def fail(word: int, what: str) -> None:
+        line = next((start + k for k, text in enumerate(lines)
+                     if text.split("\t", 1)[0] == str(word)), start)
+        raise ConllError(f"{path}:{line}: sentence {sentence.id!r}: {what}")
+
+    heads = sentence.heads
+    roots = (np.flatnonzero(heads == 0) + 1).tolist()
+    if len(roots) != 1:
+        fail(roots[1] if roots else 1, f"{len(roots)} roots (words with HEAD 0: {roots[:6]}); a "
+             "dependency tree has exactly one.")
+    for w, h in enumerate(heads.tolist(), 1):
+        if w == h:
+            fail(w, f"word {w} is its own head.")
+    reaches = np.zeros(len(heads) + 1, dtype=bool)  # index 0 is the root
+    reaches[0] = True
+    for w in range(1, len(heads) + 1):
+        chain: list[int] = []
+        seen: set[int] = set()
+        v = w
+        while not reaches[v] and v not in seen:
+            chain.append(v)
+            seen.add(v)
+            v = int(heads[v - 1])
+        if not reaches[v]:
+            fail(v, f"words {chain[chain.index(v):]} form a cycle of heads (they never reach "
+                 "the root).")
+        reaches[chain] = True
 
 
 def _blocks(path: Path):

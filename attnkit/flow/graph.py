@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from .._compat import renamed
+from .. import validate
 from ..blocks import bands
 from ..errors import InputError
 from ..types import AttentionLike, HeadId, Sources
@@ -80,7 +81,8 @@ def attention_graph(
     """
     att = attentions
     n_layers, n_heads = att.n_layers, att.n_heads
-    if not 0.0 <= float(threshold) < 1.0:
+    threshold = validate.number(threshold, "threshold")
+    if not 0.0 <= threshold < 1.0:
         raise InputError(f"threshold must lie in [0, 1); got {threshold}. Edges need "
                          "attention > threshold, and attention weights are at most 1.")
     allowed, heads_list = _allowed_heads(heads, n_layers, n_heads)
@@ -230,17 +232,9 @@ def _allowed_heads(heads, n_layers: int, n_heads: int):
     if heads is None:
         return allowed, None
     allowed[:] = False
-    pairs = []
-    for item in heads:
-        try:
-            layer, head = (int(x) for x in item)
-        except (TypeError, ValueError):
-            raise InputError(f"heads must be (layer, head) pairs; got {item!r}.") from None
-        if not (0 <= layer < n_layers and 0 <= head < n_heads):
-            raise InputError(f"head {(layer, head)} is outside layers 0..{n_layers - 1} and "
-                             f"heads 0..{n_heads - 1} (0-indexed).")
+    pairs = validate.head_pairs(heads, n_layers, n_heads)
+    for layer, head in pairs:
         allowed[layer, head] = True
-        pairs.append((layer, head))
     return allowed, pairs
 
 

@@ -29,6 +29,7 @@ import networkx as nx
 import numpy as np
 import pandas as pd
 
+from .. import validate
 from .._compat import renamed
 from ..errors import InputError
 
@@ -99,7 +100,8 @@ def influence(graph: nx.DiGraph, *, alpha: float = 0.5) -> pd.DataFrame:
     [0.0, 0.0, 1.0]
     """
     g = graph
-    if not 0.0 < float(alpha) <= 1.0:
+    alpha = validate.number(alpha, "alpha")
+    if not 0.0 < alpha <= 1.0:
         raise InputError(f"alpha must lie in (0, 1]; got {alpha}. It down-weights each "
                          "earlier layer by that factor.")
     counts = head_counts(g)

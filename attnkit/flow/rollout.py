@@ -12,6 +12,7 @@ from typing import Iterator
 
 import numpy as np
 
+from .. import validate
 from .._compat import renamed
 from ..blocks import head_mean
 from ..errors import InputError
@@ -25,6 +26,7 @@ def residual_layers(att: AttentionLike, residual: float = 0.5) -> Iterator[np.nd
     another measure as each row's shares), so one ``[n, n]`` matrix is held at a time, never
     ``[L, H, n, n]``.
     """
+    residual = validate.number(residual, "residual")
     if not 0.0 <= residual <= 1.0:
         raise InputError(f"residual must lie in [0, 1]; got {residual}.")
     if att.n_layers == 0 or att.n_heads == 0 or len(att) == 0:
