@@ -146,7 +146,10 @@ def run_gradients(model: Any, items: Sequence[Any], objective: Any, labels: Sequ
             raise InputError(
                 f"objective must be one of {OBJECTIVES} or a callable, not {objective!r}."
             )
-        kind = objectives.auto_objective(model, OBJECTIVES) if objective == "auto" else objective
+        formerly = {"masked-lm": "mlm", "classifier": "classification",
+                    "causal-lm": "lm"}.get(objectives.head_kind(model), "embedding")
+        kind = (objectives.auto_objective(model, OBJECTIVES, formerly=formerly) if objective == "auto"
+                else objective)
     elif callable(objective):
         kind = "callable"
     else:

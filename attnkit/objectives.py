@@ -22,6 +22,7 @@ scale:
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -62,7 +63,7 @@ AUTO = {
 }
 
 
-def auto_objective(model: Any, supported: Sequence[str]) -> str:
+def auto_objective(model: Any, supported: Sequence[str], *, formerly: str | None = None) -> str:
     """The objective ``"auto"`` stands for on ``model``: the first of :data:`AUTO`'s
     preferences for its head that the calling function supports.
 
@@ -72,6 +73,10 @@ def auto_objective(model: Any, supported: Sequence[str]) -> str:
         The model.
     supported : sequence of str
         The objectives the calling function can compute.
+    formerly : str, optional
+        What ``"auto"`` meant in this function before it meant one thing everywhere; when
+        that differs, a :class:`FutureWarning` names both, so the old numbers stay one
+        keyword away (for one release).
 
     Returns
     -------
@@ -96,6 +101,14 @@ def auto_objective(model: Any, supported: Sequence[str]) -> str:
     prefs = AUTO[head_kind(model)]
     for kind in prefs:
         if kind in supported:
+            if formerly is not None and formerly != kind:
+                warnings.warn(
+                    f"objective='auto' now means {kind!r} on {model.name} (what the model predicts, "
+                    f"as everywhere in attnkit); it meant {formerly!r} here before. Pass "
+                    f"objective={formerly!r} for the former numbers.",
+                    FutureWarning,
+                    stacklevel=3,
+                )
             return kind
     raise InputError(
         f"objective='auto' stands for {' or '.join(prefs)} on {model.name}, which this function "

@@ -99,6 +99,9 @@ def test_auto_objectives(models):
     assert attention_importance(models["bert-cls"], CORPUS[:2]).meta["objective"] == "logit"
     assert attention_importance(models["bert"], CORPUS[:2]).meta["objective"] == "projection"
     assert attention_importance(models["gpt2"], CORPUS[:2]).meta["objective"] == "logit"
+    # where "auto" used to mean something else here, a FutureWarning says so, once per call
+    with pytest.warns(FutureWarning, match="it meant 'lm' here before"):
+        attention_importance(models["gpt2"], CORPUS[:1])
     # the losses stay available by name
     assert attention_importance(models["bert-cls"], CORPUS[:2], labels=[0, 1],
                                 objective="classification").meta["objective"] == "classification"

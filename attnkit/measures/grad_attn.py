@@ -27,7 +27,7 @@ from typing import Any
 
 from ..attention import Attention
 from ..gradients import OBJECTIVES, run_gradients
-from ..objectives import auto_objective
+from ..objectives import auto_objective, default_kind
 from ..types import Input
 
 PER_HEAD = True
@@ -53,7 +53,7 @@ def default_objective(model: Any) -> str:
     the model predicts): ``"mlm"`` for a masked-LM head, ``"logit"`` (the predicted class's,
     or the predicted next token's, logit) for sequence classifiers and causal LMs,
     ``"projection"`` (the embedding's length along its own direction) for bare encoders."""
-    return auto_objective(model, OBJECTIVES)
+    return auto_objective(model, OBJECTIVES, formerly=default_kind(model))
 
 
 def grad_attn(
