@@ -205,7 +205,25 @@ class Attention(Positions):
         return self.maps.shape[2]
 
     # -------------------------------------------------------- queries, keys
-    def _states(self) -> QKStates:
+    def qk_states(self) -> QKStates:
+        """The kept queries and keys of every layer (:class:`~attnkit.qkstates.QKStates`), as
+        :meth:`attnkit.lazy.LazyAttention.qk_states` gives them.
+
+        Returns
+        -------
+        QKStates
+
+        Raises
+        ------
+        InputError
+            When none were kept (maps built by hand, or word level).
+
+        Examples
+        --------
+        >>> from attnkit.testing import tiny_model
+        >>> tiny_model("llama").attend("The cat sat.").qk_states().layers
+        [0, 1]
+        """
         if self.qk is None:
             raise InputError(
                 "This attention keeps no queries and keys"
@@ -241,7 +259,7 @@ class Attention(Positions):
         >>> att.queries(0).shape, att.keys(0).shape   # 2 query heads share 1 key head
         ((2, 7, 8), (1, 7, 8))
         """
-        return self._states().queries(layer)
+        return self.qk_states().queries(layer)
 
     def keys(self, layer: int) -> np.ndarray:
         """Post-rotary keys of ``layer`` (before grouped-query repetition: query head ``h``
@@ -268,7 +286,7 @@ class Attention(Positions):
         >>> tiny_model("bert").attend("The cat sat.").keys(1).shape
         (2, 6, 8)
         """
-        return self._states().keys(layer)
+        return self.qk_states().keys(layer)
 
     # -------------------------------------------------------------- selection
     def head(self, layer: int, head: int) -> np.ndarray:

@@ -28,7 +28,7 @@ from __future__ import annotations
 import importlib
 import time
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,6 +39,7 @@ from .._progress import progress as _bar
 from ..errors import InputError
 from ..qkstates import QKStates, scores
 from ..results import HeadResult, Result
+from ..types import as_collection
 
 #: Projection methods and the package each needs.
 METHODS = {"umap": "umap", "tsne": "openTSNE", "pca": None}
@@ -111,7 +112,6 @@ class _Item:
 
 def _sources(attentions: Any) -> list[_Item]:
     from ..corpus import AttentionSet
-    from ..lazy import LazyAttention
 
     if isinstance(attentions, AttentionSet):
         if not attentions.qk_layers:
@@ -124,20 +124,16 @@ def _sources(attentions: Any) -> list[_Item]:
             st = attentions.qk_states(i)
             out.append(_Item(i, st, list(st.tokens or []), np.asarray(st.roles), attentions.causal))
         return out
-    one = isinstance(attentions, LazyAttention) or hasattr(attentions, "maps")
-    many: Iterable[Any] = [attentions] if one else attentions
     out = []
-    for i, att in enumerate(many):
-        if isinstance(att, LazyAttention):
+    for i, att in enumerate(as_collection(attentions)):
+        try:
             st = att.qk_states()
-        elif getattr(att, "qk", None) is not None:
-            st = att.qk
-        else:
+        except (InputError, AttributeError) as exc:
             raise InputError(
                 f"Item {i} keeps no queries and keys ({type(att).__name__}"
                 + (", word level" if getattr(att, "level", "token") == "word" else "")
                 + "). Use model.attend(text) at token level, or a store extracted with keep='qk'."
-            )
+            ) from exc
         out.append(_Item(i, st, list(att.tokens), np.asarray(att.roles), bool(att.causal)))
     if not out:
         raise InputError("qk_embedding got no inputs.")
