@@ -125,7 +125,8 @@ def _sources(attentions: Any) -> list[_Item]:
             out.append(_Item(i, st, list(st.tokens or []), np.asarray(st.roles), attentions.causal))
         return out
     out = []
-    for i, att in enumerate(as_collection(attentions)):
+    items: Iterable[Any] = as_collection(attentions)  # Attention, LazyAttention: qk_states()
+    for i, att in enumerate(items):
         try:
             st = att.qk_states()
         except (InputError, AttributeError) as exc:
