@@ -28,7 +28,7 @@ from __future__ import annotations
 import importlib
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
