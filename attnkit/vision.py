@@ -443,7 +443,9 @@ class VisionModel(Model):
         lazy : bool, optional
             As for :meth:`attnkit.Model.attend`.
         measure : str
-            What the maps hold (:mod:`attnkit.measures`).
+            What the maps hold (:mod:`attnkit.measures`): ``"weights"``, ``"norm"``,
+            ``"norm+residual"`` or ``"alti"`` (``"grad×attn"`` is refused: see
+            :func:`gradient_rollout`).
 
         Returns
         -------
@@ -455,6 +457,8 @@ class VisionModel(Model):
         ------
         InputError
             For input that is not an image.
+        UnsupportedModelError
+            For ``measure="grad×attn"``.
 
         Examples
         --------
@@ -464,6 +468,14 @@ class VisionModel(Model):
         >>> att.maps.shape, att.tokens[:2], att.meta["grid"]
         ((2, 2, 17, 17), ['[CLS]', '0,0'], [4, 4])
         """
+        from .measures import check_measure
+
+        if check_measure(measure=measure) == "grad×attn":
+            raise UnsupportedModelError(
+                f"measure='grad×attn' explains a text objective; for {self.name} use "
+                "attnkit.vision.gradient_rollout(model, image) (gradient-weighted rollout of a "
+                "class logit, Chefer et al. 2021). Vision models support the measures "
+                "'weights', 'norm', 'norm+residual' and 'alti'.")
         return super().attend(item, level=level, embeddings=embeddings, lazy=lazy, measure=measure)
 
 
