@@ -53,6 +53,8 @@ from .flow import (
     influence,
     paths_between,
     rollout,
+    seq2seq_graph,
+    seq2seq_rollout,
     subgraph_through,
 )
 from .interop import (
@@ -86,7 +88,7 @@ GROUPS: dict[str, list[str]] = {
     "why heads attend": ["composition", "residual_stream", "score_attribution"],
     "attention flows": ["attention_flow", "attention_graph", "compare", "compare_sets", "flow",
                         "flow_summary", "influence", "paths_between", "rollout",
-                        "subgraph_through"],
+                        "seq2seq_graph", "seq2seq_rollout", "subgraph_through"],
     "views": ["ClusterView", "FlowView", "HeadGrid", "HeadMap", "Heatmap", "MeasureSwitch",
               "QKScatter", "ScoreView", "plot", "write_report"],
     "interop": ["from_bertviz", "from_nnsight", "from_transformer_lens", "from_transformers",

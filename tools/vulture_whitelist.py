@@ -65,6 +65,8 @@ _.right_branching_uas
 _.rollout
 _.score_attribution
 _.seq2seq
+_.seq2seq_graph
+_.seq2seq_rollout
 _.subgraph_through
 _.to_bertviz
 _.to_circuitsvis
