@@ -72,6 +72,7 @@ from .results import HeadResult, Result
 from .version import __version__
 from .widgets import (
     ClusterView,
+    CrossView,
     FlowView,
     HeadGrid,
     HeadMap,
@@ -99,7 +100,7 @@ GROUPS: dict[str, list[str]] = {
     "attention flows": ["attention_flow", "attention_graph", "compare", "compare_sets", "flow",
                         "flow_summary", "influence", "paths_between", "rollout",
                         "seq2seq_graph", "seq2seq_rollout", "subgraph_through"],
-    "views": ["ClusterView", "FlowView", "HeadGrid", "HeadMap", "Heatmap", "ImageAttention",
+    "views": ["ClusterView", "CrossView", "FlowView", "HeadGrid", "HeadMap", "Heatmap", "ImageAttention",
               "MeasureSwitch", "QKScatter", "ScoreView", "plot", "write_report"],
     "interop": ["from_bertviz", "from_nnsight", "from_transformer_lens", "from_transformers",
                 "to_bertviz", "to_circuitsvis"],

@@ -6,6 +6,7 @@ _.Attention
 _.AttentionProbe
 _.AttentionSet
 _.ClusterView
+_.CrossView
 _.Document
 _.FlowView
 _.HeadGrid
@@ -165,6 +166,8 @@ _.sink_names
 _.sinks
 _.size
 _.source
+_.source_tokens
+_.target_tokens
 _.threshold
 _.threshold_note
 _.thumbs
@@ -179,3 +182,4 @@ _.value_name
 _.values
 _.vmax
 _.vmin
+_.weights

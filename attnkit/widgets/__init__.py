@@ -1,7 +1,8 @@
 """anywidget views: Heatmap, HeadGrid, HeadMap, ClusterView, FlowView, QKScatter, ScoreView,
-ImageAttention (front end in js/)."""
+ImageAttention, CrossView (front end in js/)."""
 
 from .cluster import ClusterView
+from .cross import CrossView
 from .flow import FlowView
 from .headgrid import HeadGrid
 from .headmap import HeadMap
@@ -11,5 +12,5 @@ from .measures import MeasureSwitch
 from .qkscatter import QKScatter
 from .score import ScoreView
 
-__all__ = ["ClusterView", "FlowView", "HeadGrid", "HeadMap", "Heatmap", "ImageAttention", "MeasureSwitch",
+__all__ = ["ClusterView", "CrossView", "FlowView", "HeadGrid", "HeadMap", "Heatmap", "ImageAttention", "MeasureSwitch",
            "QKScatter", "ScoreView"]

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from ._base import AttnkitWidget
 from .cluster import ClusterView
+from .cross import CrossView
 from .flow import FlowView
 from .headgrid import HeadGrid
 from .headmap import HeadMap
@@ -25,7 +26,7 @@ from .score import ScoreView
 
 #: The widgets with a bundle of their own, in the order they are built.
 WIDGETS: tuple[type[AttnkitWidget], ...] = (Heatmap, HeadGrid, HeadMap, ClusterView, FlowView, ScoreView,
-                                           QKScatter, ImageAttention)
+                                           QKScatter, ImageAttention, CrossView)
 
 
 def synced_traits(cls: type[AttnkitWidget]) -> list[str]:
