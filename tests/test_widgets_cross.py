@@ -45,8 +45,8 @@ def test_bad_input(s2s):
         ak.CrossView(tiny_model("bert").attend("The cat sat."))
     with pytest.raises(InputError):
         ak.CrossView(s2s, layer=5)
-    with pytest.raises(InputError, match="threshold"):
-        ak.CrossView(s2s, threshold=1.5)
+    with pytest.raises(InputError, match="min_weight"):
+        ak.CrossView(s2s, min_weight=1.5)
     view = ak.CrossView(s2s)
     with pytest.raises(InputError, match="clicked"):
         view.clicked = [2, 0]

@@ -80,8 +80,8 @@ def test_bad_input(deit):
         view.head = 5
     with pytest.raises(InputError):
         view.query = -1
-    with pytest.raises(InputError, match="alpha"):
-        ak.ImageAttention(att, alpha=2)
+    with pytest.raises(InputError, match="opacity"):
+        ak.ImageAttention(att, opacity=2)
 
 
 def test_static_figure_and_png_follow_the_query(deit, tmp_path):

@@ -121,6 +121,7 @@ _.measure
 _.metric
 _.metric_cmap
 _.metric_name
+_.min_weight
 _.mode
 _.n
 _.n_edges
@@ -137,6 +138,7 @@ _.names
 _.nodes
 _.normalize
 _.note
+_.opacity
 _.overlay
 _.overlays
 _.overview_max

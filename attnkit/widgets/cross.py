@@ -16,14 +16,10 @@ from matplotlib.figure import Figure
 
 from ..cross import CrossAttention, Seq2SeqAttention
 from ..errors import InputError
-from ._base import AttnkitWidget, check_layer_head
+from ._base import AttnkitWidget, PicksLayerHead, check_layer_head
 from ._codec import f16
 
-#: sides of ``clicked``: the target (rows, left column) and the source (columns, right column)
-SIDES = ("target", "source")
-
-
-class CrossView(AttnkitWidget):
+class CrossView(PicksLayerHead, AttnkitWidget):
     """One layer of cross-attention as links from target tokens (left) to source tokens
     (right), a colour per head.
 
@@ -35,14 +31,14 @@ class CrossView(AttnkitWidget):
         0-indexed decoder layer shown first (a stepper changes it).
     head : int, optional
         0-indexed head to show alone; ``None`` shows every head of the layer.
-    threshold : float
+    min_weight : float
         Links of weight at most this are not drawn (the full weights still travel).
 
     Raises
     ------
     InputError
         For attention that is not cross-attention, a layer or head outside it, or a
-        threshold outside [0, 1).
+        ``min_weight`` outside [0, 1).
 
     Notes
     -----
@@ -68,27 +64,23 @@ class CrossView(AttnkitWidget):
 
     target_tokens = traitlets.List(traitlets.Unicode()).tag(sync=True)
     source_tokens = traitlets.List(traitlets.Unicode()).tag(sync=True)
-    n_layers = traitlets.Int(1).tag(sync=True)
-    n_heads = traitlets.Int(1).tag(sync=True)
-    layer = traitlets.Int(0).tag(sync=True)
-    head = traitlets.Int(-1).tag(sync=True)
-    threshold = traitlets.Float(0.0).tag(sync=True)
+    min_weight = traitlets.Float(0.0).tag(sync=True)
     weights = traitlets.Dict().tag(sync=True)
     clicked = traitlets.List(traitlets.Int(), default_value=[], maxlen=2).tag(sync=True)
 
     def __init__(self, attentions: Any, *, layer: int = 0, head: int | None = None,
-                 threshold: float = 0.0) -> None:
+                 min_weight: float = 0.0) -> None:
         cross = attentions.cross if isinstance(attentions, Seq2SeqAttention) else attentions
         if not isinstance(cross, CrossAttention):
             raise InputError(f"CrossView takes cross-attention (Seq2SeqModel.attend(source, "
                              f"target) or its .cross); got {type(attentions).__name__}.")
-        if not 0.0 <= float(threshold) < 1.0:
-            raise InputError(f"threshold must lie in [0, 1); got {threshold}.")
+        if not 0.0 <= float(min_weight) < 1.0:
+            raise InputError(f"min_weight must lie in [0, 1); got {min_weight}.")
         L, H = cross.n_layers, cross.n_heads
         layer, h = check_layer_head(layer, 0 if head is None else head, L, H)
         self._cross = cross
         super().__init__(target_tokens=list(cross.row_tokens), source_tokens=list(cross.col_tokens),
-                         n_layers=L, n_heads=H, threshold=float(threshold),
+                         n_layers=L, n_heads=H, min_weight=float(min_weight),
                          title=f"{cross.model + ': ' if cross.model else ''}cross-attention")
         self.head = -1 if head is None else h
         self.layer = layer
@@ -133,18 +125,18 @@ class CrossView(AttnkitWidget):
         return table.sort_values("weight", ascending=False, kind="stable").reset_index(drop=True)
 
     def figure(self, *, preview: bool = False) -> Figure:
-        """The static figure: both columns of tokens and the shown heads' links (what reports
-        and :meth:`save` show).
+        """Both columns of tokens and the shown heads' links drawn with matplotlib, for
+        reports, notebooks without a kernel and :meth:`save`.
 
         Parameters
         ----------
         preview : bool
-            A smaller figure (what notebooks embed).
+            Narrower, for the PNG a notebook embeds.
 
         Returns
         -------
         matplotlib.figure.Figure
-            Not attached to pyplot.
+            A figure pyplot does not hold.
 
         Examples
         --------
@@ -166,7 +158,7 @@ class CrossView(AttnkitWidget):
         heads = range(self.n_heads) if self.head < 0 else [self.head]
         colours = mpl.colormaps["tab10"]
         for h in heads:
-            for i, j in zip(*np.nonzero(maps[h] > max(self.threshold, 0.02))):
+            for i, j in zip(*np.nonzero(maps[h] > max(self.min_weight, 0.02))):
                 ax.plot([0.3, 0.7], [i, j], color=colours(h % 10), alpha=float(min(1.0, maps[h, i, j])),
                         linewidth=1.5)
         for i, tok in enumerate(self.target_tokens):
@@ -183,15 +175,6 @@ class CrossView(AttnkitWidget):
     def _alt_text(self) -> str:
         return (f"{self.title}, layer {self.layer + 1}: from {' '.join(self.target_tokens[:30])} "
                 f"to {' '.join(self.source_tokens[:30])}")
-
-    @traitlets.validate("layer")
-    def _check_layer(self, proposal: dict[str, Any]) -> int:
-        return check_layer_head(proposal["value"], 0, self.n_layers, 1)[0]
-
-    @traitlets.validate("head")
-    def _check_head(self, proposal: dict[str, Any]) -> int:
-        head = int(proposal["value"])
-        return -1 if head == -1 else check_layer_head(0, head, 1, self.n_heads)[1]
 
     @traitlets.validate("clicked")
     def _check_clicked(self, proposal: dict[str, Any]) -> list[int]:

@@ -18,9 +18,9 @@ from matplotlib.figure import Figure
 
 from ..blocks import head_mean, read
 from ..errors import InputError
-from ..flow import rollout
+from ..flow.rollout import rollout
 from ..types import AttentionLike
-from ._base import AttnkitWidget, check_layer_head, measure_of
+from ._base import AttnkitWidget, PicksLayerHead, check_layer_head, measure_of
 from ._codec import f16, wire
 
 #: the overlay of a head's (or the heads' mean) attention; ``"rollout"`` is added by default
@@ -42,7 +42,7 @@ def _grid(att: Any) -> tuple[list[int], int, int]:
     return [rows, cols], first, int(meta.get("patch_size", 0))
 
 
-class ImageAttention(AttnkitWidget):
+class ImageAttention(PicksLayerHead, AttnkitWidget):
     """Attention of a vision transformer over its image: one query's row on the patch grid.
 
     Parameters
@@ -61,7 +61,7 @@ class ImageAttention(AttnkitWidget):
         0-indexed head; ``None`` shows the mean of the layer's heads.
     query : int
         The position whose row is drawn (default 0: the class token).
-    alpha : float
+    opacity : float
         Opacity of the overlay over the image, in ``[0, 1]``.
     cmap : str
         Colour map known to the front end (default "magma").
@@ -101,22 +101,18 @@ class ImageAttention(AttnkitWidget):
     grid = traitlets.List(traitlets.Int()).tag(sync=True)
     first_patch = traitlets.Int(1).tag(sync=True)
     tokens = traitlets.List(traitlets.Unicode()).tag(sync=True)
-    n_layers = traitlets.Int(1).tag(sync=True)
-    n_heads = traitlets.Int(1).tag(sync=True)
-    layer = traitlets.Int(0).tag(sync=True)
-    head = traitlets.Int(-1).tag(sync=True)
     query = traitlets.Int(0).tag(sync=True)
     overlay = traitlets.Unicode(ATTENTION).tag(sync=True)
     overlays = traitlets.List(traitlets.Unicode()).tag(sync=True)
     layered = traitlets.Bool(True).tag(sync=True)
     matrix = traitlets.Dict().tag(sync=True)
-    alpha = traitlets.Float(0.6).tag(sync=True)
+    opacity = traitlets.Float(0.6).tag(sync=True)
     cmap = traitlets.Unicode("magma").tag(sync=True)
     value_label = traitlets.Unicode("attention").tag(sync=True)
 
     def __init__(self, attentions: AttentionLike, *, overlays: Mapping[str, Any] | None = None,
                  overlay: str = ATTENTION, layer: int | None = None, head: int | None = None,
-                 query: int = 0, alpha: float = 0.6, cmap: str = "magma",
+                 query: int = 0, opacity: float = 0.6, cmap: str = "magma",
                  title: str | None = None) -> None:
         att = attentions
         if not isinstance(att, AttentionLike):
@@ -129,8 +125,8 @@ class ImageAttention(AttnkitWidget):
             if name == ATTENTION:
                 raise InputError("'attention' names the built-in overlay; give yours another name.")
             self._extra[str(name)] = self._check_overlay(str(name), value, n)
-        if not 0.0 <= float(alpha) <= 1.0:
-            raise InputError(f"alpha must lie in [0, 1]; got {alpha}.")
+        if not 0.0 <= float(opacity) <= 1.0:
+            raise InputError(f"opacity must lie in [0, 1]; got {opacity}.")
         names = [ATTENTION, *self._extra]
         if overlay not in names:
             raise InputError(f"overlay must be one of {names}, not {overlay!r}.")
@@ -143,7 +139,7 @@ class ImageAttention(AttnkitWidget):
         self._ready = False
         super().__init__(
             image=wire(image, "uint8"), grid=grid, first_patch=first,
-            tokens=[str(t) for t in att.tokens], overlays=names, alpha=float(alpha), cmap=cmap,
+            tokens=[str(t) for t in att.tokens], overlays=names, opacity=float(opacity), cmap=cmap,
             title=title if title is not None else (getattr(att, "model", "") or "image attention"),
         )
         self.overlay = overlay
@@ -208,7 +204,7 @@ class ImageAttention(AttnkitWidget):
         h, w = self._image.shape[:2]
         ax.imshow(self._image, extent=(0, w, h, 0))
         top = float(values.max()) if values.size and values.max() > 0 else 1.0
-        shown = ax.imshow(values, extent=(0, w, h, 0), cmap=self.cmap or "magma", alpha=self.alpha,
+        shown = ax.imshow(values, extent=(0, w, h, 0), cmap=self.cmap or "magma", alpha=self.opacity,
                           vmin=0.0, vmax=top, interpolation="nearest")
         if self.query >= self.first_patch:
             p = self.query - self.first_patch
@@ -283,15 +279,6 @@ class ImageAttention(AttnkitWidget):
         if not 0 <= q < len(self.tokens):
             raise InputError(f"query {q} is outside positions 0..{len(self.tokens) - 1}.")
         return q
-
-    @traitlets.validate("layer")
-    def _check_layer(self, proposal: dict[str, Any]) -> int:
-        return check_layer_head(proposal["value"], 0, self.n_layers, 1)[0]
-
-    @traitlets.validate("head")
-    def _check_head(self, proposal: dict[str, Any]) -> int:
-        head = int(proposal["value"])
-        return -1 if head == -1 else check_layer_head(0, head, 1, self.n_heads)[1]
 
     def _on_change(self, change: dict[str, Any]) -> None:
         if change["name"] == "overlay":

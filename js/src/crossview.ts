@@ -7,7 +7,7 @@
 import { FONT, localPoint, sizeCanvas } from "./lib/canvas";
 import { readArray, WireArray } from "./lib/codec";
 import { categorical } from "./lib/colors";
-import { stepper } from "./lib/controls";
+import { headPicker, stepper } from "./lib/controls";
 import { displayToken, fitText, formatValue } from "./lib/labels";
 import { h, mount, RenderProps, View } from "./lib/view";
 
@@ -22,13 +22,13 @@ interface Data {
   source: string[];
   heads: number;
   w: Float32Array; // [head, target, source]
-  threshold: number;
+  min_weight: number;
 }
 
 class CrossView extends View<"crossview"> {
   private d!: Data;
   private canvas = h("canvas", "attnkit-canvas");
-  private headSel = h("select", "");
+  private headPick = headPicker(this, "head", "all", "one head, or every head of the layer (a colour each)");
   private layerStep = stepper(this, "Layer", "layer", "n_layers");
   private geo = { width: 0, rowH: 16, leftX: 0, rightX: 0, labels: true };
   private hover: Spot | null = null;
@@ -39,13 +39,7 @@ class CrossView extends View<"crossview"> {
     this.stage.appendChild(this.canvas);
     this.canvas.tabIndex = 0;
     this.canvas.setAttribute("role", "img");
-    const headBox = h("label", "attnkit-select");
-    headBox.append(h("span", "attnkit-stepper-label", "head"), this.headSel);
-    this.headSel.setAttribute("aria-label", "head");
-    this.headSel.title = "one head, or every head of the layer (a colour each)";
-    this.controls.append(this.layerStep.box, headBox);
-    // option values are heads counted from 1 (as labelled); 0 is every head: head = value - 1
-    this.listen(this.headSel, "change", () => this.save({ head: Number(this.headSel.value) - 1 }));
+    this.controls.append(this.layerStep.box, this.headPick.box);
     this.hint.textContent = "Hover a token to see its links \u00b7 click (or Enter) to select it \u00b7 arrows move";
     this.onModel("change:clicked", () => this.redraw());
     this.listen(this.canvas, "pointermove", (e) => this.onMove(e as PointerEvent));
@@ -74,15 +68,9 @@ class CrossView extends View<"crossview"> {
     if (w.data.length !== heads * target.length * source.length) {
       throw new Error(`cross view: expected ${heads * target.length * source.length} weights, got ${w.data.length}`);
     }
-    this.d = { target, source, heads, w: w.data as Float32Array, threshold: Number(this.get("threshold")) || 0 };
+    this.d = { target, source, heads, w: w.data as Float32Array, min_weight: Number(this.get("min_weight")) || 0 };
     this.title.textContent = (this.get("title") as string) || "cross-attention";
-    const opts = [["0", "all"], ...Array.from({ length: heads }, (_, i) => [String(i + 1), String(i + 1)])];
-    this.headSel.replaceChildren(...opts.map(([value, text]) => {
-      const o = h("option", "", text);
-      o.value = value;
-      return o;
-    }));
-    this.headSel.value = String((this.get("head") as number) + 1);
+    this.headPick.update(heads);
     this.layerStep.update();
     this.status.textContent = `${target.length} target \u00d7 ${source.length} source tokens`;
   }
@@ -123,7 +111,7 @@ class CrossView extends View<"crossview"> {
         for (let j = 0; j < s; j++) {
           if (only && only[0] === 1 && only[1] !== j) continue;
           const v = d.w[base + j];
-          if (!(v > d.threshold) || v < 0.01) continue;
+          if (!(v > d.min_weight) || v < 0.01) continue;
           ctx.globalAlpha = Math.min(1, v / heads.length ** 0.5);
           ctx.beginPath();
           ctx.moveTo(x1, this.y(i));

@@ -8,7 +8,7 @@
 import { bitmap, FONT_SMALL, localPoint, sizeCanvas } from "./lib/canvas";
 import { readArray, readFloats, WireArray } from "./lib/codec";
 import { lut, seqIndex } from "./lib/colors";
-import { stepper } from "./lib/controls";
+import { headPicker, stepper } from "./lib/controls";
 import { formatValue } from "./lib/labels";
 import { colorBarV } from "./lib/legend";
 import { cellOf, patchAt, PatchGrid, patchValues, stepQuery } from "./lib/patches";
@@ -36,7 +36,7 @@ class ImageView extends View<"image"> {
   private specials = h("div", "attnkit-legend-text");
   private box = { left: 0, top: 0, w: 0, h: 0 };
   private overlaySel = h("select", "");
-  private headSel = h("select", "");
+  private headPick = headPicker(this, "head", "mean", "one head, or the mean of the layer's heads");
   private layerStep = stepper(this, "Layer", "layer", "n_layers");
   private offline = noKernel();
 
@@ -50,23 +50,18 @@ class ImageView extends View<"image"> {
     overlayBox.append(h("span", "attnkit-stepper-label", "overlay"), this.overlaySel);
     this.overlaySel.setAttribute("aria-label", "overlay");
     this.overlaySel.title = "what is drawn over the image";
-    const headBox = h("label", "attnkit-select");
-    headBox.append(h("span", "attnkit-stepper-label", "head"), this.headSel);
-    this.headSel.setAttribute("aria-label", "head");
-    this.headSel.title = "one head, or the mean of the layer's heads";
-    this.controls.append(overlayBox, this.layerStep.box, headBox);
+    this.controls.append(overlayBox, this.layerStep.box, this.headPick.box);
     this.listen(this.overlaySel, "change", () => this.save({ overlay: this.overlaySel.value }));
-    // option values are the heads counted from 1 (as labelled), "mean" is 0: head = value - 1
-    this.listen(this.headSel, "change", () => this.save({ head: Number(this.headSel.value) - 1 }));
     if (this.offline) {
       const why = "another layer, head or overlay needs a running kernel";
-      this.overlaySel.disabled = this.headSel.disabled = true;
-      this.overlaySel.title = this.headSel.title = why;
+      const heads = this.headPick.box.querySelector("select") as HTMLSelectElement;
+      this.overlaySel.disabled = heads.disabled = true;
+      this.overlaySel.title = heads.title = why;
       this.layerStep.setEnabled(false, why);
     }
     this.hint.textContent = "Click a patch (or use the arrow keys) to choose the query \u00b7 Home: the class token";
     this.onModel("change:query", () => this.redraw());
-    this.onModel("change:alpha", () => this.redraw());
+    this.onModel("change:opacity", () => this.redraw());
     this.listen(this.canvas, "pointermove", (e) => this.hover(e as PointerEvent));
     this.listen(this.canvas, "pointerleave", () => this.tip.hide());
     this.listen(this.canvas, "click", (e) => {
@@ -83,8 +78,8 @@ class ImageView extends View<"image"> {
     });
   }
 
-  protected quiet(): ("query" | "alpha")[] {
-    return ["query", "alpha"];
+  protected quiet(): ("query" | "opacity")[] {
+    return ["query", "opacity"];
   }
 
   protected load(): void {
@@ -119,14 +114,8 @@ class ImageView extends View<"image"> {
     this.overlaySel.value = this.get("overlay") as string;
     const layered = Boolean(this.get("layered"));
     const heads = this.get("n_heads") as number;
-    const opts = [["0", "mean"], ...Array.from({ length: heads }, (_, i) => [String(i + 1), String(i + 1)])];
-    this.headSel.replaceChildren(...opts.map(([value, text]) => {
-      const o = h("option", "", text);
-      o.value = value;
-      return o;
-    }));
-    this.headSel.value = String((this.get("head") as number) + 1);
-    (this.headSel.parentElement as HTMLElement).style.display = layered ? "" : "none";
+    this.headPick.update(heads);
+    this.headPick.box.style.display = layered ? "" : "none";
     this.layerStep.update();
     this.layerStep.box.style.display = layered && (this.get("n_layers") as number) > 1 ? "" : "none";
   }
@@ -147,7 +136,7 @@ class ImageView extends View<"image"> {
     const d = this.d;
     const b = this.box;
     const query = this.get("query") as number;
-    const alpha = Math.max(0, Math.min(1, Number(this.get("alpha"))));
+    const opacity = Math.max(0, Math.min(1, Number(this.get("opacity"))));
     const ctx = sizeCanvas(this.canvas, b.left + b.w + BAR, b.top + b.h + 6);
     ctx.fillStyle = this.theme.bg;
     ctx.fillRect(0, 0, b.left + b.w + BAR, b.top + b.h + 6);
@@ -157,7 +146,7 @@ class ImageView extends View<"image"> {
     const { values, top } = patchValues(row, d.grid);
     const table = lut(d.cmap);
     const rgba = new Uint8ClampedArray(values.length * 4);
-    const a = Math.round(alpha * 255);
+    const a = Math.round(opacity * 255);
     for (let i = 0; i < values.length; i++) {
       const k = seqIndex(values[i], 0, top) * 4;
       rgba[4 * i] = table[k];

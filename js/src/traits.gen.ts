@@ -20,9 +20,9 @@ export const TRAITS = {
   /** attnkit.widgets.QKScatter */
   qkscatter: ["categories", "clicked", "codes", "color_by", "colors", "columns", "head", "layer", "mode", "n_points", "n_total", "panel_heads", "panels", "points", "selection", "title"],
   /** attnkit.widgets.ImageAttention */
-  image: ["alpha", "cmap", "first_patch", "grid", "head", "image", "layer", "layered", "matrix", "n_heads", "n_layers", "overlay", "overlays", "query", "title", "tokens", "value_label"],
+  image: ["cmap", "first_patch", "grid", "head", "image", "layer", "layered", "matrix", "n_heads", "n_layers", "opacity", "overlay", "overlays", "query", "title", "tokens", "value_label"],
   /** attnkit.widgets.CrossView */
-  crossview: ["clicked", "head", "layer", "n_heads", "n_layers", "source_tokens", "target_tokens", "threshold", "title", "weights"],
+  crossview: ["clicked", "head", "layer", "min_weight", "n_heads", "n_layers", "source_tokens", "target_tokens", "title", "weights"],
 } as const;
 
 /** A synced trait of bundle B's widget. */

@@ -39,7 +39,7 @@ def patch_point(wp: WidgetPage, row: int, col: int, rows: int = 3, cols: int = 4
 
 
 def test_draws_hovers_clicks_and_steps_with_keys(browser):
-    view = ak.ImageAttention(image_attention(), head=0, alpha=0.8)
+    view = ak.ImageAttention(image_attention(), head=0, opacity=0.8)
     wp = WidgetPage(browser, view, width=520)
     try:
         wp.wait_drawn()
