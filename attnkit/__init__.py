@@ -53,6 +53,8 @@ from .flow import (
     influence,
     paths_between,
     rollout,
+    seq2seq_graph,
+    seq2seq_rollout,
     subgraph_through,
 )
 from .interop import (
@@ -68,7 +70,18 @@ from .model import Model, load
 from .report import write_report
 from .results import HeadResult, Result
 from .version import __version__
-from .widgets import ClusterView, FlowView, HeadGrid, HeadMap, Heatmap, MeasureSwitch, QKScatter, ScoreView
+from .widgets import (
+    ClusterView,
+    CrossView,
+    FlowView,
+    HeadGrid,
+    HeadMap,
+    Heatmap,
+    ImageAttention,
+    MeasureSwitch,
+    QKScatter,
+    ScoreView,
+)
 
 #: The public names by task (see the module docstring); sorted within each group.
 GROUPS: dict[str, list[str]] = {
@@ -86,9 +99,9 @@ GROUPS: dict[str, list[str]] = {
     "why heads attend": ["composition", "residual_stream", "score_attribution"],
     "attention flows": ["attention_flow", "attention_graph", "compare", "compare_sets", "flow",
                         "flow_summary", "influence", "paths_between", "rollout",
-                        "subgraph_through"],
-    "views": ["ClusterView", "FlowView", "HeadGrid", "HeadMap", "Heatmap", "MeasureSwitch",
-              "QKScatter", "ScoreView", "plot", "write_report"],
+                        "seq2seq_graph", "seq2seq_rollout", "subgraph_through"],
+    "views": ["ClusterView", "CrossView", "FlowView", "HeadGrid", "HeadMap", "Heatmap", "ImageAttention",
+              "MeasureSwitch", "QKScatter", "ScoreView", "plot", "write_report"],
     "interop": ["from_bertviz", "from_nnsight", "from_transformer_lens", "from_transformers",
                 "to_bertviz", "to_circuitsvis"],
     "training and examples": ["finetune", "pipeline", "toy", "toy_tasks"],

@@ -273,7 +273,8 @@ def row_bands(att: AttentionLike, layer: int, head: int, *,
 def head_mean(att: AttentionLike, layer: int, heads: list[int] | None = None, *,
               shares: bool = False) -> np.ndarray:
     """Float64 ``[n, n]``: the mean map over ``heads`` (all heads by default) of one layer,
-    accumulated band by band (materialises that one ``[n, n]`` matrix).
+    accumulated band by band (materialises that one ``[n, n]`` matrix; ``[target, source]``
+    for cross-attention, whose ``n_columns`` are its source positions).
 
     Parameters
     ----------
@@ -309,7 +310,7 @@ def head_mean(att: AttentionLike, layer: int, heads: list[int] | None = None, *,
     """
     n = len(att)
     heads = list(range(att.n_heads)) if heads is None else list(heads)
-    out = np.zeros((n, n), dtype=np.float64)
+    out = np.zeros((n, int(getattr(att, "n_columns", n))), dtype=np.float64)
     for band in bands(att, layer, heads, shares=shares):
         if shares and not (np.isfinite(band.values).all() and (band.values >= 0).all()):
             raise InputError("Attention maps contain negative or non-finite values; "

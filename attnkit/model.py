@@ -418,8 +418,6 @@ class Model:
     @renamed(positional=("name", "path"))
     def __init__(self, hf_model: Any, tokenizer: Any, *, name: str = "", path: str = "",
                  capture: str = "auto") -> None:
-        from .capture import IMPLEMENTATION, register, supports_interface
-
         if self.family == "text" and not getattr(tokenizer, "is_fast", False):
             raise InputError(
                 "attnkit needs a fast (Rust) tokenizer to align tokens to words; "
@@ -427,28 +425,8 @@ class Model:
             )
         if self.family == "text":
             refuse_encoder_decoder(hf_model.config, name or type(hf_model).__name__)
-        if capture not in ("auto", "interface", "eager"):
-            raise InputError(f"capture must be 'auto', 'interface' or 'eager', not {capture!r}.")
-        interface = capture != "eager" and supports_interface(hf_model) and register()
-        if capture == "interface" and not interface:
-            raise CaptureError(
-                f"{type(hf_model).__name__} does not run its attention through transformers' "
-                "attention interface; use capture='auto' (its eager path)."
-            )
-        #: ``"interface"`` (attnkit's attention function) or ``"eager"``.
-        self.capture = "interface" if interface else "eager"
-        self._implementation = IMPLEMENTATION if interface else "eager"
-        if hasattr(hf_model, "set_attn_implementation"):
-            hf_model.set_attn_implementation(self._implementation)
-        hf_model.eval()
-        self._prefix_tok = None
-        self.hf = hf_model
-        self.tokenizer = tokenizer
+        self._setup(hf_model, tokenizer, name=name, path=path, capture=capture)
         config = hf_model.config
-        self.config = config
-        self.name = name or getattr(config, "_name_or_path", "") or type(hf_model).__name__
-        self.path = path
-        self.model_type = getattr(config, "model_type", "")
         self.n_layers = int(config.num_hidden_layers)
         self.n_heads = int(config.num_attention_heads)
         archs = " ".join(getattr(config, "architectures", None) or [type(hf_model).__name__])
@@ -484,6 +462,33 @@ class Model:
         #: True for models with learned sink logits (gpt-oss): their attention rows sum to
         #: at most 1, the rest going to the sink (``meta["sinks"]`` of their attention).
         self.sinks = any(n.rsplit(".", 1)[-1] == "sinks" for n in names)
+
+    def _setup(self, hf_model: Any, tokenizer: Any, *, name: str, path: str, capture: str) -> None:
+        """What every Model class sets up the same way: the capture path (attnkit's attention
+        function or the eager one), the model in eval mode, and the names."""
+        from .capture import IMPLEMENTATION, register, supports_interface
+
+        if capture not in ("auto", "interface", "eager"):
+            raise InputError(f"capture must be 'auto', 'interface' or 'eager', not {capture!r}.")
+        interface = capture != "eager" and supports_interface(hf_model) and register()
+        if capture == "interface" and not interface:
+            raise CaptureError(
+                f"{type(hf_model).__name__} does not run its attention through transformers' "
+                "attention interface; use capture='auto' (its eager path)."
+            )
+        #: ``"interface"`` (attnkit's attention function) or ``"eager"``.
+        self.capture = "interface" if interface else "eager"
+        self._implementation = IMPLEMENTATION if interface else "eager"
+        if hasattr(hf_model, "set_attn_implementation"):
+            hf_model.set_attn_implementation(self._implementation)
+        hf_model.eval()
+        self._prefix_tok = None
+        self.hf = hf_model
+        self.tokenizer = tokenizer
+        self.config = hf_model.config
+        self.name = name or getattr(self.config, "_name_or_path", "") or type(hf_model).__name__
+        self.path = path
+        self.model_type = getattr(self.config, "model_type", "")
 
     def __repr__(self) -> str:
         where = ""

@@ -148,34 +148,14 @@ class VisionModel(Model):
 
     def __init__(self, hf_model: Any, processor: Any, *, name: str = "", path: str = "",
                  capture: str = "auto") -> None:
-        from .capture import IMPLEMENTATION, register, supports_interface
-        from .errors import CaptureError
-
         config = hf_model.config
-        display = name or type(hf_model).__name__
-        check_family(config, display)
+        check_family(config, name or type(hf_model).__name__)
         if not hasattr(processor, "preprocess") and not callable(processor):
             raise InputError(f"{type(processor).__name__} is not an image processor; give the "
                              "model's own (transformers.AutoImageProcessor.from_pretrained).")
-        if capture not in ("auto", "interface", "eager"):
-            raise InputError(f"capture must be 'auto', 'interface' or 'eager', not {capture!r}.")
-        interface = capture != "eager" and supports_interface(hf_model) and register()
-        if capture == "interface" and not interface:
-            raise CaptureError(f"{type(hf_model).__name__} does not run its attention through "
-                               "transformers' attention interface; use capture='auto'.")
-        self.capture = "interface" if interface else "eager"
-        self._implementation = IMPLEMENTATION if interface else "eager"
-        if hasattr(hf_model, "set_attn_implementation"):
-            hf_model.set_attn_implementation(self._implementation)
-        hf_model.eval()
+        self._setup(hf_model, None, name=name, path=path, capture=capture)
         vcfg = _vision_config(config)
-        self.hf = hf_model
-        self.tokenizer = None
         self.processor = processor
-        self.config = config
-        self.name = name or getattr(config, "_name_or_path", "") or type(hf_model).__name__
-        self.path = path
-        self.model_type = getattr(config, "model_type", "")
         self.n_layers = int(vcfg.num_hidden_layers)
         self.n_heads = int(vcfg.num_attention_heads)
         self.causal = False
@@ -187,7 +167,6 @@ class VisionModel(Model):
         self.max_length = side * side + len(self.specials)
         self.cls_token, self.sep_token, self.pad_id = "[CLS]", None, 0
         self._accepts_type_ids = False
-        self._prefix_tok = None
         self._forward_options = {}
 
     def __repr__(self) -> str:
@@ -464,7 +443,9 @@ class VisionModel(Model):
         lazy : bool, optional
             As for :meth:`attnkit.Model.attend`.
         measure : str
-            What the maps hold (:mod:`attnkit.measures`).
+            What the maps hold (:mod:`attnkit.measures`): ``"weights"``, ``"norm"``,
+            ``"norm+residual"`` or ``"alti"`` (``"grad×attn"`` is refused: see
+            :func:`gradient_rollout`).
 
         Returns
         -------
@@ -476,6 +457,8 @@ class VisionModel(Model):
         ------
         InputError
             For input that is not an image.
+        UnsupportedModelError
+            For ``measure="grad×attn"``.
 
         Examples
         --------
@@ -485,6 +468,14 @@ class VisionModel(Model):
         >>> att.maps.shape, att.tokens[:2], att.meta["grid"]
         ((2, 2, 17, 17), ['[CLS]', '0,0'], [4, 4])
         """
+        from .measures import check_measure
+
+        if check_measure(measure=measure) == "grad×attn":
+            raise UnsupportedModelError(
+                f"measure='grad×attn' explains a text objective; for {self.name} use "
+                "attnkit.vision.gradient_rollout(model, image) (gradient-weighted rollout of a "
+                "class logit, Chefer et al. 2021). Vision models support the measures "
+                "'weights', 'norm', 'norm+residual' and 'alti'.")
         return super().attend(item, level=level, embeddings=embeddings, lazy=lazy, measure=measure)
 
 

@@ -1,9 +1,10 @@
 """Capture through transformers' attention interface: known answer = the eager path.
 
-Every tiny architecture runs a padded batch twice, once with attnkit's attention function
-(SDPA computes, attnkit records) and once with transformers' eager attention and
-``output_attentions=True``; the maps must agree within 1e-5 in float32. Lazy maps (queries,
-keys and row log-sum-exps) must agree with them too.
+The architecture sweep covers every family attnkit reads: each tiny text model runs a padded
+batch, each encoder–decoder a (source, target) pair, each vision transformer an image, once
+with attnkit's attention function (SDPA computes, attnkit records) and once with
+transformers' eager attention and ``output_attentions=True``; the maps must agree within
+1e-5 in float32. Lazy maps (queries, keys and row log-sum-exps) must agree with them too.
 """
 
 import numpy as np
@@ -12,7 +13,8 @@ import torch
 
 from attnkit.capture import AttentionCall, RowSpans, recording
 from attnkit.errors import CaptureError
-from attnkit.testing import TINY_WINDOW, tiny_model
+from attnkit.testing import SEQ2SEQ_KINDS, TINY_WINDOW, VISION_KINDS, tiny_model, tiny_seq2seq, tiny_vision
+from eager_cases import TEXTS, captured_and_eager, eager_maps
 
 pytestmark = pytest.mark.numerics
 
@@ -20,9 +22,9 @@ pytestmark = pytest.mark.numerics
 # sliding window on every other layer; Llama, Qwen2, Mistral, Gemma 2, gpt-oss: grouped keys
 ARCHS = ["bert", "roberta", "distilbert", "gpt2", "gpt_neox", "llama", "qwen2", "mistral",
          "gemma2", "gpt_oss"]
-TEXTS = ["The cat sat on the mat.",
-         "A student reads the new book in the library, unbelievably.",
-         "Mary gave John a red apple yesterday!"]
+
+#: Every family in one sweep: text models (above), encoder–decoders, vision transformers.
+SWEEP = [*ARCHS, *SEQ2SEQ_KINDS, *VISION_KINDS]
 
 
 @pytest.fixture(scope="module")
@@ -30,29 +32,24 @@ def models():
     return {k: tiny_model(k, heads=4, hidden=32) for k in ARCHS}
 
 
-def eager_maps(model, encs):
-    """Per-item maps from transformers' own eager attention (the reference)."""
-    with model.eager():
-        kw = model.to_device(model.pad(encs))
-        with torch.inference_mode():
-            out = model.base(**kw, output_attentions=True)
-    return [torch.stack([a[i, :, :len(e), :len(e)] for a in out.attentions]).float().numpy()
-            for i, e in enumerate(encs)]
+@pytest.fixture(scope="module")
+def sweep_models(models):
+    return {**models, **{k: tiny_seq2seq(k, heads=4, hidden=32) for k in SEQ2SEQ_KINDS},
+            **{k: tiny_vision(k, heads=4, hidden=32) for k in VISION_KINDS}}
 
 
-@pytest.mark.parametrize("kind", ARCHS)
-def test_dense_capture_equals_eager_with_padding(models, kind):
-    model = models[kind]
+@pytest.mark.parametrize("kind", SWEEP)
+def test_dense_capture_equals_eager(sweep_models, kind):
+    """Every family, exact against its own eager attention (T5's relative position bias,
+    BART's and Marian's cross-attention, DeiT's distillation token, CLIP's vision tower)."""
+    model = sweep_models[kind]
     assert model.capture == "interface"
-    encs = [model.encode(t) for t in TEXTS]
-    assert len({len(e) for e in encs}) == 3  # a padded batch
-    if kind in ("mistral", "gemma2", "gpt_oss"):
-        assert min(len(e) for e in encs) > TINY_WINDOW  # the window cuts every input
-    got, _ = model.run(encs)
-    want = eager_maps(model, encs)
-    for g, w in zip(got, want):
-        assert g.shape == w.shape
-        np.testing.assert_allclose(g, w, atol=1e-5, rtol=0)
+    pairs = captured_and_eager(model, kind)
+    assert pairs
+    for got, want in pairs:
+        assert got.shape == want.shape
+        # float32, the same arithmetic (scores, softmax) in another order: 1e-5
+        np.testing.assert_allclose(got, want, atol=1e-5, rtol=0)
 
 
 @pytest.mark.parametrize("kind", ARCHS)

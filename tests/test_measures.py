@@ -16,20 +16,26 @@ from attnkit.measures import (
 )
 from attnkit.measures._arch import ARCHS, _get, spec
 from attnkit.measures.alti import alti_maps
-from attnkit.testing import CORPUS, tiny_model
+from attnkit.testing import CORPUS, VISION_KINDS, tiny_model, tiny_vision
 
 pytestmark = pytest.mark.numerics
 
 ARCH_KINDS = ["bert", "roberta", "distilbert", "gpt2", "gpt_neox", "llama", "qwen2", "mistral",
               "gemma2", "gpt_oss"]
 TEXT = CORPUS[1]
+IMAGE = np.random.default_rng(0).integers(0, 256, (40, 52, 3), dtype=np.uint8)
+
+
+def item_of(kind):
+    """What a model of ``kind`` reads: the text, or an image for a vision transformer."""
+    return IMAGE if kind in VISION_KINDS else TEXT
 
 
 @pytest.fixture(scope="module")
 def models():
     out = {}
-    for k in ARCH_KINDS + ["bert-cls"]:
-        m = tiny_model(k)
+    for k in ARCH_KINDS + ["bert-cls", *VISION_KINDS]:
+        m = tiny_vision(k) if k in VISION_KINDS else tiny_model(k)
         if k != "gpt_oss":  # its grouped expert matmul has no float64 kernel
             m.hf.double()
         out[k] = m
@@ -66,7 +72,7 @@ def _block_outputs(model, enc):
     return res
 
 
-@pytest.mark.parametrize("kind", ARCH_KINDS)
+@pytest.mark.parametrize("kind", ARCH_KINDS + list(VISION_KINDS))
 def test_decomposition_reproduces_the_block_output(models, monkeypatch, kind):
     """On every architecture, the block output rebuilt by the decomposition (which the
     norm+residual and ALTI maps are made of) equals what the model computes, and every
@@ -79,8 +85,9 @@ def test_decomposition_reproduces_the_block_output(models, monkeypatch, kind):
         return alti_maps(block)
 
     monkeypatch.setitem(compute._BLOCK, "alti", keep)
-    att = model.attend(TEXT, measure="alti")
-    enc = model.encode(TEXT)
+    item = item_of(kind)
+    att = model.attend(item, measure="alti")
+    enc = model.encode(item)
     expected = _block_outputs(model, enc)
     assert len(blocks) == model.n_layers
     for layer, block in enumerate(blocks):  # a batch of one
@@ -96,18 +103,18 @@ def test_decomposition_reproduces_the_block_output(models, monkeypatch, kind):
     if model.causal:
         assert np.allclose(np.triu(att.maps, 1), 0.0)
     for measure in ("norm", "norm+residual"):
-        m = model.attend(TEXT, measure=measure)
+        m = model.attend(item, measure=measure)
         heads = model.n_heads if measure == "norm" else 1
         assert m.maps.shape == (model.n_layers, heads, n, n) and m.measure == measure
         assert (m.maps >= 0).all()
 
 
-@pytest.mark.parametrize("kind", ["bert", "llama", "gpt2"])
+@pytest.mark.parametrize("kind", ["bert", "llama", "gpt2", "vit", "deit", "clip"])
 def test_norm_is_weight_times_transformed_value_norm(models, kind):
     """norm / weight is the same for every row of a column (‖f^h(x_j)‖ depends on j only)."""
     model = models[kind]
-    w = model.attend(TEXT).maps
-    nm = model.attend(TEXT, measure="norm").maps
+    w = model.attend(item_of(kind)).maps
+    nm = model.attend(item_of(kind), measure="norm").maps
     ratio = nm / np.where(w > 1e-6, w, np.nan)
     col = np.isfinite(ratio).any(axis=2)  # columns with some row of visible weight
     hi = np.nanmax(np.where(np.isfinite(ratio), ratio, -np.inf), axis=2)[col]
@@ -226,6 +233,11 @@ def test_bad_measures(models):
     assert set(ARCHS) >= {"bert", "roberta", "distilbert", "gpt2", "gpt_neox", "llama", "qwen2",
                           "mistral", "gemma2"}
     assert MEASURES[0] == "weights"
+
+
+def test_vision_refuses_grad_attn_and_names_gradient_rollout(models):
+    with pytest.raises(UnsupportedModelError, match="gradient_rollout"):
+        models["vit"].attend(IMAGE, measure="grad×attn")
 
 
 def test_unsupported_architecture_refuses_clearly(models, monkeypatch):

@@ -13,7 +13,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_traits_gen_is_current():
     assert _traits.GENERATED.read_text(encoding="utf-8") == _traits.typescript()
-    assert {"heatmap", "headgrid", "headmap", "cluster", "flow", "score", "qkscatter"} <= set(_traits.bundles())
+    assert {"heatmap", "headgrid", "headmap", "cluster", "flow", "score", "qkscatter",
+            "image", "crossview"} <= set(_traits.bundles())
     assert "export const BUNDLES = [" in _traits.typescript()
 
 

@@ -10,7 +10,8 @@ from .compare import Comparison, check_tokenization, compare, head_edge_counts, 
 from .graph import PathQuery, attention_graph, paths_between, resolve_source, subgraph_through
 from .influence import head_counts, influence
 from .maxflow import attention_flow, flow_network, layered_max_flow
-from .rollout import residual_attention, rollout
+from .rollout import layer_matrix, residual_attention, rollout
+from .seq2seq import decoder_layer, seq2seq_graph, seq2seq_rollout
 
 __all__ = [
     "Comparison",
@@ -22,16 +23,20 @@ __all__ = [
     "check_tokenization",
     "compare",
     "compare_sets",
+    "decoder_layer",
     "flow_network",
     "flow_summary",
     "head_counts",
     "head_edge_counts",
     "influence",
     "js_divergence",
+    "layer_matrix",
     "layered_max_flow",
     "paths_between",
     "residual_attention",
     "resolve_source",
     "rollout",
+    "seq2seq_graph",
+    "seq2seq_rollout",
     "subgraph_through",
 ]

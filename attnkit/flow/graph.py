@@ -25,8 +25,10 @@ import pandas as pd
 from .._compat import renamed
 from .. import validate
 from ..blocks import bands
+from ..cross import Seq2SeqAttention
 from ..errors import InputError
 from ..types import AttentionLike, HeadId, Sources
+from .seq2seq import seq2seq_graph
 
 Node = tuple[int, int]
 
@@ -43,10 +45,12 @@ def attention_graph(
 
     Parameters
     ----------
-    attentions : Attention
+    attentions : Attention or Seq2SeqAttention
         One input's attention, maps ``[L, H, n, n]`` (rows = from, columns = to). Maps of
         a measure other than weights are read as each row's shares
-        (:func:`~attnkit.attention.row_shares`), and edge weights are those shares.
+        (:func:`~attnkit.attention.row_shares`), and edge weights are those shares. The
+        attention of an encoder–decoder pair is traced through the decoder into the encoder
+        (:func:`attnkit.flow.seq2seq_graph`).
     threshold : float
         An attention weight must be strictly greater than this to make an edge.
     heads : iterable of (layer, head), optional
@@ -69,7 +73,8 @@ def attention_graph(
     Raises
     ------
     InputError
-        For a threshold outside [0, 1), heads or sources outside the model.
+        For a threshold outside [0, 1), heads or sources outside the model, cross-attention
+        alone, or ``heads`` with an encoder–decoder pair.
 
     Examples
     --------
@@ -79,6 +84,17 @@ def attention_graph(
     >>> sorted(g.edges)
     [((1, 2), (0, 2))]
     """
+    if isinstance(attentions, Seq2SeqAttention):
+        if heads is not None:
+            raise InputError("heads= does not apply to the graph of an encoder-decoder (its "
+                             "edges are the heads' mean); select heads of .encoder, .decoder or "
+                             ".cross and trace those.")
+        return seq2seq_graph(attentions, threshold=threshold, sources=sources)
+    if hasattr(attentions, "n_columns"):
+        raise InputError("Cross-attention alone does not make an attention graph (its rows and "
+                         "columns are different sequences); pass the whole "
+                         "Seq2SeqModel.attend(source, target) result to trace through the "
+                         "decoder into the encoder.")
     att = attentions
     n_layers, n_heads = att.n_layers, att.n_heads
     threshold = validate.number(threshold, "threshold")

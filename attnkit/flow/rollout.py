@@ -33,7 +33,35 @@ def residual_layers(att: AttentionLike, residual: float = 0.5) -> Iterator[np.nd
         raise InputError(f"Attention maps are empty (shape {(att.n_layers, att.n_heads, len(att))}); "
                          "nothing to roll out.")
     for layer in range(att.n_layers):
-        yield _mix(head_mean(att, layer, shares=True), residual)
+        yield layer_matrix(att, layer, residual=residual)
+
+
+def layer_matrix(attentions: AttentionLike, layer: int, *, residual: float = 0.5) -> np.ndarray:
+    """One layer's matrix of :func:`residual_attention`: float64 ``[n, n]``, the heads'
+    mean mixed with the identity and renormalised.
+
+    Parameters
+    ----------
+    attentions : AttentionLike
+        Attention of one input.
+    layer : int
+        0-indexed layer.
+    residual : float
+        Weight of the identity.
+
+    Returns
+    -------
+    ndarray
+        Float64 ``[n, n]``; rows sum to 1.
+
+    Examples
+    --------
+    >>> import numpy as np, attnkit as ak
+    >>> att = ak.Attention.from_maps(np.array([[[[1, 0], [0.5, 0.5]]]]), ["[CLS]", "a"])
+    >>> ak.flow.layer_matrix(att, 0).tolist()
+    [[1.0, 0.0], [0.25, 0.75]]
+    """
+    return _mix(head_mean(attentions, layer, shares=True), residual)
 
 
 def _mix(mean: np.ndarray, residual: float) -> np.ndarray:

@@ -12,7 +12,8 @@ Placement of the normalisation around the attention block:
 ``"post"``
     ``z = LN(x + Attn(x))`` (BERT, RoBERTa, DistilBERT).
 ``"pre"``
-    ``z = x + Attn(LN(x))`` (GPT-2, GPT-NeoX, Llama, Qwen2, Mistral, gpt-oss); the pre-norm is part
+    ``z = x + Attn(LN(x))`` (GPT-2, GPT-NeoX, Llama, Qwen2, Mistral, gpt-oss, ViT, DeiT, CLIP's
+    vision tower); the pre-norm is part
     of the value states the recorder sees, so only the residual sum is decomposed. For
     GPT-NeoX's parallel residual the block is ``x + Attn(LN(x))`` without the MLP branch.
 ``"sandwich"``
@@ -45,6 +46,11 @@ class ArchSpec:
 _BERT = ArchSpec("encoder.layer", "attention.self", "attention.output.dense", "post",
                  "attention.output.LayerNorm")
 _DECODER = ArchSpec("layers", "self_attn", "self_attn.o_proj", "pre")
+#: ViT and DeiT: ``x + Attn(layernorm_before(x))``
+_VIT = ArchSpec("layers", "attention", "attention.o_proj", "pre")
+#: CLIP's vision tower (:attr:`attnkit.vision.VisionModel.base` of CLIPModel and
+#: CLIPVisionModel alike): ``x + Attn(layer_norm1(x))``
+_CLIP = ArchSpec("encoder.layers", "self_attn", "self_attn.out_proj", "pre")
 
 #: ``config.model_type`` -> where its parts are.
 ARCHS: dict[str, ArchSpec] = {
@@ -61,6 +67,10 @@ ARCHS: dict[str, ArchSpec] = {
     "gpt_oss": _DECODER,
     "gemma2": ArchSpec("layers", "self_attn", "self_attn.o_proj", "sandwich",
                        "post_attention_layernorm", norm_offset=1.0),
+    "vit": _VIT,
+    "deit": _VIT,
+    "clip": _CLIP,
+    "clip_vision_model": _CLIP,
 }
 
 

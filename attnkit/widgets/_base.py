@@ -148,6 +148,25 @@ class SinkAwareScale(traitlets.HasTraits):
         return proposal["value"]
 
 
+class PicksLayerHead(traitlets.HasTraits):
+    """Traits of a view with a layer stepper and a head picker whose ``head`` may be ``-1``
+    (every head, or their mean): ``n_layers``, ``n_heads``, ``layer``, ``head``, validated."""
+
+    n_layers = traitlets.Int(1).tag(sync=True)
+    n_heads = traitlets.Int(1).tag(sync=True)
+    layer = traitlets.Int(0).tag(sync=True)
+    head = traitlets.Int(-1).tag(sync=True)
+
+    @traitlets.validate("layer")
+    def _check_layer(self, proposal: dict[str, Any]) -> int:
+        return check_layer_head(proposal["value"], 0, self.n_layers, 1)[0]
+
+    @traitlets.validate("head")
+    def _check_head(self, proposal: dict[str, Any]) -> int:
+        head = int(proposal["value"])
+        return -1 if head == -1 else check_layer_head(0, head, 1, self.n_heads)[1]
+
+
 # ---------------------------------------------------------------- the widget
 class AttnkitWidget(anywidget.AnyWidget):
     """Base class: a bundled view plus a matplotlib twin for static output and ``save``."""

@@ -15,16 +15,18 @@ from pathlib import Path
 
 from ._base import AttnkitWidget
 from .cluster import ClusterView
+from .cross import CrossView
 from .flow import FlowView
 from .headgrid import HeadGrid
 from .headmap import HeadMap
 from .heatmap import Heatmap
+from .image import ImageAttention
 from .qkscatter import QKScatter
 from .score import ScoreView
 
 #: The widgets with a bundle of their own, in the order they are built.
 WIDGETS: tuple[type[AttnkitWidget], ...] = (Heatmap, HeadGrid, HeadMap, ClusterView, FlowView, ScoreView,
-                                           QKScatter)
+                                           QKScatter, ImageAttention, CrossView)
 
 
 def synced_traits(cls: type[AttnkitWidget]) -> list[str]:

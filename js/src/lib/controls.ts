@@ -79,3 +79,27 @@ export function checkbox<B extends Bundle>(v: View<B>, trait: Trait<B>, tip: str
   };
   return { box, update };
 }
+
+/**
+ * A head picker for integer trait `trait` where -1 is every head (or their mean, `allText`).
+ * Option values are the heads counted from 1, as labelled (0 for `allText`), so a value never
+ * reads as another option's label; `update(heads)` rebuilds the options.
+ */
+export function headPicker<B extends Bundle>(v: View<B>, trait: Trait<B>, allText: string, tip: string): { box: HTMLLabelElement; update: (heads: number) => void } {
+  const box = h("label", "attnkit-select");
+  const sel = h("select", "");
+  sel.title = tip;
+  sel.setAttribute("aria-label", "head");
+  box.append(h("span", "attnkit-stepper-label", "head"), sel);
+  v.listen(sel, "change", () => v.save(saving(trait, Number(sel.value) - 1)));
+  const update = (heads: number) => {
+    const opts = [["0", allText], ...Array.from({ length: heads }, (_, i) => [String(i + 1), String(i + 1)])];
+    sel.replaceChildren(...opts.map(([value, text]) => {
+      const o = h("option", "", text);
+      o.value = value;
+      return o;
+    }));
+    sel.value = String((v.get(trait) as number) + 1);
+  };
+  return { box, update };
+}
