@@ -17,6 +17,7 @@ import traitlets
 from matplotlib.figure import Figure
 
 from .. import flow
+from ..flow.influence import RATINGS, rating_text, rating_top, ratings
 from .._compat import renamed
 from ..errors import InputError
 from ..plot.common import mpl_text
@@ -32,7 +33,6 @@ MAX_EDGES = 400
 READABLE_EDGES = 150
 #: thresholds a chosen one is taken from (the slider's 0.01 steps)
 THRESHOLDS = tuple(round(0.02 + 0.01 * i, 2) for i in range(59))
-RATINGS = ("clamp", "relative")
 
 
 def model_name(att: AttentionLike | None) -> str:
@@ -50,45 +50,6 @@ def _remember_threshold_given(init: Callable[..., None]) -> Callable[..., None]:
         init(self, *args, **kwargs)
 
     return wrapper
-
-
-def ratings(scores: np.ndarray, roles: Sequence[str], sources: Sequence[int], mode: str = "clamp") -> np.ndarray:
-    """The 0-5 ratings the view shows next to tokens.
-
-    ``"clamp"`` (DeRose et al. 2020, §4.2): the influence score itself, clamped at 5
-    (``min(5, ceil(score))``, 0 where the score is 0). ``"relative"``: fifths of the largest
-    score among word positions, the source and special tokens left out of that maximum (they
-    get 5 when above it).
-    """
-    scores = np.asarray(scores, dtype=np.float64)
-    out = np.zeros(scores.shape, dtype=np.int64)
-    pos = scores > 0
-    if mode == "clamp":
-        # the 1e-9 keeps whole numbers (2.0000000000000004) on their step
-        out[pos] = np.minimum(5, np.ceil(scores[pos] - 1e-9))
-        return out.astype(np.uint8)
-    if mode != "relative":
-        raise InputError(f"rating must be one of {RATINGS}, not {mode!r}.")
-    top = rating_top(scores, roles, sources, mode)
-    out[pos] = np.clip(np.ceil(5.0 * scores[pos] / top - 1e-9), 1, 5)
-    return out.astype(np.uint8)
-
-
-def rating_top(scores: np.ndarray, roles: Sequence[str], sources: Sequence[int], mode: str = "clamp") -> float:
-    """The influence score a full rating (5/5) stands for: 5 (clamp), or the largest score
-    among words, the source and special tokens left out (relative)."""
-    if mode == "clamp":
-        return 5.0
-    scores = np.asarray(scores, dtype=np.float64)
-    words = np.array([r == "word" for r in roles]) & ~np.isin(np.arange(scores.size), list(sources))
-    top = float(scores[words].max()) if words.any() else 0.0
-    return top if top > 0 else 5.0
-
-
-def rating_text(mode: str) -> str:
-    if mode == "clamp":
-        return "rating: influence clamped at 5, as in DeRose et al. (2020)"
-    return "rating: fifths of the largest influence among words (the source and special tokens left out)"
 
 
 class FlowView(SelectsHead):
