@@ -33,6 +33,10 @@ MAX_EDGES = 400
 READABLE_EDGES = 150
 #: thresholds a chosen one is taken from (the slider's 0.01 steps)
 THRESHOLDS = tuple(round(0.02 + 0.01 * i, 2) for i in range(59))
+#: a chosen threshold is steady when the next step keeps at least this share of its edges ...
+STEADY = 0.5
+#: ... looked for this many steps above the smallest readable threshold
+CLIFF_STEPS = 8
 
 
 def model_name(att: AttentionLike | None) -> str:
@@ -193,8 +197,10 @@ class FlowView(SelectsHead):
         self._max_edges = int(max_edges)
         self.result: nx.DiGraph | flow.Comparison | None = None
         note = ""
+        self._chosen: tuple[float, str] | None = None
         if not getattr(self, "_threshold_given", True):
             threshold, note = self._choose_threshold(int(edges))
+            self._chosen = (float(threshold), note)
         super().__init__(
             mode="single" if other is None else "compare",
             tokens=list(att.tokens), roles=[str(r) for r in att.roles],
@@ -204,11 +210,13 @@ class FlowView(SelectsHead):
             rating_note=rating_text(rating),
         )
         self._recompute()
+        self.observe(self._threshold_moved, names="threshold")
         self.observe(lambda _c: self._recompute(), names=["threshold", "alpha", "restrict"])
 
     def _choose_threshold(self, readable: int) -> tuple[float, str]:
         """The smallest of ``THRESHOLDS`` whose graph has at most ``readable`` edges
-        (edges only disappear as the threshold grows: a binary search), and a note saying so."""
+        (edges only disappear as the threshold grows: a binary search), moved up off a cliff
+        to a steady one (its neighbours give about as many edges), and a note saying so."""
         counts: dict[float, int] = {}
 
         def edges(t: float) -> int:
@@ -229,8 +237,26 @@ class FlowView(SelectsHead):
         t = THRESHOLDS[lo]
         if lo == 0:
             return t, f"chosen: {edges(t)} edges at the smallest threshold tried"
-        below = THRESHOLDS[lo - 1]
-        return t, f"chosen for a readable graph: {edges(t)} edges ({below:g} would give {edges(below)})"
+        # Off the cliff: the smallest readable threshold often sits where one step changes most
+        # edges (0.20 -> 136, 0.21 -> 14). Move up to the first threshold whose neighbours
+        # keep its edge count within a factor 1/STEADY (or 3 edges): a nudge then changes little.
+        def steady(i: int) -> bool:
+            e, lower, upper = edges(THRESHOLDS[i]), edges(THRESHOLDS[i - 1]), edges(THRESHOLDS[i + 1])
+            return lower - e <= max(3, e * (1 / STEADY - 1)) and e - upper <= max(3, e * (1 - STEADY))
+
+        pick = next((i for i in range(lo, min(len(THRESHOLDS) - 1, lo + CLIFF_STEPS)) if steady(i)), lo)
+        t, below = THRESHOLDS[pick], THRESHOLDS[pick - 1]
+        note = f"chosen for a readable graph: {edges(t)} edges ({below:g} would give {edges(below)}"
+        if pick + 1 < len(THRESHOLDS):
+            above = THRESHOLDS[pick + 1]
+            note += f", {above:g} {edges(above)}"
+        return t, note + ")"
+
+    def _threshold_moved(self, _change: dict) -> None:
+        """The chosen threshold's note holds only for that threshold (its edge counts)."""
+        if self._chosen is not None:
+            t, note = self._chosen
+            self.threshold_note = note if abs(self.threshold - t) < 1e-9 else ""
 
     # ------------------------------------------------------------ collection
     @classmethod

@@ -110,7 +110,10 @@ export abstract class TracedView extends HeadPickerView<"flow"> {
     this.allHeads.disabled = restrict.length === 0 || noKernel();
     const parts = [`${g.nNodes} nodes, ${g.nEdges} edges`];
     const note = (this.get("threshold_note") as string) || "";
-    if (note) parts.push(`threshold ${Number(this.get("threshold")).toFixed(2)} ${note}`);
+    // the note counts the edges of the chosen threshold: not once the slider moved from it
+    if (note && !this.pending && Number(this.thr.value) === Number(this.get("threshold"))) {
+      parts.push(`threshold ${Number(this.get("threshold")).toFixed(2)} ${note}`);
+    }
     if (g.nEdgesTotal > g.nEdges) parts.push(`drawing the strongest edges of each layer: ${g.nEdges} of ${g.nEdgesTotal} (raise the threshold to see them all)`);
     if (restrict.length) parts.push(`restricted to ${restrict.map(([l, hd]) => headLabel(l, hd)).join(", ")}`);
     if (this.pending) parts.push("recomputing\u2026");
