@@ -132,7 +132,16 @@ export abstract class View<B extends Bundle = Bundle> {
     el.appendChild(this.root);
     this.root.dataset.link = this.link;
     this.theme = readTheme(this.root);
-    // Other front ends (Notebook 7, classic, VS Code) listen on ancestors: stop control keys here.
+    // Notebook 7 processes its shortcuts in the capture phase on `document`, before any
+    // listener here runs, and Lumino stops looking for a binding only at an element marked
+    // data-lm-suppress-shortcuts on the way up from the target; a binding whose selector
+    // matches the focused element itself (command mode's "… :focus") is found before the
+    // root is reached. So the mark goes on whatever takes the focus inside the view.
+    this.listen(this.root, "focusin", (ev) => {
+      const t = ev.target as HTMLElement | null;
+      if (t && t !== this.root && typeof t.setAttribute === "function") t.setAttribute("data-lm-suppress-shortcuts", "true");
+    });
+    // Other front ends (classic, VS Code) listen on ancestors: stop control keys here.
     this.listen(this.root, "keydown", (ev) => {
       const e = ev as KeyboardEvent;
       const t = e.target as HTMLElement | null;
