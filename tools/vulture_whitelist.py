@@ -86,6 +86,7 @@ _.color_by
 _.colors
 _.columns
 _.components
+_.computing
 _.decades
 _.dims
 _.diverging
@@ -139,6 +140,7 @@ _.rating_a
 _.rating_b
 _.rating_note
 _.rating_top
+_.ready
 _.reduce
 _.restrict
 _.revision

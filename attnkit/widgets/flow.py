@@ -8,7 +8,7 @@ recomputed here when the threshold or the head restriction changes in the browse
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import networkx as nx
