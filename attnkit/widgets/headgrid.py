@@ -280,7 +280,7 @@ class HeadGrid(SinkAwareScale, SelectsHead):
             except Exception:  # noqa: BLE001 - the widget was closed: nobody to tell
                 pass
 
-    def wait(self, timeout: float | None = None) -> bool:
+    def wait(self, *, timeout: float | None = None) -> bool:
         """Block until every head is computed (a grid that fills in; others are ready at once).
 
         Parameters
