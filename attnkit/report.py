@@ -334,15 +334,18 @@ def execute_notebook(
 @contextmanager
 def _embedding_budget():
     """The kernel of a report run inherits ``ATTNKIT_EMBED_BYTES`` (default
-    :data:`EMBED_BYTES`), so its Heatmaps embed zoom levels for the offline page."""
-    old = os.environ.get(EMBED_ENV)
-    if old is None:
-        os.environ[EMBED_ENV] = str(EMBED_BYTES)
+    :data:`EMBED_BYTES`), so its Heatmaps embed zoom levels for the offline page, and
+    ``ATTNKIT_PROGRESSIVE=0``, so every view is whole when its cell ends (the page is written
+    from the cells' outputs: a view still filling in would be saved half-drawn)."""
+    defaults = {EMBED_ENV: str(EMBED_BYTES), "ATTNKIT_PROGRESSIVE": "0"}
+    unset = [k for k in defaults if k not in os.environ]
+    for k in unset:
+        os.environ[k] = defaults[k]
     try:
         yield
     finally:
-        if old is None:
-            os.environ.pop(EMBED_ENV, None)
+        for k in unset:
+            os.environ.pop(k, None)
 def _cell_hooks(nb: Any, on_cell: CellCallback) -> dict[str, Any]:
     """nbclient's ``on_cell_execute``/``on_cell_executed`` hooks calling ``on_cell`` for the
     code cells of ``nb`` (cells appended later, like the provenance probe, are not told)."""

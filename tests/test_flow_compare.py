@@ -108,8 +108,8 @@ def test_flow_summary_by_hand():
     assert cat.loc["sep", "share_std"] == pytest.approx(np.std([1 / 6, 4 / 11], ddof=1))
     assert np.isnan(cat.loc["punct", "share_mean"]) and cat.loc["punct", "inputs"] == 0
     assert cat.loc["word", "positions"] == 4
-    # ratings a = [1, 5, 3, 2]; b = [1, 5, 1, 4] (ceil of 5 I / max: 1, 5, 1, 4)
-    assert cat.loc["word", "rating_mean"] == pytest.approx((5 + 3 + 5 + 1) / 4)
+    # ratings (min(5, ceil I)): a = [1, 2, 1, 1]; b = [1, 2, 1, 2]
+    assert cat.loc["word", "rating_mean"] == pytest.approx((2 + 1 + 2 + 1) / 4)
     assert s.tokens.loc["a", "share_mean"] == pytest.approx((0.5 + 5 / 11) / 2)
     assert s.tokens.loc["a", "count"] == 2 and s.tokens.loc["a", "inputs"] == 2
     assert s.tokens.index[0] == "a"  # largest mean share first

@@ -131,8 +131,10 @@ def test_head_counts_and_influence_by_hand():
     inf = influence(g, alpha=0.5)
     # I(w) = (1 * c_2 + 0.5 * c_1) / 1.5
     assert inf["score"].tolist() == pytest.approx([1 / 3, 2.0, 1.0, 2 / 3])
-    # rating = ceil(5 I / max I): 0.83 -> 1, 5, 2.5 -> 3, 1.67 -> 2
-    assert inf["rating"].tolist() == [1, 5, 3, 2]
+    # rating = min(5, ceil(I)), as the paper and the FlowView: 1, 2, 1, 1
+    assert inf["rating"].tolist() == [1, 2, 1, 1]
+    # relative: ceil(5 I / max over words) (the source [CLS] and [SEP] left out): 1, 5, 3, 2
+    assert influence(g, alpha=0.5, rating="relative")["rating"].tolist() == [1, 5, 3, 2]
     assert inf["token"].tolist() == TOKENS
     assert inf["role"].tolist() == ["cls", "word", "word", "sep"]
     assert inf["heads"].tolist() == [1, 4, 2, 2]
@@ -148,8 +150,8 @@ def test_head_counts_and_influence_by_hand():
 def test_rating_zero_for_unreached_tokens():
     g = attention_graph(att_a(), threshold=0.45)
     inf = influence(g)
-    # a: c_2 = 2 -> I = 4/3, rating 5; b: c_1 = 1 -> I = 1/3, ceil(1.25) = 2
-    assert inf["rating"].tolist() == [0, 5, 2, 0]
+    # a: c_2 = 2 -> I = 4/3, rating ceil(4/3) = 2; b: c_1 = 1 -> I = 1/3, rating 1
+    assert inf["rating"].tolist() == [0, 2, 1, 0]
     assert inf["score"].tolist() == pytest.approx([0, 4 / 3, 1 / 3, 0])
 
 

@@ -87,7 +87,7 @@ def test_influence_bars_heights_and_ratings():
     fig = plot_influence(inf)
     bars = fig.axes[0].patches
     assert [b.get_height() for b in bars] == pytest.approx([1 / 3, 2, 1, 2 / 3])
-    assert [t.get_text() for t in fig.axes[0].texts] == ["1", "5", "3", "2"]
+    assert [t.get_text() for t in fig.axes[0].texts] == ["1", "2", "1", "1"]  # min(5, ceil(score))
     c = compare(att_a(), att_b())
     fig = plot_influence(c.influence, names=c.names)
     assert len(fig.axes[0].patches) == 8

@@ -203,9 +203,11 @@ def test_reexport_without_execute_keeps_provenance(executed, tmp_path):
     prov = json.loads(dict(_parse(out.read_text(encoding="utf-8")).scripts)["application/vnd.attnkit.provenance+json"])
     assert prov["attnkit"] == attnkit.__version__ and prov["env"]["ATTNKIT_QUICK"] == "1"
     # every ATTNKIT_ variable of the run, and nothing else (ATTNKIT_DATA when it is set),
-    # plus the embedding budget the report's kernel runs with (attnkit.report.EMBED_BYTES)
+    # plus the embedding budget the report's kernel runs with (attnkit.report.EMBED_BYTES) and
+    # ATTNKIT_PROGRESSIVE=0 (views whole when their cell ends)
     expected = {k: v for k, v in os.environ.items() if k.startswith("ATTNKIT_")}
     expected.setdefault(report.EMBED_ENV, str(report.EMBED_BYTES))
+    expected.setdefault("ATTNKIT_PROGRESSIVE", "0")
     assert prov["env"] == expected
 
 

@@ -166,3 +166,26 @@ def test_minilm_defaults_are_readable_and_ratings_tell_words_apart(minilm):
     words = [i for i, role in enumerate(view.roles) if role == "word"]
     assert scores[0] > 5 and rated[0] == 5  # [CLS], the source, clamped at 5
     assert len({int(rated[i]) for i in words}) >= 3  # the words' ratings differ
+
+
+@pytest.mark.realmodel
+def test_minilm_default_threshold_is_off_the_cliff_and_its_note_goes_when_moved(minilm):
+    """Issue 19: the default sat on a cliff (0.20 -> 136 edges, 0.21 -> 14), and after moving
+    the slider the status still quoted the chosen threshold's edge count."""
+    from attnkit import flow
+
+    att = minilm.attend("The cat sat on the mat because it was tired of chasing the mouse.")
+    view = FlowView(att)
+    t = view.threshold
+
+    def edges(x: float) -> int:
+        return flow.attention_graph(att, threshold=round(x, 2)).number_of_edges()
+
+    e, lower, upper = edges(t), edges(t - 0.01), edges(t + 0.01)
+    assert e <= _widgets_flow.READABLE_EDGES
+    assert lower - e <= max(3, e) and e - upper <= max(3, e / 2), (t, lower, e, upper)
+    assert f"{e} edges" in view.threshold_note
+    view.threshold = round(t + 0.02, 2)
+    assert view.threshold_note == "" and view.n_edges == edges(t + 0.02)
+    view.threshold = t  # back on the chosen one: its note holds again
+    assert view.threshold_note.startswith("chosen")

@@ -24,7 +24,7 @@ def test_heatmap_switch_keeps_the_head_and_shows_the_measure(atts):
     assert s.measure == "weights" and s.view.value_label == "weights"
     s.measure = "norm"
     assert (s.view.layer, s.view.head) == (1, 1) and s.view.value_label == "norm"
-    assert s.children[1] is s.view and s.buttons.value == "norm"
+    assert s.stack.children[s.stack.selected_index] is s.view and s.buttons.value == "norm"
     np.testing.assert_allclose(s.view.top, atts["norm"].maps[1, 1].max(), rtol=1e-3)
     s.measure = "alti"  # one mixed head: head 1 does not exist, the layer carries over
     assert s.view.layer == 1 and s.view.n_heads == 1
@@ -62,3 +62,15 @@ def test_bad_switches(atts):
     other = tiny_model("bert").attend("A different sentence.")
     with pytest.raises(InputError, match="other tokens"):
         ak.MeasureSwitch({"weights": atts["weights"], "x": other}, view=ak.Heatmap)
+
+
+def test_switching_needs_no_kernel(atts):
+    """Issue 19: in an offline report the buttons toggled but the view stayed. Every measure's
+    view is in the stack, and the buttons drive the stack in the browser (a jslink)."""
+    s = ak.MeasureSwitch(atts, view=ak.Heatmap)
+    assert len(s.stack.children) == len(atts) and s.stack.selected_index == 0
+    link = s._link
+    assert (link.source[0], link.source[1]) == (s.buttons, "index")
+    assert (link.target[0], link.target[1]) == (s.stack, "selected_index")
+    s.measure = "alti"
+    assert s.stack.selected_index == list(atts).index("alti")

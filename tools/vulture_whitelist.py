@@ -90,6 +90,7 @@ _.color_by
 _.colors
 _.columns
 _.components
+_.computing
 _.decades
 _.dims
 _.diverging
@@ -152,6 +153,7 @@ _.rating_a
 _.rating_b
 _.rating_note
 _.rating_top
+_.ready
 _.reduce
 _.restrict
 _.revision

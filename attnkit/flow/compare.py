@@ -68,7 +68,7 @@ class Comparison(HeadResult):
     >>> cmp.layers[["n_tokens_both", "n_tokens_a", "n_tokens_b"]].values.tolist()
     [[1, 1, 0], [1, 1, 0]]
     >>> cmp.influence["rating_b"].tolist(), round(float(cmp.heads.loc[(1, 0), "jsd_source"]), 4)
-    ([5, 0], 0.1468)
+    ([1, 0], 0.1468)
     >>> cmp.value_column(), cmp.meta["names"]  # the per-head table, read as a HeadResult
     ('jsd', ('a', 'b'))
     """

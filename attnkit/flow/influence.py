@@ -18,12 +18,18 @@ formula implemented here:
 
       I(w) = sum_l alpha**(L - l) * c_l(w) / sum_l alpha**(L - l)
 
-* Rating. ``rating(w) = ceil(5 * I(w) / max_w I(w))`` for ``I(w) > 0`` (1..5, the token
-  with the largest influence gets 5) and 0 for tokens the graph never reaches; this is the
-  0-5 scale the paper shows next to each token.
+* Rating. The 0-5 scale the paper shows next to each token is the influence itself,
+  clamped at 5 (§4.2: "the displayed influence is clamped to 5"):
+  ``rating(w) = min(5, ceil(I(w)))`` for ``I(w) > 0``, and 0 for tokens the graph never
+  reaches. ``rating="relative"`` gives fifths of the largest influence among words instead
+  (the source and special tokens, which collect most heads, left out of that maximum).
+  :func:`ratings` is the one definition: :func:`influence`, :func:`attnkit.compare` and
+  the FlowView all use it.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import networkx as nx
 import numpy as np
@@ -67,8 +73,52 @@ def head_counts(graph: nx.DiGraph) -> np.ndarray:
     return counts
 
 
+#: how influence becomes a 0-5 rating: the paper's clamp, or fifths of the largest among words
+RATINGS = ("clamp", "relative")
+
+
+def ratings(scores: np.ndarray, roles: Sequence[str], sources: Sequence[int], mode: str = "clamp") -> np.ndarray:
+    """The 0-5 ratings of influence scores (the module docstring's definition).
+
+    ``"clamp"`` (DeRose et al. 2020, §4.2): the influence score itself, clamped at 5
+    (``min(5, ceil(score))``, 0 where the score is 0). ``"relative"``: fifths of the largest
+    score among word positions, the source and special tokens left out of that maximum (they
+    get 5 when above it).
+    """
+    scores = np.asarray(scores, dtype=np.float64)
+    out = np.zeros(scores.shape, dtype=np.int64)
+    pos = scores > 0
+    if mode == "clamp":
+        # the 1e-9 keeps whole numbers (2.0000000000000004) on their step
+        out[pos] = np.minimum(5, np.ceil(scores[pos] - 1e-9))
+        return out.astype(np.uint8)
+    if mode != "relative":
+        raise InputError(f"rating must be one of {RATINGS}, not {mode!r}.")
+    top = rating_top(scores, roles, sources, mode)
+    out[pos] = np.clip(np.ceil(5.0 * scores[pos] / top - 1e-9), 1, 5)
+    return out.astype(np.uint8)
+
+
+def rating_top(scores: np.ndarray, roles: Sequence[str], sources: Sequence[int], mode: str = "clamp") -> float:
+    """The influence score a full rating (5/5) stands for: 5 (clamp), or the largest score
+    among words, the source and special tokens left out (relative)."""
+    if mode == "clamp":
+        return 5.0
+    scores = np.asarray(scores, dtype=np.float64)
+    words = np.array([r == "word" for r in roles], dtype=bool) & ~np.isin(np.arange(scores.size), list(sources))
+    top = float(scores[words].max()) if words.any() else 0.0
+    return top if top > 0 else 5.0
+
+
+def rating_text(mode: str) -> str:
+    """How a rating reads, for legends."""
+    if mode == "clamp":
+        return "rating: influence clamped at 5, as in DeRose et al. (2020)"
+    return "rating: fifths of the largest influence among words (the source and special tokens left out)"
+
+
 @renamed(positional=("alpha",), g="graph")
-def influence(graph: nx.DiGraph, *, alpha: float = 0.5) -> pd.DataFrame:
+def influence(graph: nx.DiGraph, *, alpha: float = 0.5, rating: str = "clamp") -> pd.DataFrame:
     """Influence of every input position on the source of an attention graph.
 
     Parameters
@@ -77,13 +127,17 @@ def influence(graph: nx.DiGraph, *, alpha: float = 0.5) -> pd.DataFrame:
         From :func:`attention_graph`.
     alpha : float
         Each earlier layer's head counts are down-weighted by this factor (in (0, 1]).
+    rating : {"clamp", "relative"}
+        How ``rating`` is read from ``score`` (:func:`ratings`): ``"clamp"`` (default, the
+        paper's and the FlowView's: the score clamped at 5) or ``"relative"`` (fifths of the
+        largest score among words).
 
     Returns
     -------
     pandas.DataFrame
         Indexed by ``position`` (0..n-1) with columns ``token``, ``role``, ``score``
         (``I(w)`` of the module docstring: the layer-weighted mean head count), ``rating``
-        (0-5) and ``heads`` (the unweighted total of head edges entering ``w`` in any
+        (0-5, as the FlowView shows it) and ``heads`` (the unweighted total of head edges entering ``w`` in any
         layer).
 
     Raises
@@ -96,8 +150,8 @@ def influence(graph: nx.DiGraph, *, alpha: float = 0.5) -> pd.DataFrame:
     >>> import numpy as np, attnkit as ak
     >>> maps = np.array([[[[1, 0, 0], [0.5, 0.5, 0], [0.2, 0.2, 0.6]]]])
     >>> g = ak.attention_graph(ak.Attention.from_maps(maps, ["a", "b", "c"]), sources=[2])
-    >>> ak.influence(g)["score"].tolist()
-    [0.0, 0.0, 1.0]
+    >>> ak.influence(g)[["score", "rating"]].values.tolist()
+    [[0.0, 0.0], [0.0, 0.0], [1.0, 1.0]]
     """
     g = graph
     alpha = validate.number(alpha, "alpha")
@@ -108,16 +162,12 @@ def influence(graph: nx.DiGraph, *, alpha: float = 0.5) -> pd.DataFrame:
     n_layers, n = counts.shape
     weights = float(alpha) ** (n_layers - np.arange(1, n_layers + 1))
     score = weights @ counts / weights.sum()
-    top = score.max() if n else 0.0
-    rating = np.zeros(n, dtype=np.int64)
-    if top > 0:
-        # the 1e-9 keeps exact fifths (e.g. 0.4 * 5 = 2.0000000000000004) on their step
-        steps = np.clip(np.ceil(5.0 * score / top - 1e-9), 1, 5)
-        rating = np.where(score > 0, steps, 0).astype(np.int64)
     tokens = list(g.graph["tokens"])
     roles = list(g.graph.get("roles") or ["word"] * n)
+    sources = sorted({int(pos) for _, pos in g.graph.get("source") or []})
+    rated = ratings(score, roles, sources, rating).astype(np.int64)
     return pd.DataFrame(
-        {"token": tokens, "role": roles, "score": score, "rating": rating,
+        {"token": tokens, "role": roles, "score": score, "rating": rated,
          "heads": counts.sum(0)},
         index=pd.RangeIndex(n, name="position"),
     )

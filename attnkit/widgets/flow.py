@@ -8,7 +8,7 @@ recomputed here when the threshold or the head restriction changes in the browse
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import networkx as nx
@@ -17,6 +17,7 @@ import traitlets
 from matplotlib.figure import Figure
 
 from .. import flow
+from ..flow.influence import RATINGS, rating_text, rating_top, ratings
 from .._compat import renamed
 from ..errors import InputError
 from ..plot.common import mpl_text
@@ -32,7 +33,10 @@ MAX_EDGES = 400
 READABLE_EDGES = 150
 #: thresholds a chosen one is taken from (the slider's 0.01 steps)
 THRESHOLDS = tuple(round(0.02 + 0.01 * i, 2) for i in range(59))
-RATINGS = ("clamp", "relative")
+#: a chosen threshold is steady when the next step keeps at least this share of its edges ...
+STEADY = 0.5
+#: ... looked for this many steps above the smallest readable threshold
+CLIFF_STEPS = 8
 
 
 def model_name(att: AttentionLike | None) -> str:
@@ -50,45 +54,6 @@ def _remember_threshold_given(init: Callable[..., None]) -> Callable[..., None]:
         init(self, *args, **kwargs)
 
     return wrapper
-
-
-def ratings(scores: np.ndarray, roles: Sequence[str], sources: Sequence[int], mode: str = "clamp") -> np.ndarray:
-    """The 0-5 ratings the view shows next to tokens.
-
-    ``"clamp"`` (DeRose et al. 2020, §4.2): the influence score itself, clamped at 5
-    (``min(5, ceil(score))``, 0 where the score is 0). ``"relative"``: fifths of the largest
-    score among word positions, the source and special tokens left out of that maximum (they
-    get 5 when above it).
-    """
-    scores = np.asarray(scores, dtype=np.float64)
-    out = np.zeros(scores.shape, dtype=np.int64)
-    pos = scores > 0
-    if mode == "clamp":
-        # the 1e-9 keeps whole numbers (2.0000000000000004) on their step
-        out[pos] = np.minimum(5, np.ceil(scores[pos] - 1e-9))
-        return out.astype(np.uint8)
-    if mode != "relative":
-        raise InputError(f"rating must be one of {RATINGS}, not {mode!r}.")
-    top = rating_top(scores, roles, sources, mode)
-    out[pos] = np.clip(np.ceil(5.0 * scores[pos] / top - 1e-9), 1, 5)
-    return out.astype(np.uint8)
-
-
-def rating_top(scores: np.ndarray, roles: Sequence[str], sources: Sequence[int], mode: str = "clamp") -> float:
-    """The influence score a full rating (5/5) stands for: 5 (clamp), or the largest score
-    among words, the source and special tokens left out (relative)."""
-    if mode == "clamp":
-        return 5.0
-    scores = np.asarray(scores, dtype=np.float64)
-    words = np.array([r == "word" for r in roles]) & ~np.isin(np.arange(scores.size), list(sources))
-    top = float(scores[words].max()) if words.any() else 0.0
-    return top if top > 0 else 5.0
-
-
-def rating_text(mode: str) -> str:
-    if mode == "clamp":
-        return "rating: influence clamped at 5, as in DeRose et al. (2020)"
-    return "rating: fifths of the largest influence among words (the source and special tokens left out)"
 
 
 class FlowView(SelectsHead):
@@ -232,8 +197,10 @@ class FlowView(SelectsHead):
         self._max_edges = int(max_edges)
         self.result: nx.DiGraph | flow.Comparison | None = None
         note = ""
+        self._chosen: tuple[float, str] | None = None
         if not getattr(self, "_threshold_given", True):
             threshold, note = self._choose_threshold(int(edges))
+            self._chosen = (float(threshold), note)
         super().__init__(
             mode="single" if other is None else "compare",
             tokens=list(att.tokens), roles=[str(r) for r in att.roles],
@@ -243,11 +210,13 @@ class FlowView(SelectsHead):
             rating_note=rating_text(rating),
         )
         self._recompute()
+        self.observe(self._threshold_moved, names="threshold")
         self.observe(lambda _c: self._recompute(), names=["threshold", "alpha", "restrict"])
 
     def _choose_threshold(self, readable: int) -> tuple[float, str]:
         """The smallest of ``THRESHOLDS`` whose graph has at most ``readable`` edges
-        (edges only disappear as the threshold grows: a binary search), and a note saying so."""
+        (edges only disappear as the threshold grows: a binary search), moved up off a cliff
+        to a steady one (its neighbours give about as many edges), and a note saying so."""
         counts: dict[float, int] = {}
 
         def edges(t: float) -> int:
@@ -268,8 +237,26 @@ class FlowView(SelectsHead):
         t = THRESHOLDS[lo]
         if lo == 0:
             return t, f"chosen: {edges(t)} edges at the smallest threshold tried"
-        below = THRESHOLDS[lo - 1]
-        return t, f"chosen for a readable graph: {edges(t)} edges ({below:g} would give {edges(below)})"
+        # Off the cliff: the smallest readable threshold often sits where one step changes most
+        # edges (0.20 -> 136, 0.21 -> 14). Move up to the first threshold whose neighbours
+        # keep its edge count within a factor 1/STEADY (or 3 edges): a nudge then changes little.
+        def steady(i: int) -> bool:
+            e, lower, upper = edges(THRESHOLDS[i]), edges(THRESHOLDS[i - 1]), edges(THRESHOLDS[i + 1])
+            return lower - e <= max(3, e * (1 / STEADY - 1)) and e - upper <= max(3, e * (1 - STEADY))
+
+        pick = next((i for i in range(lo, min(len(THRESHOLDS) - 1, lo + CLIFF_STEPS)) if steady(i)), lo)
+        t, below = THRESHOLDS[pick], THRESHOLDS[pick - 1]
+        note = f"chosen for a readable graph: {edges(t)} edges ({below:g} would give {edges(below)}"
+        if pick + 1 < len(THRESHOLDS):
+            above = THRESHOLDS[pick + 1]
+            note += f", {above:g} {edges(above)}"
+        return t, note + ")"
+
+    def _threshold_moved(self, _change: dict) -> None:
+        """The chosen threshold's note holds only for that threshold (its edge counts)."""
+        if self._chosen is not None:
+            t, note = self._chosen
+            self.threshold_note = note if abs(self.threshold - t) < 1e-9 else ""
 
     # ------------------------------------------------------------ collection
     @classmethod

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import threading
+import time
 import warnings
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -17,11 +21,39 @@ from ..plot import attention as plots
 from ..results import head_table
 from ..types import AttentionLike
 from ._base import SelectsHead, SinkAwareScale
-from ._codec import wire
+from ._codec import message, wire
 from ._pyramid import thumb_side, top_level, view_reductions
 
 #: decades of the thumbnails' log codes: code c > 0 stands for top · 10**(DECADES * (c/255 - 1))
 DECADES = 6.0
+#: cells (heads × n²) from which a HeadGrid in a kernel fills in progressively by default
+PROGRESSIVE_CELLS = 1 << 28
+#: ``ATTNKIT_PROGRESSIVE=0`` builds every grid before it shows (``attnkit report`` sets it)
+PROGRESSIVE_ENV = "ATTNKIT_PROGRESSIVE"
+#: seconds between the full state updates of a grid that fills in (heads also arrive one by one)
+SYNC_SECONDS = 2.0
+
+
+def _in_kernel() -> bool:
+    """True inside a Jupyter kernel (a front end can show a view that fills in)."""
+    import sys
+
+    if "IPython" not in sys.modules:
+        return False
+    from IPython import get_ipython
+
+    return getattr(get_ipython(), "kernel", None) is not None
+
+
+def _order(L: int, H: int, metric: np.ndarray | None) -> list[tuple[int, int]]:
+    """Heads in the order they are computed: the largest metric first (NaN last), else
+    layer by layer."""
+    pairs = [(l, h) for l in range(L) for h in range(H)]
+    if metric is None:
+        return pairs
+    flat = np.asarray(metric, dtype=np.float64).reshape(-1)
+    key = np.where(np.isnan(flat), -np.inf, flat)
+    return [pairs[i] for i in np.argsort(-key, kind="stable")]
 
 
 def log_codes(thumbs: np.ndarray, top: np.ndarray) -> np.ndarray:
@@ -64,7 +96,14 @@ class HeadGrid(SinkAwareScale, SelectsHead):
         Cells per thumbnail side at most (default 128); fewer when the grid has so many heads
         that the thumbnails would pass ``THUMB_BYTES``.
     progress : bool
-        Show a progress bar while the thumbnails are computed.
+        Show a progress bar while the thumbnails are computed (not while the grid fills in:
+        the view shows its progress itself).
+    progressive : bool, optional
+        Return at once and compute the heads in a worker thread, the view filling in head by
+        head (the largest ``metric`` first, when one is given) while the kernel runs other
+        cells; :meth:`wait` blocks until every head is there, :meth:`cancel` stops. Default:
+        inside a Jupyter kernel for inputs of at least ``PROGRESSIVE_CELLS`` heads × n²
+        (unless ``$ATTNKIT_PROGRESSIVE`` is ``0``, as in ``attnkit report``).
     decades : float
         Range of the log scale, in decades below each head's top.
     cmap : str
@@ -81,7 +120,10 @@ class HeadGrid(SinkAwareScale, SelectsHead):
     Notes
     -----
     ``selected`` is ``[layer, head]`` (0-indexed) after a click, ``[]`` before; observe it,
-    or :meth:`link` a :class:`Heatmap` to follow it.
+    or :meth:`link` a :class:`Heatmap` to follow it. A grid that fills in keeps ``ready`` (a
+    ``[layer, head]`` mask of the heads computed) and ``computing`` (``"running"``, ``"done"``,
+    or ``"stopped"`` with the reason) in its state: a copy saved half-way shows the heads it
+    has and says the rest is missing.
 
     Examples
     --------
@@ -108,6 +150,8 @@ class HeadGrid(SinkAwareScale, SelectsHead):
     metric_cmap = traitlets.Unicode("viridis").tag(sync=True)
     cmap = traitlets.Unicode("Blues").tag(sync=True)
     normalize = traitlets.Unicode("head").tag(sync=True)
+    ready = traitlets.Dict().tag(sync=True)
+    computing = traitlets.Unicode("done").tag(sync=True)
 
     @renamed(positional=("metric", "value"), att="attentions")
     def __init__(
@@ -124,6 +168,7 @@ class HeadGrid(SinkAwareScale, SelectsHead):
         cmap: str = "Blues",
         title: str | None = None,
         progress: bool = True,
+        progressive: bool | None = None,
     ) -> None:
         att = attentions
         if not isinstance(att, AttentionLike):
@@ -142,19 +187,13 @@ class HeadGrid(SinkAwareScale, SelectsHead):
             raise InputError(f"thumbnail size must be at least 1; got {size}.")
         L, H = att.n_layers, att.n_heads
         t = thumb_side(n, L * H, size)
-        thumbs = np.empty((L, H, t, t), dtype=np.float32)
+        self._thumbs = np.zeros((L, H, t, t), dtype=np.float32)  # the static figure's source
+        self._head_max = np.zeros((L, H), dtype=np.float32)
+        self._ready = np.zeros((L, H), dtype=np.uint8)
         # the overview a Heatmap of a long map draws is read in the same pass (shorter maps
         # are their own overview, read again in no time)
-        reductions = view_reductions(n, L * H, scaled["sinks"], thumb=t, overview=top_level(n) > 0)
-        bar = progress_bar(total=L * H, show=progress and L * H * n * n > 1 << 26,
-                           desc="head thumbnails", unit="head")
-        for l in range(L):
-            for h, got in enumerate(summarize(att, l, range(H), reductions)):
-                thumbs[l, h] = got[EdgePool(t).key]
-            bar.update(H)
-        bar.close()
-        head_max = thumbs.reshape(L, H, -1).max(axis=2)
-        self._thumbs = thumbs  # what the browser shows, as floats: the static figure's source
+        self._reductions = view_reductions(n, L * H, scaled["sinks"], thumb=t, overview=top_level(n) > 0)
+        self._att = att
         self._metric_table = None
         metric_wire, metric_name = {}, ""
         if metric is not None:
@@ -164,12 +203,143 @@ class HeadGrid(SinkAwareScale, SelectsHead):
         if title is None:
             who = getattr(att, "model", "") or ""
             title = f"{who + ': ' if who else ''}{L} layers \u00d7 {H} heads, {n} tokens"
+        if progressive is None:
+            progressive = (L * H * n * n >= PROGRESSIVE_CELLS and _in_kernel()
+                           and os.environ.get(PROGRESSIVE_ENV, "1") != "0")
+        self._stop = threading.Event()
+        self._worker: threading.Thread | None = None
+        self._lock = threading.Lock()
+        order = _order(L, H, self._metric_table)
+        if not progressive:
+            bar = progress_bar(total=L * H, show=progress and L * H * n * n > 1 << 26,
+                               desc="head thumbnails", unit="head")
+            for l in range(L):
+                for h, got in enumerate(summarize(att, l, range(H), self._reductions)):
+                    self._keep(l, h, got)
+                bar.update(H)
+            bar.close()
         super().__init__(
-            n_layers=L, n_heads=H, size=t, n_tokens=n, thumbs=wire(log_codes(thumbs, head_max), "uint8"),
-            head_max=wire(head_max, "float32"), metric=metric_wire, metric_name=metric_name,
-            cmap=cmap, normalize=normalize, title=title, **scaled,
+            n_layers=L, n_heads=H, size=t, n_tokens=n, metric=metric_wire, metric_name=metric_name,
+            cmap=cmap, normalize=normalize, title=title, **scaled, **self._state(progressive and "running" or "done"),
         )
         self._tokens = list(att.tokens)
+        if progressive:
+            self._worker = threading.Thread(target=self._fill, args=(order,), daemon=True,
+                                            name="attnkit-headgrid")
+            self._worker.start()
+
+    # ----------------------------------------------------------- filling in
+    def _keep(self, l: int, h: int, got: dict) -> np.ndarray:
+        """Store head (l, h)'s thumbnail from its summary; returns its log codes."""
+        thumb = got[EdgePool(self._thumbs.shape[-1]).key]
+        top = np.float32(thumb.max()) if thumb.size else np.float32(0)
+        with self._lock:
+            self._thumbs[l, h] = thumb
+            self._head_max[l, h] = top
+            self._ready[l, h] = 1
+        return log_codes(thumb[None, None], np.array([[top]]))[0, 0]
+
+    def _state(self, computing: str) -> dict[str, Any]:
+        """Trait values of what is computed so far (one consistent snapshot)."""
+        with self._lock:
+            codes = log_codes(self._thumbs, self._head_max)
+            head_max, ready = self._head_max.copy(), self._ready.copy()
+        return {"thumbs": wire(codes, "uint8"), "head_max": wire(head_max, "float32"),
+                "ready": {} if ready.all() else wire(ready, "uint8"), "computing": computing}
+
+    def _sync(self, computing: str) -> None:
+        state = self._state(computing)
+        with self.hold_sync():
+            for k, v in state.items():
+                setattr(self, k, v)
+        self._invalidate_static()
+
+    def _fill(self, order: list[tuple[int, int]]) -> None:
+        """The worker: one head at a time through ``blocks.summarize`` (kept for a Heatmap
+        of the same attention), each sent to the views as it is done; the whole state every
+        ``SYNC_SECONDS`` and at the end."""
+        last = time.monotonic()
+        total = len(order)
+        try:
+            for i, (l, h) in enumerate(order, 1):
+                if self._stop.is_set():
+                    self._sync("stopped: cancelled")
+                    return
+                codes = self._keep(l, h, summarize(self._att, l, [h], self._reductions)[0])
+                content, buffers = message({"type": "push", "what": "thumb", "layer": l, "head": h,
+                                            "max": float(self._head_max[l, h]), "done": i,
+                                            "total": total, "array": wire(codes, "uint8")})
+                self.send(content, buffers)
+                if time.monotonic() - last > SYNC_SECONDS and i < total:
+                    self._sync("running")
+                    last = time.monotonic()
+            self._sync("done")
+        except Exception as err:  # noqa: BLE001 - a worker's error must reach the view, not vanish
+            try:
+                self._sync(f"stopped: {type(err).__name__}: {err}")
+            except Exception:  # noqa: BLE001 - the widget was closed: nobody to tell
+                pass
+
+    def wait(self, *, timeout: float | None = None) -> bool:
+        """Block until every head is computed (a grid that fills in; others are ready at once).
+
+        Parameters
+        ----------
+        timeout : float, optional
+            Seconds to wait at most (default: as long as it takes).
+
+        Returns
+        -------
+        bool
+            True when every head is there.
+
+        Examples
+        --------
+        >>> from attnkit.testing import tiny_model
+        >>> from attnkit.widgets import HeadGrid
+        >>> grid = HeadGrid(tiny_model("bert").attend("The cat sat."), progressive=True)
+        >>> grid.wait(), grid.computing
+        (True, 'done')
+        """
+        if self._worker is not None:
+            self._worker.join(timeout)
+        return bool(self._ready.all())
+
+    def cancel(self) -> None:
+        """Stop filling in: the heads computed so far stay, the view says the rest is missing.
+
+        Returns
+        -------
+        None
+
+        Examples
+        --------
+        >>> from attnkit.testing import tiny_model
+        >>> from attnkit.widgets import HeadGrid
+        >>> grid = HeadGrid(tiny_model("bert").attend("The cat sat."), progressive=True)
+        >>> grid.cancel(); _ = grid.wait()
+        >>> grid.computing in ("done", "stopped: cancelled")
+        True
+        """
+        self._stop.set()
+
+    def close(self) -> None:
+        """Close the widget, and stop a computation still filling it in.
+
+        Returns
+        -------
+        None
+
+        Examples
+        --------
+        >>> from attnkit.testing import tiny_model
+        >>> from attnkit.widgets import HeadGrid
+        >>> HeadGrid(tiny_model("bert").attend("The cat sat."), progress=False).close()
+        """
+        stop = getattr(self, "_stop", None)  # None when __init__ refused its input
+        if stop is not None:
+            stop.set()
+        super().close()
 
     def figure(self, *, preview: bool = False) -> Figure:
         """The matplotlib figure of every head's thumbnail (what reports and saved files show).

@@ -88,7 +88,12 @@ class MeasureSwitch(ipywidgets.VBox):
         self.views: dict[str, Any] = {}
         self.buttons = ipywidgets.ToggleButtons(options=list(items), value=measure,
                                                 description="measure", style={"button_width": "auto"})
-        super().__init__([self.buttons, self._build(self.buttons.value)])
+        # Every measure's view is built and stacked, the buttons linked to the stack in the
+        # browser (jslink): switching works in an exported report too, with no kernel.
+        self.stack = ipywidgets.Stack([self._build(name) for name in items],
+                                      selected_index=list(items).index(measure))
+        self._link = ipywidgets.jslink((self.buttons, "index"), (self.stack, "selected_index"))
+        super().__init__([self.buttons, self.stack])
         self.buttons.observe(self._switch, names="value")
 
     def _build(self, name: str) -> Any:
@@ -105,6 +110,7 @@ class MeasureSwitch(ipywidgets.VBox):
     def _switch(self, change: dict) -> None:
         old = self.views.get(change["old"])
         new = self._build(change["new"])
+        self.stack.selected_index = list(self._attentions).index(change["new"])
         if old is not None:
             for trait in CARRIED:
                 if old.has_trait(trait) and new.has_trait(trait):
@@ -112,7 +118,6 @@ class MeasureSwitch(ipywidgets.VBox):
                         setattr(new, trait, getattr(old, trait))
                     except (InputError, traitlets.TraitError):
                         continue  # e.g. head 7 of a per-head measure on a mixed one
-        self.children = (self.buttons, new)
 
     @property
     def measure(self) -> str:

@@ -2,6 +2,9 @@
 // metric drawn as a coloured bar under each thumbnail, click to select a head. Thumbnails
 // arrive as uint8 log codes (attnkit/widgets/headgrid.py): code c > 0 is
 // top · 10^(DECADES · (c/255 − 1)) of its head, so any colour scale can be drawn here.
+// A grid that fills in (a worker thread in the kernel) shows the heads it has, blank cells for
+// the rest, and its progress in the status line; each head arrives as a "push" message and
+// the whole state follows every few seconds, so a copy saved half-way stays consistent.
 
 import { binsOf, codeValue, paintThumb, resampleRanges } from "./lib/atlas";
 import { axesGrid, drawAxes, headAxes } from "./lib/axes";
@@ -14,6 +17,7 @@ import { formatValue, headLabel } from "./lib/labels";
 import { cellOrigin, finiteRange, gridData, gridHit, GridLayout } from "./lib/layout";
 import { colorBarH } from "./lib/legend";
 import { describeScale, rankRows, Scale, ScaleKind, scaleIndex } from "./lib/scale";
+import { Binary } from "./lib/codec";
 import { h, HeadPickerView, mount, RenderProps } from "./lib/view";
 
 const METRIC_BAR = 22; // the metric's colour bar above the column labels
@@ -33,6 +37,10 @@ interface Data {
   causal: boolean;
   sinkBins: Set<number>;
   sinkNames: string;
+  /** heads computed so far ([layer · heads + head] = 1), or null when all are */
+  ready: Uint8Array | null;
+  /** "running", "done", or "stopped: <why>" */
+  computing: string;
 }
 
 class HeadGridView extends HeadPickerView<"headgrid"> {
@@ -66,9 +74,10 @@ class HeadGridView extends HeadPickerView<"headgrid"> {
       hit: (x, y) => gridHit(this.grid, x, y),
       describe: (r, c) => {
         const k = r * this.d.heads + c;
+        const pending = this.d.ready !== null && !this.d.ready[k];
         const rows: [string, string][] = [
           ["layer, head", `${r + 1}, ${c + 1}`],
-          ["max attention", formatValue(this.d.headMax[k])],
+          ["max attention", pending ? "not computed yet" : formatValue(this.d.headMax[k])],
         ];
         if (this.d.metric) rows.push([this.d.metricName, formatValue(this.d.metric[k])]);
         return [`Head ${headLabel(r, c)}`, rows];
@@ -100,7 +109,15 @@ class HeadGridView extends HeadPickerView<"headgrid"> {
       causal: Boolean(this.get("causal")),
       sinkBins: binsOf(nTokens, t, (this.get("sinks") as number[]) ?? []),
       sinkNames: (this.get("sink_names") as string) || "",
+      ready: null,
+      computing: (this.get("computing") as string) || "done",
     };
+    const ready = this.get("ready") as WireArray | undefined;
+    if (ready && (ready as { shape?: number[] }).shape) {
+      const mask = Uint8Array.from(readArray(ready).data as ArrayLike<number>);
+      if (mask.length === layers * heads && mask.some((x) => !x)) this.d.ready = mask;
+    }
+    this.lastPush = performance.now();
     this.title.textContent = (this.get("title") as string) || `Attention of ${layers} layers \u00d7 ${heads} heads`;
     this.root.dataset.thumbnails = String(layers * heads);
     this.scaleSel.update();
@@ -108,6 +125,7 @@ class HeadGridView extends HeadPickerView<"headgrid"> {
     this.sinkBox.update(`leave out ${this.d.sinkNames || "sinks"}`);
     this.sinkBox.box.style.display = this.d.sinkNames ? "" : "none";
     this.baseDrawn = false;
+    this.ownCodes = false;
     this.pointer?.reset();
     this.showSelection();
   }
@@ -178,6 +196,12 @@ class HeadGridView extends HeadPickerView<"headgrid"> {
     const idx = new Uint8Array(d.t * d.t);
     for (let l = 0; l < d.layers; l++) {
       for (let hd = 0; hd < d.heads; hd++) {
+        if (d.ready && !d.ready[l * d.heads + hd]) {
+          const [x, y] = cellOrigin(g, l, hd);
+          ctx.fillStyle = th.empty;
+          ctx.fillRect(x, y, g.cell, g.cell);
+          continue;
+        }
         this.indices(l, hd, s, globalTop, idx);
         paintThumb(idx, 0, d.t, px, lut32, out, ranges);
         const [x, y] = cellOrigin(g, l, hd);
@@ -187,7 +211,7 @@ class HeadGridView extends HeadPickerView<"headgrid"> {
     drawAxes(ctx, th, g, headAxes(d.layers, d.heads));
     if (d.metric) {
       const [lo, hi] = d.metricRange;
-      colorBarH(ctx, th, d.metricCmap, g.left + 40, 8, 120, 9, lo, hi, d.metricName);
+      colorBarH(ctx, th, d.metricCmap, g.left + 40, 8, 120, 9, lo, hi, d.metricName, g.width - 2);
     }
     ctx.strokeStyle = th.line;
     ctx.lineWidth = 1;
@@ -212,13 +236,79 @@ class HeadGridView extends HeadPickerView<"headgrid"> {
           ctx.fillRect(x, ly, g.cell, 5);
           ly += 6;
         }
-        ctx.fillStyle = th.ink;
+        ctx.fillStyle = d.ready && !d.ready[r * d.heads + c] ? th.faint : th.ink;
         ctx.fillText(headLabel(r, c), x, ly);
       }
     }
     const norm = this.get("normalize") === "global" ? "top: the largest weight of all heads" : "top: each head's own largest weight";
     this.legend.textContent = `Thumbnails: rows = from, columns = to; ${describeScale({ ...s, top: NaN }, d.sinkNames)}; ${s.kind === "rank" ? "" : norm + "; "}${d.t}\u00d7${d.t} cells, max-pooled from ${d.nTokens} tokens.`;
     this.baseDrawn = true;
+  }
+
+  private lastPush = 0;
+  private staleTimer: ReturnType<typeof setTimeout> | null = null;
+
+  /** One head's thumbnail, sent by the kernel's worker as soon as it is computed. */
+  protected pushed(content: Record<string, any>, _buffers: Binary[]): void {
+    if (content.what !== "thumb") return;
+    const d = this.d;
+    const l = Number(content.layer);
+    const hd = Number(content.head);
+    const per = d.t * d.t;
+    const codes = readArray(content.array as WireArray, _buffers).data as ArrayLike<number>;
+    if (!(l >= 0 && l < d.layers && hd >= 0 && hd < d.heads) || codes.length !== per) return;
+    const k = l * d.heads + hd;
+    // a copy: the trait's array may be shared with the model
+    if (!this.ownCodes) {
+      d.codes = Uint8Array.from(d.codes);
+      d.headMax = Float32Array.from(d.headMax);
+      this.ownCodes = true;
+    }
+    d.codes.set(codes, k * per);
+    d.headMax[k] = Number(content.max);
+    if (!d.ready) d.ready = new Uint8Array(d.layers * d.heads);
+    d.ready[k] = 1;
+    d.computing = Number(content.done) >= Number(content.total) ? "done" : "running";
+    if (d.ready.every((x) => x)) d.ready = null;
+    this.lastPush = performance.now();
+    this.baseDrawn = false;
+    this.showSelection();
+    this.redraw();
+  }
+
+  private ownCodes = false;
+
+  /** "computing: 12 of 64 heads", what stopped it, or "" when every head is there. */
+  private progressText(): string {
+    const d = this.d;
+    if (!d || !d.ready) return "";
+    let done = 0;
+    for (const x of d.ready) done += x;
+    const total = d.layers * d.heads;
+    const first = d.metric ? ` (largest ${d.metricName} first)` : "";
+    if (d.computing.startsWith("stopped")) return `${done} of ${total} heads computed; ${d.computing}`;
+    const quiet = (performance.now() - this.lastPush) / 1000;
+    const note = quiet > 20 ? `; no head for ${Math.round(quiet)} s: the kernel may have stopped (blank heads are missing)` : "";
+    return `computing thumbnails: ${done} of ${total} heads${first}${note}`;
+  }
+
+  showSelection(): void {
+    const progress = this.progressText();
+    const sel = this.selectionText() || "no head selected";
+    this.status.textContent = progress ? `${sel} \u00b7 ${progress}` : sel;
+    this.root.dataset.ready = this.d?.ready ? String(this.d.ready.reduce((a, x) => a + x, 0)) : String(this.d ? this.d.layers * this.d.heads : 0);
+    this.root.dataset.computing = this.d?.computing ?? "";
+    if (progress && !this.staleTimer) {
+      this.staleTimer = setTimeout(() => {
+        this.staleTimer = null;
+        this.showSelection();
+      }, 5000);
+    }
+  }
+
+  dispose(): void {
+    if (this.staleTimer) clearTimeout(this.staleTimer);
+    super.dispose();
   }
 
   private place(el: HTMLElement, p: [number, number] | null, pad: number): void {

@@ -53,12 +53,16 @@ class HeatmapView extends View<"heatmap"> {
       type: "tile", layer: this.d.layer, head: this.d.head, k: t.k, ti: t.ti, tj: t.tj, reduce: this.reduce(),
       what: what.startsWith("rank") ? "rank" : "value", exclude: what.endsWith("-x"),
     }).then(({ content, buffers }) => tileEntry(content.array as WireArray, buffers)),
-    offline: () => this.kernelMissing,
+    offline: () => this.link === "none",
     loaded: () => {
       this.root.dataset.tiles = String(Number(this.root.dataset.tiles ?? "0") + 1);
       this.redraw();
     },
     failed: () => this.redraw(),
+    retry: () => {
+      this.redraw();
+      this.refreshTip();
+    },
   });
   private cache = this.tiles.cache;
   private win: Window = fullView(1);
@@ -173,8 +177,29 @@ class HeatmapView extends View<"heatmap"> {
   }
 
   private overviewKey = "";
+  private tickTimer: ReturnType<typeof setTimeout> | null = null;
+
+  protected kernelBack(): void {
+    this.tiles.resume();
+    this.redraw();
+    this.refreshTip();
+  }
+
+  protected linkChanged(): void {
+    this.redraw();
+    this.refreshTip();
+  }
+
+  /** What the view waits for while the kernel is silent, e.g. "waiting for the kernel (busy? 12 s without an answer); asking again in 4 s". */
+  private waitText(): string {
+    const silent = Math.round(this.silentSeconds());
+    const again = this.tiles.retryIn();
+    const when = again > 0 ? `asking again in ${Math.ceil(again / 1000)} s` : "asking again";
+    return `waiting for the kernel (busy? ${silent} s without an answer); ${when}`;
+  }
 
   dispose(): void {
+    if (this.tickTimer) clearTimeout(this.tickTimer);
     this.tiles.dispose();
     super.dispose();
   }
@@ -378,6 +403,14 @@ class HeatmapView extends View<"heatmap"> {
     const room = left - 8; // labels are shortened to fit: never cut at the canvas edge
     const text = (i: number) => fitText(ctx, numbered ? `#${i + 1} ${d.shown[i] ?? ""}` : d.shown[i] ?? String(i), room);
     const first = (a: number) => Math.ceil(a / stride) * stride;
+    // A label sits at its row's (column's) centre, moved inside the plot's span where the
+    // row is cut by the view's edge or thinner than the text: never half-drawn at an edge.
+    const half = fontPx / 2 + 1;
+    const inside = (p: number, a: number) => Math.max(a + half, Math.min(a + plot - half, p));
+    // Tick labels give way to the hovered one (drawn bold on a backing): no overlapping text.
+    const gap = fontPx + 2;
+    const hoverRow = this.hover ? inside(top + (this.hover[0] + 0.5 - w.y0) * cellPx, top) : NaN;
+    const hoverCol = this.hover ? inside(left + (this.hover[1] + 0.5 - w.x0) * cellPx, left) : NaN;
     ctx.save();
     ctx.beginPath();
     ctx.rect(0, top, left, plot);
@@ -390,10 +423,17 @@ class HeatmapView extends View<"heatmap"> {
     for (const i of rows) {
       if (i < lo || i > hi) continue;
       const isHover = this.hover !== null && this.hover[0] === i;
-      const y = top + (i + 0.5 - w.y0) * cellPx;
+      const y = inside(top + (i + 0.5 - w.y0) * cellPx, top);
+      if (!isHover && Math.abs(y - hoverRow) < gap) continue;
       ctx.font = isHover ? `bold ${font}` : font;
+      const label = text(i);
+      if (isHover) {
+        ctx.fillStyle = th.bg;
+        const tw = ctx.measureText(label).width;
+        ctx.fillRect(left - 8 - tw, y - half, tw + 4, 2 * half);
+      }
       ctx.fillStyle = isHover ? th.accentInk : th.ink;
-      ctx.fillText(text(i), left - 6, y);
+      ctx.fillText(label, left - 6, y);
     }
     ctx.restore();
     ctx.save();
@@ -408,13 +448,19 @@ class HeatmapView extends View<"heatmap"> {
     for (const j of cols) {
       if (j < loC || j > hiC) continue;
       const isHover = this.hover !== null && this.hover[1] === j;
-      const x = left + (j + 0.5 - w.x0) * cellPx;
+      const x = inside(left + (j + 0.5 - w.x0) * cellPx, left);
+      if (!isHover && Math.abs(x - hoverCol) < gap) continue;
       ctx.save();
       ctx.translate(x, top - 6);
       ctx.rotate(-Math.PI / 2);
       ctx.font = isHover ? `bold ${font}` : font;
+      const label = text(j);
+      if (isHover) {
+        ctx.fillStyle = th.bg;
+        ctx.fillRect(-2, -half, ctx.measureText(label).width + 4, 2 * half);
+      }
       ctx.fillStyle = isHover ? th.accentInk : th.ink;
-      ctx.fillText(text(j), 0, 0);
+      ctx.fillText(label, 0, 0);
       ctx.restore();
     }
     ctx.restore();
@@ -462,14 +508,24 @@ class HeatmapView extends View<"heatmap"> {
     const bin = 2 ** level;
     parts.push(bin === 1 ? "every cell one token pair" : `each cell the ${this.reduce()} of ${bin}\u00d7${bin} token pairs`);
     const beyond = !d.local.has(String(level)) && level < d.pyramid.top;
-    if (missing > 0 && this.kernelMissing) {
-      parts.push(d.embedNote ? `${d.embedNote}: showing coarser cells here` : "no kernel answers: showing the overview only");
+    if (missing > 0 && this.link === "none") {
+      parts.push(d.embedNote ? `${d.embedNote}: showing coarser cells here` : "no kernel in this copy: showing the overview only");
+    } else if (missing > 0 && (this.link !== "ok" || this.tiles.waitingForKernel())) {
+      parts.push(`${missing} tile${missing > 1 ? "s" : ""} ${this.waitText()}; coarser cells meanwhile`);
     } else if (missing > 0) {
       parts.push(`loading ${missing} tile${missing > 1 ? "s" : ""}\u2026`);
     } else if (beyond && noKernel()) {
       parts.push(d.embedNote);
     }
     this.status.textContent = parts.join(" \u00b7 ");
+    // while the kernel is silent the status counts the seconds (and the hover says so)
+    if (missing > 0 && this.link !== "ok" && this.link !== "none" && !this.tickTimer) {
+      this.tickTimer = setTimeout(() => {
+        this.tickTimer = null;
+        this.redraw();
+        this.refreshTip();
+      }, 1000);
+    }
     this.root.dataset.missing = String(missing);
     this.legend.textContent = `Colours: ${describeScale(s, d.sinkNames)}${d.causal ? "; blank above the diagonal: a causal model cannot attend to later tokens" : ""}.`;
   }
@@ -542,7 +598,9 @@ class HeatmapView extends View<"heatmap"> {
         titleText = `${d.valueLabel}: ${exactText(v)}`;
       } else {
         const b = this.binned(r, c);
-        titleText = this.kernelMissing ? `${d.valueLabel}: exact value needs a running kernel` : `${d.valueLabel}: fetching\u2026`;
+        titleText = this.link === "none" ? `${d.valueLabel}: exact value needs a running kernel`
+          : this.link !== "ok" || this.tiles.waitingForKernel() ? `${d.valueLabel}: exact value ${this.waitText()}`
+            : `${d.valueLabel}: fetching\u2026`;
         if (b) rows.push([`${this.reduce()} of ${2 ** b[1]}\u00d7${2 ** b[1]} here`, formatValue(b[0])]);
       }
     }
@@ -589,9 +647,12 @@ class HeatmapView extends View<"heatmap"> {
     this.setWindow({ x0: (x - g.miniX) * f - w.size / 2, y0: (y - g.miniY) * f - w.size / 2, size: w.size });
   }
 
+  /** Move the view (buttons, keys, minimap): the cell under the pointer changed, so the tooltip goes. */
   private setWindow(w: Window): void {
     this.win = clampView(w, this.d.n);
     this.tiles.clearQueue();
+    this.tip.hide();
+    this.hover = null;
     this.redraw();
   }
 

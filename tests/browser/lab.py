@@ -42,6 +42,9 @@ def wait_for(pred, timeout: float, what: str, step: float = 0.25):
 class JupyterLab:
     """``with JupyterLab(folder, {"a.ipynb": [cell, ...]}) as lab:`` runs a server on ``folder``."""
 
+    #: the ``jupyter`` subcommand, its settings class and where it opens a notebook
+    APP, SETTINGS, TREE = "lab", "LabApp", "lab/tree"
+
     def __init__(self, folder: Path, notebooks: dict[str, list[str]]) -> None:
         self.dir = Path(folder)
         self.notebooks = notebooks
@@ -51,7 +54,7 @@ class JupyterLab:
         self.proc: subprocess.Popen | None = None
 
     def url(self, name: str) -> str:
-        return f"{self.base}/lab/tree/{name}?token={self.token}"
+        return f"{self.base}/{self.TREE}/{name}?token={self.token}"
 
     def log(self) -> str:
         return (self.dir / "lab.log").read_text(errors="replace")
@@ -73,12 +76,13 @@ class JupyterLab:
                    JUPYTER_CONFIG_DIR=str(self.dir / ".jupyter"), JUPYTER_RUNTIME_DIR=str(self.dir / ".runtime"))
         self._log = open(self.dir / "lab.log", "wb")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--allow-root",
+            [sys.executable, "-m", "jupyter", self.APP, "--no-browser", "--allow-root",
              "--ip=127.0.0.1", f"--port={self.port}", "--ServerApp.port_retries=0",
              f"--IdentityProvider.token={self.token}", f"--ServerApp.root_dir={self.dir}",
-             f"--LabApp.app_settings_dir={settings}",
-             "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
-             "--LabApp.news_url=None", "--ServerApp.open_browser=False"],
+             f"--{self.SETTINGS}.app_settings_dir={settings}",
+             *(["--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+                "--LabApp.news_url=None"] if self.APP == "lab" else []),
+             "--ServerApp.open_browser=False"],
             cwd=self.dir, env=env, stdout=self._log, stderr=subprocess.STDOUT,
         )
 
@@ -157,3 +161,18 @@ class JupyterLab:
         for k in self.kernels():
             req = urllib.request.Request(f"{self.base}/api/kernels/{k['id']}?token={self.token}", method="DELETE")
             urllib.request.urlopen(req, timeout=10).close()
+
+
+class Notebook7(JupyterLab):
+    """The same, served by Notebook 7 (the ``notebook`` package): one notebook per page."""
+
+    APP, SETTINGS, TREE = "notebook", "JupyterNotebookApp", "notebooks"
+
+    def open(self, page: Any, name: str) -> Any:
+        page.goto(self.url(name), wait_until="domcontentloaded", timeout=90_000)
+        cells = page.locator(".jp-Notebook .jp-CodeCell")
+        cells.first.wait_for(timeout=90_000)
+        # Notebook 7's header shows the kernel's state only while it is not idle: ask the server
+        wait_for(lambda: any(k.get("execution_state") == "idle" and k.get("connections", 0) > 0
+                             for k in self.kernels()), 90, "the notebook's kernel to be idle and connected")
+        return cells

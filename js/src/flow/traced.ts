@@ -13,6 +13,9 @@ import { h, HeadPickerView, noKernel, RenderProps } from "../lib/view";
 import { Trait } from "../traits.gen";
 import { edge, edgeHasHead, edgeList, Graph, node, readGraph } from "./data";
 
+/** Length of one step of an influence rating bar (a 5/5 bar is 25 px: ratings 1 and 3 read apart). */
+const BAR_PX = 5;
+
 const BUCKETS = 8;
 const CHUNK = 64;
 const GLYPH_MIN = 200; // side panel width at least
@@ -110,7 +113,10 @@ export abstract class TracedView extends HeadPickerView<"flow"> {
     this.allHeads.disabled = restrict.length === 0 || noKernel();
     const parts = [`${g.nNodes} nodes, ${g.nEdges} edges`];
     const note = (this.get("threshold_note") as string) || "";
-    if (note) parts.push(`threshold ${Number(this.get("threshold")).toFixed(2)} ${note}`);
+    // the note counts the edges of the chosen threshold: not once the slider moved from it
+    if (note && !this.pending && Number(this.thr.value) === Number(this.get("threshold"))) {
+      parts.push(`threshold ${Number(this.get("threshold")).toFixed(2)} ${note}`);
+    }
     if (g.nEdgesTotal > g.nEdges) parts.push(`drawing the strongest edges of each layer: ${g.nEdges} of ${g.nEdgesTotal} (raise the threshold to see them all)`);
     if (restrict.length) parts.push(`restricted to ${restrict.map(([l, hd]) => headLabel(l, hd)).join(", ")}`);
     if (this.pending) parts.push("recomputing\u2026");
@@ -139,7 +145,7 @@ export abstract class TracedView extends HeadPickerView<"flow"> {
     const stacked = width - side - 24 < RADIAL_MIN + 60;
     this.body.classList.toggle("attnkit-stack", stacked);
     this.size = Math.floor(Math.max(220, Math.min(760, stacked ? width : width - side - 24)));
-    const labelSpace = Math.min(104, Math.max(56, this.size * 0.16));
+    const labelSpace = Math.min(112, Math.max(64, this.size * 0.16)); // bars (BAR_PX a rating) and labels
     const rOut = this.size / 2 - labelSpace;
     this.geo = { cx: this.size / 2, cy: this.size / 2, rIn: Math.max(14, rOut * 0.1), rOut, layers: g.layers, n: Math.max(1, g.tokens.length) };
     this.paths = [];
@@ -278,16 +284,16 @@ export abstract class TracedView extends HeadPickerView<"flow"> {
         if (!(rating > 0)) return;
         const off = bars.length > 1 ? (k === 0 ? -0.22 : 0.22) * Math.min(step, 0.1) : 0;
         const [x0, y0] = polar(geo, barR, a + off);
-        const [x1, y1] = polar(geo, barR + 3.2 * rating, a + off);
+        const [x1, y1] = polar(geo, barR + BAR_PX * rating, a + off);
         ctx.strokeStyle = color;
-        ctx.lineWidth = bars.length > 1 ? 2 : 3;
+        ctx.lineWidth = bars.length > 1 ? 3 : 4;
         ctx.beginPath();
         ctx.moveTo(x0, y0);
         ctx.lineTo(x1, y1);
         ctx.stroke();
       });
     }
-    const labelR = geo.rOut + 30;
+    const labelR = barR + BAR_PX * 5 + 6;
     const arc = (2 * Math.PI * labelR) / n;
     const stride = arc >= 11 ? 1 : Math.ceil(11 / arc);
     const hoverPos = this.hoverNode >= 0 ? node(g, this.hoverNode, "position") : -1;

@@ -3,7 +3,7 @@
 
 import { lut } from "./colors";
 import { FONT_SMALL } from "./canvas";
-import { formatValue } from "./labels";
+import { fitText, formatValue } from "./labels";
 import { Theme } from "./theme";
 import { h } from "./view";
 
@@ -64,11 +64,27 @@ export function colorBarV(
   }
 }
 
-/** A horizontal colour bar at (x, y) of size w×h: left = `lo`, right = `hi`. */
+/**
+ * A horizontal colour bar at (x, y) of size w×h: left = `lo`, right = `hi`, then the title.
+ * With `right` (the canvas edge), the bar moves left and narrows (down to 40 px) so that the
+ * title ends before it, and only a title that still does not fit is shortened (with "…").
+ */
 export function colorBarH(
   ctx: CanvasRenderingContext2D, theme: Theme, cmap: string, x: number, y: number, w: number, h: number,
-  lo: number, hi: number, title?: string,
+  lo: number, hi: number, title?: string, right?: number,
 ): void {
+  ctx.font = FONT_SMALL;
+  let text = title ? `${formatValue(hi)}  ${title}` : formatValue(hi);
+  if (right !== undefined) {
+    const loRoom = ctx.measureText(formatValue(lo)).width + 6;
+    const over = x + w + 4 + ctx.measureText(text).width - right;
+    if (over > 0) {
+      const shift = Math.min(over, Math.max(0, x - loRoom));
+      x -= shift;
+      w = Math.max(40, w - (over - shift));
+      text = fitText(ctx, text, right - (x + w + 4));
+    }
+  }
   const t = lut(cmap);
   for (let i = 0; i < w; i++) {
     const k = Math.round((i / Math.max(1, w - 1)) * 255) * 4;
@@ -84,5 +100,5 @@ export function colorBarH(
   ctx.textAlign = "right";
   ctx.fillText(formatValue(lo), x - 4, y + h / 2);
   ctx.textAlign = "left";
-  ctx.fillText(title ? `${formatValue(hi)}  ${title}` : formatValue(hi), x + w + 4, y + h / 2);
+  ctx.fillText(text, x + w + 4, y + h / 2);
 }

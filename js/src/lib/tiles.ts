@@ -8,7 +8,9 @@
 // Everything between "this view needs tile t" and "tile t is in memory" lives here: the
 // geometry, the decoding of a tile's wire array, the LRU cache, and TileLoader's request
 // pipeline (a queue nearest the view first, a few requests in flight, no requests until the
-// view rests, failures remembered). The heatmap only says which tiles it needs and draws.
+// view rests; a tile the kernel refused is not asked again, one it did not answer in time is,
+// after a back-off that doubles up to MAX_BACKOFF_MS, one request at a time until the kernel
+// answers again). The heatmap only says which tiles it needs and draws.
 
 import { Binary, readArray, WireArray } from "./codec";
 
@@ -172,6 +174,17 @@ export interface LoaderOptions {
   loaded: (key: string, e: Entry) => void;
   /** a request failed: the queue is dropped */
   failed: (key: string) => void;
+  /** the back-off is over: the view asks again for what it lacks (redraws) */
+  retry?: () => void;
+}
+
+/** First wait before asking again after a request timed out; it doubles up to MAX_BACKOFF_MS. */
+export const FIRST_BACKOFF_MS = 1000;
+export const MAX_BACKOFF_MS = 16000;
+
+/** True for a failure worth asking again (the kernel did not answer), not an error reply. */
+export function transient(err: unknown): boolean {
+  return Boolean(err && typeof err === "object" && (err as { retry?: boolean }).retry);
 }
 
 interface Wanted {
@@ -184,8 +197,9 @@ interface Wanted {
  * The request pipeline of a tiled view: `want` queues a missing tile, `settle` sends the queue
  * once the view has rested (zooming through levels in a row does not queue the levels passed
  * on the way in the kernel), at most `inFlight` at a time in the order wanted (the caller
- * wants the nearest first), and arrivals go into `cache`. Failed tiles are not asked for again
- * until `reset`.
+ * wants the nearest first), and arrivals go into `cache`. Tiles the kernel refused are not asked
+ * for again until `reset`; after a request that timed out, nothing is asked for during a
+ * back-off, then one tile at a time (a probe) until one arrives or `resume` is called.
  */
 export class TileLoader {
   readonly cache: TileCache;
@@ -195,6 +209,10 @@ export class TileLoader {
   private requestedAt = new Map<string, number>();
   private settledView = "";
   private settleTimer: ReturnType<typeof setTimeout> | null = null;
+  private backoff = FIRST_BACKOFF_MS;
+  private pausedUntil = 0;
+  private probing = false;
+  private retryTimer: ReturnType<typeof setTimeout> | null = null;
 
   constructor(private o: LoaderOptions) {
     this.cache = new TileCache(o.cacheBytes);
@@ -225,8 +243,35 @@ export class TileLoader {
   load(key: string, t: TileId, what: string): Promise<Entry | null> | null {
     const e = this.cache.get(key);
     if (e) return Promise.resolve(e);
-    if (this.pending.has(key) || this.failures.has(key) || this.o.offline()) return null;
+    if (this.pending.has(key) || this.failures.has(key) || this.o.offline() || this.paused()) return null;
+    if (this.probing && this.pending.size > 0) return null;
     return this.send(key, t, what);
+  }
+
+  /** Milliseconds until tiles are asked for again after a timeout (0: not waiting). */
+  retryIn(): number {
+    return Math.max(0, this.pausedUntil - performance.now());
+  }
+
+  /** True while the loader waits for the kernel (a back-off, or a probe on its way). */
+  waitingForKernel(): boolean {
+    return this.paused() || this.probing;
+  }
+
+  /** The kernel answers again: ask at once, at full speed. */
+  resume(): void {
+    const was = this.waitingForKernel();
+    this.pausedUntil = 0;
+    this.probing = false;
+    this.backoff = FIRST_BACKOFF_MS;
+    if (this.retryTimer) clearTimeout(this.retryTimer);
+    this.retryTimer = null;
+    if (was) this.o.retry?.();
+    this.pump();
+  }
+
+  private paused(): boolean {
+    return this.pausedUntil > performance.now();
   }
 
   /** Forget the queue (the view moved on). */
@@ -250,12 +295,16 @@ export class TileLoader {
 
   dispose(): void {
     if (this.settleTimer) clearTimeout(this.settleTimer);
+    if (this.retryTimer) clearTimeout(this.retryTimer);
     this.settleTimer = null;
+    this.retryTimer = null;
     this.queue = [];
   }
 
   private pump(): void {
-    while (this.pending.size < this.o.inFlight && this.queue.length) {
+    if (this.paused()) return;
+    const limit = this.probing ? 1 : this.o.inFlight;
+    while (this.pending.size < limit && this.queue.length) {
       const { key, t, what } = this.queue.shift()!;
       if (this.cache.has(key) || this.pending.has(key)) continue;
       void this.send(key, t, what);
@@ -267,16 +316,32 @@ export class TileLoader {
     this.requestedAt.set(key, performance.now());
     return this.o.fetch(t, what).then((e) => {
       this.pending.delete(key);
+      if (this.probing) this.resume();
       this.cache.set(key, e);
       this.o.loaded(key, e);
       this.pump();
       return e;
-    }, () => {
+    }, (err) => {
       this.pending.delete(key);
-      this.failures.add(key);
+      this.requestedAt.delete(key);
+      if (transient(err)) this.pause();
+      else this.failures.add(key);
       this.queue = [];
       this.o.failed(key);
       return null;
     });
+  }
+
+  /** A request timed out: wait, then probe with one request; the wait doubles each time. */
+  private pause(): void {
+    if (this.paused()) return; // the other requests of the same silence
+    this.pausedUntil = performance.now() + this.backoff;
+    this.probing = true;
+    if (this.retryTimer) clearTimeout(this.retryTimer);
+    this.retryTimer = setTimeout(() => {
+      this.retryTimer = null;
+      this.o.retry?.();
+    }, this.backoff + 1);
+    this.backoff = Math.min(MAX_BACKOFF_MS, this.backoff * 2);
   }
 }

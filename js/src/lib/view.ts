@@ -7,7 +7,9 @@
 //   teardown   every listener added through it is removed when the view is removed;
 //   keyboard   notebook shortcuts are kept out of the view's controls;
 //   theme      colours from CSS variables, redrawn when the notebook's theme changes;
-//   kernel     requests to the kernel over custom messages, answered or timed out.
+//   kernel     requests to the kernel over custom messages: a link that says what it waits
+//              for (`link`), times a request out, and comes back by itself the moment the
+//              kernel answers anything (a busy kernel answers late; it never gives up for good);
 //   traits     read by the names traits.gen.ts lists for the view's bundle (generated from
 //              the Python widget classes; tsc checks every name), every one of them reloads
 //              the view but those it handles itself (quiet);
@@ -57,6 +59,21 @@ export function noKernel(): boolean {
   return typeof document !== "undefined" && document.documentElement.dataset.attnkitKernel === "none";
 }
 
+/** The state of a view's link to its kernel (see View.link). */
+export type Link = "ok" | "slow" | "lost" | "none";
+
+/** A request the kernel did not answer in time (asked again later), as against its error reply. */
+export class KernelTimeout extends Error {
+  readonly retry = true;
+  constructor(ms: number) {
+    super(`the kernel did not answer within ${Math.round(ms / 1000)} s`);
+    this.name = "KernelTimeout";
+  }
+}
+
+/** After this long without an answer the view says it is waiting for the kernel. */
+export const SLOW_MS = 1500;
+
 /** Keys that move or change a focused control: the notebook must not act on them. */
 const CONTROL_KEYS = new Set(["ArrowLeft", "ArrowRight", "ArrowUp", "ArrowDown", "Home", "End", "PageUp", "PageDown", " ", "Enter", "Escape", "-", "+", "=", "0"]);
 
@@ -77,8 +94,14 @@ export abstract class View<B extends Bundle = Bundle> {
   /** Content width available to the view (CSS px), floor of the root's inner width. */
   width = 0;
   theme: Theme;
-  /** Set when a request found no kernel (timed out or an exported page): say so once. */
-  kernelMissing = noKernel();
+  /**
+   * The kernel link: "ok" (answering, or nothing asked yet), "slow" (a request has waited
+   * over SLOW_MS: the kernel is busy or gone), "lost" (a request timed out: asked again with
+   * back-off until the kernel answers), "none" (no kernel can ever answer: an exported page).
+   */
+  link: Link = noKernel() ? "none" : "ok";
+  /** performance.now() of the oldest unanswered request since the kernel last answered */
+  private silentSince: number | null = null;
 
   private disposers: (() => void)[] = [];
   private t0 = performance.now();
@@ -86,7 +109,7 @@ export abstract class View<B extends Bundle = Bundle> {
   private reloadQueued = false;
   private disposed = false;
   private nextId = 1;
-  private waiting = new Map<number, { resolve: (r: Reply) => void; reject: (e: Error) => void; timer: ReturnType<typeof setTimeout> }>();
+  private waiting = new Map<number, { resolve: (r: Reply) => void; reject: (e: Error) => void; timer: ReturnType<typeof setTimeout>[] }>();
 
   constructor({ model, el }: RenderProps, kind: B) {
     this.model = model;
@@ -107,8 +130,18 @@ export abstract class View<B extends Bundle = Bundle> {
     this.hint = h("div", "attnkit-hint");
     this.root.append(this.header, this.body, this.hint);
     el.appendChild(this.root);
+    this.root.dataset.link = this.link;
     this.theme = readTheme(this.root);
-    // Other front ends (Notebook 7, classic, VS Code) listen on ancestors: stop control keys here.
+    // Notebook 7 processes its shortcuts in the capture phase on `document`, before any
+    // listener here runs, and Lumino stops looking for a binding only at an element marked
+    // data-lm-suppress-shortcuts on the way up from the target; a binding whose selector
+    // matches the focused element itself (command mode's "… :focus") is found before the
+    // root is reached. So the mark goes on whatever takes the focus inside the view.
+    this.listen(this.root, "focusin", (ev) => {
+      const t = ev.target as HTMLElement | null;
+      if (t && t !== this.root && typeof t.setAttribute === "function") t.setAttribute("data-lm-suppress-shortcuts", "true");
+    });
+    // Other front ends (classic, VS Code) listen on ancestors: stop control keys here.
     this.listen(this.root, "keydown", (ev) => {
       const e = ev as KeyboardEvent;
       const t = e.target as HTMLElement | null;
@@ -219,7 +252,7 @@ export abstract class View<B extends Bundle = Bundle> {
     if (this.disposed) return;
     this.disposed = true;
     for (const d of this.disposers.splice(0)) d();
-    for (const w of this.waiting.values()) clearTimeout(w.timer);
+    for (const w of this.waiting.values()) for (const t of w.timer) clearTimeout(t);
     this.waiting.clear();
   }
 
@@ -293,44 +326,89 @@ export abstract class View<B extends Bundle = Bundle> {
   }
 
   // ------------------------------------------------------------------------- kernel
+  /** True while no kernel answers (timed out, or none can: an exported page). */
+  get kernelMissing(): boolean {
+    return this.link === "lost" || this.link === "none";
+  }
+
+  /** Seconds the kernel has not answered a request (0 when it is answering). */
+  silentSeconds(): number {
+    return this.silentSince === null ? 0 : (performance.now() - this.silentSince) / 1000;
+  }
+
+  /** The link changed (views redraw their status here). */
+  protected linkChanged(): void {
+    this.redraw();
+  }
+
+  /** The kernel answered after a silence: views ask again for what they lacked. */
+  protected kernelBack(): void {}
+
+  private setLink(link: Link): void {
+    if (link === this.link) return;
+    const was = this.link;
+    this.link = link;
+    this.root.dataset.link = link;
+    if (link === "ok") this.silentSince = null;
+    if (link === "ok" && (was === "lost" || was === "slow")) this.kernelBack();
+    this.linkChanged();
+  }
+
   /**
-   * Ask the kernel (custom message `content`); resolves with its reply, rejects after
-   * `timeoutMs` or at once where no kernel can answer (then `kernelMissing` is set).
+   * Ask the kernel (custom message `content`); resolves with its reply, rejects with a
+   * KernelTimeout after `timeoutMs` (ask again later: a busy kernel answers once its cell
+   * ends) or at once where no kernel can ever answer (an exported page).
    */
   request(content: Record<string, unknown>, timeoutMs = 8000): Promise<Reply> {
-    if (this.kernelMissing || !this.model.send) {
-      this.kernelMissing = true;
+    if (this.link === "none" || !this.model.send) {
+      this.setLink("none");
       return Promise.reject(new Error("no kernel"));
     }
     const id = this.nextId++;
+    if (this.silentSince === null) this.silentSince = performance.now();
     return new Promise<Reply>((resolve, reject) => {
+      const slow = setTimeout(() => {
+        if (this.waiting.has(id) && this.link === "ok") this.setLink("slow");
+      }, Math.min(SLOW_MS, timeoutMs));
       const timer = setTimeout(() => {
+        clearTimeout(slow);
         this.waiting.delete(id);
-        this.kernelMissing = true;
-        reject(new Error("the kernel did not answer"));
-        this.redraw();
+        this.setLink("lost");
+        reject(new KernelTimeout(timeoutMs));
       }, timeoutMs);
-      this.waiting.set(id, { resolve, reject, timer });
+      this.waiting.set(id, { resolve, reject, timer: [timer, slow] });
       try {
         this.model.send!({ ...content, id });
       } catch (err) {
         clearTimeout(timer);
+        clearTimeout(slow);
         this.waiting.delete(id);
-        this.kernelMissing = true;
-        reject(err instanceof Error ? err : new Error(String(err)));
+        this.setLink("lost");
+        reject(new KernelTimeout(0));
       }
     });
   }
 
   private receive(content: Record<string, any>, buffers: Binary[]): void {
+    if (content?.type === "push") {
+      this.pushed(content, buffers);
+      return;
+    }
+    // Any reply, even to a request that timed out long ago, says the kernel answers again.
     const w = this.waiting.get(content?.id);
+    if (w) {
+      for (const t of w.timer) clearTimeout(t);
+      this.waiting.delete(content.id);
+    }
+    if (this.waiting.size === 0) this.silentSince = null;
+    this.setLink("ok");
     if (!w) return;
-    clearTimeout(w.timer);
-    this.waiting.delete(content.id);
-    this.kernelMissing = false;
     if (content.error) w.reject(new Error(String(content.error)));
     else w.resolve({ content, buffers });
   }
+
+  /** A message the kernel sent unasked (`{type: "push", ...}`: progress of a computation). */
+  protected pushed(_content: Record<string, any>, _buffers: Binary[]): void {}
 }
 
 /**

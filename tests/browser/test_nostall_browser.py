@@ -1,0 +1,124 @@
+"""Views that never stall (issue 19), end to end in a real JupyterLab:
+
+- a Heatmap whose tile requests timed out while the kernel was busy asks again, and gets its
+  tiles, as soon as the kernel is free (the view says it waits, and never gives up for good);
+- a HeadGrid over 16,384 tokens of lazy attention (8 layers x 8 heads) appears at once and
+  fills in head by head from a worker thread, while the kernel answers a ``1 + 1`` cell in
+  under a second.
+
+The server listens on 127.0.0.1 on a free port with token auth; every wait is bounded.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from prereq import skip_or_fail
+from lab import JupyterLab
+
+pytestmark = pytest.mark.browser
+
+BUSY_HEATMAP = """\
+import time
+import attnkit
+from attnkit.widgets import Heatmap
+from qk_attention import causal_random_map as long_map  # tests/ is on the kernel's path
+
+n = 2048
+att = attnkit.Attention.from_maps(long_map(n)[None, None], ["<s>"] + [f"w{i}" for i in range(1, n)])
+hm = Heatmap(att)
+hm
+"""
+BUSY = "time.sleep(14)"
+
+GRID = """\
+import time
+from attnkit.widgets import HeadGrid
+from qk_attention import QKAttention  # tests/ is on the kernel's path
+
+t0 = time.perf_counter()
+grid = HeadGrid(QKAttention(16384, 8, 8))
+built_s = time.perf_counter() - t0
+grid
+"""
+ONE_PLUS_ONE = "1 + 1"
+BUILT = 'print("BUILT", round(built_s, 2), grid.computing)'
+
+
+@pytest.fixture
+def lab(tmp_path):
+    try:
+        import jupyterlab  # noqa: F401
+    except ImportError:
+        skip_or_fail("jupyterlab is not installed (pip install jupyterlab)")
+    with JupyterLab(tmp_path, {"busy.ipynb": [BUSY_HEATMAP, BUSY], "grid.ipynb": [GRID, ONE_PLUS_ONE, BUILT]}) as server:
+        yield server
+
+
+def _view(page, cls: str) -> str:
+    return f"document.querySelector('.jp-OutputArea .{cls}')"
+
+
+def test_heatmap_asks_again_once_a_busy_kernel_is_free(browser, lab):
+    with lab.page(browser, height=1100) as page:
+        cells = lab.open(page, "busy.ipynb")
+        lab.run_cell(page, cells, 0)
+        hm = lab.wait_view(page, "attnkit-heatmap")
+        assert hm.get_attribute("data-level") == "2"
+        lab.run_cell(page, cells, 1)  # the kernel is busy for 14 s
+        canvas = hm.locator("canvas").first
+        canvas.scroll_into_view_if_needed()
+        canvas.focus()
+        for _ in range(4):
+            page.keyboard.press("+")
+        v = _view(page, "attnkit-heatmap")
+        # the view says it waits (after 1.5 s without an answer), then that the request timed out
+        page.wait_for_function(f"() => {v}.dataset.link === 'slow'", timeout=6_000)
+        assert "waiting for the kernel" in hm.locator(".attnkit-status").inner_text()
+        page.wait_for_function(f"() => {v}.dataset.link === 'lost'", timeout=12_000)
+        status = hm.locator(".attnkit-status").inner_text()
+        assert "waiting for the kernel" in status and "asking again" in status
+        # hover says so too (not "needs a running kernel")
+        left, top, plot = (float(hm.get_attribute(f"data-plot-{k}")) for k in ("left", "top", "size"))
+        box = canvas.bounding_box()
+        page.mouse.move(box["x"] + left + plot * 0.3, box["y"] + top + plot * 0.7)
+        page.wait_for_function(f"() => ({v}.querySelector('.attnkit-tooltip')?.textContent ?? '').includes('waiting for the kernel')",
+                               timeout=5_000)
+        # once the cell ends, the tiles come, without any action from the user
+        page.wait_for_function(f"""() => {{ const r = {v};
+            return r.dataset.link === 'ok' && r.dataset.level === '0' && r.dataset.missing === '0'
+                && Number(r.dataset.tiles ?? 0) > 0; }}""", timeout=60_000)
+        assert "waiting" not in hm.locator(".attnkit-status").inner_text()
+
+
+def test_headgrid_fills_in_while_the_kernel_answers(browser, lab):
+    with lab.page(browser, height=1100) as page:
+        cells = lab.open(page, "grid.ipynb")
+        lab.run_cell(page, cells, 0)
+        grid = lab.wait_view(page, "attnkit-headgrid", timeout=60_000)
+        v = _view(page, "attnkit-headgrid")
+        assert grid.get_attribute("data-computing") == "running"
+        page.wait_for_function(f"() => Number({v}.dataset.ready) >= 1", timeout=120_000)
+        assert "computing thumbnails" in grid.locator(".attnkit-status").inner_text()
+        # the kernel is free for other cells while the grid fills in: `1 + 1` within a second
+        # (measured in the page from Shift+Enter to the drawn output)
+        cells.nth(1).locator(".cm-content").click()
+        t0 = page.evaluate("() => performance.now()")
+        page.keyboard.press("Shift+Enter")
+        page.wait_for_function(
+            "() => (document.querySelectorAll('.jp-CodeCell')[1]?.querySelector('.jp-OutputArea-output')?.innerText ?? '').trim() === '2'",
+            timeout=30_000, polling="raf")
+        answered_ms = page.evaluate("() => performance.now()") - t0
+        ready = int(grid.get_attribute("data-ready"))
+        assert grid.get_attribute("data-computing") == "running" and ready < 64  # still filling in
+        assert answered_ms < 1000, f"1 + 1 answered in {answered_ms:.0f} ms while the grid filled in"
+        lab.run_cell(page, cells, 2)
+        page.wait_for_function(
+            "() => document.querySelectorAll('.jp-CodeCell')[2]?.innerText.includes('BUILT')", timeout=30_000)
+        built = cells.nth(2).locator(".jp-OutputArea-output").first.inner_text().split()
+        assert float(built[1]) < 5.0  # the constructor returned at once
+        # more heads arrive, one by one, with nothing asked
+        time.sleep(1)
+        page.wait_for_function(f"(n) => Number({v}.dataset.ready) > n", arg=ready, timeout=120_000)
+        print(f"1 + 1 answered in {answered_ms:.0f} ms; HeadGrid built in {built[1]} s")
