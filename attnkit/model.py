@@ -246,7 +246,8 @@ def load(
     hf, loading = hf
     if strict:
         check_weights(hf, loading, display, base=task == "base")
-        check_tokenizer(hf, tokenizer, display, path)
+        if wrapper.family != "vision":  # an image processor has no vocabulary to check
+            check_tokenizer(hf, tokenizer, display, path)
     if target is not None:
         with torch.no_grad():
             hf.to(target)
