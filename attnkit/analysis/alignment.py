@@ -3,7 +3,7 @@
 A cross-attention head of an encoder–decoder aligns every target word to the source word it
 attends to most when the decoder predicts that word (the row before it; at word level: attention *to* a source word sums over its pieces, *from* a
 target word averages its pieces). Against gold alignments the heads are scored with the
-alignment error rate of Och & Ney (2003),
+alignment error rate of Och & Ney (2003)::
 
     AER = 1 - (|A ∩ S| + |A ∩ P|) / (|A| + |S|)
 
