@@ -451,9 +451,11 @@ class _Walker:
         self.n = n
         self.mods = layer_modules(model)
         self.weights = [head_weights(model, m) for m in range(layer)]
-        # post-norm: (names, components [C', P, d] as made, first norm crossed); the norms
-        self.groups: list[tuple[list[str], Any, int]] = []
-        self.norms: list[tuple[LinearNorm, Any]] = []
+        # post-norm: (names, per reader the components [C', P_r, m] projected through every
+        # norm after them, first norm crossed); the norms' statistics as they come
+        self.groups: list[tuple[list[str], list[Any], int]] = []
+        self.norms: list[Any] = []
+        self.chain = self._chain() if self.post else []
         # pre-norm: per reader, name -> [P_r, m], projected as soon as final
         self.proj: list[dict[str, Any]] = [{} for _ in self.readers]
         self.parts: dict[str, Any] = {}
@@ -471,6 +473,29 @@ class _Walker:
         if t.dim() >= 3 and t.shape[0] == 1:
             t = t[0]
         return t[self.pos.to(t.device)].double().cpu()
+
+    def _chain(self) -> list[list[Any]]:
+        """Post-norm: per reader, ``R D_{K-1} ... D_s`` for every norm ``s`` the stream crosses
+        before the target layer (``D`` a norm's scale and centring, known from its weights;
+        index ``K``: ``R`` itself), so that components are projected as soon as they are made
+        and only the norms' ``1/σ`` (per position) wait for the forward."""
+        import torch
+
+        spec, arch = self.spec, self.arch
+        mods = [_get(self.model.base, spec.embed_norm)] if spec.embed_norm else []
+        for mod in self.mods[: self.layer]:
+            assert arch.norm and spec.mlp_norm
+            mods += [_get(mod, arch.norm), _get(mod, spec.mlp_norm)]
+        norms = [LinearNorm.of(mod) for mod in mods]
+        d = self.weights[0].wo.shape[1] if self.weights else int(norms[0].scale.shape[0])
+        out = []
+        for r in self.readers:
+            mats = [torch.eye(d, dtype=torch.float64) if r.matrix is None else r.matrix]
+            for norm in reversed(norms):
+                mats.append(norm.matrix(mats[-1]))
+            mats.reverse()
+            out.append(mats)
+        return out
 
     def _fold(self, m: int) -> list[Any]:
         """Per reader: ``M W_O^h`` as ``[H, m, k]`` (or ``W_O^h`` itself)."""
@@ -545,41 +570,37 @@ class _Walker:
         names = ["embed"] + [n for n, _ in self.spec.embeds if n != "embed"]
         parts = [self.parts[nm] for nm in names]
         parts[0] = parts[0] + (u - sum(parts))  # exactly u
-        self._post_norm(module, u, names, torch.stack(parts), None)
+        new = torch.stack(parts)
+        self._post_norm(module, u, names, lambda mat, loc: new[:, loc] @ mat.T, None)
 
-    def _post_norm(self, module: Any, u: Any, names: list[str], new: Any, bias: Any) -> None:
-        """Post-norm: components ``new [C', P, d]`` (and ``bias [d]``) enter the norm
-        ``module``, linearised with the statistics of its input ``u``. Components are kept as
-        they were made, with the index of the first norm they cross; :meth:`result` applies
-        the chain of norms to the readers' matrices, never to the ``d``-vectors."""
-        norm = LinearNorm.of(module)
+    def _post_norm(self, module: Any, u: Any, names: list[str], project: Any, bias: Any) -> None:
+        """Post-norm: components (``project(M, rows)`` gives them ``[C', P_r, m]`` read by
+        ``M [m, d]``) and ``bias [d]`` enter the norm ``module``, linearised with the
+        statistics of its input ``u``. Each is projected at once through the norms after it
+        (:meth:`_chain`); :meth:`result` multiplies in the norms' ``1/σ`` per position."""
         start = len(self.norms)
-        self.groups.append((names, new, start))
-        if bias is not None:
-            self.groups.append((["bias"], bias[None, None].expand(1, *u.shape), start))
-        self.norms.append((norm, norm.sigma(u)))
-        if norm.bias is not None:
-            self.groups.append((["bias"], norm.bias[None, None].expand(1, *u.shape), start + 1))
+        norm = LinearNorm.of(module)
+        for nm, s, fn in ((names, start, project),
+                          (["bias"], start, None if bias is None else _const(bias)),
+                          (["bias"], start + 1, None if norm.bias is None else _const(norm.bias))):
+            if fn is not None:
+                self.groups.append((nm, [fn(mats[s], loc) for mats, loc
+                                         in zip(self.chain, self.local)], s))
+        self.norms.append(norm.sigma(u))
 
     def _post_parts(self, i: int, names: list[str]) -> Any:
-        """Reader ``i``'s ``[C, P_r, m]`` of a post-norm model: each group through the norms
-        after it, as ``R D_last ... D_start`` (``D`` a norm's scale and centring) and the
-        product of the norms' ``1/σ`` per position."""
+        """Reader ``i``'s ``[C, P_r, m]`` of a post-norm model: each group already read
+        through the norms after it, times the product of those norms' ``1/σ`` per position."""
         import torch
 
         loc = self.local[i]
-        r = self.readers[i].matrix
-        d = self.groups[0][1].shape[-1]
-        mats = [torch.eye(d, dtype=torch.float64) if r is None else r]
         scale = [torch.ones(len(loc), dtype=torch.float64)]
-        for norm, sigma in reversed(self.norms):
-            mats.append(norm.matrix(mats[-1]))
+        for sigma in reversed(self.norms):
             scale.append(scale[-1] / sigma[loc])
-        mats.reverse()
         scale.reverse()
         out: dict[str, Any] = {}
-        for gnames, raw, start in self.groups:
-            v = (raw[:, loc] @ mats[start].T) * scale[start][None, :, None]
+        for gnames, got, start in self.groups:
+            v = got[i] * scale[start][None, :, None]
             for j, nm in enumerate(gnames):
                 out[nm] = out[nm] + v[j] if nm in out else v[j]
         return torch.stack([out[nm] for nm in names])
@@ -645,8 +666,12 @@ class _Walker:
 
             u = self._at(_first(args, kwargs))  # x + y
             w = self.weights[m]
-            heads = torch.einsum("phk,hdk->hpd", self.pending.pop("ctx"), w.wo)
-            self._post_norm(module, u, [head_name(m, h) for h in range(heads.shape[0])], heads,
+            ctx = self.pending.pop("ctx")  # [P, H, k]
+
+            def heads(mat: Any, loc: Any) -> Any:  # M W_O^h read from each head's context
+                return torch.einsum("phk,hmk->hpm", ctx[loc], torch_matmul(mat, w.wo))
+
+            self._post_norm(module, u, [head_name(m, h) for h in range(w.wo.shape[0])], heads,
                             w.bo)
             self.pending["h"] = self._at(out)
         return hook
@@ -655,7 +680,8 @@ class _Walker:
         def hook(module: Any, args: Any, kwargs: Any, out: Any) -> None:
             u = self._at(_first(args, kwargs))  # h + mlp(h)
             mlp = (u - self.pending.pop("h"))[None]
-            self._post_norm(module, u, [f"L{m + 1}.mlp"], mlp, None)
+            self._post_norm(module, u, [f"L{m + 1}.mlp"], lambda mat, loc: mlp[:, loc] @ mat.T,
+                            None)
         return hook
 
     def _rotary(self, module: Any, args: Any, kwargs: Any) -> None:
@@ -708,6 +734,11 @@ class _Walker:
                 parts.append(torch.stack([got[nm] if nm in got else torch.zeros(m, dtype=torch.float64)
                                           for nm in names]))
         return Walk(names, parts, self.pos, self.x[self.layer], self.target)
+
+
+def _const(bias: Any) -> Any:
+    """``project`` of a bias ``[d]`` that every position receives: ``[1, P_r, m]``."""
+    return lambda mat, loc: (mat @ bias).expand(1, len(loc), -1)
 
 
 def torch_matmul(a: Any, b: Any) -> Any:
