@@ -456,8 +456,9 @@ class _Walker:
         self.groups: list[tuple[list[str], list[Any], int]] = []
         self.norms: list[Any] = []
         self.chain = self._chain() if self.post else []
-        # pre-norm: per reader, name -> [P_r, m], projected as soon as final
-        self.proj: list[dict[str, Any]] = [{} for _ in self.readers]
+        # pre-norm: per reader, [C, P_r, m], each component projected as soon as final
+        self.index = {nm: c for c, nm in enumerate(component_names(model, layer))}
+        self.proj: list[Any] = [None for _ in self.readers]
         self.parts: dict[str, Any] = {}
         self.pending: dict[str, Any] = {}
         self.x: dict[int, Any] = {}
@@ -467,6 +468,14 @@ class _Walker:
         self.folded = [self._fold(m) for m in range(layer)] if not self.post else []
 
     # -------------------------------------------------------------- helpers
+    def _slot(self, i: int, name: str, like: Any) -> Any:
+        """Reader ``i``'s ``[P_r, m]`` of component ``name`` (zeros until written)."""
+        import torch
+
+        if self.proj[i] is None:
+            self.proj[i] = torch.zeros(len(self.index), *like.shape[-2:], dtype=torch.float64)
+        return self.proj[i][self.index[name]]
+
     def _at(self, t: Any) -> Any:
         """Rows of ``t [1, n, ...]`` or ``[n, ...]`` at the positions, float64 on the CPU."""
         t = t.detach()
@@ -506,20 +515,29 @@ class _Walker:
         """A final component ``[P, d]`` (pre-norm): projected into every reader."""
         for i, r in enumerate(self.readers):
             v = full[self.local[i]]
-            self.proj[i][name] = self.proj[i].get(name, 0) + (v if r.matrix is None else v @ r.matrix.T)
+            v = v if r.matrix is None else v @ r.matrix.T
+            self._slot(i, name, v).add_(v)
 
-    def _add_heads(self, m: int, ctx: Any, scale: Any = None) -> None:
-        """Head outputs of layer ``m`` from contexts ``ctx [P, H, k]`` (pre-norm), each divided
-        by ``scale [P]`` where a norm follows (sandwich)."""
+    def _add_heads(self, m: int, ctx: Any, norm: LinearNorm | None = None,
+                   sigma: Any = None) -> None:
+        """Head outputs of layer ``m`` from contexts ``ctx [P, H, k]`` (pre-norm), read by each
+        reader through ``W_O^h``; with a norm after the attention (sandwich), through the norm
+        linearised: ``R diag(scale) C W_O^h`` and ``1/σ`` per position."""
         import torch
 
-        for i in range(len(self.readers)):
+        wo = self.weights[m].wo  # [H, d, k]
+        for i, r in enumerate(self.readers):
             c = ctx[self.local[i]]  # [P_r, H, k]
-            out = torch.einsum("phk,hmk->hpm", c, self.folded[m][i])
-            if scale is not None:
-                out = out / scale[self.local[i]][None, :, None]
+            if norm is None:
+                fold = self.folded[m][i]
+            else:
+                mat = torch.eye(wo.shape[1], dtype=torch.float64) if r.matrix is None else r.matrix
+                fold = torch_matmul(norm.matrix(mat), wo)
+            out = torch.einsum("phk,hmk->hpm", c, fold)
+            if sigma is not None:
+                out = out / sigma[self.local[i]][None, :, None]
             for h in range(out.shape[0]):
-                self.proj[i][head_name(m, h)] = out[h]
+                self._slot(i, head_name(m, h), out[h]).copy_(out[h])
 
     # -------------------------------------------------------------- hooks
     def _hook(self, module: Any, fn: Any, pre: bool = False) -> None:
@@ -640,7 +658,7 @@ class _Walker:
         norm = self.pending.pop("norm", None)
         sigma = self.pending.pop("sigma", None)
         if norm is not None:  # sandwich: N(y) = Σ_h N-lin(head h) + N-lin(b_O) (+ N's bias)
-            self._add_heads_scaled(m, ctx, norm, sigma)
+            self._add_heads(m, ctx, norm, sigma)
             if w.bo is not None:
                 self._add("bias", norm.apply(w.bo.expand(len(self.pos), -1), sigma))
             if norm.bias is not None:
@@ -650,15 +668,6 @@ class _Walker:
             if w.bo is not None:
                 self._add("bias", w.bo.expand(len(self.pos), -1))
         self._add(f"L{m + 1}.mlp", x_next - self.x[m] - y)
-
-    def _add_heads_scaled(self, m: int, ctx: Any, norm: LinearNorm, sigma: Any) -> None:
-        """Sandwich norm after the attention: each head's output through ``N`` linearised."""
-        import torch
-
-        wo = self.weights[m].wo  # [H, d, k]
-        heads = torch.einsum("phk,hdk->hpd", ctx, wo)  # [H, P, d]
-        for h in range(heads.shape[0]):
-            self._add(head_name(m, h), norm.apply(heads[h], sigma))
 
     def _post_attn(self, m: int) -> Any:
         def hook(module: Any, args: Any, kwargs: Any, out: Any) -> None:
@@ -728,11 +737,7 @@ class _Walker:
             if self.post:
                 parts.append(self._post_parts(i, names))
             else:
-                got = self.proj[i]
-                m = len(r.positions), (self.x[self.layer].shape[-1] if r.matrix is None
-                                       else r.matrix.shape[0])
-                parts.append(torch.stack([got[nm] if nm in got else torch.zeros(m, dtype=torch.float64)
-                                          for nm in names]))
+                parts.append(self.proj[i])
         return Walk(names, parts, self.pos, self.x[self.layer], self.target)
 
 
@@ -982,16 +987,22 @@ def residual_stream(model: Any, inputs: Any, *, layer: int,
                             w.stream[rows].numpy(), list(enc.tokens), layer)
 
 
+#: Elements a chunk of :func:`apply_rotary` rotates at once (8 MiB of float64).
+ROTATE_CHUNK = 1 << 20
+
+
 def apply_rotary(model: Any, t: Any, rotary: Any, positions: Any) -> Any:
-    """Rotate ``t [..., P, k]`` (queries or keys at ``positions``) with the layer's own rotary
-    function and ``(cos, sin)``; a linear map per position.
+    """Rotate ``t [C, P, k]`` (queries or keys at ``positions``) **in place** with the layer's
+    own rotary function and ``(cos, sin)``; a linear map per position. Components go through
+    the function a chunk at a time (:data:`ROTATE_CHUNK` elements), so the temporaries it
+    makes stay small whatever ``C × P``.
 
     Parameters
     ----------
     model : Model
         The model.
     t : torch.Tensor
-        ``[C, P, k]`` float64.
+        ``[C, P, k]`` float64; overwritten.
     rotary : tuple of torch.Tensor or None
         ``(cos, sin)`` ``[1, n, r]`` as the layer received them; None leaves ``t`` as is.
     positions : torch.Tensor
@@ -1000,7 +1011,7 @@ def apply_rotary(model: Any, t: Any, rotary: Any, positions: Any) -> Any:
     Returns
     -------
     torch.Tensor
-        ``[C, P, k]``.
+        ``t``, rotated.
 
     Examples
     --------
@@ -1019,5 +1030,9 @@ def apply_rotary(model: Any, t: Any, rotary: Any, positions: Any) -> Any:
             f"{model.model_type} rotates queries and keys but its modeling module has no "
             "apply_rotary_pos_emb; query-key attribution cannot apply its rotation.")
     cos, sin = (r[:, positions] for r in rotary)  # [1, P, r]
-    out, _ = fn(t[:, None], t[:, None], cos, sin)
-    return out[:, 0]
+    step = max(1, ROTATE_CHUNK // max(1, t[0].numel()))
+    for c0 in range(0, t.shape[0], step):
+        chunk = t[c0: c0 + step, None]
+        out, _ = fn(chunk, chunk[:1], cos, sin)  # the function rotates both arguments alike
+        t[c0: c0 + step] = out[:, 0]
+    return t

@@ -122,23 +122,24 @@ def _listed(x: Any) -> list[int]:
 
 def _side(model: Any, wts: Any, walk_: Any, part: Any, positions: list[int], head: int,
           side: str) -> Any:
-    """Query or key components ``[C, P, k]`` after the norm's statistics, biases and rotary."""
+    """Query or key components ``[C, P, k]`` after the norm's statistics, biases and rotary,
+    computed in place in ``part`` (the walk's, used once)."""
     import torch
 
     h = head if side == "q" else head // wts.groups
     mat, bias = (wts.wq, wts.bq) if side == "q" else (wts.wk, wts.bk)
     where = {int(p): i for i, p in enumerate(walk_.positions.tolist())}
     rows = torch.tensor([where[p] for p in positions], dtype=torch.long)
-    out = part.clone()
+    out = part
     extra = torch.zeros(mat.shape[1], dtype=torch.float64)
     if wts.norm is not None:
         sigma = wts.norm.sigma(walk_.stream[rows])
-        out = out / sigma[None, :, None]
+        out /= sigma[None, :, None]
         if wts.norm.bias is not None:
             extra = extra + mat[h] @ wts.norm.bias
     if bias is not None:
         extra = extra + bias[h]
-    out[-1] = out[-1] + extra  # "bias" is the last component
+    out[-1] += extra  # "bias" is the last component
     return apply_rotary(model, out, walk_.call.rotary, torch.tensor(positions, dtype=torch.long))
 
 
@@ -150,16 +151,18 @@ def _diagonal_blocks(qt: Any, kt: Any, qi: Any, kj: Any) -> Any:
         yield sl, qt[qi[sl]] * kt[kj[sl]]
 
 
-def _chosen(side: Any, m: int) -> tuple[Any, Any]:
+def _chosen(side: Any, m: int, dtype: Any) -> tuple[Any, Any]:
     """The ``m`` components of largest norm at each position of ``side [C, P, k]``:
-    ``(ids [P, m], vectors [P, m, k])`` (every component, in order, when ``m`` is ``C``)."""
+    ``(ids [P, m], vectors [P, m, k] in dtype)`` (every component, in order, when ``m`` is
+    ``C``)."""
     import torch
 
     C, P = side.shape[:2]
     if m >= C:
-        return torch.arange(C).expand(P, C), side.permute(1, 0, 2)
+        return torch.arange(C).expand(P, C), side.permute(1, 0, 2).to(dtype).contiguous()
     ids = side.norm(dim=-1).topk(m, dim=0, sorted=False).indices.T  # [P, m]
-    return ids, side.permute(1, 0, 2).gather(1, ids[..., None].expand(-1, -1, side.shape[-1]))
+    picked = side.permute(1, 0, 2).gather(1, ids[..., None].expand(-1, -1, side.shape[-1]))
+    return ids, picked.to(dtype)
 
 
 def _candidate_blocks(qs: Any, ks: Any, qi: Any, kj: Any, grid: bool) -> Any:
@@ -316,6 +319,17 @@ def score_attribution(
     n = len(enc)
     qpos, kpos, explicit = _pairs(n, queries, keys, pairs)
 
+    with torch.inference_mode():  # the walk's tensors are inference tensors, updated in place
+        return _attribute(model, enc, layer, head, qpos, kpos, explicit, components, aggregate,
+                          top, candidates, dense)
+
+
+def _attribute(model: Any, enc: Any, layer: int, head: int, qpos: list[int], kpos: list[int],
+               explicit: Any, components: Any, aggregate: str | None, top: int,
+               candidates: int | None, dense: bool) -> Result:
+    """:func:`score_attribution` once its arguments are checked."""
+    import torch
+
     wts = head_weights(model, layer)
     g = wts.groups
     read_q = wts.norm.matrix(wts.wq[head]) if wts.norm else wts.wq[head]
@@ -352,9 +366,10 @@ def score_attribution(
     if diagonal:
         names_q = names_k = [f"dim{x + 1}" for x in range(q.shape[-1])]
     else:
-        G = torch.from_numpy(group)
-        q = torch.einsum("oc,cpx->opx", G, q)
-        k = torch.einsum("oc,cpx->opx", G, k)
+        if components != "heads":  # "heads" keeps the walk's components as they are
+            G = torch.from_numpy(group)
+            q = torch.einsum("oc,cpx->opx", G, q)
+            k = torch.einsum("oc,cpx->opx", G, k)
         names_q = names_k = names
     qt, kt = q.sum(0), k.sum(0)  # [P, k]: the attributed query and key
     grid = explicit is None
@@ -411,10 +426,10 @@ def score_attribution(
             # "rest" row is float64, so each pair still sums to its float64 total); dense
             # terms in float64
             dt = torch.float64 if dense else torch.float32
-            ids_q, vq = _chosen(q.to(dt), mq)
-            ids_k, vk = _chosen(k.to(dt), mk)
+            ids_q, vq = _chosen(q, mq, dt)
+            ids_k, vk = _chosen(k, mk, dt)
             ids_q, ids_k = ids_q.numpy(), ids_k.numpy()
-            blocks = _candidate_blocks(vq.contiguous(), vk.contiguous(), qi, kj, grid)
+            blocks = _candidate_blocks(vq, vk, qi, kj, grid)
         pair_m = mk if not diagonal else 1
         qi_np, kj_np = qi.numpy(), kj.numpy()
         for sl, t in blocks:
