@@ -166,11 +166,12 @@ def _chosen(side: Any, m: int, dtype: Any) -> tuple[Any, Any]:
 
 
 def _candidate_blocks(qs: Any, ks: Any, qi: Any, kj: Any, grid: bool) -> Any:
-    """``(pairs slice, terms [p, m_q, m_k])`` of the chosen components (:func:`_chosen`'s
-    vectors ``qs [P_q, m_q, k]``, ``ks [P_k, m_k, k]``), block by block in the order of
-    ``(qi, kj)``. On the grid (pairs in row-major order) a block is a run of query rows
-    against all keys: one matrix product, then the allowed pairs; explicit pairs (and rows
-    too long for one block) are gathered and multiplied pair by pair."""
+    """``(pairs slice, terms [p, m_k, m_q])`` (key candidate first) of the chosen components
+    (:func:`_chosen`'s vectors ``qs [P_q, m_q, k]``, ``ks [P_k, m_k, k]``), block by block in
+    the order of ``(qi, kj)``. On the grid (pairs in row-major order) a block is a run of
+    query rows against all keys: one batched product laying each pair's terms side by side,
+    then the allowed pairs; explicit pairs (and rows too long for one block) are gathered and
+    multiplied pair by pair."""
     import torch
 
     N, (Pq, mq, x), (Pk, mk, _) = len(qi), qs.shape, ks.shape
@@ -178,28 +179,30 @@ def _candidate_blocks(qs: Any, ks: Any, qi: Any, kj: Any, grid: bool) -> Any:
     if grid and per_pair * Pk <= BLOCK_TERMS:
         rows = BLOCK_TERMS // (per_pair * Pk)
         first = torch.searchsorted(qi, torch.arange(0, Pq + 1))  # pairs of row i start here
-        kflat = ks.reshape(Pk * mk, x).T
+        kflat = ks.reshape(Pk * mk, x)
         for r0 in range(0, Pq, rows):
             r1 = min(Pq, r0 + rows)
             p0, p1 = int(first[r0]), int(first[r1])
             if p0 == p1:
                 continue
-            t = (qs[r0:r1].reshape(-1, x) @ kflat).view(r1 - r0, mq, Pk, mk).transpose(1, 2)
+            t = torch.matmul(kflat, qs[r0:r1].transpose(1, 2)).view(r1 - r0, Pk, mk, mq)
             if p1 - p0 == (r1 - r0) * Pk:  # every key of these rows
-                yield slice(p0, p1), t.reshape(p1 - p0, mq, mk)
+                yield slice(p0, p1), t.view(p1 - p0, mk, mq)
             else:
                 yield slice(p0, p1), t[qi[p0:p1] - r0, kj[p0:p1]]
         return
     step = max(1, BLOCK_TERMS // per_pair)
     for s0 in range(0, N, step):
         sl = slice(s0, min(N, s0 + step))
-        yield sl, torch.bmm(qs[qi[sl]], ks[kj[sl]].transpose(1, 2))
+        yield sl, torch.bmm(ks[kj[sl]], qs[qi[sl]].transpose(1, 2))
 
 
-def _largest(flat: np.ndarray, top: int) -> np.ndarray:
-    """Column indices ``[p, top]`` of each row's ``top`` largest absolute values (unordered)."""
+def _largest(flat: np.ndarray, top: int, scratch: np.ndarray) -> np.ndarray:
+    """Column indices ``[p, top]`` of each row's ``top`` largest absolute values (unordered);
+    ``scratch`` (at least ``flat``'s size) holds the absolute values."""
     n = flat.shape[1]
-    return np.argpartition(np.abs(flat), n - top, axis=1)[:, n - top:]
+    a = np.abs(flat, out=scratch.reshape(-1)[: flat.size].reshape(flat.shape))
+    return np.argpartition(a, n - top, axis=1)[:, n - top:]
 
 
 def _row_sums(k: Any, lo: Any, hi: Any) -> Any:
@@ -430,17 +433,19 @@ def _attribute(model: Any, enc: Any, layer: int, head: int, qpos: list[int], kpo
             ids_k, vk = _chosen(k, mk, dt)
             ids_q, ids_k = ids_q.numpy(), ids_k.numpy()
             blocks = _candidate_blocks(vq, vk, qi, kj, grid)
-        pair_m = mk if not diagonal else 1
+        pair_m = mq if not diagonal else 1  # terms a pair: [m_k, m_q] (diagonal: [k])
         qi_np, kj_np = qi.numpy(), kj.numpy()
+        scratch = np.empty(BLOCK_TERMS, dtype=np.float64 if dense or diagonal else np.float32)
         for sl, t in blocks:
             flat = (scaling * t).reshape(t.shape[0], -1).numpy()
             if dense:
-                terms_out[sl] = flat.reshape(terms_out[sl].shape)
+                terms_out[sl] = (flat if diagonal else flat.reshape(-1, Ck, Cq).transpose(0, 2, 1)
+                                 ).reshape(terms_out[sl].shape)
             if kept == flat.shape[1]:
                 idx = np.broadcast_to(np.arange(kept), flat.shape)
                 vals = flat
             else:
-                idx = _largest(flat, kept)
+                idx = _largest(flat, kept, scratch)
                 vals = np.take_along_axis(flat, idx, 1)
             if not keep_all:
                 out_v[sl, kept] = total[sl].numpy() - vals.sum(1, dtype=np.float64)
@@ -449,10 +454,10 @@ def _attribute(model: Any, enc: Any, layer: int, head: int, qpos: list[int], kpo
             if diagonal:
                 out_a[sl, : idx.shape[1]] = out_b[sl, : idx.shape[1]] = idx
             elif exact:  # candidates in component order
-                out_a[sl, : idx.shape[1]], out_b[sl, : idx.shape[1]] = np.divmod(idx, pair_m)
+                out_b[sl, : idx.shape[1]], out_a[sl, : idx.shape[1]] = np.divmod(idx, pair_m)
             else:
                 assert ids_q is not None and ids_k is not None
-                ia, ib = np.divmod(idx, pair_m)
+                ib, ia = np.divmod(idx, pair_m)
                 out_a[sl, : idx.shape[1]] = ids_q[qi_np[sl, None], ia]
                 out_b[sl, : idx.shape[1]] = ids_k[kj_np[sl, None], ib]
 
