@@ -216,3 +216,30 @@ def test_score_view_sends_bytes_and_follows_heads(models):
     assert view.to_png()[:4] == b"\x89PNG"
     with pytest.raises(InputError, match="not aggregated"):
         ak.ScoreView(ak.score_attribution(model, TEXT, layer=1, head=1, aggregate="sum"))
+
+
+def test_composition_widget_is_a_source_by_target_map():
+    """composition(...).widget(): a HeadMap whose rows are the writing heads and columns the
+    reading heads, each cell the table's score, blank where the source is not earlier."""
+    from attnkit.widgets import HeadMap
+
+    model = tiny_model("llama", layers=3, heads=2)
+    comp = ak.composition(model, samples=4, progress=False)
+    view = comp.widget(kind="q")
+    assert isinstance(view, HeadMap)
+    assert view.row_labels == ["1-1", "1-2", "2-1", "2-2"]
+    assert view.col_labels == ["2-1", "2-2", "3-1", "3-2"]
+    assert (view.row_title, view.col_title) == ("source", "target")
+    grid = view.table
+    for (sl, sh, tl, th), row in comp.table.iterrows():
+        assert grid[sl * 2 + sh, (tl - 1) * 2 + th] == row["q"]
+    assert np.isnan(grid[2, 0]) and np.isnan(grid[3, 1])  # layer 2 -> layer 2: no pair
+    assert np.isfinite(grid).sum() == len(comp.table)
+    assert view.to_png()[:4] == b"\x89PNG"
+    assert "source" in view._alt_text()
+    with pytest.raises(InputError, match="'q', 'k' or 'v'"):
+        comp.widget(kind="x")
+    with pytest.raises(InputError, match="no widget"):
+        ak.score_attribution(model, TEXT, layer=1, head=0, queries=[3]).widget()
+    with pytest.raises(InputError, match="row_labels has 1 labels"):
+        HeadMap(np.zeros((2, 2)), row_labels=["a"])

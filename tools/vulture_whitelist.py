@@ -82,6 +82,8 @@ _.causal
 _.clicked
 _.cmap
 _.codes
+_.col_labels
+_.col_title
 _.color_by
 _.colors
 _.columns
@@ -143,6 +145,8 @@ _.reduce
 _.restrict
 _.revision
 _.roles
+_.row_labels
+_.row_title
 _.scale
 _.scores
 _.seg_key

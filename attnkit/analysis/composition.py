@@ -142,7 +142,9 @@ def composition(model: Any, *, samples: int = 64, seed: int = 0,
     Result
         ``.table`` indexed by ``(source_layer, source_head, target_layer, target_head)``
         (0-indexed), columns ``q``, ``k``, ``v``; ``.meta["baseline"]`` the random matrices'
-        ``{"q": {"mean", "p50", "p95", "p99", "n"}, ...}``; ``.plot()`` bars of the table.
+        ``{"q": {"mean", "p50", "p95", "p99", "n"}, ...}``; ``.plot()`` bars of the table;
+        ``.widget(kind="k")`` a source head × target head :class:`~attnkit.HeadMap` of one
+        kind.
 
     Raises
     ------
@@ -199,4 +201,4 @@ def composition(model: Any, *, samples: int = 64, seed: int = 0,
             "norms": ("post-norm layer norms between layers not folded" if post else
                       "pre-attention norm scale (and centring) folded into W_Q, W_K, W_V"),
             "reference": "Elhage et al. 2021, A Mathematical Framework for Transformer Circuits"}
-    return Result(table, meta)
+    return Result(table, meta, widget="composition")
