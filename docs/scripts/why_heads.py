@@ -18,6 +18,27 @@ TEXT = "The quick brown fox jumps over the lazy dog because the dog was sleeping
 LENGTH = 64
 
 
+def signed(r) -> str:
+    """The aggregated terms of ``r`` as signed shares of the summed score (they add to 100 %):
+    the three largest, the largest negative one, and what the positive and the negative terms
+    add up to; beside each its share of the absolute mass (``|term| / Σ|terms|``, 0-100 %)."""
+    t = r.table
+    total = r.meta["scores"]["score"].sum()
+    mass = t["contribution"].abs().sum()
+    pos = t.loc[t["contribution"] > 0, "contribution"].sum()
+    neg = t.loc[t["contribution"] < 0, "contribution"].sum()
+
+    def term(x) -> str:
+        return (f"{x.query_component} x {x.key_component} {x.contribution / total:+.1%} "
+                f"(|{abs(x.contribution) / mass:.1%}|)")
+
+    top = t.sort_values("contribution", ascending=False).head(3)
+    low = t.sort_values("contribution").head(1)
+    return (f"score {total:.2f} = positive terms {pos:.2f} ({pos / total:.1%}) + negative terms "
+            f"{neg:.2f} ({neg / total:.1%}); top: " + "; ".join(term(x) for x in top.itertuples())
+            + "; most negative: " + term(next(low.itertuples())))
+
+
 def main() -> None:
     toy = ak.toy.induction_model()
     comp = ak.composition(toy, progress=False)
@@ -36,7 +57,7 @@ def main() -> None:
         top = r.table.sort_values("contribution", ascending=False).head(3)
         print(f"{r.meta['label']} stripe ({len(stripe)} pairs, max error {r.meta['max_abs_error']:.1e}):",
               "; ".join(f"{x.query_component} x {x.key_component} {x.contribution / total:.1%}"
-                        for x in top.itertuples()))
+                        for x in top.itertuples()), "|", signed(r))
     enc = ak.load("minilm")
     att = enc.attend(TEXT)
     n = len(att)
@@ -46,12 +67,8 @@ def main() -> None:
         layer, head = (int(v) for v in np.unravel_index(np.argmax(grid), grid.shape))
         pairs = [(int(i), int(i) + offset) for i in inner]
         r = ak.score_attribution(enc, TEXT, layer=layer, head=head, pairs=pairs, aggregate="sum")
-        total = r.meta["scores"]["score"].sum()
-        top = r.table.sort_values("contribution", ascending=False).head(3)
         print(f"MiniLM {name} head {r.meta['label']} (mean attention {grid[layer, head]:.3f}, "
-              f"{len(pairs)} pairs, max error {r.meta['max_abs_error']:.1e}):",
-              "; ".join(f"{x.query_component} x {x.key_component} {x.contribution / total:.1%}"
-                        for x in top.itertuples()))
+              f"{len(pairs)} pairs, max error {r.meta['max_abs_error']:.1e}):", signed(r))
 
 
 if __name__ == "__main__":
