@@ -205,6 +205,11 @@ def _largest(flat: np.ndarray, top: int, scratch: np.ndarray) -> np.ndarray:
     return np.argpartition(a, n - top, axis=1)[:, n - top:]
 
 
+def _repeat(x: np.ndarray, times: int) -> np.ndarray:
+    """Each element ``times`` times in a row (``np.repeat``, as one broadcast copy)."""
+    return np.broadcast_to(x[:, None], (len(x), times)).reshape(-1)
+
+
 def _row_sums(k: Any, lo: Any, hi: Any) -> Any:
     """``Σ_{lo_i <= j < hi_i} k[:, j]`` for every row ``i``: ``[C, len(lo), k]`` from prefix
     sums (an allowed set of keys is a span of the sorted keys asked for)."""
@@ -430,14 +435,15 @@ def _attribute(model: Any, enc: Any, layer: int, head: int, qpos: list[int], kpo
             # terms in float64
             dt = torch.float64 if dense else torch.float32
             ids_q, vq = _chosen(q, mq, dt)
+            vq *= scaling  # the terms come out scaled
             ids_k, vk = _chosen(k, mk, dt)
-            ids_q, ids_k = ids_q.numpy(), ids_k.numpy()
+            ids_q, ids_k = ids_q.numpy().ravel(), ids_k.numpy().ravel()
             blocks = _candidate_blocks(vq, vk, qi, kj, grid)
         pair_m = mq if not diagonal else 1  # terms a pair: [m_k, m_q] (diagonal: [k])
         qi_np, kj_np = qi.numpy(), kj.numpy()
         scratch = np.empty(BLOCK_TERMS, dtype=np.float64 if dense or diagonal else np.float32)
         for sl, t in blocks:
-            flat = (scaling * t).reshape(t.shape[0], -1).numpy()
+            flat = (scaling * t if diagonal else t).reshape(t.shape[0], -1).numpy()
             if dense:
                 terms_out[sl] = (flat if diagonal else flat.reshape(-1, Ck, Cq).transpose(0, 2, 1)
                                  ).reshape(terms_out[sl].shape)
@@ -455,13 +461,13 @@ def _attribute(model: Any, enc: Any, layer: int, head: int, qpos: list[int], kpo
                 out_a[sl, : idx.shape[1]] = out_b[sl, : idx.shape[1]] = idx
             elif exact:  # candidates in component order
                 out_b[sl, : idx.shape[1]], out_a[sl, : idx.shape[1]] = np.divmod(idx, pair_m)
-            else:
+            else:  # candidate ids, read from the flat [position x candidate] tables
                 assert ids_q is not None and ids_k is not None
                 ib, ia = np.divmod(idx, pair_m)
-                out_a[sl, : idx.shape[1]] = ids_q[qi_np[sl, None], ia]
-                out_b[sl, : idx.shape[1]] = ids_k[kj_np[sl, None], ib]
+                out_a[sl, : idx.shape[1]] = ids_q.take(qi_np[sl, None] * mq + ia)
+                out_b[sl, : idx.shape[1]] = ids_k.take(kj_np[sl, None] * mk + ib)
 
-    qpos_a, kpos_a = np.asarray(qpos), np.asarray(kpos)
+    qpos_a, kpos_a = np.asarray(qpos, dtype=np.int32), np.asarray(kpos, dtype=np.int32)
     dtype_q = pd.CategoricalDtype(list(names_q) + ["rest"])
     dtype_k = pd.CategoricalDtype(list(names_k) + ["rest"])
 
@@ -484,12 +490,13 @@ def _attribute(model: Any, enc: Any, layer: int, head: int, qpos: list[int], kpo
             "key_component": cat(b_idx, dtype_k), "contribution": vals_np})
     else:
         table = pd.DataFrame({
-            "query": np.repeat(qpos_a[qi.numpy()], width),
-            "key": np.repeat(kpos_a[kj.numpy()], width),
+            "query": _repeat(qpos_a[qi.numpy()], width),
+            "key": _repeat(kpos_a[kj.numpy()], width),
             "query_component": cat(out_a.reshape(-1), dtype_q),
             "key_component": cat(out_b.reshape(-1), dtype_k),
             "contribution": out_v.reshape(-1)}, copy=False)
-    scores = pd.DataFrame({"query": qpos_a[qi.numpy()], "key": kpos_a[kj.numpy()],
+    scores = pd.DataFrame({"query": qpos_a[qi.numpy()].astype(np.int64),
+                           "key": kpos_a[kj.numpy()].astype(np.int64),
                            "score": model_scores.numpy(), "total": total.numpy()})
     meta: dict[str, Any] = {
         "layer": layer, "head": head, "label": f"L{layer + 1}-H{head + 1}",
