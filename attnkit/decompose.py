@@ -727,17 +727,11 @@ class _Walker:
         raise _Stop
 
     def result(self) -> Walk:
-        import torch
-
         if self.target is None or self.layer not in self.x:
             raise CaptureError(f"The forward pass never reached layer {self.layer}'s attention.")
         names = component_names(self.model, self.layer)
-        parts = []
-        for i, r in enumerate(self.readers):
-            if self.post:
-                parts.append(self._post_parts(i, names))
-            else:
-                parts.append(self.proj[i])
+        parts = [self._post_parts(i, names) if self.post else self.proj[i]
+                 for i in range(len(self.readers))]
         return Walk(names, parts, self.pos, self.x[self.layer], self.target)
 
 
