@@ -212,7 +212,13 @@ class LinearNorm:
 
     def sigma(self, x: Any) -> Any:
         """Row statistics ``σ [P]`` of rows ``x [P, d]``."""
-        return (self.center(x).pow(2).mean(-1) + self.eps).sqrt()
+        import torch
+
+        if self.kind == "layer":
+            var = torch.var_mean(x, -1, correction=0)[0]  # one pass, no centred copy
+        else:
+            var = torch.linalg.vector_norm(x, dim=-1).square() / x.shape[-1]
+        return (var + self.eps).sqrt()
 
     def apply(self, u: Any, sigma: Any) -> Any:
         """``scale ⊙ centre(u) / σ`` for components ``u [..., P, d]`` (no bias)."""
@@ -625,6 +631,8 @@ class _Walker:
 
     def _layer_input(self, m: int) -> Any:
         def hook(module: Any, args: Any, kwargs: Any) -> None:
+            if self.post and m < self.layer:  # post-norm: only the target's input is read
+                return
             x = self._at(_first(args, kwargs))
             self.x[m] = x
             if not self.post:

@@ -440,7 +440,7 @@ def _attribute(model: Any, enc: Any, layer: int, head: int, qpos: list[int], kpo
             ids_q, ids_k = ids_q.numpy().ravel(), ids_k.numpy().ravel()
             blocks = _candidate_blocks(vq, vk, qi, kj, grid)
         pair_m = mq if not diagonal else 1  # terms a pair: [m_k, m_q] (diagonal: [k])
-        qi_np, kj_np = qi.numpy(), kj.numpy()
+        qbase, kbase = qi.numpy() * mq, kj.numpy() * mk  # where a pair's candidates start
         scratch = np.empty(BLOCK_TERMS, dtype=np.float64 if dense or diagonal else np.float32)
         for sl, t in blocks:
             flat = (scaling * t if diagonal else t).reshape(t.shape[0], -1).numpy()
@@ -463,9 +463,14 @@ def _attribute(model: Any, enc: Any, layer: int, head: int, qpos: list[int], kpo
                 out_b[sl, : idx.shape[1]], out_a[sl, : idx.shape[1]] = np.divmod(idx, pair_m)
             else:  # candidate ids, read from the flat [position x candidate] tables
                 assert ids_q is not None and ids_k is not None
-                ib, ia = np.divmod(idx, pair_m)
-                out_a[sl, : idx.shape[1]] = ids_q.take(qi_np[sl, None] * mq + ia)
-                out_b[sl, : idx.shape[1]] = ids_k.take(kj_np[sl, None] * mk + ib)
+                if pair_m & (pair_m - 1) == 0:  # a power of two: shifts, not division
+                    ib, ia = idx >> (pair_m.bit_length() - 1), idx & (pair_m - 1)
+                else:
+                    ib, ia = np.divmod(idx, pair_m)
+                ia += qbase[sl, None]
+                ib += kbase[sl, None]
+                out_a[sl, : idx.shape[1]] = ids_q.take(ia)
+                out_b[sl, : idx.shape[1]] = ids_k.take(ib)
 
     qpos_a, kpos_a = np.asarray(qpos, dtype=np.int32), np.asarray(kpos, dtype=np.int32)
     dtype_q = pd.CategoricalDtype(list(names_q) + ["rest"])
