@@ -56,6 +56,8 @@ class Result:
     (0.7, 2)
     """
 
+    _widget: str | None = None
+
     def __init__(
         self,
         table: pd.DataFrame,
@@ -175,7 +177,7 @@ class Result:
         ...
         attnkit.errors.InputError: This result has no widget; its figure is result.plot().
         """
-        kind = self.__dict__.get("_widget")  # results pickled before widgets were named: None
+        kind = self._widget  # results pickled before widgets were named: the class's None
         if kind is None:
             raise InputError("This result has no widget; its figure is result.plot().")
         from .widgets.headmap import result_widget  # the declared upward import (see plot())

@@ -182,8 +182,6 @@ def main() -> None:
     runs: dict[tuple[str, str | None], list[dict]] = {j: [] for j in jobs}
     for _ in range(args.reps):
         for c, base in jobs:
-            if c == "composition" and runs[(c, base)]:
-                continue  # one run: it is the slowest, and its target is absolute
             runs[(c, base)].append(run_child(c, args.threads if c != "composition" else 2, base))
             print(c, "before" if base else "", runs[(c, base)][-1], flush=True)
     r = {c: merged(v) for (c, base), v in runs.items() if base is None}

@@ -49,9 +49,9 @@ from ..results import Result
 #: The grains of ``components=``.
 GRAINS = ("heads", "layers", "dims")
 
-#: Terms of one block of pairs (``pairs × query components × key components``): 2 MiB in
-#: float64; larger blocks of varying size fragment the heap (measured: 9 GB peak RSS at 512
-#: tokens with 32 MiB blocks, flat with these).
+#: Terms of one block of pairs (``pairs × query candidates × key candidates``): 1 MiB in
+#: float32 (2 MiB for ``dense``' float64); larger blocks of varying size fragment the heap
+#: (measured: 9 GB peak RSS at 512 tokens with 32 MiB blocks, flat with these).
 BLOCK_TERMS = 1 << 18
 
 #: Up to this many pairs, ``meta["dims"]`` keeps each pair's per-dimension terms ``[N, k]``.
