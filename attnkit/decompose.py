@@ -24,7 +24,9 @@ the attention calls give each head's context (``call.output``), forward hooks gi
 stream, the norms' inputs and the embeddings at the positions asked for, and the forward
 stops after layer ``l``'s attention. Memory is ``O(components × positions × width)`` for the
 positions asked for; with a reader (a linear map applied to every component as soon as it is
-final, :class:`Reader`) pre-norm models keep only ``O(components × positions × reader rows)``.
+made, :class:`Reader`; post-norm models read through the later norms' scale and centring,
+known from the weights, and multiply in their ``1/σ`` at the end) only
+``O(components × positions × reader rows)``.
 
 :data:`STREAMS` says where each architecture keeps its embeddings, norms and query/key
 projections (the attention's output projection comes from :data:`attnkit.measures.ARCHS`).
