@@ -5,8 +5,8 @@
 Side by side in one run, each configuration in a fresh subprocess (so its peak RSS, the
 process's ``ru_maxrss``, is its own), alternating in ``--reps`` rounds; times are medians of
 wall time, with the process's CPU time beside them (on a shared machine wall time also counts
-waiting for a core). Every process runs its configuration once untimed on a short input first
-(the forward's warm-up, and the attribution's first-call costs: imports, allocator):
+waiting for a core). Every process runs its configuration once untimed first, as the forward
+is warmed up: the encoder's on the same 512 tokens, the decoder's on 256 tokens:
 
 - **encoder, 512 tokens** (the bundled all-MiniLM-L6-v2): the bare forward (SDPA, nothing
   recorded) against ``score_attribution`` of one head of the last layer over all query rows x
@@ -85,8 +85,7 @@ def child(config: str, threads: int) -> dict:
             def fn():
                 return ak.score_attribution(model, enc, layer=layer, head=head, **kw)
 
-            ak.score_attribution(model, model.encode(" ".join(words.split()[:30])), layer=layer,
-                                 head=head, **kw)  # warm-up
+            fn()  # warm-up on the same input, as the forward's
         out["time"], out["cpu"], res = timed(fn)
         if config != "enc_forward":
             out["rows"] = len(res.table)
