@@ -24,7 +24,9 @@ the attention calls give each head's context (``call.output``), forward hooks gi
 stream, the norms' inputs and the embeddings at the positions asked for, and the forward
 stops after layer ``l``'s attention. Memory is ``O(components × positions × width)`` for the
 positions asked for; with a reader (a linear map applied to every component as soon as it is
-final, :class:`Reader`) pre-norm models keep only ``O(components × positions × reader rows)``.
+made, :class:`Reader`; post-norm models read through the later norms' scale and centring,
+known from the weights, and multiply in their ``1/σ`` at the end) only
+``O(components × positions × reader rows)``.
 
 :data:`STREAMS` says where each architecture keeps its embeddings, norms and query/key
 projections (the attention's output projection comes from :data:`attnkit.measures.ARCHS`).
@@ -212,7 +214,8 @@ class LinearNorm:
 
     def sigma(self, x: Any) -> Any:
         """Row statistics ``σ [P]`` of rows ``x [P, d]``."""
-        return (self.center(x).pow(2).mean(-1) + self.eps).sqrt()
+        c = self.center(x)  # (torch.var_mean is ten times slower on CPU rows)
+        return ((c * c).mean(-1) + self.eps).sqrt()
 
     def apply(self, u: Any, sigma: Any) -> Any:
         """``scale ⊙ centre(u) / σ`` for components ``u [..., P, d]`` (no bias)."""
@@ -446,16 +449,24 @@ class _Walker:
         union = sorted({int(p) for r in self.readers for p in r.positions})
         self.pos = torch.tensor(union, dtype=torch.long)
         where = {p: i for i, p in enumerate(union)}
-        self.local = [torch.tensor([where[int(p)] for p in r.positions], dtype=torch.long)
-                      for r in self.readers]
+        # per reader, its rows among the union: a slice where they are all of it, in order
+        self.local: list[Any] = []
+        for r in self.readers:
+            rows = [where[int(p)] for p in r.positions]
+            self.local.append(slice(None) if rows == list(range(len(union)))
+                              else torch.tensor(rows, dtype=torch.long))
         self.n = n
         self.mods = layer_modules(model)
         self.weights = [head_weights(model, m) for m in range(layer)]
-        # post-norm: (names, components [C', P, d] as made, first norm crossed); the norms
-        self.groups: list[tuple[list[str], Any, int]] = []
-        self.norms: list[tuple[LinearNorm, Any]] = []
-        # pre-norm: per reader, name -> [P_r, m], projected as soon as final
-        self.proj: list[dict[str, Any]] = [{} for _ in self.readers]
+        # post-norm: (names, per reader the components [C', P_r, m] projected through every
+        # norm after them, first norm crossed); the norms' statistics as they come
+        self.groups: list[tuple[list[str], list[Any], int]] = []
+        self.norms: list[Any] = []
+        self.linear_norms: list[LinearNorm] = []
+        self.chain = self._chain() if self.post else []
+        # pre-norm: per reader, [C, P_r, m], each component projected as soon as final
+        self.index = {nm: c for c, nm in enumerate(component_names(model, layer))}
+        self.proj: list[Any] = [None for _ in self.readers]
         self.parts: dict[str, Any] = {}
         self.pending: dict[str, Any] = {}
         self.x: dict[int, Any] = {}
@@ -465,12 +476,47 @@ class _Walker:
         self.folded = [self._fold(m) for m in range(layer)] if not self.post else []
 
     # -------------------------------------------------------------- helpers
-    def _at(self, t: Any) -> Any:
-        """Rows of ``t [1, n, ...]`` or ``[n, ...]`` at the positions, float64 on the CPU."""
+    def _slot(self, i: int, name: str, like: Any) -> Any:
+        """Reader ``i``'s ``[P_r, m]`` of component ``name`` (zeros until written)."""
+        import torch
+
+        if self.proj[i] is None:
+            self.proj[i] = torch.zeros(len(self.index), *like.shape[-2:], dtype=torch.float64)
+        return self.proj[i][self.index[name]]
+
+    def _rows(self, t: Any) -> Any:
+        """Rows of ``t [1, n, ...]`` or ``[n, ...]`` at the positions, as computed, on the CPU."""
         t = t.detach()
         if t.dim() >= 3 and t.shape[0] == 1:
             t = t[0]
-        return t[self.pos.to(t.device)].double().cpu()
+        return t[self.pos.to(t.device)].cpu()
+
+    def _at(self, t: Any) -> Any:
+        """Rows of ``t [1, n, ...]`` or ``[n, ...]`` at the positions, float64 on the CPU."""
+        return self._rows(t).double()
+
+    def _chain(self) -> list[list[Any]]:
+        """Post-norm: per reader, ``R D_{K-1} ... D_s`` for every norm ``s`` the stream crosses
+        before the target layer (``D`` a norm's scale and centring, known from its weights;
+        index ``K``: ``R`` itself), so that components are projected as soon as they are made
+        and only the norms' ``1/σ`` (per position) wait for the forward."""
+        import torch
+
+        spec, arch = self.spec, self.arch
+        mods = [_get(self.model.base, spec.embed_norm)] if spec.embed_norm else []
+        for mod in self.mods[: self.layer]:
+            assert arch.norm and spec.mlp_norm
+            mods += [_get(mod, arch.norm), _get(mod, spec.mlp_norm)]
+        norms = self.linear_norms = [LinearNorm.of(mod) for mod in mods]
+        d = self.weights[0].wo.shape[1] if self.weights else int(norms[0].scale.shape[0])
+        out = []
+        for r in self.readers:
+            mats = [torch.eye(d, dtype=torch.float64) if r.matrix is None else r.matrix]
+            for norm in reversed(norms):
+                mats.append(norm.matrix(mats[-1]))
+            mats.reverse()
+            out.append(mats)
+        return out
 
     def _fold(self, m: int) -> list[Any]:
         """Per reader: ``M W_O^h`` as ``[H, m, k]`` (or ``W_O^h`` itself)."""
@@ -481,20 +527,29 @@ class _Walker:
         """A final component ``[P, d]`` (pre-norm): projected into every reader."""
         for i, r in enumerate(self.readers):
             v = full[self.local[i]]
-            self.proj[i][name] = self.proj[i].get(name, 0) + (v if r.matrix is None else v @ r.matrix.T)
+            v = v if r.matrix is None else v @ r.matrix.T
+            self._slot(i, name, v).add_(v)
 
-    def _add_heads(self, m: int, ctx: Any, scale: Any = None) -> None:
-        """Head outputs of layer ``m`` from contexts ``ctx [P, H, k]`` (pre-norm), each divided
-        by ``scale [P]`` where a norm follows (sandwich)."""
+    def _add_heads(self, m: int, ctx: Any, norm: LinearNorm | None = None,
+                   sigma: Any = None) -> None:
+        """Head outputs of layer ``m`` from contexts ``ctx [P, H, k]`` (pre-norm), read by each
+        reader through ``W_O^h``; with a norm after the attention (sandwich), through the norm
+        linearised: ``R diag(scale) C W_O^h`` and ``1/σ`` per position."""
         import torch
 
-        for i in range(len(self.readers)):
+        wo = self.weights[m].wo  # [H, d, k]
+        for i, r in enumerate(self.readers):
             c = ctx[self.local[i]]  # [P_r, H, k]
-            out = torch.einsum("phk,hmk->hpm", c, self.folded[m][i])
-            if scale is not None:
-                out = out / scale[self.local[i]][None, :, None]
+            if norm is None:
+                fold = self.folded[m][i]
+            else:
+                mat = torch.eye(wo.shape[1], dtype=torch.float64) if r.matrix is None else r.matrix
+                fold = torch_matmul(norm.matrix(mat), wo)
+            out = torch.einsum("phk,hmk->hpm", c, fold)
+            if sigma is not None:
+                out = out / sigma[self.local[i]][None, :, None]
             for h in range(out.shape[0]):
-                self.proj[i][head_name(m, h)] = out[h]
+                self._slot(i, head_name(m, h), out[h]).copy_(out[h])
 
     # -------------------------------------------------------------- hooks
     def _hook(self, module: Any, fn: Any, pre: bool = False) -> None:
@@ -545,47 +600,46 @@ class _Walker:
         names = ["embed"] + [n for n, _ in self.spec.embeds if n != "embed"]
         parts = [self.parts[nm] for nm in names]
         parts[0] = parts[0] + (u - sum(parts))  # exactly u
-        self._post_norm(module, u, names, torch.stack(parts), None)
+        new = torch.stack(parts)
+        self._post_norm(module, u, names, lambda mat, loc: new[:, loc] @ mat.T, None)
 
-    def _post_norm(self, module: Any, u: Any, names: list[str], new: Any, bias: Any) -> None:
-        """Post-norm: components ``new [C', P, d]`` (and ``bias [d]``) enter the norm
-        ``module``, linearised with the statistics of its input ``u``. Components are kept as
-        they were made, with the index of the first norm they cross; :meth:`result` applies
-        the chain of norms to the readers' matrices, never to the ``d``-vectors."""
-        norm = LinearNorm.of(module)
+    def _post_norm(self, module: Any, u: Any, names: list[str], project: Any, bias: Any) -> None:
+        """Post-norm: components (``project(M, rows)`` gives them ``[C', P_r, m]`` read by
+        ``M [m, d]``) and ``bias [d]`` enter the norm ``module``, linearised with the
+        statistics of its input ``u`` (the forward's rows, in its precision). Each is projected at once through the norms after it
+        (:meth:`_chain`); :meth:`result` multiplies in the norms' ``1/σ`` per position."""
         start = len(self.norms)
-        self.groups.append((names, new, start))
-        if bias is not None:
-            self.groups.append((["bias"], bias[None, None].expand(1, *u.shape), start))
-        self.norms.append((norm, norm.sigma(u)))
-        if norm.bias is not None:
-            self.groups.append((["bias"], norm.bias[None, None].expand(1, *u.shape), start + 1))
+        norm = self.linear_norms[start]  # _chain's, in the order the forward reaches them
+        for nm, s, fn in ((names, start, project),
+                          (["bias"], start, None if bias is None else _const(bias)),
+                          (["bias"], start + 1, None if norm.bias is None else _const(norm.bias))):
+            if fn is not None:
+                self.groups.append((nm, [fn(mats[s], loc) for mats, loc
+                                         in zip(self.chain, self.local)], s))
+        self.norms.append(norm.sigma(u).double())  # in the forward's precision, as it did
 
     def _post_parts(self, i: int, names: list[str]) -> Any:
-        """Reader ``i``'s ``[C, P_r, m]`` of a post-norm model: each group through the norms
-        after it, as ``R D_last ... D_start`` (``D`` a norm's scale and centring) and the
-        product of the norms' ``1/σ`` per position."""
+        """Reader ``i``'s ``[C, P_r, m]`` of a post-norm model: each group already read
+        through the norms after it, times the product of those norms' ``1/σ`` per position."""
         import torch
 
         loc = self.local[i]
-        r = self.readers[i].matrix
-        d = self.groups[0][1].shape[-1]
-        mats = [torch.eye(d, dtype=torch.float64) if r is None else r]
-        scale = [torch.ones(len(loc), dtype=torch.float64)]
-        for norm, sigma in reversed(self.norms):
-            mats.append(norm.matrix(mats[-1]))
+        scale = [torch.ones(len(self.readers[i].positions), dtype=torch.float64)]
+        for sigma in reversed(self.norms):
             scale.append(scale[-1] / sigma[loc])
-        mats.reverse()
         scale.reverse()
-        out: dict[str, Any] = {}
-        for gnames, raw, start in self.groups:
-            v = (raw[:, loc] @ mats[start].T) * scale[start][None, :, None]
-            for j, nm in enumerate(gnames):
-                out[nm] = out[nm] + v[j] if nm in out else v[j]
-        return torch.stack([out[nm] for nm in names])
+        out = None
+        for gnames, got, start in self.groups:
+            v = got[i] * scale[start][None, :, None]
+            if out is None:
+                out = torch.zeros(len(names), *v.shape[1:], dtype=torch.float64)
+            out.index_add_(0, torch.tensor([self.index[nm] for nm in gnames]), v)
+        return out
 
     def _layer_input(self, m: int) -> Any:
         def hook(module: Any, args: Any, kwargs: Any) -> None:
+            if self.post and m < self.layer:  # post-norm: only the target's input is read
+                return
             x = self._at(_first(args, kwargs))
             self.x[m] = x
             if not self.post:
@@ -619,7 +673,7 @@ class _Walker:
         norm = self.pending.pop("norm", None)
         sigma = self.pending.pop("sigma", None)
         if norm is not None:  # sandwich: N(y) = Σ_h N-lin(head h) + N-lin(b_O) (+ N's bias)
-            self._add_heads_scaled(m, ctx, norm, sigma)
+            self._add_heads(m, ctx, norm, sigma)
             if w.bo is not None:
                 self._add("bias", norm.apply(w.bo.expand(len(self.pos), -1), sigma))
             if norm.bias is not None:
@@ -630,32 +684,28 @@ class _Walker:
                 self._add("bias", w.bo.expand(len(self.pos), -1))
         self._add(f"L{m + 1}.mlp", x_next - self.x[m] - y)
 
-    def _add_heads_scaled(self, m: int, ctx: Any, norm: LinearNorm, sigma: Any) -> None:
-        """Sandwich norm after the attention: each head's output through ``N`` linearised."""
-        import torch
-
-        wo = self.weights[m].wo  # [H, d, k]
-        heads = torch.einsum("phk,hdk->hpd", ctx, wo)  # [H, P, d]
-        for h in range(heads.shape[0]):
-            self._add(head_name(m, h), norm.apply(heads[h], sigma))
-
     def _post_attn(self, m: int) -> Any:
         def hook(module: Any, args: Any, kwargs: Any, out: Any) -> None:
             import torch
 
-            u = self._at(_first(args, kwargs))  # x + y
+            u = self._rows(_first(args, kwargs))  # x + y, only for the norm's statistics
             w = self.weights[m]
-            heads = torch.einsum("phk,hdk->hpd", self.pending.pop("ctx"), w.wo)
-            self._post_norm(module, u, [head_name(m, h) for h in range(heads.shape[0])], heads,
+            ctx = self.pending.pop("ctx")  # [P, H, k]
+
+            def heads(mat: Any, loc: Any) -> Any:  # M W_O^h read from each head's context
+                return torch.bmm(ctx[loc].transpose(0, 1), torch_matmul(mat, w.wo).transpose(1, 2))
+
+            self._post_norm(module, u, [head_name(m, h) for h in range(w.wo.shape[0])], heads,
                             w.bo)
             self.pending["h"] = self._at(out)
         return hook
 
     def _post_mlp(self, m: int) -> Any:
         def hook(module: Any, args: Any, kwargs: Any, out: Any) -> None:
-            u = self._at(_first(args, kwargs))  # h + mlp(h)
-            mlp = (u - self.pending.pop("h"))[None]
-            self._post_norm(module, u, [f"L{m + 1}.mlp"], mlp, None)
+            raw = self._rows(_first(args, kwargs))  # h + mlp(h)
+            mlp = (raw.double() - self.pending.pop("h"))[None]
+            self._post_norm(module, raw, [f"L{m + 1}.mlp"], lambda mat, loc: mlp[:, loc] @ mat.T,
+                            None)
         return hook
 
     def _rotary(self, module: Any, args: Any, kwargs: Any) -> None:
@@ -692,22 +742,18 @@ class _Walker:
         raise _Stop
 
     def result(self) -> Walk:
-        import torch
-
         if self.target is None or self.layer not in self.x:
             raise CaptureError(f"The forward pass never reached layer {self.layer}'s attention.")
         names = component_names(self.model, self.layer)
-        parts = []
-        for i, r in enumerate(self.readers):
-            if self.post:
-                parts.append(self._post_parts(i, names))
-            else:
-                got = self.proj[i]
-                m = len(r.positions), (self.x[self.layer].shape[-1] if r.matrix is None
-                                       else r.matrix.shape[0])
-                parts.append(torch.stack([got[nm] if nm in got else torch.zeros(m, dtype=torch.float64)
-                                          for nm in names]))
+        parts = [self._post_parts(i, names) if self.post else self.proj[i]
+                 for i in range(len(self.readers))]
         return Walk(names, parts, self.pos, self.x[self.layer], self.target)
+
+
+def _const(bias: Any) -> Any:
+    """``project`` of a bias ``[d]`` that every position receives: ``[1, 1, m]`` (broadcast
+    over the positions)."""
+    return lambda mat, loc: (mat @ bias)[None, None]
 
 
 def torch_matmul(a: Any, b: Any) -> Any:
@@ -951,16 +997,22 @@ def residual_stream(model: Any, inputs: Any, *, layer: int,
                             w.stream[rows].numpy(), list(enc.tokens), layer)
 
 
+#: Elements a chunk of :func:`apply_rotary` rotates at once (8 MiB of float64).
+ROTATE_CHUNK = 1 << 20
+
+
 def apply_rotary(model: Any, t: Any, rotary: Any, positions: Any) -> Any:
-    """Rotate ``t [..., P, k]`` (queries or keys at ``positions``) with the layer's own rotary
-    function and ``(cos, sin)``; a linear map per position.
+    """Rotate ``t [C, P, k]`` (queries or keys at ``positions``) **in place** with the layer's
+    own rotary function and ``(cos, sin)``; a linear map per position. Components go through
+    the function a chunk at a time (:data:`ROTATE_CHUNK` elements), so the temporaries it
+    makes stay small whatever ``C × P``.
 
     Parameters
     ----------
     model : Model
         The model.
     t : torch.Tensor
-        ``[C, P, k]`` float64.
+        ``[C, P, k]`` float64; overwritten.
     rotary : tuple of torch.Tensor or None
         ``(cos, sin)`` ``[1, n, r]`` as the layer received them; None leaves ``t`` as is.
     positions : torch.Tensor
@@ -969,7 +1021,7 @@ def apply_rotary(model: Any, t: Any, rotary: Any, positions: Any) -> Any:
     Returns
     -------
     torch.Tensor
-        ``[C, P, k]``.
+        ``t``, rotated.
 
     Examples
     --------
@@ -988,5 +1040,9 @@ def apply_rotary(model: Any, t: Any, rotary: Any, positions: Any) -> Any:
             f"{model.model_type} rotates queries and keys but its modeling module has no "
             "apply_rotary_pos_emb; query-key attribution cannot apply its rotation.")
     cos, sin = (r[:, positions] for r in rotary)  # [1, P, r]
-    out, _ = fn(t[:, None], t[:, None], cos, sin)
-    return out[:, 0]
+    step = max(1, ROTATE_CHUNK // max(1, t[0].numel()))
+    for c0 in range(0, t.shape[0], step):
+        chunk = t[c0: c0 + step, None]
+        out, _ = fn(chunk, chunk[:1], cos, sin)  # the function rotates both arguments alike
+        t[c0: c0 + step] = out[:, 0]
+    return t

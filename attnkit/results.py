@@ -21,9 +21,10 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
+    from .widgets._base import AttnkitWidget
     from .widgets.headmap import HeadMap
 
-_OWN = frozenset({"table", "meta", "_plot"})
+_OWN = frozenset({"table", "meta", "_plot", "_widget"})
 
 
 class Result:
@@ -39,6 +40,9 @@ class Result:
         The figure of :meth:`plot`: a name of :data:`attnkit.plot.results.RESULT_PLOTS`
         (how analyses name theirs), or ``plot(result, ax=None, **options) -> Figure``; the
         default draws the table's numeric columns as bars.
+    widget : str, optional
+        The widget of :meth:`widget`: a name of :data:`attnkit.widgets.headmap.RESULT_WIDGETS`
+        (``"composition"``); None when the result has none.
 
     Column access and DataFrame attributes are forwarded to :attr:`table`, so
     ``result["uas"]`` and ``result.loc[...]`` read the table.
@@ -52,18 +56,22 @@ class Result:
     (0.7, 2)
     """
 
+    _widget: str | None = None
+
     def __init__(
         self,
         table: pd.DataFrame,
         meta: dict[str, Any] | None = None,
         *,
         plot: str | Callable[..., "Figure"] | None = None,
+        widget: str | None = None,
     ) -> None:
         if not isinstance(table, pd.DataFrame):
             raise InputError(f"A result's table must be a pandas DataFrame, not {type(table).__name__}.")
         self.table = table
         self.meta: dict[str, Any] = dict(meta or {})
         self._plot = plot
+        self._widget = widget
 
     # ------------------------------------------------------------ DataFrame-like reading
     def __getattr__(self, name: str) -> Any:
@@ -141,6 +149,40 @@ class Result:
         1
         """
         return self._draw("table", ax=ax, **options)
+
+    def widget(self, **options: Any) -> "AttnkitWidget":
+        """The interactive view of the result, where its analysis names one
+        (:func:`~attnkit.composition`: a source × target :class:`~attnkit.HeadMap`).
+
+        Parameters
+        ----------
+        **options
+            Passed on to the widget (:data:`attnkit.widgets.headmap.RESULT_WIDGETS`).
+
+        Returns
+        -------
+        AttnkitWidget
+            The widget.
+
+        Raises
+        ------
+        InputError
+            When the result names no widget.
+
+        Examples
+        --------
+        >>> import pandas as pd
+        >>> Result(pd.DataFrame({"uas": [0.7]})).widget()
+        Traceback (most recent call last):
+        ...
+        attnkit.errors.InputError: This result has no widget; its figure is result.plot().
+        """
+        kind = self._widget  # results pickled before widgets were named: the class's None
+        if kind is None:
+            raise InputError("This result has no widget; its figure is result.plot().")
+        from .widgets.headmap import result_widget  # the declared upward import (see plot())
+
+        return result_widget(kind, self, **options)
 
     def _draw(self, default: str, **options: Any) -> "Figure":
         if callable(self._plot):

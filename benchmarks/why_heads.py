@@ -1,9 +1,12 @@
 """Why a head attends: query-key score attribution and head composition, against the forward.
 
-    .venv/bin/python benchmarks/why_heads.py [--reps 3] [--threads 1] [--no-write]
+    .venv/bin/python benchmarks/why_heads.py [--reps 3] [--threads 1] [--no-write] [--base DIR]
 
 Side by side in one run, each configuration in a fresh subprocess (so its peak RSS, the
-process's ``ru_maxrss``, is its own), alternating in ``--reps`` rounds; times are medians:
+process's ``ru_maxrss``, is its own), alternating in ``--reps`` rounds; times are medians of
+wall time, with the process's CPU time beside them (on a shared machine wall time also counts
+waiting for a core). Every process runs its configuration once untimed first, as the forward
+is warmed up: the encoder's on the same 512 tokens, the decoder's on 256 tokens:
 
 - **encoder, 512 tokens** (the bundled all-MiniLM-L6-v2): the bare forward (SDPA, nothing
   recorded) against ``score_attribution`` of one head of the last layer over all query rows x
@@ -16,6 +19,10 @@ process's ``ru_maxrss``, is its own), alternating in ``--reps`` rounds; times ar
   the time and 2x the peak memory.
 - **composition** of a random 32-layer x 32-head Llama shape (width 512, head size 16), with
   the machine's float32 matrix-product rate measured in the same process. Target: < 30 s.
+
+``--base DIR`` runs every attribution and composition configuration a second time in the
+same rounds with ``DIR`` first on ``PYTHONPATH`` (an older ``attnkit/`` package, e.g.
+``git archive <commit> attnkit | tar -x -C DIR``): before and after, side by side in one run.
 """
 
 from __future__ import annotations
@@ -38,13 +45,15 @@ DECODER_CONFIGS = ("dec_forward", "dec_row")
 
 
 def timed(fn, reps: int = 1):
-    times, out = [], None
+    """Median wall time, median CPU time of the process, and the last result."""
+    times, cpu, out = [], [], None
     for _ in range(reps):
         out = None
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         out = fn()
         times.append(time.perf_counter() - t)
-    return statistics.median(times), out
+        cpu.append(time.process_time() - c)
+    return statistics.median(times), statistics.median(cpu), out
 
 
 def child(config: str, threads: int) -> dict:
@@ -75,10 +84,13 @@ def child(config: str, threads: int) -> dict:
 
             def fn():
                 return ak.score_attribution(model, enc, layer=layer, head=head, **kw)
-        out["time"], res = timed(fn)
+
+            fn()  # warm-up on the same input, as the forward's
+        out["time"], out["cpu"], res = timed(fn)
         if config != "enc_forward":
             out["rows"] = len(res.table)
             out["error"] = res.meta["max_abs_error"]
+            out["exact"] = res.meta.get("top_exact", True)
     elif config.startswith("dec"):
         n = 4096
         hf, tok, Model = build_model(n + 8)
@@ -99,10 +111,15 @@ def child(config: str, threads: int) -> dict:
             def fn():
                 return ak.score_attribution(model, enc, layer=model.n_layers - 1, head=0,
                                             queries=[len(enc) - 1])
-        out["time"], res = timed(fn)
+
+            short = model.encode(text_of(tok, 256))
+            ak.score_attribution(model, short, layer=model.n_layers - 1, head=0,
+                                 queries=[len(short) - 1])  # warm-up
+        out["time"], out["cpu"], res = timed(fn)
         if config != "dec_forward":
             out["rows"] = len(res.table)
             out["error"] = res.meta["max_abs_error"]
+            out["exact"] = res.meta.get("top_exact", True)
     else:  # composition
         from attnkit.testing import tiny_model
 
@@ -113,15 +130,17 @@ def child(config: str, threads: int) -> dict:
         for _ in range(5):
             a @ b
         out["gflops"] = 5 * 2 * 4096 * 4096 * 512 / (time.perf_counter() - t) / 1e9
-        out["time"], res = timed(lambda: ak.composition(model, progress=False))
+        out["time"], out["cpu"], res = timed(lambda: ak.composition(model, progress=False))
         out["pairs"] = len(res.table)
     out["peak_mb"] = rss_mb()
     return out
 
 
-def run_child(config: str, threads: int) -> dict:
+def run_child(config: str, threads: int, base: str | None = None) -> dict:
     cmd = [sys.executable, __file__, "--child", config, "--threads", str(threads)]
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
+    if base:
+        env["PYTHONPATH"] = os.pathsep.join([base, env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     res = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
     if res.returncode != 0:
         return {"config": config, "failed": res.stderr.strip().splitlines()[-1:]}
@@ -134,6 +153,7 @@ def merged(runs: list[dict]) -> dict:
         return bad[0]
     out = dict(runs[0])
     out["time"] = statistics.median(r["time"] for r in runs)
+    out["cpu"] = statistics.median(r["cpu"] for r in runs)
     out["times"] = [round(r["time"], 3) for r in runs]
     out["peak_mb"] = max(r["peak_mb"] for r in runs)
     return out
@@ -145,6 +165,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--child", default=None)
     ap.add_argument("--no-write", action="store_true")
+    ap.add_argument("--base", default=None, help="an older attnkit to run beside (before)")
     args = ap.parse_args()
     if args.child:
         print(json.dumps(child(args.child, args.threads)))
@@ -153,47 +174,70 @@ def main() -> None:
 
     load = os.getloadavg()[0]
     configs = ENCODER_CONFIGS + DECODER_CONFIGS + ("composition",)
-    runs: dict[str, list[dict]] = {c: [] for c in configs}
+    jobs = [(c, None) for c in configs]
+    if args.base:
+        jobs += [(c, args.base) for c in configs if "forward" not in c]
+        jobs.sort(key=lambda j: configs.index(j[0]))  # each before beside its after
+    runs: dict[tuple[str, str | None], list[dict]] = {j: [] for j in jobs}
     for _ in range(args.reps):
-        for c in configs:
-            if c == "composition" and runs[c]:
-                continue  # one run: it is the slowest, and its target is absolute
-            runs[c].append(run_child(c, args.threads if c != "composition" else 2))
-            print(c, runs[c][-1], flush=True)
-    r = {c: merged(v) for c, v in runs.items()}
+        for c, base in jobs:
+            runs[(c, base)].append(run_child(c, args.threads if c != "composition" else 2, base))
+            print(c, "before" if base else "", runs[(c, base)][-1], flush=True)
+    r = {c: merged(v) for (c, base), v in runs.items() if base is None}
+    before = {c: merged(v) for (c, base), v in runs.items() if base is not None}
+
+    def was(c: str, ref: dict | None = None) -> str:
+        """The same configuration before (``--base``), for the last column."""
+        b = before.get(c)
+        if b is None:
+            return ""
+        if "failed" in b:
+            return f"failed: {b['failed']}"
+        ratio = f", {b['time'] / ref['time']:.2f}x" if ref else ""
+        mem = f", {b['peak_mb']:.0f} MB" if c.startswith("dec") else ""
+        return f"{b['time']:.3f} s ({b['cpu']:.3f} s){ratio}{mem}"
     f_enc, f_dec = r["enc_forward"], r["dec_forward"]
+    end = os.getloadavg()[0]
     lines = [
-        f"Machine: {platform.processor() or platform.machine()}, torch {torch.__version__}, "
-        f"{args.threads} torch thread(s) (composition: 2), load average {load:.1f} at the "
-        f"start; medians of {args.reps} rounds, each configuration in its own process.",
+        f"Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores shared "
+        f"with other jobs, torch {torch.__version__}, {args.threads} torch thread(s) "
+        f"(composition: 2), load average {load:.1f} at the start and {end:.1f} at the end; "
+        f"medians of {args.reps} rounds, each configuration in its own process. Ratios are of "
+        "wall times (CPU-time ratio in brackets).",
         "",
-        "| configuration | time | ratio to the forward | peak RSS | target |",
-        "|---|---|---|---|---|",
-        f"| encoder forward, {f_enc.get('n')} tokens (SDPA) | {f_enc['time']:.3f} s | 1 | "
-        f"{f_enc['peak_mb']:.0f} MB | |",
+        "| configuration | wall time (CPU) | ratio to the forward | peak RSS | target | before, same run |",
+        "|---|---|---|---|---|---|",
+        f"| encoder forward, {f_enc.get('n')} tokens (SDPA) | {f_enc['time']:.3f} s "
+        f"({f_enc['cpu']:.3f} s) | 1 | {f_enc['peak_mb']:.0f} MB | | |",
     ]
     for c, what in (("enc_layers", "layers, top 8 + rest per pair"),
                     ("enc_heads_sum", "heads, summed over all pairs"),
                     ("enc_heads_top", "heads, top 8 + rest per pair")):
         x = r[c]
         if "failed" in x:
-            lines.append(f"| one head, all rows x keys: {what} | failed: {x['failed']} | | | <= 3x |")
+            lines.append(f"| one head, all rows x keys: {what} | failed: {x['failed']} | | | <= 3x | |")
             continue
-        lines.append(f"| one head, all rows x keys: {what} ({x['rows']:,} rows, max error "
-                     f"{x['error']:.1e}) | {x['time']:.3f} s | {x['time'] / f_enc['time']:.2f}x | "
-                     f"{x['peak_mb']:.0f} MB | <= 3x |")
+        top = "" if c == "enc_heads_sum" else (", top exact" if x["exact"] else
+                                                ", top among 8 candidates a side")
+        lines.append(f"| one head, all rows x keys: {what} ({x['rows']:,} rows{top}, max error "
+                     f"{x['error']:.1e}) | {x['time']:.3f} s ({x['cpu']:.3f} s) | "
+                     f"{x['time'] / f_enc['time']:.2f}x ({x['cpu'] / f_enc['cpu']:.2f}x) | "
+                     f"{x['peak_mb']:.0f} MB | <= 3x | {was(c, f_enc)} |")
     x = r["dec_row"]
     lines += [
-        f"| decoder forward, {f_dec.get('n')} tokens (SDPA) | {f_dec['time']:.3f} s | 1 | "
-        f"{f_dec['peak_mb']:.0f} MB | |",
+        f"| decoder forward, {f_dec.get('n')} tokens (SDPA) | {f_dec['time']:.3f} s "
+        f"({f_dec['cpu']:.3f} s) | 1 | {f_dec['peak_mb']:.0f} MB | | |",
         f"| one head, last row, all keys, heads ({x.get('rows', 0):,} rows, max error "
-        f"{x.get('error', float('nan')):.1e}) | {x['time']:.3f} s | {x['time'] / f_dec['time']:.2f}x "
-        f"time, {x['peak_mb'] / f_dec['peak_mb']:.2f}x memory | {x['peak_mb']:.0f} MB | <= 2x, <= 2x |",
+        f"{x.get('error', float('nan')):.1e}) | {x['time']:.3f} s ({x.get('cpu', 0):.3f} s) | "
+        f"{x['time'] / f_dec['time']:.2f}x time ({x.get('cpu', 0) / f_dec['cpu']:.2f}x), "
+        f"{x['peak_mb'] / f_dec['peak_mb']:.2f}x memory | {x['peak_mb']:.0f} MB | <= 2x, <= 2x | "
+        f"{was('dec_row', f_dec)} |",
     ]
     c = r["composition"]
     lines.append(f"| composition, 32 layers x 32 heads, width 512 ({c.get('pairs', 0):,} pairs; "
-                 f"matmul rate {c.get('gflops', 0):.0f} GFLOP/s) | {c['time']:.1f} s | | "
-                 f"{c['peak_mb']:.0f} MB | < 30 s |")
+                 f"matmul rate {c.get('gflops', 0):.0f} GFLOP/s) | {c['time']:.1f} s "
+                 f"({c.get('cpu', 0):.1f} s) | | "
+                 f"{c['peak_mb']:.0f} MB | < 30 s | {was('composition')} |")
     body = "\n".join(lines)
     print(body)
     if not args.no_write:

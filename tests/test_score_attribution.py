@@ -216,3 +216,70 @@ def test_score_view_sends_bytes_and_follows_heads(models):
     assert view.to_png()[:4] == b"\x89PNG"
     with pytest.raises(InputError, match="not aggregated"):
         ak.ScoreView(ak.score_attribution(model, TEXT, layer=1, head=1, aggregate="sum"))
+
+
+def test_composition_widget_is_a_source_by_target_map():
+    """composition(...).widget(): a HeadMap whose rows are the writing heads and columns the
+    reading heads, each cell the table's score, blank where the source is not earlier."""
+    from attnkit.widgets import HeadMap
+
+    model = tiny_model("llama", layers=3, heads=2)
+    comp = ak.composition(model, samples=4, progress=False)
+    view = comp.widget(kind="q")
+    assert isinstance(view, HeadMap)
+    assert view.row_labels == ["1-1", "1-2", "2-1", "2-2"]
+    assert view.col_labels == ["2-1", "2-2", "3-1", "3-2"]
+    assert (view.row_title, view.col_title) == ("source", "target")
+    grid = view.table
+    for (sl, sh, tl, th), row in comp.table.iterrows():
+        assert grid[sl * 2 + sh, (tl - 1) * 2 + th] == row["q"]
+    assert np.isnan(grid[2, 0]) and np.isnan(grid[3, 1])  # layer 2 -> layer 2: no pair
+    assert np.isfinite(grid).sum() == len(comp.table)
+    assert view.to_png()[:4] == b"\x89PNG"
+    assert "source" in view._alt_text()
+    with pytest.raises(InputError, match="'q', 'k' or 'v'"):
+        comp.widget(kind="x")
+    with pytest.raises(InputError, match="no widget"):
+        ak.score_attribution(model, TEXT, layer=1, head=0, queries=[3]).widget()
+    with pytest.raises(InputError, match="row_labels has 1 labels"):
+        HeadMap(np.zeros((2, 2)), row_labels=["a"])
+
+
+@pytest.mark.parametrize("kind", ["bert", "llama"])
+def test_top_terms_among_candidates_are_the_dense_terms(models, kind):
+    """Per-pair top terms (exact, and among the largest-norm candidates a side, on the grid
+    and on explicit pairs) are the dense terms at the components they name; each pair still
+    sums to its score, and the exact choice keeps the largest |terms|."""
+    model = models[kind]
+    grid = dict(layer=1, head=2, queries=[6, 9])
+    dense = ak.score_attribution(model, TEXT, **grid, dense=True)
+    terms = dense.meta["terms"]  # [pairs, C_q, C_k], pairs in the order of meta["scores"]
+    names = dense.meta["query_components"]
+    where = {(int(q), int(k)): i for i, (q, k) in
+             enumerate(zip(dense.meta["scores"]["query"], dense.meta["scores"]["key"]))}
+    pairs = [(9, 2), (6, 6), (9, 9)] if kind == "llama" else [(9, 12), (6, 0), (9, 3)]
+    runs = {"exact": ak.score_attribution(model, TEXT, **grid, top=3),
+            "grid": ak.score_attribution(model, TEXT, **grid, top=3, candidates=2),
+            "pairs": ak.score_attribution(model, TEXT, layer=1, head=2, pairs=pairs, top=3,
+                                          candidates=2)}
+    assert runs["exact"].meta["top_exact"] and runs["exact"].meta["candidates"] is None
+    assert not runs["grid"].meta["top_exact"] and runs["grid"].meta["candidates"] == (2, 2)
+    for label, r in runs.items():
+        t = r.table
+        sums = t.groupby(["query", "key"])["contribution"].sum()
+        want = r.meta["scores"].set_index(["query", "key"])["score"]
+        np.testing.assert_allclose(sums.loc[want.index].values, want.values, atol=1e-4)
+        kept = t[t["query_component"] != "rest"]
+        assert len(kept) == 3 * r.meta["n_pairs"], label
+        for row in kept.itertuples():
+            a, b = names.index(row.query_component), names.index(row.key_component)
+            # float32 terms against float64 ones: 1e-5 of the pair's largest term
+            ref = terms[where[(row.query, row.key)]]
+            np.testing.assert_allclose(row.contribution, ref[a, b], atol=1e-5 * np.abs(ref).max())
+    for (q, k), g in runs["exact"].table[runs["exact"].table["query_component"] != "rest"].groupby(
+            ["query", "key"]):
+        ref = np.sort(np.abs(terms[where[(q, k)]]).ravel())[::-1][:3]
+        np.testing.assert_allclose(np.sort(np.abs(g["contribution"].to_numpy()))[::-1], ref,
+                                   rtol=1e-5)
+    with pytest.raises(InputError, match="candidates must be"):
+        ak.score_attribution(model, TEXT, **grid, candidates=0)

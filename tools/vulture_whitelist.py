@@ -86,6 +86,8 @@ _.causal
 _.clicked
 _.cmap
 _.codes
+_.col_labels
+_.col_title
 _.color_by
 _.colors
 _.columns
@@ -158,6 +160,8 @@ _.reduce
 _.restrict
 _.revision
 _.roles
+_.row_labels
+_.row_title
 _.scale
 _.scores
 _.seg_key

@@ -17,9 +17,13 @@ ratios. Post-norm encoders' layer norms between the layers are not folded (``met
 The baseline is the same scores for random Gaussian matrices of the same shapes
 (``meta["baseline"]``: mean and 50th, 95th, 99th percentiles, ``samples`` heads a side).
 
-Cost: the products ``(k × d) · (d × k)`` of every target head with every earlier source head,
-done as one matrix product per target layer: ``O(L² H² k² d)``; the norms use the ``k × k``
-Gram matrices (``‖Aᵀ M B‖_F² = Σ (A Aᵀ M) ⊙ (M B Bᵀ)``), never a ``d × d`` matrix.
+Cost: one matrix product per target layer, every target head's three reading matrices
+against every earlier source head's ``W_O``: ``O(L² H² k² d)``. Each norm is read off that
+product without any ``d × d`` matrix and without a second product: with ``G = Cᵀ C`` a
+factor of each ``k × k`` Gram matrix (``C = Λ^½ Eᵀ`` from ``G = E Λ Eᵀ``),
+``‖Aᵀ M B‖_F = ‖C_A M C_Bᵀ‖_F``, so the reading matrices are multiplied by ``C_A`` and the
+writing matrices by ``C_Bᵀ`` once per head, and each score is the root of a sum of squares of
+one ``k × k`` block of the product (float32: relative rounding near ``d · 2^-24`` per term).
 """
 
 from __future__ import annotations
@@ -37,24 +41,34 @@ from ..results import Result
 KINDS = ("q", "k", "v")
 
 
-class _Heads:
-    """One layer's matrices for composition, float32: per query head, ``wq``, ``wk``, ``wv``
-    ``[H, k, d]`` (what a target reads with), ``y [d, H·k]`` (``W_O``: what a source writes
-    with), the ``k × k`` Gram matrices ``gq = W_Q W_Qᵀ``, ``gk``, ``gv`` and ``go = W_Oᵀ W_O``,
-    and ``qk_norm = ‖W_QK‖_F``, ``ov_norm = ‖W_OV‖_F`` ``[H]``.
+def _factor(g: Any) -> Any:
+    """``C [..., k, k]`` with ``Cᵀ C = g`` for symmetric positive semi-definite Gram matrices
+    ``g [..., k, k]`` (float64 eigendecomposition, negative rounding clamped to 0)."""
+    import torch
 
-    ``‖Aᵀ M B‖_F² = Σ (G_A M) ⊙ (M G_B)`` with ``G_A = A Aᵀ``, ``G_B = B Bᵀ``: every norm is
-    computed from ``k × k`` matrices.
-    """
+    lam, vec = torch.linalg.eigh(g.double())
+    return (lam.clamp(min=0).sqrt()[..., :, None] * vec.transpose(-1, -2)).float()
+
+
+class _Heads:
+    """One layer's matrices for composition, float32, per query head: ``read [3, H, k, d]``
+    (what a target reads with, ``W_Q``, ``W_K``, ``W_V``, each multiplied on the left by the
+    factor of the Gram matrix on its other side: ``W_K W_Kᵀ`` for Q, ``W_Q W_Qᵀ`` for K,
+    ``W_Oᵀ W_O`` for V), ``y [d, H·k]`` (``W_O^h C_V^hᵀ``: what a source writes, times the
+    factor of ``W_V W_Vᵀ``), and ``qk_norm = ‖W_QK‖_F``, ``ov_norm = ‖W_OV‖_F`` ``[H]``."""
 
     def __init__(self, wq: Any, wk: Any, wv: Any, wo: Any) -> None:
         H, k, d = wq.shape
-        self.wq, self.wk, self.wv = wq.float(), wk.float(), wv.float()
-        self.y = wo.float().permute(1, 0, 2).reshape(d, H * k)  # [d, H k]
-        self.gq, self.gk, self.gv = (w @ w.transpose(1, 2) for w in (self.wq, self.wk, self.wv))
-        self.go = wo.float().transpose(1, 2) @ wo.float()
-        self.qk_norm = (self.gq * self.gk).sum((1, 2)).clamp(min=0).sqrt()
-        self.ov_norm = (self.go * self.gv).sum((1, 2)).clamp(min=0).sqrt()
+        wq, wk, wv, wo = wq.float(), wk.float(), wv.float(), wo.float()
+        gq, gk, gv = (w @ w.transpose(1, 2) for w in (wq, wk, wv))
+        go = wo.transpose(1, 2) @ wo
+        cq, ck, cv, co = (_factor(g) for g in (gq, gk, gv, go))
+        import torch
+
+        self.read = torch.stack([ck @ wq, cq @ wk, co @ wv])  # [3, H, k, d]
+        self.y = (wo @ cv.transpose(1, 2)).permute(1, 0, 2).reshape(d, H * k)  # [d, H k]
+        self.qk_norm = (gq * gk).sum((1, 2)).clamp(min=0).sqrt()
+        self.ov_norm = (go * gv).sum((1, 2)).clamp(min=0).sqrt()
         self.k = k
 
 
@@ -67,24 +81,19 @@ def _layer_heads(model: Any, layer: int) -> _Heads:
     return _Heads(wq, wk, wv, w.wo)
 
 
-def _scores(target: _Heads, y: Any, gv: Any, ov_norm: Any) -> dict[str, Any]:
+def _scores(target: _Heads, y: Any, ov_norm: Any) -> dict[str, Any]:
     """``[H_t, S]`` composition scores of every target head with ``S`` source heads written
-    by ``y [d, S·k]`` (Gram matrices ``gv [S, k, k]``, norms ``ov_norm [S]``)."""
+    by ``y [d, S·k]`` (factored, :class:`_Heads`) with norms ``ov_norm [S]``."""
+    _, H, k, d = target.read.shape
+    S = y.shape[1] // k
+    prod = (target.read.reshape(3 * H * k, d) @ y).view(3, H, k, S, k)  # C_A X_t W_O^s C_Bᵀ
     import torch
 
-    H, k, d = target.wq.shape
-    S = y.shape[1] // k
-    x = torch.cat([target.wq, target.wk, target.wv]).reshape(3 * H * k, d)
-    m_all = (x @ y).view(3, H, k, S, k)  # M_ts = X_t W_O^s, one product for the three kinds
+    num = torch.linalg.vector_norm(prod, dim=(2, 4))  # [3, H, S]
     out = {}
-    # the Gram on the target's other side: W_K for Q, W_Q for K, W_O for V
-    for i, (kind, left) in enumerate((("q", target.gk), ("k", target.gq), ("v", target.go))):
-        m = m_all[i]
-        a = torch.einsum("hab,hbsc->hasc", left, m)
-        b = torch.einsum("hasb,sbc->hasc", m, gv)
-        num = (a * b).sum((1, 3)).clamp(min=0).sqrt()
+    for i, kind in enumerate(KINDS):
         den = (target.ov_norm if kind == "v" else target.qk_norm)[:, None] * ov_norm[None]
-        out[kind] = (num / den).numpy()
+        out[kind] = (num[i] / den).numpy()
     return out
 
 
@@ -100,7 +109,7 @@ def _baseline(k: int, d: int, samples: int, seed: int) -> dict[str, dict[str, fl
                  rand(samples, d, k))
     tgt = _Heads(rand(samples, k, d), rand(samples, k, d), rand(samples, k, d),
                  rand(samples, d, k))
-    vals = {kind: v.ravel() for kind, v in _scores(tgt, src.y, src.gv, src.ov_norm).items()}
+    vals = {kind: v.ravel() for kind, v in _scores(tgt, src.y, src.ov_norm).items()}
     out = {}
     for kind in KINDS:
         v = vals[kind]
@@ -133,7 +142,9 @@ def composition(model: Any, *, samples: int = 64, seed: int = 0,
     Result
         ``.table`` indexed by ``(source_layer, source_head, target_layer, target_head)``
         (0-indexed), columns ``q``, ``k``, ``v``; ``.meta["baseline"]`` the random matrices'
-        ``{"q": {"mean", "p50", "p95", "p99", "n"}, ...}``; ``.plot()`` bars of the table.
+        ``{"q": {"mean", "p50", "p95", "p99", "n"}, ...}``; ``.plot()`` bars of the table;
+        ``.widget(kind="k")`` a source head × target head :class:`~attnkit.HeadMap` of one
+        kind.
 
     Raises
     ------
@@ -162,14 +173,13 @@ def composition(model: Any, *, samples: int = 64, seed: int = 0,
         raise InputError(f"samples must be a positive int; got {samples!r}.")
     with torch.no_grad():
         heads = [_layer_heads(model, m) for m in range(L)]
-        k, d = heads[0].wq.shape[1], heads[0].wq.shape[2]
+        k, d = heads[0].read.shape[2], heads[0].read.shape[3]
         y = torch.cat([h.y for h in heads[:-1]], 1)  # [d, (L-1) H k]: every source's W_O
-        gv = torch.cat([h.gv for h in heads[:-1]])
         ov_norm = torch.cat([h.ov_norm for h in heads[:-1]])
         cols: dict[str, list[Any]] = {c: [] for c in ("sl", "sh", "tl", "th", "q", "k", "v")}
         for t in _bar(range(1, L), total=L - 1, desc="composition", show=progress):
             S = t * H
-            sc = _scores(heads[t], y[:, : S * k], gv[:S], ov_norm[:S])
+            sc = _scores(heads[t], y[:, : S * k], ov_norm[:S])
             sl, sh = np.divmod(np.arange(S), H)
             cols["sl"].append(np.tile(sl, H))
             cols["sh"].append(np.tile(sh, H))
@@ -191,4 +201,4 @@ def composition(model: Any, *, samples: int = 64, seed: int = 0,
             "norms": ("post-norm layer norms between layers not folded" if post else
                       "pre-attention norm scale (and centring) folded into W_Q, W_K, W_V"),
             "reference": "Elhage et al. 2021, A Mathematical Framework for Transformer Circuits"}
-    return Result(table, meta)
+    return Result(table, meta, widget="composition")

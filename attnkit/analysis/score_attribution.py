@@ -49,13 +49,24 @@ from ..results import Result
 #: The grains of ``components=``.
 GRAINS = ("heads", "layers", "dims")
 
-#: Terms of one block of pairs (``pairs × query components × key components``): 2 MiB in
-#: float64; larger blocks of varying size fragment the heap (measured: 9 GB peak RSS at 512
-#: tokens with 32 MiB blocks, flat with these).
+#: Terms of one block of pairs (``pairs × query candidates × key candidates``): 1 MiB in
+#: float32 (2 MiB for ``dense``' float64); larger blocks of varying size fragment the heap
+#: (measured: 9 GB peak RSS at 512 tokens with 32 MiB blocks, flat with these).
 BLOCK_TERMS = 1 << 18
 
 #: Up to this many pairs, ``meta["dims"]`` keeps each pair's per-dimension terms ``[N, k]``.
 DIMS_PAIRS = 8192
+
+#: ``candidates=None`` chooses among every term while ``pairs × C_q × C_k`` stays within this
+#: (one query row of a 4k-token input against 64 components a side), else among the
+#: :data:`CANDIDATES` largest components a side.
+EXACT_TERMS = 1 << 24
+
+#: Components a side that ``candidates=None`` chooses the ``top`` terms among on larger cases:
+#: measured on the bundled encoder at 512 tokens (69 components a side), the largest term is
+#: found for 98-100 % of the pairs and the kept terms carry 97-98 % of the exact top 8's
+#: absolute sum (``docs/why_heads.md``).
+CANDIDATES = 8
 
 LINEARISED = ("the pre-attention norm with each row's statistics fixed (the forward's own); "
               "rotary embeddings per position")
@@ -111,54 +122,101 @@ def _listed(x: Any) -> list[int]:
 
 def _side(model: Any, wts: Any, walk_: Any, part: Any, positions: list[int], head: int,
           side: str) -> Any:
-    """Query or key components ``[C, P, k]`` after the norm's statistics, biases and rotary."""
+    """Query or key components ``[C, P, k]`` after the norm's statistics, biases and rotary,
+    computed in place in ``part`` (the walk's, used once)."""
     import torch
 
     h = head if side == "q" else head // wts.groups
     mat, bias = (wts.wq, wts.bq) if side == "q" else (wts.wk, wts.bk)
     where = {int(p): i for i, p in enumerate(walk_.positions.tolist())}
     rows = torch.tensor([where[p] for p in positions], dtype=torch.long)
-    out = part.clone()
+    out = part
     extra = torch.zeros(mat.shape[1], dtype=torch.float64)
     if wts.norm is not None:
         sigma = wts.norm.sigma(walk_.stream[rows])
-        out = out / sigma[None, :, None]
+        out /= sigma[None, :, None]
         if wts.norm.bias is not None:
             extra = extra + mat[h] @ wts.norm.bias
     if bias is not None:
         extra = extra + bias[h]
-    out[-1] = out[-1] + extra  # "bias" is the last component
+    out[-1] += extra  # "bias" is the last component
     return apply_rotary(model, out, walk_.call.rotary, torch.tensor(positions, dtype=torch.long))
 
 
-def _blocks(q: Any, k: Any, qt: Any, kt: Any, qi: Any, kj: Any, grid: bool, diagonal: bool,
-            per_pair: int) -> Any:
-    """``(pairs slice, terms [p, C_q, C_k] or [p, k])`` block by block, in the order of
-    ``(qi, kj)``. On the grid (pairs in row-major order) a block is a run of query rows against
-    all keys, one product without gathering; explicit pairs (and rows too long for one
-    block) are gathered."""
+def _diagonal_blocks(qt: Any, kt: Any, qi: Any, kj: Any) -> Any:
+    """``(pairs slice, per-dimension terms [p, k])`` block by block."""
+    step = max(1, BLOCK_TERMS // max(1, qt.shape[-1]))
+    for s0 in range(0, len(qi), step):
+        sl = slice(s0, min(len(qi), s0 + step))
+        yield sl, qt[qi[sl]] * kt[kj[sl]]
+
+
+def _chosen(side: Any, m: int, dtype: Any) -> tuple[Any, Any]:
+    """The ``m`` components of largest norm at each position of ``side [C, P, k]``:
+    ``(ids [P, m], vectors [P, m, k] in dtype)`` (every component, in order, when ``m`` is
+    ``C``)."""
     import torch
 
-    N = len(qi)
-    n_keys = k.shape[1]
-    if grid and not diagonal and per_pair * n_keys <= BLOCK_TERMS:
-        rows = BLOCK_TERMS // max(1, per_pair * n_keys)
-        first = torch.searchsorted(qi, torch.arange(0, q.shape[1] + 1))  # pairs of row i start
-        for r0 in range(0, q.shape[1], rows):
-            r1 = min(q.shape[1], r0 + rows)
+    C, P = side.shape[:2]
+    if m >= C:
+        return torch.arange(C).expand(P, C), side.permute(1, 0, 2).to(dtype).contiguous()
+    ids = side.norm(dim=-1).topk(m, dim=0, sorted=False).indices.T  # [P, m]
+    picked = side.permute(1, 0, 2).gather(1, ids[..., None].expand(-1, -1, side.shape[-1]))
+    return ids, picked.to(dtype)
+
+
+def _candidate_blocks(qs: Any, ks: Any, qi: Any, kj: Any, grid: bool) -> Any:
+    """``(pairs slice, terms [p, m_k, m_q])`` (key candidate first) of the chosen components
+    (:func:`_chosen`'s vectors ``qs [P_q, m_q, k]``, ``ks [P_k, m_k, k]``), block by block in
+    the order of ``(qi, kj)``. On the grid (pairs in row-major order) a block is a run of
+    query rows against all keys: one batched product laying each pair's terms side by side,
+    then the allowed pairs; explicit pairs (and rows too long for one block) are gathered and
+    multiplied pair by pair."""
+    import torch
+
+    N, (Pq, mq, x), (Pk, mk, _) = len(qi), qs.shape, ks.shape
+    per_pair = mq * mk
+    if grid and per_pair * Pk <= BLOCK_TERMS:
+        rows = BLOCK_TERMS // (per_pair * Pk)
+        first = torch.searchsorted(qi, torch.arange(0, Pq + 1))  # pairs of row i start here
+        kflat = ks.reshape(Pk * mk, x)
+        for r0 in range(0, Pq, rows):
+            r1 = min(Pq, r0 + rows)
             p0, p1 = int(first[r0]), int(first[r1])
             if p0 == p1:
                 continue
-            t = torch.einsum("aix,bjx->ijab", q[:, r0:r1], k)  # [r, Pk, Cq, Ck]
-            yield slice(p0, p1), t[qi[p0:p1] - r0, kj[p0:p1]]
+            t = torch.matmul(kflat, qs[r0:r1].transpose(1, 2)).view(r1 - r0, Pk, mk, mq)
+            if p1 - p0 == (r1 - r0) * Pk:  # every key of these rows
+                yield slice(p0, p1), t.view(p1 - p0, mk, mq)
+            else:
+                yield slice(p0, p1), t[qi[p0:p1] - r0, kj[p0:p1]]
         return
-    step = max(1, BLOCK_TERMS // max(1, per_pair))
+    step = max(1, BLOCK_TERMS // per_pair)
     for s0 in range(0, N, step):
         sl = slice(s0, min(N, s0 + step))
-        if diagonal:
-            yield sl, qt[qi[sl]] * kt[kj[sl]]
-        else:
-            yield sl, torch.bmm(q[:, qi[sl]].permute(1, 0, 2), k[:, kj[sl]].permute(1, 2, 0))
+        yield sl, torch.bmm(ks[kj[sl]], qs[qi[sl]].transpose(1, 2))
+
+
+def _largest(flat: np.ndarray, top: int, scratch: np.ndarray) -> np.ndarray:
+    """Column indices ``[p, top]`` of each row's ``top`` largest absolute values (unordered);
+    ``scratch`` (at least ``flat``'s size) holds the absolute values."""
+    n = flat.shape[1]
+    a = np.abs(flat, out=scratch.reshape(-1)[: flat.size].reshape(flat.shape))
+    return np.argpartition(a, n - top, axis=1)[:, n - top:]
+
+
+def _repeat(x: np.ndarray, times: int) -> np.ndarray:
+    """Each element ``times`` times in a row (``np.repeat``, as one broadcast copy)."""
+    return np.broadcast_to(x[:, None], (len(x), times)).reshape(-1)
+
+
+def _row_sums(k: Any, lo: Any, hi: Any) -> Any:
+    """``Σ_{lo_i <= j < hi_i} k[:, j]`` for every row ``i``: ``[C, len(lo), k]`` from prefix
+    sums (an allowed set of keys is a span of the sorted keys asked for)."""
+    import torch
+
+    cs = torch.cat([torch.zeros_like(k[:, :1]), k.cumsum(1)], 1)
+    return cs[:, hi] - cs[:, lo]
 
 
 def score_attribution(
@@ -173,6 +231,7 @@ def score_attribution(
     components: str | Sequence[str] = "heads",
     aggregate: str | None = None,
     top: int = 8,
+    candidates: int | None = None,
     dense: bool = False,
 ) -> Result:
     """Each pre-softmax score of one head as a sum over (query component, key component)
@@ -207,6 +266,14 @@ def score_attribution(
     top : int
         Per (query, key), the ``top`` largest terms by absolute value are kept and the others
         summed into one ``"rest"`` row, so each pair still sums to its score.
+    candidates : int, optional
+        Choose each pair's ``top`` terms among those of the ``candidates`` query components
+        and ``candidates`` key components with the largest norms (``‖q_i^a‖``, ``‖k_j^b‖``)
+        at that query and that key: ``candidates²`` terms a pair, from one matrix product per
+        block of query rows, instead of ``C_q × C_k``. None (default): among every term while
+        ``pairs × C_q × C_k`` is at most :data:`EXACT_TERMS`, else among :data:`CANDIDATES`
+        a side. ``meta["top_exact"]`` says whether the kept terms are the exact largest; the
+        ``"rest"`` row holds everything else either way, so sums are exact.
     dense : bool
         Keep every term (no ``"rest"`` rows) and put the array ``[pairs, C_q, C_k]`` (or
         ``[C_q, C_k]`` aggregated) in ``meta["terms"]``.
@@ -218,7 +285,8 @@ def score_attribution(
         ``contribution``; ``.meta`` with ``layer``, ``head`` (0-indexed), ``scores`` (a
         DataFrame of ``query``, ``key``, ``score`` (the model's, before any soft-cap) and
         ``total`` (the terms' sum)), ``max_abs_error``, ``components``, ``linearised``,
-        ``softcap``, ``tokens``, and (up to :data:`DIMS_PAIRS` pairs, not aggregated)
+        ``softcap``, ``tokens``, ``candidates`` (``(m_q, m_k)``, or None when every term was a
+        candidate), ``top_exact``, and (up to :data:`DIMS_PAIRS` pairs, not aggregated)
         ``dims``: float32 ``[pairs, k]`` per-dimension terms ``scaling · q_x k_x`` in the
         order of ``scores``.
 
@@ -259,11 +327,22 @@ def score_attribution(
     n = len(enc)
     qpos, kpos, explicit = _pairs(n, queries, keys, pairs)
 
+    with torch.inference_mode():  # the walk's tensors are inference tensors, updated in place
+        return _attribute(model, enc, layer, head, qpos, kpos, explicit, components, aggregate,
+                          top, candidates, dense)
+
+
+def _attribute(model: Any, enc: Any, layer: int, head: int, qpos: list[int], kpos: list[int],
+               explicit: Any, components: Any, aggregate: str | None, top: int,
+               candidates: int | None, dense: bool) -> Result:
+    """:func:`score_attribution` once its arguments are checked."""
+    import torch
+
     wts = head_weights(model, layer)
     g = wts.groups
-    mq = wts.norm.matrix(wts.wq[head]) if wts.norm else wts.wq[head]
-    mk = wts.norm.matrix(wts.wk[head // g]) if wts.norm else wts.wk[head // g]
-    w = walk(model, enc, layer=layer, readers=[Reader(qpos, mq), Reader(kpos, mk)])
+    read_q = wts.norm.matrix(wts.wq[head]) if wts.norm else wts.wq[head]
+    read_k = wts.norm.matrix(wts.wk[head // g]) if wts.norm else wts.wk[head // g]
+    w = walk(model, enc, layer=layer, readers=[Reader(qpos, read_q), Reader(kpos, read_k)])
     q = _side(model, wts, w, w.parts[0], qpos, head, "q")  # [C, Pq, k]
     k = _side(model, wts, w, w.parts[1], kpos, head, "k")
     call = w.call
@@ -277,8 +356,8 @@ def score_attribution(
     k_model = call.key[head // g][kj_all]
     allowed = call.spans.allowed(torch.tensor(qpos), torch.tensor(kpos))  # [Pq, Pk]
     if explicit is not None:
-        qi = torch.tensor([qpos.index(int(a)) for a in explicit[:, 0]])
-        kj = torch.tensor([kpos.index(int(b)) for b in explicit[:, 1]])
+        qi = torch.from_numpy(np.searchsorted(qpos, explicit[:, 0]))
+        kj = torch.from_numpy(np.searchsorted(kpos, explicit[:, 1]))
         blocked = ~allowed[qi, kj]
         if bool(blocked.any()):
             a, b = explicit[int(torch.nonzero(blocked)[0, 0])]
@@ -291,94 +370,138 @@ def score_attribution(
                              "(a causal model attends only to earlier keys).")
 
     names, group = _grouping(w.names, components if components != "dims" else "heads")
-    if components == "dims":
-        qt, kt = q.sum(0), k.sum(0)  # [P, k]
-        dims = qt.shape[-1]
-        names_q = names_k = [f"dim{x + 1}" for x in range(dims)]
+    diagonal = components == "dims"
+    if diagonal:
+        names_q = names_k = [f"dim{x + 1}" for x in range(q.shape[-1])]
     else:
-        G = torch.from_numpy(group)
-        q = torch.einsum("oc,cpx->opx", G, q)
-        k = torch.einsum("oc,cpx->opx", G, k)
+        if components != "heads":  # "heads" keeps the walk's components as they are
+            G = torch.from_numpy(group)
+            q = torch.einsum("oc,cpx->opx", G, q)
+            k = torch.einsum("oc,cpx->opx", G, k)
         names_q = names_k = names
-    model_scores = scaling * (q_model[qi] * k_model[kj]).sum(-1)  # [N]
+    qt, kt = q.sum(0), k.sum(0)  # [P, k]: the attributed query and key
+    grid = explicit is None
+    if grid:  # scores of the whole grid as two products, read at the allowed pairs
+        model_scores = scaling * (q_model @ k_model.T)[qi, kj]
+        total = scaling * (qt @ kt.T)[qi, kj]  # Σ of every pair's terms
+    else:
+        model_scores = scaling * (q_model[qi] * k_model[kj]).sum(-1)  # [N]
+        total = scaling * (qt[qi] * kt[kj]).sum(-1)
 
     Cq, Ck = len(names_q), len(names_k)
     N = len(qi)
-    diagonal = components == "dims"
-    if not diagonal:
-        qt, kt = q.sum(0), k.sum(0)
-    total = scaling * (qt[qi] * kt[kj]).sum(-1)  # Σ of every pair's terms
     per_pair = Cq if diagonal else Cq * Ck
-    keep_all = dense or per_pair <= top + 1
+    if candidates is None:
+        m = max(Cq, Ck) if dense or diagonal or N * per_pair <= EXACT_TERMS else CANDIDATES
+    else:
+        if isinstance(candidates, bool) or not isinstance(candidates, (int, np.integer)) or (
+                candidates < 1):
+            raise InputError(f"candidates must be a positive int or None; got {candidates!r}.")
+        m = max(Cq, Ck) if dense else int(candidates)
+    mq, mk = (Cq, Ck) if diagonal else (min(m, Cq), min(m, Ck))
+    exact = diagonal or (mq == Cq and mk == Ck)
+    keep_all = dense or (exact and per_pair <= top + 1)
+    kept = per_pair if keep_all else min(top, per_pair if diagonal else mq * mk)
+    width = kept if keep_all else kept + 1  # rows a pair keeps
     agg = None
-    dense_terms: list[Any] = []
-    rows_i: list[Any] = []
-    rows_a: list[Any] = []
-    rows_b: list[Any] = []
-    rows_v: list[Any] = []
+    terms_out: Any = None
     if aggregate:
-        # Σ_(i,j)∈S q_i^a · k_j^b = Σ_i q_i^a · (Σ_j W_ij k_j^b), W the pairs' counts
-        weight = torch.zeros(len(qpos), len(kpos), dtype=torch.float64)
-        weight.index_put_((qi, kj), torch.ones(N, dtype=torch.float64), accumulate=True)
-        if diagonal:
-            agg = scaling * (qt * (weight @ kt)).sum(0)  # [k]
+        # Σ_(i,j)∈S q_i^a · k_j^b = Σ_i q_i^a · (Σ_{j: (i,j)∈S} k_j^b)
+        if grid:
+            lo = torch.searchsorted(torch.tensor(kpos), call.spans.lo.cpu()[torch.tensor(qpos)])
+            hi = torch.searchsorted(torch.tensor(kpos), call.spans.hi.cpu()[torch.tensor(qpos)])
+            wk = _row_sums(k if not diagonal else kt[None], lo, hi)
         else:
-            wk = torch.einsum("ij,bjx->bix", weight, k)
+            src = k if not diagonal else kt[None]
+            wk = torch.zeros(src.shape[0], len(qpos), src.shape[-1], dtype=src.dtype)
+            wk.index_add_(1, qi, src[:, kj])
+        if diagonal:
+            agg = scaling * (qt * wk[0]).sum(0)  # [k]
+        else:
             agg = scaling * torch.einsum("aix,bix->ab", q, wk)
     else:
-        for sl, t in _blocks(q, k, qt, kt, qi, kj, explicit is None, diagonal, per_pair):
-            t = scaling * t
-            flat = t.reshape(t.shape[0], -1)
+        out_v = np.empty((N, width))
+        code = np.int16 if max(Cq, Ck) < 32767 else np.int32  # categorical codes
+        out_a = np.empty((N, width), dtype=code)
+        out_b = np.empty((N, width), dtype=code)
+        if dense:
+            terms_out = np.empty((N, Cq) if diagonal else (N, Cq, Ck))
+        if diagonal:
+            blocks = _diagonal_blocks(qt, kt, qi, kj)
+            ids_q = ids_k = None
+        else:
+            # per-pair terms in float32 (rounding below (k + 2) 2^-24 ‖q^a‖ ‖k^b‖ a term; the
+            # "rest" row is float64, so each pair still sums to its float64 total); dense
+            # terms in float64
+            dt = torch.float64 if dense else torch.float32
+            ids_q, vq = _chosen(q, mq, dt)
+            vq *= scaling  # the terms come out scaled
+            ids_k, vk = _chosen(k, mk, dt)
+            ids_q, ids_k = ids_q.numpy().ravel(), ids_k.numpy().ravel()
+            blocks = _candidate_blocks(vq, vk, qi, kj, grid)
+        pair_m = mq if not diagonal else 1  # terms a pair: [m_k, m_q] (diagonal: [k])
+        qbase, kbase = qi.numpy() * mq, kj.numpy() * mk  # where a pair's candidates start
+        scratch = np.empty(BLOCK_TERMS, dtype=np.float64 if dense or diagonal else np.float32)
+        for sl, t in blocks:
+            flat = (scaling * t if diagonal else t).reshape(t.shape[0], -1).numpy()
             if dense:
-                dense_terms.append(t)
-            if keep_all:
-                idx = torch.arange(flat.shape[1]).expand(flat.shape[0], -1)
+                terms_out[sl] = (flat if diagonal else flat.reshape(-1, Ck, Cq).transpose(0, 2, 1)
+                                 ).reshape(terms_out[sl].shape)
+            if kept == flat.shape[1]:
+                idx = np.broadcast_to(np.arange(kept), flat.shape)
                 vals = flat
             else:
-                _, idx = flat.abs().topk(top, dim=-1, sorted=False)
-                vals = flat.gather(1, idx)
-                rest = total[sl] - vals.sum(-1)
-                idx = torch.cat([idx, torch.full((flat.shape[0], 1), -1)], 1)
-                vals = torch.cat([vals, rest[:, None]], 1)
-            rows_i.append(torch.arange(sl.start, sl.stop).repeat_interleave(idx.shape[1]))
+                idx = _largest(flat, kept, scratch)
+                vals = np.take_along_axis(flat, idx, 1)
+            if not keep_all:
+                out_v[sl, kept] = total[sl].numpy() - vals.sum(1, dtype=np.float64)
+                out_a[sl, kept], out_b[sl, kept] = Cq, Ck  # "rest"
+            out_v[sl, : idx.shape[1]] = vals
             if diagonal:
-                rows_a.append(idx.reshape(-1))
-                rows_b.append(idx.reshape(-1))
-            else:
-                rows_a.append(torch.where(idx < 0, -1, idx // Ck).reshape(-1))
-                rows_b.append(torch.where(idx < 0, -1, idx % Ck).reshape(-1))
-            rows_v.append(vals.reshape(-1))
+                out_a[sl, : idx.shape[1]] = out_b[sl, : idx.shape[1]] = idx
+            elif exact:  # candidates in component order
+                out_b[sl, : idx.shape[1]], out_a[sl, : idx.shape[1]] = np.divmod(idx, pair_m)
+            else:  # candidate ids, read from the flat [position x candidate] tables
+                assert ids_q is not None and ids_k is not None
+                if pair_m & (pair_m - 1) == 0:  # a power of two: shifts, not division
+                    ib, ia = idx >> (pair_m.bit_length() - 1), idx & (pair_m - 1)
+                else:
+                    ib, ia = np.divmod(idx, pair_m)
+                ia += qbase[sl, None]
+                ib += kbase[sl, None]
+                out_a[sl, : idx.shape[1]] = ids_q.take(ia)
+                out_b[sl, : idx.shape[1]] = ids_k.take(ib)
 
-    qpos_t, kpos_t = torch.tensor(qpos), torch.tensor(kpos)
-    cats_q = list(names_q) + ["rest"]
-    cats_k = list(names_k) + ["rest"]
+    qpos_a, kpos_a = np.asarray(qpos, dtype=np.int32), np.asarray(kpos, dtype=np.int32)
+    dtype_q = pd.CategoricalDtype(list(names_q) + ["rest"])
+    dtype_k = pd.CategoricalDtype(list(names_k) + ["rest"])
+
+    def cat(codes: np.ndarray, dtype: Any) -> Any:
+        return pd.Categorical.from_codes(codes, dtype=dtype, validate=False)
+
     if aggregate:
         assert agg is not None
         if aggregate == "mean":
             agg = agg / N
-        agg = agg.cpu()
         if diagonal:
-            a_idx = b_idx = np.arange(Cq)
+            a_idx = b_idx = np.arange(Cq, dtype=np.int32)
             vals_np = agg.numpy()
         else:
-            a_idx, b_idx = np.divmod(np.arange(Cq * Ck), Ck)
+            a_idx, b_idx = np.divmod(np.arange(Cq * Ck, dtype=np.int32), Ck)
             vals_np = agg.reshape(-1).numpy()
         table = pd.DataFrame({
             "query": np.full(len(vals_np), -1), "key": np.full(len(vals_np), -1),
-            "query_component": pd.Categorical.from_codes(a_idx, cats_q),
-            "key_component": pd.Categorical.from_codes(b_idx, cats_k),
-            "contribution": vals_np})
+            "query_component": cat(a_idx, dtype_q),
+            "key_component": cat(b_idx, dtype_k), "contribution": vals_np})
     else:
-        pi = torch.cat(rows_i)
-        a_all, b_all = torch.cat(rows_a), torch.cat(rows_b)
         table = pd.DataFrame({
-            "query": qpos_t[qi[pi]].numpy(), "key": kpos_t[kj[pi]].numpy(),
-            "query_component": pd.Categorical.from_codes(
-                torch.where(a_all < 0, len(names_q), a_all).numpy(), cats_q),
-            "key_component": pd.Categorical.from_codes(
-                torch.where(b_all < 0, len(names_k), b_all).numpy(), cats_k),
-            "contribution": torch.cat(rows_v).numpy()})
-    scores = pd.DataFrame({"query": qpos_t[qi].numpy(), "key": kpos_t[kj].numpy(),
+            "query": _repeat(qpos_a[qi.numpy()], width),
+            "key": _repeat(kpos_a[kj.numpy()], width),
+            "query_component": cat(out_a.reshape(-1), dtype_q),
+            "key_component": cat(out_b.reshape(-1), dtype_k),
+            "contribution": out_v.reshape(-1)}, copy=False)
+    scores = pd.DataFrame({"query": qpos_a[qi.numpy()].astype(np.int64),
+                           "key": kpos_a[kj.numpy()].astype(np.int64),
                            "score": model_scores.numpy(), "total": total.numpy()})
     meta: dict[str, Any] = {
         "layer": layer, "head": head, "label": f"L{layer + 1}-H{head + 1}",
@@ -386,6 +509,8 @@ def score_attribution(
                                                 else list(components)),
         "query_components": list(names_q), "key_components": list(names_k),
         "n_pairs": N, "aggregate": aggregate, "top": None if keep_all else int(top),
+        "candidates": None if exact else (mq, mk),
+        "top_exact": bool(aggregate or exact),
         "scores": scores, "max_abs_error": float((model_scores - total).abs().max()),
         "scaling": scaling, "softcap": call.softcap,
         "attributed": ("the logit before soft-capping (the model applies "
@@ -400,5 +525,5 @@ def score_attribution(
     if agg is not None:
         meta["terms"] = agg.numpy()
     elif dense:
-        meta["terms"] = torch.cat(dense_terms).numpy()
+        meta["terms"] = terms_out
     return Result(table, meta)

@@ -356,6 +356,10 @@ def plot_head_map(
     title: str | None = None,
     annotate: bool | None = None,
     ax: Axes | None = None,
+    row_labels: Sequence[str] | None = None,
+    col_labels: Sequence[str] | None = None,
+    row_title: str = "layer",
+    col_title: str = "head",
 ) -> Figure:
     """A layer × head grid of one per-head metric.
 
@@ -382,6 +386,10 @@ def plot_head_map(
         Write the values in the cells.
     ax : matplotlib Axes, optional
         Draw into these axes (else a new figure, not registered with pyplot).
+    row_labels, col_labels : sequence of str, optional
+        Tick text of each row and column (default numbers from 1; at most about 32 shown).
+    row_title, col_title : str
+        Axis titles.
 
     Returns
     -------
@@ -425,10 +433,12 @@ def plot_head_map(
                     r, g, b, _ = cm(norm(v))
                     dark = 0.2126 * r**2.2 + 0.7152 * g**2.2 + 0.0722 * b**2.2 < 0.22
                     ax.text(h, l, f"{v:.2g}", ha="center", va="center", fontsize=6.5, color="white" if dark else "#111")
-    ax.set_xticks(range(H), [str(h + 1) for h in range(H)], fontsize=7)
-    ax.set_yticks(range(L), [str(l + 1) for l in range(L)], fontsize=7)
-    ax.set_xlabel("head")
-    ax.set_ylabel("layer")
+    for n, labels, ticks in ((H, col_labels, ax.set_xticks), (L, row_labels, ax.set_yticks)):
+        text = [mpl_text(str(x)) for x in labels] if labels is not None else [str(i + 1) for i in range(n)]
+        step = max(1, -(-n // 32))
+        ticks(range(0, n, step), text[::step], fontsize=7)
+    ax.set_xlabel(mpl_text(col_title))
+    ax.set_ylabel(mpl_text(row_title))
     ax.tick_params(length=0)
     fig.colorbar(im, ax=ax, shrink=0.7, label=mpl_text(name))
     ax.set_title(mpl_text(title or f"{name} per head"), fontsize=10, loc="left")

@@ -1,6 +1,10 @@
-"""HeadMap widget: a layer × head grid of any per-head metric, click to select a head."""
+"""HeadMap widget: a layer × head grid of any per-head metric, click to select a head; and
+the widgets that results name (:data:`RESULT_WIDGETS`), drawn as labelled HeadMaps."""
 
 from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -8,9 +12,10 @@ import traitlets
 from matplotlib.figure import Figure
 
 from .._compat import renamed
+from ..errors import InputError
 from ..plot import attention as plots
 from ..results import head_table
-from ..results import HeadResult
+from ..results import HeadResult, Result
 from ._base import SelectsHead
 from ._codec import wire
 
@@ -39,11 +44,18 @@ class HeadMap(SelectsHead):
         Table size when the index does not reach the last layer/head.
     title : str, optional
         Title (default: "<value> per head").
+    row_labels, col_labels : sequence of str, optional
+        Text of each row and column (default: numbers from 1), for a grid whose rows and
+        columns are not layers and heads (a source × target map); hover then names the cell
+        by its labels, and ``selected`` is ``[row, column]``.
+    row_title, col_title : str, optional
+        Axis titles (default "layer" and "head").
 
     Raises
     ------
     InputError
-        When ``data`` is not per-head, or ``value`` is missing or ambiguous.
+        When ``data`` is not per-head, ``value`` is missing or ambiguous, or labels do not
+        match the grid.
 
     Examples
     --------
@@ -61,6 +73,10 @@ class HeadMap(SelectsHead):
     diverging = traitlets.Bool(False).tag(sync=True)
     vmin = traitlets.Float(None, allow_none=True).tag(sync=True)
     vmax = traitlets.Float(None, allow_none=True).tag(sync=True)
+    row_labels = traitlets.List(traitlets.Unicode()).tag(sync=True)
+    col_labels = traitlets.List(traitlets.Unicode()).tag(sync=True)
+    row_title = traitlets.Unicode("layer").tag(sync=True)
+    col_title = traitlets.Unicode("head").tag(sync=True)
 
     @renamed(positional=("value",), df="data")
     def __init__(
@@ -75,6 +91,10 @@ class HeadMap(SelectsHead):
         n_layers: int | None = None,
         n_heads: int | None = None,
         title: str | None = None,
+        row_labels: Sequence[str] | None = None,
+        col_labels: Sequence[str] | None = None,
+        row_title: str = "layer",
+        col_title: str = "head",
     ) -> None:
         shape = None
         if n_layers is not None or n_heads is not None:
@@ -84,11 +104,18 @@ class HeadMap(SelectsHead):
         finite = table[np.isfinite(table)]
         if diverging is None:
             diverging = bool(finite.size and finite.min() < 0 < finite.max())
+        labels = []
+        for side, got, n in (("row", row_labels, table.shape[0]), ("col", col_labels, table.shape[1])):
+            got = [str(x) for x in got] if got is not None else []
+            if got and len(got) != n:
+                raise InputError(f"{side}_labels has {len(got)} labels for {n} {side}s.")
+            labels.append(got)
         self._table = table
         super().__init__(
             n_layers=table.shape[0], n_heads=table.shape[1], values=wire(table, "float32"),
             value_name=name, diverging=diverging, vmin=vmin, vmax=vmax, cmap=cmap,
-            title=title or f"{name} per head",
+            title=title or f"{name} per head", row_labels=labels[0], col_labels=labels[1],
+            row_title=row_title, col_title=col_title,
         )
 
     @property
@@ -119,6 +146,8 @@ class HeadMap(SelectsHead):
         return plots.plot_head_map(
             self._table, self.value_name, diverging=self.diverging, cmap=self.cmap or None,
             vmin=self.vmin, vmax=self.vmax, title=self.title,
+            row_labels=self.row_labels or None, col_labels=self.col_labels or None,
+            row_title=self.row_title, col_title=self.col_title,
         )
 
     def _alt_text(self) -> str:
@@ -126,7 +155,104 @@ class HeadMap(SelectsHead):
         if finite.size == 0:
             return f"{self.title}: no values"
         l, h = np.unravel_index(np.nanargmax(self._table), self._table.shape)
+        if self.row_labels or self.col_labels:
+            row = self.row_labels[l] if self.row_labels else str(l + 1)
+            col = self.col_labels[h] if self.col_labels else str(h + 1)
+            return (
+                f"{self.title}: {self.n_layers} {self.row_title}s × {self.n_heads} "
+                f"{self.col_title}s, values {finite.min():.3g} to {finite.max():.3g}, highest at "
+                f"{self.row_title} {row}, {self.col_title} {col}."
+            )
         return (
             f"{self.title}: {self.n_layers} layers × {self.n_heads} heads, values "
             f"{finite.min():.3g} to {finite.max():.3g}, highest at head {l + 1}-{h + 1}."
         )
+
+
+# ------------------------------------------------------------------ results' widgets
+def composition_map(data: Result, *, kind: str = "k", **options: Any) -> HeadMap:
+    """A :func:`~attnkit.composition` result as a source head × target head map of one kind
+    of composition: rows the heads that write (layers 1 to L-1), columns the heads that read
+    (layers 2 to L), blank where the source is not in an earlier layer.
+
+    Parameters
+    ----------
+    data : Result
+        The result of :func:`attnkit.composition`.
+    kind : {"q", "k", "v"}
+        Which composition.
+    **options
+        Passed on to :class:`HeadMap` (``cmap``, ``vmin``, ``vmax``, ``title``).
+
+    Returns
+    -------
+    HeadMap
+        ``table[s, t]``: source ``s = layer · H + head`` (0-indexed), target ``t`` likewise
+        from layer 1; labels read ``"L-H"`` (1-indexed).
+
+    Raises
+    ------
+    InputError
+        For an unknown kind.
+
+    Examples
+    --------
+    >>> import attnkit as ak
+    >>> from attnkit.testing import tiny_model
+    >>> view = ak.composition(tiny_model("llama", layers=3), samples=4, progress=False).widget()
+    >>> view.table.shape, view.row_labels[:3], view.col_labels[0]
+    ((4, 4), ['1-1', '1-2', '2-1'], '2-1')
+    """
+    if kind not in ("q", "k", "v"):
+        raise InputError(f"kind must be 'q', 'k' or 'v'; got {kind!r}.")
+    L, H = int(data.meta["n_layers"]), int(data.meta["n_heads"])
+    t = data.table
+    grid = np.full(((L - 1) * H, (L - 1) * H), np.nan)
+    sl, sh, tl, th = (t.index.get_level_values(n).to_numpy() for n in t.index.names)
+    grid[sl * H + sh, (tl - 1) * H + th] = t[kind].to_numpy()
+    heads = [f"{layer + 1}-{head + 1}" for layer in range(L) for head in range(H)]
+    base = data.meta.get("baseline", {}).get(kind, {})
+    note = f" (random baseline p99 {base['p99']:.2f})" if "p99" in base else ""
+    options.setdefault("title", f"{kind.upper()}-composition, source head × target head{note}")
+    return HeadMap(grid, value=f"{kind}-composition", row_labels=heads[:-H],
+                   col_labels=heads[H:], row_title="source", col_title="target", **options)
+
+
+#: Result widget name -> ``make(result, **options) -> widget``: how :meth:`Result.widget`
+#: draws a result that names its widget (``Result(table, meta, widget="composition")``).
+RESULT_WIDGETS: dict[str, Callable[..., Any]] = {"composition": composition_map}
+
+
+def result_widget(name: str, result: Result, /, **options: Any) -> Any:
+    """The widget named ``name`` (:data:`RESULT_WIDGETS`) of ``result``.
+
+    Parameters
+    ----------
+    name : str
+        A key of :data:`RESULT_WIDGETS`.
+    result : Result
+        The result to show.
+    **options
+        Passed on to the widget's maker.
+
+    Returns
+    -------
+    AttnkitWidget
+        The widget.
+
+    Raises
+    ------
+    InputError
+        For an unknown name.
+
+    Examples
+    --------
+    >>> import attnkit as ak
+    >>> from attnkit.testing import tiny_model
+    >>> comp = ak.composition(tiny_model("llama", layers=3), samples=4, progress=False)
+    >>> result_widget("composition", comp, kind="v").value_name
+    'v-composition'
+    """
+    if name not in RESULT_WIDGETS:
+        raise InputError(f"No widget named {name!r}; known: {', '.join(sorted(RESULT_WIDGETS))}.")
+    return RESULT_WIDGETS[name](result, **options)

@@ -1,12 +1,15 @@
 // HeadMap: a layer × head grid of one per-head metric (entropy, relation accuracy, ...),
 // with hover read-out and click-to-select. It grows and shrinks with the output's width.
+// With row and column labels it is any labelled grid (composition's source × target map):
+// hover names the cell by its labels, and large grids draw small cells without gaps.
 
-import { axesGrid, drawAxes, headAxes } from "./lib/axes";
+import { Axes, axesGrid, drawAxes } from "./lib/axes";
 import { FONT_SMALL, sizeCanvas } from "./lib/canvas";
 import { readFloats, WireArray } from "./lib/codec";
 import { divIndex, DIVERGING_DEFAULT, lutColor, METRIC_DEFAULT, seqIndex, textOn } from "./lib/colors";
 import { bindGridPointer, GridPointer } from "./lib/gridpointer";
-import { formatValue, headLabel } from "./lib/labels";
+import { formatValue } from "./lib/labels";
+import { cellName, gridAxes, GridLabels, gridSpacing } from "./lib/gridlabels";
 import { cellOrigin, finiteRange, gridData, gridHit, GridLayout } from "./lib/layout";
 import { colorBarV } from "./lib/legend";
 import { h, HeadPickerView, mount, RenderProps } from "./lib/view";
@@ -22,6 +25,7 @@ interface Data {
   cmap: string;
   lo: number;
   hi: number;
+  labels: GridLabels;
 }
 
 class HeadMapView extends HeadPickerView<"headmap"> {
@@ -29,6 +33,7 @@ class HeadMapView extends HeadPickerView<"headmap"> {
   private grid!: GridLayout;
   private canvas = h("canvas", "attnkit-canvas");
   private pointer: GridPointer;
+  private hintSet = false;
 
   constructor(props: RenderProps) {
     super(props, "headmap");
@@ -39,7 +44,7 @@ class HeadMapView extends HeadPickerView<"headmap"> {
       stage: this.stage,
       tip: this.tip,
       hit: (x, y) => gridHit(this.grid, x, y),
-      describe: (r, c) => [`Head ${headLabel(r, c)}`, [[this.d.name, formatValue(this.d.values[r * this.d.heads + c])]]],
+      describe: (r, c) => [cellName(this.d.labels, r, c), [[this.d.name, formatValue(this.d.values[r * this.d.heads + c])]]],
       select: (r, c) => this.pick(r, c),
       redraw: () => this.redraw(),
     });
@@ -65,17 +70,37 @@ class HeadMapView extends HeadPickerView<"headmap"> {
       layers, heads, values, diverging, lo, hi,
       name: (this.get("value_name") as string) || "value",
       cmap: (this.get("cmap") as string) || (diverging ? DIVERGING_DEFAULT : METRIC_DEFAULT),
+      labels: {
+        rows: (this.get("row_labels") as string[]) ?? [],
+        cols: (this.get("col_labels") as string[]) ?? [],
+        rowTitle: (this.get("row_title") as string) || "layer",
+        colTitle: (this.get("col_title") as string) || "head",
+      },
     };
+    if (!this.hintSet && (this.d.labels.rows.length || this.d.labels.cols.length)) {
+      this.hint.textContent = `Hover a cell for its ${this.d.labels.rowTitle}, ${this.d.labels.colTitle} and value \u00b7 click to select it`;
+      this.hintSet = true;
+    }
     this.title.textContent = (this.get("title") as string) || `${this.d.name} per head`;
     this.root.dataset.cells = String(layers * heads);
     this.pointer?.reset();
     this.showSelection();
   }
 
+  private axes(): Axes {
+    return gridAxes(this.d.layers, this.d.heads, this.d.labels);
+  }
+
+  protected selectionText(): string {
+    const sel = this.selection();
+    return sel ? `selected ${cellName(this.d?.labels, sel[0], sel[1]).replace(/^Head /, "")}` : "";
+  }
+
   protected layout(): void {
     const width = Math.max(240, Math.min(1200, this.avail(640)));
-    this.grid = axesGrid(this.canvas.getContext("2d")!, headAxes(this.d.layers, this.d.heads), {
-      width: width - BAR, gap: 2, below: 0, bottom: 4, minCell: 12, maxCell: 72,
+    const { gap, minCell } = gridSpacing(this.d.heads);
+    this.grid = axesGrid(this.canvas.getContext("2d")!, this.axes(), {
+      width: width - BAR, gap, below: 0, bottom: 4, minCell, maxCell: 72,
     });
     this.grid.width += BAR;
     Object.assign(this.root.dataset, gridData(this.grid));
@@ -87,7 +112,7 @@ class HeadMapView extends HeadPickerView<"headmap"> {
     const th = this.theme;
     const ctx = sizeCanvas(this.canvas, g.width, g.height);
     ctx.clearRect(0, 0, g.width, g.height);
-    drawAxes(ctx, th, g, headAxes(d.layers, d.heads));
+    drawAxes(ctx, th, g, this.axes());
 
     const showText = g.cell >= 30;
     for (let r = 0; r < d.layers; r++) {

@@ -1,53 +1,21 @@
 // ScoreView: for one head and one query token, each key's pre-softmax score as a stacked bar
 // of its largest (query component × key component) terms, plus a grey "rest". A toggle groups
 // components by layer; clicking (or Enter on) a head segment sets `clicked` (a linked Heatmap
-// shows that head); "d" shows the selected key's per-dimension terms q_x·k_x.
+// shows that head); "d" shows the selected key's per-dimension terms q_x·k_x. The pure logic
+// (segments, stacking, keyboard moves) is lib/scoreparts.ts.
 // Tokens and component names reach the page only as text (canvas text, textContent).
 
 import { FONT_SMALL, localPoint, sizeCanvas } from "./lib/canvas";
 import { readArray, readFloats, WireArray } from "./lib/codec";
 import { displayToken, formatValue, truncate } from "./lib/labels";
+import { headToFollow, moveCursor, Segment, segmentsOf, stackStarts, valueRange } from "./lib/scoreparts";
 import { h, mount, RenderProps, View } from "./lib/view";
+
 
 const PALETTE = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#86bcb6", "#d37295", "#a0cbe8"];
 const ROW = 18;
 const LABEL = 120;
 const TOP = 22;
-
-/** "L2H3" -> [1, 2] (0-indexed), else null. */
-export function headOf(name: string): [number, number] | null {
-  const m = /^L(\d+)H(\d+)$/.exec(name);
-  return m ? [Number(m[1]) - 1, Number(m[2]) - 1] : null;
-}
-
-/** The layer group of a component: "L2H3" -> "L2.attn", others unchanged. */
-export function groupOf(name: string): string {
-  const m = /^L(\d+)H\d+$/.exec(name);
-  return m ? `L${m[1]}.attn` : name;
-}
-
-export interface Segment { q: string; k: string; v: number }
-
-/** One key's segments, grouped by layer when asked (rest kept last). */
-export function segmentsOf(names: string[], sq: ArrayLike<number>, sk: ArrayLike<number>, sv: ArrayLike<number>, row: number, n: number, grouped: boolean): Segment[] {
-  const out = new Map<string, Segment>();
-  let rest = 0;
-  for (let s = 0; s < n; s++) {
-    const i = row * n + s;
-    const q = names[sq[i]] ?? "?";
-    const k = names[sk[i]] ?? "?";
-    if (q === "rest" || k === "rest") { rest += sv[i]; continue; }
-    const gq = grouped ? groupOf(q) : q;
-    const gk = grouped ? groupOf(k) : k;
-    const key = `${gq}\u0000${gk}`;
-    const seg = out.get(key);
-    if (seg) seg.v += sv[i];
-    else out.set(key, { q: gq, k: gk, v: sv[i] });
-  }
-  const segs = [...out.values()].sort((a, b) => Math.abs(b.v) - Math.abs(a.v));
-  segs.push({ q: "rest", k: "rest", v: rest });
-  return segs;
-}
 
 interface Box { x: number; w: number; row: number; seg: Segment }
 
@@ -80,7 +48,7 @@ class ScoreViewImpl extends View<"score"> {
     this.groupBtn = this.button("by layer", "Group components by layer (g)", () => this.toggleGroup());
     this.dimBtn = this.button("dims", "Per-dimension terms of the selected key (d)", () => this.toggleDims());
     this.controls.append(this.groupBtn, this.dimBtn);
-    this.hint.textContent = "Up/Down: key \u00b7 Left/Right: segment \u00b7 Enter/click a head segment: show that head \u00b7 g: by layer \u00b7 d: per dimension \u00b7 heads counted from 1";
+    this.hint.textContent = "Up/Down (Home/End): key \u00b7 Left/Right: segment \u00b7 Enter/click a head segment: show that head \u00b7 g: by layer \u00b7 d: per dimension \u00b7 heads counted from 1";
     this.listen(this.canvas, "keydown", (e) => this.key(e as KeyboardEvent));
     this.listen(this.canvas, "pointermove", (e) => this.hover(e as PointerEvent));
     this.listen(this.canvas, "pointerleave", () => this.tip.hide());
@@ -157,18 +125,9 @@ class ScoreViewImpl extends View<"score"> {
       this.canvas.setAttribute("aria-label", `Per-dimension terms of key ${this.keys[this.row]}`);
       return;
     }
-    let lo = 0;
-    let hi = 1e-12;
     const all: Segment[][] = [];
-    for (let r = 0; r < this.keys.length; r++) {
-      const segs = segmentsOf(this.names, this.sq, this.sk, this.sv, r, this.n, this.grouped);
-      all.push(segs);
-      let pos = 0;
-      let neg = 0;
-      for (const s of segs) (s.v >= 0 ? (pos += s.v) : (neg += s.v));
-      lo = Math.min(lo, neg, this.scores[r]);
-      hi = Math.max(hi, pos, this.scores[r]);
-    }
+    for (let r = 0; r < this.keys.length; r++) all.push(segmentsOf(this.names, this.sq, this.sk, this.sv, r, this.n, this.grouped));
+    const [lo, hi] = valueRange(all, this.scores);
     const sx = (v: number) => LABEL + ((v - lo) / (hi - lo)) * plotW;
     ctx.strokeStyle = th.faint;
     ctx.beginPath();
@@ -191,13 +150,11 @@ class ScoreViewImpl extends View<"score"> {
       ctx.textAlign = "right";
       ctx.textBaseline = "middle";
       ctx.fillText(this.tokenLabel(this.keys[r]), LABEL - 6, y + ROW / 2);
-      let pos = 0;
-      let neg = 0;
+      const starts = stackStarts(all[r]);
       all[r].forEach((s, i) => {
-        const a = s.v >= 0 ? pos : neg + s.v;
+        const a = starts[i];
         const x0 = sx(a);
         const w = Math.max(0.5, sx(a + Math.abs(s.v)) - x0);
-        if (s.v >= 0) pos += s.v; else neg += s.v;
         ctx.fillStyle = this.color(s);
         ctx.fillRect(x0, y + 3, w, ROW - 6);
         if (r === this.row && i === this.seg) {
@@ -214,6 +171,7 @@ class ScoreViewImpl extends View<"score"> {
       ctx.lineTo(sx(this.scores[r]), y + ROW - 1);
       ctx.stroke();
     }
+    Object.assign(this.root.dataset, { plotTop: String(TOP), rowHeight: String(ROW), plotLeft: String(LABEL), row: String(this.row), seg: String(this.seg) });
     const cur = all[this.row]?.[this.seg];
     this.canvas.setAttribute("aria-label", cur ? `key ${this.keys[this.row]}, score ${formatValue(this.scores[this.row])}; ${cur.q} \u00d7 ${cur.k}: ${formatValue(cur.v)}` : "no keys");
   }
@@ -223,8 +181,7 @@ class ScoreViewImpl extends View<"score"> {
   }
 
   private follow(seg: Segment | null): void {
-    if (!seg) return;
-    const head = headOf(seg.k) ?? headOf(seg.q);
+    const head = headToFollow(seg);
     if (head) this.save({ clicked: head });
   }
 
@@ -244,11 +201,11 @@ class ScoreViewImpl extends View<"score"> {
 
   private key(e: KeyboardEvent): void {
     const segs = this.boxes.filter((b) => b.row === this.row).length;
-    if (e.key === "ArrowDown") this.row = Math.min(this.keys.length - 1, this.row + 1);
-    else if (e.key === "ArrowUp") this.row = Math.max(0, this.row - 1);
-    else if (e.key === "ArrowRight") this.seg = Math.min(Math.max(0, segs - 1), this.seg + 1);
-    else if (e.key === "ArrowLeft") this.seg = Math.max(0, this.seg - 1);
-    else if (e.key === "Enter") this.follow(this.current());
+    const moved = moveCursor(e.key, this.row, this.seg, this.keys.length, segs);
+    if (moved) {
+      this.row = moved.row;
+      this.seg = Math.min(moved.seg, Math.max(0, this.boxes.filter((b) => b.row === moved.row).length - 1));
+    } else if (e.key === "Enter") this.follow(this.current());
     else if (e.key === "g") this.toggleGroup();
     else if (e.key === "d") this.toggleDims();
     else return;

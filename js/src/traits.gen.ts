@@ -10,7 +10,7 @@ export const TRAITS = {
   /** attnkit.widgets.HeadGrid */
   headgrid: ["causal", "cmap", "computing", "decades", "exclude_sinks", "head_max", "measure", "metric", "metric_cmap", "metric_name", "n_heads", "n_layers", "n_tokens", "normalize", "ready", "scale", "selected", "sink_names", "sinks", "size", "thumbs", "title"],
   /** attnkit.widgets.HeadMap */
-  headmap: ["cmap", "diverging", "n_heads", "n_layers", "selected", "title", "value_name", "values", "vmax", "vmin"],
+  headmap: ["cmap", "col_labels", "col_title", "diverging", "n_heads", "n_layers", "row_labels", "row_title", "selected", "title", "value_name", "values", "vmax", "vmin"],
   /** attnkit.widgets.ClusterView */
   cluster: ["categories", "codes", "heads", "label_name", "layers", "n_heads", "n_layers", "points", "selected", "title"],
   /** attnkit.widgets.FlowView */

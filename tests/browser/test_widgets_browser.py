@@ -8,6 +8,7 @@ README's pictures).
 from __future__ import annotations
 
 import base64
+import re
 
 import numpy as np
 import pandas as pd
@@ -403,3 +404,177 @@ def test_static_html_fallback_shows_the_image_and_escapes_alt_text(browser):
         assert dialogs == []
     finally:
         page.close()
+
+
+# ---------------------------------------------------------------- ScoreView
+HEAD_NAME = re.compile(r"L\d+H\d+")
+
+
+def score_view_and_heatmap(top: int = 4):
+    """A ScoreView of a tiny Llama's head L2-H2 from the last token, with hostile token text,
+    linked to a Heatmap of the same model."""
+    from attnkit.testing import tiny_model
+
+    model = tiny_model("llama", heads=4, hidden=32)
+    text = "A student reads the new book in the library."
+    n = len(model.encode(text))
+    r = attnkit.score_attribution(model, text, layer=1, head=1, queries=[n - 1], top=top)
+    r.meta["tokens"] = [XSS if i % 3 == 1 else SCRIPT if i % 3 == 2 else t
+                        for i, t in enumerate(r.meta["tokens"])]
+    view = attnkit.ScoreView(r, top=top)
+    heatmap = view.link(Heatmap(model.attend(text)))
+    return view, heatmap
+
+
+def row_y(wp: WidgetPage, row: int) -> float:
+    return float(wp.data("plot-top")) + (row + 0.5) * float(wp.data("row-height"))
+
+
+def press(wp: WidgetPage, key: str) -> None:
+    """Press ``key`` and wait for the frame that draws its effect."""
+    drawn = int(wp.data("drawn") or 0)
+    wp.page.keyboard.press(key)
+    wp.wait_drawn(drawn + 1)
+
+
+def scan_row(wp: WidgetPage, row: int) -> list[tuple[float, str]]:
+    """(x, tooltip) along key row ``row``, one position per distinct tooltip."""
+    width = float(wp.canvas.bounding_box()["width"])
+    seen: list[tuple[float, str]] = []
+    x = float(wp.data("plot-left")) + 1
+    while x < width - 2:
+        wp.move(x, row_y(wp, row))
+        text = wp.tooltip()
+        if text and (not seen or seen[-1][1] != text):
+            seen.append((x, text))
+        x += 2
+    return seen
+
+
+def test_score_view_renders_bars_as_text_only(browser, img_dir):
+    view, _ = score_view_and_heatmap()
+    wp = WidgetPage(browser, view, width=720)
+    try:
+        wp.wait_drawn()
+        keys = view.key_positions
+        assert wp.data("keys") == str(len(keys))
+        s = wp.canvas_stats()
+        assert s["ink"] > 1000 and s["colours"] > 4  # bars in several pair colours
+        # the title (with the query token's hostile text) is text, shown as written
+        title = wp.page.locator("#root .attnkit-title").text_content()
+        assert title == view.title and (XSS in title or SCRIPT in title or "library" in title)
+        # hover: the tooltip names the key's (hostile) token as text, the pair and its value
+        row = next(r for r, k in enumerate(keys) if view.tokens[k] == XSS)
+        found = scan_row(wp, row)
+        assert found, f"no segment under the pointer on key row {row}"
+        text = found[0][1]
+        assert text.startswith("key <img") and str(keys[row]) in text
+        assert "query component" in text and "contribution" in text
+        assert wp.page.locator("#root img, #root script").count() == 0
+        assert wp.alerts() == 0
+        wp.move(1, 1)
+        wp.screenshot(img_dir / "scoreview.png")
+        assert wp.errors() == []
+    finally:
+        wp.close()
+
+
+def test_score_view_keyboard_navigation(browser):
+    view, heatmap = score_view_and_heatmap()
+    wp = WidgetPage(browser, view, width=720)
+    try:
+        wp.wait_drawn()
+        keys = view.key_positions
+        wp.canvas.focus()
+        press(wp, "ArrowDown")
+        assert wp.data("row") == "1"
+        press(wp, "End")
+        assert wp.data("row") == str(len(keys) - 1)
+        press(wp, "Home")
+        assert wp.data("row") == "0"
+        press(wp, "ArrowDown")
+        wp.apply_saved()
+        assert view.selected_key == keys[1]
+        label = wp.canvas.get_attribute("aria-label")
+        assert label.startswith(f"key {keys[1]}, score")
+        # Right walks the row's segments; Enter on a head segment shows that head
+        followed = None
+        for _ in range(view.n_segments):
+            label = wp.canvas.get_attribute("aria-label")
+            heads = HEAD_NAME.findall(label.split(";", 1)[1].split(":")[0])
+            if heads:
+                followed = heads
+                break
+            press(wp, "ArrowRight")
+        assert followed, "no head segment on key row 1"
+        press(wp, "Enter")
+        wp.apply_saved()
+        # the key component's head when it is one, else the query component's
+        name = followed[-1]
+        layer, head = (int(x) - 1 for x in re.findall(r"\d+", name))
+        assert view.clicked == [layer, head] and (heatmap.layer, heatmap.head) == (layer, head)
+        # g groups a layer's heads; d shows the selected key's dimensions, and back
+        group = wp.page.locator("#root button[title='Group components by layer (g)']")
+        press(wp, "g")
+        assert group.get_attribute("aria-pressed") == "true"
+        assert "L1.attn" in wp.canvas.get_attribute("aria-label") or wp.data("seg") == "0"
+        press(wp, "d")
+        assert wp.canvas.get_attribute("aria-label") == f"Per-dimension terms of key {keys[1]}"
+        press(wp, "d")
+        press(wp, "g")
+        assert group.get_attribute("aria-pressed") == "false"
+        assert wp.errors() == []
+    finally:
+        wp.close()
+
+
+def test_score_view_click_head_segment_links_heatmap(browser):
+    view, heatmap = score_view_and_heatmap()
+    wp = WidgetPage(browser, view, width=720)
+    try:
+        wp.wait_drawn()
+        target = None
+        for row in range(len(view.key_positions)):
+            for x, text in scan_row(wp, row):
+                key_side = text.split("key component", 1)[1].split("contribution", 1)[0]
+                query_side = text.split("query component", 1)[1].split("key component", 1)[0]
+                name = (HEAD_NAME.findall(key_side) or HEAD_NAME.findall(query_side) or [None])[0]
+                if name:
+                    target = (row, x, name)
+                    break
+            if target:
+                break
+        assert target, "no head segment in any bar"
+        row, x, name = target
+        wp.click(x, row_y(wp, row))
+        wp.apply_saved()
+        layer, head = (int(v) - 1 for v in re.findall(r"\d+", name))
+        assert view.clicked == [layer, head]
+        assert (heatmap.layer, heatmap.head) == (layer, head)
+        assert view.selected_key == view.key_positions[row]
+        assert wp.errors() == []
+    finally:
+        wp.close()
+
+
+# ---------------------------------------------------------------- composition map
+def test_composition_map_names_cells_by_their_labels(browser):
+    from attnkit.testing import tiny_model
+
+    comp = attnkit.composition(tiny_model("llama", layers=3, heads=2), samples=4, progress=False)
+    view = comp.widget(kind="k")
+    wp = WidgetPage(browser, view, width=600)
+    try:
+        wp.wait_drawn()
+        wp.move(*grid_point(wp, 1, 2))  # source 1-2 -> target 3-1
+        text = wp.tooltip()
+        assert text.startswith("source 1-2, target 3-1") and "k-composition" in text
+        wp.move(*grid_point(wp, 2, 0))  # source 2-1 -> target 2-1: no such pair
+        assert "n/a" in wp.tooltip()
+        wp.click(*grid_point(wp, 0, 3))
+        wp.apply_saved()
+        assert view.selected == [0, 3]
+        assert wp.page.locator("#root .attnkit-status").text_content() == "selected source 1-1, target 3-2"
+        assert wp.errors() == []
+    finally:
+        wp.close()
