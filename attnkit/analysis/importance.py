@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from .._compat import renamed
-from ..results import HeadResult, Result
+from ..results import HeadResult, Result, head_index
 
 from ..errors import InputError
 from ..gradients import OBJECTIVES, Objective, run_gradients
@@ -143,7 +143,7 @@ def attention_importance(
     else:
         L, H = sums.shape[:2]
         sums, counts = sums.reshape(L * H, -1), counts.reshape(L * H, -1)
-        index = pd.MultiIndex.from_product([range(L), range(H)], names=["layer", "head"])
+        index = head_index(L, H)
     with np.errstate(invalid="ignore", divide="ignore"):
         mean = np.where(counts > 0, sums / counts, np.nan)
     out = pd.DataFrame(mean, index=index, columns=list(TARGETS))
