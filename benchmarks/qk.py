@@ -54,7 +54,9 @@ def synthetic(n_points: int, heads: list[tuple[int, int]], seed: int = 0) -> QKE
 
 FPS_JS = """async (ms) => {
   const c = document.querySelector('#root canvas'); const r = c.getBoundingClientRect();
+  const root = document.querySelector('#root .attnkit');
   const cx = r.left + r.width / 2, cy = r.top + r.height / 2;
+  const full0 = Number(root.dataset.fullFrames ?? 0), moved0 = Number(root.dataset.movedFrames ?? 0);
   let frames = 0, worst = 0, last = performance.now(); const t0 = last; let stop = false;
   const tick = () => { const t = performance.now(); worst = Math.max(worst, t - last); last = t; frames++; if (!stop) requestAnimationFrame(tick); };
   requestAnimationFrame(tick);
@@ -71,32 +73,93 @@ FPS_JS = """async (ms) => {
   window.dispatchEvent(new MouseEvent('mouseup', { clientX: cx, clientY: cy, bubbles: true }));
   stop = true;
   const secs = (performance.now() - t0) / 1000;
-  return { fps: frames / secs, worst_frame_ms: worst, frames };
+  // the exact frame once the camera rests: the first full frame after the last move
+  const full = () => Number(root.dataset.fullFrames ?? 0);
+  const moved = Number(root.dataset.movedFrames ?? 0) - moved0, fullAtStop = full(), tEnd = performance.now();
+  let settled = null;
+  while (moved > 0 && settled === null && performance.now() - tEnd < 5000) {
+    await new Promise((res) => requestAnimationFrame(res));
+    if (full() > fullAtStop) settled = performance.now() - tEnd;
+  }
+  return { fps: frames / secs, worst_frame_ms: worst, frames,
+           full: fullAtStop - full0, moved,
+           settle_ms: settled, full_ms: Number(root.dataset.fullMs ?? NaN) };
 }"""
 
+#: Time from the view's render() call (the harness marks it) to the first animation frame
+#: after the points are drawn (the frame that shows them has been presented by then).
+FIRST_DRAW_JS = """() => new Promise((resolve) => {
+  const root = () => document.querySelector('#root .attnkit');
+  const t0 = performance.getEntriesByName('attnkit:render')[0].startTime;
+  const poll = () => {
+    if (root()?.dataset.ready === '1') {
+      const marks = Object.fromEntries(performance.getEntriesByType('measure').map((m) => [m.name, m.duration]));
+      resolve({ first_ms: performance.now() - t0, marks, full_ms: Number(root().dataset.fullMs ?? NaN) });
+    } else requestAnimationFrame(poll);
+  };
+  requestAnimationFrame(poll);
+})"""
 
-def widget_section(browser, quick: bool) -> list[str]:
-    rows = ["| view | points | bytes/point | first draw (ms) | pan/zoom fps | worst frame (ms) |",
-            "|---|---|---|---|---|---|"]
+
+class _Before:
+    """A view's state shown by another bundle (the implementation before, built from git)."""
+
+    def __init__(self, view: QKScatter, esm: str) -> None:
+        self._view, self._esm, self._css = view, esm, view._css
+
+    def get_state(self) -> dict:
+        state = dict(self._view.get_state())
+        if self._view.mode == "matrix":  # the old wire format: one uint8 panel a point
+            from attnkit.widgets._codec import read, wire
+
+            counts = read(state["panels"])
+            state["panels"] = wire(np.repeat(np.arange(len(counts)), counts), "uint8")
+        return state
+
+
+def build_bundle(rev: str) -> str:
+    """The QKScatter bundle of git revision ``rev`` (esbuild, as js/build.mjs; minified)."""
+    import subprocess
+    import tempfile
+
+    tmp = Path(tempfile.mkdtemp(prefix="attnkit-before-"))
+    subprocess.run(f"git -C {REPO} archive {rev} js/src | tar -x -C {tmp}", shell=True, check=True)
+    out = tmp / "qkscatter.js"
+    script = ("const e = require(process.argv[1]); e.buildSync({entryPoints: [process.argv[2]], outfile: process.argv[3], "
+              "bundle: true, format: 'esm', target: 'es2020', minify: true, legalComments: 'none', "
+              "nodePaths: [process.argv[4]]});")
+    subprocess.run(["node", "-e", script, str(REPO / "js" / "node_modules" / "esbuild"),
+                    str(tmp / "js" / "src" / "qkscatter.ts"), str(out), str(REPO / "js" / "node_modules")], check=True)
+    return out.read_text()
+
+
+def widget_section(browser, quick: bool, before: str | None = None) -> list[str]:
+    rows = ["| view | implementation | points | bytes/point | first draw (ms) | of which: decode / layout / WebGL setup / points to regl and first frame (ms) "
+            "| pan/zoom fps | worst frame (ms) | frames moved / full while moving | exact frame after the camera rests (ms after it stops; full frame ms) |",
+            "|---|---|---|---|---|---|---|---|---|---|"]
     cases = [("one head", 1_000_000 if not quick else 200_000, [(0, 0)], "head"),
              ("matrix, 12 x 12 heads", 100_000, [(l, h) for l in range(12) for h in range(12)], "matrix")]
+    esm_before = build_bundle(before) if before else None
     for name, n, heads, mode in cases:
         emb = synthetic(n, heads)
-        t0 = time.perf_counter()
         view = QKScatter(emb, mode=mode, max_bytes=8_000_000)
-        build = time.perf_counter() - t0
-        payload = state_bytes(view)
-        wp = WidgetPage(browser, view, width=760, dpr=1)
-        try:
-            t0 = time.perf_counter()
-            wp.page.wait_for_function("() => document.querySelector('#root .attnkit')?.dataset.ready === '1'", timeout=60000)
-            first = wp.timings["render_ms"] + float(wp.data("draw-ms") or "nan")
-            wall = (time.perf_counter() - t0) * 1000 + wp.timings["first_frame_ms"]
-            fps = wp.page.evaluate(FPS_JS, 3000)
-        finally:
-            wp.context.close()
-        print(f"{name}: {view.n_points} points, build {build:.2f} s, first draw {first:.0f} ms (wall {wall:.0f}), {fps}")
-        rows.append(f"| {name} | {view.n_points:,} | {payload / view.n_points:.2f} | {first:.0f} | {fps['fps']:.0f} | {fps['worst_frame_ms']:.0f} |")
+        impls = [("now", view)] + ([(f"before ({before})", _Before(view, esm_before))] if esm_before else [])
+        for impl, shown in impls:
+            payload = state_bytes(shown)
+            wp = WidgetPage(browser, shown, width=760, dpr=1)
+            try:
+                first = wp.page.evaluate(FIRST_DRAW_JS)
+                wp.page.wait_for_timeout(300)
+                fps = wp.page.evaluate(FPS_JS, 3000)
+                errors = wp.errors()
+            finally:
+                wp.context.close()
+            m = first["marks"]
+            parts = (f"{m['qk decode']:.0f} / {m['qk layout']:.0f} / {m['qk setup']:.0f} / {m['qk draw']:.0f}" if "qk draw" in m else "")
+            settle = (f"{fps['settle_ms']:.0f} ({fps['full_ms']:.0f})" if fps.get("settle_ms") is not None else "every frame full")
+            print(f"{name} [{impl}]: {view.n_points} points, first draw {first['first_ms']:.0f} ms {m}, {fps}, errors {errors}", flush=True)
+            rows.append(f"| {name} | {impl} | {view.n_points:,} | {payload / view.n_points:.2f} | {first['first_ms']:.0f} | {parts} "
+                        f"| {fps['fps']:.0f} | {fps['worst_frame_ms']:.0f} | {fps['moved']} / {fps['full']} | {settle} |")
     return rows
 
 
@@ -150,6 +213,8 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--section", default="all", choices=["widget", "embed", "dask", "all"])
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--before", default=None,
+                    help="git revision whose QKScatter bundle is measured beside this one (e.g. main)")
     args = ap.parse_args()
     out: list[str] = []
     if args.section in ("widget", "all"):
@@ -158,7 +223,7 @@ def main() -> None:
         with sync_playwright() as p:
             b = launch(p)
             try:
-                out += widget_section(b, args.quick) + [""]
+                out += widget_section(b, args.quick, args.before) + [""]
             finally:
                 b.close()
     if args.section in ("embed", "all"):

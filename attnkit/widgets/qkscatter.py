@@ -42,8 +42,8 @@ def _normalised(xy: np.ndarray) -> np.ndarray:
 class QKScatter(AttnkitWidget):
     """Queries and keys of one head, or every head as small multiples, drawn on WebGL.
 
-    Points travel as binary buffers: float16 positions (4 bytes), a uint8 colour code and, in
-    the matrix view, a uint8 panel (6 bytes a point at most). The view pans and zooms (scroll
+    Points travel as binary buffers: float16 positions (4 bytes) and a uint8 colour code, 5
+    bytes a point; in the matrix view the points go panel by panel, with one count a panel. The view pans and zooms (scroll
     or drag; ``+``/``-``/arrows/``0`` on the keyboard), colours points by any column with a
     legend, shows the hovered token in its sentence (asked from the kernel), syncs a lasso
     selection (Shift + drag) to :attr:`selected`, and sets :attr:`clicked`; in the matrix
@@ -157,39 +157,48 @@ class QKScatter(AttnkitWidget):
         return proposal["value"]
 
     # ------------------------------------------------------------------ data
-    def _shown(self) -> np.ndarray:
-        """Rows of the table the view draws (a seeded sample beyond the byte budget)."""
+    def _panel_of(self) -> np.ndarray:
+        """The panel (index into the embedding's heads) of every row of the table."""
+        lh = self._emb.table[["layer", "head"]].to_numpy(dtype=np.int64)
+        heads = np.asarray(self._heads, dtype=np.int64).reshape(-1, 2)
+        key = lh[:, 0] * (int(heads[:, 1].max()) + 1) + lh[:, 1]
+        order = heads[:, 0] * (int(heads[:, 1].max()) + 1) + heads[:, 1]
+        sort = np.argsort(order)
+        return sort[np.searchsorted(order[sort], key)]
+
+    def _shown(self) -> tuple[np.ndarray, np.ndarray]:
+        """Rows of the table the view draws (a seeded sample beyond the byte budget), and in
+        the matrix view the points a panel (the rows sorted panel by panel)."""
         t = self._emb.table
         if self.mode == "head":
             rows = np.flatnonzero(((t["layer"] == self.layer) & (t["head"] == self.head)).to_numpy())
-            per_point = 5
         else:
             rows = np.arange(len(t))
-            per_point = 6
-        most = max(1, self._max_bytes // per_point)
+        most = max(1, self._max_bytes // 5)
         self.n_total = len(rows)
         if len(rows) > most:
             rng = np.random.default_rng(0)
             rows = np.sort(rng.choice(rows, size=most, replace=False))
-        return rows
+        if self.mode == "head":
+            return rows, np.zeros(0, dtype=np.int64)
+        panel = self._panel_of()[rows]
+        order = np.argsort(panel, kind="stable")
+        return rows[order], np.bincount(panel, minlength=len(self._heads))
 
     def _refresh(self) -> None:
         t = self._emb.table
-        rows = self._shown()
+        rows, counts = self._shown()
         self._rows = rows
         xy = t[["x", "y"]].to_numpy(dtype=np.float32)[rows]
         if self.mode == "head":
             pts = _normalised(xy)
             panels: dict = {}
         else:
-            lh = t[["layer", "head"]].to_numpy()[rows]
-            index = {h: i for i, h in enumerate(self._heads)}
-            panel = np.fromiter((index[(int(a), int(b))] for a, b in lh), dtype=np.int64, count=len(lh))
             pts = np.zeros_like(xy)
-            for i in range(len(self._heads)):
-                sel = panel == i
-                pts[sel] = _normalised(xy[sel])
-            panels = wire(panel, "uint8")
+            ends = np.cumsum(counts)
+            for lo, hi in zip(ends - counts, ends):
+                pts[lo:hi] = _normalised(xy[lo:hi])
+            panels = wire(counts, "uint32")
         self.set_trait("selection", {})
         with self.hold_sync():
             self.points = wire(pts, "float16")

@@ -1,20 +1,34 @@
 // QKScatter: the queries and keys of one head (or every head as small multiples) in one
 // picture, drawn with WebGL by regl-scatterplot, so a million points pan and zoom smoothly.
-// Points arrive as binary traits (float16 positions in [-1, 1], uint8 colour codes, uint8
-// panels in the matrix view). Hover asks the kernel for the token in its sentence (offline,
+// Points arrive as binary traits (float16 positions in [-1, 1], uint8 colour codes; in the
+// matrix view the points come panel by panel and `panels` counts them). While the camera
+// moves, frames that are slow to draw in full (software WebGL, a million points) are the last
+// exact frame moved and scaled (lib/motion.ts); the points are drawn again once it rests. Hover asks the kernel for the token in its sentence (offline,
 // the tooltip says what the colour means); Shift + drag lassoes points (synced to Python as
 // `selection`); a click sets `clicked` (the kernel opens the head in the matrix view, or
 // shows the sentence's map in a linked Heatmap). Keyboard: + / − zoom, arrows pan, 0 fits,
 // M toggles the matrix, Enter opens the panel under the centre, Escape clears the selection.
 
-import createScatterplot from "regl-scatterplot";
+import createScatterplot, { createRenderer } from "regl-scatterplot";
 import { readArray, readFloats, WireArray } from "./lib/codec";
 import { headLabel } from "./lib/labels";
 import { legendItems } from "./lib/legend";
+import { camOf, MotionFrames } from "./lib/motion";
 import { layoutPoints, panelAt, panelBox } from "./lib/qkpoints";
 import { h, mount, RenderProps, View } from "./lib/view";
 
 type Scatter = ReturnType<typeof createScatterplot>;
+type Renderer = ReturnType<typeof createRenderer>;
+
+/** performance.measure of `name` from mark `from` to now (the first draw's parts). */
+function measure(name: string, from: string): number {
+  if (typeof performance.measure !== "function") return 0;
+  try {
+    return performance.measure(name, from).duration;
+  } catch {
+    return 0;
+  }
+}
 
 class QKScatterView extends View<"qkscatter"> {
   private canvas = h("canvas", "attnkit-canvas attnkit-qk-canvas");
@@ -23,6 +37,10 @@ class QKScatterView extends View<"qkscatter"> {
   private colorSelect = h("select", "attnkit-select");
   private modeBtn = this.button("matrix", "show every head as small multiples (M)", () => this.toggleMode(), "attnkit-btn attnkit-btn-text");
   private sp: Scatter | null = null;
+  private renderer: Renderer | null = null;
+  private perfMode = false;
+  private lookKey = "";
+  private motion: MotionFrames | null = null;
   private size = 0;
   private n = 0;
   private heads: number[][] = [];
@@ -32,6 +50,7 @@ class QKScatterView extends View<"qkscatter"> {
 
   constructor(props: RenderProps) {
     super(props, "qkscatter");
+    performance.mark?.("qk:start");
     this.body.classList.add("attnkit-row");
     this.canvas.tabIndex = 0;
     this.canvas.setAttribute("role", "img");
@@ -58,13 +77,17 @@ class QKScatterView extends View<"qkscatter"> {
 
   protected load(): void {
     this.title.textContent = (this.get("title") as string) || "Queries and keys";
+    performance.mark?.("qk:load");
     const pts = readFloats(this.get("points") as WireArray);
     const codes = readArray(this.get("codes") as WireArray).data as Uint8Array;
     const panelsWire = this.get("panels") as WireArray;
     this.matrix = this.get("mode") === "matrix";
     this.heads = (this.get("panel_heads") as number[][]) ?? [];
-    const panels = this.matrix && panelsWire && panelsWire.dtype ? (readArray(panelsWire).data as Uint8Array) : null;
-    const { x, y } = layoutPoints(pts, panels, this.heads);
+    const counts = this.matrix && panelsWire && panelsWire.dtype ? (readArray(panelsWire).data as Uint32Array) : null;
+    measure("qk decode", "qk:load");
+    performance.mark?.("qk:layout");
+    const { x, y } = layoutPoints(pts, counts, this.heads);
+    measure("qk layout", "qk:layout");
     this.n = x.length;
     const cats = (this.get("categories") as string[]) ?? [];
     const colors = (this.get("colors") as string[]) ?? [];
@@ -98,23 +121,42 @@ class QKScatterView extends View<"qkscatter"> {
       this.size = size;
       this.canvas.style.width = `${size}px`;
       this.canvas.style.height = `${size}px`;
+      this.motion?.invalidate();
+      this.renderer?.resize(size, size);
       this.sp?.set({ width: size, height: size });
     }
     this.placeLabels();
   }
 
-  private make(): Scatter {
+  /** What the points look like (set again only when it changes: each set costs a frame). */
+  private look(colors: string[]): Record<string, unknown> {
+    return {
+      colorBy: "valueA",
+      pointColor: colors.length ? colors : ["#999"],
+      pointSize: this.pointSize(),
+      opacity: this.n > 100_000 ? 0.6 : 0.85,
+      backgroundColor: this.theme.bg,
+    };
+  }
+
+  private make(look: Record<string, unknown>, performanceMode: boolean): Scatter {
+    // Our own renderer, its canvas the size of the view (regl-scatterplot's default is the
+    // window's size: more pixels to clear, blend and copy every frame).
+    const renderer = createRenderer({ canvas: document.createElement("canvas") });
+    renderer.resize(this.size, this.size);
+    this.renderer = renderer;
     const sp = createScatterplot({
       canvas: this.canvas,
+      renderer,
+      spatialIndexUseWorker: false,
       width: this.size,
       height: this.size,
-      pointSize: this.pointSize(),
-      performanceMode: this.n > 300_000,
-      backgroundColor: this.theme.bg,
+      // squares, no blending: meant for large point clouds (fixed when the plot is made)
+      performanceMode,
+      ...look,
       lassoColor: this.theme.accent,
       pointColorActive: this.theme.accent,
       pointColorHover: this.theme.ink,
-      opacity: this.n > 100_000 ? 0.6 : 0.85,
       keyMap: { shift: "lasso" } as never,
     } as never);
     sp.subscribe("pointOver", (i: number) => this.hover(i));
@@ -122,6 +164,19 @@ class QKScatterView extends View<"qkscatter"> {
     sp.subscribe("select", ({ points }: { points: number[] }) => this.selected(points));
     sp.subscribe("deselect", () => this.selected([]));
     sp.subscribe("view", () => this.placeLabels());
+    sp.subscribe("draw", () => {
+      const st = this.motion?.stats;
+      if (!st) return;
+      this.root.dataset.fullFrames = String(st.full);
+      this.root.dataset.movedFrames = String(st.moved);
+      this.root.dataset.fullMs = st.lastFullMs.toFixed(1);
+    });
+    this.motion = new MotionFrames(renderer, {
+      camera: () => camOf(sp.get("cameraView") as unknown as Float32Array),
+      projection: () => [1, 1], // a square canvas, renderer and view the same size
+      background: () => this.theme.bg,
+      redraw: () => sp.redraw(),
+    });
     return sp;
   }
 
@@ -131,26 +186,48 @@ class QKScatterView extends View<"qkscatter"> {
 
   protected draw(): void {
     if (!this.pending || this.size === 0) return;
-    if (!this.sp) this.sp = this.make();
     const { x, y, z, colors } = this.pending;
     this.pending = null;
+    const perf = this.n > 300_000;
+    if (this.sp && this.perfMode !== perf) this.unmake();
+    const look = this.look(colors);
+    const key = JSON.stringify(look);
+    if (!this.sp) {
+      performance.mark?.("qk:setup");
+      this.sp = this.make(look, perf);
+      this.perfMode = perf;
+      measure("qk setup", "qk:setup");
+    } else if (key !== this.lookKey) {
+      this.sp.set(look as never);
+    }
+    this.lookKey = key;
     const sp = this.sp;
-    sp.set({ colorBy: "valueA", pointColor: colors.length ? colors : ["#999"], pointSize: this.pointSize(), backgroundColor: this.theme.bg } as never);
-    const t0 = performance.now();
+    this.motion?.invalidate();
+    performance.mark?.("qk:draw");
     void sp.draw({ x, y, z } as never, { zDataType: "categorical" } as never).then(() => {
-      this.root.dataset.drawMs = (performance.now() - t0).toFixed(1);
+      this.root.dataset.drawMs = measure("qk draw", "qk:draw").toFixed(1);
       this.root.dataset.ready = "1";
       this.placeLabels();
     });
   }
 
   protected themeChanged(): void {
+    this.motion?.invalidate();
+    this.lookKey = "";
     this.sp?.set({ backgroundColor: this.theme.bg, lassoColor: this.theme.accent, pointColorHover: this.theme.ink } as never);
   }
 
-  dispose(): void {
+  private unmake(): void {
+    this.motion?.dispose();
     this.sp?.destroy();
+    this.renderer?.destroy();
     this.sp = null;
+    this.renderer = null;
+    this.motion = null;
+  }
+
+  dispose(): void {
+    this.unmake();
     super.dispose();
   }
 

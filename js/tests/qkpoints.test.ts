@@ -12,12 +12,22 @@ describe("qk scatter points", () => {
     const heads = [[0, 0], [0, 1], [1, 0], [1, 1]];
     const g = panelGrid(heads);
     expect([g.cols, g.rows]).toEqual([2, 2]);
-    const { x, y } = layoutPoints(new Float32Array([0, 0, 0, 0]), new Uint8Array([1, 2]), heads, 0);
+    // the points come panel by panel: none in panel 0, one in panel 1, one in panel 2
+    const { x, y } = layoutPoints(new Float32Array([0, 0, 0, 0]), new Uint32Array([0, 1, 1, 0]), heads, 0);
     expect([x[0], y[0]]).toEqual([0.5, 0.5]); // layer 0 head 1: top right
     expect([x[1], y[1]]).toEqual([-0.5, -0.5]); // layer 1 head 0: bottom left
     expect(panelAt(0.4, 0.6, heads)).toBe(1);
     expect(panelAt(-0.4, -0.6, heads)).toBe(2);
     expect(panelBox(3, heads)).toEqual({ x: 0.5, y: -0.5, half: 0.5 });
+  });
+
+  it("scales points into their panel and refuses counts that do not add up", () => {
+    const heads = [[0, 0], [0, 1], [1, 0], [1, 1]];
+    const { x, y } = layoutPoints(new Float32Array([1, 1, -1, -1, 0.5, 0]), new Uint32Array([2, 0, 0, 1]), heads, 0.5);
+    // panel 0 (top left, centre (-0.5, 0.5), half-size 0.5 shrunk by half: 0.25)
+    expect(Array.from(x)).toEqual([-0.25, -0.75, 0.625]);
+    expect(Array.from(y)).toEqual([0.75, 0.25, -0.5]);
+    expect(() => layoutPoints(new Float32Array(4), new Uint32Array([1, 0, 0, 0]), heads)).toThrow(RangeError);
   });
 
   it("uses a square grid for any other set of heads", () => {

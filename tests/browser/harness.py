@@ -105,6 +105,7 @@ window.mount = async (esm, css, state) => {
   window.__model = model;
   const el = document.getElementById("root");
   const t0 = performance.now();
+  performance.mark("attnkit:render");
   window.__cleanup = mod.default.render({ model, el });
   const tRendered = performance.now();
   await nextFrame();

@@ -48,20 +48,27 @@ export function halfToFloat(h: number): number {
   return sign * (1 + frac / 1024) * 2 ** (exp - 15);
 }
 
+/** Every half-precision bit pattern as a float32 (built on first use: 256 KB). */
+let HALF: Float32Array | null = null;
+
+function halfTable(): Float32Array {
+  if (!HALF) {
+    HALF = new Float32Array(65536);
+    for (let h = 0; h < 65536; h++) HALF[h] = halfToFloat(h);
+  }
+  return HALF;
+}
+
 function widenF16(b: Uint8Array, scale: number): Float32Array {
   const n = b.byteLength / 2;
+  const table = halfTable();
+  const src = b.byteOffset % 2 === 0 ? b : b.slice();
+  const half = new Uint16Array(src.buffer, src.byteOffset, n);
   const out = new Float32Array(n);
-  const pow = new Float32Array(31);
-  for (let e = 1; e < 31; e++) pow[e] = 2 ** (e - 15) * scale;
-  for (let i = 0; i < n; i++) {
-    const h = b[2 * i] | (b[2 * i + 1] << 8);
-    const exp = (h >> 10) & 0x1f;
-    if (exp === 0 || exp === 0x1f) {
-      out[i] = halfToFloat(h) * scale;
-    } else {
-      const val = (1 + (h & 0x3ff) / 1024) * pow[exp];
-      out[i] = h & 0x8000 ? -val : val;
-    }
+  if (scale === 1) {
+    for (let i = 0; i < n; i++) out[i] = table[half[i]];
+  } else {
+    for (let i = 0; i < n; i++) out[i] = table[half[i]] * scale;
   }
   return out;
 }

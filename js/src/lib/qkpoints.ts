@@ -30,30 +30,33 @@ export function panelGrid(heads: number[][]): { cols: number; rows: number; cell
 }
 
 /** Positions `pts` ([n, 2] interleaved, each panel in [-1, 1]) placed in their panel of the
- * grid, each panel shrunk by `gap` on every side. Without panels the points stay as they are. */
-export function layoutPoints(pts: Float32Array, panels: Uint8Array | null, heads: number[][], gap = 0.06): { x: Float32Array; y: Float32Array } {
+ * grid, each panel shrunk by `gap` on every side. The points come panel by panel: `counts[p]`
+ * of them in panel p. Without counts the points stay as they are. */
+export function layoutPoints(pts: Float32Array, counts: ArrayLike<number> | null, heads: number[][], gap = 0.06): { x: Float32Array; y: Float32Array } {
   const n = pts.length / 2;
   const x = new Float32Array(n);
   const y = new Float32Array(n);
-  if (!panels || heads.length <= 1) {
+  if (!counts || heads.length <= 1) {
     for (let i = 0; i < n; i++) { x[i] = pts[2 * i]; y[i] = pts[2 * i + 1]; }
     return { x, y };
   }
-  const g = panelGrid(heads);
-  const side = Math.max(g.cols, g.rows);
-  const size = 2 / side;
-  const cx = new Float32Array(heads.length);
-  const cy = new Float32Array(heads.length);
-  for (let p = 0; p < heads.length; p++) {
-    const [c, r] = g.cell(p);
-    cx[p] = -1 + size * (c + 0.5);
-    cy[p] = 1 - size * (r + 0.5); // first layer on top
+  let total = 0;
+  for (let p = 0; p < counts.length; p++) total += counts[p];
+  if (total !== n || counts.length > heads.length) {
+    throw new RangeError(`panel counts add up to ${total} points of ${counts.length} panels; the view has ${n} points of ${heads.length} heads`);
   }
+  const g = panelGrid(heads);
+  const size = 2 / Math.max(g.cols, g.rows);
   const k = (size / 2) * (1 - gap);
-  for (let i = 0; i < n; i++) {
-    const p = panels[i];
-    x[i] = cx[p] + pts[2 * i] * k;
-    y[i] = cy[p] + pts[2 * i + 1] * k;
+  let i = 0;
+  for (let p = 0; p < counts.length; p++) {
+    const [c, r] = g.cell(p);
+    const cx = -1 + size * (c + 0.5);
+    const cy = 1 - size * (r + 0.5); // first layer on top
+    for (const end = i + counts[p]; i < end; i++) {
+      x[i] = cx + pts[2 * i] * k;
+      y[i] = cy + pts[2 * i + 1] * k;
+    }
   }
   return { x, y };
 }
