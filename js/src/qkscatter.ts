@@ -174,7 +174,6 @@ class QKScatterView extends View<"qkscatter"> {
     this.motion = new MotionFrames(renderer, {
       camera: () => camOf(sp.get("cameraView") as unknown as Float32Array),
       projection: () => [1, 1], // a square canvas, renderer and view the same size
-      background: () => this.theme.bg,
       redraw: () => sp.redraw(),
     });
     return sp;

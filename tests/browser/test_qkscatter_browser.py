@@ -115,3 +115,79 @@ def test_matrix_view_opens_a_head_and_keys_move(browser):
         assert wp.errors() == []
     finally:
         wp.context.close()
+
+
+def _cloud(n: int, seed: int = 5):
+    """An embedding's table of ``n`` clustered points of one head (no model: the view's cost
+    does not depend on where the points come from)."""
+    import pandas as pd
+
+    from attnkit.analysis import QKEmbedding
+    from attnkit.results import HeadResult
+
+    rng = np.random.default_rng(seed)
+    centres = rng.normal(0, 5, (40, 2))
+    xy = centres[rng.integers(0, 40, n)] + rng.normal(0, 0.6, (n, 2))
+    half = n // 2
+    table = pd.DataFrame({"layer": 0, "head": 0, "item": np.tile(np.arange(half) // 20, 2),
+                          "position": np.tile(np.arange(half) % 20, 2), "token": "w", "role": "word",
+                          "kind": np.repeat(["query", "key"], half), "x": xy[:, 0], "y": xy[:, 1]})
+    faith = HeadResult(pd.DataFrame({"spearman": [0.0]}, index=pd.MultiIndex.from_tuples([(0, 0)], names=["layer", "head"])))
+    return QKEmbedding(table, {"heads": [[0, 0]], "method": "synthetic", "dims": 2}, faithfulness=faith)
+
+
+# Pan and zoom with dispatched events; keep three pictures of the canvas: a frame while the
+# camera moves (the last exact frame moved), the frame once it rests, and a fresh full draw
+# at that view (a theme change forgets the kept frame and draws again); mean absolute
+# differences per channel (0..255) between them.
+MOVE_AND_COMPARE = """async () => {
+  const root = document.querySelector('#root .attnkit');
+  const c = document.querySelector('#root canvas'); const r = c.getBoundingClientRect();
+  const frame = () => new Promise((res) => requestAnimationFrame(res));
+  const pixels = () => c.getContext('2d').getImageData(0, 0, c.width, c.height).data.slice();
+  const diff = (a, b) => { let s = 0; for (let i = 0; i < a.length; i++) s += Math.abs(a[i] - b[i]); return s / a.length; };
+  const fullFrames = () => Number(root.dataset.fullFrames ?? 0);
+  const before = pixels();
+  const cx = r.left + r.width / 2, cy = r.top + r.height / 2;
+  window.dispatchEvent(new MouseEvent('mousemove', { clientX: cx, clientY: cy, bubbles: true }));
+  await frame();
+  c.dispatchEvent(new MouseEvent('mousedown', { clientX: cx, clientY: cy, bubbles: true, buttons: 1 }));
+  for (let k = 1; k <= 12; k++) {
+    window.dispatchEvent(new MouseEvent('mousemove', { clientX: cx + 3 * k, clientY: cy + 2 * k, bubbles: true, buttons: 1 }));
+    if (k % 4 === 0) c.dispatchEvent(new WheelEvent('wheel', { clientX: cx, clientY: cy, deltaY: -30, bubbles: true, cancelable: true }));
+    await frame();
+  }
+  window.dispatchEvent(new MouseEvent('mouseup', { clientX: cx + 36, clientY: cy + 24, bubbles: true }));
+  await frame(); await frame();
+  const moving = pixels();
+  const movedFrames = Number(root.dataset.movedFrames ?? 0);
+  const full0 = fullFrames();
+  for (let i = 0; i < 400 && fullFrames() === full0; i++) await frame();
+  await frame();
+  const rested = pixels();
+  const full1 = fullFrames();
+  document.body.className = 'attnkit-test-' + Math.random();
+  for (let i = 0; i < 400 && fullFrames() === full1; i++) await frame();
+  await frame();
+  const fresh = pixels();
+  return { movedFrames, fullMs: Number(root.dataset.fullMs), settled: full1 > full0,
+           restedVsFresh: diff(rested, fresh), movingVsFresh: diff(moving, fresh), beforeVsFresh: diff(before, fresh) };
+}"""
+
+
+def test_moving_frames_reuse_the_last_frame_and_the_resting_frame_is_exact(browser):
+    view = ak.QKScatter(_cloud(200_000))
+    wp = WidgetPage(browser, view, width=600, dpr=1)
+    try:
+        wp.page.wait_for_function("() => document.querySelector('#root .attnkit')?.dataset.ready === '1'", timeout=30000)
+        wp.page.wait_for_timeout(300)
+        got = wp.page.evaluate(MOVE_AND_COMPARE)
+        # software WebGL draws 200,000 points slower than a frame: moving frames reuse the last one
+        assert got["fullMs"] > 12 and got["movedFrames"] > 0, got
+        # the camera moved (the picture changed), a moving frame is not the exact picture ...
+        assert got["beforeVsFresh"] > 5.0 and got["movingVsFresh"] > 1.0, got
+        # ... and once the camera rests the points are drawn again: the same as a fresh draw
+        assert got["settled"] and got["restedVsFresh"] < 0.02, got
+        assert wp.errors() == []
+    finally:
+        wp.context.close()

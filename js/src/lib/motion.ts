@@ -47,8 +47,6 @@ export interface MotionOptions {
   camera: () => Cam | null;
   /** projection scales (x, y) of the clip space */
   projection: () => [number, number];
-  /** the background colour (what a moved frame shows where it has no pixels) */
-  background: () => string;
   /** asks the scatter for one more frame (regl-scatterplot's redraw) */
   redraw: () => void;
   /** a full frame slower than this (ms) makes moving frames reuse it */
@@ -129,9 +127,9 @@ export class MotionFrames {
     if (!ctx || !this.snap || !this.snapCam) return;
     const [px, py] = this.opts.projection();
     const [a, d, e, f] = frameTransform(this.snapCam, cam, target.width, target.height, px, py);
+    // transparent where the kept frame has no pixels, as regl-scatterplot's frames are
     ctx.setTransform(1, 0, 0, 1, 0, 0);
-    ctx.fillStyle = this.opts.background();
-    ctx.fillRect(0, 0, target.width, target.height);
+    ctx.clearRect(0, 0, target.width, target.height);
     ctx.setTransform(a, 0, 0, d, e, f);
     ctx.imageSmoothingEnabled = a < 1;
     ctx.drawImage(this.snap, 0, 0);
