@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 import time
 from pathlib import Path
@@ -23,12 +24,14 @@ import numpy as np
 import pandas as pd
 
 REPO = Path(__file__).resolve().parents[1]
+# benchmarks/distributed.py would shadow dask's distributed package
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests" / "browser"))
 
 from harness import WidgetPage, launch, state_bytes  # noqa: E402
 
-from attnkit.analysis.qk import HeadPoints, QKEmbedding, _run, embed_head  # noqa: E402
+from attnkit.analysis.qk import HeadPoints, QKEmbedding, embed_head  # noqa: E402
 from attnkit.results import HeadResult  # noqa: E402
 from attnkit.widgets import QKScatter  # noqa: E402
 
@@ -187,25 +190,58 @@ def embed_section(quick: bool) -> list[str]:
     return rows
 
 
-def dask_section(quick: bool) -> list[str]:
+def ewt_dev(n: int) -> list:
+    """The first ``n`` sentences of UD English EWT dev (``ATTNKIT_DATA`` or ../shared/data)."""
+    import attnkit as ak
+
+    data = ak.data.data_dir()
+    dev = data / "ud-english-ewt" / "en_ewt-ud-dev.conllu" if data else None
+    if dev is None or not dev.is_file():
+        raise SystemExit("UD English EWT dev not found: set ATTNKIT_DATA to the shared data folder.")
+    return list(ak.read_conllu(dev))[:n]
+
+
+def dask_section(quick: bool, n_sentences: int) -> list[str]:
+    """Every head of the bundled MiniLM (6 x 12) over EWT dev sentences, UMAP, embedded by
+    qk_embedding on a LocalCluster of one worker and of two (processes, one thread each):
+    a fresh cluster (imports and numba compilation in each worker included) and a second
+    call on the same cluster."""
     import distributed
 
-    hps = [head_points(1000 if not quick else 300, layer=l, head=h) for l in range(12) for h in range(12)]
-    rows = ["| workers | heads | points per head | seconds |", "|---|---|---|---|"]
+    import attnkit as ak
+
+    sentences = ewt_dev(n_sentences if not quick else 8)
+    model = ak.load("minilm")
+    sset = ak.extract(model, sentences, level="token", keep="qk", progress=False)
+    n_pos = sum(len(sset.qk_states(i).tokens or []) for i in range(len(sset)))
+    n_heads = model.n_layers * model.n_heads
+    rows = [f"{n_heads} heads of the bundled MiniLM ({model.n_layers} x {model.n_heads}) over the first {len(sset)} "
+            f"EWT dev sentences: {n_pos:,} tokens, {2 * n_pos:,} points (queries and keys) a head, UMAP.", "",
+            "| workers | fresh cluster (s) | same cluster again (s) | CPU s (sum over workers, second call) |", "|---|---|---|---|"]
+    tables = {}
     for workers in (1, 2):
         cluster = distributed.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
                                            dashboard_address=None, silence_logs=logging.CRITICAL)
         client = distributed.Client(cluster, set_as_default=False)
         try:
-            _run(hps[:workers * 2], client, False, method="umap", dims=2, normalize=True, seed=0)  # warm up numba
+            client.wait_for_workers(workers)
             t0 = time.perf_counter()
-            _run(hps, client, False, method="umap", dims=2, normalize=True, seed=0)
-            secs = time.perf_counter() - t0
+            ak.qk_embedding(sset, method="umap", client=client, progress=False)
+            cold = time.perf_counter() - t0
+            cpu0 = sum(client.run(time.process_time).values())
+            t0 = time.perf_counter()
+            emb = ak.qk_embedding(sset, method="umap", client=client, progress=False)
+            warm = time.perf_counter() - t0
+            cpu = sum(client.run(time.process_time).values()) - cpu0
         finally:
             client.close()
             cluster.close()
-        print(f"dask {workers} worker(s): {secs:.1f} s")
-        rows.append(f"| {workers} | {len(hps)} | {2 * len(hps[0].queries):,} | {secs:.1f} |")
+        tables[workers] = emb.table
+        print(f"dask {workers} worker(s): fresh {cold:.1f} s, again {warm:.1f} s (worker CPU {cpu:.1f} s); {time.ctime()} load {os.getloadavg()}", flush=True)
+        rows.append(f"| {workers} | {cold:.1f} | {warm:.1f} | {cpu:.1f} |")
+    same = np.array_equal(tables[1][["x", "y"]].to_numpy(), tables[2][["x", "y"]].to_numpy())
+    rows.append("")
+    rows.append(f"The two clusters give {'the same' if same else 'DIFFERENT'} coordinates (bit for bit).")
     return rows
 
 
@@ -213,6 +249,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--section", default="all", choices=["widget", "embed", "dask", "all"])
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--sentences", type=int, default=50, help="EWT dev sentences of the Dask section")
     ap.add_argument("--before", default=None,
                     help="git revision whose QKScatter bundle is measured beside this one (e.g. main)")
     args = ap.parse_args()
@@ -229,7 +266,7 @@ def main() -> None:
     if args.section in ("embed", "all"):
         out += embed_section(args.quick) + [""]
     if args.section in ("dask", "all"):
-        out += dask_section(args.quick)
+        out += dask_section(args.quick, args.sentences)
     print("\n".join(out))
 
 

@@ -596,7 +596,8 @@ def _run(hps: list[HeadPoints], client: Any, progress: bool, **options: Any) -> 
 
     c, owned = engine.connect(client)
     try:
-        futures = [c.submit(embed_head, c.scatter(hp, direct=True), pure=False, **options) for hp in hps]
+        # one scatter of every head (one round trip, spread over the workers), a task a head
+        futures = [c.submit(embed_head, hp, pure=False, **options) for hp in c.scatter(hps, direct=True)]
         return c.gather(futures)
     finally:
         if owned:

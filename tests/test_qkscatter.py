@@ -1,0 +1,95 @@
+"""QKScatter's wire format: float16 positions and uint8 colour codes (5 bytes a point); in
+the matrix view the points go panel by panel with one count a panel, and every index the
+front end sends back (hover, click, lasso) still names the right row of the table."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+
+import attnkit as ak
+from attnkit.analysis import QKEmbedding
+from attnkit.results import HeadResult
+from attnkit.widgets._codec import read
+
+
+def _embedding(heads, per_head: int, seed: int = 0) -> QKEmbedding:
+    """``per_head`` points of each head, the heads' rows interleaved in the table (not grouped),
+    x = a number unique to each row so a point can be traced back."""
+    rng = np.random.default_rng(seed)
+    rows = [(l, h, i) for i in range(per_head) for (l, h) in heads]
+    order = rng.permutation(len(rows))
+    lh = np.asarray([rows[i][:2] for i in order])
+    n = len(rows)
+    table = pd.DataFrame({"layer": lh[:, 0], "head": lh[:, 1], "item": 0, "position": np.arange(n) % 7,
+                          "token": "w", "role": "word", "kind": np.where(np.arange(n) % 2, "key", "query"),
+                          "x": np.arange(n, dtype=float), "y": rng.normal(size=n)})
+    faith = HeadResult(pd.DataFrame({"spearman": 0.0}, index=pd.MultiIndex.from_tuples(heads, names=["layer", "head"])))
+    return QKEmbedding(table, {"heads": [list(h) for h in heads], "method": "synthetic", "dims": 2}, faithfulness=faith)
+
+
+def _payload(view) -> tuple[int, int]:
+    """(bytes of binary buffers, bytes of the JSON of everything else) in the view's state."""
+    binary = 0
+
+    def walk(v):
+        nonlocal binary
+        if isinstance(v, (bytes, bytearray, memoryview)):
+            binary += len(v)
+            return None
+        if isinstance(v, dict):
+            return {k: walk(x) for k, x in v.items()}
+        if isinstance(v, list):
+            return [walk(x) for x in v]
+        return v
+
+    plain = {k: walk(v) for k, v in view.get_state().items() if k not in ("_esm", "_css")}
+    return binary, len(json.dumps(plain))
+
+
+def test_matrix_points_go_panel_by_panel_with_counts():
+    heads = [(0, 0), (0, 1), (1, 0), (1, 1), (2, 1)]
+    emb = _embedding(heads, per_head=30)
+    view = ak.QKScatter(emb, mode="matrix")
+    counts = read(view.panels)
+    assert counts.dtype == np.uint32 and counts.tolist() == [30] * 5
+    # point i of the picture (what a lasso, click or hover names) is a row of the head whose
+    # panel the counts put it in, and the positions are each panel's own points fitted
+    # into [-0.95, 0.95]
+    view.select(range(view.n_points))
+    drawn = view.selected
+    ends = np.cumsum(counts)
+    pts = read(view.points).astype(np.float64)
+    for p, (lo, hi) in enumerate(zip(ends - counts, ends)):
+        mine = drawn.iloc[lo:hi]
+        assert set(zip(mine["layer"], mine["head"])) == {heads[p]}
+        x, y = mine["x"].to_numpy(), mine["y"].to_numpy()
+        span = max(np.ptp(x), np.ptp(y))
+        np.testing.assert_allclose(pts[lo:hi, 0], (x - (x.min() + x.max()) / 2) / span * 1.9, atol=2e-3)  # float16
+    assert sorted(drawn["x"]) == list(range(150))  # every point once
+
+
+def test_five_bytes_a_point_in_both_views():
+    heads = [(l, h) for l in range(12) for h in range(12)]
+    emb = _embedding(heads, per_head=700)
+    for mode in ("head", "matrix"):
+        view = ak.QKScatter(emb, mode=mode)
+        binary, plain = _payload(view)
+        extra = 4 * len(heads) if mode == "matrix" else 0  # one uint32 count a panel
+        assert binary == 5 * view.n_points + extra
+        assert plain < 4000  # names, colours, the heads' labels: not per point
+    # 100,800 points of 144 heads: at most 6 bytes a point with everything counted
+    assert (binary + plain) / view.n_points < 5.1
+
+
+def test_the_byte_budget_samples_and_selection_maps_back():
+    heads = [(0, 0), (0, 1)]
+    emb = _embedding(heads, per_head=400)
+    view = ak.QKScatter(emb, mode="matrix", max_bytes=5 * 300)
+    assert view.n_points == 300 and view.n_total == 800
+    assert int(read(view.panels).sum()) == 300
+    view.select([0, 299])
+    sel = view.selected
+    assert len(sel) == 2 and sel.iloc[0]["head"] == 0 and sel.iloc[1]["head"] == 1
