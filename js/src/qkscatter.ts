@@ -40,6 +40,7 @@ class QKScatterView extends View<"qkscatter"> {
   private renderer: Renderer | null = null;
   private perfMode = false;
   private lookKey = "";
+  private queue: Promise<unknown> = Promise.resolve();
   private motion: MotionFrames | null = null;
   private size = 0;
   private n = 0;
@@ -164,6 +165,7 @@ class QKScatterView extends View<"qkscatter"> {
     sp.subscribe("select", ({ points }: { points: number[] }) => this.selected(points));
     sp.subscribe("deselect", () => this.selected([]));
     sp.subscribe("view", () => this.placeLabels());
+    this.queue = new Promise((resolve) => sp.subscribe("init", () => resolve(undefined), 1));
     sp.subscribe("draw", () => {
       const st = this.motion?.stats;
       if (!st) return;
@@ -203,11 +205,14 @@ class QKScatterView extends View<"qkscatter"> {
     const sp = this.sp;
     this.motion?.invalidate();
     performance.mark?.("qk:draw");
-    void sp.draw({ x, y, z } as never, { zDataType: "categorical" } as never).then(() => {
+    // one draw at a time (regl-scatterplot refuses a draw while one runs), the first once
+    // the plot has set itself up (its own first redraw would draw every point twice)
+    this.queue = this.queue.then(() => sp.draw({ x, y, z } as never, { zDataType: "categorical" } as never)).then(() => {
+      if (this.sp !== sp) return;
       this.root.dataset.drawMs = measure("qk draw", "qk:draw").toFixed(1);
       this.root.dataset.ready = "1";
       this.placeLabels();
-    });
+    }, () => { /* the plot was destroyed meanwhile */ });
   }
 
   protected themeChanged(): void {
