@@ -16,8 +16,8 @@ from ..plot.qk import KIND_COLORS, plot_qk_embedding
 from ._base import AttnkitWidget, check_layer_head
 from ._codec import read, wire
 
-#: Bytes of points a widget sends (and a saved notebook or report embeds) at most: 8 MB is
-#: 1.3 million points in one head, or every point of 144 heads of 9,000 positions.
+#: Bytes of points a widget sends (and a saved notebook or report embeds) at most: at 5 bytes
+#: a point, 8 MB is 1.6 million points, of one head or of every head in the matrix view.
 MAX_BYTES = 8_000_000
 #: Most categories a column is coloured by (numeric columns are cut into this many bins).
 MAX_CATEGORIES = 20

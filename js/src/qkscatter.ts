@@ -3,8 +3,9 @@
 // Points arrive as binary traits (float16 positions in [-1, 1], uint8 colour codes; in the
 // matrix view the points come panel by panel and `panels` counts them). While the camera
 // moves, frames that are slow to draw in full (software WebGL, a million points) are the last
-// exact frame moved and scaled (lib/motion.ts); the points are drawn again once it rests. Hover asks the kernel for the token in its sentence (offline,
-// the tooltip says what the colour means); Shift + drag lassoes points (synced to Python as
+// exact frame moved and scaled (lib/motion.ts); the points are drawn again once it rests.
+// Hover asks the kernel for the token in its sentence (offline, the tooltip says what the
+// colour means); Shift + drag lassoes points (synced to Python as
 // `selection`); a click sets `clicked` (the kernel opens the head in the matrix view, or
 // shows the sentence's map in a linked Heatmap). Keyboard: + / − zoom, arrows pan, 0 fits,
 // M toggles the matrix, Enter opens the panel under the centre, Escape clears the selection.
@@ -20,10 +21,18 @@ import { h, mount, RenderProps, View } from "./lib/view";
 type Scatter = ReturnType<typeof createScatterplot>;
 type Renderer = ReturnType<typeof createRenderer>;
 
-/** performance.measure of `name` from mark `from` to now (the first draw's parts). */
+/** Marks and measures of the first draw's parts (the last of each name kept). */
+function mark(name: string): void {
+  if (typeof performance.mark !== "function") return;
+  performance.clearMarks(name);
+  performance.mark(name);
+}
+
+/** performance.measure of `name` from mark `from` to now. */
 function measure(name: string, from: string): number {
   if (typeof performance.measure !== "function") return 0;
   try {
+    performance.clearMeasures(name);
     return performance.measure(name, from).duration;
   } catch {
     return 0;
@@ -51,7 +60,6 @@ class QKScatterView extends View<"qkscatter"> {
 
   constructor(props: RenderProps) {
     super(props, "qkscatter");
-    performance.mark?.("qk:start");
     this.body.classList.add("attnkit-row");
     this.canvas.tabIndex = 0;
     this.canvas.setAttribute("role", "img");
@@ -78,7 +86,7 @@ class QKScatterView extends View<"qkscatter"> {
 
   protected load(): void {
     this.title.textContent = (this.get("title") as string) || "Queries and keys";
-    performance.mark?.("qk:load");
+    mark("qk:load");
     const pts = readFloats(this.get("points") as WireArray);
     const codes = readArray(this.get("codes") as WireArray).data as Uint8Array;
     const panelsWire = this.get("panels") as WireArray;
@@ -86,7 +94,7 @@ class QKScatterView extends View<"qkscatter"> {
     this.heads = (this.get("panel_heads") as number[][]) ?? [];
     const counts = this.matrix && panelsWire && panelsWire.dtype ? (readArray(panelsWire).data as Uint32Array) : null;
     measure("qk decode", "qk:load");
-    performance.mark?.("qk:layout");
+    mark("qk:layout");
     const { x, y } = layoutPoints(pts, counts, this.heads);
     measure("qk layout", "qk:layout");
     this.n = x.length;
@@ -194,7 +202,7 @@ class QKScatterView extends View<"qkscatter"> {
     const look = this.look(colors);
     const key = JSON.stringify(look);
     if (!this.sp) {
-      performance.mark?.("qk:setup");
+      mark("qk:setup");
       this.sp = this.make(look, perf);
       this.perfMode = perf;
       measure("qk setup", "qk:setup");
@@ -204,7 +212,7 @@ class QKScatterView extends View<"qkscatter"> {
     this.lookKey = key;
     const sp = this.sp;
     this.motion?.invalidate();
-    performance.mark?.("qk:draw");
+    mark("qk:draw");
     // one draw at a time (regl-scatterplot refuses a draw while one runs), the first once
     // the plot has set itself up (its own first redraw would draw every point twice)
     this.queue = this.queue.then(() => sp.draw({ x, y, z } as never, { zDataType: "categorical" } as never)).then(() => {

@@ -91,7 +91,6 @@ export class MotionFrames {
       full(draw, target);
       this.stats.lastFullMs = performance.now() - t0;
       this.stats.full++;
-
       // keep the frame only where frames are slow (software WebGL, a million points)
       if (cam && this.stats.lastFullMs > this.slowMs) this.keep(target, cam);
       else this.snapCam = null;
