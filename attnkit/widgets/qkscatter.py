@@ -43,8 +43,10 @@ class QKScatter(AttnkitWidget):
     """Queries and keys of one head, or every head as small multiples, drawn on WebGL.
 
     Points travel as binary buffers: float16 positions (4 bytes) and a uint8 colour code, 5
-    bytes a point; in the matrix view the points go panel by panel, with one count a panel. The view pans and zooms (scroll
-    or drag; ``+``/``-``/arrows/``0`` on the keyboard), colours points by any column with a
+    bytes a point; in the matrix view the points go panel by panel, with one count a panel.
+    The view pans and zooms (scroll or drag; ``+``/``-``/arrows/``0`` on the keyboard; where
+    drawing every point takes longer than a frame, frames in motion move the last full frame
+    and every point is drawn again once the view rests), colours points by any column with a
     legend, shows the hovered token in its sentence (asked from the kernel), syncs a lasso
     selection (Shift + drag) to :attr:`selected`, and sets :attr:`clicked`; in the matrix
     view a click (or Enter on the focused panel) opens that head. Without JavaScript the
@@ -161,8 +163,9 @@ class QKScatter(AttnkitWidget):
         """The panel (index into the embedding's heads) of every row of the table."""
         lh = self._emb.table[["layer", "head"]].to_numpy(dtype=np.int64)
         heads = np.asarray(self._heads, dtype=np.int64).reshape(-1, 2)
-        key = lh[:, 0] * (int(heads[:, 1].max()) + 1) + lh[:, 1]
-        order = heads[:, 0] * (int(heads[:, 1].max()) + 1) + heads[:, 1]
+        width = int(max(heads[:, 1].max(), lh[:, 1].max())) + 1
+        key = lh[:, 0] * width + lh[:, 1]
+        order = heads[:, 0] * width + heads[:, 1]
         sort = np.argsort(order)
         return sort[np.searchsorted(order[sort], key)]
 
