@@ -1,14 +1,20 @@
 """Query–key space at scale, measured side by side in one run (docs/benchmarks.md, ``## qk``):
 
 - QKScatter of 1,000,000 points of one head, and 100,000 points in the matrix view of
-  12 x 12 heads: bytes per point sent to the browser, first draw (mount -> points drawn by
-  regl-scatterplot) and pan/zoom frames per second while the pointer drags and the wheel
-  zooms, in headless Chromium on software WebGL (SwiftShader);
+  12 x 12 heads: bytes per point sent to the browser, first draw (the view's render() call
+  -> the first animation frame after regl-scatterplot drew the points, with the view's
+  performance measures of its parts) and pan/zoom frames per second (requestAnimationFrame
+  callbacks) while the pointer drags and the wheel zooms, then how long after the camera
+  stops the exact frame comes; in headless Chromium on software WebGL (SwiftShader). With
+  ``--before REV`` the bundle of git revision REV is measured beside this one, on the same
+  points;
 - qk_embedding of one head of 100,000 points (50,000 positions): PCA and UMAP wall time;
-- a 12 x 12-head model (the heads' 2,000 points each, UMAP) embedded on a Dask cluster of
-  one worker and of two workers (one thread each).
+- every head of the bundled MiniLM over EWT dev sentences (UMAP) embedded on a Dask
+  LocalCluster of one worker and of two (processes, one thread each): a fresh cluster and
+  a second call.
 
-Run from the repo root:  python benchmarks/qk.py [--section widget|embed|dask|all] [--quick]
+Run from the repo root:
+  python benchmarks/qk.py [--section widget|embed|dask|all] [--before main] [--sentences 30] [--quick]
 """
 
 from __future__ import annotations
