@@ -185,7 +185,7 @@ class HeadGridView extends HeadPickerView<"headgrid"> {
     const dpr = this.canvas.width / g.width;
     ctx.clearRect(0, 0, g.width, g.height);
     const s = this.scale();
-    const table = lut(d.cmap);
+    const table = lut(d.cmap, th.bg);
     const lut32 = new Uint32Array(table.buffer, table.byteOffset, 256);
     let globalTop = 0;
     for (const v of d.headMax) globalTop = Math.max(globalTop, v);

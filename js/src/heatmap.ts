@@ -13,7 +13,7 @@ import { describeScale, rankRows, Scale, ScaleKind, scaleIndex, scaleKey } from 
 import { chooseLevel, Entry, levelSide, Pyramid, tileEntry, TileId, tileKey, TileLoader, tileOfCell, tilesCovering } from "./lib/tiles";
 import { bindPan } from "./lib/pan";
 import { h, mount, noKernel, RenderProps, View } from "./lib/view";
-import { cellAt, clampView, fullView, panBy, View as Window, zoomAt } from "./lib/zoom";
+import { cellAt, clampView, fullView, panBy, snapView, View as Window, zoomAt } from "./lib/zoom";
 
 const LABEL_CHARS = 14;
 const MIN_LABEL_PX = 11;
@@ -69,6 +69,8 @@ class HeatmapView extends View<"heatmap"> {
   private geom = { left: 0, top: 0, plot: 0, width: 0, height: 0, mini: 0, miniX: 0, miniY: 0 };
   private hover: [number, number] | null = null;
   private hoverAt: [number, number] | null = null; // stage coordinates of the pointer
+  /** where the pointer is over the canvas (plot and stage coordinates), null once it left */
+  private pointer: { plot: [number, number]; stage: [number, number] } | null = null;
   private exactTimer: ReturnType<typeof setTimeout> | null = null;
   private layerStep = stepper(this, "Layer", "layer", "n_layers");
   private headStep = stepper(this, "Head", "head", "n_heads");
@@ -236,7 +238,7 @@ class HeatmapView extends View<"heatmap"> {
 
   private paintEntry(e: Entry, t: TileId, what: string): CanvasImageSource {
     const s = this.scale();
-    const key = `${scaleKey(s)}|${this.theme.empty}|${what}`;
+    const key = `${scaleKey(s)}|${this.theme.empty}|${this.theme.bg}|${what}`;
     if (e.bitmap && e.paintedFor === key) return e.bitmap;
     const d = this.d;
     const b0 = t.ti * d.pyramid.size;
@@ -255,7 +257,7 @@ class HeatmapView extends View<"heatmap"> {
       values = masked;
     }
     const [er, eg, eb] = parseColor(this.theme.empty) ?? [240, 240, 240];
-    const rgba = paint(values, lut(d.cmap), scaleIndex(s), undefined, [er, eg, eb, 255]);
+    const rgba = paint(values, lut(d.cmap, this.theme.bg), scaleIndex(s), undefined, [er, eg, eb, 255]);
     e.bitmap = bitmap(rgba, e.cols, e.rows);
     e.paintedFor = key;
     return e.bitmap;
@@ -612,6 +614,7 @@ class HeatmapView extends View<"heatmap"> {
     const [px, py] = this.plotPoint(ev);
     const cell = cellAt(this.win, px, py, this.geom.plot, d.n);
     const at = localPoint(this.stage, ev);
+    this.pointer = { plot: [px, py], stage: at };
     if (cell) {
       this.hoverAt = at;
       if (this.exactTimer) clearTimeout(this.exactTimer);
@@ -647,17 +650,32 @@ class HeatmapView extends View<"heatmap"> {
     this.setWindow({ x0: (x - g.miniX) * f - w.size / 2, y0: (y - g.miniY) * f - w.size / 2, size: w.size });
   }
 
-  /** Move the view (buttons, keys, minimap): the cell under the pointer changed, so the tooltip goes. */
-  private setWindow(w: Window): void {
-    this.win = clampView(w, this.d.n);
+  /**
+   * Move the view (buttons, keys, minimap) onto whole cells: the cell under the pointer
+   * changed, so the tooltip names the one now there (or goes, when the pointer is elsewhere).
+   */
+  private setWindow(w: Window, toward: "in" | "out" | "near" = "near"): void {
+    this.win = snapView(w, this.d.n, this.geom.plot, toward);
     this.tiles.clearQueue();
-    this.tip.hide();
-    this.hover = null;
+    this.retip();
     this.redraw();
   }
 
+  /** The tooltip and hover of the cell under the pointer after the view moved under it. */
+  private retip(): void {
+    const p = this.pointer;
+    const cell = p ? cellAt(this.win, p.plot[0], p.plot[1], this.geom.plot, this.d.n) : null;
+    this.hover = cell;
+    if (cell && p) {
+      this.hoverAt = p.stage;
+      this.showTip(cell, p.stage, true);
+    } else {
+      this.tip.hide();
+    }
+  }
+
   private zoomBy(factor: number, fx = 0.5, fy = 0.5): void {
-    this.setWindow(zoomAt(this.win, factor, fx, fy, this.d.n));
+    this.setWindow(zoomAt(this.win, factor, fx, fy, this.d.n), factor > 1 ? "in" : "out");
   }
 
   private bind(): void {
@@ -684,8 +702,10 @@ class HeatmapView extends View<"heatmap"> {
         return true;
       },
       hover: (ev) => this.onMove(ev),
+      end: () => this.setWindow(this.win), // a drag ends on whole cells
     });
     this.listen(c, "pointerleave", () => {
+      this.pointer = null;
       this.tip.hide();
       if (this.hover) {
         this.hover = null;
@@ -697,7 +717,8 @@ class HeatmapView extends View<"heatmap"> {
       return px >= 0 && py >= 0 && px <= this.geom.plot && py <= this.geom.plot;
     }, (factor, ev) => {
       const [px, py] = this.plotPoint(ev);
-      this.win = zoomAt(this.win, factor, px / this.geom.plot, py / this.geom.plot, this.d.n);
+      this.win = snapView(zoomAt(this.win, factor, px / this.geom.plot, py / this.geom.plot, this.d.n),
+        this.d.n, this.geom.plot, factor > 1 ? "in" : "out");
       this.tiles.clearQueue();
       this.onMove(ev as unknown as PointerEvent);
       this.redraw();
