@@ -13,8 +13,10 @@ import { bindPan, Pan } from "./lib/pan";
 import { h, HeadPickerView, mount, RenderProps } from "./lib/view";
 
 const LEGEND = 170;
-/** Padding (px) between the outermost dots and the frame: a dot, its hover ring and a margin. */
+/** Padding (px) between the outermost dots' centres and the frame: a dot, its hover ring and a margin. */
 const PAD = 30;
+/** Nothing is drawn within this many px of the frame: labels flip inwards before reaching it. */
+const MARGIN = 16;
 /**
  * The part of viridis the layers take: its yellow end vanishes on white and its dark purple
  * start on a dark background, so each theme leaves out the end that is close to it.
@@ -207,7 +209,7 @@ class ClusterViewView extends HeadPickerView<"cluster"> {
     const w = ctx.measureText(text).width;
     const x = this.sx[i];
     const y = this.sy[i];
-    const right = x + r + 2 + w <= this.size - 2;
+    const right = x + r + 2 + w <= this.size - MARGIN;
     ctx.textAlign = right ? "left" : "right";
     ctx.textBaseline = above ? (y - r - 12 < 0 ? "top" : "bottom") : "middle";
     const ty = above ? (y - r - 12 < 0 ? y + r : y - r) : y;
