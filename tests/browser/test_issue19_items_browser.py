@@ -325,10 +325,14 @@ def test_item10_influence_bars_of_1_and_3_read_apart(browser, minilm):
             for s in np.arange(r_out + 2, r_out + 8 + 5 * 5 + 4, 0.5):  # from the ring to where labels start
                 x, y = (cx + s * math.sin(a)) * d, (cy - s * math.cos(a)) * d
                 along.append(bool(ink(px[int(y), int(x)][None])[0]))
-            hit = np.flatnonzero(along)
-            lengths.setdefault(int(rating[pos]), []).append(hit.max() * 0.5 - 6 if hit.size else 0.0)
+            # the bar: the run of ink from the ring out (the token's label starts after a gap)
+            # (it starts 8 px out of the ring, index 12 of the half-pixel steps from 2 px out:
+            # its length is where the run of ink through 8.5 px ends, less 8 px)
+            bar = [b * 0.5 + 2 - 8 for a, b in runs(np.array(along), gap=2) if a <= 13 < b]
+            lengths.setdefault(int(rating[pos]), []).append(bar[0] if bar else 0.0)
         assert 1 in lengths and max(lengths) >= 3, lengths
         three = np.median(lengths[3]) if 3 in lengths else np.median(lengths[max(lengths)]) * 3 / max(lengths)
+        print({k: float(np.median(v)) for k, v in sorted(lengths.items())})
         assert three - np.median(lengths[1]) >= 8, lengths
     finally:
         wp.close()
