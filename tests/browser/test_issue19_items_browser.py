@@ -463,3 +463,149 @@ def test_item10_reopened_long_heatmap_says_the_kernel_is_gone_within_2_s(browser
         print(f"status said 'waiting for the kernel' {said:.2f} s after the zoom")
     finally:
         wp.close()
+
+
+# ------------------------------------------------------- item 8: MeasureSwitch offline
+SWITCH = """\
+import attnkit as ak
+from attnkit.testing import tiny_model
+
+model = tiny_model("bert")
+atts = {m: model.attend("The cat sat on the mat because it was tired.", measure=m) for m in ("weights", "norm")}
+ak.MeasureSwitch(atts, view=ak.HeadGrid)
+"""
+
+
+def export(tmp_path, cells: list[str], name: str, env: dict[str, str] | None = None):
+    """The report of a notebook of ``cells`` (executed), and the notebook it saved."""
+    import nbformat
+
+    from attnkit import report
+    from attnkit.cli import main
+    from prereq import skip_or_fail
+
+    if not (report.STATIC / "report.js").is_file():
+        skip_or_fail("report renderer not built: npm --prefix js/report ci && npm --prefix js/report run build")
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(c) for c in cells]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    src = tmp_path / f"{name}.ipynb"
+    nbformat.write(nb, src)
+    out, saved = tmp_path / f"{name}.html", tmp_path / f"{name}.saved.ipynb"
+    mp = pytest.MonkeyPatch()
+    for k, v in (env or {}).items():
+        mp.setenv(k, v)
+    try:
+        assert main(["report", str(src), "-o", str(out), "--execute", "--save-notebook", str(saved)]) == 0
+    finally:
+        mp.undo()
+    return out, saved
+
+
+def visible_canvas(page, cls: str):
+    """Pixels (a hash of them) and size of the visible view of class ``cls``."""
+    return page.evaluate("""(cls) => { const v = [...document.querySelectorAll('.' + cls)].find(e => e.offsetParent !== null);
+        if (!v) return null; const c = v.querySelector('canvas'); if (!c || !c.width) return { w: 0 };
+        const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data; let h = 0, ink = 0;
+        for (let i = 0; i < d.length; i += 4) { h = (h * 31 + d[i] + 7 * d[i + 1] + 13 * d[i + 2]) >>> 0; if (d[i + 3] > 0) ink++; }
+        return { w: c.width, h, ink, status: v.querySelector('.attnkit-status')?.textContent ?? '' }; }""", cls)
+
+
+def test_item8_measure_switch_switches_in_an_offline_report(browser, tmp_path):
+    """In an exported report (no kernel) the measure buttons change what the grid shows."""
+    out, _ = export(tmp_path, [SWITCH], "switch", {"ATTNKIT_QUICK": "1"})
+    context = browser.new_context(viewport={"width": 1100, "height": 1200})
+    page = context.new_page()
+    page.route("**/*", lambda route: route.continue_() if route.request.url.startswith("file://") else route.abort())
+    try:
+        page.goto(out.as_uri())
+        page.evaluate("window.attnkitReport.ready")
+        page.wait_for_function("() => [...document.querySelectorAll('.attnkit-headgrid')].some(e => e.offsetParent !== null && Number(e.dataset.drawn ?? 0) >= 1)",
+                               timeout=20_000)
+        before = visible_canvas(page, "attnkit-headgrid")
+        assert before["ink"] > 1000
+        page.get_by_role("button", name="norm").first.click()
+        page.wait_for_timeout(300)
+        page.wait_for_function("() => [...document.querySelectorAll('.attnkit-headgrid')].some(e => e.offsetParent !== null && Number(e.dataset.drawn ?? 0) >= 1)",
+                               timeout=20_000)
+        after = visible_canvas(page, "attnkit-headgrid")
+        assert after["ink"] > 1000 and after["h"] != before["h"], (before, after)  # the norm grid
+    finally:
+        context.close()
+
+
+# ------------------------------------------------ item 9: notebook 04 and the docs' example
+@pytest.mark.slow
+def test_item9_notebook_04_runs_clean_and_its_long_heatmap_tells_the_truth(browser, tmp_path):
+    """Notebook 04 (quick mode) prints no DeprecationWarning, and its long-input Heatmap is
+    the lazy attention itself: as many rows as tokens, real tokens as labels, a status that
+    says how many token pairs a cell pools."""
+    import nbformat
+    from prereq import REPO
+
+    src = REPO / "notebooks" / "04_decoder_attention.ipynb"
+    cells = [c.source for c in nbformat.read(src, as_version=4).cells if c.cell_type == "code"]
+    out, saved = export(tmp_path, cells, "nb04", {"ATTNKIT_QUICK": "1"})
+    nb = nbformat.read(saved, as_version=4)
+    texts = []
+    for c in nb.cells:
+        for o in c.get("outputs", []):
+            texts.append(o.get("text", "") if o.get("output_type") == "stream" else str(o.get("data", {}).get("text/plain", "")))
+            texts.append(str(o.get("data", {}).get("text/markdown", "")) if "data" in o else "")
+    assert not any("DeprecationWarning" in t or "deprecated" in t for t in texts), [t for t in texts if "eprecat" in t]
+    n = int(re.search(r"\*\*Measured\*\* on (\d+) tokens \(LazyAttention", "\n".join(texts)).group(1))
+    state = nb.metadata.widgets["application/vnd.jupyter.widget-state+json"]["state"]
+    heatmaps = [m["state"] for m in state.values() if m["state"].get("_anywidget_id", "").endswith("Heatmap")]
+    long = [h for h in heatmaps if h["n"] == n]
+    assert long, [h["n"] for h in heatmaps]
+    assert len(long[0]["tokens"]) == n and not any("\u2013" in t for t in long[0]["tokens"])
+    context = browser.new_context(viewport={"width": 1100, "height": 1200})
+    page = context.new_page()
+    page.route("**/*", lambda route: route.continue_() if route.request.url.startswith("file://") else route.abort())
+    try:
+        page.goto(out.as_uri())
+        page.evaluate("window.attnkitReport.ready")
+        page.wait_for_function(f"() => [...document.querySelectorAll('.attnkit-heatmap')].some(e => Number(e.dataset.drawn ?? 0) >= 1 && e.querySelector('.attnkit-status').textContent.includes('of {n}'))",
+                               timeout=30_000)
+        view = page.locator(".attnkit-heatmap", has_text=f"of {n}").first
+        status = view.locator(".attnkit-status").text_content()
+        assert f"rows 1\u2013{n}, columns 1\u2013{n} of {n}" in status
+        level = int(view.get_attribute("data-level"))
+        bins = 2 ** level
+        assert (f"each cell the max of {bins}\u00d7{bins} token pairs" if level else "every cell one token pair") in status
+        assert level == (1 if n > 512 else 0), (n, level)
+        # hover names real positions of the long input
+        canvas = view.locator("canvas").first
+        canvas.scroll_into_view_if_needed()
+        left, top, plot = (float(view.get_attribute(f"data-plot-{k}")) for k in ("left", "top", "size"))
+        box = canvas.bounding_box()
+        row, col = int(n * 0.9), int(n * 0.3)
+        page.mouse.move(box["x"] + left + (col + 0.5) * plot / n, box["y"] + top + (row + 0.5) * plot / n)
+        tip = view.locator(".attnkit-tooltip")
+        tip.wait_for(state="visible")
+        assert f"(#{row + 1})" in tip.text_content() and f"(#{col + 1})" in tip.text_content()
+    finally:
+        context.close()
+
+
+@pytest.mark.slow
+@pytest.mark.realmodel
+def test_item9_docs_grid_and_heatmap_example_shows_both_views(browser, tmp_path, minilm):
+    """docs/widgets.md's first example, up to the line that shows ``grid`` and ``hm``, run in
+    JupyterLab: two views in the output, no tuple's repr."""
+    from lab import JupyterLab
+    from prereq import REPO
+
+    text = (REPO / "docs" / "widgets.md").read_text(encoding="utf-8")
+    block = re.search(r"```python\n(.*?)```", text, re.S).group(1).splitlines()
+    shown = next(i for i, line in enumerate(block) if re.match(r"^(display\()?grid, hm\b", line))
+    code = "\n".join(block[: shown + 1])
+    assert "HeadGrid(att)" in code and "Heatmap(att)" in code
+    with JupyterLab(tmp_path, {"docs.ipynb": [code]}) as lab, lab.page(browser, height=1400) as page:
+        cells = lab.open(page, "docs.ipynb")
+        lab.run_cell(page, cells, 0)
+        lab.wait_view(page, "attnkit-headgrid", timeout=120_000)
+        lab.wait_view(page, "attnkit-heatmap", timeout=60_000)
+        output = cells.nth(0).locator(".jp-OutputArea").first
+        assert output.locator(".attnkit-headgrid").count() == 1 and output.locator(".attnkit-heatmap").count() == 1
+        assert "HeadGrid(" not in output.inner_text() and "Heatmap(" not in output.inner_text()
