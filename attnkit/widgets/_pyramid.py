@@ -18,13 +18,13 @@ the mean of the bin's cells. Row ranks (the ``rank`` colour scale) follow ``scal
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
 
-from ..blocks import BAND_ELEMENTS, EdgePool, Extremes, GridPool, Reduction, read, summarize
+from ..blocks import BAND_ELEMENTS, Band, EdgePool, Extremes, GridPool, Reduction, read, summarize_bands
 from ..errors import InputError
 from ..plot.common import row_ranks
 
@@ -119,11 +119,35 @@ def overview(source: BlockSource, layer: int, head: int, n: int, sinks: np.ndarr
              *, level: int, signed: bool = False, reductions: Sequence[Reduction] = ()) -> Overview:
     """Level ``level`` max- and mean-pooled, and the scale tops, from one pass of bands
     (together with ``reductions``, kept for later callers: :func:`view_reductions`)."""
+    got = overview_bands(source, layer, head, n, sinks, level=level, signed=signed, reductions=reductions)
+    assert got is not None  # nothing stops the pass
+    return got
+
+
+#: told after each band of an overview's pass: ``(row0, row1, so_far)`` with the bins of rows
+#: ``row0:row1`` of the level complete in ``so_far``; False stops the pass
+RowsSeen = Callable[[int, int, Overview], bool]
+
+
+def overview_bands(source: BlockSource, layer: int, head: int, n: int, sinks: np.ndarray,
+                   *, level: int, signed: bool = False, reductions: Sequence[Reduction] = (),
+                   each_rows: RowsSeen | None = None) -> Overview | None:
+    """:func:`overview`, telling ``each_rows`` after every band which rows of bins are done
+    (a view fills in band by band); None when ``each_rows`` stopped the pass."""
     grid, bounds = GridPool(level), Extremes(tuple(int(s) for s in np.asarray(sinks)))
-    got = summarize(source, layer, [head], [grid, bounds, *reductions], n=n)[0]
-    pooled, b = got[grid.key], got[bounds.key]
-    return Overview(level, pooled.signed() if signed else pooled.max, pooled.mean,
-                    b.top(signed=signed), b.top(signed=signed, sinks=False), b.min)
+
+    def made(pooled: Any, b: Any) -> Overview:
+        return Overview(level, pooled.signed() if signed else pooled.max, pooled.mean,
+                        b.top(signed=signed), b.top(signed=signed, sinks=False), b.min)
+
+    def seen(band: Band, so_far: Callable[[Any], list[Any]]) -> bool:
+        if each_rows is None:
+            return True
+        span, bin_ = band.span, 1 << level
+        return each_rows(span.start // bin_, -(-span.stop // bin_), made(so_far(grid.key)[0], so_far(bounds.key)[0]))
+
+    got = summarize_bands(source, layer, [head], [grid, bounds, *reductions], seen, n=n)
+    return None if got is None else made(got[0][grid.key], got[0][bounds.key])
 
 
 def block(source: Any, layer: int, head: int, rows: slice, cols: slice) -> np.ndarray:

@@ -4,7 +4,8 @@ from the kernel as the view zooms in, hover read-out of the exact weight of any 
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -19,11 +20,14 @@ from ..types import AttentionLike
 from . import _pyramid as pyr
 from ._base import AttnkitWidget, SinkAwareScale, check_layer_head, measure_of
 from ._codec import f16, message, wire
+from ._progressive import Progressive, fills_in
 
 REDUCES = ("max", "mean")
 #: bytes of pyramid levels an offline copy embeds when ``embed`` is not given and the
 #: environment sets none (``attnkit report`` sets ``ATTNKIT_EMBED_BYTES``)
 EMBED_ENV = "ATTNKIT_EMBED_BYTES"
+#: cells (n²) from which a Heatmap in a kernel fills its overview in band by band by default
+OVERVIEW_CELLS = 1 << 24
 
 
 class _Stack:
@@ -63,7 +67,7 @@ def embed_budget(embed: int | None) -> int:
         return 0
 
 
-class Heatmap(SinkAwareScale, AttnkitWidget):
+class Heatmap(Progressive, SinkAwareScale, AttnkitWidget):
     """One head's attention ``[n, n]`` (rows = from/query, columns = to/key), at any ``n``.
 
     Parameters
@@ -105,6 +109,13 @@ class Heatmap(SinkAwareScale, AttnkitWidget):
     value_label : str, optional
         What the values are, for the colour bar and hover (default "attention", or the
         name of the maps' measure).
+    progressive : bool, optional
+        Return at once and read the head in a worker thread, the overview filling in band
+        by band (rows not read yet blank, the progress in the status line) while the kernel
+        runs other cells; :meth:`wait` blocks until it is whole, :meth:`cancel` stops. The
+        pass is the one a :class:`HeadGrid` of the same attention reads (kept for both).
+        Default: inside a Jupyter kernel from ``OVERVIEW_CELLS`` cells (n² ≥ 4096²) on,
+        unless ``$ATTNKIT_PROGRESSIVE`` is ``0`` (as in ``attnkit report``).
 
     Raises
     ------
@@ -154,6 +165,7 @@ class Heatmap(SinkAwareScale, AttnkitWidget):
     value_label = traitlets.Unicode("attention").tag(sync=True)
     embedded = traitlets.List(traitlets.Dict()).tag(sync=True)
     embed_note = traitlets.Unicode("").tag(sync=True)
+    rows_ready = traitlets.Int(0).tag(sync=True)  # rows of overview bins computed
 
     @renamed(positional=("layer", "head"), att="attentions")
     def __init__(
@@ -174,6 +186,7 @@ class Heatmap(SinkAwareScale, AttnkitWidget):
         embed: int | None = None,
         title: str | None = None,
         value_label: str | None = None,
+        progressive: bool | None = None,
     ) -> None:
         att = attentions
         if not isinstance(att, AttentionLike):
@@ -198,13 +211,14 @@ class Heatmap(SinkAwareScale, AttnkitWidget):
         self._init(att, source, shape, layer, head, scale=scale, exclude_sinks=exclude_sinks,
                    decades=decades, reduce=reduce, diverging=diverging, vmax=vmax, cmap=cmap,
                    overview=overview, embed=embed, title=title,
-                   value_label=value_label or _value_label(att), model_name=getattr(att, "model", "") or "")
+                   value_label=value_label or _value_label(att), model_name=getattr(att, "model", "") or "",
+                   progressive=progressive)
 
     def _init(self, att: AttentionLike, source: Any, shape: tuple[int, int], layer: int, head: int, *,
               scale: str | None, exclude_sinks: bool | None, decades: float, reduce: str,
               diverging: bool | None, vmax: float | None, cmap: str, overview: int,
               embed: int | None, title: str | None, value_label: str, model_name: str,
-              name_pair: tuple[str, str] | None = None) -> None:
+              name_pair: tuple[str, str] | None = None, progressive: bool | None = None) -> None:
         L, H = int(shape[0]), int(shape[1])
         layer, head = check_layer_head(layer, head, L, H)
         scaled = self.scale_traits(att, scale, exclude_sinks, decades)
@@ -225,6 +239,9 @@ class Heatmap(SinkAwareScale, AttnkitWidget):
         # read with the overview: what a HeadGrid of this attention shows of the head
         self._reductions = pyr.view_reductions(n, L * H, scaled["sinks"], level=self._level)
         self._overview: pyr.Overview | None = None
+        self._lock = threading.Lock()
+        self._rows = 0  # rows of overview bins read
+        self._progressive = fills_in(progressive, n * n, OVERVIEW_CELLS)
         super().__init__(
             tokens=[str(t) for t in att.tokens], n=n, n_layers=L, n_heads=H, reduce=reduce,
             vmax=vmax, cmap=cmap, value_label=value_label,
@@ -446,13 +463,67 @@ class Heatmap(SinkAwareScale, AttnkitWidget):
             self._refresh()
 
     def _refresh(self) -> None:
+        """Read the shown head's overview: at once, or (progressive) band by band in a
+        worker thread, the view showing the rows read so far."""
+        self._shown = (self.layer, self.head)
+        layer, head, sinks = self.layer, self.head, np.asarray(self.sinks)
         # Max pooling keeps the sign of the largest magnitude: the same as plain max for
         # weights, and negative extremes survive in differences.
-        ov = pyr.overview(self._source, self.layer, self.head, self.n, np.asarray(self.sinks),
-                          level=self._level, signed=True, reductions=self._reductions)
-        self._overview = ov
-        self._shown = (self.layer, self.head)
-        diverging = self._diverging if self._diverging is not None else ov.low < 0
+        read = dict(level=self._level, signed=True, reductions=self._reductions)
+        if not self._progressive:
+            ov = pyr.overview(self._source, layer, head, self.n, sinks, **read)
+            with self._lock:
+                self._overview, self._rows = ov, ov.max.shape[0]
+            self._sync("done")
+            return
+        self._halt()  # the head filling in before stops here (its last state synced)
+        m = pyr.side(self.n, self._level)
+        with self._lock:
+            blank = np.full((m, m), np.nan, dtype=np.float32)
+            self._overview, self._rows = pyr.Overview(self._level, blank, blank.copy(), 0.0, 0.0, 0.0), 0
+        self._sync("running")  # the view appears at once, every row blank
+        self._start(lambda step: self._fill(layer, head, sinks, read, step), "attnkit-heatmap")
+
+    def _fill(self, layer: int, head: int, sinks: np.ndarray, read: dict[str, Any],
+              step: Callable[[], bool]) -> bool:
+        """The worker's work: the head's one pass (``blocks.summarize_bands``), each band's
+        rows of bins pushed to the views as they are read."""
+        def rows(r0: int, r1: int, so_far: pyr.Overview) -> bool:
+            with self._lock:
+                ov = self._overview
+                assert ov is not None
+                ov.max[r0:r1], ov.mean[r0:r1] = so_far.max[r0:r1], so_far.mean[r0:r1]
+                ov.top, ov.top_nosink, ov.low = so_far.top, so_far.top_nosink, so_far.low
+                self._rows = max(self._rows, r1)
+            maxes, means = self._wire(so_far.max[r0:r1], so_far.mean[r0:r1])
+            self._push("band", layer=layer, head=head, row0=r0, row1=r1, rows=so_far.max.shape[0],
+                       max=maxes, mean=means, top=so_far.top, top_nosink=so_far.top_nosink)
+            return step()
+
+        ov = pyr.overview_bands(self._source, layer, head, self.n, sinks, each_rows=rows, **read)
+        if ov is None:
+            return False
+        with self._lock:
+            self._overview, self._rows = ov, ov.max.shape[0]
+        return True
+
+    def _complete(self) -> bool:
+        return self._overview is not None and self._rows == self._overview.max.shape[0]
+
+    def _wire(self, maxes: np.ndarray, means: np.ndarray) -> tuple[dict, dict]:
+        """Overview values as sent: exact float32 at level 0 (no means), else float16."""
+        if self._level == 0:
+            return wire(maxes, "float32"), {}
+        return f16(maxes), f16(means)
+
+    def _state(self, computing: str) -> dict[str, Any]:
+        """The view's traits of the overview read so far (one consistent snapshot)."""
+        with self._lock:
+            ov, rows = self._overview, self._rows
+            assert ov is not None
+            maxes, means = self._wire(ov.max, ov.mean)
+            top, top_nosink, low = ov.top, ov.top_nosink, ov.low
+        diverging = self._diverging if self._diverging is not None else low < 0
         label = head_label(self.layer, self.head)
         if self._fixed_title is not None:
             title = self._fixed_title
@@ -461,18 +532,10 @@ class Heatmap(SinkAwareScale, AttnkitWidget):
         else:
             who = f"{self._source_model}: " if self._source_model else ""
             title = f"{who}layer {self.layer + 1}, head {self.head + 1} ({label})"
-        if ov.level == 0:  # the map itself: exact float32
-            maxes, means = wire(ov.max, "float32"), {}
-        else:
-            maxes, means = f16(ov.max), f16(ov.mean)
-        embedded, note = self._embedded()
-        with self.hold_sync():
-            self.diverging = bool(diverging)
-            self.top, self.top_nosink = ov.top, ov.top_nosink
-            self.title = title
-            self.overview_max, self.overview_mean = maxes, means
-            self.embedded, self.embed_note = embedded, note
-        self._invalidate_static()
+        embedded, note = self._embedded() if computing == "done" else ([], "")
+        return {"diverging": bool(diverging), "top": top, "top_nosink": top_nosink, "title": title,
+                "overview_max": maxes, "overview_mean": means, "embedded": embedded, "embed_note": note,
+                "rows_ready": rows, "computing": computing}
 
     def _embedded(self) -> tuple[list[dict], str]:
         """Tiles of the levels below the overview, finest last, while they fit the budget."""

@@ -18,6 +18,7 @@ import { cellOrigin, finiteRange, gridData, gridHit, GridLayout } from "./lib/la
 import { colorBarH } from "./lib/legend";
 import { describeScale, rankRows, Scale, ScaleKind, scaleIndex } from "./lib/scale";
 import { Binary } from "./lib/codec";
+import { Progress } from "./lib/progress";
 import { h, HeadPickerView, mount, RenderProps } from "./lib/view";
 
 const METRIC_BAR = 22; // the metric's colour bar above the column labels
@@ -117,7 +118,7 @@ class HeadGridView extends HeadPickerView<"headgrid"> {
       const mask = Uint8Array.from(readArray(ready).data as ArrayLike<number>);
       if (mask.length === layers * heads && mask.some((x) => !x)) this.d.ready = mask;
     }
-    this.lastPush = performance.now();
+    this.progress.stepped();
     this.title.textContent = (this.get("title") as string) || `Attention of ${layers} layers \u00d7 ${heads} heads`;
     this.root.dataset.thumbnails = String(layers * heads);
     this.scaleSel.update();
@@ -245,8 +246,7 @@ class HeadGridView extends HeadPickerView<"headgrid"> {
     this.baseDrawn = true;
   }
 
-  private lastPush = 0;
-  private staleTimer: ReturnType<typeof setTimeout> | null = null;
+  private progress = new Progress(() => this.showSelection());
 
   /** One head's thumbnail, sent by the kernel's worker as soon as it is computed. */
   protected pushed(content: Record<string, any>, _buffers: Binary[]): void {
@@ -270,7 +270,7 @@ class HeadGridView extends HeadPickerView<"headgrid"> {
     d.ready[k] = 1;
     d.computing = Number(content.done) >= Number(content.total) ? "done" : "running";
     if (d.ready.every((x) => x)) d.ready = null;
-    this.lastPush = performance.now();
+    this.progress.stepped();
     this.baseDrawn = false;
     this.showSelection();
     this.redraw();
@@ -278,18 +278,14 @@ class HeadGridView extends HeadPickerView<"headgrid"> {
 
   private ownCodes = false;
 
-  /** "computing: 12 of 64 heads", what stopped it, or "" when every head is there. */
+  /** "computing thumbnails: 12 of 64 heads", what stopped it, or "" when every head is there. */
   private progressText(): string {
     const d = this.d;
     if (!d || !d.ready) return "";
     let done = 0;
     for (const x of d.ready) done += x;
-    const total = d.layers * d.heads;
     const first = d.metric ? ` (largest ${d.metricName} first)` : "";
-    if (d.computing.startsWith("stopped")) return `${done} of ${total} heads computed; ${d.computing}`;
-    const quiet = (performance.now() - this.lastPush) / 1000;
-    const note = quiet > 20 ? `; no head for ${Math.round(quiet)} s: the kernel may have stopped (blank heads are missing)` : "";
-    return `computing thumbnails: ${done} of ${total} heads${first}${note}`;
+    return this.progress.text("thumbnails", done, d.layers * d.heads, "heads", d.computing, first);
   }
 
   showSelection(): void {
@@ -298,16 +294,10 @@ class HeadGridView extends HeadPickerView<"headgrid"> {
     this.status.textContent = progress ? `${sel} \u00b7 ${progress}` : sel;
     this.root.dataset.ready = this.d?.ready ? String(this.d.ready.reduce((a, x) => a + x, 0)) : String(this.d ? this.d.layers * this.d.heads : 0);
     this.root.dataset.computing = this.d?.computing ?? "";
-    if (progress && !this.staleTimer) {
-      this.staleTimer = setTimeout(() => {
-        this.staleTimer = null;
-        this.showSelection();
-      }, 5000);
-    }
   }
 
   dispose(): void {
-    if (this.staleTimer) clearTimeout(this.staleTimer);
+    this.progress.dispose();
     super.dispose();
   }
 

@@ -4,7 +4,8 @@
 // exact weight at any zoom. Offline copies draw the levels embedded in the saved state.
 
 import { bitmap, FONT, FONT_SMALL, localPoint, sizeCanvas } from "./lib/canvas";
-import { WireArray } from "./lib/codec";
+import { Binary, WireArray } from "./lib/codec";
+import { Progress } from "./lib/progress";
 import { DIVERGING_DEFAULT, lut, paint, parseColor, SEQUENTIAL_DEFAULT } from "./lib/colors";
 import { checkbox, select, stepper } from "./lib/controls";
 import { displayToken, fitText, formatValue, labelStride, truncate } from "./lib/labels";
@@ -41,6 +42,10 @@ interface Data {
   embedNote: string;
   /** levels that are whole in the cache without a kernel (the overview, embedded ones) */
   local: Set<string>;
+  /** the overview filling in (a worker thread in the kernel): "running", "done", "stopped: …" */
+  computing: string;
+  /** rows of overview bins read so far */
+  rowsReady: number;
 }
 
 class HeatmapView extends View<"heatmap"> {
@@ -121,7 +126,10 @@ class HeatmapView extends View<"heatmap"> {
       valueLabel: (this.get("value_label") as string) || "value",
       embedNote: (this.get("embed_note") as string) || "",
       local: new Set(),
+      computing: (this.get("computing") as string) || "done",
+      rowsReady: Number(this.get("rows_ready")) || 0,
     };
+    this.progress.stepped();
     if (!prev || prev.n !== n) this.win = fullView(n);
     this.win = clampView(this.win, n);
     if (prev && (prev.layer !== this.d.layer || prev.head !== this.d.head)) this.tiles.reset();
@@ -180,6 +188,29 @@ class HeatmapView extends View<"heatmap"> {
 
   private overviewKey = "";
   private tickTimer: ReturnType<typeof setTimeout> | null = null;
+  private progress = new Progress(() => this.redraw());
+
+  /** Rows of the overview, read by the kernel's worker thread as it goes (band by band). */
+  protected pushed(content: Record<string, any>, buffers: Binary[]): void {
+    const d = this.d;
+    if (content.what !== "band" || content.layer !== d.layer || content.head !== d.head) return;
+    const ov = this.cache.get(this.overviewKey);
+    const r0 = Number(content.row0);
+    const r1 = Number(content.row1);
+    const wire = (this.reduce() === "mean" && d.pyramid.top > 0 ? content.mean : content.max) as WireArray;
+    if (!ov || !wire) return;
+    const rows = tileEntry(wire, buffers);
+    if (rows.cols !== ov.cols || r0 < 0 || r1 > ov.rows || rows.rows !== r1 - r0) return;
+    ov.values.set(rows.values, r0 * ov.cols);
+    ov.bitmap = undefined; // painted again with the new rows
+    ov.paintedFor = undefined;
+    if (Number(content.top) > 0) d.top = Number(content.top);
+    if (Number(content.top_nosink) > 0) d.topNoSink = Number(content.top_nosink);
+    d.rowsReady = Math.max(d.rowsReady, r1);
+    if (d.rowsReady >= ov.rows && d.computing === "running") d.computing = "done";
+    this.progress.stepped();
+    this.redraw();
+  }
 
   protected kernelBack(): void {
     this.tiles.resume();
@@ -202,6 +233,7 @@ class HeatmapView extends View<"heatmap"> {
 
   dispose(): void {
     if (this.tickTimer) clearTimeout(this.tickTimer);
+    this.progress.dispose();
     this.tiles.dispose();
     super.dispose();
   }
@@ -519,6 +551,12 @@ class HeatmapView extends View<"heatmap"> {
     } else if (beyond && noKernel()) {
       parts.push(d.embedNote);
     }
+    const side = levelSide(d.n, d.pyramid.top);
+    const reading = this.progress.text("the overview", d.rowsReady, side, "rows of cells", d.computing,
+      ` (tokens 1\u2013${Math.min(d.n, d.rowsReady * 2 ** d.pyramid.top)} of ${d.n} read; the kernel is free meanwhile)`);
+    if (reading) parts.push(reading);
+    this.root.dataset.rowsReady = String(d.rowsReady);
+    this.root.dataset.computing = d.computing;
     this.status.textContent = parts.join(" \u00b7 ");
     // while the kernel is silent the status counts the seconds (and the hover says so)
     if (missing > 0 && this.link !== "ok" && this.link !== "none" && !this.tickTimer) {
@@ -603,7 +641,7 @@ class HeatmapView extends View<"heatmap"> {
         titleText = this.link === "none" ? `${d.valueLabel}: exact value needs a running kernel`
           : this.link !== "ok" || this.tiles.waitingForKernel() ? `${d.valueLabel}: exact value ${this.waitText()}`
             : `${d.valueLabel}: fetching\u2026`;
-        if (b) rows.push([`${this.reduce()} of ${2 ** b[1]}\u00d7${2 ** b[1]} here`, formatValue(b[0])]);
+        if (b) rows.push([`${this.reduce()} of ${2 ** b[1]}\u00d7${2 ** b[1]} here`, Number.isNaN(b[0]) ? "not read yet" : formatValue(b[0])]);
       }
     }
     this.tip.show(at[0], at[1], titleText, rows);
