@@ -162,6 +162,7 @@ _.revision
 _.roles
 _.row_labels
 _.row_title
+_.rows_ready
 _.scale
 _.scores
 _.seg_key

@@ -115,15 +115,6 @@ class Overview:
     low: float  # smallest value (negative for differences)
 
 
-def overview(source: BlockSource, layer: int, head: int, n: int, sinks: np.ndarray,
-             *, level: int, signed: bool = False, reductions: Sequence[Reduction] = ()) -> Overview:
-    """Level ``level`` max- and mean-pooled, and the scale tops, from one pass of bands
-    (together with ``reductions``, kept for later callers: :func:`view_reductions`)."""
-    got = overview_bands(source, layer, head, n, sinks, level=level, signed=signed, reductions=reductions)
-    assert got is not None  # nothing stops the pass
-    return got
-
-
 #: told after each band of an overview's pass: ``(row0, row1, so_far)`` with the bins of rows
 #: ``row0:row1`` of the level complete in ``so_far``; False stops the pass
 RowsSeen = Callable[[int, int, Overview], bool]
@@ -132,8 +123,10 @@ RowsSeen = Callable[[int, int, Overview], bool]
 def overview_bands(source: BlockSource, layer: int, head: int, n: int, sinks: np.ndarray,
                    *, level: int, signed: bool = False, reductions: Sequence[Reduction] = (),
                    each_rows: RowsSeen | None = None) -> Overview | None:
-    """:func:`overview`, telling ``each_rows`` after every band which rows of bins are done
-    (a view fills in band by band); None when ``each_rows`` stopped the pass."""
+    """Level ``level`` max- and mean-pooled, and the scale tops, from one pass of bands
+    (together with ``reductions``, kept for later callers: :func:`view_reductions`), telling
+    ``each_rows`` after every band which rows of bins are done (a view fills in band by
+    band); None when ``each_rows`` stopped the pass."""
     grid, bounds = GridPool(level), Extremes(tuple(int(s) for s in np.asarray(sinks)))
 
     def made(pooled: Any, b: Any) -> Overview:

@@ -466,12 +466,10 @@ class Heatmap(Progressive, SinkAwareScale, AttnkitWidget):
         """Read the shown head's overview: at once, or (progressive) band by band in a
         worker thread, the view showing the rows read so far."""
         self._shown = (self.layer, self.head)
-        layer, head, sinks = self.layer, self.head, np.asarray(self.sinks)
-        # Max pooling keeps the sign of the largest magnitude: the same as plain max for
-        # weights, and negative extremes survive in differences.
-        read = dict(level=self._level, signed=True, reductions=self._reductions)
+        layer, head = self.layer, self.head
         if not self._progressive:
-            ov = pyr.overview(self._source, layer, head, self.n, sinks, **read)
+            ov = self._read(layer, head)
+            assert ov is not None  # nothing stops the pass
             with self._lock:
                 self._overview, self._rows = ov, ov.max.shape[0]
             self._sync("done")
@@ -482,10 +480,16 @@ class Heatmap(Progressive, SinkAwareScale, AttnkitWidget):
             blank = np.full((m, m), np.nan, dtype=np.float32)
             self._overview, self._rows = pyr.Overview(self._level, blank, blank.copy(), 0.0, 0.0, 0.0), 0
         self._sync("running")  # the view appears at once, every row blank
-        self._start(lambda step: self._fill(layer, head, sinks, read, step), "attnkit-heatmap")
+        self._start(lambda step: self._fill(layer, head, step), "attnkit-heatmap")
 
-    def _fill(self, layer: int, head: int, sinks: np.ndarray, read: dict[str, Any],
-              step: Callable[[], bool]) -> bool:
+    def _read(self, layer: int, head: int, each_rows: pyr.RowsSeen | None = None) -> pyr.Overview | None:
+        """The head's overview and scale tops, in its one pass (with what a HeadGrid reads).
+        Max pooling keeps the sign of the largest magnitude: the same as plain max for
+        weights, and negative extremes survive in differences."""
+        return pyr.overview_bands(self._source, layer, head, self.n, np.asarray(self.sinks), level=self._level,
+                                  signed=True, reductions=self._reductions, each_rows=each_rows)
+
+    def _fill(self, layer: int, head: int, step: Callable[[], bool]) -> bool:
         """The worker's work: the head's one pass (``blocks.summarize_bands``), each band's
         rows of bins pushed to the views as they are read."""
         def rows(r0: int, r1: int, so_far: pyr.Overview) -> bool:
@@ -500,7 +504,7 @@ class Heatmap(Progressive, SinkAwareScale, AttnkitWidget):
                        max=maxes, mean=means, top=so_far.top, top_nosink=so_far.top_nosink)
             return step()
 
-        ov = pyr.overview_bands(self._source, layer, head, self.n, sinks, each_rows=rows, **read)
+        ov = self._read(layer, head, rows)
         if ov is None:
             return False
         with self._lock:
