@@ -300,7 +300,7 @@ class AttentionSet(Sequence[Attention]):
         ...                   keep=("cross", "encoder"), progress=False)
         >>> s2s = sset.pair(0)
         >>> s2s.cross.shape, s2s.encoder.maps.shape, s2s.decoder is None
-        ((2, 2, 5, 4), (2, 2, 4, 4), True)
+        ((2, 2, 5, 5), (2, 2, 5, 5), True)
         """
         if not self.pairs:
             raise InputError("This set holds the attention of a one-stack model, not (source, "
@@ -310,7 +310,7 @@ class AttentionSet(Sequence[Attention]):
         extra = tuple(st.PAIR_ARRAYS[k] for k in self.pairs if k in st.PAIR_ARRAYS)
         data = self._batch(b, extra=extra)
         cross = self._cross(i, data, b)
-        sides = {}
+        sides: dict[str, Any] = {}
         for k, name in st.PAIR_ARRAYS.items():
             if name not in data:
                 sides[k] = None

@@ -338,7 +338,7 @@ class Seq2SeqAttention:
     """
 
     encoder: Any
-    decoder: Attention | None
+    decoder: Attention
     cross: CrossAttention
     model: str = ""
     meta: dict[str, Any] = field(default_factory=dict)

@@ -57,6 +57,11 @@ def test_stored_cross_attention_equals_attend(s2s_model, level, tmp_path):
         assert both.encoder.tokens == ref.encoder.tokens and both.decoder.tokens == ref.decoder.tokens
         np.testing.assert_allclose(both.encoder.maps, ref.encoder.maps, rtol=0, atol=TOL)
         np.testing.assert_allclose(both.decoder.maps, ref.decoder.maps, rtol=0, atol=TOL)
+    # rollout through the decoder into the encoder, from the store as from the model
+    # (products of float16-rounded maps: within a few TOL)
+    np.testing.assert_allclose(ak.seq2seq_rollout(sset.pair(0)),
+                               ak.seq2seq_rollout(s2s_model.attend(*PAIRS[0], level=level)),
+                               rtol=0, atol=4 * TOL)
     # reopened without the model: the same bits
     again = ak.open_store(tmp_path / "s")
     for i in range(len(PAIRS)):
@@ -73,6 +78,8 @@ def test_in_memory_cross_only_and_known_shapes():
     assert sset[0].col_tokens == src.tokens and sset[0].row_tokens == tgt.tokens
     s2s = sset.pair(0)
     assert s2s.encoder is None and s2s.decoder is None and "not kept" in repr(s2s)
+    with pytest.raises(InputError, match="keep=\\('cross', 'encoder', 'decoder'\\)"):
+        ak.seq2seq_rollout(s2s)
     with pytest.raises(InputError, match="one-stack"):
         ak.extract(tiny_model("bert"), ["The cat."], progress=False).pair(0)
 

@@ -134,8 +134,9 @@ def encode_inputs(model: Any, items: Sequence[Any], start: int = 0) -> list[Any]
     Examples
     --------
     >>> from attnkit.testing import tiny_seq2seq
-    >>> [len(e) for e in encode_inputs(tiny_seq2seq("t5"), [("The cat.", "A cat.")])]
-    [8]
+    >>> [pair] = encode_inputs(tiny_seq2seq("t5"), [("The cat.", "A cat.")])
+    >>> pair.source.tokens, len(pair)
+    (['▁the', '▁cat', '.', '</s>'], 9)
     """
     if not isinstance(model, Seq2SeqModel):
         return [model.encode(x) for x in items]

@@ -163,7 +163,7 @@ def run_pairs(model: Any, encs: Sequence[PairEncoding], spec: BatchSpec) -> dict
     >>> m = tiny_seq2seq("t5")
     >>> out = run_pairs(m, [m.encode_pair(("The cat sat.", "A cat."))],
     ...                 BatchSpec(level="token", pair_parts=("encoder",)))
-    >>> sorted(out), out["maps"].size == 2 * 2 * 5 * 4, out["encoder/maps"].size == 2 * 2 * 4 * 4
+    >>> sorted(out), out["maps"].size == 2 * 2 * 5 * 5, out["encoder/maps"].size == 2 * 2 * 5 * 5
     (['encoder/maps', 'maps'], True, True)
     """
     parts: dict[str, list[np.ndarray]] = {"maps": [], **{PAIR_ARRAYS[k]: [] for k in spec.pair_parts}}
