@@ -370,7 +370,7 @@ class HeatmapView extends View<"heatmap"> {
       const cw = Math.max(cellPx, 1);
       ctx.save();
       ctx.beginPath();
-      ctx.rect(left, top, plot, plot);
+      ctx.rect(left, top, Math.min(plot, (d.cols - w.x0) * cellPx), Math.min(plot, (d.rows - w.y0) * cellPx));
       ctx.clip();
       ctx.fillStyle = "rgba(255, 170, 0, 0.16)";
       ctx.fillRect(left, ry, plot, cw);
