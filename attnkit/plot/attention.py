@@ -267,7 +267,7 @@ def plot_head_grid(
     if scale not in ("head", "global"):
         raise InputError(f"scale must be 'head' or 'global', not {scale!r}.")
     L, H = maps.shape[:2]
-    thumbs: np.ndarray = downsample_max(maps, size).astype(np.float32)
+    thumbs: np.ndarray = downsample_max(maps, size, rectangular=True).astype(np.float32)
     tr, tc = thumbs.shape[-2:]
     t = max(tr, tc)  # a rectangle (cross-attention) sits in a t x t cell, top left
     if color_scale not in ("linear", "log", "rank"):

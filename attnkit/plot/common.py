@@ -67,9 +67,9 @@ def shown_by_ipython(figure_type: type) -> None:
         figure_type, lambda fig: print_figure(fig, "png", bbox_inches="tight"))
 
 
-def downsample_max(maps: np.ndarray, size: int) -> np.ndarray:
-    """Shrink the last two axes of ``maps`` ``[..., n, n]`` (or ``[..., m, n]``) to at most
-    ``size`` by max-pooling.
+def downsample_max(maps: np.ndarray, size: int, *, rectangular: bool = False) -> np.ndarray:
+    """Shrink the last two axes of ``maps`` ``[..., n, n]`` (with ``rectangular``, also
+    ``[..., m, n]``: cross-attention) to at most ``size`` by max-pooling.
 
     Blocks of ``k × k`` cells (``k = ceil(max(m, n) / size)``) become one cell holding their
     maximum, so a single strong link (a diagonal, a column to [SEP]) stays visible at
@@ -80,6 +80,8 @@ def downsample_max(maps: np.ndarray, size: int) -> np.ndarray:
     if maps.ndim < 2:
         raise InputError(f"maps need two last axes (rows, columns); got shape {maps.shape}.")
     m, n = maps.shape[-2:]
+    if m != n and not rectangular:
+        raise InputError(f"maps must be square in their last two axes; got shape {maps.shape}.")
     if size < 1:
         raise InputError(f"thumbnail size must be at least 1; got {size}.")
     if max(m, n) <= size:

@@ -143,7 +143,7 @@ class HeadGrid(SinkAwareScale, SelectsHead):
     >>> cross = tiny_seq2seq("t5").attend("The cat sat on the mat.", "A cat.").cross
     >>> rect = HeadGrid(cross, progress=False)
     >>> rect.thumbs["shape"], rect.n_tokens, rect.n_cols  # [layer, head, target, source]
-    ([2, 2, 6, 8], 6, 8)
+    ([2, 2, 5, 8], 5, 8)
     """
 
     _bundle_name = "headgrid"
