@@ -563,19 +563,22 @@ def _static_key(output: Any) -> str | None:
 
 def fold_static_outputs(nb: Any) -> Any:
     """A copy of ``nb`` where each attnkit widget's static picture, an output of its own,
-    is moved into the output of the view it stands for (the report shows it there until
-    the live view has drawn); a picture whose view's output is missing stays as it is.
+    is moved into the output of the view it stands for, with its description as the view's
+    text (the report shows it there until the live view has drawn); a picture whose view's
+    output is missing stays as it is.
 
     Examples
     --------
     >>> from nbformat.v4 import new_code_cell, new_notebook, new_output
     >>> cell = new_code_cell("view", outputs=[
-    ...     new_output("display_data", {"image/png": "iVBO"}, metadata={"attnkit": {"static": "k1"}}),
-    ...     new_output("display_data", {"text/plain": "Heatmap",
+    ...     new_output("display_data", {"image/png": "iVBO", "text/plain": "layer 1, head 1"},
+    ...                metadata={"attnkit": {"static": "k1"}}),
+    ...     new_output("display_data", {"text/plain": "",
     ...                "application/vnd.jupyter.widget-view+json": {"model_id": "m1"}},
     ...                metadata={"attnkit": {"static": "k1"}})])
-    >>> [sorted(o.data) for o in fold_static_outputs(new_notebook(cells=[cell])).cells[0].outputs]
-    [['application/vnd.jupyter.widget-view+json', 'image/png', 'text/plain']]
+    >>> [(sorted(o.data), o.data["text/plain"])
+    ...  for o in fold_static_outputs(new_notebook(cells=[cell])).cells[0].outputs]
+    [(['application/vnd.jupyter.widget-view+json', 'image/png', 'text/plain'], 'layer 1, head 1')]
     """
     nb = copy.deepcopy(nb)
     for cell in nb.cells:
@@ -587,8 +590,10 @@ def fold_static_outputs(nb: Any) -> Any:
             view = views.get(key) if key and WIDGET_VIEW_MIME not in out.get("data", {}) else None
             if view is None:
                 kept.append(out)
-            elif "image/png" in out.get("data", {}):
-                view.data.setdefault("image/png", out.data["image/png"])
+            else:  # the picture and its description (the report's alt text)
+                for mime in ("image/png", "text/plain"):
+                    if out.get("data", {}).get(mime):
+                        view.data[mime] = out.data[mime]
         if outputs:
             cell.outputs = kept
     return nb

@@ -39,12 +39,14 @@ def test_a_widget_is_its_picture_then_its_view(att):
     assert len(key) == 32 and int(key, 16) >= 0
     assert ak.Heatmap(att)._static_key != key  # one key per widget
     picture, live = shown(view)
-    assert sorted(picture.data) == ["image/png", "text/html"]
+    assert sorted(picture.data) == ["image/png", "text/html", "text/plain"]
+    assert picture.data["text/plain"] == view._alt_text()
     assert base64.b64decode(picture.data["image/png"]) == view.to_png()
     assert f'class="attnkit-static attnkit-static-{key}"' in picture.data["text/html"]
     assert picture.metadata == {"attnkit": {"static": key}}
-    # the view's output: the widget and its text, no second copy of the picture
-    assert sorted(live.data) == [VIEW, "text/plain"]
+    # the view's output: the widget, no second copy of the picture, and no text that an
+    # export without widget state would show under the picture
+    assert sorted(live.data) == [VIEW, "text/plain"] and live.data["text/plain"] == ""
     assert live.data[VIEW]["model_id"] == view.model_id
     assert live.metadata == {"attnkit": {"static": key}}
     # a front end reads the key from the model's state
@@ -72,5 +74,18 @@ def test_the_report_folds_the_picture_into_the_view(att):
     folded = report.fold_static_outputs(nb).cells[0].outputs
     assert [o.output_type for o in folded] == ["stream", "display_data", "display_data"]
     assert folded[1].data["image/png"] == outs[1].data["image/png"] and VIEW in folded[1].data
+    assert folded[1].data["text/plain"] == view._alt_text()  # the report's alt text
     assert folded[2].metadata == lone
     assert len(nb.cells[0].outputs) == 4  # the notebook itself is left as it was
+
+
+def test_an_nbconvert_export_shows_each_picture_once(att):
+    import re
+
+    from nbconvert import HTMLExporter
+    from nbformat.v4 import new_code_cell, new_notebook, new_output
+
+    outs = [new_output("display_data", o.data, metadata=o.metadata) for o in shown(ak.Heatmap(att))]
+    body, _ = HTMLExporter(template_name="lab").from_notebook_node(new_notebook(cells=[new_code_cell("v", outputs=outs)]))
+    assert len(re.findall(r'<img[^>]+src="data:image/png;base64,', body)) == 1
+    assert "object at 0x" not in body

@@ -178,16 +178,18 @@ STATIC_META = "attnkit"
 STATIC_MIMES = ("image/png", "text/html")
 
 
-def display_beside(widget: Any, key: str) -> None:
-    """Show ``widget`` in IPython as two outputs: its static picture, then its live view.
+def display_beside(widget: Any, view: AttnkitWidget) -> None:
+    """Show ``widget`` in IPython as two outputs: the static picture of ``view`` (``widget``
+    itself, or the attnkit view it holds), then ``widget``'s live view.
 
     A front end that has a widget manager renders only the view of an output that offers
     one (``application/vnd.jupyter.widget-view+json``), and when it cannot (anywidget's
     front end is not installed where the Jupyter server runs, or the model went with its
     kernel) it shows "model not found" instead of the PNG beside it. As an output of its own,
     the picture shows wherever the view does not draw; the view hides it once it has drawn
-    (``key``: the view's ``_static_key``). Where there is no widget manager at all, the view's
-    output is only its text and the picture shows once.
+    (both outputs name ``view._static_key`` in their metadata). The picture's text is the
+    view's description; the widget's is empty, so an export without widget state shows the
+    picture alone.
     """
     from IPython.display import display
 
@@ -197,8 +199,11 @@ def display_beside(widget: Any, key: str) -> None:
     data, meta = bundle if isinstance(bundle, tuple) else (bundle, {})
     static = {mime: data.pop(mime) for mime in STATIC_MIMES if mime in data}
     if static:
-        meta = {**meta, STATIC_META: {"static": key}}
-        display(static, metadata={STATIC_META: {"static": key}}, raw=True)
+        mark = {STATIC_META: {"static": view._static_key}}
+        static["text/plain"] = view._alt_text()
+        display(static, metadata=mark, raw=True)
+        data["text/plain"] = ""
+        meta = {**meta, **mark}
     display(data, metadata=meta, raw=True)
 
 
@@ -274,7 +279,7 @@ class AttnkitWidget(anywidget.AnyWidget):
 
     def _ipython_display_(self) -> None:
         """IPython (Jupyter, Voila): the static picture and the live view as two outputs."""
-        display_beside(self, self._static_key)
+        display_beside(self, self)
 
     def save(self, path: str | Path, *, dpi: int = 200) -> Path:
         """Write the view's static figure to a file.

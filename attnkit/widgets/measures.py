@@ -152,7 +152,7 @@ class MeasureSwitch(ipywidgets.VBox):
 
     def _ipython_display_(self) -> None:
         """IPython: the shown view's static picture and the switch as two outputs."""
-        display_beside(self, str(getattr(self.view, "_static_key", "")))
+        display_beside(self, self.view)
 
     def save(self, path: str | Path, *, dpi: int = 200) -> Path:
         """Save the view of the measure shown (as its view's ``save`` does).
