@@ -232,8 +232,9 @@ export abstract class View<B extends Bundle = Bundle> {
     const n = Number(this.root.dataset.drawn ?? "0") + 1;
     this.root.dataset.drawn = String(n);
     if (n === 1) this.root.dataset.firstDrawMs = (performance.now() - this.t0).toFixed(2);
-    // until found: the picture's output may be attached after the view's first draw
-    if (!this.staticHidden && typeof document !== "undefined") this.staticHidden = hideStatic(this.model.get("_static_key")) > 0;
+    // until found (its output may be attached a little after the view's first draw), and
+    // not past the first draws: a view shown without a picture (marimo, a container) stops looking
+    if (!this.staticHidden && n <= 20 && typeof document !== "undefined") this.staticHidden = hideStatic(this.model.get("_static_key")) > 0;
   }
 
   private staticHidden = false;
