@@ -97,15 +97,17 @@ SCALES = ("linear", "log", "rank")
 
 
 def sink_positions(att: Any) -> tuple[list[int], str]:
-    """Columns attention sinks into (the first token, [CLS], [SEP]) and how to name them."""
-    roles = np.asarray(att.roles).astype(str)
+    """Columns attention sinks into (the first token, [CLS], [SEP]) and how to name them
+    (of the source, for cross-attention)."""
+    roles = np.asarray(getattr(att, "source_roles", att.roles)).astype(str)
+    tokens = getattr(att, "source_tokens", att.tokens)
     pos = {0} | set(np.flatnonzero(np.isin(roles, ("cls", "sep"))).tolist())
     names = []
     if roles.size and roles[0] != "cls":
         names.append("the first token")
     for role in ("cls", "sep"):
         if (roles == role).any():
-            names.append(str(att.tokens[int(np.flatnonzero(roles == role)[0])]))
+            names.append(str(tokens[int(np.flatnonzero(roles == role)[0])]))
     names = list(dict.fromkeys(names))
     text = " and ".join(names) if len(names) <= 2 else ", ".join(names[:-1]) + " and " + names[-1]
     return sorted(pos), text

@@ -22,7 +22,7 @@ from ..results import head_table
 from ..types import AttentionLike
 from ._base import SelectsHead, SinkAwareScale
 from ._codec import message, wire
-from ._pyramid import thumb_side, top_level, view_reductions
+from ._pyramid import extent, thumb_side, top_level, view_reductions
 
 #: decades of the thumbnails' log codes: code c > 0 stands for top · 10**(DECADES * (c/255 - 1))
 DECADES = 6.0
@@ -77,7 +77,9 @@ class HeadGrid(SinkAwareScale, SelectsHead):
         Dense :class:`~attnkit.Attention` or lazy attention. Each thumbnail is the head's
         max-pooled overview (the numbers of ``att.pooled(layer, head, size)``), read band by
         band (a lazy map is never held whole) in one pass per head that also reads what a
-        :class:`Heatmap` of the head shows first (kept for it).
+        :class:`Heatmap` of the head shows first (kept for it). Cross-attention
+        (:class:`~attnkit.cross.CrossAttention`) gives rectangular thumbnails, target rows
+        over source columns.
     metric : DataFrame, Series or ndarray, optional
         Per-head values drawn as a coloured bar under each thumbnail and shown on hover:
         indexed by ``(layer, head)`` (e.g. ``head_stats``) or an array ``[layer, head]``.
@@ -137,6 +139,11 @@ class HeadGrid(SinkAwareScale, SelectsHead):
     >>> grid.selected = [1, 0]
     >>> (hm.layer, hm.head)
     (1, 0)
+    >>> from attnkit.testing import tiny_seq2seq
+    >>> cross = tiny_seq2seq("t5").attend("The cat sat on the mat.", "A cat.").cross
+    >>> rect = HeadGrid(cross, progress=False)
+    >>> rect.thumbs["shape"], rect.n_tokens, rect.n_cols  # [layer, head, target, source]
+    ([2, 2, 5, 8], 5, 8)
     """
 
     _bundle_name = "headgrid"
@@ -152,6 +159,10 @@ class HeadGrid(SinkAwareScale, SelectsHead):
     normalize = traitlets.Unicode("head").tag(sync=True)
     ready = traitlets.Dict().tag(sync=True)
     computing = traitlets.Unicode("done").tag(sync=True)
+    #: Rectangular maps (cross-attention): thumbnail columns and source tokens (0 when
+    #: square: ``size`` and ``n_tokens`` then count both).
+    size_cols = traitlets.Int(0).tag(sync=True)
+    n_cols = traitlets.Int(0).tag(sync=True)
 
     @renamed(positional=("metric", "value"), att="attentions")
     def __init__(
@@ -180,14 +191,17 @@ class HeadGrid(SinkAwareScale, SelectsHead):
         scaled = self.scale_traits(att, scale, exclude_sinks, decades)
         if normalize not in ("head", "global"):
             raise InputError(f"normalize must be 'head' or 'global', not {normalize!r}.")
-        n = len(att)
-        if n == 0:
+        n, cols = extent(att)
+        if n == 0 or cols == 0:
             raise InputError("the attention has no positions; nothing to draw.")
         if int(size) < 1:
             raise InputError(f"thumbnail size must be at least 1; got {size}.")
         L, H = att.n_layers, att.n_heads
-        t = thumb_side(n, L * H, size)
-        self._thumbs = np.zeros((L, H, t, t), dtype=np.float32)  # the static figure's source
+        self._rect = hasattr(att, "n_columns")
+        t = thumb_side(max(n, cols), L * H, size)
+        self._side = t  # a rectangle's thumbnails: min(t, n) x min(t, cols)
+        t, tc = (min(t, n), min(t, cols)) if self._rect else (t, t)
+        self._thumbs = np.zeros((L, H, t, tc), dtype=np.float32)  # the static figure's source
         self._head_max = np.zeros((L, H), dtype=np.float32)
         self._ready = np.zeros((L, H), dtype=np.uint8)
         # the overview a Heatmap of a long map draws is read in the same pass (shorter maps
@@ -202,7 +216,8 @@ class HeadGrid(SinkAwareScale, SelectsHead):
             metric_wire = wire(table, "float32")
         if title is None:
             who = getattr(att, "model", "") or ""
-            title = f"{who + ': ' if who else ''}{L} layers \u00d7 {H} heads, {n} tokens"
+            tokens = f"{n} target \u00d7 {cols} source tokens" if self._rect else f"{n} tokens"
+            title = f"{who + ': ' if who else ''}{L} layers \u00d7 {H} heads, {tokens}"
         if progressive is None:
             progressive = (L * H * n * n >= PROGRESSIVE_CELLS and _in_kernel()
                            and os.environ.get(PROGRESSIVE_ENV, "1") != "0")
@@ -214,13 +229,14 @@ class HeadGrid(SinkAwareScale, SelectsHead):
             bar = progress_bar(total=L * H, show=progress and L * H * n * n > 1 << 26,
                                desc="head thumbnails", unit="head")
             for l in range(L):
-                for h, got in enumerate(summarize(att, l, range(H), self._reductions)):
+                for h, got in enumerate(self._summary(l, range(H))):
                     self._keep(l, h, got)
                 bar.update(H)
             bar.close()
         super().__init__(
             n_layers=L, n_heads=H, size=t, n_tokens=n, metric=metric_wire, metric_name=metric_name,
             cmap=cmap, normalize=normalize, title=title, **scaled, **self._state(progressive and "running" or "done"),
+            **({"size_cols": tc, "n_cols": cols} if self._rect else {}),
         )
         self._tokens = list(att.tokens)
         if progressive:
@@ -229,6 +245,15 @@ class HeadGrid(SinkAwareScale, SelectsHead):
             self._worker.start()
 
     # ----------------------------------------------------------- filling in
+    def _summary(self, layer: int, heads: Any) -> list[dict]:
+        """What the grid reads of ``heads`` of one layer (:meth:`_keep` takes each): one pass
+        of :func:`~attnkit.blocks.summarize`; a rectangle (dense cross-attention) is pooled
+        straight from its maps (``pooled``)."""
+        if self._rect:
+            key = EdgePool(self._thumbs.shape[-1]).key
+            return [{key: self._att.pooled(layer, h, self._side)} for h in heads]
+        return summarize(self._att, layer, heads, self._reductions)
+
     def _keep(self, l: int, h: int, got: dict) -> np.ndarray:
         """Store head (l, h)'s thumbnail from its summary; returns its log codes."""
         thumb = got[EdgePool(self._thumbs.shape[-1]).key]
@@ -265,7 +290,7 @@ class HeadGrid(SinkAwareScale, SelectsHead):
                 if self._stop.is_set():
                     self._sync("stopped: cancelled")
                     return
-                codes = self._keep(l, h, summarize(self._att, l, [h], self._reductions)[0])
+                codes = self._keep(l, h, self._summary(l, [h])[0])
                 content, buffers = message({"type": "push", "what": "thumb", "layer": l, "head": h,
                                             "max": float(self._head_max[l, h]), "done": i,
                                             "total": total, "array": wire(codes, "uint8")})
@@ -371,4 +396,8 @@ class HeadGrid(SinkAwareScale, SelectsHead):
 
     def _alt_text(self) -> str:
         text = " ".join(self._tokens[:40]) + (" …" if len(self._tokens) > 40 else "")
+        if self._rect:
+            cols = list(getattr(self._att, "col_tokens", []))
+            src = " ".join(cols[:40]) + (" …" if len(cols) > 40 else "")
+            return f"Cross-attention of every head ({self.title}) from: {text}; to: {src}"
         return f"Attention of every head ({self.title}) on: {text}"

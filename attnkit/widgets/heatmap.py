@@ -64,19 +64,23 @@ def embed_budget(embed: int | None) -> int:
 
 
 class Heatmap(SinkAwareScale, AttnkitWidget):
-    """One head's attention ``[n, n]`` (rows = from/query, columns = to/key), at any ``n``.
+    """One head's attention ``[n, n]`` (rows = from/query, columns = to/key), at any ``n``;
+    or a rectangle: cross-attention ``[target, source]``.
 
     Parameters
     ----------
     attentions : AttentionLike
         Dense :class:`~attnkit.Attention` (tiles cut from its array) or lazy attention
         (tiles computed on demand through ``block``); its tokens label the axes.
+        :class:`~attnkit.cross.CrossAttention` draws target rows over source columns: the
+        rows labelled with its ``row_tokens``, the columns with its ``col_tokens``.
     layer, head : int
         0-indexed head to show (displayed 1-indexed as "L-H"); the arrows in the header,
         :meth:`show`, or a linked :class:`HeadGrid` change it.
     maps : ndarray, optional
         Drawn instead of the attention: ``[layer, head, n, n]`` or one ``[n, n]`` matrix
-        (rollout, a difference of two models) on the attention's tokens.
+        (rollout, a difference of two models) on the attention's tokens (``[..., target,
+        source]`` on a cross-attention's).
     scale : {"linear", "log", "rank"}, optional
         Colour scale: linear from 0 to the top; log over ``decades`` decades below the top;
         each cell's rank within its row. Default: ``"log"`` for causal (decoder) attention,
@@ -132,6 +136,14 @@ class Heatmap(SinkAwareScale, AttnkitWidget):
     >>> tile = hm.answer({"type": "tile", "layer": 0, "head": 0, "k": 0, "ti": 0, "tj": 0})
     >>> tile["array"]["dtype"], tile["array"]["shape"]  # what a zoomed-in view receives
     ('float32', [4, 4])
+    >>> from attnkit.cross import CrossAttention
+    >>> cross = CrossAttention(np.array([[[[0.5, 0.5, 0.0], [0.0, 0.0, 1.0]]]]),
+    ...                        ["<pad>", "Hallo"], ["cls", "word"], [-1, 0], ["Hallo"],
+    ...                        ["▁Hello", "▁you", "</s>"], ["word", "word", "sep"], [0, 1, -1],
+    ...                        ["Hello", "you"])
+    >>> rect = Heatmap(cross)  # target rows, source columns
+    >>> rect.n, rect.n_cols, rect.col_tokens, rect.matrix.shape
+    (2, 3, ['▁Hello', '▁you', '</s>'], (2, 3))
     """
 
     _bundle_name = "heatmap"
@@ -154,6 +166,10 @@ class Heatmap(SinkAwareScale, AttnkitWidget):
     value_label = traitlets.Unicode("attention").tag(sync=True)
     embedded = traitlets.List(traitlets.Dict()).tag(sync=True)
     embed_note = traitlets.Unicode("").tag(sync=True)
+    #: Columns of a rectangular map (cross-attention) and their tokens; 0 and [] for a
+    #: square one, whose columns are its rows (``n``, ``tokens``).
+    n_cols = traitlets.Int(0).tag(sync=True)
+    col_tokens = traitlets.List(traitlets.Unicode()).tag(sync=True)
 
     @renamed(positional=("layer", "head"), att="attentions")
     def __init__(
@@ -178,8 +194,8 @@ class Heatmap(SinkAwareScale, AttnkitWidget):
         att = attentions
         if not isinstance(att, AttentionLike):
             raise InputError(f"Heatmap takes attention (Attention or LazyAttention); got {type(att).__name__}.")
-        n = len(att)
-        if n == 0:
+        n, cols = pyr.extent(att)
+        if n == 0 or cols == 0:
             raise InputError("the attention has no positions; nothing to draw.")
         source: Any = att
         shape = (att.n_layers, att.n_heads)
@@ -187,10 +203,10 @@ class Heatmap(SinkAwareScale, AttnkitWidget):
             arr = np.asarray(maps, dtype=np.float32)
             if arr.ndim == 2:
                 arr = arr[None, None]
-            if arr.ndim != 4 or arr.shape[2:] != (n, n):
+            if arr.ndim != 4 or arr.shape[2:] != (n, cols):
                 raise InputError(
-                    f"maps must be [layer, head, {n}, {n}] or [{n}, {n}] for these {n} tokens; "
-                    f"got shape {np.shape(maps)}."
+                    f"maps must be [layer, head, {n}, {cols}] or [{n}, {cols}] for these "
+                    f"{n} x {cols} tokens; got shape {np.shape(maps)}."
                 )
             source, shape = _Stack(arr), arr.shape[:2]
             if title is None and np.ndim(maps) == 2:
@@ -212,7 +228,9 @@ class Heatmap(SinkAwareScale, AttnkitWidget):
             raise InputError(f"reduce must be 'max' or 'mean', not {reduce!r}.")
         if int(overview) < 16:
             raise InputError(f"overview must be at least 16 bins; got {overview}.")
-        n = len(att)
+        n, cols = pyr.extent(att)
+        rect = hasattr(att, "n_columns")
+        self._cols = cols
         self._source = source
         self._diverging = diverging
         self._shown: tuple[int, int] | None = None
@@ -221,14 +239,17 @@ class Heatmap(SinkAwareScale, AttnkitWidget):
         self._name_pair = name_pair
         self._overview_bins = int(overview)
         self._embed = embed_budget(embed)
-        self._level = pyr.top_level(n, self._overview_bins)
+        self._level = pyr.top_level(max(n, cols), self._overview_bins)
         # read with the overview: what a HeadGrid of this attention shows of the head
-        self._reductions = pyr.view_reductions(n, L * H, scaled["sinks"], level=self._level)
+        self._reductions = [] if rect else pyr.view_reductions(n, L * H, scaled["sinks"],
+                                                               level=self._level)
         self._overview: pyr.Overview | None = None
         super().__init__(
             tokens=[str(t) for t in att.tokens], n=n, n_layers=L, n_heads=H, reduce=reduce,
             vmax=vmax, cmap=cmap, value_label=value_label,
             pyramid={"top": self._level, "size": pyr.TILE}, **scaled,
+            **({"n_cols": cols, "col_tokens": [str(t) for t in att.col_tokens]}  # type: ignore[attr-defined]
+               if rect else {}),
         )
         self.layer, self.head = layer, head
         self._refresh()
@@ -349,9 +370,10 @@ class Heatmap(SinkAwareScale, AttnkitWidget):
 
     @property
     def matrix(self) -> np.ndarray:
-        """The shown ``[n, n]`` matrix (float32, rows = from, columns = to), read in full:
-        ``n * n * 4`` bytes (use :meth:`block` for parts of long maps)."""
-        return self.block(slice(0, self.n), slice(0, self.n))
+        """The shown ``[n, n]`` matrix (``[target, source]`` for cross-attention; float32,
+        rows = from, columns = to), read in full: ``n * n * 4`` bytes (use :meth:`block`
+        for parts of long maps)."""
+        return self.block(slice(0, self.n), slice(0, self._cols))
 
     def block(self, rows: slice, cols: slice) -> np.ndarray:
         """Cells ``[rows, cols]`` of the shown head, read from the attention (dense or lazy).
@@ -413,11 +435,15 @@ class Heatmap(SinkAwareScale, AttnkitWidget):
             cmap=self.cmap or None, title=self.title, value_label=self.value_label,
             max_labels=40 if preview else 64, bin_size=1 << ov.level,
             scale="linear" if self.diverging else self.scale, decades=self.decades,
-            causal=self.causal,
+            causal=self.causal, col_tokens=self.col_tokens or None,
         )
 
     def _alt_text(self) -> str:
         text = " ".join(self.tokens[:40]) + (" …" if len(self.tokens) > 40 else "")
+        if self.n_cols:
+            cols = " ".join(self.col_tokens[:40]) + (" …" if len(self.col_tokens) > 40 else "")
+            return (f"{self.title}. Heatmap of cross-attention from {self.n} target tokens "
+                    f"({text}) to {self.n_cols} source tokens ({cols})")
         return f"{self.title}. Heatmap of attention over {self.n} tokens: {text}"
 
     # ------------------------------------------------------------- internals
@@ -448,8 +474,12 @@ class Heatmap(SinkAwareScale, AttnkitWidget):
     def _refresh(self) -> None:
         # Max pooling keeps the sign of the largest magnitude: the same as plain max for
         # weights, and negative extremes survive in differences.
-        ov = pyr.overview(self._source, self.layer, self.head, self.n, np.asarray(self.sinks),
-                          level=self._level, signed=True, reductions=self._reductions)
+        if self.n_cols:
+            ov = pyr.rect_overview(self._source, self.layer, self.head, self.n, self.n_cols,
+                                   np.asarray(self.sinks), level=self._level, signed=True)
+        else:
+            ov = pyr.overview(self._source, self.layer, self.head, self.n, np.asarray(self.sinks),
+                              level=self._level, signed=True, reductions=self._reductions)
         self._overview = ov
         self._shown = (self.layer, self.head)
         diverging = self._diverging if self._diverging is not None else ov.low < 0
@@ -480,17 +510,16 @@ class Heatmap(SinkAwareScale, AttnkitWidget):
             return [], ""
         n, out, used, finest = self.n, [], 0, self._level
         for k in range(self._level - 1, -1, -1):
-            m = pyr.side(n, k)
-            cost = m * m * (4 if k == 0 else 2)
+            m, mc = pyr.side(n, k), pyr.side(self._cols, k)
+            cost = m * mc * (4 if k == 0 else 2)
             if used + cost > self._embed:
                 break
-            count = -(-m // pyr.TILE)
-            for ti in range(count):
-                for tj in range(count):
+            for ti in range(-(-m // pyr.TILE)):
+                for tj in range(-(-mc // pyr.TILE)):
                     if self.causal and tj > ti:
                         continue  # all above the diagonal: empty
                     arr = pyr.tile(self._source, self.layer, self.head, n, k, ti, tj,
-                                   reduce=self.reduce, signed=True)
+                                   reduce=self.reduce, signed=True, cols=self._cols)
                     out.append({"k": k, "ti": ti, "tj": tj, "reduce": self.reduce,
                                 "array": wire(arr, "float32") if k == 0 else f16(arr)})
             used += cost
@@ -544,9 +573,11 @@ class Heatmap(SinkAwareScale, AttnkitWidget):
             if data.get("what", "value") == "rank":
                 arr = pyr.rank_tile(self._source, layer, head, self.n, k, ti, tj,
                                     sinks=np.asarray(self.sinks), causal=self.causal,
-                                    exclude_sinks=bool(data.get("exclude")), reduce=reduce)
+                                    exclude_sinks=bool(data.get("exclude")), reduce=reduce,
+                                    cols=self._cols)
             else:
-                arr = pyr.tile(self._source, layer, head, self.n, k, ti, tj, reduce=reduce, signed=True)
+                arr = pyr.tile(self._source, layer, head, self.n, k, ti, tj, reduce=reduce,
+                               signed=True, cols=self._cols)
             reply["array"] = wire(arr, "float32")
         except (AttnkitError, TypeError, ValueError) as err:
             reply["error"] = str(err)

@@ -5,6 +5,8 @@
 // A grid that fills in (a worker thread in the kernel) shows the heads it has, blank cells for
 // the rest, and its progress in the status line; each head arrives as a "push" message and
 // the whole state follows every few seconds, so a copy saved half-way stays consistent.
+// Cross-attention's thumbnails are rectangles (`size` target rows × `size_cols` source
+// columns), each drawn into its square cell.
 
 import { binsOf, codeValue, paintThumb, resampleRanges } from "./lib/atlas";
 import { axesGrid, drawAxes, headAxes } from "./lib/axes";
@@ -26,6 +28,10 @@ interface Data {
   layers: number;
   heads: number;
   t: number;
+  /** thumbnail columns (`t` unless the maps are rectangles) */
+  tc: number;
+  /** source tokens of rectangular maps, 0 for square ones */
+  nCols: number;
   codes: Uint8Array;
   headMax: Float32Array;
   metric: Float32Array | null;
@@ -91,14 +97,16 @@ class HeadGridView extends HeadPickerView<"headgrid"> {
     const layers = this.get("n_layers") as number;
     const heads = this.get("n_heads") as number;
     const t = this.get("size") as number;
+    const tc = (this.get("size_cols") as number) || t;
+    const nCols = (this.get("n_cols") as number) || 0;
     const codes = readArray(this.get("thumbs") as WireArray).data as Uint8Array;
-    if (codes.length !== layers * heads * t * t) {
-      throw new Error(`head grid: expected ${layers * heads * t * t} thumbnail bytes, got ${codes.length}`);
+    if (codes.length !== layers * heads * t * tc) {
+      throw new Error(`head grid: expected ${layers * heads * t * tc} thumbnail bytes, got ${codes.length}`);
     }
     const metric = readFloats(this.get("metric") as WireArray);
     const nTokens = this.get("n_tokens") as number;
     this.d = {
-      layers, heads, t, codes,
+      layers, heads, t, tc, nCols, codes,
       headMax: readFloats(this.get("head_max") as WireArray),
       metric: metric.length === layers * heads ? metric : null,
       metricName: (this.get("metric_name") as string) || "metric",
@@ -107,7 +115,7 @@ class HeadGridView extends HeadPickerView<"headgrid"> {
       cmap: (this.get("cmap") as string) || SEQUENTIAL_DEFAULT,
       nTokens,
       causal: Boolean(this.get("causal")),
-      sinkBins: binsOf(nTokens, t, (this.get("sinks") as number[]) ?? []),
+      sinkBins: binsOf(nCols || nTokens, tc, (this.get("sinks") as number[]) ?? []),
       sinkNames: (this.get("sink_names") as string) || "",
       ready: null,
       computing: (this.get("computing") as string) || "done",
@@ -153,13 +161,13 @@ class HeadGridView extends HeadPickerView<"headgrid"> {
   /** Colour indices (0..255) of head (l, hd)'s thumbnail under the current scale. */
   private indices(l: number, hd: number, s: Scale, globalTop: number, out: Uint8Array): void {
     const d = this.d;
-    const per = d.t * d.t;
+    const per = d.t * d.tc;
     const off = (l * d.heads + hd) * per;
     const top = d.headMax[l * d.heads + hd];
     if (s.kind === "rank") {
       const vals = new Float32Array(per);
       for (let i = 0; i < per; i++) vals[i] = d.codes[off + i];
-      const ranks = rankRows(vals, d.t, d.t, (i, j) => !d.causal || j <= i, (j) => s.excludeSinks && d.sinkBins.has(j));
+      const ranks = rankRows(vals, d.t, d.tc, (i, j) => !d.causal || j <= i, (j) => s.excludeSinks && d.sinkBins.has(j));
       for (let i = 0; i < per; i++) out[i] = Number.isFinite(ranks[i]) ? Math.round(ranks[i] * 255) : 0;
       return;
     }
@@ -167,7 +175,7 @@ class HeadGridView extends HeadPickerView<"headgrid"> {
     let headTop = top;
     if (s.excludeSinks && d.sinkBins.size) {
       let c = 0;
-      for (let i = 0; i < d.t; i++) for (let j = 0; j < d.t; j++) if (!d.sinkBins.has(j)) c = Math.max(c, d.codes[off + i * d.t + j]);
+      for (let i = 0; i < d.t; i++) for (let j = 0; j < d.tc; j++) if (!d.sinkBins.has(j)) c = Math.max(c, d.codes[off + i * d.tc + j]);
       headTop = codeValue(c, top);
     }
     const scaleTop = this.get("normalize") === "global" ? globalTop : headTop;
@@ -193,7 +201,8 @@ class HeadGridView extends HeadPickerView<"headgrid"> {
     const img = ctx.createImageData(px, px);
     const out = new Uint32Array(img.data.buffer);
     const ranges = resampleRanges(d.t, px);
-    const idx = new Uint8Array(d.t * d.t);
+    const rangesC = d.tc === d.t ? ranges : resampleRanges(d.tc, px);
+    const idx = new Uint8Array(d.t * d.tc);
     for (let l = 0; l < d.layers; l++) {
       for (let hd = 0; hd < d.heads; hd++) {
         if (d.ready && !d.ready[l * d.heads + hd]) {
@@ -203,7 +212,7 @@ class HeadGridView extends HeadPickerView<"headgrid"> {
           continue;
         }
         this.indices(l, hd, s, globalTop, idx);
-        paintThumb(idx, 0, d.t, px, lut32, out, ranges);
+        paintThumb(idx, 0, d.t, px, lut32, out, ranges, d.tc, rangesC);
         const [x, y] = cellOrigin(g, l, hd);
         ctx.putImageData(img, Math.round(x * dpr), Math.round(y * dpr));
       }
@@ -241,7 +250,11 @@ class HeadGridView extends HeadPickerView<"headgrid"> {
       }
     }
     const norm = this.get("normalize") === "global" ? "top: the largest weight of all heads" : "top: each head's own largest weight";
-    this.legend.textContent = `Thumbnails: rows = from, columns = to; ${describeScale({ ...s, top: NaN }, d.sinkNames)}; ${s.kind === "rank" ? "" : norm + "; "}${d.t}\u00d7${d.t} cells, max-pooled from ${d.nTokens} tokens.`;
+    const cells = d.nCols
+      ? `${d.t}\u00d7${d.tc} cells, max-pooled from ${d.nTokens} target \u00d7 ${d.nCols} source tokens`
+      : `${d.t}\u00d7${d.t} cells, max-pooled from ${d.nTokens} tokens`;
+    const axes = d.nCols ? "rows = from (target), columns = to (source)" : "rows = from, columns = to";
+    this.legend.textContent = `Thumbnails: ${axes}; ${describeScale({ ...s, top: NaN }, d.sinkNames)}; ${s.kind === "rank" ? "" : norm + "; "}${cells}.`;
     this.baseDrawn = true;
   }
 
@@ -254,7 +267,7 @@ class HeadGridView extends HeadPickerView<"headgrid"> {
     const d = this.d;
     const l = Number(content.layer);
     const hd = Number(content.head);
-    const per = d.t * d.t;
+    const per = d.t * d.tc;
     const codes = readArray(content.array as WireArray, _buffers).data as ArrayLike<number>;
     if (!(l >= 0 && l < d.layers && hd >= 0 && hd < d.heads) || codes.length !== per) return;
     const k = l * d.heads + hd;

@@ -110,6 +110,18 @@ describe("thumbnail resampling", () => {
     expect(paint(codes, 1, 2, 4)).toEqual([1, 1, 2, 2, 1, 1, 2, 2, 3, 3, 4, 4, 3, 3, 4, 4]);
   });
 
+  it("paints a rectangle (cross-attention, 2 rows x 3 columns) into the square", () => {
+    const out = new Uint32Array(36);
+    // enlarging: rows repeat 3 times, columns twice
+    paintThumb(new Uint8Array([1, 2, 3, 4, 5, 6]), 0, 2, 6, identity, out, resampleRanges(2, 6), 3, resampleRanges(3, 6));
+    expect(Array.from(out.slice(0, 6))).toEqual([1, 1, 2, 2, 3, 3]);
+    expect(Array.from(out.slice(30, 36))).toEqual([4, 4, 5, 5, 6, 6]);
+    // shrinking the columns (4 -> 2, block maximum) while enlarging the rows (1 -> 2)
+    const small = new Uint32Array(4);
+    paintThumb(new Uint8Array([7, 1, 0, 9]), 0, 1, 2, identity, small, resampleRanges(1, 2), 4, resampleRanges(4, 2));
+    expect(Array.from(small)).toEqual([7, 9, 7, 9]);
+  });
+
   it("looks colours up in the 32-bit table", () => {
     const lut32 = new Uint32Array(256).map((_, i) => i + 1000);
     const out = new Uint32Array(4);
