@@ -567,6 +567,16 @@ def fold_static_outputs(nb: Any) -> Any:
     text (the report shows it there until the live view has drawn); a picture whose view's
     output is missing stays as it is.
 
+    Parameters
+    ----------
+    nb : nbformat.NotebookNode
+        An executed notebook; it is not changed.
+
+    Returns
+    -------
+    nbformat.NotebookNode
+        The copy.
+
     Examples
     --------
     >>> from nbformat.v4 import new_code_cell, new_notebook, new_output
