@@ -20,9 +20,10 @@ Every analysis and view reads any :class:`~attnkit.types.AttentionLike` through 
 
 from __future__ import annotations
 
+import threading
 import weakref
 from collections import OrderedDict
-from collections.abc import Hashable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -678,6 +679,11 @@ class Extremes:
         return [Bounds(*(float(v) for v in row)) for row in acc]
 
 
+#: what :func:`summarize` tells ``each_band`` after every band: the band, and the results so far
+#: of a reduction (by its key: one per head, the rows not read yet as at the start)
+BandSeen = Callable[["Band", Callable[[Hashable], list[Any]]], bool]
+
+
 def summarize(att: Any, layer: int, heads: Iterable[int], reductions: Sequence[Reduction], *,
               n: int | None = None, cache: bool = True) -> list[dict[Hashable, Any]]:
     """Per head, the results of ``reductions``, all computed in one pass over its bands.
@@ -715,6 +721,45 @@ def summarize(att: Any, layer: int, heads: Iterable[int], reductions: Sequence[R
     >>> len(out), out[1][EdgePool(2).key].tolist(), out[0][Extremes().key].max
     (2, [[0.25, 0.25], [0.25, 0.25]], 0.25)
     """
+    out = summarize_bands(att, layer, heads, reductions, lambda _band, _so_far: True, n=n, cache=cache)
+    assert out is not None  # nothing stops the pass
+    return out
+
+
+def summarize_bands(att: Any, layer: int, heads: Iterable[int], reductions: Sequence[Reduction],
+                    each_band: BandSeen, *, n: int | None = None,
+                    cache: bool = True) -> list[dict[Hashable, Any]] | None:
+    """:func:`summarize`, telling ``each_band`` after every band what is read so far: a view
+    fills in band by band (the results kept as by :func:`summarize`, for every view).
+
+    Parameters
+    ----------
+    att, layer, heads, reductions, n, cache
+        As for :func:`summarize`.
+    each_band : callable
+        Called after every band read as ``each_band(band, so_far)``, where ``so_far(key)``
+        gives that reduction's results for the rows read until now (one per head; rows not
+        read yet as at the start). Returning False stops the pass: nothing is kept.
+
+    Returns
+    -------
+    list of dict or None
+        As :func:`summarize`; None when ``each_band`` stopped the pass. Heads already
+        summarized are not read again (``each_band`` is then not called).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from attnkit import Attention
+    >>> att = Attention.from_maps(np.full((1, 1, 4, 4), 0.25), ["a", "b", "c", "d"])
+    >>> seen = []
+    >>> out = summarize_bands(att, 0, [0], [Extremes()], lambda band, so_far: seen.append(band.span) or True,
+    ...                       cache=False)
+    >>> seen, out[0][Extremes().key].max
+    ([slice(0, 4, None)], 0.25)
+    >>> summarize_bands(att, 0, [0], [Extremes()], lambda band, so_far: False, cache=False) is None
+    True
+    """
     import torch
 
     heads = [int(h) for h in heads]
@@ -729,6 +774,12 @@ def summarize(att: Any, layer: int, heads: Iterable[int], reductions: Sequence[R
         edges = [e for e in (r.edges(n) for r in missing) if e is not None]
         states = [r.start(n, len(todo)) for r in missing]
         where = {heads[i]: j for j, i in enumerate(todo)}
+        by_key = dict(zip((r.key for r in missing), zip(missing, states)))
+
+        def so_far(key: Hashable) -> list[Any]:
+            r, state = by_key[key]
+            return r.finish(state)
+
         with torch.inference_mode():
             for band in bands(att, layer, [heads[i] for i in todo], align=align, edges=edges, n=n):
                 values = band.values
@@ -738,6 +789,8 @@ def summarize(att: Any, layer: int, heads: Iterable[int], reductions: Sequence[R
                 index = [where[h] for h in band.heads]
                 for r, state in zip(missing, states):
                     r.add(state, band, index, x)
+                if each_band(band, so_far) is False:
+                    return None
             for r, state in zip(missing, states):
                 for j, result in enumerate(r.finish(state)):
                     found[todo[j]][r.key] = result
@@ -751,17 +804,25 @@ def summarize(att: Any, layer: int, heads: Iterable[int], reductions: Sequence[R
 _CACHE: OrderedDict[tuple[int, int, int], dict] = OrderedDict()
 _SIZES: dict[tuple[int, int, int], int] = {}
 _WATCHED: dict[int, Any] = {}
+#: views fill in from worker threads: one at a time in the cache
+_LOCK = threading.RLock()
 
 
 def _cached(att: Any, layer: int, head: int) -> dict:
     key = (id(att), layer, head)
-    if key in _CACHE and id(att) in _WATCHED:
-        _CACHE.move_to_end(key)
-        return dict(_CACHE[key])
+    with _LOCK:
+        if key in _CACHE and id(att) in _WATCHED:
+            _CACHE.move_to_end(key)
+            return dict(_CACHE[key])
     return {}
 
 
 def _remember(att: Any, layer: int, head: int, results: dict) -> None:
+    with _LOCK:
+        _keep(att, layer, head, results)
+
+
+def _keep(att: Any, layer: int, head: int, results: dict) -> None:
     if id(att) not in _WATCHED:
         try:
             _WATCHED[id(att)] = weakref.finalize(att, _forget, id(att))
@@ -785,9 +846,10 @@ def _drop(key: tuple[int, int, int]) -> None:
 
 def _forget(ident: int) -> None:
     """Drop what is kept of an attention that is gone."""
-    _WATCHED.pop(ident, None)
-    for key in [k for k in _CACHE if k[0] == ident]:
-        _drop(key)
+    with _LOCK:
+        _WATCHED.pop(ident, None)
+        for key in [k for k in _CACHE if k[0] == ident]:
+            _drop(key)
 
 
 def _nbytes(value: Any) -> int:
@@ -822,8 +884,9 @@ def forget(att: Any) -> None:
     >>> summarize(att, 0, [0], [Extremes()])[0][Extremes().key].max
     1.0
     """
-    for key in [k for k in _CACHE if k[0] == id(att)]:
-        _drop(key)
+    with _LOCK:
+        for key in [k for k in _CACHE if k[0] == id(att)]:
+            _drop(key)
 
 
 __all__ = [
@@ -844,4 +907,5 @@ __all__ = [
     "read",
     "row_bands",
     "summarize",
+    "summarize_bands",
 ]

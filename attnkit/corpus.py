@@ -19,6 +19,7 @@ from . import store as st
 from . import store_v1
 from .batches import slice_index
 from .attention import ROLES, Attention
+from .cross import CrossAttention, Seq2SeqAttention
 from .errors import InputError, StoreError
 from .qkstates import QKStates
 
@@ -236,8 +237,8 @@ class AttentionSet(Sequence[Attention]):
         return pd.DataFrame(rows, index=pd.RangeIndex(len(rows), name="item"))
 
     # ---------------------------------------------------------------- reading
-    def _names(self, summaries: Sequence[str] = ()) -> list[str]:
-        names = list(_POSITIONS)
+    def _names(self, summaries: Sequence[str] = (), extra: Sequence[str] = ()) -> list[str]:
+        names = [*_POSITIONS, *extra]
         if self.has_maps:
             names.append("maps")
         if self.info.get("embeddings") and self.has_maps:
@@ -249,8 +250,8 @@ class AttentionSet(Sequence[Attention]):
             names += ["qk/queries", "qk/keys"]
         return names
 
-    def _batch(self, b: int, summaries: Sequence[str] = ()) -> dict[str, np.ndarray]:
-        names = self._names(summaries)
+    def _batch(self, b: int, summaries: Sequence[str] = (), extra: Sequence[str] = ()) -> dict[str, np.ndarray]:
+        names = self._names(summaries, extra)
         hit = self._cache.get(b)
         if hit is not None and all(n in hit for n in names):
             self._cache.move_to_end(b)
@@ -263,13 +264,98 @@ class AttentionSet(Sequence[Attention]):
             self._cache.popitem(last=False)
         return data
 
-    def _item(self, i: int, data: dict[str, np.ndarray], b: int) -> Attention:
+    @property
+    def pairs(self) -> list[str]:
+        """What a store of (source, target) pairs of an encoder–decoder model keeps:
+        ``"cross"`` (every item's maps) and ``"encoder"``/``"decoder"`` (:meth:`pair`);
+        empty for one-stack models."""
+        return list(self.info.get("pairs") or {})
+
+    def pair(self, item: int) -> Seq2SeqAttention:
+        """Cross-attention of item ``item`` of a store of pairs with the encoder's and the
+        decoder's self-attention it keeps (``extract(..., keep=("cross", "encoder",
+        "decoder"))``).
+
+        Parameters
+        ----------
+        item : int
+            Item (input order).
+
+        Returns
+        -------
+        Seq2SeqAttention
+            ``.cross`` as ``self[item]``; ``.encoder`` and ``.decoder`` :class:`Attention`,
+            None where the store does not keep them.
+
+        Raises
+        ------
+        InputError
+            When the set does not hold (source, target) pairs.
+
+        Examples
+        --------
+        >>> import attnkit as ak
+        >>> from attnkit.testing import tiny_seq2seq
+        >>> sset = ak.extract(tiny_seq2seq("t5"), [("The cat sat.", "A cat.")], level="token",
+        ...                   keep=("cross", "encoder"), progress=False)
+        >>> s2s = sset.pair(0)
+        >>> s2s.cross.shape, s2s.encoder.maps.shape, s2s.decoder is None
+        ((2, 2, 5, 5), (2, 2, 5, 5), True)
+        """
+        if not self.pairs:
+            raise InputError("This set holds the attention of a one-stack model, not (source, "
+                             "target) pairs of an encoder-decoder; read its items with set[i].")
+        i = self._index_of(item)
+        b = int(self._layout.table["batch"][i])
+        extra = tuple(st.PAIR_ARRAYS[k] for k in self.pairs if k in st.PAIR_ARRAYS)
+        data = self._batch(b, extra=extra)
+        cross = self._cross(i, data, b)
+        sides: dict[str, Any] = {}
+        for k, name in st.PAIR_ARRAYS.items():
+            if name not in data:
+                sides[k] = None
+                continue
+            L, H = self.info["pairs"][k]
+            n = cross.n_columns if k == "encoder" else len(cross)
+            o = int(self._layout.flat[name].offsets[i]) - self._layout.flat_range(b, name)[0]
+            maps = data[name][o : o + L * H * n * n].astype(np.float32).reshape(L, H, n, n)
+            rows = "source_" if k == "encoder" else ""
+            sides[k] = Attention(
+                maps=maps, tokens=getattr(cross, f"{rows}tokens"),
+                roles=getattr(cross, f"{rows}roles"), word_ids=getattr(cross, f"{rows}word_ids"),
+                words=getattr(cross, f"{rows}words"), level=self.level, model=self.model,
+                causal=k == "decoder", meta=dict(cross.meta))
+        return Seq2SeqAttention(sides["encoder"], sides["decoder"], cross, model=self.model,
+                                meta=dict(cross.meta))
+
+    def _cross(self, i: int, data: dict[str, np.ndarray], b: int) -> CrossAttention:
+        """Item ``i`` of a store of pairs: target positions first, then the source's."""
+        lay, t = self._layout, self._layout.table
+        n, ns, L, H = int(t["n"][i]), int(t["n_source"][i]), self.n_layers, self.n_heads
+        nt = n - ns
+        mo = int(t["map_offset"][i]) - lay.map_range(b)[0]
+        maps = data["maps"][mo : mo + L * H * nt * ns].reshape(L, H, nt, ns)
+        p = int(t["pos_offset"][i]) - lay.range(b, "pos_offset", "n")[0]
+        w = int(t["word_offset"][i]) - lay.range(b, "word_offset", "n_words")[0]
+        nw, nsw = int(t["n_words"][i]), int(t["n_source_words"][i])
+        tokens = [str(x) for x in data["positions/tokens"][p : p + n]]
+        roles = _ROLE_NAMES[data["positions/roles"][p : p + n]]
+        wids = data["positions/word_ids"][p : p + n].astype(np.int64)
+        words = [str(x) for x in data["words/words"][w : w + nw]]
+        return CrossAttention(
+            maps.astype(np.float32), tokens[:nt], roles[:nt], wids[:nt], words[: nw - nsw],
+            tokens[nt:], roles[nt:], wids[nt:], words[nw - nsw :], level=self.level,
+            meta=dict(self._backend.meta(i)), model=self.model, measure=self.measure)
+
+    def _item(self, i: int, data: dict[str, np.ndarray], b: int) -> Any:
         if not self.has_maps:
             raise StoreError(
                 f"This set keeps per-item summaries only ({', '.join(self.summaries)}), not "
                 "attention maps: read them with .summary(name), or extract again with "
                 "keep='maps'."
             )
+        if self.pairs:
+            return self._cross(i, data, b)
         lay, t = self._layout, self._layout.table
         n, L, H = int(t["n"][i]), self.n_layers, self.n_heads
         m0 = lay.map_range(b)[0]

@@ -317,9 +317,11 @@ class Seq2SeqAttention:
     Parameters
     ----------
     encoder : Attention or LazyAttention
-        The encoder's self-attention over the source ``[L_enc, H, source, source]``.
+        The encoder's self-attention over the source ``[L_enc, H, source, source]`` (None
+        when a store of pairs does not keep it).
     decoder : Attention
-        The decoder's causal self-attention over the target ``[L_dec, H, target, target]``.
+        The decoder's causal self-attention over the target ``[L_dec, H, target, target]``
+        (None when a store of pairs does not keep it).
     cross : CrossAttention
         The decoder's attention over the encoder's output ``[L_dec, H, target, source]``.
     model : str
@@ -343,7 +345,8 @@ class Seq2SeqAttention:
 
     def __repr__(self) -> str:
         L, H, t, s = self.cross.shape
-        return (f"Seq2SeqAttention({self.model!r}: encoder {self.encoder.n_layers} layers over "
+        enc = f"{self.encoder.n_layers} layers" if self.encoder is not None else "not kept"
+        return (f"Seq2SeqAttention({self.model!r}: encoder {enc} over "
                 f"{s} source {self.cross.level}s, decoder and cross {L} layers x {H} heads over "
                 f"{t} target {self.cross.level}s)")
 
@@ -373,5 +376,6 @@ class Seq2SeqAttention:
         >>> words.cross.level, words.encoder.tokens == words.cross.col_tokens
         ('word', True)
         """
-        return Seq2SeqAttention(self.encoder.to_words(), self.decoder.to_words(),
+        return Seq2SeqAttention(None if self.encoder is None else self.encoder.to_words(),
+                                None if self.decoder is None else self.decoder.to_words(),
                                 self.cross.to_words(), model=self.model, meta=dict(self.meta))

@@ -27,7 +27,8 @@ from typing import Any
 import numpy as np
 
 from ._progress import progress as bar
-from .batches import BatchSpec, Destination, model_fingerprint, model_info, write_batches
+from .batches import (BatchSpec, Destination, encode_inputs, model_fingerprint, model_info,
+                      write_batches)
 from .corpus import AttentionSet
 from .errors import AttnkitError, ClusterError, InputError, ModelLoadError, ModelNotFoundError
 from .model import Model, resolve_model
@@ -158,7 +159,7 @@ class _LocalRunner:
         self.close()
 
     def encode(self, items: list, *, progress: bool) -> tuple[list, dict]:
-        return [self.model.encode(x) for x in items], model_info(self.model)
+        return encode_inputs(self.model, items), model_info(self.model)
 
     def run(self, todo: list[int], encs: list[list], spec: BatchSpec, *, dest: Destination,
             on_done: Callable[[int], None]) -> None:
@@ -246,7 +247,8 @@ class _ClusterRunner:
         shards = [items[k : k + step] for k in range(0, len(items), step)]
 
         def go() -> tuple[list, dict]:
-            futures = [self.client.submit(_encode_shard, self.name, s, pure=False) for s in shards]
+            futures = [self.client.submit(_encode_shard, self.name, s, k * step, pure=False)
+                       for k, s in enumerate(shards)]
             info_f = self.client.submit(_worker_info, self.name, pure=False)
             out: dict[Any, list] = {}
             for f in as_completed(futures, loop=self.client.loop):
@@ -308,9 +310,8 @@ _READERS: dict[str, Any] = {}
 _CACHE_LOCK = threading.Lock()
 
 
-def _encode_shard(name: str, items: list) -> list:
-    model = worker_model(name)
-    return [model.encode(x) for x in items]
+def _encode_shard(name: str, items: list, start: int = 0) -> list:
+    return encode_inputs(worker_model(name), items, start)
 
 
 def _worker_info(name: str) -> dict:

@@ -34,18 +34,67 @@ from .encoding import Encoding
 from .errors import InputError, StoreError, TruncationWarning
 from .measures import check_measure, n_heads
 from .model import Model
+from .seq2seq import SUPPORTED as SEQ2SEQ_FAMILIES
+from .seq2seq import Seq2SeqModel
 from .summaries import SUMMARIES
 
 
-def _keep(keep: str | Sequence[str]) -> tuple[bool, list[str], bool]:
+#: What ``keep`` may name of an encoder–decoder model: its cross-attention (the items'
+#: maps, also ``"maps"``) and the encoder's and decoder's self-attention beside it.
+PAIR_KEEP = ("cross", "encoder", "decoder")
+
+
+def _keep(keep: str | Sequence[str]) -> tuple[bool, list[str], bool, tuple[str, ...]]:
+    """Maps kept, summaries, queries and keys, and the pair parts named (``cross`` among
+    them when named)."""
     names = [keep] if isinstance(keep, str) else list(keep)
-    bad = [k for k in names if k not in ("maps", "qk") and k not in SUMMARIES]
+    bad = [k for k in names if k not in ("maps", "qk", *PAIR_KEEP) and k not in SUMMARIES]
     if bad or not names:
         raise InputError(
-            f"keep must name 'maps', 'qk' (queries and keys) and/or per-item summaries "
-            f"{sorted(SUMMARIES)}; got {keep!r}."
+            f"keep must name 'maps', 'qk' (queries and keys), per-item summaries "
+            f"{sorted(SUMMARIES)} and/or, for an encoder-decoder model, {list(PAIR_KEEP)}; "
+            f"got {keep!r}."
         )
-    return "maps" in names, sorted(k for k in names if k not in ("maps", "qk")), "qk" in names
+    parts = tuple(k for k in PAIR_KEEP if k in names)
+    if parts and not ({"maps", "cross"} & set(names)):
+        raise InputError(
+            f"keep={keep!r}: the encoder's and decoder's self-attention are kept beside the "
+            "cross-attention; add 'cross', e.g. keep=('cross', 'encoder', 'decoder').")
+    summaries = sorted(k for k in names if k not in ("maps", "qk", *PAIR_KEEP))
+    return bool({"maps", "cross"} & set(names)), summaries, "qk" in names, parts
+
+
+def _pair_info(minfo: dict, spec: BatchSpec, *, qk: bool) -> dict:
+    """The model record of a store of (source, target) pairs: its ``n_layers`` and
+    ``n_heads`` are the cross-attention's (the decoder's), ``pairs`` the self-attention
+    kept beside it (checked before anything is written)."""
+    if qk:
+        raise InputError("keep='qk' is for one-stack models; an encoder-decoder store keeps "
+                         "the cross-attention (keep=('cross', 'encoder', 'decoder')).")
+    if spec.embeddings:
+        raise InputError("embeddings=True is for one-stack models, not (source, target) pairs.")
+    if spec.measure != "weights":
+        raise InputError(f"measure={spec.measure!r}: the cross-attention of pairs is stored as "
+                         "attention weights only; pass measure='weights'.")
+    rect = [k for k in spec.summaries if k != "stats"]
+    if rect:
+        raise InputError(f"The summaries {rect} need square maps; a store of pairs keeps "
+                         "'stats' (head statistics of the cross-attention) only.")
+    dec = minfo["decoder"]
+    shapes = {"cross": [dec["layers"], dec["heads"]], "encoder": [minfo["n_layers"], minfo["n_heads"]],
+              "decoder": [dec["layers"], dec["heads"]]}
+    return {**minfo, "n_layers": dec["layers"], "n_heads": dec["heads"], "causal": False,
+            "pairs": {k: shapes[k] for k in ("cross", *spec.pair_parts)}}
+
+
+def _no_pairs(model: Any, parts: tuple[str, ...]) -> None:
+    if parts:
+        name = model if isinstance(model, str) else getattr(model, "name", "this model")
+        raise InputError(
+            f"keep names {list(parts)}, the attention of an encoder-decoder model, but {name} "
+            "has one stack (encoder-only or decoder-only). Cross-attention needs a model "
+            f"attnkit.load reads as encoder-decoder ({', '.join(SEQ2SEQ_FAMILIES)}); for a "
+            "one-stack model drop them from keep (a (text_a, text_b) input is a sentence pair).")
 
 
 def _qk_layers(qk_layers: Sequence[int] | None, keep_qk: bool, level: str) -> tuple[int, ...] | None:
@@ -114,7 +163,11 @@ def extract(
         worker loads the model once.
     inputs : iterable
         Texts, ``(text_a, text_b)`` pairs, word lists or treebank sentences (anything
-        :meth:`Model.encode` takes); a sentence's ``id`` is kept as ``sent_id``.
+        :meth:`Model.encode` takes); a sentence's ``id`` is kept as ``sent_id``. For an
+        encoder–decoder model (:class:`~attnkit.seq2seq.Seq2SeqModel`): ``(source, target)``
+        pairs (:meth:`~attnkit.seq2seq.Seq2SeqModel.encode_pair`); each item's maps are then
+        its cross-attention ``[layer, head, target, source]``, read back as
+        :class:`~attnkit.cross.CrossAttention` (``sset.pair(i)`` adds the self-attention kept).
     batch_size : int
         Inputs per forward pass (items are sorted by length first).
     level : {"word", "token"}
@@ -133,7 +186,9 @@ def extract(
         keeps every token's post-rotary queries and keys (float16, ``[layers, heads, n,
         d]`` per item, of ``qk_layers``; needs ``level="token"``), read back with
         ``sset[i].queries(layer)`` / ``.keys(layer)`` and embedded by
-        :func:`attnkit.qk_embedding`.
+        :func:`attnkit.qk_embedding`. Of an encoder–decoder model: ``"cross"`` (the same as
+        ``"maps"``: the cross-attention), ``"encoder"`` and ``"decoder"`` (their
+        self-attention, beside it) and ``"stats"``.
     measure : str
         What the maps hold (:mod:`attnkit.measures`): ``"weights"``, ``"norm"``,
         ``"norm+residual"``, ``"alti"`` or ``"grad×attn"``; the mixed measures store one
@@ -161,7 +216,9 @@ def extract(
     Raises
     ------
     InputError
-        No inputs, or an unknown ``level``/``keep``/``measure``.
+        No inputs, or an unknown ``level``/``keep``/``measure``; plain texts for an
+        encoder–decoder model, a target that does not tokenise, or ``keep`` naming
+        cross-attention of a one-stack model.
     StoreError
         ``store`` holds another model's or other inputs' attention, another process is
         writing it, or the disk filled up (finished batches stay committed).
@@ -190,7 +247,9 @@ def extract(
         )
     level = validate.level(level)
     batch_size = validate.size(batch_size, "batch_size")
-    keep_maps, summary_names, keep_qk = _keep(keep)
+    keep_maps, summary_names, keep_qk, pair_parts = _keep(keep)
+    if isinstance(model, Model) and not isinstance(model, Seq2SeqModel):
+        _no_pairs(model, pair_parts)
     wanted_qk = _qk_layers(qk_layers, keep_qk, level)
     measure = check_measure(measure=measure)
     if embeddings and not keep_maps:
@@ -202,9 +261,14 @@ def extract(
                      summaries=tuple(summary_names), measure=measure)
     with engine.runner(model, client) as runner:
         encodings, minfo = runner.encode(items, progress=progress)
-        layers, flat, qk_record = _qk_info(wanted_qk, minfo)
-        spec = replace(spec, qk_layers=layers)
-        minfo = {**minfo, "qk": qk_record, "flat": flat}
+        if "decoder" in minfo:  # an encoder-decoder: (source, target) pairs
+            spec = replace(spec, pair_parts=tuple(k for k in pair_parts if k != "cross"))
+            minfo = {**_pair_info(minfo, spec, qk=wanted_qk != ()), "flat": {}}
+        else:
+            _no_pairs(model, pair_parts)
+            layers, flat, qk_record = _qk_info(wanted_qk, minfo)
+            spec = replace(spec, qk_layers=layers)
+            minfo = {**minfo, "qk": qk_record, "flat": flat}
         job = _Job(encodings, minfo, spec, batch_size=batch_size, store=store,
                    storage_options=storage_options, verify=verify, progress=progress)
         try:
@@ -233,10 +297,13 @@ class _Job:
             plan, n, [len(e) for e in encodings], [len(e.words) for e in encodings],
             [e.truncated for e in encodings], n_layers=minfo["n_layers"], n_heads=minfo["n_heads"],
             embedding_dim=emb_dim if keep_maps else 0, flat=minfo["flat"],
+            pairs=minfo.get("pairs"), n_source=index.n_source, n_source_words=index.n_source_words,
         )
         kept = ["maps"] * keep_maps + summary_names
         if spec.qk_layers:  # (stores without queries and keys keep their fingerprint)
             kept.append("qk:" + ",".join(map(str, spec.qk_layers)))
+        if minfo.get("pairs"):
+            kept.append("pairs:" + ",".join(minfo["pairs"]))
         info = {
             "format": st.FORMAT,
             **minfo,
@@ -400,6 +467,9 @@ def _check_same(loc: st.Location, old: dict, new: dict, v1: str) -> None:
     for key in ("level", "batch_size", "embeddings", "keep_maps", "summaries", "n_items"):
         if old.get(key) != new[key]:
             diffs.append(f"{key} {old.get(key)!r} vs {new[key]!r}")
+    if sorted(old.get("pairs") or {}) != sorted(new.get("pairs") or {}):
+        diffs.append(f"attention kept of pairs {sorted(old.get('pairs') or {}) or None} vs "
+                     f"{sorted(new.get('pairs') or {}) or None}")
     old_qk, new_qk = ((old.get("qk") or {}).get("layers"), (new.get("qk") or {}).get("layers"))
     if old_qk != new_qk:
         diffs.append(f"queries and keys of layers {old_qk} vs {new_qk}")

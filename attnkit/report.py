@@ -7,7 +7,9 @@ npm at build time (``attnkit/static/report.js``, built from ``js/report/``), and
 Opened from ``file://`` it draws every widget live (hover, click, zoom work on the front end;
 nothing reaches a kernel). Each widget output first shows its static fallback (the PNG in
 its ``_repr_mimebundle_``, else its text); the live view replaces it once it has drawn, so a
-viewer without JavaScript sees the PNGs.
+viewer without JavaScript sees the PNGs. IPython shows an attnkit widget's picture as an
+output of its own before the view's (``attnkit.widgets._base.display_beside``); the report
+folds that picture back into the view's output (:func:`fold_static_outputs`).
 
 Provenance, shown in a header at the top of the report and as ``<meta name="attnkit-...">``:
 
@@ -548,6 +550,65 @@ def _check_anywidget_version(nb: Any, bundled: str | None) -> None:
                 return
 
 
+#: The output metadata by which an attnkit widget's static picture and its view's output name
+#: each other (``{"attnkit": {"static": key}}``, written by attnkit.widgets' display_beside).
+STATIC_META = "attnkit"
+WIDGET_VIEW_MIME = "application/vnd.jupyter.widget-view+json"
+
+
+def _static_key(output: Any) -> str | None:
+    meta = output.get("metadata", {}).get(STATIC_META)
+    return meta.get("static") if isinstance(meta, dict) else None
+
+
+def fold_static_outputs(nb: Any) -> Any:
+    """A copy of ``nb`` where each attnkit widget's static picture, an output of its own,
+    is moved into the output of the view it stands for, with its description as the view's
+    text (the report shows it there until the live view has drawn); a picture whose view's
+    output is missing stays as it is.
+
+    Parameters
+    ----------
+    nb : nbformat.NotebookNode
+        An executed notebook; it is not changed.
+
+    Returns
+    -------
+    nbformat.NotebookNode
+        The copy.
+
+    Examples
+    --------
+    >>> from nbformat.v4 import new_code_cell, new_notebook, new_output
+    >>> cell = new_code_cell("view", outputs=[
+    ...     new_output("display_data", {"image/png": "iVBO", "text/plain": "layer 1, head 1"},
+    ...                metadata={"attnkit": {"static": "k1"}}),
+    ...     new_output("display_data", {"text/plain": "",
+    ...                "application/vnd.jupyter.widget-view+json": {"model_id": "m1"}},
+    ...                metadata={"attnkit": {"static": "k1"}})])
+    >>> [(sorted(o.data), o.data["text/plain"])
+    ...  for o in fold_static_outputs(new_notebook(cells=[cell])).cells[0].outputs]
+    [(['application/vnd.jupyter.widget-view+json', 'image/png', 'text/plain'], 'layer 1, head 1')]
+    """
+    nb = copy.deepcopy(nb)
+    for cell in nb.cells:
+        outputs = cell.get("outputs") or []
+        views = {_static_key(o): o for o in outputs if WIDGET_VIEW_MIME in o.get("data", {}) and _static_key(o)}
+        kept = []
+        for out in outputs:
+            key = _static_key(out)
+            view = views.get(key) if key and WIDGET_VIEW_MIME not in out.get("data", {}) else None
+            if view is None:
+                kept.append(out)
+            else:  # the picture and its description (the report's alt text)
+                for mime in ("image/png", "text/plain"):
+                    if out.get("data", {}).get(mime):
+                        view.data[mime] = out.data[mime]
+        if outputs:
+            cell.outputs = kept
+    return nb
+
+
 def notebook_to_html(nb: Any, *, name: str = "report") -> str:
     """The offline HTML report of an (executed) notebook.
 
@@ -572,6 +633,7 @@ def notebook_to_html(nb: Any, *, name: str = "report") -> str:
     from nbconvert import HTMLExporter
 
     js, css = _bundle()
+    nb = fold_static_outputs(nb)
     rec = provenance(nb)
     _check_anywidget_version(nb, rec["front_end"].get("anywidget"))
     meta = [("generator", f"attnkit {rec['exported_with']}")]

@@ -31,7 +31,7 @@ import numpy as np
 from .attention import Attention, infer_words
 from .capture import AttentionCall, LazyRecorder
 from .cross import CrossAttention, Seq2SeqAttention
-from .encoding import Encoding
+from .encoding import Encoding, PairEncoding
 from .errors import CaptureError, EmptyInputError, InputError, NoAttentionError
 from .model import FAMILIES, Model
 
@@ -416,14 +416,79 @@ class Seq2SeqModel(Model):
 
             warnings.warn(f"The source has more than {self.max_length} tokens and was "
                           "truncated.", TruncationWarning, stacklevel=2)
-        if self.capture == "interface":
-            enc_att, dec_maps, cross_maps = self._record_pair(src, tgt, bool(lazy))
-        else:
-            enc_maps, dec_maps, cross_maps = self._eager_pair(src, tgt)
-            enc_att = self.to_attention(src, enc_maps)
-        out = self.wrap(src, tgt, enc_att, dec_maps, cross_maps)
+        out = self.attend_encoded(src, tgt, lazy=bool(lazy))
         out.meta["generated"] = bool(generate)
         return out.to_words() if level == "word" else out
+
+    def attend_encoded(self, source: Encoding, target: Encoding, *,
+                       lazy: bool = False) -> Seq2SeqAttention:
+        """Encoder, decoder and cross-attention of one encoded pair, at token level (what
+        :meth:`attend` and :func:`attnkit.extract` over pairs run).
+
+        Parameters
+        ----------
+        source, target : Encoding
+            The encoder's and the decoder's inputs (:meth:`encode`, :meth:`encode_target`).
+        lazy : bool
+            Keep the encoder's self-attention lazily (:meth:`attend`).
+
+        Returns
+        -------
+        Seq2SeqAttention
+
+        Examples
+        --------
+        >>> from attnkit.testing import tiny_seq2seq
+        >>> m = tiny_seq2seq("bart")
+        >>> s2s = m.attend_encoded(m.encode("The cat sat."), m.encode_target("A cat."))
+        >>> s2s.cross.shape == m.attend("The cat sat.", "A cat.").cross.shape
+        True
+        """
+        if self.capture == "interface":
+            enc_att, dec_maps, cross_maps = self._record_pair(source, target, lazy)
+        else:
+            enc_maps, dec_maps, cross_maps = self._eager_pair(source, target)
+            enc_att = self.to_attention(source, enc_maps)
+        return self.wrap(source, target, enc_att, dec_maps, cross_maps)
+
+    def encode_pair(self, item: Any) -> PairEncoding:
+        """Tokenize a ``(source, target)`` pair: the source as :meth:`encode`, the target as
+        :meth:`encode_target` (what :func:`attnkit.extract` reads of every input).
+
+        Parameters
+        ----------
+        item : tuple
+            ``(source, target)``: the source a text, word list or token ids, the target a
+            text or decoder ids.
+
+        Returns
+        -------
+        PairEncoding
+
+        Raises
+        ------
+        InputError
+            When ``item`` is not a pair (a plain text, say), or either side is not an input.
+        EmptyInputError
+            When the source or the target has no words (does not tokenise).
+
+        Examples
+        --------
+        >>> from attnkit.testing import tiny_seq2seq
+        >>> pair = tiny_seq2seq("t5").encode_pair(("The cat sat.", "A cat."))
+        >>> pair.source.tokens, pair.target.tokens
+        (['▁the', '▁cat', '▁sat', '.', '</s>'], ['<pad>', '▁a', '▁cat', '.', '</s>'])
+        """
+        is_pair = isinstance(item, tuple) or (
+            isinstance(item, list) and not all(isinstance(x, str) for x in item))
+        if not is_pair or len(item) != 2:
+            shown = repr(item) if len(repr(item)) <= 60 else repr(item)[:57] + "..."
+            raise InputError(
+                f"{self.name} is an encoder-decoder model: every input is a (source, target) "
+                f"pair, e.g. ('The cat sat.', 'Le chat.'); got {type(item).__name__} {shown}. "
+                "For one source, call model.attend(source, generate=True).")
+        source, target = item
+        return PairEncoding(self.encode(source), self.encode_target(target))
 
     def wrap(self, source: Encoding, target: Encoding, encoder: Any, decoder: np.ndarray,
              cross: np.ndarray) -> Seq2SeqAttention:

@@ -74,6 +74,12 @@ ITEM_COLUMNS = {
     "emb_offset": np.int64, "pos_offset": np.int64, "ids_offset": np.int64,
     "word_offset": np.int64,
 }
+#: More item columns of a store of (source, target) pairs (``info["pairs"]``): an item's
+#: positions and words are the target's, then the source's; these count the source's.
+PAIR_COLUMNS = {"n_source": np.int64, "n_source_words": np.int64}
+#: The extra map arrays a store of pairs may keep beside the cross-attention (``maps``):
+#: the encoder's ``[L, H, source, source]`` and the decoder's ``[L, H, target, target]``.
+PAIR_ARRAYS = {"encoder": "encoder/maps", "decoder": "decoder/maps"}
 _ITEM_CHUNK = 1 << 18
 #: Decoded chunks of index arrays a reader keeps (a chunk holds many batches' positions).
 _CHUNK_CACHE = 64
@@ -263,10 +269,12 @@ class FlatArray:
 
 
 def flat_array(batches: Sequence[Any], n: np.ndarray, per_position: int,
-               chunk: int | None = None) -> FlatArray:
+               chunk: int | None = None, sizes: np.ndarray | None = None) -> FlatArray:
     """Lay out a flat array of ``per_position`` elements per position (``chunk`` chosen
-    like the maps' when not given)."""
-    sizes = np.asarray(n, dtype=np.int64) * int(per_position)
+    like the maps' when not given), or of ``sizes`` elements per item."""
+    if sizes is None:
+        sizes = np.asarray(n, dtype=np.int64) * int(per_position)
+    sizes = np.asarray(sizes, dtype=np.int64)
     if chunk is None:
         chunk = _pow2_chunk([int(sizes[list(b)].sum()) for b in batches])
     offsets = np.zeros(len(sizes), dtype=np.int64)
@@ -293,6 +301,19 @@ def _pow2_chunk(sizes: Sequence[int], waste: float = 0.05, lo: int = 1 << 10, hi
     return best
 
 
+def pair_sizes(pairs: dict, n: np.ndarray, n_source: np.ndarray, n_layers: int,
+               n_heads: int) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """Elements per item of a store of pairs: the cross-attention maps ``[n_layers,
+    n_heads, target, source]`` and each kept array of :data:`PAIR_ARRAYS` (``pairs`` maps
+    ``"encoder"``/``"decoder"`` to ``[layers, heads]``)."""
+    s = np.asarray(n_source, dtype=np.int64)
+    t = np.asarray(n, dtype=np.int64) - s
+    side = {"encoder": s, "decoder": t}
+    extra = {PAIR_ARRAYS[k]: int(L) * int(H) * side[k] * side[k]
+             for k, (L, H) in sorted(pairs.items()) if k in PAIR_ARRAYS}
+    return n_layers * n_heads * t * s, extra
+
+
 def plan_layout(
     batches: Sequence[Sequence[int]],
     n: Sequence[int],
@@ -304,12 +325,20 @@ def plan_layout(
     n_heads: int,
     embedding_dim: int,
     flat: dict[str, int] | None = None,
+    pairs: dict | None = None,
+    n_source: Sequence[int] | None = None,
+    n_source_words: Sequence[int] | None = None,
 ) -> Layout:
     """Offsets of every item, batches laid out one after another, chunk-aligned; ``flat``
-    names more flat arrays and their elements per position (:class:`FlatArray`)."""
+    names more flat arrays and their elements per position (:class:`FlatArray`). A store
+    of (source, target) pairs gives ``pairs`` (:func:`pair_sizes`) and each item's source
+    positions and words (:data:`PAIR_COLUMNS`)."""
     n_items = len(n)
     n_arr = np.asarray(n, dtype=np.int64)
     map_size = n_layers * n_heads * n_arr * n_arr
+    pair_arrays: dict[str, np.ndarray] = {}
+    if pairs is not None:
+        map_size, pair_arrays = pair_sizes(pairs, n_arr, np.asarray(n_source), n_layers, n_heads)
     emb_size = n_arr * embedding_dim
     map_chunk = _pow2_chunk([int(map_size[list(b)].sum()) for b in batches])
     emb_chunk = _pow2_chunk([int(emb_size[list(b)].sum()) for b in batches]) if embedding_dim else 1
@@ -318,6 +347,9 @@ def plan_layout(
     t["n_tokens"][:] = n_tokens
     t["n_words"][:] = n_words
     t["truncated"][:] = np.asarray(truncated, dtype=np.int8)
+    if pairs is not None:
+        t["n_source"] = np.asarray(n_source, dtype=np.int64)
+        t["n_source_words"] = np.asarray(n_source_words, dtype=np.int64)
     mo = eo = po = io = wo = row = 0
     out_batches: list[np.ndarray] = []
     for members in batches:
@@ -338,6 +370,8 @@ def plan_layout(
         if embedding_dim:
             eo = -(-eo // emb_chunk) * emb_chunk
     extra = {name: flat_array(out_batches, n_arr, k) for name, k in (flat or {}).items()}
+    extra.update({name: flat_array(out_batches, n_arr, 0, sizes=sizes)
+                  for name, sizes in pair_arrays.items()})
     return Layout(out_batches, t, map_chunk, emb_chunk, mo, eo, map_size, emb_size, extra)
 
 
@@ -353,6 +387,9 @@ class Index:
     input_ids: list[np.ndarray] | None
     words: list[list[str]]
     meta: list[dict]
+    #: Pairs only: each item's source positions and source words (:data:`PAIR_COLUMNS`).
+    n_source: list[int] | None = None
+    n_source_words: list[int] | None = None
 
     def concat(self, layout: Layout) -> dict[str, np.ndarray]:
         """The per-position arrays in storage order."""
@@ -470,7 +507,8 @@ def repair_metadata(loc: Location) -> tuple[list[str], list[str]]:
 
 
 def _fill_of(name: str) -> Any:
-    if name in ("maps", "embeddings") or name.startswith(("summaries/", "qk/")):
+    if name in ("maps", "embeddings") or name.startswith(("summaries/", "qk/", "encoder/",
+                                                           "decoder/")):
         return np.nan
     if name in _POSITION_ARRAYS:
         return _POSITION_ARRAYS[name][1]
@@ -572,7 +610,8 @@ class StoreReader:
             return False
 
     def _read_layout(self) -> Layout:
-        names = list(ITEM_COLUMNS)
+        columns = {**ITEM_COLUMNS, **(PAIR_COLUMNS if self.info.get("pairs") else {})}
+        names = list(columns)
         arrays = [self.array(f"items/{k}") for k in names]
         values = _sync(_gather([(a, (slice(None),)) for a in arrays]))
         for k, v in zip(names, values):
@@ -583,7 +622,7 @@ class StoreReader:
                     "is affected. Run attnkit.extract with the same model, inputs and store to "
                     "rewrite it; the attention already computed is kept."
                 ) from (v if isinstance(v, BaseException) else None)
-        table = {k: np.asarray(v, dtype=ITEM_COLUMNS[k]) for k, v in zip(names, values)}
+        table = {k: np.asarray(v, dtype=columns[k]) for k, v in zip(names, values)}
         info = self.info
         n_batches = int(info["n_batches"])
         order = np.argsort(table["row"], kind="stable")
@@ -593,9 +632,14 @@ class StoreReader:
         n = table["n"]
         flat = {name: flat_array(batches, n, k, int(info["chunks"][name]))
                 for name, k in (info.get("flat") or {}).items()}
+        map_size = L * H * n * n
+        if info.get("pairs"):
+            map_size, extra = pair_sizes(info["pairs"], n, table["n_source"], L, H)
+            flat.update({name: flat_array(batches, n, 0, int(info["chunks"][name]), sizes)
+                         for name, sizes in extra.items()})
         return Layout(batches, table, int(info["chunks"]["maps"]), int(info["chunks"].get("embeddings", 1)),
                       int(info["sizes"]["maps"]), int(info["sizes"].get("embeddings", 0)),
-                      L * H * n * n, n * d, flat)
+                      map_size, n * d, flat)
 
     def meta(self, i: int) -> dict:
         if not hasattr(self, "_meta"):
@@ -1026,7 +1070,8 @@ def write_index(g: Any, layout: Layout, index: Index, meta_json: list[str]) -> N
     n_items = layout.n_items
     chunk = min(_ITEM_CHUNK, max(n_items, 1))
     writes = []
-    for k, dtype in ITEM_COLUMNS.items():
+    columns = {**ITEM_COLUMNS, **{k: v for k, v in PAIR_COLUMNS.items() if k in layout.table}}
+    for k, dtype in columns.items():
         arr = _create(g, f"items/{k}", (n_items,), (chunk,), dtype, -1)
         writes.append((arr, (slice(None),), layout.table[k]))
     arr = _create(g, "items/meta", (n_items,), (chunk,), str, "")

@@ -30,8 +30,10 @@ def check_figures(nb, html: str, expected: list[int] | None = None) -> int:
     assert not bare, f"cells {bare} show a figure as text, not as an image"
     assert "&lt;Figure size" not in html
     n = sum(per_cell)
+    # a widget's PNG: in its view's output, or (IPython) in an output of its own beside it
     widget_images = sum(1 for c in nb.cells for o in c.get("outputs", [])
-                        if "application/vnd.jupyter.widget-view+json" in o.get("data", {})
-                        and "image/png" in o["data"])
+                        if "image/png" in o.get("data", {})
+                        and ("application/vnd.jupyter.widget-view+json" in o["data"]
+                             or "static" in o.get("metadata", {}).get("attnkit", {})))
     assert report_images(html) == n + widget_images
     return n

@@ -88,6 +88,7 @@ _.cmap
 _.codes
 _.col_labels
 _.col_title
+_.col_tokens
 _.color_by
 _.colors
 _.columns
@@ -127,6 +128,7 @@ _.metric_name
 _.min_weight
 _.mode
 _.n
+_.n_cols
 _.n_edges
 _.n_edges_total
 _.n_heads
@@ -162,6 +164,7 @@ _.revision
 _.roles
 _.row_labels
 _.row_title
+_.rows_ready
 _.scale
 _.scores
 _.seg_key
@@ -173,6 +176,7 @@ _.selection
 _.sink_names
 _.sinks
 _.size
+_.size_cols
 _.source
 _.source_tokens
 _.target_tokens

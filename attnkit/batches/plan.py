@@ -16,8 +16,9 @@ import numpy as np
 import torch
 
 from ..attention import word_pooling
-from ..encoding import Encoding
+from ..encoding import Encoding, PairEncoding
 from ..errors import AttnkitError, StoreError
+from ..seq2seq import Seq2SeqModel
 from ..store import FORMAT, Index, Layout
 
 
@@ -87,8 +88,10 @@ def model_fingerprint(model: Any, *, legacy: bool = False) -> str:
 
 
 def model_info(model: Any) -> dict[str, Any]:
-    """What a store records about the model (computed where the model lives)."""
-    return {
+    """What a store records about the model (computed where the model lives); an
+    encoder–decoder adds ``decoder``, its decoder's layers and heads."""
+    pairs = isinstance(model, Seq2SeqModel)
+    info = {
         "model": model.name,
         "n_layers": model.n_layers,
         "n_heads": model.n_heads,
@@ -96,9 +99,54 @@ def model_info(model: Any) -> dict[str, Any]:
         "max_length": model.max_length,
         "embedding_dim": int(model.hf.get_input_embeddings().embedding_dim),
         "model_fingerprint": model_fingerprint(model),
-        "qk": qk_geometry(model),
+        "qk": None if pairs else qk_geometry(model),
         "model_fingerprint_legacy": model_fingerprint(model, legacy=True),
     }
+    if pairs:
+        info["decoder"] = {"layers": model.n_decoder_layers, "heads": model.n_decoder_heads}
+    return info
+
+
+def encode_inputs(model: Any, items: Sequence[Any], start: int = 0) -> list[Any]:
+    """Every input tokenized for extraction: an :class:`~attnkit.encoding.Encoding` each
+    (:meth:`Model.encode <attnkit.Model.encode>`), or for an encoder–decoder a
+    :class:`~attnkit.encoding.PairEncoding` of each ``(source, target)`` pair; an input that
+    fails names its position (``start`` is the first item's).
+
+    Parameters
+    ----------
+    model : Model
+        The model.
+    items : sequence
+        The inputs.
+    start : int
+        Position of ``items[0]`` among all inputs (for messages).
+
+    Returns
+    -------
+    list
+
+    Raises
+    ------
+    InputError
+        For an input the model cannot read (a plain text for an encoder–decoder).
+
+    Examples
+    --------
+    >>> from attnkit.testing import tiny_seq2seq
+    >>> [pair] = encode_inputs(tiny_seq2seq("t5"), [("The cat.", "A cat.")])
+    >>> pair.source.tokens, len(pair)
+    (['▁the', '▁cat', '.', '</s>'], 9)
+    """
+    if not isinstance(model, Seq2SeqModel):
+        return [model.encode(x) for x in items]
+    out = []
+    for k, item in enumerate(items):
+        try:
+            out.append(model.encode_pair(item))
+        except AttnkitError as exc:
+            raise type(exc)(f"Input {start + k}: {exc}") from exc
+    return out
 
 
 def qk_geometry(model: Any) -> dict[str, Any] | None:
@@ -128,7 +176,11 @@ def inputs_fingerprint(encodings: list, level: str, batch_size: int, embeddings:
     h = hashlib.sha256()
     h.update(json.dumps([level, batch_size, embeddings, keep, FORMAT]).encode())
     for e in encodings:
-        h.update(json.dumps([e.input_ids, e.words, e.meta, e.type_ids], default=str).encode())
+        if isinstance(e, PairEncoding):  # the split between the two sides counts
+            key = [e.target.input_ids, e.source.input_ids, e.target.words, e.source.words, e.meta]
+        else:
+            key = [e.input_ids, e.words, e.meta, e.type_ids]
+        h.update(json.dumps(key, default=str).encode())
     return h.hexdigest()
 
 
@@ -142,11 +194,26 @@ def v1_fingerprint(name: str, n_layers: int, n_heads: int, encodings: list, leve
     return h.hexdigest()
 
 
+def pair_positions(e: PairEncoding, level: str) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray, int]:
+    """Tokens, roles, word ids and segments of a pair at ``level``, the target's positions
+    first, then the source's (word ids count within each side), and the source's positions."""
+    t = level_positions(e.target, level)
+    s = level_positions(e.source, level)
+    return ([*t[0], *s[0]], *(np.concatenate([a, b]) for a, b in zip(t[1:4], s[1:4])),
+            len(s[0]))  # type: ignore[return-value]
+
+
 def build_index(encodings: list, level: str) -> tuple[Index, list[int]]:
-    """The store index of every item (what the tokenizer knows) and each item's length."""
+    """The store index of every item (what the tokenizer knows) and each item's length (a
+    pair's: both sides, :func:`pair_positions`)."""
     tokens, roles, word_ids, segments, n = [], [], [], [], []
+    n_source: list[int] = []
     for e in encodings:
-        t, r, w, s, _ = level_positions(e, level)
+        if isinstance(e, PairEncoding):
+            t, r, w, s, k = pair_positions(e, level)
+            n_source.append(k)
+        else:
+            t, r, w, s, _ = level_positions(e, level)
         tokens.append(t)
         roles.append(r)
         word_ids.append(w)
@@ -155,6 +222,9 @@ def build_index(encodings: list, level: str) -> tuple[Index, list[int]]:
     index = Index(tokens, roles, word_ids, segments,
                      [np.asarray(e.input_ids) for e in encodings],
                      [list(e.words) for e in encodings], [dict(e.meta) for e in encodings])
+    if n_source:
+        index.n_source = n_source
+        index.n_source_words = [len(e.source.words) for e in encodings]
     return index, n
 
 

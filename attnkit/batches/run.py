@@ -7,16 +7,18 @@ runs in this process and on a Dask worker.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 import torch
 
 from ..attention import Attention, pool_maps
-from ..encoding import Encoding
+from ..cross import Seq2SeqAttention
+from ..encoding import Encoding, PairEncoding
 from ..errors import CaptureError
 from ..qkstates import QKRecorder
+from ..store import PAIR_ARRAYS
 from ..summaries import SUMMARIES
 from .plan import level_positions
 
@@ -39,6 +41,9 @@ class BatchSpec:
         What the maps hold (:mod:`attnkit.measures`).
     qk_layers : tuple of int
         Layers whose post-rotary queries and keys are kept (``qk/queries``, ``qk/keys``).
+    pair_parts : tuple of str
+        Batches of (source, target) pairs: the self-attention kept beside the
+        cross-attention (``"encoder"``, ``"decoder"``; :data:`attnkit.store.PAIR_ARRAYS`).
 
     Examples
     --------
@@ -52,6 +57,7 @@ class BatchSpec:
     summaries: tuple[str, ...] = ()
     measure: str = "weights"
     qk_layers: tuple[int, ...] = ()
+    pair_parts: tuple[str, ...] = ()
 
 
 def half(a: np.ndarray) -> np.ndarray:
@@ -89,6 +95,8 @@ def run_batch(model: Any, encs: Sequence[Encoding], spec: BatchSpec) -> dict[str
     >>> out["maps"].dtype, out["maps"].size == 2 * 2 * (6 * 6 + 5 * 5), out["summaries/stats"].shape
     (dtype('float16'), True, (2, 2, 2, 8))
     """
+    if encs and isinstance(encs[0], PairEncoding):
+        return run_pairs(model, encs, spec)  # type: ignore[arg-type]
     level, embeddings, measure = spec.level, spec.embeddings, spec.measure
     summarize = {k: SUMMARIES[k].compute for k in spec.summaries}
     qk = QKRecorder([len(e) for e in encs], spec.qk_layers) if spec.qk_layers else None
@@ -124,6 +132,59 @@ def run_batch(model: Any, encs: Sequence[Encoding], spec: BatchSpec) -> dict[str
         out[f"summaries/{name}"] = np.stack(r)
     if qk is not None:
         out.update(pack_qk(qk, spec.qk_layers))
+    return out
+
+
+def run_pairs(model: Any, encs: Sequence[PairEncoding], spec: BatchSpec) -> dict[str, np.ndarray]:
+    """Run a batch of (source, target) pairs, one forward each
+    (:meth:`Seq2SeqModel.attend_encoded <attnkit.seq2seq.Seq2SeqModel.attend_encoded>`), and
+    pack it as a store of pairs holds it: the cross-attention ``maps`` (``[L, H, target,
+    source]`` per item), ``encoder/maps`` and ``decoder/maps`` when ``spec.pair_parts`` asks,
+    ``summaries/<name>`` rows (computed on the float16-rounded cross-attention), all at
+    ``spec.level`` (words pooled on both sides).
+
+    Parameters
+    ----------
+    model : Seq2SeqModel
+        The encoder–decoder.
+    encs : sequence of PairEncoding
+        The batch's pairs.
+    spec : BatchSpec
+        Level, maps or summaries kept, the self-attention kept.
+
+    Returns
+    -------
+    dict
+        Flat float16 arrays and summary rows.
+
+    Examples
+    --------
+    >>> from attnkit.testing import tiny_seq2seq
+    >>> m = tiny_seq2seq("t5")
+    >>> out = run_pairs(m, [m.encode_pair(("The cat sat.", "A cat."))],
+    ...                 BatchSpec(level="token", pair_parts=("encoder",)))
+    >>> sorted(out), out["maps"].size == 2 * 2 * 5 * 5, out["encoder/maps"].size == 2 * 2 * 5 * 5
+    (['encoder/maps', 'maps'], True, True)
+    """
+    parts: dict[str, list[np.ndarray]] = {"maps": [], **{PAIR_ARRAYS[k]: [] for k in spec.pair_parts}}
+    rows: dict[str, list[np.ndarray]] = {k: [] for k in spec.summaries}
+    for enc in encs:
+        s2s = model.attend_encoded(enc.source, enc.target)
+        if spec.level == "word":
+            s2s = Seq2SeqAttention(
+                s2s.encoder.to_words() if "encoder" in spec.pair_parts else s2s.encoder,
+                s2s.decoder.to_words() if "decoder" in spec.pair_parts else s2s.decoder,
+                s2s.cross.to_words(), model=s2s.model)
+        h = half(s2s.cross.maps)
+        parts["maps"].append(h.ravel())
+        for k in spec.pair_parts:
+            parts[PAIR_ARRAYS[k]].append(half(getattr(s2s, k).maps).ravel())
+        if rows:
+            cross = replace(s2s.cross, maps=h.astype(np.float32))
+            for name in rows:
+                rows[name].append(np.asarray(SUMMARIES[name].compute(cross)))
+    out = {k: np.concatenate(v) for k, v in parts.items() if spec.keep_maps or k != "maps"}
+    out.update({f"summaries/{k}": np.stack(v) for k, v in rows.items()})
     return out
 
 

@@ -36,6 +36,10 @@ def _check(attentions: Any, residual: float) -> Seq2SeqAttention:
     if not isinstance(attentions, Seq2SeqAttention):
         raise InputError(f"This takes the attention of an encoder-decoder on one pair "
                          f"(Seq2SeqModel.attend(source, target)); got {type(attentions).__name__}.")
+    if attentions.encoder is None or attentions.decoder is None:
+        raise InputError("The graph through the decoder into the encoder needs both stacks' "
+                         "self-attention; extract pairs with keep=('cross', 'encoder', "
+                         "'decoder') (or use model.attend(source, target)).")
     if not 0.0 <= residual <= 1.0:
         raise InputError(f"residual must lie in [0, 1]; got {residual}.")
     return attentions

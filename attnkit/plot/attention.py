@@ -61,8 +61,10 @@ def plot_heatmap(
     scale: str = "linear",
     decades: float = 3.0,
     causal: bool = False,
+    col_tokens: Sequence[str] | None = None,
 ) -> Figure:
-    """One attention matrix ``[n, n]`` (rows = from/query, columns = to/key) with token labels.
+    """One attention matrix ``[n, n]`` (rows = from/query, columns = to/key) with token labels,
+    or a rectangle ``[target, source]`` (cross-attention) with ``col_tokens``.
 
     Sequential colours from 0 to ``vmax`` (default: the matrix maximum); with
     ``diverging=True`` (default: when the matrix has negative values, e.g. a difference of
@@ -102,6 +104,8 @@ def plot_heatmap(
         Decades below ``vmax`` that ``scale="log"`` shows.
     causal : bool
         Leave the cells above the diagonal blank.
+    col_tokens : sequence of str, optional
+        One label per column of a rectangular map (``tokens`` then label its rows).
 
     Returns
     -------
@@ -124,22 +128,26 @@ def plot_heatmap(
     ('L2-H1', 'from (query)')
     """
     m = np.asarray(data, dtype=np.float64)
-    if m.ndim != 2 or m.shape[0] != m.shape[1]:
-        raise InputError(f"heatmap needs a square [n, n] matrix; got shape {m.shape}.")
+    rect = col_tokens is not None
+    if m.ndim != 2 or (m.shape[0] != m.shape[1] and not rect):
+        raise InputError(f"heatmap needs a square [n, n] matrix (or col_tokens for a "
+                         f"rectangle); got shape {m.shape}.")
     if scale not in ("linear", "log", "rank"):
         raise InputError(f"scale must be 'linear', 'log' or 'rank', not {scale!r}.")
-    bins = m.shape[0]
+    bins, bins_c = m.shape
     n = len(tokens)
-    if -(-n // max(1, bin_size)) != bins:
-        raise InputError(f"{len(tokens)} tokens for a {bins}×{bins} matrix of {bin_size}-token "
+    n_c = len(col_tokens) if col_tokens is not None else n
+    if -(-n // max(1, bin_size)) != bins or -(-n_c // max(1, bin_size)) != bins_c:
+        raise InputError(f"{n} x {n_c} tokens for a {bins}×{bins_c} matrix of {bin_size}-token "
                          "bins; pass one label per position.")
     if causal:
         m = np.where(np.triu(np.ones_like(m, dtype=bool), k=1), np.nan, m)
     finite = m[np.isfinite(m)]
     if diverging is None:
         diverging = bool(finite.size and finite.min() < 0)
-    side = float(np.clip(2.5 + 0.16 * min(bins, 64), 4.0, 10.0))
-    fig, ax = figure_axes(ax, (side + 1.2, side))
+    side = float(np.clip(2.5 + 0.16 * min(max(bins, bins_c), 64), 4.0, 10.0))
+    tall = side * min(1.0, max(0.35, n / max(n, n_c)))  # a wide rectangle: a shorter figure
+    fig, ax = figure_axes(ax, (side + 1.2, tall if rect else side))
     norm: Normalize
     if diverging:
         top = vmax if vmax is not None else (float(np.abs(finite).max()) if finite.size else 1.0)
@@ -160,21 +168,23 @@ def plot_heatmap(
         else:
             norm = Normalize(vmin=0.0, vmax=top)
         cmap = cmap or SEQUENTIAL
-    extent = (0, bins * bin_size, bins * bin_size, 0)
+    extent = (0, bins_c * bin_size, bins * bin_size, 0)
     im = ax.imshow(m, cmap=cmap, norm=norm, interpolation="nearest", aspect="equal", extent=extent)
-    ax.set_xlim(0, n)
+    ax.set_xlim(0, n_c)
     ax.set_ylim(n, 0)
-    k = label_stride(n, max_labels)
-    at = np.arange(0, n, k)
-    labels = [mpl_text(truncate(display_token(tokens[int(i)]), 16)) for i in at]
-    ticks = at + 0.5
-    fontsize = 8 if n <= 40 else 6.5
-    ax.set_xticks(ticks, labels, rotation=90, fontsize=fontsize)
-    ax.set_yticks(ticks, labels, fontsize=fontsize)
+    fontsize = 8 if max(n, n_c) <= 40 else 6.5
+
+    def ticks(labels_of: Sequence[str], count: int) -> tuple[np.ndarray, list[str]]:
+        at = np.arange(0, count, label_stride(count, max_labels))
+        return at + 0.5, [mpl_text(truncate(display_token(labels_of[int(i)]), 16)) for i in at]
+
+    ax.set_xticks(*ticks(col_tokens if col_tokens is not None else tokens, n_c), rotation=90,
+                  fontsize=fontsize)
+    ax.set_yticks(*ticks(tokens, n), fontsize=fontsize)
     ax.xaxis.tick_top()
-    ax.set_xlabel("to (key)")
+    ax.set_xlabel("to (source)" if rect else "to (key)")
     ax.xaxis.set_label_position("top")
-    ax.set_ylabel("from (query)")
+    ax.set_ylabel("from (target)" if rect else "from (query)")
     ax.tick_params(length=0)
     fig.colorbar(im, ax=ax, shrink=0.6, label=mpl_text(value_label))
     if title:
@@ -251,13 +261,15 @@ def plot_head_grid(
     1
     """
     maps = np.asarray(maps)
-    if maps.ndim != 4 or maps.shape[2] != maps.shape[3]:
-        raise InputError(f"head_grid needs maps [layer, head, n, n]; got shape {maps.shape}.")
+    if maps.ndim != 4:
+        raise InputError(f"head_grid needs maps [layer, head, n, n] (or [layer, head, target, "
+                         f"source]); got shape {maps.shape}.")
     if scale not in ("head", "global"):
         raise InputError(f"scale must be 'head' or 'global', not {scale!r}.")
     L, H = maps.shape[:2]
-    thumbs: np.ndarray = downsample_max(maps, size).astype(np.float32)
-    t = thumbs.shape[-1]
+    thumbs: np.ndarray = downsample_max(maps, size, rectangular=True).astype(np.float32)
+    tr, tc = thumbs.shape[-2:]
+    t = max(tr, tc)  # a rectangle (cross-attention) sits in a t x t cell, top left
     if color_scale not in ("linear", "log", "rank"):
         raise InputError(f"color_scale must be 'linear', 'log' or 'rank', not {color_scale!r}.")
     if scale == "head" or color_scale == "log":
@@ -285,7 +297,7 @@ def plot_head_grid(
     for l in range(L):
         for h in range(H):
             y, x = l * (t + gap_y), h * (t + gap_x)
-            mosaic[y : y + t, x : x + t] = thumbs[l, h]
+            mosaic[y : y + tr, x : x + tc] = thumbs[l, h]
 
     # Fixed margins in inches (no constrained layout: it would draw the mosaic twice).
     cell_in = 0.56
@@ -310,7 +322,7 @@ def plot_head_grid(
     for l in range(L):
         for h in range(H):
             y, x = l * (t + gap_y), h * (t + gap_x)
-            frames.append(Rectangle((x - 0.5, y - 0.5), t, t))
+            frames.append(Rectangle((x - 0.5, y - 0.5), tc, tr))
             ly = y + t + 0.5
             if metric is not None:
                 bars.append(Rectangle((x - 0.5, ly), t, t * 0.1))

@@ -67,30 +67,33 @@ def shown_by_ipython(figure_type: type) -> None:
         figure_type, lambda fig: print_figure(fig, "png", bbox_inches="tight"))
 
 
-def downsample_max(maps: np.ndarray, size: int) -> np.ndarray:
-    """Shrink the last two axes of ``maps`` ``[..., n, n]`` to at most ``size`` by max-pooling.
+def downsample_max(maps: np.ndarray, size: int, *, rectangular: bool = False) -> np.ndarray:
+    """Shrink the last two axes of ``maps`` ``[..., n, n]`` (with ``rectangular``, also
+    ``[..., m, n]``: cross-attention) to at most ``size`` by max-pooling.
 
-    Blocks of ``k × k`` cells (``k = ceil(n / size)``) become one cell holding their maximum,
-    so a single strong link (a diagonal, a column to [SEP]) stays visible at thumbnail size
-    and each map's maximum is kept. Maps with ``n <= size`` are returned unchanged.
-    Returns ``[..., t, t]`` with ``t = ceil(n / k)``.
+    Blocks of ``k × k`` cells (``k = ceil(max(m, n) / size)``) become one cell holding their
+    maximum, so a single strong link (a diagonal, a column to [SEP]) stays visible at
+    thumbnail size and each map's maximum is kept. Maps with ``m, n <= size`` are returned
+    unchanged. Returns ``[..., ceil(m / k), ceil(n / k)]``.
     """
     maps = np.asarray(maps)
-    n = maps.shape[-1]
-    if maps.shape[-2] != n:
+    if maps.ndim < 2:
+        raise InputError(f"maps need two last axes (rows, columns); got shape {maps.shape}.")
+    m, n = maps.shape[-2:]
+    if m != n and not rectangular:
         raise InputError(f"maps must be square in their last two axes; got shape {maps.shape}.")
     if size < 1:
         raise InputError(f"thumbnail size must be at least 1; got {size}.")
-    if n <= size:
+    if max(m, n) <= size:
         return maps
-    k = math.ceil(n / size)
-    t = math.ceil(n / k)
-    pad = t * k - n
-    if pad:
-        width = [(0, 0)] * (maps.ndim - 2) + [(0, pad), (0, pad)]
+    k = math.ceil(max(m, n) / size)
+    t, tc = math.ceil(m / k), math.ceil(n / k)
+    pad, pad_c = t * k - m, tc * k - n
+    if pad or pad_c:
+        width = [(0, 0)] * (maps.ndim - 2) + [(0, pad), (0, pad_c)]
         maps = np.pad(maps, width)  # padding is 0: never above a real attention weight
     lead = maps.shape[:-2]
-    return maps.reshape(*lead, t, k, t, k).max(axis=(-3, -1))
+    return maps.reshape(*lead, t, k, tc, k).max(axis=(-3, -1))
 
 
 def mpl_text(s: str) -> str:

@@ -1,5 +1,6 @@
 """What every attnkit widget shares: the bundled front end, the static fallback in
-``_repr_mimebundle_``, ``save``, and head selection linked to a view that shows heads.
+``_repr_mimebundle_`` (shown by IPython as an output of its own, see :func:`display_beside`),
+``save``, and head selection linked to a view that shows heads.
 
 Arrays travel to the browser through one codec (:mod:`attnkit.widgets._codec`), never as
 JSON lists of floats.
@@ -10,6 +11,7 @@ from __future__ import annotations
 import base64
 import html
 import io
+import uuid
 import warnings
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -95,15 +97,17 @@ SCALES = ("linear", "log", "rank")
 
 
 def sink_positions(att: Any) -> tuple[list[int], str]:
-    """Columns attention sinks into (the first token, [CLS], [SEP]) and how to name them."""
-    roles = np.asarray(att.roles).astype(str)
+    """Columns attention sinks into (the first token, [CLS], [SEP]) and how to name them
+    (of the source, for cross-attention)."""
+    roles = np.asarray(getattr(att, "source_roles", att.roles)).astype(str)
+    tokens = getattr(att, "source_tokens", att.tokens)
     pos = {0} | set(np.flatnonzero(np.isin(roles, ("cls", "sep"))).tolist())
     names = []
     if roles.size and roles[0] != "cls":
         names.append("the first token")
     for role in ("cls", "sep"):
         if (roles == role).any():
-            names.append(str(att.tokens[int(np.flatnonzero(roles == role)[0])]))
+            names.append(str(tokens[int(np.flatnonzero(roles == role)[0])]))
     names = list(dict.fromkeys(names))
     text = " and ".join(names) if len(names) <= 2 else ", ".join(names[:-1]) + " and " + names[-1]
     return sorted(pos), text
@@ -167,17 +171,58 @@ class PicksLayerHead(traitlets.HasTraits):
         return -1 if head == -1 else check_layer_head(0, head, 1, self.n_heads)[1]
 
 
+# ------------------------------------------------------------ static fallback
+#: The class of every static picture's <img>; with ``-<key>`` it names the view it stands
+#: for (js/src/lib/fallback.ts hides it once that view has drawn).
+STATIC_CLASS = "attnkit-static"
+#: Where the output's metadata names the view a static picture stands for.
+STATIC_META = "attnkit"
+STATIC_MIMES = ("image/png", "text/html")
+
+
+def display_beside(widget: Any, view: AttnkitWidget) -> None:
+    """Show ``widget`` in IPython as two outputs: the static picture of ``view`` (``widget``
+    itself, or the attnkit view it holds), then ``widget``'s live view.
+
+    A front end that has a widget manager renders only the view of an output that offers
+    one (``application/vnd.jupyter.widget-view+json``), and when it cannot (anywidget's
+    front end is not installed where the Jupyter server runs, or the model went with its
+    kernel) it shows "model not found" instead of the PNG beside it. As an output of its own,
+    the picture shows wherever the view does not draw; the view hides it once it has drawn
+    (both outputs name ``view._static_key`` in their metadata). The picture's text is the
+    view's description; the widget's is empty, so an export without widget state shows the
+    picture alone.
+    """
+    from IPython.display import display
+
+    bundle = widget._repr_mimebundle_()
+    if bundle is None:
+        return
+    data, meta = bundle if isinstance(bundle, tuple) else (bundle, {})
+    static = {mime: data.pop(mime) for mime in STATIC_MIMES if mime in data}
+    if static:
+        mark = {STATIC_META: {"static": view._static_key}}
+        static["text/plain"] = view._alt_text()
+        display(static, metadata=mark, raw=True)
+        data["text/plain"] = ""
+        meta = {**meta, **mark}
+    display(data, metadata=meta, raw=True)
+
+
 # ---------------------------------------------------------------- the widget
 class AttnkitWidget(anywidget.AnyWidget):
     """Base class: a bundled view plus a matplotlib twin for static output and ``save``."""
 
     _bundle_name: str = ""
     title = traitlets.Unicode("").tag(sync=True)
+    #: names the static picture shown beside the view (``display_beside``)
+    _static_key = traitlets.Unicode("").tag(sync=True)
 
     def __init__(self, **kwargs: Any) -> None:
         self._esm = read_bundle(self._bundle_name)
         self._css = read_css()
         self._png_cache: bytes | None = None
+        kwargs.setdefault("_static_key", uuid.uuid4().hex)
         super().__init__(**kwargs)
         self.observe(self._invalidate_static, names=list(self._static_traits()))
 
@@ -230,9 +275,13 @@ class AttnkitWidget(anywidget.AnyWidget):
         alt = html.escape(self._alt_text(), quote=True)
         data["text/html"] = (
             f'<img src="data:image/png;base64,{b64}" alt="{alt}" title="{alt}" '
-            'style="max-width:100%;height:auto" />'
+            f'class="{STATIC_CLASS} {STATIC_CLASS}-{self._static_key}" style="max-width:100%;height:auto" />'
         )
         return data, meta
+
+    def _ipython_display_(self) -> None:
+        """IPython (Jupyter, Voila): the static picture and the live view as two outputs."""
+        display_beside(self, self)
 
     def save(self, path: str | Path, *, dpi: int = 200) -> Path:
         """Write the view's static figure to a file.

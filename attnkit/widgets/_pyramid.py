@@ -18,13 +18,13 @@ the mean of the bin's cells. Row ranks (the ``rank`` colour scale) follow ``scal
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
 
-from ..blocks import BAND_ELEMENTS, EdgePool, Extremes, GridPool, Reduction, read, summarize
+from ..blocks import BAND_ELEMENTS, Band, EdgePool, Extremes, GridPool, Reduction, read, summarize_bands
 from ..errors import InputError
 from ..plot.common import row_ranks
 
@@ -115,15 +115,32 @@ class Overview:
     low: float  # smallest value (negative for differences)
 
 
-def overview(source: BlockSource, layer: int, head: int, n: int, sinks: np.ndarray,
-             *, level: int, signed: bool = False, reductions: Sequence[Reduction] = ()) -> Overview:
+#: told after each band of an overview's pass: ``(row0, row1, so_far)`` with the bins of rows
+#: ``row0:row1`` of the level complete in ``so_far``; False stops the pass
+RowsSeen = Callable[[int, int, Overview], bool]
+
+
+def overview_bands(source: BlockSource, layer: int, head: int, n: int, sinks: np.ndarray,
+                   *, level: int, signed: bool = False, reductions: Sequence[Reduction] = (),
+                   each_rows: RowsSeen | None = None) -> Overview | None:
     """Level ``level`` max- and mean-pooled, and the scale tops, from one pass of bands
-    (together with ``reductions``, kept for later callers: :func:`view_reductions`)."""
+    (together with ``reductions``, kept for later callers: :func:`view_reductions`), telling
+    ``each_rows`` after every band which rows of bins are done (a view fills in band by
+    band); None when ``each_rows`` stopped the pass."""
     grid, bounds = GridPool(level), Extremes(tuple(int(s) for s in np.asarray(sinks)))
-    got = summarize(source, layer, [head], [grid, bounds, *reductions], n=n)[0]
-    pooled, b = got[grid.key], got[bounds.key]
-    return Overview(level, pooled.signed() if signed else pooled.max, pooled.mean,
-                    b.top(signed=signed), b.top(signed=signed, sinks=False), b.min)
+
+    def made(pooled: Any, b: Any) -> Overview:
+        return Overview(level, pooled.signed() if signed else pooled.max, pooled.mean,
+                        b.top(signed=signed), b.top(signed=signed, sinks=False), b.min)
+
+    def seen(band: Band, so_far: Callable[[Any], list[Any]]) -> bool:
+        if each_rows is None:
+            return True
+        span, bin_ = band.span, 1 << level
+        return each_rows(span.start // bin_, -(-span.stop // bin_), made(so_far(grid.key)[0], so_far(bounds.key)[0]))
+
+    got = summarize_bands(source, layer, [head], [grid, bounds, *reductions], seen, n=n)
+    return None if got is None else made(got[0][grid.key], got[0][bounds.key])
 
 
 def block(source: Any, layer: int, head: int, rows: slice, cols: slice) -> np.ndarray:
@@ -131,15 +148,48 @@ def block(source: Any, layer: int, head: int, rows: slice, cols: slice) -> np.nd
     return read(source, layer, [head], rows, cols)[0]
 
 
+def extent(att: Any) -> tuple[int, int]:
+    """Rows and columns of an attention's maps: ``(n, n)``, or ``(target, source)`` for
+    cross-attention (:class:`~attnkit.cross.CrossAttention`)."""
+    n = len(att)
+    return n, int(getattr(att, "n_columns", n))
+
+
+def _outside(ti: int, tj: int, k: int, n: int, cols: int, size: int) -> None:
+    m, mc = side(n, k), side(cols, k)
+    if not (0 <= ti * size < m and 0 <= tj * size < mc):
+        what = f"{m} bins a side" if m == mc else f"{m} x {mc} bins"
+        raise InputError(f"tile ({ti}, {tj}) of level {k} is outside the map ({what}).")
+
+
+def rect_overview(source: BlockSource, layer: int, head: int, n: int, cols: int,
+                  sinks: np.ndarray, *, level: int, signed: bool = False) -> Overview:
+    """:func:`overview_bands` of a rectangular map ``[n, cols]`` (cross-attention, dense): one
+    read of the head, pooled at ``level``; ``sinks`` are columns."""
+    full = block(source, layer, head, slice(0, n), slice(0, cols))
+    keep = np.ones(cols, dtype=bool)
+    keep[np.asarray(sinks, dtype=np.int64)] = False
+    rest = full[:, keep]
+
+    def top(v: np.ndarray) -> float:
+        if not v.size:
+            return 0.0
+        return max(0.0, float(v.max()), -float(v.min()) if signed else 0.0)
+
+    return Overview(level, pool(full, level, "max", signed), pool(full, level, "mean"),
+                    top(full), top(rest), float(full.min()))
+
+
 def tile(source: BlockSource, layer: int, head: int, n: int, k: int, ti: int, tj: int,
-         *, size: int = TILE, reduce: str = "max", signed: bool = False) -> np.ndarray:
-    """Bins ``[ti*size, (ti+1)*size) × [tj*size, (tj+1)*size)`` of level ``k`` (edge tiles smaller)."""
-    m = side(n, k)
-    if not (0 <= ti * size < m and 0 <= tj * size < m):
-        raise InputError(f"tile ({ti}, {tj}) of level {k} is outside the map ({m} bins a side).")
+         *, size: int = TILE, reduce: str = "max", signed: bool = False,
+         cols: int | None = None) -> np.ndarray:
+    """Bins ``[ti*size, (ti+1)*size) × [tj*size, (tj+1)*size)`` of level ``k`` (edge tiles
+    smaller) of an ``[n, n]`` map, or ``[n, cols]`` (cross-attention)."""
+    cols = n if cols is None else int(cols)
+    _outside(ti, tj, k, n, cols, size)
     span = size << k
     r0, c0 = ti * span, tj * span
-    r1, c1 = min(n, r0 + span), min(n, c0 + span)
+    r1, c1 = min(n, r0 + span), min(cols, c0 + span)
     if k == 0:
         return block(source, layer, head, slice(r0, r1), slice(c0, c1))
     rows = []
@@ -159,20 +209,20 @@ def sink_bins(n: int, k: int, sinks: np.ndarray) -> np.ndarray:
 
 def rank_tile(source: BlockSource, layer: int, head: int, n: int, k: int, ti: int, tj: int,
               *, sinks: np.ndarray, causal: bool, exclude_sinks: bool, size: int = TILE,
-              reduce: str = "max") -> np.ndarray:
-    """Row ranks of tile ``(ti, tj)`` of level ``k``: ranks need whole rows of the level,
-    read strip by strip."""
-    m = side(n, k)
-    if not (0 <= ti * size < m and 0 <= tj * size < m):
-        raise InputError(f"tile ({ti}, {tj}) of level {k} is outside the map ({m} bins a side).")
+              reduce: str = "max", cols: int | None = None) -> np.ndarray:
+    """Row ranks of tile ``(ti, tj)`` of level ``k`` (of ``[n, cols]`` for cross-attention):
+    ranks need whole rows of the level, read strip by strip."""
+    cols = n if cols is None else int(cols)
+    _outside(ti, tj, k, n, cols, size)
+    m = side(cols, k)
     span = size << k
     r0, r1 = ti * span, min(n, (ti + 1) * span)
-    excluded = sink_bins(n, k, sinks) if exclude_sinks else np.zeros(m, dtype=bool)
+    excluded = sink_bins(cols, k, sinks) if exclude_sinks else np.zeros(m, dtype=bool)
     out = []
-    step = strip_rows(n, k)
+    step = strip_rows(cols, k)
     for s0 in range(r0, r1, step):
         s1 = min(r1, s0 + step)
-        level_rows = pool(block(source, layer, head, slice(s0, s1), slice(0, n)), k, reduce)
+        level_rows = pool(block(source, layer, head, slice(s0, s1), slice(0, cols)), k, reduce)
         valid = None
         if causal:  # a bin holds values when it reaches the diagonal
             rows_at = np.arange(s0 >> k, (s0 >> k) + level_rows.shape[0])

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import os
 import threading
-import time
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -21,29 +20,12 @@ from ..plot import attention as plots
 from ..results import head_table
 from ..types import AttentionLike
 from ._base import SelectsHead, SinkAwareScale
-from ._codec import message, wire
-from ._pyramid import thumb_side, top_level, view_reductions
+from ._codec import wire
+from ._progressive import Progressive, fills_in
+from ._pyramid import extent, thumb_side, top_level, view_reductions
 
 #: decades of the thumbnails' log codes: code c > 0 stands for top · 10**(DECADES * (c/255 - 1))
 DECADES = 6.0
-#: cells (heads × n²) from which a HeadGrid in a kernel fills in progressively by default
-PROGRESSIVE_CELLS = 1 << 28
-#: ``ATTNKIT_PROGRESSIVE=0`` builds every grid before it shows (``attnkit report`` sets it)
-PROGRESSIVE_ENV = "ATTNKIT_PROGRESSIVE"
-#: seconds between the full state updates of a grid that fills in (heads also arrive one by one)
-SYNC_SECONDS = 2.0
-
-
-def _in_kernel() -> bool:
-    """True inside a Jupyter kernel (a front end can show a view that fills in)."""
-    import sys
-
-    if "IPython" not in sys.modules:
-        return False
-    from IPython import get_ipython
-
-    return getattr(get_ipython(), "kernel", None) is not None
-
 
 def _order(L: int, H: int, metric: np.ndarray | None) -> list[tuple[int, int]]:
     """Heads in the order they are computed: the largest metric first (NaN last), else
@@ -67,7 +49,7 @@ def log_codes(thumbs: np.ndarray, top: np.ndarray) -> np.ndarray:
     return np.clip(np.nan_to_num(codes, nan=0.0, neginf=0.0), 0, 255).astype(np.uint8)
 
 
-class HeadGrid(SinkAwareScale, SelectsHead):
+class HeadGrid(Progressive, SinkAwareScale, SelectsHead):
     """All heads of ``att`` as thumbnails labelled "L-H" (1-indexed), like bertviz's model
     view but drawn on one canvas from uint8 codes.
 
@@ -77,7 +59,9 @@ class HeadGrid(SinkAwareScale, SelectsHead):
         Dense :class:`~attnkit.Attention` or lazy attention. Each thumbnail is the head's
         max-pooled overview (the numbers of ``att.pooled(layer, head, size)``), read band by
         band (a lazy map is never held whole) in one pass per head that also reads what a
-        :class:`Heatmap` of the head shows first (kept for it).
+        :class:`Heatmap` of the head shows first (kept for it). Cross-attention
+        (:class:`~attnkit.cross.CrossAttention`) gives rectangular thumbnails, target rows
+        over source columns.
     metric : DataFrame, Series or ndarray, optional
         Per-head values drawn as a coloured bar under each thumbnail and shown on hover:
         indexed by ``(layer, head)`` (e.g. ``head_stats``) or an array ``[layer, head]``.
@@ -102,7 +86,8 @@ class HeadGrid(SinkAwareScale, SelectsHead):
         Return at once and compute the heads in a worker thread, the view filling in head by
         head (the largest ``metric`` first, when one is given) while the kernel runs other
         cells; :meth:`wait` blocks until every head is there, :meth:`cancel` stops. Default:
-        inside a Jupyter kernel for inputs of at least ``PROGRESSIVE_CELLS`` heads × n²
+        inside a Jupyter kernel for inputs of at least
+        ``attnkit.widgets._progressive.PROGRESSIVE_CELLS`` heads × n²
         (unless ``$ATTNKIT_PROGRESSIVE`` is ``0``, as in ``attnkit report``).
     decades : float
         Range of the log scale, in decades below each head's top.
@@ -137,6 +122,11 @@ class HeadGrid(SinkAwareScale, SelectsHead):
     >>> grid.selected = [1, 0]
     >>> (hm.layer, hm.head)
     (1, 0)
+    >>> from attnkit.testing import tiny_seq2seq
+    >>> cross = tiny_seq2seq("t5").attend("The cat sat on the mat.", "A cat.").cross
+    >>> rect = HeadGrid(cross, progress=False)
+    >>> rect.thumbs["shape"], rect.n_tokens, rect.n_cols  # [layer, head, target, source]
+    ([2, 2, 5, 8], 5, 8)
     """
 
     _bundle_name = "headgrid"
@@ -151,7 +141,10 @@ class HeadGrid(SinkAwareScale, SelectsHead):
     cmap = traitlets.Unicode("Blues").tag(sync=True)
     normalize = traitlets.Unicode("head").tag(sync=True)
     ready = traitlets.Dict().tag(sync=True)
-    computing = traitlets.Unicode("done").tag(sync=True)
+    #: Rectangular maps (cross-attention): thumbnail columns and source tokens (0 when
+    #: square: ``size`` and ``n_tokens`` then count both).
+    size_cols = traitlets.Int(0).tag(sync=True)
+    n_cols = traitlets.Int(0).tag(sync=True)
 
     @renamed(positional=("metric", "value"), att="attentions")
     def __init__(
@@ -180,14 +173,17 @@ class HeadGrid(SinkAwareScale, SelectsHead):
         scaled = self.scale_traits(att, scale, exclude_sinks, decades)
         if normalize not in ("head", "global"):
             raise InputError(f"normalize must be 'head' or 'global', not {normalize!r}.")
-        n = len(att)
-        if n == 0:
+        n, cols = extent(att)
+        if n == 0 or cols == 0:
             raise InputError("the attention has no positions; nothing to draw.")
         if int(size) < 1:
             raise InputError(f"thumbnail size must be at least 1; got {size}.")
         L, H = att.n_layers, att.n_heads
-        t = thumb_side(n, L * H, size)
-        self._thumbs = np.zeros((L, H, t, t), dtype=np.float32)  # the static figure's source
+        self._rect = hasattr(att, "n_columns")
+        t = thumb_side(max(n, cols), L * H, size)
+        self._side = t  # a rectangle's thumbnails: min(t, n) x min(t, cols)
+        t, tc = (min(t, n), min(t, cols)) if self._rect else (t, t)
+        self._thumbs = np.zeros((L, H, t, tc), dtype=np.float32)  # the static figure's source
         self._head_max = np.zeros((L, H), dtype=np.float32)
         self._ready = np.zeros((L, H), dtype=np.uint8)
         # the overview a Heatmap of a long map draws is read in the same pass (shorter maps
@@ -202,33 +198,38 @@ class HeadGrid(SinkAwareScale, SelectsHead):
             metric_wire = wire(table, "float32")
         if title is None:
             who = getattr(att, "model", "") or ""
-            title = f"{who + ': ' if who else ''}{L} layers \u00d7 {H} heads, {n} tokens"
-        if progressive is None:
-            progressive = (L * H * n * n >= PROGRESSIVE_CELLS and _in_kernel()
-                           and os.environ.get(PROGRESSIVE_ENV, "1") != "0")
-        self._stop = threading.Event()
-        self._worker: threading.Thread | None = None
+            tokens = f"{n} target \u00d7 {cols} source tokens" if self._rect else f"{n} tokens"
+            title = f"{who + ': ' if who else ''}{L} layers \u00d7 {H} heads, {tokens}"
+        progressive = fills_in(progressive, L * H * n * n)
         self._lock = threading.Lock()
         order = _order(L, H, self._metric_table)
         if not progressive:
             bar = progress_bar(total=L * H, show=progress and L * H * n * n > 1 << 26,
                                desc="head thumbnails", unit="head")
             for l in range(L):
-                for h, got in enumerate(summarize(att, l, range(H), self._reductions)):
+                for h, got in enumerate(self._summary(l, range(H))):
                     self._keep(l, h, got)
                 bar.update(H)
             bar.close()
         super().__init__(
             n_layers=L, n_heads=H, size=t, n_tokens=n, metric=metric_wire, metric_name=metric_name,
             cmap=cmap, normalize=normalize, title=title, **scaled, **self._state(progressive and "running" or "done"),
+            **({"size_cols": tc, "n_cols": cols} if self._rect else {}),
         )
         self._tokens = list(att.tokens)
         if progressive:
-            self._worker = threading.Thread(target=self._fill, args=(order,), daemon=True,
-                                            name="attnkit-headgrid")
-            self._worker.start()
+            self._start(lambda step: self._fill(order, step), "attnkit-headgrid")
 
     # ----------------------------------------------------------- filling in
+    def _summary(self, layer: int, heads: Any) -> list[dict]:
+        """What the grid reads of ``heads`` of one layer (:meth:`_keep` takes each): one pass
+        of :func:`~attnkit.blocks.summarize`; a rectangle (dense cross-attention) is pooled
+        straight from its maps (``pooled``)."""
+        if self._rect:
+            key = EdgePool(self._thumbs.shape[-1]).key
+            return [{key: self._att.pooled(layer, h, self._side)} for h in heads]
+        return summarize(self._att, layer, heads, self._reductions)
+
     def _keep(self, l: int, h: int, got: dict) -> np.ndarray:
         """Store head (l, h)'s thumbnail from its summary; returns its log codes."""
         thumb = got[EdgePool(self._thumbs.shape[-1]).key]
@@ -247,99 +248,20 @@ class HeadGrid(SinkAwareScale, SelectsHead):
         return {"thumbs": wire(codes, "uint8"), "head_max": wire(head_max, "float32"),
                 "ready": {} if ready.all() else wire(ready, "uint8"), "computing": computing}
 
-    def _sync(self, computing: str) -> None:
-        state = self._state(computing)
-        with self.hold_sync():
-            for k, v in state.items():
-                setattr(self, k, v)
-        self._invalidate_static()
-
-    def _fill(self, order: list[tuple[int, int]]) -> None:
-        """The worker: one head at a time through ``blocks.summarize`` (kept for a Heatmap
-        of the same attention), each sent to the views as it is done; the whole state every
-        ``SYNC_SECONDS`` and at the end."""
-        last = time.monotonic()
-        total = len(order)
-        try:
-            for i, (l, h) in enumerate(order, 1):
-                if self._stop.is_set():
-                    self._sync("stopped: cancelled")
-                    return
-                codes = self._keep(l, h, summarize(self._att, l, [h], self._reductions)[0])
-                content, buffers = message({"type": "push", "what": "thumb", "layer": l, "head": h,
-                                            "max": float(self._head_max[l, h]), "done": i,
-                                            "total": total, "array": wire(codes, "uint8")})
-                self.send(content, buffers)
-                if time.monotonic() - last > SYNC_SECONDS and i < total:
-                    self._sync("running")
-                    last = time.monotonic()
-            self._sync("done")
-        except Exception as err:  # noqa: BLE001 - a worker's error must reach the view, not vanish
-            try:
-                self._sync(f"stopped: {type(err).__name__}: {err}")
-            except Exception:  # noqa: BLE001 - the widget was closed: nobody to tell
-                pass
-
-    def wait(self, *, timeout: float | None = None) -> bool:
-        """Block until every head is computed (a grid that fills in; others are ready at once).
-
-        Parameters
-        ----------
-        timeout : float, optional
-            Seconds to wait at most (default: as long as it takes).
-
-        Returns
-        -------
-        bool
-            True when every head is there.
-
-        Examples
-        --------
-        >>> from attnkit.testing import tiny_model
-        >>> from attnkit.widgets import HeadGrid
-        >>> grid = HeadGrid(tiny_model("bert").attend("The cat sat."), progressive=True)
-        >>> grid.wait(), grid.computing
-        (True, 'done')
-        """
-        if self._worker is not None:
-            self._worker.join(timeout)
+    def _complete(self) -> bool:
         return bool(self._ready.all())
 
-    def cancel(self) -> None:
-        """Stop filling in: the heads computed so far stay, the view says the rest is missing.
-
-        Returns
-        -------
-        None
-
-        Examples
-        --------
-        >>> from attnkit.testing import tiny_model
-        >>> from attnkit.widgets import HeadGrid
-        >>> grid = HeadGrid(tiny_model("bert").attend("The cat sat."), progressive=True)
-        >>> grid.cancel(); _ = grid.wait()
-        >>> grid.computing in ("done", "stopped: cancelled")
-        True
-        """
-        self._stop.set()
-
-    def close(self) -> None:
-        """Close the widget, and stop a computation still filling it in.
-
-        Returns
-        -------
-        None
-
-        Examples
-        --------
-        >>> from attnkit.testing import tiny_model
-        >>> from attnkit.widgets import HeadGrid
-        >>> HeadGrid(tiny_model("bert").attend("The cat sat."), progress=False).close()
-        """
-        stop = getattr(self, "_stop", None)  # None when __init__ refused its input
-        if stop is not None:
-            stop.set()
-        super().close()
+    def _fill(self, order: list[tuple[int, int]], step: Callable[[], bool]) -> bool:
+        """The worker's work: one head at a time through ``blocks.summarize`` (kept for a
+        Heatmap of the same attention), each pushed to the views as it is done."""
+        total = len(order)
+        for i, (l, h) in enumerate(order, 1):
+            if not step():
+                return False
+            codes = self._keep(l, h, self._summary(l, [h])[0])
+            self._push("thumb", layer=l, head=h, max=float(self._head_max[l, h]), done=i, total=total,
+                       array=wire(codes, "uint8"))
+        return True
 
     def figure(self, *, preview: bool = False) -> Figure:
         """The matplotlib figure of every head's thumbnail (what reports and saved files show).
@@ -371,4 +293,8 @@ class HeadGrid(SinkAwareScale, SelectsHead):
 
     def _alt_text(self) -> str:
         text = " ".join(self._tokens[:40]) + (" …" if len(self._tokens) > 40 else "")
+        if self._rect:
+            cols = list(getattr(self._att, "col_tokens", []))
+            src = " ".join(cols[:40]) + (" …" if len(cols) > 40 else "")
+            return f"Cross-attention of every head ({self.title}) from: {text}; to: {src}"
         return f"Attention of every head ({self.title}) on: {text}"

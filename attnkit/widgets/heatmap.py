@@ -4,7 +4,8 @@ from the kernel as the view zooms in, hover read-out of the exact weight of any 
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -19,11 +20,14 @@ from ..types import AttentionLike
 from . import _pyramid as pyr
 from ._base import AttnkitWidget, SinkAwareScale, check_layer_head, measure_of
 from ._codec import f16, message, wire
+from ._progressive import Progressive, fills_in
 
 REDUCES = ("max", "mean")
 #: bytes of pyramid levels an offline copy embeds when ``embed`` is not given and the
 #: environment sets none (``attnkit report`` sets ``ATTNKIT_EMBED_BYTES``)
 EMBED_ENV = "ATTNKIT_EMBED_BYTES"
+#: cells (n²) from which a Heatmap in a kernel fills its overview in band by band by default
+OVERVIEW_CELLS = 1 << 24
 
 
 class _Stack:
@@ -63,20 +67,24 @@ def embed_budget(embed: int | None) -> int:
         return 0
 
 
-class Heatmap(SinkAwareScale, AttnkitWidget):
-    """One head's attention ``[n, n]`` (rows = from/query, columns = to/key), at any ``n``.
+class Heatmap(Progressive, SinkAwareScale, AttnkitWidget):
+    """One head's attention ``[n, n]`` (rows = from/query, columns = to/key), at any ``n``;
+    or a rectangle: cross-attention ``[target, source]``.
 
     Parameters
     ----------
     attentions : AttentionLike
         Dense :class:`~attnkit.Attention` (tiles cut from its array) or lazy attention
         (tiles computed on demand through ``block``); its tokens label the axes.
+        :class:`~attnkit.cross.CrossAttention` draws target rows over source columns: the
+        rows labelled with its ``row_tokens``, the columns with its ``col_tokens``.
     layer, head : int
         0-indexed head to show (displayed 1-indexed as "L-H"); the arrows in the header,
         :meth:`show`, or a linked :class:`HeadGrid` change it.
     maps : ndarray, optional
         Drawn instead of the attention: ``[layer, head, n, n]`` or one ``[n, n]`` matrix
-        (rollout, a difference of two models) on the attention's tokens.
+        (rollout, a difference of two models) on the attention's tokens (``[..., target,
+        source]`` on a cross-attention's).
     scale : {"linear", "log", "rank"}, optional
         Colour scale: linear from 0 to the top; log over ``decades`` decades below the top;
         each cell's rank within its row. Default: ``"log"`` for causal (decoder) attention,
@@ -105,6 +113,13 @@ class Heatmap(SinkAwareScale, AttnkitWidget):
     value_label : str, optional
         What the values are, for the colour bar and hover (default "attention", or the
         name of the maps' measure).
+    progressive : bool, optional
+        Return at once and read the head in a worker thread, the overview filling in band
+        by band (rows not read yet blank, the progress in the status line) while the kernel
+        runs other cells; :meth:`wait` blocks until it is whole, :meth:`cancel` stops. The
+        pass is the one a :class:`HeadGrid` of the same attention reads (kept for both).
+        Default: inside a Jupyter kernel from ``OVERVIEW_CELLS`` cells (n² ≥ 4096²) on,
+        unless ``$ATTNKIT_PROGRESSIVE`` is ``0`` (as in ``attnkit report``).
 
     Raises
     ------
@@ -132,6 +147,14 @@ class Heatmap(SinkAwareScale, AttnkitWidget):
     >>> tile = hm.answer({"type": "tile", "layer": 0, "head": 0, "k": 0, "ti": 0, "tj": 0})
     >>> tile["array"]["dtype"], tile["array"]["shape"]  # what a zoomed-in view receives
     ('float32', [4, 4])
+    >>> from attnkit.cross import CrossAttention
+    >>> cross = CrossAttention(np.array([[[[0.5, 0.5, 0.0], [0.0, 0.0, 1.0]]]]),
+    ...                        ["<pad>", "Hallo"], ["cls", "word"], [-1, 0], ["Hallo"],
+    ...                        ["▁Hello", "▁you", "</s>"], ["word", "word", "sep"], [0, 1, -1],
+    ...                        ["Hello", "you"])
+    >>> rect = Heatmap(cross)  # target rows, source columns
+    >>> rect.n, rect.n_cols, rect.col_tokens, rect.matrix.shape
+    (2, 3, ['▁Hello', '▁you', '</s>'], (2, 3))
     """
 
     _bundle_name = "heatmap"
@@ -154,6 +177,11 @@ class Heatmap(SinkAwareScale, AttnkitWidget):
     value_label = traitlets.Unicode("attention").tag(sync=True)
     embedded = traitlets.List(traitlets.Dict()).tag(sync=True)
     embed_note = traitlets.Unicode("").tag(sync=True)
+    #: Columns of a rectangular map (cross-attention) and their tokens; 0 and [] for a
+    #: square one, whose columns are its rows (``n``, ``tokens``).
+    n_cols = traitlets.Int(0).tag(sync=True)
+    col_tokens = traitlets.List(traitlets.Unicode()).tag(sync=True)
+    rows_ready = traitlets.Int(0).tag(sync=True)  # rows of overview bins computed
 
     @renamed(positional=("layer", "head"), att="attentions")
     def __init__(
@@ -174,12 +202,13 @@ class Heatmap(SinkAwareScale, AttnkitWidget):
         embed: int | None = None,
         title: str | None = None,
         value_label: str | None = None,
+        progressive: bool | None = None,
     ) -> None:
         att = attentions
         if not isinstance(att, AttentionLike):
             raise InputError(f"Heatmap takes attention (Attention or LazyAttention); got {type(att).__name__}.")
-        n = len(att)
-        if n == 0:
+        n, cols = pyr.extent(att)
+        if n == 0 or cols == 0:
             raise InputError("the attention has no positions; nothing to draw.")
         source: Any = att
         shape = (att.n_layers, att.n_heads)
@@ -187,10 +216,10 @@ class Heatmap(SinkAwareScale, AttnkitWidget):
             arr = np.asarray(maps, dtype=np.float32)
             if arr.ndim == 2:
                 arr = arr[None, None]
-            if arr.ndim != 4 or arr.shape[2:] != (n, n):
+            if arr.ndim != 4 or arr.shape[2:] != (n, cols):
                 raise InputError(
-                    f"maps must be [layer, head, {n}, {n}] or [{n}, {n}] for these {n} tokens; "
-                    f"got shape {np.shape(maps)}."
+                    f"maps must be [layer, head, {n}, {cols}] or [{n}, {cols}] for these "
+                    f"{n} x {cols} tokens; got shape {np.shape(maps)}."
                 )
             source, shape = _Stack(arr), arr.shape[:2]
             if title is None and np.ndim(maps) == 2:
@@ -198,13 +227,14 @@ class Heatmap(SinkAwareScale, AttnkitWidget):
         self._init(att, source, shape, layer, head, scale=scale, exclude_sinks=exclude_sinks,
                    decades=decades, reduce=reduce, diverging=diverging, vmax=vmax, cmap=cmap,
                    overview=overview, embed=embed, title=title,
-                   value_label=value_label or _value_label(att), model_name=getattr(att, "model", "") or "")
+                   value_label=value_label or _value_label(att), model_name=getattr(att, "model", "") or "",
+                   progressive=progressive)
 
     def _init(self, att: AttentionLike, source: Any, shape: tuple[int, int], layer: int, head: int, *,
               scale: str | None, exclude_sinks: bool | None, decades: float, reduce: str,
               diverging: bool | None, vmax: float | None, cmap: str, overview: int,
               embed: int | None, title: str | None, value_label: str, model_name: str,
-              name_pair: tuple[str, str] | None = None) -> None:
+              name_pair: tuple[str, str] | None = None, progressive: bool | None = None) -> None:
         L, H = int(shape[0]), int(shape[1])
         layer, head = check_layer_head(layer, head, L, H)
         scaled = self.scale_traits(att, scale, exclude_sinks, decades)
@@ -212,7 +242,9 @@ class Heatmap(SinkAwareScale, AttnkitWidget):
             raise InputError(f"reduce must be 'max' or 'mean', not {reduce!r}.")
         if int(overview) < 16:
             raise InputError(f"overview must be at least 16 bins; got {overview}.")
-        n = len(att)
+        n, cols = pyr.extent(att)
+        rect = hasattr(att, "n_columns")
+        self._cols = cols
         self._source = source
         self._diverging = diverging
         self._shown: tuple[int, int] | None = None
@@ -221,14 +253,21 @@ class Heatmap(SinkAwareScale, AttnkitWidget):
         self._name_pair = name_pair
         self._overview_bins = int(overview)
         self._embed = embed_budget(embed)
-        self._level = pyr.top_level(n, self._overview_bins)
+        self._level = pyr.top_level(max(n, cols), self._overview_bins)
         # read with the overview: what a HeadGrid of this attention shows of the head
-        self._reductions = pyr.view_reductions(n, L * H, scaled["sinks"], level=self._level)
+        self._reductions = [] if rect else pyr.view_reductions(n, L * H, scaled["sinks"],
+                                                               level=self._level)
         self._overview: pyr.Overview | None = None
+        self._lock = threading.Lock()
+        self._rows = 0  # rows of overview bins read
+        # a long square head fills in band by band (a rectangle, dense cross-attention, is read at once)
+        self._progressive = not rect and fills_in(progressive, n * n, OVERVIEW_CELLS)
         super().__init__(
             tokens=[str(t) for t in att.tokens], n=n, n_layers=L, n_heads=H, reduce=reduce,
             vmax=vmax, cmap=cmap, value_label=value_label,
             pyramid={"top": self._level, "size": pyr.TILE}, **scaled,
+            **({"n_cols": cols, "col_tokens": [str(t) for t in att.col_tokens]}  # type: ignore[attr-defined]
+               if rect else {}),
         )
         self.layer, self.head = layer, head
         self._refresh()
@@ -349,9 +388,10 @@ class Heatmap(SinkAwareScale, AttnkitWidget):
 
     @property
     def matrix(self) -> np.ndarray:
-        """The shown ``[n, n]`` matrix (float32, rows = from, columns = to), read in full:
-        ``n * n * 4`` bytes (use :meth:`block` for parts of long maps)."""
-        return self.block(slice(0, self.n), slice(0, self.n))
+        """The shown ``[n, n]`` matrix (``[target, source]`` for cross-attention; float32,
+        rows = from, columns = to), read in full: ``n * n * 4`` bytes (use :meth:`block`
+        for parts of long maps)."""
+        return self.block(slice(0, self.n), slice(0, self._cols))
 
     def block(self, rows: slice, cols: slice) -> np.ndarray:
         """Cells ``[rows, cols]`` of the shown head, read from the attention (dense or lazy).
@@ -413,11 +453,15 @@ class Heatmap(SinkAwareScale, AttnkitWidget):
             cmap=self.cmap or None, title=self.title, value_label=self.value_label,
             max_labels=40 if preview else 64, bin_size=1 << ov.level,
             scale="linear" if self.diverging else self.scale, decades=self.decades,
-            causal=self.causal,
+            causal=self.causal, col_tokens=self.col_tokens or None,
         )
 
     def _alt_text(self) -> str:
         text = " ".join(self.tokens[:40]) + (" …" if len(self.tokens) > 40 else "")
+        if self.n_cols:
+            cols = " ".join(self.col_tokens[:40]) + (" …" if len(self.col_tokens) > 40 else "")
+            return (f"{self.title}. Heatmap of cross-attention from {self.n} target tokens "
+                    f"({text}) to {self.n_cols} source tokens ({cols})")
         return f"{self.title}. Heatmap of attention over {self.n} tokens: {text}"
 
     # ------------------------------------------------------------- internals
@@ -446,13 +490,74 @@ class Heatmap(SinkAwareScale, AttnkitWidget):
             self._refresh()
 
     def _refresh(self) -> None:
-        # Max pooling keeps the sign of the largest magnitude: the same as plain max for
-        # weights, and negative extremes survive in differences.
-        ov = pyr.overview(self._source, self.layer, self.head, self.n, np.asarray(self.sinks),
-                          level=self._level, signed=True, reductions=self._reductions)
-        self._overview = ov
+        """Read the shown head's overview: at once, or (progressive) band by band in a
+        worker thread, the view showing the rows read so far."""
         self._shown = (self.layer, self.head)
-        diverging = self._diverging if self._diverging is not None else ov.low < 0
+        layer, head = self.layer, self.head
+        if not self._progressive:
+            ov = self._read(layer, head)
+            assert ov is not None  # nothing stops the pass
+            with self._lock:
+                self._overview, self._rows = ov, ov.max.shape[0]
+            self._sync("done")
+            return
+        self._halt()  # the head filling in before stops here (its last state synced)
+        m = pyr.side(self.n, self._level)
+        with self._lock:
+            blank = np.full((m, m), np.nan, dtype=np.float32)
+            self._overview, self._rows = pyr.Overview(self._level, blank, blank.copy(), 0.0, 0.0, 0.0), 0
+        self._sync("running")  # the view appears at once, every row blank
+        self._start(lambda step: self._fill(layer, head, step), "attnkit-heatmap")
+
+    def _read(self, layer: int, head: int, each_rows: pyr.RowsSeen | None = None) -> pyr.Overview | None:
+        """The head's overview and scale tops, in its one pass (with what a HeadGrid reads).
+        Max pooling keeps the sign of the largest magnitude: the same as plain max for
+        weights, and negative extremes survive in differences."""
+        if self.n_cols:
+            return pyr.rect_overview(self._source, layer, head, self.n, self.n_cols, np.asarray(self.sinks),
+                                     level=self._level, signed=True)
+        return pyr.overview_bands(self._source, layer, head, self.n, np.asarray(self.sinks), level=self._level,
+                                  signed=True, reductions=self._reductions, each_rows=each_rows)
+
+    def _fill(self, layer: int, head: int, step: Callable[[], bool]) -> bool:
+        """The worker's work: the head's one pass (``blocks.summarize_bands``), each band's
+        rows of bins pushed to the views as they are read."""
+        def rows(r0: int, r1: int, so_far: pyr.Overview) -> bool:
+            with self._lock:
+                ov = self._overview
+                assert ov is not None
+                ov.max[r0:r1], ov.mean[r0:r1] = so_far.max[r0:r1], so_far.mean[r0:r1]
+                ov.top, ov.top_nosink, ov.low = so_far.top, so_far.top_nosink, so_far.low
+                self._rows = max(self._rows, r1)
+            maxes, means = self._wire(so_far.max[r0:r1], so_far.mean[r0:r1])
+            self._push("band", layer=layer, head=head, row0=r0, row1=r1, rows=so_far.max.shape[0],
+                       max=maxes, mean=means, top=so_far.top, top_nosink=so_far.top_nosink)
+            return step()
+
+        ov = self._read(layer, head, rows)
+        if ov is None:
+            return False
+        with self._lock:
+            self._overview, self._rows = ov, ov.max.shape[0]
+        return True
+
+    def _complete(self) -> bool:
+        return self._overview is not None and self._rows == self._overview.max.shape[0]
+
+    def _wire(self, maxes: np.ndarray, means: np.ndarray) -> tuple[dict, dict]:
+        """Overview values as sent: exact float32 at level 0 (no means), else float16."""
+        if self._level == 0:
+            return wire(maxes, "float32"), {}
+        return f16(maxes), f16(means)
+
+    def _state(self, computing: str) -> dict[str, Any]:
+        """The view's traits of the overview read so far (one consistent snapshot)."""
+        with self._lock:
+            ov, rows = self._overview, self._rows
+            assert ov is not None
+            maxes, means = self._wire(ov.max, ov.mean)
+            top, top_nosink, low = ov.top, ov.top_nosink, ov.low
+        diverging = self._diverging if self._diverging is not None else low < 0
         label = head_label(self.layer, self.head)
         if self._fixed_title is not None:
             title = self._fixed_title
@@ -461,18 +566,10 @@ class Heatmap(SinkAwareScale, AttnkitWidget):
         else:
             who = f"{self._source_model}: " if self._source_model else ""
             title = f"{who}layer {self.layer + 1}, head {self.head + 1} ({label})"
-        if ov.level == 0:  # the map itself: exact float32
-            maxes, means = wire(ov.max, "float32"), {}
-        else:
-            maxes, means = f16(ov.max), f16(ov.mean)
-        embedded, note = self._embedded()
-        with self.hold_sync():
-            self.diverging = bool(diverging)
-            self.top, self.top_nosink = ov.top, ov.top_nosink
-            self.title = title
-            self.overview_max, self.overview_mean = maxes, means
-            self.embedded, self.embed_note = embedded, note
-        self._invalidate_static()
+        embedded, note = self._embedded() if computing == "done" else ([], "")
+        return {"diverging": bool(diverging), "top": top, "top_nosink": top_nosink, "title": title,
+                "overview_max": maxes, "overview_mean": means, "embedded": embedded, "embed_note": note,
+                "rows_ready": rows, "computing": computing}
 
     def _embedded(self) -> tuple[list[dict], str]:
         """Tiles of the levels below the overview, finest last, while they fit the budget."""
@@ -480,17 +577,16 @@ class Heatmap(SinkAwareScale, AttnkitWidget):
             return [], ""
         n, out, used, finest = self.n, [], 0, self._level
         for k in range(self._level - 1, -1, -1):
-            m = pyr.side(n, k)
-            cost = m * m * (4 if k == 0 else 2)
+            m, mc = pyr.side(n, k), pyr.side(self._cols, k)
+            cost = m * mc * (4 if k == 0 else 2)
             if used + cost > self._embed:
                 break
-            count = -(-m // pyr.TILE)
-            for ti in range(count):
-                for tj in range(count):
+            for ti in range(-(-m // pyr.TILE)):
+                for tj in range(-(-mc // pyr.TILE)):
                     if self.causal and tj > ti:
                         continue  # all above the diagonal: empty
                     arr = pyr.tile(self._source, self.layer, self.head, n, k, ti, tj,
-                                   reduce=self.reduce, signed=True)
+                                   reduce=self.reduce, signed=True, cols=self._cols)
                     out.append({"k": k, "ti": ti, "tj": tj, "reduce": self.reduce,
                                 "array": wire(arr, "float32") if k == 0 else f16(arr)})
             used += cost
@@ -544,9 +640,11 @@ class Heatmap(SinkAwareScale, AttnkitWidget):
             if data.get("what", "value") == "rank":
                 arr = pyr.rank_tile(self._source, layer, head, self.n, k, ti, tj,
                                     sinks=np.asarray(self.sinks), causal=self.causal,
-                                    exclude_sinks=bool(data.get("exclude")), reduce=reduce)
+                                    exclude_sinks=bool(data.get("exclude")), reduce=reduce,
+                                    cols=self._cols)
             else:
-                arr = pyr.tile(self._source, layer, head, self.n, k, ti, tj, reduce=reduce, signed=True)
+                arr = pyr.tile(self._source, layer, head, self.n, k, ti, tj, reduce=reduce,
+                               signed=True, cols=self._cols)
             reply["array"] = wire(arr, "float32")
         except (AttnkitError, TypeError, ValueError) as err:
             reply["error"] = str(err)

@@ -17,6 +17,7 @@ import traitlets
 
 from ..attention import Attention
 from ..errors import InputError
+from ._base import display_beside
 from .headgrid import HeadGrid
 
 #: Traits a view keeps when the measure changes (those it has).
@@ -148,6 +149,10 @@ class MeasureSwitch(ipywidgets.VBox):
             if extra and key in extra:
                 data[key] = extra[key]
         return bundle
+
+    def _ipython_display_(self) -> None:
+        """IPython: the shown view's static picture and the switch as two outputs."""
+        display_beside(self, self.view)
 
     def save(self, path: str | Path, *, dpi: int = 200) -> Path:
         """Save the view of the measure shown (as its view's ``save`` does).

@@ -9,6 +9,7 @@ reversal T5 and the share of images whose class-token rollout peaks on the squar
 from __future__ import annotations
 
 import argparse
+import tempfile
 
 import numpy as np
 
@@ -31,6 +32,14 @@ def main() -> None:
     print("best head", aer.meta["best"])
     shifted = ak.alignment_error_rate(atts, reversal_gold(pairs), rows="input", progress=False)
     print("rows read as inputs, best accuracy", round(float(shifted["accuracy"].max()), 3))
+    with tempfile.TemporaryDirectory() as folder:  # the same pairs through a store
+        sset = ak.extract(model, pairs, level="token", store=folder, progress=False)
+        stored = ak.alignment_error_rate(ak.open_store(folder), reversal_gold(pairs), progress=False)
+        diff = max(float(np.abs(sset[i].maps - a.cross.maps).max()) for i, a in enumerate(atts))
+        rows = max(float(np.abs(sset[i].maps.sum(-1) - 1).max()) for i in range(len(pairs)))
+    best = stored.meta["best"]
+    print(f"from the store: best head {best}, accuracy {stored.loc[best, 'accuracy']:.3f}, "
+          f"largest |stored - attend| {diff:.2e}, largest |row sum - 1| {rows:.2e}")
 
     vision = colour_model()
     images, labels, cells = colour_images(args.images, seed=9999)

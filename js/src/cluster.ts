@@ -13,6 +13,21 @@ import { bindPan, Pan } from "./lib/pan";
 import { h, HeadPickerView, mount, RenderProps } from "./lib/view";
 
 const LEGEND = 170;
+/** Padding (px) between the outermost dots' centres and the frame: a dot, its hover ring and a margin. */
+const PAD = 30;
+/** Nothing is drawn within this many px of the frame: labels flip inwards before reaching it. */
+const MARGIN = 16;
+/**
+ * The part of viridis the layers take: its yellow end vanishes on white and its dark purple
+ * start on a dark background, so each theme leaves out the end that is close to it.
+ */
+const LAYER_RANGE = { light: [0, 0.72], dark: [0.22, 1] } as const;
+
+/** LUT index (0..255) of layer `l` of `n` in the theme's part of viridis. */
+export function layerIndex(l: number, n: number, dark: boolean): number {
+  const [a, b] = dark ? LAYER_RANGE.dark : LAYER_RANGE.light;
+  return (a + (n > 1 ? l / (n - 1) : 0.5) * (b - a)) * 255;
+}
 
 interface Data {
   xs: Float32Array;
@@ -25,11 +40,8 @@ interface Data {
   labelName: string;
 }
 
-function pointColor(d: Data, i: number): string {
-  if (d.categories.length === 0) {
-    const k = d.nLayers > 1 ? (d.layers[i] / (d.nLayers - 1)) * 255 : 128;
-    return lutColor(METRIC_DEFAULT, k);
-  }
+function pointColor(d: Data, i: number, dark: boolean): string {
+  if (d.categories.length === 0) return lutColor(METRIC_DEFAULT, layerIndex(d.layers[i], d.nLayers, dark));
   const c = d.codes[i];
   return c >= 0 ? categorical(c) : "#bbb";
 }
@@ -87,12 +99,16 @@ class ClusterViewView extends HeadPickerView<"cluster"> {
     this.base = undefined as unknown as Fit;
   }
 
+  protected themeChanged(): void {
+    this.buildLegend(); // the layer colours depend on the theme
+  }
+
   private buildLegend(): void {
     const d = this.d;
     const items: [string, string][] = [];
     if (d.categories.length === 0) {
       const step = Math.max(1, Math.ceil(d.nLayers / 12));
-      for (let l = 0; l < d.nLayers; l += step) items.push([lutColor(METRIC_DEFAULT, d.nLayers > 1 ? (l / (d.nLayers - 1)) * 255 : 128), `layer ${l + 1}`]);
+      for (let l = 0; l < d.nLayers; l += step) items.push([lutColor(METRIC_DEFAULT, layerIndex(l, d.nLayers, this.theme.dark)), `layer ${l + 1}`]);
     } else {
       d.categories.forEach((cat, i) => items.push([categorical(i), cat]));
     }
@@ -104,7 +120,7 @@ class ClusterViewView extends HeadPickerView<"cluster"> {
     this.body.classList.toggle("attnkit-stack", narrow);
     this.size = Math.max(200, Math.min(900, this.avail(680) - (narrow ? 0 : LEGEND)));
     const old = this.base;
-    this.base = fitEqual(this.d.xs, this.d.ys, 0, 0, this.size, this.size, 18);
+    this.base = fitEqual(this.d.xs, this.d.ys, 0, 0, this.size, this.size, PAD);
     // keep the zoom when only the size changed
     if (!old || !this.fit) this.fit = this.base;
     else this.fit = { scale: (this.fit.scale * this.base.scale) / old.scale, ox: (this.fit.ox * this.base.scale) / old.scale, oy: (this.fit.oy * this.base.scale) / old.scale };
@@ -155,12 +171,13 @@ class ClusterViewView extends HeadPickerView<"cluster"> {
     for (let i = 0; i < n; i++) {
       ctx.beginPath();
       ctx.arc(this.sx[i], this.sy[i], r, 0, 2 * Math.PI);
-      ctx.fillStyle = pointColor(d, i);
+      ctx.fillStyle = pointColor(d, i, th.dark);
       ctx.globalAlpha = 0.9;
       ctx.fill();
       ctx.globalAlpha = 1;
-      ctx.strokeStyle = th.dark ? "rgba(255,255,255,0.35)" : "rgba(0,0,0,0.35)";
-      ctx.lineWidth = 0.6;
+      // an outline in the text colour: every dot stands out from the background
+      ctx.strokeStyle = th.dark ? "rgba(255,255,255,0.6)" : "rgba(0,0,0,0.6)";
+      ctx.lineWidth = 1;
       ctx.stroke();
     }
     ctx.font = FONT_SMALL;
@@ -192,7 +209,7 @@ class ClusterViewView extends HeadPickerView<"cluster"> {
     const w = ctx.measureText(text).width;
     const x = this.sx[i];
     const y = this.sy[i];
-    const right = x + r + 2 + w <= this.size - 2;
+    const right = x + r + 2 + w <= this.size - MARGIN;
     ctx.textAlign = right ? "left" : "right";
     ctx.textBaseline = above ? (y - r - 12 < 0 ? "top" : "bottom") : "middle";
     const ty = above ? (y - r - 12 < 0 ? y + r : y - r) : y;

@@ -5,6 +5,8 @@
 // A grid that fills in (a worker thread in the kernel) shows the heads it has, blank cells for
 // the rest, and its progress in the status line; each head arrives as a "push" message and
 // the whole state follows every few seconds, so a copy saved half-way stays consistent.
+// Cross-attention's thumbnails are rectangles (`size` target rows × `size_cols` source
+// columns), each drawn into its square cell.
 
 import { binsOf, codeValue, paintThumb, resampleRanges } from "./lib/atlas";
 import { axesGrid, drawAxes, headAxes } from "./lib/axes";
@@ -18,6 +20,7 @@ import { cellOrigin, finiteRange, gridData, gridHit, GridLayout } from "./lib/la
 import { colorBarH } from "./lib/legend";
 import { describeScale, rankRows, Scale, ScaleKind, scaleIndex } from "./lib/scale";
 import { Binary } from "./lib/codec";
+import { Progress } from "./lib/progress";
 import { h, HeadPickerView, mount, RenderProps } from "./lib/view";
 
 const METRIC_BAR = 22; // the metric's colour bar above the column labels
@@ -26,6 +29,10 @@ interface Data {
   layers: number;
   heads: number;
   t: number;
+  /** thumbnail columns (`t` unless the maps are rectangles) */
+  tc: number;
+  /** source tokens of rectangular maps, 0 for square ones */
+  nCols: number;
   codes: Uint8Array;
   headMax: Float32Array;
   metric: Float32Array | null;
@@ -91,14 +98,16 @@ class HeadGridView extends HeadPickerView<"headgrid"> {
     const layers = this.get("n_layers") as number;
     const heads = this.get("n_heads") as number;
     const t = this.get("size") as number;
+    const tc = (this.get("size_cols") as number) || t;
+    const nCols = (this.get("n_cols") as number) || 0;
     const codes = readArray(this.get("thumbs") as WireArray).data as Uint8Array;
-    if (codes.length !== layers * heads * t * t) {
-      throw new Error(`head grid: expected ${layers * heads * t * t} thumbnail bytes, got ${codes.length}`);
+    if (codes.length !== layers * heads * t * tc) {
+      throw new Error(`head grid: expected ${layers * heads * t * tc} thumbnail bytes, got ${codes.length}`);
     }
     const metric = readFloats(this.get("metric") as WireArray);
     const nTokens = this.get("n_tokens") as number;
     this.d = {
-      layers, heads, t, codes,
+      layers, heads, t, tc, nCols, codes,
       headMax: readFloats(this.get("head_max") as WireArray),
       metric: metric.length === layers * heads ? metric : null,
       metricName: (this.get("metric_name") as string) || "metric",
@@ -107,7 +116,7 @@ class HeadGridView extends HeadPickerView<"headgrid"> {
       cmap: (this.get("cmap") as string) || SEQUENTIAL_DEFAULT,
       nTokens,
       causal: Boolean(this.get("causal")),
-      sinkBins: binsOf(nTokens, t, (this.get("sinks") as number[]) ?? []),
+      sinkBins: binsOf(nCols || nTokens, tc, (this.get("sinks") as number[]) ?? []),
       sinkNames: (this.get("sink_names") as string) || "",
       ready: null,
       computing: (this.get("computing") as string) || "done",
@@ -117,7 +126,7 @@ class HeadGridView extends HeadPickerView<"headgrid"> {
       const mask = Uint8Array.from(readArray(ready).data as ArrayLike<number>);
       if (mask.length === layers * heads && mask.some((x) => !x)) this.d.ready = mask;
     }
-    this.lastPush = performance.now();
+    this.progress.stepped();
     this.title.textContent = (this.get("title") as string) || `Attention of ${layers} layers \u00d7 ${heads} heads`;
     this.root.dataset.thumbnails = String(layers * heads);
     this.scaleSel.update();
@@ -153,13 +162,13 @@ class HeadGridView extends HeadPickerView<"headgrid"> {
   /** Colour indices (0..255) of head (l, hd)'s thumbnail under the current scale. */
   private indices(l: number, hd: number, s: Scale, globalTop: number, out: Uint8Array): void {
     const d = this.d;
-    const per = d.t * d.t;
+    const per = d.t * d.tc;
     const off = (l * d.heads + hd) * per;
     const top = d.headMax[l * d.heads + hd];
     if (s.kind === "rank") {
       const vals = new Float32Array(per);
       for (let i = 0; i < per; i++) vals[i] = d.codes[off + i];
-      const ranks = rankRows(vals, d.t, d.t, (i, j) => !d.causal || j <= i, (j) => s.excludeSinks && d.sinkBins.has(j));
+      const ranks = rankRows(vals, d.t, d.tc, (i, j) => !d.causal || j <= i, (j) => s.excludeSinks && d.sinkBins.has(j));
       for (let i = 0; i < per; i++) out[i] = Number.isFinite(ranks[i]) ? Math.round(ranks[i] * 255) : 0;
       return;
     }
@@ -167,7 +176,7 @@ class HeadGridView extends HeadPickerView<"headgrid"> {
     let headTop = top;
     if (s.excludeSinks && d.sinkBins.size) {
       let c = 0;
-      for (let i = 0; i < d.t; i++) for (let j = 0; j < d.t; j++) if (!d.sinkBins.has(j)) c = Math.max(c, d.codes[off + i * d.t + j]);
+      for (let i = 0; i < d.t; i++) for (let j = 0; j < d.tc; j++) if (!d.sinkBins.has(j)) c = Math.max(c, d.codes[off + i * d.tc + j]);
       headTop = codeValue(c, top);
     }
     const scaleTop = this.get("normalize") === "global" ? globalTop : headTop;
@@ -185,7 +194,7 @@ class HeadGridView extends HeadPickerView<"headgrid"> {
     const dpr = this.canvas.width / g.width;
     ctx.clearRect(0, 0, g.width, g.height);
     const s = this.scale();
-    const table = lut(d.cmap);
+    const table = lut(d.cmap, th.bg);
     const lut32 = new Uint32Array(table.buffer, table.byteOffset, 256);
     let globalTop = 0;
     for (const v of d.headMax) globalTop = Math.max(globalTop, v);
@@ -193,7 +202,8 @@ class HeadGridView extends HeadPickerView<"headgrid"> {
     const img = ctx.createImageData(px, px);
     const out = new Uint32Array(img.data.buffer);
     const ranges = resampleRanges(d.t, px);
-    const idx = new Uint8Array(d.t * d.t);
+    const rangesC = d.tc === d.t ? ranges : resampleRanges(d.tc, px);
+    const idx = new Uint8Array(d.t * d.tc);
     for (let l = 0; l < d.layers; l++) {
       for (let hd = 0; hd < d.heads; hd++) {
         if (d.ready && !d.ready[l * d.heads + hd]) {
@@ -203,7 +213,7 @@ class HeadGridView extends HeadPickerView<"headgrid"> {
           continue;
         }
         this.indices(l, hd, s, globalTop, idx);
-        paintThumb(idx, 0, d.t, px, lut32, out, ranges);
+        paintThumb(idx, 0, d.t, px, lut32, out, ranges, d.tc, rangesC);
         const [x, y] = cellOrigin(g, l, hd);
         ctx.putImageData(img, Math.round(x * dpr), Math.round(y * dpr));
       }
@@ -241,12 +251,15 @@ class HeadGridView extends HeadPickerView<"headgrid"> {
       }
     }
     const norm = this.get("normalize") === "global" ? "top: the largest weight of all heads" : "top: each head's own largest weight";
-    this.legend.textContent = `Thumbnails: rows = from, columns = to; ${describeScale({ ...s, top: NaN }, d.sinkNames)}; ${s.kind === "rank" ? "" : norm + "; "}${d.t}\u00d7${d.t} cells, max-pooled from ${d.nTokens} tokens.`;
+    const cells = d.nCols
+      ? `${d.t}\u00d7${d.tc} cells, max-pooled from ${d.nTokens} target \u00d7 ${d.nCols} source tokens`
+      : `${d.t}\u00d7${d.t} cells, max-pooled from ${d.nTokens} tokens`;
+    const axes = d.nCols ? "rows = from (target), columns = to (source)" : "rows = from, columns = to";
+    this.legend.textContent = `Thumbnails: ${axes}; ${describeScale({ ...s, top: NaN }, d.sinkNames)}; ${s.kind === "rank" ? "" : norm + "; "}${cells}.`;
     this.baseDrawn = true;
   }
 
-  private lastPush = 0;
-  private staleTimer: ReturnType<typeof setTimeout> | null = null;
+  private progress = new Progress(() => this.showSelection());
 
   /** One head's thumbnail, sent by the kernel's worker as soon as it is computed. */
   protected pushed(content: Record<string, any>, _buffers: Binary[]): void {
@@ -254,7 +267,7 @@ class HeadGridView extends HeadPickerView<"headgrid"> {
     const d = this.d;
     const l = Number(content.layer);
     const hd = Number(content.head);
-    const per = d.t * d.t;
+    const per = d.t * d.tc;
     const codes = readArray(content.array as WireArray, _buffers).data as ArrayLike<number>;
     if (!(l >= 0 && l < d.layers && hd >= 0 && hd < d.heads) || codes.length !== per) return;
     const k = l * d.heads + hd;
@@ -270,7 +283,7 @@ class HeadGridView extends HeadPickerView<"headgrid"> {
     d.ready[k] = 1;
     d.computing = Number(content.done) >= Number(content.total) ? "done" : "running";
     if (d.ready.every((x) => x)) d.ready = null;
-    this.lastPush = performance.now();
+    this.progress.stepped();
     this.baseDrawn = false;
     this.showSelection();
     this.redraw();
@@ -278,18 +291,14 @@ class HeadGridView extends HeadPickerView<"headgrid"> {
 
   private ownCodes = false;
 
-  /** "computing: 12 of 64 heads", what stopped it, or "" when every head is there. */
+  /** "computing thumbnails: 12 of 64 heads", what stopped it, or "" when every head is there. */
   private progressText(): string {
     const d = this.d;
     if (!d || !d.ready) return "";
     let done = 0;
     for (const x of d.ready) done += x;
-    const total = d.layers * d.heads;
     const first = d.metric ? ` (largest ${d.metricName} first)` : "";
-    if (d.computing.startsWith("stopped")) return `${done} of ${total} heads computed; ${d.computing}`;
-    const quiet = (performance.now() - this.lastPush) / 1000;
-    const note = quiet > 20 ? `; no head for ${Math.round(quiet)} s: the kernel may have stopped (blank heads are missing)` : "";
-    return `computing thumbnails: ${done} of ${total} heads${first}${note}`;
+    return this.progress.text("thumbnails", done, d.layers * d.heads, "heads", d.computing, first);
   }
 
   showSelection(): void {
@@ -298,16 +307,10 @@ class HeadGridView extends HeadPickerView<"headgrid"> {
     this.status.textContent = progress ? `${sel} \u00b7 ${progress}` : sel;
     this.root.dataset.ready = this.d?.ready ? String(this.d.ready.reduce((a, x) => a + x, 0)) : String(this.d ? this.d.layers * this.d.heads : 0);
     this.root.dataset.computing = this.d?.computing ?? "";
-    if (progress && !this.staleTimer) {
-      this.staleTimer = setTimeout(() => {
-        this.staleTimer = null;
-        this.showSelection();
-      }, 5000);
-    }
   }
 
   dispose(): void {
-    if (this.staleTimer) clearTimeout(this.staleTimer);
+    this.progress.dispose();
     super.dispose();
   }
 

@@ -120,7 +120,7 @@ class HeadMapView extends HeadPickerView<"headmap"> {
         const [x, y] = cellOrigin(g, r, c);
         const v = d.values[r * d.heads + c];
         const k = d.diverging ? divIndex(v, d.hi) : seqIndex(v, d.lo, d.hi);
-        ctx.fillStyle = k < 0 ? th.empty : lutColor(d.cmap, k);
+        ctx.fillStyle = k < 0 ? th.empty : lutColor(d.cmap, k, th.bg);
         ctx.fillRect(x, y, g.cell, g.cell);
         if (k < 0) {
           ctx.strokeStyle = th.faint;
@@ -130,7 +130,7 @@ class HeadMapView extends HeadPickerView<"headmap"> {
           ctx.lineTo(x + g.cell - 3, y + 3);
           ctx.stroke();
         } else if (showText) {
-          ctx.fillStyle = textOn(d.cmap, k);
+          ctx.fillStyle = textOn(d.cmap, k, th.bg);
           ctx.textAlign = "center";
           ctx.textBaseline = "middle";
           ctx.font = FONT_SMALL;

@@ -2,9 +2,13 @@
 // sends a pooled overview up front; zooming in requests exact tiles (custom messages with
 // binary buffers), cached here (LRU) and drawn as they arrive. Hovering a cell shows its
 // exact weight at any zoom. Offline copies draw the levels embedded in the saved state.
+// A rectangular map (cross-attention: target rows over source columns, `n_cols` set) is
+// drawn in the square view of its longer side: the cells past its rows or columns are
+// blank, the rows labelled with the target tokens, the columns with the source tokens.
 
 import { bitmap, FONT, FONT_SMALL, localPoint, sizeCanvas } from "./lib/canvas";
-import { WireArray } from "./lib/codec";
+import { Binary, WireArray } from "./lib/codec";
+import { Progress } from "./lib/progress";
 import { DIVERGING_DEFAULT, lut, paint, parseColor, SEQUENTIAL_DEFAULT } from "./lib/colors";
 import { checkbox, select, stepper } from "./lib/controls";
 import { displayToken, fitText, formatValue, labelStride, truncate } from "./lib/labels";
@@ -13,7 +17,7 @@ import { describeScale, rankRows, Scale, ScaleKind, scaleIndex, scaleKey } from 
 import { chooseLevel, Entry, levelSide, Pyramid, tileEntry, TileId, tileKey, TileLoader, tileOfCell, tilesCovering } from "./lib/tiles";
 import { bindPan } from "./lib/pan";
 import { h, mount, noKernel, RenderProps, View } from "./lib/view";
-import { cellAt, clampView, fullView, panBy, View as Window, zoomAt } from "./lib/zoom";
+import { cellAt, clampView, fullView, panBy, snapView, View as Window, zoomAt } from "./lib/zoom";
 
 const LABEL_CHARS = 14;
 const MIN_LABEL_PX = 11;
@@ -23,9 +27,16 @@ const SETTLE_MS = 60;
 const RIGHT = 118; // colour bar, its numbers, the minimap
 
 interface Data {
+  /** cells per side of the (square) view: the rows, or the longer side of a rectangle */
   n: number;
+  rows: number;
+  cols: number;
+  /** a rectangle's columns have their own tokens (cross-attention: the source) */
+  rect: boolean;
   tokens: string[];
   shown: string[];
+  colTokens: string[];
+  colShown: string[];
   causal: boolean;
   sinks: Set<number>;
   sinkNames: string;
@@ -41,6 +52,10 @@ interface Data {
   embedNote: string;
   /** levels that are whole in the cache without a kernel (the overview, embedded ones) */
   local: Set<string>;
+  /** the overview filling in (a worker thread in the kernel): "running", "done", "stopped: …" */
+  computing: string;
+  /** rows of overview bins read so far */
+  rowsReady: number;
 }
 
 class HeatmapView extends View<"heatmap"> {
@@ -69,6 +84,8 @@ class HeatmapView extends View<"heatmap"> {
   private geom = { left: 0, top: 0, plot: 0, width: 0, height: 0, mini: 0, miniX: 0, miniY: 0 };
   private hover: [number, number] | null = null;
   private hoverAt: [number, number] | null = null; // stage coordinates of the pointer
+  /** where the pointer is over the canvas (plot and stage coordinates), null once it left */
+  private pointer: { plot: [number, number]; stage: [number, number] } | null = null;
   private exactTimer: ReturnType<typeof setTimeout> | null = null;
   private layerStep = stepper(this, "Layer", "layer", "n_layers");
   private headStep = stepper(this, "Head", "head", "n_heads");
@@ -96,15 +113,20 @@ class HeatmapView extends View<"heatmap"> {
 
   // ---------------------------------------------------------------------- data
   protected load(): void {
-    const n = this.get("n") as number;
+    const rows = this.get("n") as number;
+    const nCols = (this.get("n_cols") as number) || 0;
+    const cols = nCols || rows;
+    const n = Math.max(rows, cols);
     const tokens = (this.get("tokens") as string[]) ?? [];
+    const colTokens = nCols ? ((this.get("col_tokens") as string[]) ?? []) : tokens;
     const prev = this.d;
+    const shown = prev && prev.tokens === tokens ? prev.shown : tokens.map((t) => truncate(displayToken(t), LABEL_CHARS));
     const pyr = (this.get("pyramid") as { top?: number; size?: number }) ?? {};
     const diverging = Boolean(this.get("diverging"));
     const vmax = this.get("vmax");
     this.d = {
-      n, tokens,
-      shown: prev && prev.tokens === tokens ? prev.shown : tokens.map((t) => truncate(displayToken(t), LABEL_CHARS)),
+      n, rows, cols, rect: nCols > 0, tokens, shown, colTokens,
+      colShown: !nCols ? shown : prev && prev.colTokens === colTokens ? prev.colShown : colTokens.map((t) => truncate(displayToken(t), LABEL_CHARS)),
       causal: Boolean(this.get("causal")),
       sinks: new Set((this.get("sinks") as number[]) ?? []),
       sinkNames: (this.get("sink_names") as string) || "",
@@ -119,7 +141,10 @@ class HeatmapView extends View<"heatmap"> {
       valueLabel: (this.get("value_label") as string) || "value",
       embedNote: (this.get("embed_note") as string) || "",
       local: new Set(),
+      computing: (this.get("computing") as string) || "done",
+      rowsReady: Number(this.get("rows_ready")) || 0,
     };
+    this.progress.stepped();
     if (!prev || prev.n !== n) this.win = fullView(n);
     this.win = clampView(this.win, n);
     if (prev && (prev.layer !== this.d.layer || prev.head !== this.d.head)) this.tiles.reset();
@@ -127,10 +152,11 @@ class HeatmapView extends View<"heatmap"> {
     const top = this.d.pyramid.top;
     const reduce = this.reduce();
     const ov = tileEntry((reduce === "mean" && top > 0 ? this.get("overview_mean") : this.get("overview_max")) as WireArray, [], true);
-    const side = levelSide(n, top);
-    if (ov.values.length !== side * side) throw new Error(`heatmap: overview of ${ov.values.length} values for ${side}\u00b2 bins`);
+    const side = levelSide(rows, top);
+    const sideC = levelSide(cols, top);
+    if (ov.values.length !== side * sideC) throw new Error(`heatmap: overview of ${ov.values.length} values for ${side}\u00d7${sideC} bins`);
     this.overviewKey = this.key({ k: top, ti: 0, tj: 0 }, "value");
-    this.cache.set(this.overviewKey, { ...ov, rows: side, cols: side });
+    this.cache.set(this.overviewKey, { ...ov, rows: side, cols: sideC });
     for (const e of (this.get("embedded") as { k: number; ti: number; tj: number; reduce: string; array: WireArray }[]) ?? []) {
       if (e.k !== 0 && e.reduce !== reduce) continue;
       this.cache.set(this.key(e, "value"), tileEntry(e.array, [], true));
@@ -178,6 +204,29 @@ class HeatmapView extends View<"heatmap"> {
 
   private overviewKey = "";
   private tickTimer: ReturnType<typeof setTimeout> | null = null;
+  private progress = new Progress(() => this.redraw());
+
+  /** Rows of the overview, read by the kernel's worker thread as it goes (band by band). */
+  protected pushed(content: Record<string, any>, buffers: Binary[]): void {
+    const d = this.d;
+    if (content.what !== "band" || content.layer !== d.layer || content.head !== d.head) return;
+    const ov = this.cache.get(this.overviewKey);
+    const r0 = Number(content.row0);
+    const r1 = Number(content.row1);
+    const wire = (this.reduce() === "mean" && d.pyramid.top > 0 ? content.mean : content.max) as WireArray;
+    if (!ov || !wire) return;
+    const rows = tileEntry(wire, buffers);
+    if (rows.cols !== ov.cols || r0 < 0 || r1 > ov.rows || rows.rows !== r1 - r0) return;
+    ov.values.set(rows.values, r0 * ov.cols);
+    ov.bitmap = undefined; // painted again with the new rows
+    ov.paintedFor = undefined;
+    if (Number(content.top) > 0) d.top = Number(content.top);
+    if (Number(content.top_nosink) > 0) d.topNoSink = Number(content.top_nosink);
+    d.rowsReady = Math.max(d.rowsReady, r1);
+    if (d.rowsReady >= ov.rows && d.computing === "running") d.computing = "done";
+    this.progress.stepped();
+    this.redraw();
+  }
 
   protected kernelBack(): void {
     this.tiles.resume();
@@ -200,6 +249,7 @@ class HeatmapView extends View<"heatmap"> {
 
   dispose(): void {
     if (this.tickTimer) clearTimeout(this.tickTimer);
+    this.progress.dispose();
     this.tiles.dispose();
     super.dispose();
   }
@@ -210,7 +260,7 @@ class HeatmapView extends View<"heatmap"> {
     const ctx = this.canvas.getContext("2d")!;
     ctx.font = `bold ${FONT}`;
     // The widest label (bold, as when hovered), measured on the longest few.
-    const longest = [...this.d.shown].sort((a, b) => b.length - a.length).slice(0, 40);
+    const longest = [...this.d.shown, ...(this.d.rect ? this.d.colShown : [])].sort((a, b) => b.length - a.length).slice(0, 40);
     // long maps show strided labels with their position first ("#4036 token")
     if (this.d.n > 64) longest.push(...longest.slice(0, 5).map((t) => `#${this.d.n} ${t}`));
     let widest = 0;
@@ -236,7 +286,7 @@ class HeatmapView extends View<"heatmap"> {
 
   private paintEntry(e: Entry, t: TileId, what: string): CanvasImageSource {
     const s = this.scale();
-    const key = `${scaleKey(s)}|${this.theme.empty}|${what}`;
+    const key = `${scaleKey(s)}|${this.theme.empty}|${this.theme.bg}|${what}`;
     if (e.bitmap && e.paintedFor === key) return e.bitmap;
     const d = this.d;
     const b0 = t.ti * d.pyramid.size;
@@ -255,7 +305,7 @@ class HeatmapView extends View<"heatmap"> {
       values = masked;
     }
     const [er, eg, eb] = parseColor(this.theme.empty) ?? [240, 240, 240];
-    const rgba = paint(values, lut(d.cmap), scaleIndex(s), undefined, [er, eg, eb, 255]);
+    const rgba = paint(values, lut(d.cmap, this.theme.bg), scaleIndex(s), undefined, [er, eg, eb, 255]);
     e.bitmap = bitmap(rgba, e.cols, e.rows);
     e.paintedFor = key;
     return e.bitmap;
@@ -293,7 +343,7 @@ class HeatmapView extends View<"heatmap"> {
     // Cells: the overview first (always there), then the tiles of the chosen level on top.
     ctx.save();
     ctx.beginPath();
-    ctx.rect(left, top, Math.min(plot, (n - w.x0) * cellPx), Math.min(plot, (n - w.y0) * cellPx));
+    ctx.rect(left, top, Math.min(plot, (d.cols - w.x0) * cellPx), Math.min(plot, (d.rows - w.y0) * cellPx));
     ctx.clip();
     ctx.imageSmoothingEnabled = false;
     ctx.fillStyle = th.empty;
@@ -312,6 +362,7 @@ class HeatmapView extends View<"heatmap"> {
       tiles.sort((a, b) => dist(a) - dist(b));
       for (const t of tiles) {
         if (d.causal && t.tj > t.ti) continue; // above the diagonal: nothing to fetch
+        if (t.ti * span >= d.rows || t.tj * span >= d.cols) continue; // past a rectangle's edge
         const key = this.key(t, what);
         const e = this.cache.get(key);
         if (e) {
@@ -330,13 +381,15 @@ class HeatmapView extends View<"heatmap"> {
       ctx.strokeStyle = th.dark ? "rgba(0,0,0,0.45)" : "rgba(255,255,255,0.6)";
       ctx.lineWidth = 1;
       ctx.beginPath();
-      for (let i = Math.ceil(w.x0); i <= Math.min(n, w.x0 + w.size); i++) {
+      const gridW = Math.min(plot, (d.cols - w.x0) * cellPx);
+      const gridH = Math.min(plot, (d.rows - w.y0) * cellPx);
+      for (let i = Math.ceil(w.x0); i <= Math.min(d.cols, w.x0 + w.size); i++) {
         const x = left + (i - w.x0) * cellPx;
-        ctx.moveTo(x, top); ctx.lineTo(x, top + plot);
+        ctx.moveTo(x, top); ctx.lineTo(x, top + gridH);
       }
-      for (let i = Math.ceil(w.y0); i <= Math.min(n, w.y0 + w.size); i++) {
+      for (let i = Math.ceil(w.y0); i <= Math.min(d.rows, w.y0 + w.size); i++) {
         const y = top + (i - w.y0) * cellPx;
-        ctx.moveTo(left, y); ctx.lineTo(left + plot, y);
+        ctx.moveTo(left, y); ctx.lineTo(left + gridW, y);
       }
       ctx.stroke();
     }
@@ -351,7 +404,7 @@ class HeatmapView extends View<"heatmap"> {
       const cw = Math.max(cellPx, 1);
       ctx.save();
       ctx.beginPath();
-      ctx.rect(left, top, plot, plot);
+      ctx.rect(left, top, Math.min(plot, (d.cols - w.x0) * cellPx), Math.min(plot, (d.rows - w.y0) * cellPx));
       ctx.clip();
       ctx.fillStyle = "rgba(255, 170, 0, 0.16)";
       ctx.fillRect(left, ry, plot, cw);
@@ -367,8 +420,8 @@ class HeatmapView extends View<"heatmap"> {
     ctx.fillStyle = th.muted;
     ctx.textAlign = "right";
     ctx.textBaseline = "bottom";
-    ctx.fillText("to \u2192", left - 4, top - 4);
-    ctx.fillText("from \u2193", left - 4, top - 18);
+    ctx.fillText(d.rect ? "source \u2192" : "to \u2192", left - 4, top - 4);
+    ctx.fillText(d.rect ? "target \u2193" : "from \u2193", left - 4, top - 18);
 
     // Colour bar, view range, minimap.
     const s = this.scale();
@@ -391,17 +444,16 @@ class HeatmapView extends View<"heatmap"> {
     const th = this.theme;
     const { left, top, plot } = this.geom;
     const w = this.win;
-    const n = d.n;
     const numbered = cellPx < MIN_LABEL_PX; // strided labels carry their position
     const stride = labelStride(cellPx, numbered ? 14 : MIN_LABEL_PX);
     const lo = Math.max(0, Math.floor(w.y0));
-    const hi = Math.min(n - 1, Math.ceil(w.y0 + w.size) - 1);
+    const hi = Math.min(d.rows - 1, Math.ceil(w.y0 + w.size) - 1);
     const loC = Math.max(0, Math.floor(w.x0));
-    const hiC = Math.min(n - 1, Math.ceil(w.x0 + w.size) - 1);
+    const hiC = Math.min(d.cols - 1, Math.ceil(w.x0 + w.size) - 1);
     const fontPx = Math.max(8, Math.min(12, cellPx * 0.9));
     const font = `${fontPx.toFixed(1)}px system-ui, -apple-system, "Segoe UI", Roboto, sans-serif`;
     const room = left - 8; // labels are shortened to fit: never cut at the canvas edge
-    const text = (i: number) => fitText(ctx, numbered ? `#${i + 1} ${d.shown[i] ?? ""}` : d.shown[i] ?? String(i), room);
+    const text = (i: number, shown = d.shown) => fitText(ctx, numbered ? `#${i + 1} ${shown[i] ?? ""}` : shown[i] ?? String(i), room);
     const first = (a: number) => Math.ceil(a / stride) * stride;
     // A label sits at its row's (column's) centre, moved inside the plot's span where the
     // row is cut by the view's edge or thinner than the text: never half-drawn at an edge.
@@ -454,7 +506,7 @@ class HeatmapView extends View<"heatmap"> {
       ctx.translate(x, top - 6);
       ctx.rotate(-Math.PI / 2);
       ctx.font = isHover ? `bold ${font}` : font;
-      const label = text(j);
+      const label = text(j, d.colShown);
       if (isHover) {
         ctx.fillStyle = th.bg;
         ctx.fillRect(-2, -half, ctx.measureText(label).width + 4, 2 * half);
@@ -476,10 +528,9 @@ class HeatmapView extends View<"heatmap"> {
     ctx.fillStyle = th.empty;
     ctx.fillRect(miniX, miniY, mini, mini);
     if (ov) {
-      const side = ov.cols;
-      const cells = side * 2 ** d.pyramid.top;
+      const bin = 2 ** d.pyramid.top;
       const img = this.paintEntry(ov, { k: d.pyramid.top, ti: 0, tj: 0 }, "value");
-      ctx.drawImage(img, 0, 0, side, side, miniX, miniY, (mini * cells) / d.n, (mini * cells) / d.n);
+      ctx.drawImage(img, 0, 0, ov.cols, ov.rows, miniX, miniY, (mini * ov.cols * bin) / d.n, (mini * ov.rows * bin) / d.n);
     }
     ctx.restore();
     const w = this.win;
@@ -501,10 +552,12 @@ class HeatmapView extends View<"heatmap"> {
     const d = this.d;
     const w = this.win;
     const r0 = Math.floor(w.y0) + 1;
-    const r1 = Math.min(d.n, Math.ceil(w.y0 + w.size));
+    const r1 = Math.min(d.rows, Math.ceil(w.y0 + w.size));
     const c0 = Math.floor(w.x0) + 1;
-    const c1 = Math.min(d.n, Math.ceil(w.x0 + w.size));
-    const parts = [`rows ${r0}\u2013${r1}, columns ${c0}\u2013${c1} of ${d.n}`];
+    const c1 = Math.min(d.cols, Math.ceil(w.x0 + w.size));
+    const parts = [d.rect
+      ? `rows ${r0}\u2013${r1} of ${d.rows} target tokens, columns ${c0}\u2013${c1} of ${d.cols} source tokens`
+      : `rows ${r0}\u2013${r1}, columns ${c0}\u2013${c1} of ${d.n}`];
     const bin = 2 ** level;
     parts.push(bin === 1 ? "every cell one token pair" : `each cell the ${this.reduce()} of ${bin}\u00d7${bin} token pairs`);
     const beyond = !d.local.has(String(level)) && level < d.pyramid.top;
@@ -517,6 +570,12 @@ class HeatmapView extends View<"heatmap"> {
     } else if (beyond && noKernel()) {
       parts.push(d.embedNote);
     }
+    const side = levelSide(d.n, d.pyramid.top);
+    const reading = this.progress.text("the overview", d.rowsReady, side, "rows of cells", d.computing,
+      ` (tokens 1\u2013${Math.min(d.n, d.rowsReady * 2 ** d.pyramid.top)} of ${d.n} read; the kernel is free meanwhile)`);
+    if (reading) parts.push(reading);
+    this.root.dataset.rowsReady = String(d.rowsReady);
+    this.root.dataset.computing = d.computing;
     this.status.textContent = parts.join(" \u00b7 ");
     // while the kernel is silent the status counts the seconds (and the hover says so)
     if (missing > 0 && this.link !== "ok" && this.link !== "none" && !this.tickTimer) {
@@ -586,8 +645,8 @@ class HeatmapView extends View<"heatmap"> {
     const d = this.d;
     const [r, c] = cell;
     const rows: [string, string][] = [
-      ["from", `${displayToken(d.tokens[r] ?? "")}  (#${r + 1})`],
-      ["to", `${displayToken(d.tokens[c] ?? "")}  (#${c + 1})`],
+      [d.rect ? "from (target)" : "from", `${displayToken(d.tokens[r] ?? "")}  (#${r + 1})`],
+      [d.rect ? "to (source)" : "to", `${displayToken(d.colTokens[c] ?? "")}  (#${c + 1})`],
     ];
     let titleText: string;
     if (d.causal && c > r) {
@@ -601,7 +660,7 @@ class HeatmapView extends View<"heatmap"> {
         titleText = this.link === "none" ? `${d.valueLabel}: exact value needs a running kernel`
           : this.link !== "ok" || this.tiles.waitingForKernel() ? `${d.valueLabel}: exact value ${this.waitText()}`
             : `${d.valueLabel}: fetching\u2026`;
-        if (b) rows.push([`${this.reduce()} of ${2 ** b[1]}\u00d7${2 ** b[1]} here`, formatValue(b[0])]);
+        if (b) rows.push([`${this.reduce()} of ${2 ** b[1]}\u00d7${2 ** b[1]} here`, Number.isNaN(b[0]) ? "not read yet" : formatValue(b[0])]);
       }
     }
     this.tip.show(at[0], at[1], titleText, rows);
@@ -610,8 +669,10 @@ class HeatmapView extends View<"heatmap"> {
   private onMove(ev: PointerEvent): void {
     const d = this.d;
     const [px, py] = this.plotPoint(ev);
-    const cell = cellAt(this.win, px, py, this.geom.plot, d.n);
+    let cell = cellAt(this.win, px, py, this.geom.plot, d.n);
+    if (cell && (cell[0] >= d.rows || cell[1] >= d.cols)) cell = null; // past a rectangle's edge
     const at = localPoint(this.stage, ev);
+    this.pointer = { plot: [px, py], stage: at };
     if (cell) {
       this.hoverAt = at;
       if (this.exactTimer) clearTimeout(this.exactTimer);
@@ -622,11 +683,11 @@ class HeatmapView extends View<"heatmap"> {
       }, 60);
     } else if (px < 0 && py >= 0 && py < this.geom.plot) {
       const r = Math.floor(this.win.y0 + (py / this.geom.plot) * this.win.size);
-      if (r >= 0 && r < d.n) this.tip.show(at[0], at[1], displayToken(d.tokens[r] ?? ""), [["position", `#${r + 1} (row, from)`]]);
+      if (r >= 0 && r < d.rows) this.tip.show(at[0], at[1], displayToken(d.tokens[r] ?? ""), [["position", `#${r + 1} (row, from${d.rect ? ", target" : ""})`]]);
       else this.tip.hide();
     } else if (py < 0 && px >= 0 && px < this.geom.plot) {
       const c = Math.floor(this.win.x0 + (px / this.geom.plot) * this.win.size);
-      if (c >= 0 && c < d.n) this.tip.show(at[0], at[1], displayToken(d.tokens[c] ?? ""), [["position", `#${c + 1} (column, to)`]]);
+      if (c >= 0 && c < d.cols) this.tip.show(at[0], at[1], displayToken(d.colTokens[c] ?? ""), [["position", `#${c + 1} (column, to${d.rect ? ", source" : ""})`]]);
       else this.tip.hide();
     } else {
       this.tip.hide();
@@ -647,17 +708,32 @@ class HeatmapView extends View<"heatmap"> {
     this.setWindow({ x0: (x - g.miniX) * f - w.size / 2, y0: (y - g.miniY) * f - w.size / 2, size: w.size });
   }
 
-  /** Move the view (buttons, keys, minimap): the cell under the pointer changed, so the tooltip goes. */
-  private setWindow(w: Window): void {
-    this.win = clampView(w, this.d.n);
+  /**
+   * Move the view (buttons, keys, minimap) onto whole cells: the cell under the pointer
+   * changed, so the tooltip names the one now there (or goes, when the pointer is elsewhere).
+   */
+  private setWindow(w: Window, toward: "in" | "out" | "near" = "near"): void {
+    this.win = snapView(w, this.d.n, this.geom.plot, toward);
     this.tiles.clearQueue();
-    this.tip.hide();
-    this.hover = null;
+    this.retip();
     this.redraw();
   }
 
+  /** The tooltip and hover of the cell under the pointer after the view moved under it. */
+  private retip(): void {
+    const p = this.pointer;
+    const cell = p ? cellAt(this.win, p.plot[0], p.plot[1], this.geom.plot, this.d.n) : null;
+    this.hover = cell;
+    if (cell && p) {
+      this.hoverAt = p.stage;
+      this.showTip(cell, p.stage, true);
+    } else {
+      this.tip.hide();
+    }
+  }
+
   private zoomBy(factor: number, fx = 0.5, fy = 0.5): void {
-    this.setWindow(zoomAt(this.win, factor, fx, fy, this.d.n));
+    this.setWindow(zoomAt(this.win, factor, fx, fy, this.d.n), factor > 1 ? "in" : "out");
   }
 
   private bind(): void {
@@ -684,8 +760,10 @@ class HeatmapView extends View<"heatmap"> {
         return true;
       },
       hover: (ev) => this.onMove(ev),
+      end: () => this.setWindow(this.win), // a drag ends on whole cells
     });
     this.listen(c, "pointerleave", () => {
+      this.pointer = null;
       this.tip.hide();
       if (this.hover) {
         this.hover = null;
@@ -697,7 +775,8 @@ class HeatmapView extends View<"heatmap"> {
       return px >= 0 && py >= 0 && px <= this.geom.plot && py <= this.geom.plot;
     }, (factor, ev) => {
       const [px, py] = this.plotPoint(ev);
-      this.win = zoomAt(this.win, factor, px / this.geom.plot, py / this.geom.plot, this.d.n);
+      this.win = snapView(zoomAt(this.win, factor, px / this.geom.plot, py / this.geom.plot, this.d.n),
+        this.d.n, this.geom.plot, factor > 1 ? "in" : "out");
       this.tiles.clearQueue();
       this.onMove(ev as unknown as PointerEvent);
       this.redraw();

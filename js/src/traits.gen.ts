@@ -6,9 +6,9 @@ export type Bundle = (typeof BUNDLES)[number];
 
 export const TRAITS = {
   /** attnkit.widgets.Heatmap */
-  heatmap: ["causal", "cmap", "decades", "diverging", "embed_note", "embedded", "exclude_sinks", "head", "layer", "measure", "n", "n_heads", "n_layers", "overview_max", "overview_mean", "pyramid", "reduce", "scale", "sink_names", "sinks", "title", "tokens", "top", "top_nosink", "value_label", "vmax"],
+  heatmap: ["causal", "cmap", "col_tokens", "computing", "decades", "diverging", "embed_note", "embedded", "exclude_sinks", "head", "layer", "measure", "n", "n_cols", "n_heads", "n_layers", "overview_max", "overview_mean", "pyramid", "reduce", "rows_ready", "scale", "sink_names", "sinks", "title", "tokens", "top", "top_nosink", "value_label", "vmax"],
   /** attnkit.widgets.HeadGrid */
-  headgrid: ["causal", "cmap", "computing", "decades", "exclude_sinks", "head_max", "measure", "metric", "metric_cmap", "metric_name", "n_heads", "n_layers", "n_tokens", "normalize", "ready", "scale", "selected", "sink_names", "sinks", "size", "thumbs", "title"],
+  headgrid: ["causal", "cmap", "computing", "decades", "exclude_sinks", "head_max", "measure", "metric", "metric_cmap", "metric_name", "n_cols", "n_heads", "n_layers", "n_tokens", "normalize", "ready", "scale", "selected", "sink_names", "sinks", "size", "size_cols", "thumbs", "title"],
   /** attnkit.widgets.HeadMap */
   headmap: ["cmap", "col_labels", "col_title", "diverging", "n_heads", "n_layers", "row_labels", "row_title", "selected", "title", "value_name", "values", "vmax", "vmin"],
   /** attnkit.widgets.ClusterView */

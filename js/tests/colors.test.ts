@@ -24,6 +24,19 @@ describe("scales", () => {
 });
 
 describe("lookup tables", () => {
+  it("start at the background in a dark theme where the map starts light (zero is never white there)", () => {
+    const bg = "#111111";
+    const blues = lut("Blues", bg);
+    expect(Array.from(blues.slice(0, 3))).toEqual([17, 17, 17]); // zero: the background
+    expect(luminance([blues[1020], blues[1021], blues[1022]])).toBeGreaterThan(0.8); // the top: bright
+    const div = lut("RdBu_r", bg);
+    expect(Array.from(div.slice(127 * 4, 127 * 4 + 3)).every((v) => Math.abs(v - 17) <= 6)).toBe(true); // the centre: the background
+    expect(Array.from(div.slice(0, 3))).toEqual(Array.from(lut("RdBu_r").slice(0, 3))); // the ends: unchanged
+    expect(Array.from(lut("viridis", bg))).toEqual(Array.from(lut("viridis"))); // starts dark: kept
+    expect(Array.from(lut("Blues", "#ffffff"))).toEqual(Array.from(lut("Blues"))); // light theme: the map itself
+  });
+
+
   it("hit the matplotlib stops at both ends and are opaque", () => {
     for (const name of Object.keys(STOPS)) {
       const t = lut(name);

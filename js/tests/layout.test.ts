@@ -3,7 +3,7 @@ import { paintThumb, resampleRanges } from "../src/lib/atlas";
 import { displayToken, formatValue, headLabel, labelStride, truncate } from "../src/lib/labels";
 import { cellOrigin, finiteRange, gridHit, gridLayout } from "../src/lib/layout";
 import { fitEqual, nearest, toScreen } from "../src/lib/scatter";
-import { cellAt, clampView, fullView, panBy, zoomAt } from "../src/lib/zoom";
+import { cellAt, clampView, fullView, panBy, snapView, zoomAt } from "../src/lib/zoom";
 
 describe("labels", () => {
   it("names heads 1-indexed", () => {
@@ -110,6 +110,18 @@ describe("thumbnail resampling", () => {
     expect(paint(codes, 1, 2, 4)).toEqual([1, 1, 2, 2, 1, 1, 2, 2, 3, 3, 4, 4, 3, 3, 4, 4]);
   });
 
+  it("paints a rectangle (cross-attention, 2 rows x 3 columns) into the square", () => {
+    const out = new Uint32Array(36);
+    // enlarging: rows repeat 3 times, columns twice
+    paintThumb(new Uint8Array([1, 2, 3, 4, 5, 6]), 0, 2, 6, identity, out, resampleRanges(2, 6), 3, resampleRanges(3, 6));
+    expect(Array.from(out.slice(0, 6))).toEqual([1, 1, 2, 2, 3, 3]);
+    expect(Array.from(out.slice(30, 36))).toEqual([4, 4, 5, 5, 6, 6]);
+    // shrinking the columns (4 -> 2, block maximum) while enlarging the rows (1 -> 2)
+    const small = new Uint32Array(4);
+    paintThumb(new Uint8Array([7, 1, 0, 9]), 0, 1, 2, identity, small, resampleRanges(1, 2), 4, resampleRanges(4, 2));
+    expect(Array.from(small)).toEqual([7, 9, 7, 9]);
+  });
+
   it("looks colours up in the 32-bit table", () => {
     const lut32 = new Uint32Array(256).map((_, i) => i + 1000);
     const out = new Uint32Array(4);
@@ -132,6 +144,17 @@ describe("zoom", () => {
     expect(clampView({ x0: -5, y0: 99, size: 20 }, 50)).toEqual({ x0: 0, y0: 30, size: 20 });
     expect(fullView(3).size).toBe(3);
     expect(zoomAt(fullView(3), 8, 0.5, 0.5, 3).size).toBe(3);
+  });
+
+  it("snaps views of visible cells onto whole cells, in the zoom's direction", () => {
+    // 40 cells zoomed three times about the centre: 5 cells from 17.5 would cut both edge columns
+    expect(snapView({ x0: 17.5, y0: 17.5, size: 5 }, 40, 500)).toEqual({ x0: 18, y0: 18, size: 5 });
+    expect(snapView({ x0: 10.2, y0: 3.7, size: 9.6 }, 40, 500, "in")).toEqual({ x0: 11, y0: 4, size: 9 });
+    expect(snapView({ x0: 10.2, y0: 3.7, size: 9.6 }, 40, 500, "out")).toEqual({ x0: 10, y0: 4, size: 10 });
+    expect(snapView({ x0: 0, y0: 0, size: 4.2 }, 40, 500, "out").size).toBe(5); // a small wheel step still zooms out
+    expect(snapView({ x0: 38.6, y0: 0, size: 4 }, 40, 500)).toEqual({ x0: 36, y0: 0, size: 4 }); // inside the map
+    // cells thinner than 2 px: left as they are
+    expect(snapView({ x0: 100.3, y0: 7.5, size: 3000.5 }, 8192, 500)).toEqual({ x0: 100.3, y0: 7.5, size: 3000.5 });
   });
 
   it("pans by dragged pixels", () => {

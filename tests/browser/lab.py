@@ -40,14 +40,23 @@ def wait_for(pred, timeout: float, what: str, step: float = 0.25):
 
 
 class JupyterLab:
-    """``with JupyterLab(folder, {"a.ipynb": [cell, ...]}) as lab:`` runs a server on ``folder``."""
+    """``with JupyterLab(folder, {"a.ipynb": [cell, ...]}) as lab:`` runs a server on ``folder``.
+
+    ``disabled`` names front-end extensions the server leaves out (``("anywidget",)``: a
+    server from an environment without anywidget's front end); ``save_widget_state=False``
+    turns off what attnkit's settings override turns on (a server from another environment
+    has ipywidgets' default: notebooks are saved without their widget state).
+    """
 
     #: the ``jupyter`` subcommand, its settings class and where it opens a notebook
     APP, SETTINGS, TREE = "lab", "LabApp", "lab/tree"
 
-    def __init__(self, folder: Path, notebooks: dict[str, list[str]]) -> None:
+    def __init__(self, folder: Path, notebooks: dict[str, list[str]], *, disabled: tuple[str, ...] = (),
+                 save_widget_state: bool = True) -> None:
         self.dir = Path(folder)
         self.notebooks = notebooks
+        self.disabled = disabled
+        self.save_widget_state = save_widget_state
         self.port = free_port()
         self.token = secrets.token_hex(16)
         self.base = f"http://127.0.0.1:{self.port}"
@@ -71,6 +80,14 @@ class JupyterLab:
         (settings / "overrides.d").mkdir(parents=True, exist_ok=True)
         (settings / "overrides.d" / "attnkit.json").write_text(
             (REPO / "jupyter" / "overrides.d" / "attnkit.json").read_text(encoding="utf-8"), encoding="utf-8")
+        if not self.save_widget_state:  # a user setting wins over the override installed with attnkit
+            user = self.dir / ".jupyter" / "lab" / "user-settings" / "@jupyter-widgets" / "jupyterlab-manager"
+            user.mkdir(parents=True, exist_ok=True)
+            (user / "plugin.jupyterlab-settings").write_text(json.dumps({"saveState": False}), encoding="utf-8")
+        if self.disabled:  # what `jupyter labextension disable NAME` writes, in this server's config folder
+            (self.dir / ".jupyter" / "labconfig").mkdir(parents=True, exist_ok=True)
+            (self.dir / ".jupyter" / "labconfig" / "page_config.json").write_text(
+                json.dumps({"disabledExtensions": {name: True for name in self.disabled}}), encoding="utf-8")
         paths = [str(REPO), str(REPO / "tests"), os.environ.get("PYTHONPATH", "")]
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(paths),
                    JUPYTER_CONFIG_DIR=str(self.dir / ".jupyter"), JUPYTER_RUNTIME_DIR=str(self.dir / ".runtime"))

@@ -142,7 +142,7 @@ def test_selected_cluster_label_stays_inside(browser):
         # its bold "2-1" label is drawn to the left of the point, whole, not cut at the edge
         w = wp.page.evaluate("""() => { const c = document.createElement('canvas').getContext('2d');
             c.font = 'bold 10px system-ui, -apple-system, "Segoe UI", Roboto, sans-serif'; return c.measureText('2-1').width; }""")
-        right = size - 18  # the fit's padding: the point's x
+        right = size - 30  # the fit's padding (cluster.ts PAD): the point's x
         ink = wp.canvas_stats(right - 12 - w, 0, w + 2, size)
         assert ink["ink"] > 10
     finally:

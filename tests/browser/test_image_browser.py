@@ -108,6 +108,9 @@ def test_dark_theme_and_no_kernel(browser):
         assert wp.page.locator("select[aria-label='head']").is_disabled()
         assert "kernel" in (wp.page.locator("select[aria-label='head']").get_attribute("title") or "")
         wp.click(*patch_point(wp, 0, 1))  # the query still works: the matrix is in the page
+        # the click is handled in the page's next task; wait for it rather than race it
+        wp.page.wait_for_function(
+            "() => document.querySelector('#root .attnkit')?.dataset.query === '2'", timeout=5000)
         assert wp.data("query") == "2"
         assert wp.errors() == []
     finally:

@@ -4,7 +4,10 @@
   tiles, as soon as the kernel is free (the view says it waits, and never gives up for good);
 - a HeadGrid over 16,384 tokens of lazy attention (8 layers x 8 heads) appears at once and
   fills in head by head from a worker thread, while the kernel answers a ``1 + 1`` cell in
-  under a second.
+  under a second;
+- a Heatmap of a 16,384-token lazy head appears at once and draws its overview band by band
+  (rows read so far drawn, the rest blank, the progress in its status line) from a worker
+  thread, while the kernel answers a ``1 + 1`` cell in under a second.
 
 The server listens on 127.0.0.1 on a free port with token auth; every wait is bounded.
 """
@@ -43,6 +46,17 @@ built_s = time.perf_counter() - t0
 grid
 """
 ONE_PLUS_ONE = "1 + 1"
+HEATMAP = """\
+import time
+from attnkit.widgets import Heatmap
+from qk_attention import QKAttention  # tests/ is on the kernel's path
+
+att = QKAttention(16384, 1, 1, d=1024)  # wide queries and keys: a slow head to read
+t0 = time.perf_counter()
+hm = Heatmap(att)
+built_s = time.perf_counter() - t0
+hm
+"""
 BUILT = 'print("BUILT", round(built_s, 2), grid.computing)'
 
 
@@ -52,7 +66,8 @@ def lab(tmp_path):
         import jupyterlab  # noqa: F401
     except ImportError:
         skip_or_fail("jupyterlab is not installed (pip install jupyterlab)")
-    with JupyterLab(tmp_path, {"busy.ipynb": [BUSY_HEATMAP, BUSY], "grid.ipynb": [GRID, ONE_PLUS_ONE, BUILT]}) as server:
+    with JupyterLab(tmp_path, {"busy.ipynb": [BUSY_HEATMAP, BUSY], "grid.ipynb": [GRID, ONE_PLUS_ONE, BUILT],
+                               "heatmap.ipynb": [HEATMAP, ONE_PLUS_ONE, BUILT.replace("grid", "hm")]}) as server:
         yield server
 
 
@@ -122,3 +137,48 @@ def test_headgrid_fills_in_while_the_kernel_answers(browser, lab):
         time.sleep(1)
         page.wait_for_function(f"(n) => Number({v}.dataset.ready) > n", arg=ready, timeout=120_000)
         print(f"1 + 1 answered in {answered_ms:.0f} ms; HeadGrid built in {built[1]} s")
+
+
+def _one_plus_one_ms(page, cells, i: int) -> float:
+    """Run ``1 + 1`` in cell ``i``: milliseconds from Shift+Enter to its drawn output."""
+    cells.nth(i).locator(".cm-content").click()
+    t0 = page.evaluate("() => performance.now()")
+    page.keyboard.press("Shift+Enter")
+    page.wait_for_function(
+        f"() => (document.querySelectorAll('.jp-CodeCell')[{i}]?.querySelector('.jp-OutputArea-output')?.innerText ?? '').trim() === '2'",
+        timeout=30_000, polling="raf")
+    return page.evaluate("() => performance.now()") - t0
+
+
+def test_heatmap_overview_fills_in_band_by_band_while_the_kernel_answers(browser, lab):
+    with lab.page(browser, height=1300) as page:
+        cells = lab.open(page, "heatmap.ipynb")
+        lab.run_cell(page, cells, 0)
+        hm = lab.wait_view(page, "attnkit-heatmap", timeout=60_000)
+        v = _view(page, "attnkit-heatmap")
+        # part of the overview is drawn before the end: the first rows read, the last still blank
+        page.wait_for_function(f"() => Number({v}.dataset.rowsReady) >= 24 && {v}.dataset.computing === 'running'",
+                               timeout=120_000, polling=100)
+        assert "computing the overview" in hm.locator(".attnkit-status").inner_text()
+        left, top, plot = (float(hm.get_attribute(f"data-plot-{k}")) for k in ("left", "top", "size"))
+        px = page.evaluate("""([left, top, plot]) => { const c = document.querySelector('.jp-OutputArea .attnkit-heatmap canvas');
+            const r = c.width / c.clientWidth; const at = (x, y) => [...c.getContext('2d').getImageData(Math.round(x * r), Math.round(y * r), 1, 1).data];
+            return { early: at(left + plot * 0.01, top + plot * 0.03), late: at(left + plot * 0.01, top + plot * 0.99),
+                     ready: Number(c.closest('.attnkit').dataset.rowsReady) }; }""", [left, top, plot])
+        if px["ready"] < 0.95 * 512:
+            empty = page.evaluate(f"() => getComputedStyle({v}).getPropertyValue('--attnkit-empty').trim()")
+            assert px["early"] != px["late"], (px, empty)  # read rows painted, the rest in the blank colour
+        answered_ms = _one_plus_one_ms(page, cells, 1)
+        still = hm.get_attribute("data-computing")
+        ready = int(hm.get_attribute("data-rows-ready"))
+        assert answered_ms < 1000, f"1 + 1 answered in {answered_ms:.0f} ms while the overview filled in"
+        lab.run_cell(page, cells, 2)
+        page.wait_for_function(
+            "() => document.querySelectorAll('.jp-CodeCell')[2]?.innerText.includes('BUILT')", timeout=30_000)
+        built = cells.nth(2).locator(".jp-OutputArea-output").first.inner_text().split()
+        assert float(built[1]) < 1.0  # the constructor returned at once
+        page.wait_for_function(f"() => {v}.dataset.computing === 'done' && {v}.dataset.rowsReady === '512'",
+                               timeout=180_000)
+        assert "computing" not in hm.locator(".attnkit-status").inner_text()
+        print(f"1 + 1 answered in {answered_ms:.0f} ms with {ready} of 512 rows read ({still}); Heatmap built in {built[1]} s")
+        assert still == "running" and ready < 512, (still, ready)  # it was still filling in

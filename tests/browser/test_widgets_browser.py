@@ -287,13 +287,13 @@ def test_cluster_view_hover_click_and_text_only_labels(browser, img_dir):
     try:
         wp.wait_drawn()
         assert wp.data("points") == str(L * H)
-        # Hover head (3, 5) where the front end's fit puts it (equal units, 18 px padding,
+        # Hover head (3, 5) where the front end's fit puts it (equal units, 30 px padding: cluster.ts PAD,
         # centred).
         target = 3 * H + 5
         size = float(wp.canvas.bounding_box()["width"])
         x0, x1 = emb[:, 0].min(), emb[:, 0].max()
         y0, y1 = emb[:, 1].min(), emb[:, 1].max()
-        scale = min((size - 36) / (x1 - x0), (size - 36) / (y1 - y0))
+        scale = min((size - 60) / (x1 - x0), (size - 60) / (y1 - y0))
         px = size / 2 + (emb[target, 0] - (x0 + x1) / 2) * scale
         py = size / 2 - (emb[target, 1] - (y0 + y1) / 2) * scale
         wp.move(px, py)

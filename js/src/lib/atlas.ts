@@ -47,29 +47,32 @@ export function resampleRanges(src: number, dst: number): Ranges {
 
 /**
  * Paint the t×t map of `codes` starting at `offset` into `out` (s×s RGBA pixels as
- * Uint32) through `lut32`. `r` = resampleRanges(t, s), shared by every thumbnail.
+ * Uint32) through `lut32`. `r` = resampleRanges(t, s), shared by every thumbnail. A
+ * rectangular map (cross-attention) has `tc` columns, resampled by `rc` = resampleRanges(tc, s)
+ * into the same s×s square.
  */
-export function paintThumb(codes: Uint8Array, offset: number, t: number, s: number, lut32: Uint32Array, out: Uint32Array, r: Ranges): void {
+export function paintThumb(codes: Uint8Array, offset: number, t: number, s: number, lut32: Uint32Array, out: Uint32Array, r: Ranges, tc = t, rc = r): void {
   const { start, end } = r;
-  if (s >= t) {
+  const { start: startC, end: endC } = rc;
+  if (s >= t && s >= tc) {
     for (let y = 0; y < s; y++) {
-      const row = offset + start[y] * t;
+      const row = offset + start[y] * tc;
       const o = y * s;
-      for (let x = 0; x < s; x++) out[o + x] = lut32[codes[row + start[x]]];
+      for (let x = 0; x < s; x++) out[o + x] = lut32[codes[row + startC[x]]];
     }
     return;
   }
-  const rowMax = new Uint8Array(t);
+  const rowMax = new Uint8Array(tc);
   for (let y = 0; y < s; y++) {
     rowMax.fill(0);
     for (let sy = start[y]; sy < end[y]; sy++) {
-      const row = offset + sy * t;
-      for (let x = 0; x < t; x++) if (codes[row + x] > rowMax[x]) rowMax[x] = codes[row + x];
+      const row = offset + sy * tc;
+      for (let x = 0; x < tc; x++) if (codes[row + x] > rowMax[x]) rowMax[x] = codes[row + x];
     }
     const o = y * s;
     for (let x = 0; x < s; x++) {
       let m = 0;
-      for (let sx = start[x]; sx < end[x]; sx++) if (rowMax[sx] > m) m = rowMax[sx];
+      for (let sx = startC[x]; sx < endC[x]; sx++) if (rowMax[sx] > m) m = rowMax[sx];
       out[o + x] = lut32[m];
     }
   }

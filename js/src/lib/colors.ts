@@ -40,12 +40,41 @@ export function luminance([r, g, b]: RGB): number {
 
 const lutCache = new Map<string, Uint8ClampedArray>();
 
-/** RGBA lookup table of 256 entries (1024 bytes) for a named colour map. */
-export function lut(name: string): Uint8ClampedArray {
+/**
+ * The stops of colour map `name` as drawn on a background `bg` (null: as matplotlib has them).
+ * On a dark background a map whose low end is light (Blues; the light centre of RdBu_r) would
+ * paint zero cells white: there the map runs from the background instead, so zero is the
+ * background and more is brighter (sequential maps reversed after it; a diverging map's centre
+ * blended into it). Maps that start dark (viridis, magma) are kept: zero is their start.
+ */
+function stopsOn(name: string, bg: RGB | null): RGB[] {
+  const stops = STOPS[name].map(parseHex);
+  if (!bg || luminance(bg) >= 0.2) return stops;
+  const last = stops.length - 1;
+  const lum = stops.map(luminance);
+  const mid = lum[Math.round(last / 2)];
+  if (mid > lum[0] + 0.3 && mid > lum[last] + 0.3) {
+    // diverging: the light centre becomes the background, the ends keep their colour
+    return stops.map((c, i) => {
+      const w = (1 - Math.abs((2 * i) / last - 1)) ** 2;
+      return c.map((v, j) => Math.round(v * (1 - w) + bg[j] * w)) as RGB;
+    });
+  }
+  if (lum[0] - luminance(bg) < 0.3) return stops;
+  return [bg, ...stops.slice().reverse()];
+}
+
+/**
+ * RGBA lookup table of 256 entries (1024 bytes) for a named colour map, on background `bg`
+ * (a CSS colour: a dark one gives the dark-theme table of stopsOn; default: the map itself).
+ */
+export function lut(name: string, bg?: string | null): Uint8ClampedArray {
   const key = STOPS[name] ? name : SEQUENTIAL_DEFAULT;
-  const hit = lutCache.get(key);
+  const back = bg ? parseColor(bg) : null;
+  const cacheKey = back && luminance(back) < 0.2 ? `${key}|${back.join(",")}` : key;
+  const hit = lutCache.get(cacheKey);
   if (hit) return hit;
-  const stops = STOPS[key].map(parseHex);
+  const stops = stopsOn(key, back);
   const out = new Uint8ClampedArray(256 * 4);
   const last = stops.length - 1;
   for (let i = 0; i < 256; i++) {
@@ -57,7 +86,7 @@ export function lut(name: string): Uint8ClampedArray {
     }
     out[4 * i + 3] = 255;
   }
-  lutCache.set(key, out);
+  lutCache.set(cacheKey, out);
   return out;
 }
 
@@ -79,8 +108,8 @@ export function divIndex(v: number, vabs: number): number {
 }
 
 /** CSS colour of entry `i` of a colour map. */
-export function lutColor(name: string, i: number): string {
-  const t = lut(name);
+export function lutColor(name: string, i: number, bg?: string | null): string {
+  const t = lut(name, bg);
   const k = Math.max(0, Math.min(255, Math.round(i))) * 4;
   return `rgb(${t[k]}, ${t[k + 1]}, ${t[k + 2]})`;
 }
@@ -91,8 +120,8 @@ export function categorical(i: number): string {
 }
 
 /** Black or white, whichever reads better on the colour of LUT entry `i`. */
-export function textOn(name: string, i: number): string {
-  const t = lut(name);
+export function textOn(name: string, i: number, bg?: string | null): string {
+  const t = lut(name, bg);
   const k = Math.max(0, Math.min(255, Math.round(i))) * 4;
   return luminance([t[k], t[k + 1], t[k + 2]]) > 0.22 ? "#111" : "#fff";
 }

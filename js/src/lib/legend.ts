@@ -27,7 +27,7 @@ export function colorBarV(
   ctx: CanvasRenderingContext2D, theme: Theme, cmap: string, x: number, y: number, w: number, h: number,
   lo: number, hi: number, mid?: number, title?: string,
 ): void {
-  const t = lut(cmap);
+  const t = lut(cmap, theme.bg);
   for (let i = 0; i < h; i++) {
     const k = Math.round((1 - i / Math.max(1, h - 1)) * 255) * 4;
     ctx.fillStyle = `rgb(${t[k]},${t[k + 1]},${t[k + 2]})`;
@@ -85,7 +85,7 @@ export function colorBarH(
       text = fitText(ctx, text, right - (x + w + 4));
     }
   }
-  const t = lut(cmap);
+  const t = lut(cmap, theme.bg);
   for (let i = 0; i < w; i++) {
     const k = Math.round((i / Math.max(1, w - 1)) * 255) * 4;
     ctx.fillStyle = `rgb(${t[k]},${t[k + 1]},${t[k + 2]})`;

@@ -18,6 +18,8 @@ export interface PanOptions<S> {
   move: (start: S, dx: number, dy: number, moved: boolean, ev: PointerEvent) => boolean;
   /** A pointer move that is not a drag. */
   hover: (ev: PointerEvent) => void;
+  /** A drag that moved has ended (optional). */
+  end?: (start: S) => void;
 }
 
 export interface Pan {
@@ -53,7 +55,9 @@ export function bindPan<S>(v: View, el: HTMLElement, o: PanOptions<S>): Pan {
   });
   const end = () => {
     dragged = Boolean(drag?.moved);
+    const was = drag;
     drag = null;
+    if (was?.moved) o.end?.(was.start);
     el.style.cursor = "";
   };
   v.listen(el, "pointerup", end);

@@ -1,5 +1,6 @@
 // Colours of everything drawn on canvas, read from CSS custom properties so the views follow
-// the notebook's theme (JupyterLab's --jp-* variables; light defaults elsewhere). The CSS
+// the notebook's theme (JupyterLab's --jp-* variables, in Lab, Notebook 7 and Voila; elsewhere
+// light defaults, or dark ones on a page that says it is dark: marimo's dark theme). The CSS
 // side is in styles.css (.attnkit { --attnkit-ink: var(--jp-ui-font-color1, #222); ... }).
 
 import { luminance, parseColor } from "./colors";
@@ -28,10 +29,36 @@ const VARS: Record<keyof Omit<Theme, "dark">, string> = {
   accentInk: "--attnkit-accent-ink", halo: "--attnkit-halo",
 };
 
-/** The theme in effect for element `el` (its computed custom properties). */
+/**
+ * Whether a page that has no JupyterLab theme variables is dark: its `color-scheme` (CSS,
+ * inherited into a view in a shadow root too) is dark alone, or light-or-dark with the
+ * reader's preference dark.
+ */
+export function darkScheme(scheme: string, prefersDark: boolean): boolean {
+  const words = scheme.trim().split(/\s+/);
+  if (!words.includes("dark")) return false;
+  return !words.includes("light") || prefersDark;
+}
+
+/** The CSS class of a view on a dark page without JupyterLab's variables (styles.css). */
+export const PAGE_DARK = "attnkit-page-dark";
+
+/**
+ * The theme in effect for element `el` (its computed custom properties). On a page without
+ * JupyterLab's variables, `el` is first marked PAGE_DARK when the page is dark.
+ */
 export function readTheme(el: Element): Theme {
   if (typeof getComputedStyle === "undefined") return LIGHT;
-  const cs = getComputedStyle(el);
+  let cs = getComputedStyle(el);
+  if (!cs.getPropertyValue("--jp-layout-color0").trim()) {
+    const prefers = typeof matchMedia !== "undefined" && matchMedia("(prefers-color-scheme: dark)").matches;
+    const parent = el.parentElement ?? (el.getRootNode() as ShadowRoot).host ?? el;
+    const dark = darkScheme(getComputedStyle(parent).colorScheme ?? "", prefers);
+    if (dark !== el.classList.contains(PAGE_DARK)) {
+      el.classList.toggle(PAGE_DARK, dark);
+      cs = getComputedStyle(el);
+    }
+  }
   const out = { ...LIGHT };
   for (const [k, v] of Object.entries(VARS) as [keyof typeof VARS, string][]) {
     const value = cs.getPropertyValue(v).trim();

@@ -7,6 +7,7 @@
 //   teardown   every listener added through it is removed when the view is removed;
 //   keyboard   notebook shortcuts are kept out of the view's controls;
 //   theme      colours from CSS variables, redrawn when the notebook's theme changes;
+//   fallback   the static picture shown beside the view (lib/fallback.ts) hidden once it drew;
 //   kernel     requests to the kernel over custom messages: a link that says what it waits
 //              for (`link`), times a request out, and comes back by itself the moment the
 //              kernel answers anything (a busy kernel answers late; it never gives up for good);
@@ -17,6 +18,7 @@
 
 import { Bundle, Trait, TRAITS } from "../traits.gen";
 import { Binary } from "./codec";
+import { hideStatic } from "./fallback";
 import { headLabel } from "./labels";
 import { readTheme, Theme, watchTheme } from "./theme";
 import { Tooltip } from "./tooltip";
@@ -230,7 +232,12 @@ export abstract class View<B extends Bundle = Bundle> {
     const n = Number(this.root.dataset.drawn ?? "0") + 1;
     this.root.dataset.drawn = String(n);
     if (n === 1) this.root.dataset.firstDrawMs = (performance.now() - this.t0).toFixed(2);
+    // until found (its output may be attached a little after the view's first draw), and
+    // not past the first draws: a view shown without a picture (marimo, a container) stops looking
+    if (!this.staticHidden && n <= 20 && typeof document !== "undefined") this.staticHidden = hideStatic(this.model.get("_static_key")) > 0;
   }
+
+  private staticHidden = false;
 
   /** Update `width`; true when it changed. */
   private measure(): boolean {

@@ -47,3 +47,19 @@ export function cellAt(v: View, px: number, py: number, plotPx: number, n: numbe
   if (row < 0 || col < 0 || row >= n || col >= n) return null;
   return [row, col];
 }
+
+/**
+ * A view on whole cells where cells are at least `minPx` CSS px wide on a plot `plotPx` wide:
+ * its size and origin rounded to whole cells, so the cells at its edges are drawn whole,
+ * never cut in half by the plot's border (rounded towards `toward`: a wheel zoom in gets
+ * smaller, out larger). Finer views (many cells a pixel) are kept as they are.
+ */
+export function snapView(v: View, n: number, plotPx: number, toward: "in" | "out" | "near" = "near", minPx = 2): View {
+  if (plotPx / v.size < minPx) return clampView(v, n);
+  // a zoom keeps its direction: small wheel steps round towards it, never back
+  const whole = toward === "in" ? Math.floor(v.size + 1e-9) : toward === "out" ? Math.ceil(v.size - 1e-9) : Math.round(v.size);
+  const size = Math.max(Math.min(MIN_CELLS, n), Math.min(n, whole));
+  const cx = v.x0 + v.size / 2;
+  const cy = v.y0 + v.size / 2;
+  return clampView({ x0: Math.round(cx - size / 2), y0: Math.round(cy - size / 2), size }, n);
+}

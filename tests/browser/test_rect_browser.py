@@ -1,0 +1,184 @@
+"""Heatmap and HeadGrid of cross-attention in headless Chromium: a rectangle of target rows
+over source columns, each axis labelled with its own tokens, hover naming both tokens and
+the exact value of the (target, source) cell, blank past the rectangle's edge, zoomed tiles
+of a long source, and the static PNG fallback."""
+
+from __future__ import annotations
+
+import base64
+
+import numpy as np
+import pytest
+from harness import WidgetPage
+
+import attnkit as ak
+from attnkit.cross import CrossAttention
+
+pytestmark = pytest.mark.browser
+
+XSS = "<img src=x onerror=alert(1)>"
+SCRIPT = "<script>alert(2)</script>"
+TARGET = ["<pad>", XSS, "Hallo"]
+SOURCE = ["Hello", "big", SCRIPT, "world", "</s>"]
+
+
+def cross() -> CrossAttention:
+    """1 layer x 2 heads, 3 target rows x 5 source columns. Head 0: row i puts 0.625 on
+    column 2 i % 5 and 0.375 on the last column (exact in float16 and float32); head 1 is
+    uniform (0.2)."""
+    maps = np.full((1, 2, 3, 5), 0.2)
+    maps[0, 0] = 0.0
+    for i in range(3):
+        maps[0, 0, i, (2 * i) % 5] += 0.625
+        maps[0, 0, i, 4] += 0.375
+    return CrossAttention(maps, TARGET, ["cls", "word", "word"], [-1, 0, 1], TARGET[1:],
+                          SOURCE, ["word"] * 4 + ["sep"], [0, 1, 2, 3, -1], SOURCE[:4])
+
+
+def point(wp: WidgetPage, row: float, col: float, side: int) -> tuple[float, float]:
+    """Canvas point of cell (row, col) in a view of ``side`` cells a side."""
+    left, top = float(wp.data("plot-left")), float(wp.data("plot-top"))
+    size = float(wp.data("plot-size"))
+    return left + (col + 0.5) * size / side, top + (row + 0.5) * size / side
+
+
+def test_rectangular_heatmap_labels_hover_and_blank_edge(browser):
+    hm = ak.Heatmap(cross(), layer=0, head=0)
+    wp = WidgetPage(browser, hm, width=640)
+    try:
+        wp.wait_drawn()
+        side = 5  # the view is the square of the longer side: 5 source columns
+        size = float(wp.data("plot-size"))
+        left, top = float(wp.data("plot-left")), float(wp.data("plot-top"))
+        cell = size / side
+        inside = wp.canvas_stats(left + 1, top + 1, size - 2, 3 * cell - 2)
+        assert inside["colours"] >= 3  # three values painted over the 3 x 5 rectangle
+        below = wp.canvas_stats(left + 2, top + 3 * cell + 2, size - 4, 2 * cell - 4)
+        assert below["colours"] == 1  # past the last target row: blank
+
+        # (target 1, source 2): 0.625 from XSS to SCRIPT, both named as text
+        wp.move(*point(wp, 1, 2, side))
+        text = wp.tooltip()
+        assert text.startswith("attention: 0.625")
+        assert "from (target)" in text and XSS in text and "to (source)" in text and SCRIPT in text
+        wp.move(*point(wp, 0, 4, side))
+        text = wp.tooltip()
+        assert text.startswith("attention: 0.375") and "<pad>" in text and "</s>" in text
+        wp.move(*point(wp, 2, 4, side))  # 2 * 2 % 5 = 4: 0.625 + 0.375
+        text = wp.tooltip()
+        assert text.startswith("attention: 1from") and "Hallo" in text and "</s>" in text
+        wp.move(*point(wp, 0, 1, side))
+        assert wp.tooltip().startswith("attention: 0from") and "<pad>" in wp.tooltip()
+        wp.move(*point(wp, 4, 1, side))  # below the rectangle: no cell
+        assert "attention" not in wp.tooltip()
+
+        # the row labels are the target tokens, the column labels the source tokens
+        for r, token in enumerate(TARGET):
+            wp.move(left - 10, point(wp, r, 0, side)[1])
+            assert token in wp.tooltip() and "target" in wp.tooltip()
+        for c, token in enumerate(SOURCE):
+            wp.move(point(wp, 0, c, side)[0], top - 10)
+            assert token in wp.tooltip() and "source" in wp.tooltip()
+        wp.move(left - 10, point(wp, 3.2, 0, side)[1])  # beside no target row
+        assert wp.tooltip() == ""
+        status = wp.page.locator("#root .attnkit-status").text_content()
+        assert "of 3 target tokens" in status and "of 5 source tokens" in status
+        assert wp.page.locator("#root img").count() == 0 and wp.alerts() == 0
+
+        # the other head, pushed from Python: uniform 0.2
+        hm.show(0, 1)
+        drawn = int(wp.data("drawn"))
+        wp.push("overview_max", "head", "title", "top", "top_nosink")
+        wp.wait_drawn(drawn + 1)
+        wp.move(*point(wp, 2, 3, side))
+        assert wp.tooltip().startswith("attention: 0.2")
+        assert wp.errors() == []
+    finally:
+        wp.close()
+
+
+def test_long_source_zooms_into_exact_tiles(browser):
+    """6 target rows over 1,100 source columns: the overview is pooled (level 2), zooming
+    in asks the kernel for exact tiles of the rectangle, hover reads exact values."""
+    t, s = 6, 1100
+    maps = np.full((1, 1, t, s), 0.5 / (s - 1), dtype=np.float64)
+    for i in range(t):
+        maps[0, 0, i, 1000 + i] = 0.5 + 0.5 / (s - 1)
+    tokens = [f"t{i}" for i in range(t)]
+    source = [f"s{j}" for j in range(s)]
+    att = CrossAttention(maps, tokens, ["word"] * t, list(range(t)), tokens, source,
+                         ["word"] * s, list(range(s)), source)
+    hm = ak.Heatmap(att)
+    assert hm.pyramid["top"] > 0 and np.asarray(hm.overview).shape == (2, 275)
+    wp = WidgetPage(browser, hm, width=700)
+    try:
+        wp.wait_drawn()
+        left, top = float(wp.data("plot-left")), float(wp.data("plot-top"))
+        wp.canvas.click(position={"x": left + 5, "y": top + 5})
+        for _ in range(7):  # zoom in on the top right, around source 1,000
+            wp.page.keyboard.press("+")
+        wp.page.evaluate("() => 0")
+        size = float(wp.data("plot-size"))
+        x0, y0, span = (float(v) for v in wp.data("view").split(","))
+        assert span < 20
+        # move the view onto column 1,003 (arrow keys step an eighth of the view)
+        while x0 + span < 1004:
+            wp.page.keyboard.press("ArrowRight")
+            x0, y0, span = (float(v) for v in wp.data("view").split(","))
+        while y0 > 0:
+            wp.page.keyboard.press("ArrowUp")
+            x0, y0, span = (float(v) for v in wp.data("view").split(","))
+        wp.page.wait_for_function(
+            "() => document.querySelector('#root .attnkit').dataset.level === '0'")
+        wp.page.wait_for_function(
+            "() => document.querySelector('#root .attnkit').dataset.missing === '0'", timeout=5000)
+        col, row = 1003, 3
+        wp.move(left + (col - x0 + 0.5) * size / span, top + (row - y0 + 0.5) * size / span)
+        wp.page.wait_for_function(
+            "() => (document.querySelector('#root .attnkit-tooltip')?.textContent ?? '').includes('attention: 0.5')",
+            timeout=5000)
+        text = wp.tooltip()
+        assert "t3" in text and "s1003" in text
+        assert wp.errors() == []
+    finally:
+        wp.close()
+
+
+def test_rectangular_head_grid_draws_and_reads_both_axes(browser):
+    grid = ak.HeadGrid(cross(), progress=False)
+    assert grid.thumbs["shape"] == [1, 2, 3, 5] and (grid.size, grid.size_cols) == (3, 5)
+    wp = WidgetPage(browser, grid, width=500)
+    try:
+        wp.wait_drawn()
+        assert wp.data("thumbnails") == "2"
+        cell = float(wp.data("cell"))
+        x = float(wp.data("grid-left"))
+        y = float(wp.data("grid-top"))
+        head0 = wp.canvas_stats(x + 1, y + 1, cell - 2, cell - 2)
+        assert head0["ink"] > 0.9 * head0["pixels"] and head0["colours"] >= 3  # the pattern
+        legend = wp.page.locator("#root .attnkit-legend-text").text_content()
+        assert "3\u00d75 cells" in legend and "3 target \u00d7 5 source tokens" in legend
+        wp.click(x + float(wp.data("pitch-x")) + cell / 2, y + cell / 2)
+        assert wp.saved()[-1] == {"selected": [0, 1]}
+        assert wp.errors() == []
+    finally:
+        wp.close()
+
+
+def test_static_png_fallback_of_a_rectangle(browser):
+    for widget in (ak.Heatmap(cross()), ak.HeadGrid(cross(), progress=False)):
+        data, _ = widget._repr_mimebundle_()
+        html = data["text/html"]
+        assert XSS not in html and "&lt;img src=x onerror=alert(1)&gt;" in html
+        assert SCRIPT not in html
+        png = base64.b64decode(data["image/png"])
+        assert png[:8] == b"\x89PNG\r\n\x1a\n"
+        page = browser.new_page()
+        try:
+            page.set_content(f"<!doctype html><body>{html}</body>")
+            page.wait_for_function("() => document.images[0] && document.images[0].complete")
+            assert page.evaluate("() => document.images[0].naturalWidth") > 100
+            alt = page.evaluate("() => document.images[0].alt")
+            assert XSS in alt and SCRIPT in alt  # both axes' tokens, as text
+        finally:
+            page.close()
