@@ -41,6 +41,9 @@ before); ``Heatmap`` of a head the grid has read (cached) and of one without the
 band from its worker thread (time until the constructor returns, until the first band and
 until the whole overview, and the main thread's lateness meanwhile).
 
+QKScatter (a million points, the 144-head matrix view) is measured with the query-key
+embedding it draws, in benchmarks/qk.py (``--section widget``), not here.
+
 Run from the repo root:
 
     python benchmarks/widgets.py [--repeats 5] [--section short|long|all|stall]
