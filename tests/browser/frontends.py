@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 from typing_extensions import Self
 
-from lab import REPO, free_port, wait_for
+from lab import REPO, free_port, stop, wait_for
 
 #: the three views every front end shows (tiny random BERT; a long causal map for tiles)
 VIEWS_SETUP = """\
@@ -100,15 +100,7 @@ class _Server:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self.proc is not None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
-        if self._log is not None:
-            self._log.close()
+        stop(self.proc, self._log)
 
     @contextmanager
     def page(self, browser: Any, width: int = 1300, height: int = 1100, **options: Any) -> Iterator[Any]:

@@ -29,6 +29,19 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def stop(proc: subprocess.Popen | None, log: Any) -> None:
+    """End a server process (terminate, then kill after 20 s) and close its log file."""
+    if proc is not None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+    if log is not None:
+        log.close()
+
+
 def wait_for(pred, timeout: float, what: str, step: float = 0.25):
     end = time.monotonic() + timeout
     while time.monotonic() < end:
@@ -120,14 +133,7 @@ class JupyterLab:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self.proc is not None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
-        self._log.close()
+        stop(self.proc, self._log)
 
     # ------------------------------------------------------------ in a page
     @contextmanager
