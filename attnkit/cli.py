@@ -46,12 +46,12 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     import attnkit as ak
 
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     path, fallback = _treebank_path(args.treebank, args.split)
     t0 = time.time()
     _say(f"model {args.model}; treebank {path}")
     tb = ak.read_conllu(path, limit=args.limit)
     model = ak.load(args.model)
+    out.mkdir(parents=True, exist_ok=True)  # only once the inputs are known good: a bad one writes nothing
     store = None if args.no_store else out / "store" / f"{path.stem}"
     sset = ak.extract(model, tb, batch_size=args.batch_size, level="word", store=store)
     from .pipeline import run_general

@@ -45,5 +45,6 @@ def test_analyze_bad_treebank_is_a_clear_error(tmp_path):
     assert r.returncode == 2
     assert "bad.conllu:1:" in r.stderr and "10 tab-separated" in r.stderr
     sample = str(attnkit.data.sample_treebank())
-    r = run_cli("analyze", "--treebank", sample, "--model", str(tmp_path / "nope"))
+    r = run_cli("analyze", "--treebank", sample, "--model", str(tmp_path / "nope"), "--out", str(tmp_path / "o2"))
     assert r.returncode == 2 and "No model folder" in r.stderr
+    assert not (tmp_path / "o").exists() and not (tmp_path / "o2").exists()  # a bad input writes nothing
