@@ -259,7 +259,7 @@ class HeadGridView extends HeadPickerView<"headgrid"> {
     this.baseDrawn = true;
   }
 
-  private progress = new Progress(() => this.showSelection());
+  private progress = new Progress(() => this.showSelection(), () => this.kernelGone);
 
   /** One head's thumbnail, sent by the kernel's worker as soon as it is computed. */
   protected pushed(content: Record<string, any>, _buffers: Binary[]): void {
@@ -306,7 +306,12 @@ class HeadGridView extends HeadPickerView<"headgrid"> {
     const sel = this.selectionText() || "no head selected";
     this.status.textContent = progress ? `${sel} \u00b7 ${progress}` : sel;
     this.root.dataset.ready = this.d?.ready ? String(this.d.ready.reduce((a, x) => a + x, 0)) : String(this.d ? this.d.layers * this.d.heads : 0);
-    this.root.dataset.computing = this.d?.computing ?? "";
+    this.root.dataset.computing = this.d ? this.progress.state(this.d.computing) : "";
+  }
+
+  protected linkChanged(): void {
+    this.showSelection();
+    this.redraw();
   }
 
   dispose(): void {

@@ -204,7 +204,7 @@ class HeatmapView extends View<"heatmap"> {
 
   private overviewKey = "";
   private tickTimer: ReturnType<typeof setTimeout> | null = null;
-  private progress = new Progress(() => this.redraw());
+  private progress = new Progress(() => this.redraw(), () => this.kernelGone);
 
   /** Rows of the overview, read by the kernel's worker thread as it goes (band by band). */
   protected pushed(content: Record<string, any>, buffers: Binary[]): void {
@@ -562,7 +562,8 @@ class HeatmapView extends View<"heatmap"> {
     parts.push(bin === 1 ? "every cell one token pair" : `each cell the ${this.reduce()} of ${bin}\u00d7${bin} token pairs`);
     const beyond = !d.local.has(String(level)) && level < d.pyramid.top;
     if (missing > 0 && this.link === "none") {
-      parts.push(d.embedNote ? `${d.embedNote}: showing coarser cells here` : "no kernel in this copy: showing the overview only");
+      parts.push(d.embedNote ? `${d.embedNote}: showing coarser cells here`
+        : `${this.kernelGone || "no kernel in this copy"}: showing the overview only`);
     } else if (missing > 0 && (this.link !== "ok" || this.tiles.waitingForKernel())) {
       parts.push(`${missing} tile${missing > 1 ? "s" : ""} ${this.waitText()}; coarser cells meanwhile`);
     } else if (missing > 0) {
@@ -575,7 +576,7 @@ class HeatmapView extends View<"heatmap"> {
       ` (tokens 1\u2013${Math.min(d.n, d.rowsReady * 2 ** d.pyramid.top)} of ${d.n} read; the kernel is free meanwhile)`);
     if (reading) parts.push(reading);
     this.root.dataset.rowsReady = String(d.rowsReady);
-    this.root.dataset.computing = d.computing;
+    this.root.dataset.computing = this.progress.state(d.computing);
     this.status.textContent = parts.join(" \u00b7 ");
     // while the kernel is silent the status counts the seconds (and the hover says so)
     if (missing > 0 && this.link !== "ok" && this.link !== "none" && !this.tickTimer) {

@@ -11,6 +11,8 @@
 //   kernel     requests to the kernel over custom messages: a link that says what it waits
 //              for (`link`), times a request out, and comes back by itself the moment the
 //              kernel answers anything (a busy kernel answers late; it never gives up for good);
+//              once the kernel is restarted (the widget manager cuts the widget's link)
+//              the view keeps what it has, says why nothing more comes, and asks nothing;
 //   traits     read by the names traits.gen.ts lists for the view's bundle (generated from
 //              the Python widget classes; tsc checks every name), every one of them reloads
 //              the view but those it handles itself (quiet);
@@ -102,6 +104,8 @@ export abstract class View<B extends Bundle = Bundle> {
    * back-off until the kernel answers), "none" (no kernel can ever answer: an exported page).
    */
   link: Link = noKernel() ? "none" : "ok";
+  /** Why this view's kernel will never answer again ("the kernel was restarted"), or "". */
+  kernelGone = "";
   /** performance.now() of the oldest unanswered request since the kernel last answered */
   private silentSince: number | null = null;
 
@@ -183,6 +187,7 @@ export abstract class View<B extends Bundle = Bundle> {
     const reload = () => this.reload();
     for (const n of this.traits()) this.onModel(`change:${n}`, reload);
     this.onModel("msg:custom", (content: Record<string, any>, buffers: Binary[]) => this.receive(content, buffers ?? []));
+    this.onModel("comm_live_update", () => this.commCut());
     if (typeof ResizeObserver !== "undefined") {
       const ro = new ResizeObserver(() => {
         if (this.measure()) {
@@ -351,6 +356,26 @@ export abstract class View<B extends Bundle = Bundle> {
   /** The kernel answered after a silence: views ask again for what they lacked. */
   protected kernelBack(): void {}
 
+  /**
+   * The widget's link to its kernel was cut. ipywidgets' managers (JupyterLab, Notebook 7,
+   * Voila) set a model's `comm_live` (whose change is this event) true only while creating it,
+   * before any view, and false when its kernel restarts: the old kernel's models are gone for
+   * good (the new kernel knows none of them). Unanswered requests fail, nothing more is asked
+   * or taken in, and the views say why (link "none").
+   */
+  private commCut(): void {
+    if (this.kernelGone) return;
+    this.kernelGone = "the kernel was restarted";
+    this.root.dataset.kernel = "gone";
+    for (const w of this.waiting.values()) {
+      for (const t of w.timer) clearTimeout(t);
+      w.reject(new Error(this.kernelGone));
+    }
+    this.waiting.clear();
+    this.silentSince = null;
+    this.setLink("none");
+  }
+
   private setLink(link: Link): void {
     if (link === this.link) return;
     const was = this.link;
@@ -397,6 +422,7 @@ export abstract class View<B extends Bundle = Bundle> {
   }
 
   private receive(content: Record<string, any>, buffers: Binary[]): void {
+    if (this.kernelGone) return; // the view stays as it was when its kernel went
     if (content?.type === "push") {
       this.pushed(content, buffers);
       return;
