@@ -17,7 +17,7 @@ import { checkbox, select, stepper } from "./lib/controls";
 import { displayToken, fitText, formatValue, labelStride, truncate } from "./lib/labels";
 import { colorBarV } from "./lib/legend";
 import { describeScale, rankRows, Scale, ScaleKind, scaleIndex, scaleKey } from "./lib/scale";
-import { chooseLevel, Entry, levelSide, Pyramid, tileEntry, TileId, tileKey, TileLoader, tileOfCell, tilesCovering } from "./lib/tiles";
+import { chooseLevel, Entry, levelSide, poolColumns, Pyramid, tileEntry, TileId, tileKey, TileLoader, tileOfCell, tilesCovering } from "./lib/tiles";
 import { bindPan } from "./lib/pan";
 import { h, mount, noKernel, RenderProps, View } from "./lib/view";
 import { cellAt, clampView, fullView, panBy, snapView, View as Window, zoomAt } from "./lib/zoom";
@@ -887,26 +887,6 @@ class HeatmapView extends View<"heatmap"> {
     });
   }
 
-}
-
-/** Each row's runs of `pool` columns as one value: their max or mean (NaN cells left out). */
-function poolColumns(values: ArrayLike<number>, rows: number, cols: number, pool: number, mean: boolean): Float32Array {
-  const out = Math.ceil(cols / pool);
-  const pooled = new Float32Array(rows * out);
-  for (let i = 0; i < rows; i++) {
-    for (let b = 0; b < out; b++) {
-      let acc = mean ? 0 : -Infinity;
-      let count = 0;
-      for (let j = b * pool; j < Math.min(cols, (b + 1) * pool); j++) {
-        const v = values[i * cols + j];
-        if (Number.isNaN(v)) continue;
-        acc = mean ? acc + v : Math.max(acc, v);
-        count++;
-      }
-      pooled[i * out + b] = count === 0 ? NaN : mean ? acc / count : acc;
-    }
-  }
-  return pooled;
 }
 
 /** An exact weight for the tooltip: 4 significant digits. */
