@@ -5,6 +5,9 @@
 // A rectangular map (cross-attention: target rows over source columns, `n_cols` set) is
 // drawn in the square view of its longer side: the cells past its rows or columns are
 // blank, the rows labelled with the target tokens, the columns with the source tokens.
+// A wide one (few target rows over many source columns) has taller rows than its columns
+// are wide while all its rows fit the plot (see `rowPx`): the rows stay readable and
+// hoverable; zoomed in until cells are as tall as those rows, cells are square again.
 
 import { bitmap, FONT, FONT_SMALL, localPoint, sizeCanvas } from "./lib/canvas";
 import { Binary, WireArray } from "./lib/codec";
@@ -14,7 +17,7 @@ import { checkbox, select, stepper } from "./lib/controls";
 import { displayToken, fitText, formatValue, labelStride, truncate } from "./lib/labels";
 import { colorBarV } from "./lib/legend";
 import { describeScale, rankRows, Scale, ScaleKind, scaleIndex, scaleKey } from "./lib/scale";
-import { chooseLevel, Entry, levelSide, Pyramid, tileEntry, TileId, tileKey, TileLoader, tileOfCell, tilesCovering } from "./lib/tiles";
+import { chooseLevel, Entry, levelSide, poolColumns, Pyramid, tileEntry, TileId, tileKey, TileLoader, tileOfCell, tilesCovering } from "./lib/tiles";
 import { bindPan } from "./lib/pan";
 import { h, mount, noKernel, RenderProps, View } from "./lib/view";
 import { cellAt, clampView, fullView, panBy, snapView, View as Window, zoomAt } from "./lib/zoom";
@@ -25,6 +28,10 @@ const CACHE_BYTES = 96 * 2 ** 20;
 const IN_FLIGHT = 4;
 const SETTLE_MS = 60;
 const RIGHT = 118; // colour bar, its numbers, the minimap
+/** the least height of a wide rectangle's rows while all of them fit the plot */
+const MIN_ROW_PX = 16;
+/** a stretched view draws its rows exact (level 0 or finer) when this few tiles cover it */
+const MAX_EXACT_TILES = 16;
 
 interface Data {
   /** cells per side of the (square) view: the rows, or the longer side of a rectangle */
@@ -276,7 +283,7 @@ class HeatmapView extends View<"heatmap"> {
     Object.assign(this.root.dataset, {
       plotLeft: String(this.geom.left), plotTop: String(this.geom.top), plotSize: String(this.geom.plot),
       miniLeft: String(this.geom.miniX), miniTop: String(this.geom.miniY), miniSize: String(mini),
-    });
+    });    this.win = this.fitRows(this.win); // a new plot size may stretch the rows (or not)
   }
 
   // ---------------------------------------------------------------------- draw
@@ -284,9 +291,9 @@ class HeatmapView extends View<"heatmap"> {
     this.cache.unpaint();
   }
 
-  private paintEntry(e: Entry, t: TileId, what: string): CanvasImageSource {
+  private paintEntry(e: Entry, t: TileId, what: string, pool = 1): CanvasImageSource {
     const s = this.scale();
-    const key = `${scaleKey(s)}|${this.theme.empty}|${this.theme.bg}|${what}`;
+    const key = `${scaleKey(s)}|${this.theme.empty}|${this.theme.bg}|${what}|${pool}`;
     if (e.bitmap && e.paintedFor === key) return e.bitmap;
     const d = this.d;
     const b0 = t.ti * d.pyramid.size;
@@ -304,24 +311,70 @@ class HeatmapView extends View<"heatmap"> {
       for (let i = 0; i < e.rows; i++) for (let j = Math.max(0, b0 + i - c0 + 1); j < e.cols; j++) masked[i * e.cols + j] = NaN;
       values = masked;
     }
+    // a stretched view's exact rows under columns too thin to draw: each run of `pool`
+    // columns pooled (max or mean), as the coarser level would, so no peak is dropped
+    if (pool > 1) values = poolColumns(values, e.rows, e.cols, pool, this.reduce() === "mean");
     const [er, eg, eb] = parseColor(this.theme.empty) ?? [240, 240, 240];
     const rgba = paint(values, lut(d.cmap, this.theme.bg), scaleIndex(s), undefined, [er, eg, eb, 255]);
-    e.bitmap = bitmap(rgba, e.cols, e.rows);
+    e.bitmap = bitmap(rgba, Math.ceil(e.cols / pool), e.rows);
     e.paintedFor = key;
     return e.bitmap;
   }
 
   /** Draw tile `t` (already cached under `key`) into the plot, clipped to the map. */
-  private drawTile(ctx: CanvasRenderingContext2D, t: TileId, e: Entry, what: string): void {
+  private drawTile(ctx: CanvasRenderingContext2D, t: TileId, e: Entry, what: string, pool = 1): void {
     const { left, top, plot } = this.geom;
     const w = this.win;
     const cellPx = plot / w.size;
+    const rowPx = this.rowPx();
     const bin = 2 ** t.k;
     const r0 = t.ti * this.d.pyramid.size * bin;
     const c0 = t.tj * this.d.pyramid.size * bin;
-    const img = this.paintEntry(e, t, what);
-    ctx.drawImage(img, 0, 0, e.cols, e.rows,
-      left + (c0 - w.x0) * cellPx, top + (r0 - w.y0) * cellPx, e.cols * bin * cellPx, e.rows * bin * cellPx);
+    const img = this.paintEntry(e, t, what, pool);
+    const cols = Math.ceil(e.cols / pool);
+    ctx.drawImage(img, 0, 0, cols, e.rows,
+      left + (c0 - w.x0) * cellPx, top + (r0 - w.y0) * rowPx, cols * pool * bin * cellPx, e.rows * bin * rowPx);
+  }
+
+  /**
+   * The height of a row: the cells' side, or, for a wide rectangle whose rows all fit the
+   * plot, taller: min(plot / rows, max(MIN_ROW_PX, plot / (2 rows))), so its rows fill at
+   * least half the plot (or all of it). A square map's rows are always its cells' side.
+   */
+  private rowPx(size = this.win.size): number {
+    const d = this.d;
+    const plot = this.geom.plot;
+    const cell = plot / size;
+    if (!d.rect || d.rows >= d.cols) return cell;
+    const fit = plot / d.rows;
+    return Math.max(cell, Math.min(fit, Math.max(MIN_ROW_PX, fit / 2)));
+  }
+
+  /** Rows are taller than cells are wide in a view of `size` cells (then all rows show). */
+  private stretched(size = this.win.size): boolean {
+    return this.rowPx(size) > this.geom.plot / size;
+  }
+
+  /** A stretched view shows every row: from the first. */
+  private fitRows(w: Window): Window {
+    return this.stretched(w.size) ? { ...w, y0: 0 } : w;
+  }
+
+  /** The cell (row, col) under plot point (px, py), or null. */
+  private cellUnder(px: number, py: number): [number, number] | null {
+    const d = this.d;
+    const { plot } = this.geom;
+    if (!this.stretched()) return cellAt(this.win, px, py, plot, d.n);
+    if (px < 0 || py < 0 || px >= plot || py >= plot) return null;
+    const col = Math.floor(this.win.x0 + (px / plot) * this.win.size);
+    const row = Math.floor(this.win.y0 + py / this.rowPx());
+    return row < 0 || col < 0 || row >= d.n || col >= d.n ? null : [row, col];
+  }
+
+  /** The row under plot height py (a row label's place). */
+  private rowUnder(py: number): number {
+    const w = this.win;
+    return Math.floor(this.stretched() ? w.y0 + py / this.rowPx() : w.y0 + (py / this.geom.plot) * w.size);
   }
 
   protected draw(): void {
@@ -334,16 +387,31 @@ class HeatmapView extends View<"heatmap"> {
     const n = d.n;
     const w = this.win;
     const cellPx = plot / w.size;
+    const rowPx = this.rowPx();
+    const rowsShown = plot / rowPx; // rows in view: w.size unless stretched
     const pyr = d.pyramid;
     const what = this.what();
-    const level = chooseLevel(w.size, plot * dpr, pyr.top);
+    // A stretched view's rows are tall: drawn exact where few tiles cover the view, each
+    // tile's columns pooled down to the level the columns alone would use.
+    const colLevel = chooseLevel(w.size, plot * dpr, pyr.top);
+    let level = colLevel;
+    if (rowPx > cellPx) {
+      for (let k = chooseLevel(rowsShown, plot * dpr, pyr.top); k < colLevel; k++) {
+        if (tilesCovering(pyr, k, w.y0, w.y0 + rowsShown, w.x0, w.x0 + w.size).length <= MAX_EXACT_TILES) {
+          level = k;
+          break;
+        }
+      }
+    }
+    const pool = 2 ** (colLevel - level);
     this.root.dataset.level = String(level);
     this.root.dataset.view = `${w.x0},${w.y0},${w.size}`;
+    this.root.dataset.rowPx = String(rowPx);
 
     // Cells: the overview first (always there), then the tiles of the chosen level on top.
     ctx.save();
     ctx.beginPath();
-    ctx.rect(left, top, Math.min(plot, (d.cols - w.x0) * cellPx), Math.min(plot, (d.rows - w.y0) * cellPx));
+    ctx.rect(left, top, Math.min(plot, (d.cols - w.x0) * cellPx), Math.min(plot, (d.rows - w.y0) * rowPx));
     ctx.clip();
     ctx.imageSmoothingEnabled = false;
     ctx.fillStyle = th.empty;
@@ -354,8 +422,8 @@ class HeatmapView extends View<"heatmap"> {
     if (ov) this.drawTile(ctx, { k: pyr.top, ti: 0, tj: 0 }, ov, "value");
     let missing = 0;
     if (level < pyr.top) {
-      const tiles = tilesCovering(pyr, level, w.y0, w.y0 + w.size, w.x0, w.x0 + w.size);
-      const cy = w.y0 + w.size / 2;
+      const tiles = tilesCovering(pyr, level, w.y0, w.y0 + rowsShown, w.x0, w.x0 + w.size);
+      const cy = w.y0 + rowsShown / 2;
       const cx = w.x0 + w.size / 2;
       const span = pyr.size * 2 ** level;
       const dist = (t: TileId) => Math.hypot((t.ti + 0.5) * span - cy, (t.tj + 0.5) * span - cx);
@@ -366,7 +434,7 @@ class HeatmapView extends View<"heatmap"> {
         const key = this.key(t, what);
         const e = this.cache.get(key);
         if (e) {
-          this.drawTile(ctx, t, e, what);
+          this.drawTile(ctx, t, e, what, pool);
           this.noteDrawn(key);
         } else {
           missing++;
@@ -377,18 +445,18 @@ class HeatmapView extends View<"heatmap"> {
     ctx.restore();
     this.tiles.settle(`${w.x0},${w.y0},${w.size}`);
 
-    if (cellPx >= 10) {
+    if (cellPx >= 10 || rowPx >= 10) {
       ctx.strokeStyle = th.dark ? "rgba(0,0,0,0.45)" : "rgba(255,255,255,0.6)";
       ctx.lineWidth = 1;
       ctx.beginPath();
       const gridW = Math.min(plot, (d.cols - w.x0) * cellPx);
-      const gridH = Math.min(plot, (d.rows - w.y0) * cellPx);
-      for (let i = Math.ceil(w.x0); i <= Math.min(d.cols, w.x0 + w.size); i++) {
+      const gridH = Math.min(plot, (d.rows - w.y0) * rowPx);
+      for (let i = Math.ceil(w.x0); cellPx >= 10 && i <= Math.min(d.cols, w.x0 + w.size); i++) {
         const x = left + (i - w.x0) * cellPx;
         ctx.moveTo(x, top); ctx.lineTo(x, top + gridH);
       }
-      for (let i = Math.ceil(w.y0); i <= Math.min(d.rows, w.y0 + w.size); i++) {
-        const y = top + (i - w.y0) * cellPx;
+      for (let i = Math.ceil(w.y0); rowPx >= 10 && i <= Math.min(d.rows, w.y0 + rowsShown); i++) {
+        const y = top + (i - w.y0) * rowPx;
         ctx.moveTo(left, y); ctx.lineTo(left + gridW, y);
       }
       ctx.stroke();
@@ -399,22 +467,21 @@ class HeatmapView extends View<"heatmap"> {
 
     if (this.hover) {
       const [r, c] = this.hover;
-      const ry = top + (r - w.y0) * cellPx;
+      const ry = top + (r - w.y0) * rowPx;
       const cx = left + (c - w.x0) * cellPx;
-      const cw = Math.max(cellPx, 1);
       ctx.save();
       ctx.beginPath();
-      ctx.rect(left, top, Math.min(plot, (d.cols - w.x0) * cellPx), Math.min(plot, (d.rows - w.y0) * cellPx));
+      ctx.rect(left, top, Math.min(plot, (d.cols - w.x0) * cellPx), Math.min(plot, (d.rows - w.y0) * rowPx));
       ctx.clip();
       ctx.fillStyle = "rgba(255, 170, 0, 0.16)";
-      ctx.fillRect(left, ry, plot, cw);
-      ctx.fillRect(cx, top, cw, plot);
+      ctx.fillRect(left, ry, plot, Math.max(rowPx, 1));
+      ctx.fillRect(cx, top, Math.max(cellPx, 1), plot);
       ctx.strokeStyle = th.accent;
       ctx.lineWidth = 2;
-      ctx.strokeRect(cx - (cellPx < 4 ? 2 : 0), ry - (cellPx < 4 ? 2 : 0), Math.max(cellPx, 4), Math.max(cellPx, 4));
+      ctx.strokeRect(cx - (cellPx < 4 ? 2 : 0), ry - (rowPx < 4 ? 2 : 0), Math.max(cellPx, 4), Math.max(rowPx, 4));
       ctx.restore();
     }
-    this.drawLabels(ctx, cellPx);
+    this.drawLabels(ctx, cellPx, rowPx);
 
     ctx.font = FONT_SMALL;
     ctx.fillStyle = th.muted;
@@ -436,33 +503,41 @@ class HeatmapView extends View<"heatmap"> {
     this.zoomOut.disabled = w.size >= n;
     this.fit.disabled = w.size >= n;
     this.zoomIn.disabled = w.size <= Math.min(4, n);
-    this.updateText(level, missing, s);
+    this.updateText(level, missing, s, pool);
   }
 
-  private drawLabels(ctx: CanvasRenderingContext2D, cellPx: number): void {
+  private drawLabels(ctx: CanvasRenderingContext2D, cellPx: number, rowPx = cellPx): void {
     const d = this.d;
     const th = this.theme;
     const { left, top, plot } = this.geom;
     const w = this.win;
-    const numbered = cellPx < MIN_LABEL_PX; // strided labels carry their position
-    const stride = labelStride(cellPx, numbered ? 14 : MIN_LABEL_PX);
+    const room = left - 8; // labels are shortened to fit: never cut at the canvas edge
+    // Each axis by its own cells' size (a stretched view's rows are taller than its columns).
+    const axis = (px: number) => {
+      const numbered = px < MIN_LABEL_PX; // strided labels carry their position
+      const stride = labelStride(px, numbered ? 14 : MIN_LABEL_PX);
+      const fontPx = Math.max(8, Math.min(12, px * 0.9));
+      return {
+        stride, fontPx,
+        font: `${fontPx.toFixed(1)}px system-ui, -apple-system, "Segoe UI", Roboto, sans-serif`,
+        text: (i: number, shown: string[]) => fitText(ctx, numbered ? `#${i + 1} ${shown[i] ?? ""}` : shown[i] ?? String(i), room),
+        first: (a: number) => Math.ceil(a / stride) * stride,
+        // A label sits at its row's (column's) centre, moved inside the plot's span where the
+        // row is cut by the view's edge or thinner than the text: never half-drawn at an edge.
+        half: fontPx / 2 + 1,
+        // Tick labels give way to the hovered one (drawn bold on a backing): no overlapping text.
+        gap: fontPx + 2,
+      };
+    };
+    const ra = axis(rowPx);
+    const ca = axis(cellPx);
+    const inside = (p: number, a: number, half: number) => Math.max(a + half, Math.min(a + plot - half, p));
     const lo = Math.max(0, Math.floor(w.y0));
-    const hi = Math.min(d.rows - 1, Math.ceil(w.y0 + w.size) - 1);
+    const hi = Math.min(d.rows - 1, Math.ceil(w.y0 + plot / rowPx) - 1);
     const loC = Math.max(0, Math.floor(w.x0));
     const hiC = Math.min(d.cols - 1, Math.ceil(w.x0 + w.size) - 1);
-    const fontPx = Math.max(8, Math.min(12, cellPx * 0.9));
-    const font = `${fontPx.toFixed(1)}px system-ui, -apple-system, "Segoe UI", Roboto, sans-serif`;
-    const room = left - 8; // labels are shortened to fit: never cut at the canvas edge
-    const text = (i: number, shown = d.shown) => fitText(ctx, numbered ? `#${i + 1} ${shown[i] ?? ""}` : shown[i] ?? String(i), room);
-    const first = (a: number) => Math.ceil(a / stride) * stride;
-    // A label sits at its row's (column's) centre, moved inside the plot's span where the
-    // row is cut by the view's edge or thinner than the text: never half-drawn at an edge.
-    const half = fontPx / 2 + 1;
-    const inside = (p: number, a: number) => Math.max(a + half, Math.min(a + plot - half, p));
-    // Tick labels give way to the hovered one (drawn bold on a backing): no overlapping text.
-    const gap = fontPx + 2;
-    const hoverRow = this.hover ? inside(top + (this.hover[0] + 0.5 - w.y0) * cellPx, top) : NaN;
-    const hoverCol = this.hover ? inside(left + (this.hover[1] + 0.5 - w.x0) * cellPx, left) : NaN;
+    const hoverRow = this.hover ? inside(top + (this.hover[0] + 0.5 - w.y0) * rowPx, top, ra.half) : NaN;
+    const hoverCol = this.hover ? inside(left + (this.hover[1] + 0.5 - w.x0) * cellPx, left, ca.half) : NaN;
     ctx.save();
     ctx.beginPath();
     ctx.rect(0, top, left, plot);
@@ -470,19 +545,19 @@ class HeatmapView extends View<"heatmap"> {
     ctx.textAlign = "right";
     ctx.textBaseline = "middle";
     const rows = new Set<number>();
-    for (let i = first(lo); i <= hi; i += stride) rows.add(i);
+    for (let i = ra.first(lo); i <= hi; i += ra.stride) rows.add(i);
     if (this.hover) rows.add(this.hover[0]);
     for (const i of rows) {
       if (i < lo || i > hi) continue;
       const isHover = this.hover !== null && this.hover[0] === i;
-      const y = inside(top + (i + 0.5 - w.y0) * cellPx, top);
-      if (!isHover && Math.abs(y - hoverRow) < gap) continue;
-      ctx.font = isHover ? `bold ${font}` : font;
-      const label = text(i);
+      const y = inside(top + (i + 0.5 - w.y0) * rowPx, top, ra.half);
+      if (!isHover && Math.abs(y - hoverRow) < ra.gap) continue;
+      ctx.font = isHover ? `bold ${ra.font}` : ra.font;
+      const label = ra.text(i, d.shown);
       if (isHover) {
         ctx.fillStyle = th.bg;
         const tw = ctx.measureText(label).width;
-        ctx.fillRect(left - 8 - tw, y - half, tw + 4, 2 * half);
+        ctx.fillRect(left - 8 - tw, y - ra.half, tw + 4, 2 * ra.half);
       }
       ctx.fillStyle = isHover ? th.accentInk : th.ink;
       ctx.fillText(label, left - 6, y);
@@ -495,21 +570,21 @@ class HeatmapView extends View<"heatmap"> {
     ctx.textAlign = "left";
     ctx.textBaseline = "middle";
     const cols = new Set<number>();
-    for (let j = first(loC); j <= hiC; j += stride) cols.add(j);
+    for (let j = ca.first(loC); j <= hiC; j += ca.stride) cols.add(j);
     if (this.hover) cols.add(this.hover[1]);
     for (const j of cols) {
       if (j < loC || j > hiC) continue;
       const isHover = this.hover !== null && this.hover[1] === j;
-      const x = inside(left + (j + 0.5 - w.x0) * cellPx, left);
-      if (!isHover && Math.abs(x - hoverCol) < gap) continue;
+      const x = inside(left + (j + 0.5 - w.x0) * cellPx, left, ca.half);
+      if (!isHover && Math.abs(x - hoverCol) < ca.gap) continue;
       ctx.save();
       ctx.translate(x, top - 6);
       ctx.rotate(-Math.PI / 2);
-      ctx.font = isHover ? `bold ${font}` : font;
-      const label = text(j, d.colShown);
+      ctx.font = isHover ? `bold ${ca.font}` : ca.font;
+      const label = ca.text(j, d.colShown);
       if (isHover) {
         ctx.fillStyle = th.bg;
-        ctx.fillRect(-2, -half, ctx.measureText(label).width + 4, 2 * half);
+        ctx.fillRect(-2, -ca.half, ctx.measureText(label).width + 4, 2 * ca.half);
       }
       ctx.fillStyle = isHover ? th.accentInk : th.ink;
       ctx.fillText(label, 0, 0);
@@ -537,7 +612,8 @@ class HeatmapView extends View<"heatmap"> {
     const f = mini / d.n;
     ctx.strokeStyle = th.accent;
     ctx.lineWidth = 1.5;
-    ctx.strokeRect(miniX + w.x0 * f, miniY + w.y0 * f, Math.max(3, w.size * f), Math.max(3, w.size * f));
+    const rowsShown = Math.min(w.size, this.geom.plot / this.rowPx());
+    ctx.strokeRect(miniX + w.x0 * f, miniY + w.y0 * f, Math.max(3, w.size * f), Math.max(3, rowsShown * f));
     ctx.strokeStyle = th.faint;
     ctx.lineWidth = 0.5;
     ctx.strokeRect(miniX - 0.5, miniY - 0.5, mini + 1, mini + 1);
@@ -548,18 +624,18 @@ class HeatmapView extends View<"heatmap"> {
     ctx.fillText("where you are", miniX, miniY - 3);
   }
 
-  private updateText(level: number, missing: number, s: Scale): void {
+  private updateText(level: number, missing: number, s: Scale, pool = 1): void {
     const d = this.d;
     const w = this.win;
     const r0 = Math.floor(w.y0) + 1;
-    const r1 = Math.min(d.rows, Math.ceil(w.y0 + w.size));
+    const r1 = Math.min(d.rows, Math.ceil(w.y0 + Math.min(w.size, this.geom.plot / this.rowPx())));
     const c0 = Math.floor(w.x0) + 1;
     const c1 = Math.min(d.cols, Math.ceil(w.x0 + w.size));
     const parts = [d.rect
       ? `rows ${r0}\u2013${r1} of ${d.rows} target tokens, columns ${c0}\u2013${c1} of ${d.cols} source tokens`
       : `rows ${r0}\u2013${r1}, columns ${c0}\u2013${c1} of ${d.n}`];
     const bin = 2 ** level;
-    parts.push(bin === 1 ? "every cell one token pair" : `each cell the ${this.reduce()} of ${bin}\u00d7${bin} token pairs`);
+    parts.push(bin === 1 && pool === 1 ? "every cell one token pair" : `each cell the ${this.reduce()} of ${bin}\u00d7${bin * pool} token pairs`);
     const beyond = !d.local.has(String(level)) && level < d.pyramid.top;
     if (missing > 0 && this.link === "none") {
       parts.push(d.embedNote ? `${d.embedNote}: showing coarser cells here`
@@ -670,7 +746,7 @@ class HeatmapView extends View<"heatmap"> {
   private onMove(ev: PointerEvent): void {
     const d = this.d;
     const [px, py] = this.plotPoint(ev);
-    let cell = cellAt(this.win, px, py, this.geom.plot, d.n);
+    let cell = this.cellUnder(px, py);
     if (cell && (cell[0] >= d.rows || cell[1] >= d.cols)) cell = null; // past a rectangle's edge
     const at = localPoint(this.stage, ev);
     this.pointer = { plot: [px, py], stage: at };
@@ -683,7 +759,7 @@ class HeatmapView extends View<"heatmap"> {
         if (this.hover && this.hover[0] === cell[0] && this.hover[1] === cell[1]) this.showTip(cell, at, true);
       }, 60);
     } else if (px < 0 && py >= 0 && py < this.geom.plot) {
-      const r = Math.floor(this.win.y0 + (py / this.geom.plot) * this.win.size);
+      const r = this.rowUnder(py);
       if (r >= 0 && r < d.rows) this.tip.show(at[0], at[1], displayToken(d.tokens[r] ?? ""), [["position", `#${r + 1} (row, from${d.rect ? ", target" : ""})`]]);
       else this.tip.hide();
     } else if (py < 0 && px >= 0 && px < this.geom.plot) {
@@ -714,7 +790,7 @@ class HeatmapView extends View<"heatmap"> {
    * changed, so the tooltip names the one now there (or goes, when the pointer is elsewhere).
    */
   private setWindow(w: Window, toward: "in" | "out" | "near" = "near"): void {
-    this.win = snapView(w, this.d.n, this.geom.plot, toward);
+    this.win = this.fitRows(snapView(w, this.d.n, this.geom.plot, toward));
     this.tiles.clearQueue();
     this.retip();
     this.redraw();
@@ -723,7 +799,7 @@ class HeatmapView extends View<"heatmap"> {
   /** The tooltip and hover of the cell under the pointer after the view moved under it. */
   private retip(): void {
     const p = this.pointer;
-    const cell = p ? cellAt(this.win, p.plot[0], p.plot[1], this.geom.plot, this.d.n) : null;
+    const cell = p ? this.cellUnder(p.plot[0], p.plot[1]) : null;
     this.hover = cell;
     if (cell && p) {
       this.hoverAt = p.stage;
@@ -734,7 +810,19 @@ class HeatmapView extends View<"heatmap"> {
   }
 
   private zoomBy(factor: number, fx = 0.5, fy = 0.5): void {
-    this.setWindow(zoomAt(this.win, factor, fx, fy, this.d.n), factor > 1 ? "in" : "out");
+    this.setWindow(this.zoomed(factor, fx, fy), factor > 1 ? "in" : "out");
+  }
+
+  /**
+   * Zoom by `factor` keeping the cell under (fx, fy) (fractions of the plot) in place; where
+   * the view is stretched before or after, the row under it by the rows' own height.
+   */
+  private zoomed(factor: number, fx: number, fy: number): Window {
+    const w = zoomAt(this.win, factor, fx, fy, this.d.n);
+    if (!this.stretched() && !this.stretched(w.size)) return w;
+    const py = fy * this.geom.plot;
+    const row = this.win.y0 + py / this.rowPx();
+    return clampView({ ...w, y0: row - py / this.rowPx(w.size) }, this.d.n);
   }
 
   private bind(): void {
@@ -755,7 +843,7 @@ class HeatmapView extends View<"heatmap"> {
           return true;
         }
         if (!moved || start.win.size >= this.d.n) return false;
-        this.win = panBy(start.win, dx, dy, this.geom.plot, this.d.n);
+        this.win = this.fitRows(panBy(start.win, dx, dy, this.geom.plot, this.d.n));
         this.tip.hide();
         this.redraw();
         return true;
@@ -776,8 +864,8 @@ class HeatmapView extends View<"heatmap"> {
       return px >= 0 && py >= 0 && px <= this.geom.plot && py <= this.geom.plot;
     }, (factor, ev) => {
       const [px, py] = this.plotPoint(ev);
-      this.win = snapView(zoomAt(this.win, factor, px / this.geom.plot, py / this.geom.plot, this.d.n),
-        this.d.n, this.geom.plot, factor > 1 ? "in" : "out");
+      this.win = this.fitRows(snapView(this.zoomed(factor, px / this.geom.plot, py / this.geom.plot),
+        this.d.n, this.geom.plot, factor > 1 ? "in" : "out"));
       this.tiles.clearQueue();
       this.onMove(ev as unknown as PointerEvent);
       this.redraw();

@@ -1,11 +1,30 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import { chooseLevel, Entry, levelSide, TileCache, tileEntry, TileId, tileKey, TileLoader, tileOfCell, tilesCovering } from "../src/lib/tiles";
+import { chooseLevel, Entry, levelSide, poolColumns, TileCache, tileEntry, TileId, tileKey, TileLoader, tileOfCell, tilesCovering } from "../src/lib/tiles";
 
 const P = { n: 8192, top: 4, size: 256 }; // 8k tokens: overview 512 = level 4
 
 function entry(bytes: number, pinned = false) {
   return { values: new Float32Array(bytes / 4), rows: 1, cols: bytes / 4, pinned };
 }
+
+describe("poolColumns", () => {
+  // 2 rows x 5 columns pooled by 2: runs [0,1], [2,3], [4] (the last one short)
+  const v = [1, 3, 2, NaN, 5, 0.5, 0.25, NaN, NaN, 4];
+  it("takes each run's max, leaving NaN out", () => {
+    expect(Array.from(poolColumns(v, 2, 5, 2, false))).toEqual([3, 2, 5, 0.5, NaN, 4]);
+  });
+  it("takes each run's mean over its cells with values", () => {
+    expect(Array.from(poolColumns(v, 2, 5, 2, true))).toEqual([2, 2, 5, 0.375, NaN, 4]);
+  });
+  it("keeps a peak a coarser draw would skip", () => {
+    const row = new Float32Array(1100).fill(0.001);
+    row[1003] = 0.5;
+    const pooled = poolColumns(row, 1, 1100, 4, false);
+    expect(pooled.length).toBe(275);
+    expect(pooled[250]).toBe(0.5); // 1003 >> 2
+    expect(pooled.filter((x) => x === 0.5).length).toBe(1);
+  });
+});
 
 describe("pyramid geometry", () => {
   it("halves the side per level, rounding up", () => {

@@ -182,3 +182,104 @@ def test_static_png_fallback_of_a_rectangle(browser):
             assert XSS in alt and SCRIPT in alt  # both axes' tokens, as text
         finally:
             page.close()
+
+
+def wide(t: int, s: int, peaks: list[int], values: list[float]) -> CrossAttention:
+    """``t`` target rows over ``s`` source columns: row r puts ``values[r]`` on column
+    ``peaks[r]`` (its argmax) and spreads the rest evenly over the other columns."""
+    maps = np.empty((1, 1, t, s), dtype=np.float64)
+    for r in range(t):
+        maps[0, 0, r] = (1 - values[r]) / (s - 1)
+        maps[0, 0, r, peaks[r]] = values[r]
+    target = [f"t{i}" for i in range(t)]
+    source = [f"s{j}" for j in range(s)]
+    return CrossAttention(maps, target, ["word"] * t, list(range(t)), target, source,
+                          ["word"] * s, list(range(s)), source)
+
+
+def cell_text(wp: WidgetPage) -> tuple[float, str, str]:
+    """The hovered cell's value and the (target, source) tokens the tooltip names."""
+    import re
+
+    text = wp.tooltip()
+    m = re.match(r"attention: ([-0-9.e]+)from \(target\)(\S+) .*to \(source\)(\S+) ", text)
+    assert m, text
+    return float(m.group(1)), m.group(2), m.group(3)
+
+
+@pytest.mark.parametrize("t, min_row", [(6, 16.0), (60, 10.0)])
+def test_wide_rectangle_rows_are_readable(browser, t, min_row):
+    """A summariser's cross-attention, ``t`` target rows over 1,100 source columns: the drawn
+    rectangle covers at least a third of the plot's height and every row is at least
+    ``min_row`` px tall (16 px: the least a wide map's rows get; 60 rows in a 740 px plot:
+    the plot shared out, 12 px), the rows read back by hovering them, at the overview and
+    zoomed in with ``+`` where the tiles are exact (level 0) and each row's argmax cell
+    reads its exact value."""
+    s = 1100
+    peaks = [(523 + 7 * r) % s if r % 2 else (97 * r + 11) % s for r in range(t)]
+    values = [0.25 + r / 128 for r in range(t)]  # exact in float16: each row its own value
+    wp = WidgetPage(browser, ak.Heatmap(wide(t, s, peaks, values)), width=900)
+    try:
+        wp.wait_drawn()
+        missing0 = "() => document.querySelector('#root .attnkit').dataset.missing === '0'"
+        wp.page.wait_for_function(missing0, timeout=5000)
+        left, top = float(wp.data("plot-left")), float(wp.data("plot-top"))
+        size = float(wp.data("plot-size"))
+        # the cells reach at least a third of the way down the plot: a strip across the
+        # plot just above that line holds a row's low cells and its peak (two colours or
+        # more), where a square view of 1,100 cells a side would leave it blank
+        strip = wp.canvas_stats(left + 1, top + size / 3 - 4, size - 2, 2)
+        assert strip["colours"] >= 2, strip
+        row_px = float(wp.data("row-px") or 0)
+        assert row_px >= min_row and t * row_px >= size / 3, (row_px, size)
+        # the rectangle ends where its last row does: blank below (when it ends early)
+        if t * row_px < size - 6:
+            below = wp.canvas_stats(left + 1, top + t * row_px + 2, size - 2, size - t * row_px - 4)
+            assert below["colours"] == 1, below
+        col_px = size / s
+        for r in range(t):
+            y = top + (r + 0.5) * row_px
+            wp.move(left + (peaks[r] + 0.5) * col_px, y)
+            wp.page.wait_for_function(
+                "() => /attention: [0-9]/.test(document.querySelector('#root .attnkit-tooltip')?.textContent ?? '')",
+                timeout=5000)
+            _, target, source = cell_text(wp)
+            assert target == f"t{r}"  # the row under the pointer, exactly
+            assert abs(int(source[1:]) - peaks[r]) <= 2  # columns are 0.7 px wide here
+            wp.move(left - 10, y)  # the row's label names its target token
+            assert wp.tooltip().startswith(f"t{r}") and "target" in wp.tooltip()
+
+        # zoom in with +: 4 presses, 1,100 -> 69 columns: exact tiles, cells readable
+        wp.canvas.click(position={"x": left + size / 2, "y": top + 2})
+        for _ in range(4):
+            wp.page.keyboard.press("+")
+        wp.page.wait_for_function(
+            "() => document.querySelector('#root .attnkit').dataset.level === '0'", timeout=5000)
+        wp.page.wait_for_function(missing0, timeout=5000)
+        x0, y0, span = (float(v) for v in wp.data("view").split(","))
+        assert span < 80
+        row_px = float(wp.data("row-px") or 0)
+        assert row_px >= max(min_row, size / span - 1e-9)
+        checked = 0
+        for r in range(t):
+            if not (x0 <= peaks[r] < x0 + span and y0 <= r < y0 + size / row_px - 1):
+                continue
+            wp.move(left + (peaks[r] - x0 + 0.5) * size / span, top + (r - y0 + 0.5) * row_px)
+            wp.page.wait_for_function(
+                "(v) => (document.querySelector('#root .attnkit-tooltip')?.textContent ?? '').startsWith('attention: ' + v)",
+                arg=f"{float(f'{values[r]:.4g}'):g}", timeout=5000)
+            value, target, source = cell_text(wp)
+            assert (target, source) == (f"t{r}", f"s{peaks[r]}")
+            assert value == float(f"{values[r]:.4g}")  # the tooltip's 4 significant digits
+            # its neighbour: the row's low weight, where a pooled bin would read the peak
+            wp.move(left + (peaks[r] + 1 - x0 + 0.5) * size / span, top + (r - y0 + 0.5) * row_px)
+            wp.page.wait_for_function(
+                "(c) => (document.querySelector('#root .attnkit-tooltip')?.textContent ?? '').includes(c)",
+                arg=f"s{peaks[r] + 1} ", timeout=5000)
+            value, target, _ = cell_text(wp)
+            assert target == f"t{r}" and value == pytest.approx((1 - values[r]) / (s - 1), rel=1e-3)
+            checked += 1
+        assert checked >= 3  # the odd rows' argmaxes lie in the zoomed view
+        assert wp.errors() == []
+    finally:
+        wp.close()

@@ -43,6 +43,26 @@ export interface TileId {
   tj: number;
 }
 
+/** Each row's runs of `pool` columns as one value: their max or mean (NaN cells left out). */
+export function poolColumns(values: ArrayLike<number>, rows: number, cols: number, pool: number, mean: boolean): Float32Array {
+  const out = Math.ceil(cols / pool);
+  const pooled = new Float32Array(rows * out);
+  for (let i = 0; i < rows; i++) {
+    for (let b = 0; b < out; b++) {
+      let acc = mean ? 0 : -Infinity;
+      let count = 0;
+      for (let j = b * pool; j < Math.min(cols, (b + 1) * pool); j++) {
+        const v = values[i * cols + j];
+        if (Number.isNaN(v)) continue;
+        acc = mean ? acc + v : Math.max(acc, v);
+        count++;
+      }
+      pooled[i * out + b] = count === 0 ? NaN : mean ? acc / count : acc;
+    }
+  }
+  return pooled;
+}
+
 /** Tiles of level `k` that intersect cells [r0, r1) × [c0, c1). */
 export function tilesCovering(p: Pyramid, k: number, r0: number, r1: number, c0: number, c1: number): TileId[] {
   const span = p.size * 2 ** k; // cells per tile side
