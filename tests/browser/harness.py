@@ -34,6 +34,16 @@ CHROMIUM_ARGS = [
 ]
 ORIGIN = "http://attnkit.test"
 
+#: JupyterLab's dark theme, as far as the views read it (its --jp-* variables): a ``setup=``
+#: script for :class:`WidgetPage`; ``DARK_BG`` is its page background.
+DARK = """() => { const s = document.body.style;
+  for (const [k, v] of Object.entries({'--jp-layout-color0': '#111111', '--jp-layout-color1': '#1e1e1e',
+    '--jp-layout-color2': '#2b2b2b', '--jp-ui-font-color1': 'rgba(255,255,255,0.87)',
+    '--jp-ui-font-color2': 'rgba(255,255,255,0.54)', '--jp-ui-font-color3': 'rgba(255,255,255,0.38)',
+    '--jp-border-color1': '#555555', '--jp-border-color2': '#444444'})) s.setProperty(k, v);
+  document.body.style.background = '#111111'; document.body.dataset.jpThemeLight = 'false'; }"""
+DARK_BG = (17, 17, 17)
+
 PAGE = """<!doctype html>
 <html><head><meta charset="utf-8"><title>attnkit widget</title>
 <style>body { margin: 0; padding: 12px; background: #fff; } #root { width: %(width)dpx; }</style>

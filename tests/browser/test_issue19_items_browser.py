@@ -18,21 +18,12 @@ import time
 import numpy as np
 import pandas as pd
 import pytest
-from harness import WidgetPage
+from harness import DARK, DARK_BG, WidgetPage
 
 import attnkit
 from attnkit.widgets import ClusterView, FlowView, HeadGrid, HeadMap, Heatmap
 
 pytestmark = pytest.mark.browser
-
-# JupyterLab's dark theme, as far as the views read it (as in test_defects_browser.py)
-DARK_BG = (17, 17, 17)
-DARK = """() => { const s = document.body.style;
-  for (const [k, v] of Object.entries({'--jp-layout-color0': '#111111', '--jp-layout-color1': '#1e1e1e',
-    '--jp-layout-color2': '#2b2b2b', '--jp-ui-font-color1': 'rgba(255,255,255,0.87)',
-    '--jp-ui-font-color2': 'rgba(255,255,255,0.54)', '--jp-ui-font-color3': 'rgba(255,255,255,0.38)',
-    '--jp-border-color1': '#555555', '--jp-border-color2': '#444444'})) s.setProperty(k, v);
-  document.body.style.background = '#111111'; document.body.dataset.jpThemeLight = 'false'; }"""
 
 
 # ----------------------------------------------------------------------------- helpers
