@@ -3,9 +3,9 @@
 The public names, grouped by task (``attnkit.__all__`` keeps this order; each group sorted):
 
 - **models and attention**: :func:`load`, :class:`Model`, :class:`Attention`,
-  :class:`LazyAttention`; the measures of what attention passes on (:mod:`attnkit.measures`);
-  encoder–decoders (:mod:`attnkit.seq2seq`: encoder, decoder and cross-attention) and vision
-  transformers (:mod:`attnkit.vision`: patches as tokens).
+  :class:`LazyAttention`; the measures of what attention passes on (:mod:`attnkit.runtime.measures`);
+  encoder–decoders (:mod:`attnkit.runtime.seq2seq`: encoder, decoder and cross-attention) and vision
+  transformers (:mod:`attnkit.runtime.vision`: patches as tokens).
 - **data**: treebanks, coreference documents, sentence pairs (:mod:`attnkit.data`).
 - **corpora**: :func:`extract` into memory or a resumable Zarr store, :class:`AttentionSet`,
   :func:`open_store`.
@@ -19,7 +19,10 @@ The public names, grouped by task (``attnkit.__all__`` keeps this order; each gr
 
 # ruff: noqa: F401  (every import is re-exported: __all__ is built from GROUPS below)
 
-from . import analysis, data, errors, flow, measures, pipeline, plot, seq2seq, toy, toy_tasks, vision
+from . import analysis, data, errors, flow, plot
+from .runtime import measures, seq2seq, vision
+from .apps import pipeline
+from .toys import induction as toy, tasks as toy_tasks
 from .analysis import (
     AttentionProbe,
     alignment_error_rate,
@@ -38,12 +41,12 @@ from .analysis import (
     right_branching_uas,
     score_attribution,
 )
-from .attention import Attention
-from .corpus import AttentionSet, open_store
-from .decompose import residual_stream
+from .core.attention import Attention
+from .storage.corpus import AttentionSet, open_store
+from .runtime.decompose import residual_stream
 from .data import Document, Sentence, Treebank, induction_inputs, read_conllu, read_coref, read_glue
-from .extraction import extract
-from .finetune import finetune
+from .storage.extraction import extract
+from .apps.finetune import finetune
 from .flow import (
     attention_flow,
     attention_graph,
@@ -57,7 +60,7 @@ from .flow import (
     seq2seq_rollout,
     subgraph_through,
 )
-from .interop import (
+from .runtime.interop import (
     from_bertviz,
     from_nnsight,
     from_transformer_lens,
@@ -65,10 +68,11 @@ from .interop import (
     to_bertviz,
     to_circuitsvis,
 )
-from .lazy import LazyAttention
-from .model import Model, load
-from .report import write_report
-from .results import HeadResult, Result
+from .runtime.lazy import LazyAttention
+from .runtime.model import Model
+from .runtime.load import load
+from .apps.report import write_report
+from .core.results import HeadResult, Result
 from .version import __version__
 from .widgets import (
     ClusterView,

@@ -1,6 +1,6 @@
 """Tiny random models for tests and examples: built from a config, no download, milliseconds.
 
-``tiny_model(kind)`` returns a :class:`~attnkit.model.Model` with a real fast tokenizer
+``tiny_model(kind)`` returns a :class:`~attnkit.runtime.model.Model` with a real fast tokenizer
 trained on a few sentences, for every kind in :data:`KINDS`: encoders (BERT with or without a
 head, RoBERTa, DistilBERT) and decoders (GPT-2, GPT-NeoX, Llama with grouped-query attention,
 Qwen2, Mistral with a sliding window, Gemma 2 with logit soft-capping and alternating sliding
@@ -71,7 +71,7 @@ TINY_WINDOW = 4
 def tiny_model(kind: str = "bert", layers: int = 2, heads: int = 2, hidden: int = 16,
                seed: int = 0, max_positions: int = 64, num_labels: int = 2,
                kv_heads: int | None = None):
-    """A randomly initialised :class:`~attnkit.model.Model` of the given architecture.
+    """A randomly initialised :class:`~attnkit.runtime.model.Model` of the given architecture.
 
     Parameters
     ----------
@@ -112,7 +112,7 @@ def tiny_model(kind: str = "bert", layers: int = 2, heads: int = 2, hidden: int 
     import transformers as tf
 
     from .errors import InputError
-    from .model import Model
+    from .runtime.model import Model
 
     if kind not in KINDS:
         raise InputError(f"Unknown tiny model kind {kind!r}; choose one of {', '.join(KINDS)}.")
@@ -212,7 +212,7 @@ SEQ2SEQ_KINDS = ("t5", "bart", "marian")
 
 def tiny_seq2seq(kind: str = "t5", layers: int = 2, heads: int = 2, hidden: int = 16,
                  seed: int = 0, max_positions: int = 64):
-    """A randomly initialised encoder–decoder :class:`~attnkit.seq2seq.Seq2SeqModel`.
+    """A randomly initialised encoder–decoder :class:`~attnkit.runtime.seq2seq.Seq2SeqModel`.
 
     Parameters
     ----------
@@ -245,7 +245,7 @@ def tiny_seq2seq(kind: str = "t5", layers: int = 2, heads: int = 2, hidden: int 
     import transformers as tf
 
     from .errors import InputError
-    from .seq2seq import Seq2SeqModel
+    from .runtime.seq2seq import Seq2SeqModel
 
     if kind not in SEQ2SEQ_KINDS:
         raise InputError(f"Unknown tiny encoder-decoder kind {kind!r}; choose one of "
@@ -288,7 +288,7 @@ VISION_KINDS = ("vit", "deit", "clip")
 def tiny_vision(kind: str = "vit", layers: int = 2, heads: int = 2, hidden: int = 16,
                 seed: int = 0, image_size: int = 32, patch_size: int = 8,
                 num_labels: int | None = None):
-    """A randomly initialised :class:`~attnkit.vision.VisionModel` with its image processor.
+    """A randomly initialised :class:`~attnkit.runtime.vision.VisionModel` with its image processor.
 
     Parameters
     ----------
@@ -323,7 +323,7 @@ def tiny_vision(kind: str = "vit", layers: int = 2, heads: int = 2, hidden: int 
     import transformers as tf
 
     from .errors import InputError
-    from .vision import VisionModel
+    from .runtime.vision import VisionModel
 
     if kind not in VISION_KINDS:
         raise InputError(f"Unknown tiny vision kind {kind!r}; choose one of "

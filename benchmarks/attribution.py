@@ -28,7 +28,7 @@ from _report import write_section
 
 import attnkit as ak
 from attnkit.analysis.faithfulness import _Runner
-from attnkit.batches import plan_batches as _plan
+from attnkit.storage.batches import plan_batches as _plan
 
 MEASURES = ("weights", "norm", "norm+residual", "alti", "grad×attn")
 

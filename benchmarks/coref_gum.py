@@ -2,7 +2,7 @@
 
     PYTHONPATH=. python benchmarks/coref_gum.py --store-root runs/coref-minilm
 
-Runs :func:`attnkit.pipeline.run_coref` twice — documents cut at the model's maximum
+Runs :func:`attnkit.apps.pipeline.run_coref` twice — documents cut at the model's maximum
 (512 tokens) and at 128 tokens (Clark et al.'s setting) — writes every table and figure
 under ``--out``, copies the figures to ``docs/figures/`` and replaces the
 ``## Coreference (GUM dev)`` section of ``docs/results.md`` (other sections are kept).
@@ -85,7 +85,7 @@ def section(res512, res128, seconds: float) -> str:
     out.append("")
     out.append(f"    {COMMAND}")
     out.append("")
-    out.append("or, from Python / the CLI: `attnkit.pipeline.run_coref(attnkit.load(\"minilm\"), "
+    out.append("or, from Python / the CLI: `attnkit.apps.pipeline.run_coref(attnkit.load(\"minilm\"), "
                "out=\"runs/coref\")` (add `max_tokens=128` for the paper's setting).")
     out.append("")
     out.append("**Choosing the head fairly.** GUM dev is the only split with coreference "
@@ -220,7 +220,7 @@ def main(argv=None) -> int:
     import attnkit
     from attnkit.data.coref import read_coref
     from attnkit.data.paths import find_data
-    from attnkit.pipeline.coref import GUM_DEV, run_coref
+    from attnkit.apps.pipeline.coref import GUM_DEV, run_coref
 
     torch.set_num_threads(args.threads)
     model = attnkit.load("minilm")

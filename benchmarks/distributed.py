@@ -35,7 +35,7 @@ import importlib.util  # noqa: E402
 import torch  # noqa: E402
 
 import attnkit as ak  # noqa: E402
-from attnkit.store_v1 import extract_v1  # noqa: E402
+from attnkit.storage.store_v1 import extract_v1  # noqa: E402
 
 _spec = importlib.util.spec_from_file_location("_report", HERE / "_report.py")
 _report = importlib.util.module_from_spec(_spec)
@@ -103,7 +103,7 @@ def main() -> None:
             shutil.rmtree(out)
             print(key, rep, f"{runs[-1]:.1f} s", f"load {run_loads[key][-1]:.1f}", flush=True)
     # what per-item summaries cost: time per attention value, token level, one thread
-    from attnkit.summaries import SUMMARIES
+    from attnkit.storage.summaries import SUMMARIES
 
     sample = ak.extract(model, tb[:500], batch_size=bs, level="token", progress=False)
     atts = list(sample)
@@ -116,7 +116,7 @@ def main() -> None:
         summary_ns[name] = (time.perf_counter() - t) / n_values * 1e9
     # the whole stats-only path (maps -> float16 -> Attention -> statistics -> store) beyond
     # the forward pass, per attention value: what docs/scale.md scales to a 7 B model
-    from attnkit.batches import plan_batches as _plan
+    from attnkit.storage.batches import plan_batches as _plan
 
     encs = [model.encode(s) for s in tb[:500]]
     plan = _plan([len(e) for e in encs], bs)

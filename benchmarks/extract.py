@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import torch  # noqa: E402
 
 import attnkit as ak  # noqa: E402
-from attnkit.batches import plan_batches as _plan  # noqa: E402
+from attnkit.storage.batches import plan_batches as _plan  # noqa: E402
 from _report import write_section  # noqa: E402
 
 

@@ -55,7 +55,7 @@ def run(args: dict, *, holdout: bool, threads: int, out: str | None = None, spli
 
     import attnkit as ak
     from attnkit.data.pairs import read_glue
-    from attnkit.finetune import finetune
+    from attnkit.apps.finetune import finetune
 
     torch.set_num_threads(threads)
     args = dict(args)

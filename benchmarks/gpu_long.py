@@ -43,7 +43,7 @@ def build(shape: dict):
     import torch
     import transformers as tf
 
-    from attnkit.model import Model
+    from attnkit.runtime.model import Model
     from attnkit.testing import gpt2_tokenizer
 
     torch.manual_seed(0)
@@ -63,7 +63,7 @@ def encoding(model, n: int, vocab: int):
     """One input of ``n`` random token ids (seed 0), as an attnkit Encoding."""
     import numpy as np
 
-    from attnkit.model import Encoding
+    from attnkit.runtime.model import Encoding
 
     ids = np.random.default_rng(0).integers(0, vocab, size=n).tolist()
     return Encoding(input_ids=ids, tokens=[f"t{i}" for i in ids], roles=["word"] * n,
@@ -73,8 +73,8 @@ def encoding(model, n: int, vocab: int):
 def main(argv: list[str] | None = None) -> dict:
     import torch
 
-    from attnkit.capture import LazyRecorder, recording
-    from attnkit.lazy import LazyAttention
+    from attnkit.runtime.capture import LazyRecorder, recording
+    from attnkit.runtime.lazy import LazyAttention
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--tiny", action="store_true", help="CPU smoke test at a toy size")

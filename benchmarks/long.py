@@ -53,11 +53,11 @@ def current_rss_mb() -> float:
 
 def build_model(max_positions: int, shape: dict | None = None):
     """The random-init Llama-shaped model (:data:`SHAPE`, or ``shape``'s entries over it), its
-    tokenizer and :class:`attnkit.model.Model`."""
+    tokenizer and :class:`attnkit.runtime.model.Model`."""
     import torch
     import transformers as tf
 
-    from attnkit.model import Model
+    from attnkit.runtime.model import Model
     from attnkit.testing import gpt2_tokenizer
 
     s = {**SHAPE, **(shape or {})}

@@ -38,7 +38,7 @@ sys.path.insert(0, str(REPO / "tests" / "browser"))
 from harness import WidgetPage, launch, state_bytes  # noqa: E402
 
 from attnkit.analysis.qk import HeadPoints, QKEmbedding, embed_head  # noqa: E402
-from attnkit.results import HeadResult  # noqa: E402
+from attnkit.core.results import HeadResult  # noqa: E402
 from attnkit.widgets import QKScatter  # noqa: E402
 
 

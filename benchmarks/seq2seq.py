@@ -45,7 +45,7 @@ def main() -> None:
 
     torch.set_num_threads(1)
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from attnkit.seq2seq import Seq2SeqModel
+    from attnkit.runtime.seq2seq import Seq2SeqModel
     from attnkit.testing import roberta_tokenizer
 
     torch.manual_seed(0)

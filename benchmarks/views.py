@@ -103,7 +103,7 @@ time beside it.
 
 Target: both views built in at most {TARGET:g}x the lazy forward — {verdict}. Each head is
 read once, band by band, for every reduction the views need (overview max and mean, the
-thumbnail, the scale tops): `attnkit.blocks.summarize`, kept for the other view.
+thumbnail, the scale tops): `attnkit.core.blocks.summarize`, kept for the other view.
 """
 
 

@@ -527,7 +527,7 @@ def measure_stall(sizes=STALL_SIZES) -> dict:
     import torch
     from long import build_model, text_of
 
-    from attnkit import blocks
+    from attnkit.core import blocks
 
     hf, tok, Model = build_model(max(sizes) + 8)
     model = Model(hf, tok, name="llama-shaped (random init)")

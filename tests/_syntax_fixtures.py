@@ -7,7 +7,7 @@ import os
 import numpy as np
 import pytest
 
-from attnkit.attention import Attention
+from attnkit.core.attention import Attention
 from attnkit.data import Sentence
 
 

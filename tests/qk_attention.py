@@ -1,6 +1,6 @@
 """A lazy attention map for tests: weights computed on demand from random queries and keys,
 as ``LazyAttention`` does from a model's Q/K, with an attention sink on the first token and
-a previous-token pattern so long maps have structure. Satisfies ``attnkit.types.AttentionLike``
+a previous-token pattern so long maps have structure. Satisfies ``attnkit.core.types.AttentionLike``
 and counts the cells each read computes (``largest_read``), so tests can check that views
 never materialise a whole long map."""
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from attnkit.attention import pool_edges
+from attnkit.core.attention import pool_edges
 
 
 class QKAttention:

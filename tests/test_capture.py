@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from attnkit.capture import AttentionCall, RowSpans, recording
+from attnkit.runtime.capture import AttentionCall, RowSpans, recording
 from attnkit.errors import CaptureError
 from attnkit.testing import SEQ2SEQ_KINDS, TINY_WINDOW, VISION_KINDS, tiny_model, tiny_seq2seq, tiny_vision
 from eager_cases import TEXTS, captured_and_eager, eager_maps
@@ -108,7 +108,7 @@ def test_capture_does_not_change_the_forward(models, kind):
         with torch.inference_mode():
             hidden[name] = model.base(**kw, **model._forward_options).last_hidden_state
 
-    from attnkit.capture import DenseRecorder, LazyRecorder
+    from attnkit.runtime.capture import DenseRecorder, LazyRecorder
 
     grab("plain")
     with recording([lambda call: call.probabilities()]):
@@ -178,7 +178,7 @@ def test_row_spans():
 def test_position_bias_refused_lazily_but_recorded_densely(models):
     """A position bias passed to the attention function (as some models do) is part of the
     dense probabilities; lazy capture refuses it."""
-    from attnkit.capture import LazyRecorder, attention_forward
+    from attnkit.runtime.capture import LazyRecorder, attention_forward
 
     model = models["llama"]
     module = model.hf.model.layers[0].self_attn
@@ -198,7 +198,7 @@ def test_position_bias_refused_lazily_but_recorded_densely(models):
 def test_additive_masks_as_spans():
     """A pure additive mask (0 / large negative) is described exactly; one holding a bias is
     refused for lazy capture."""
-    from attnkit.capture import _bool_mask
+    from attnkit.runtime.capture import _bool_mask
 
     low = torch.finfo(torch.float32).min
     pure = torch.tensor([[0.0, low, low], [0.0, 0.0, low], [low, 0.0, 0.0]])

@@ -15,7 +15,7 @@ ROOT = Path(attnkit.__file__).resolve().parents[1]
 
 
 def run_cli(*args, env=None):
-    return subprocess.run([sys.executable, "-m", "attnkit.cli", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "attnkit.apps.cli", *args], capture_output=True,
                           text=True, cwd=ROOT, env=env, timeout=900)
 
 

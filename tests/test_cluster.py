@@ -3,7 +3,7 @@
 import numpy as np
 import pandas as pd
 
-from attnkit.results import HeadResult
+from attnkit.core.results import HeadResult
 import pytest
 
 from attnkit import Attention

@@ -18,7 +18,7 @@ DATA = {
     "ids", "batch", "recorders", "word_ids", "words",
     # raw query and key vectors of one head (attnkit.analysis.qk.normalize_qk)
     "queries", "keys",
-    # another tool's objects, named as that tool names them (attnkit.interop)
+    # another tool's objects, named as that tool names them (attnkit.runtime.interop)
     "cache", "saved", "attention",
     # a result's own table and metadata, the column it shows, the axes it draws into
     "table", "meta", "value", "ax",

@@ -18,7 +18,7 @@ from attnkit.analysis.coref import (
     coref_summary,
     split_documents,
 )
-from attnkit.attention import Attention
+from attnkit.core.attention import Attention
 from attnkit.data.coref import Document, mention_head, read_coref
 from attnkit.errors import ConllError, InputError
 
@@ -439,7 +439,7 @@ def test_figures(docs, atts):
 
 # ----------------------------------------------------------------------- runner
 def test_fit_documents_and_run_coref_end_to_end(docs, tmp_path):
-    from attnkit.pipeline.coref import fit_documents, run_coref
+    from attnkit.apps.pipeline.coref import fit_documents, run_coref
     from attnkit.testing import tiny_model
 
     model = tiny_model("bert")

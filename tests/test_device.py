@@ -5,7 +5,7 @@ import pytest
 import torch
 
 import attnkit
-from attnkit.device import resolve_device, resolve_dtype
+from attnkit.runtime.device import resolve_device, resolve_dtype
 from attnkit.errors import DeviceError
 from attnkit.testing import tiny_model
 

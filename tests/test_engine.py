@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 import attnkit as ak
-from attnkit import engine
-from attnkit import store as st
+from attnkit.storage import engine
+from attnkit.storage import store as st
 from attnkit.errors import ClusterError, ModelNotFoundError
 from attnkit.testing import CORPUS, tiny_model
 

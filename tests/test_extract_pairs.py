@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import attnkit as ak
-from attnkit.cross import CrossAttention
+from attnkit.core.cross import CrossAttention
 from attnkit.errors import EmptyInputError, InputError, StoreError
 from attnkit.testing import tiny_model, tiny_seq2seq
 
@@ -101,7 +101,7 @@ def test_analyses_read_cross_attention_from_the_store(tmp_path):
 def test_toy_reversal_model_end_to_end(tmp_path):
     """The shipped reversal T5: its anti-diagonal head is found from the store as from the
     model (the known answer of docs/results.md)."""
-    from attnkit.toy_tasks import reversal_gold, reversal_model, reversal_pairs
+    from attnkit.toys.tasks import reversal_gold, reversal_model, reversal_pairs
 
     model = reversal_model()
     pairs = reversal_pairs(20, seed=9_999)
@@ -116,7 +116,7 @@ def test_toy_reversal_model_end_to_end(tmp_path):
 
 
 def test_resume_after_interruption_gives_the_same_checksums(tmp_path, monkeypatch):
-    from attnkit.batches import write as write_mod
+    from attnkit.storage.batches import write as write_mod
 
     model = tiny_seq2seq("t5")
     whole = ak.extract(model, PAIRS, level="token", keep=KEEP_ALL, store=tmp_path / "whole",

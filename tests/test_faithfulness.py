@@ -6,9 +6,9 @@ import pandas as pd
 import pytest
 
 import attnkit as ak
-from attnkit import objectives as targets
+from attnkit.runtime import objectives as targets
 from attnkit.analysis.faithfulness import METRICS, _summarise
-from attnkit.gradients import attention_gradients, run_gradients
+from attnkit.runtime.gradients import attention_gradients, run_gradients
 from attnkit.errors import InputError
 from attnkit.testing import CORPUS, tiny_model
 

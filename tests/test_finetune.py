@@ -8,15 +8,15 @@ import numpy as np
 import pytest
 
 import attnkit as ak
-from attnkit.cli import main
+from attnkit.apps.cli import main
 from attnkit.data.pairs import GlueDataset
 from attnkit.errors import InputError
 from attnkit.testing import tiny_model
 
-# ``attnkit.finetune`` is the function at package level; the package holds the helpers too.
-ft = importlib.import_module("attnkit.finetune")
-ft_data = importlib.import_module("attnkit.finetune.data")
-ft_train = importlib.import_module("attnkit.finetune.train")
+# ``attnkit.apps.finetune`` is the function at package level; the package holds the helpers too.
+ft = importlib.import_module("attnkit.apps.finetune")
+ft_data = importlib.import_module("attnkit.apps.finetune.data")
+ft_train = importlib.import_module("attnkit.apps.finetune.train")
 
 SUBJECTS = ["the student", "she", "we", "mary", "teachers", "john", "her brother", "a student"]
 VERBS = ["sat on the mat", "reads the new book"]
@@ -184,7 +184,7 @@ def test_refuses_to_clobber(tmp_path):
     (mine / "keep.txt").write_text("x")
     with pytest.raises(InputError, match="already exists"):
         ft.finetune(model, data, out=mine, progress=False)
-    with pytest.raises(InputError, match="not written by attnkit.finetune"):
+    with pytest.raises(InputError, match="not written by attnkit.apps.finetune"):
         ft.finetune(model, data, out=mine, overwrite=True, progress=False)
     assert (mine / "keep.txt").read_text() == "x"
 
@@ -258,10 +258,10 @@ def test_bundled_model_one_step(tmp_path):
 
 @pytest.mark.slow
 def test_python_dash_m_still_works():
-    """``python -m attnkit.finetune`` is ``attnkit finetune`` (older docs use it)."""
+    """``python -m attnkit.apps.finetune`` is ``attnkit finetune`` (older docs use it)."""
     import subprocess
     import sys
 
-    out = subprocess.run([sys.executable, "-m", "attnkit.finetune", "--help"], capture_output=True,
+    out = subprocess.run([sys.executable, "-m", "attnkit.apps.finetune", "--help"], capture_output=True,
                          text=True, check=True).stdout
     assert out.startswith("usage: attnkit finetune") and "--freeze-layers" in out

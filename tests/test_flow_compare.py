@@ -185,7 +185,7 @@ def test_comparisons_and_summaries_are_head_results():
     per-head table with meta (names, options) and plot(), keeping their attributes."""
     import pickle
 
-    from attnkit.results import HeadResult
+    from attnkit.core.results import HeadResult
 
     a, b = att_a(), att_b()
     c = compare(a, b, threshold=0.2, heads=iter([(0, 0), (1, 0)]), names=("pre", "fine"))

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import attnkit as ak
-from attnkit.cross import CrossAttention, Seq2SeqAttention
+from attnkit.core.cross import CrossAttention, Seq2SeqAttention
 from attnkit.errors import InputError
 
 pytestmark = pytest.mark.numerics

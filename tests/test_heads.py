@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import attnkit as ak
-from attnkit import blocks
+from attnkit.core import blocks
 from attnkit.errors import InputError
 
 pytestmark = pytest.mark.numerics
@@ -48,7 +48,7 @@ def test_hand_built_every_kind():
     assert uniform["sink"] == pytest.approx(np.mean([1 / 2, 1 / 3, 1 / 4, 1 / 5, 1 / 6]))
     assert uniform["induction"] == pytest.approx((1 / 4 + 2 / 6) / 2)
     assert r.meta["identity"] == "tokens" and r.meta["causal"] is True and r.meta["n_items"] == 1
-    assert isinstance(r, ak.results.HeadResult) and list(r.table.index.names) == ["layer", "head"]
+    assert isinstance(r, ak.HeadResult) and list(r.table.index.names) == ["layer", "head"]
 
 
 def test_kinds_select_and_order_columns():
@@ -177,7 +177,7 @@ def test_streams_blocks_from_non_dense_attention(monkeypatch):
     dense = ak.Attention.from_maps(maps, tokens)
     lazy = BlockOnly(dense)
     monkeypatch.setattr(blocks, "BAND_ELEMENTS", 5 * n)  # bands of 5 rows
-    assert isinstance(lazy, ak.types.AttentionLike)
+    assert isinstance(lazy, ak.core.types.AttentionLike)
     got = ak.head_scores(lazy, progress=False)
     want = ak.head_scores(dense, progress=False)
     np.testing.assert_allclose(got.table.to_numpy(), want.table.to_numpy(), rtol=1e-6)

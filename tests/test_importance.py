@@ -10,7 +10,7 @@ pytestmark = pytest.mark.numerics
 torch = pytest.importorskip("torch")
 
 from attnkit.analysis.importance import TARGETS, attention_importance  # noqa: E402
-from attnkit.gradients import attention_gradients  # noqa: E402
+from attnkit.runtime.gradients import attention_gradients  # noqa: E402
 from attnkit.errors import InputError  # noqa: E402
 from attnkit.testing import CORPUS, tiny_model  # noqa: E402
 
@@ -94,7 +94,7 @@ def test_gradients_match_finite_differences(models, monkeypatch, kind, objective
 
 
 def test_auto_objectives(models):
-    """"auto" means what it means everywhere (attnkit.objectives.AUTO): what the model predicts."""
+    """"auto" means what it means everywhere (attnkit.runtime.objectives.AUTO): what the model predicts."""
     assert attention_importance(models["bert-mlm"], CORPUS[:2]).meta["objective"] == "mlm"
     assert attention_importance(models["bert-cls"], CORPUS[:2]).meta["objective"] == "logit"
     assert attention_importance(models["bert"], CORPUS[:2]).meta["objective"] == "projection"

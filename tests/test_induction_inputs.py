@@ -82,7 +82,7 @@ def test_induction_inputs_run_everywhere(tiny_gpt2):
 
 
 def test_induction_inputs_with_replacement_when_vocabulary_is_small():
-    from attnkit.toy import train_induction_model
+    from attnkit.toys.induction import train_induction_model
 
     model = train_induction_model(vocab_size=8, hidden=8, start_length=4, max_length=4, steps=0,
                                   progress=False)

@@ -1,4 +1,4 @@
-"""attnkit.interop: attention in from Hugging Face, TransformerLens and nnsight, out to bertviz
+"""attnkit.runtime.interop: attention in from Hugging Face, TransformerLens and nnsight, out to bertviz
 and CircuitsVis, and back.
 
 Every reader is checked against the maps attnkit itself captures from the same tiny model

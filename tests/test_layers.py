@@ -82,3 +82,41 @@ def test_vulture_whitelist_is_current():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     assert (REPO / "tools" / "vulture_whitelist.py").read_text(encoding="utf-8") == module.whitelist()
+
+
+def _layer_tool():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("layer_tool", REPO / "tools" / "layers.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_contributing_draws_the_layers_of_the_contract():
+    """CONTRIBUTING.md §0 holds exactly the picture tools/layers.py draws from pyproject's
+    contracts (run ``python tools/layers.py --write`` after changing them)."""
+    tool = _layer_tool()
+    assert tool.block() in (REPO / "CONTRIBUTING.md").read_text(encoding="utf-8")
+
+
+def test_the_picture_names_every_folder_and_root_module():
+    picture = _layer_tool().picture()
+    names = {line.split()[0].lstrip("|>").strip("/") for line in picture.splitlines()}
+    names |= {line.split()[1].strip("/") for line in picture.splitlines() if line.split()[0] in "|>"}
+    folders = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists()}
+    roots = {p.stem for p in PACKAGE.glob("*.py") if p.stem != "__init__"}
+    assert folders | roots <= names
+
+
+def test_the_root_holds_the_face_and_what_every_layer_shares():
+    roots = sorted(p.name for p in PACKAGE.glob("*.py"))
+    assert len(roots) <= 8, roots
+
+
+def test_the_contracts_declare_no_exception():
+    import tomllib
+
+    contracts = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+    assert [c["id"] for c in contracts if c.get("ignore_imports")] == []
+    assert all(c.get("exhaustive") for c in contracts if c["type"] == "layers")

@@ -4,16 +4,16 @@ import numpy as np
 import pytest
 
 import attnkit
-from attnkit import model as model_module
+from attnkit.runtime import model as model_module
 from attnkit.errors import (
     CaptureError,
     InputError,
     InputTooLongError,
     TruncationWarning,
 )
-from attnkit.lazy import LazyAttention
+from attnkit.runtime.lazy import LazyAttention
 from attnkit.testing import CORPUS, tiny_model
-from attnkit.types import AttentionLike
+from attnkit.core.types import AttentionLike
 
 pytestmark = pytest.mark.numerics
 
@@ -57,7 +57,7 @@ def test_readers_equal_dense(pair):
 
 def test_bands_are_exact(pair, monkeypatch):
     """Readers that work band by band (tiny bands here) give the same numbers."""
-    from attnkit import lazy as lazy_module
+    from attnkit.runtime import lazy as lazy_module
 
     lazy, dense = pair
     monkeypatch.setattr(lazy_module, "BAND_ELEMENTS", 7)

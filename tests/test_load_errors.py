@@ -54,7 +54,7 @@ def test_encoder_decoder_loads_as_seq2seq_and_plain_model_refuses(tmp_path):
     t5 = tf.T5ForConditionalGeneration(cfg)
     t5.save_pretrained(tmp_path)
     tok.save_pretrained(tmp_path)
-    from attnkit.seq2seq import Seq2SeqModel
+    from attnkit.runtime.seq2seq import Seq2SeqModel
 
     assert isinstance(ak.load(tmp_path), Seq2SeqModel)
     with pytest.raises(UnsupportedModelError, match="encoder-decoder.*Seq2SeqModel"):

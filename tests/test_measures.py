@@ -8,14 +8,14 @@ import torch
 import pytest
 
 from attnkit.errors import InputError, UnsupportedModelError
-from attnkit.measures import (
+from attnkit.runtime.measures import (
     MEASURES,
     check_measure,
     compute,
     grad_attn,
 )
-from attnkit.measures._arch import ARCHS, _get, spec
-from attnkit.measures.alti import alti_maps
+from attnkit.runtime.measures._arch import ARCHS, _get, spec
+from attnkit.runtime.measures.alti import alti_maps
 from attnkit.testing import CORPUS, VISION_KINDS, tiny_model, tiny_vision
 
 pytestmark = pytest.mark.numerics
@@ -183,7 +183,7 @@ def _scaling_attention(layer, head, i, j, eps):
 def test_grad_attn_matches_finite_differences(models, monkeypatch, kind, objective):
     """grad×attn[l, h, i, j] is the derivative of the objective when that one term α_ij v_j
     is scaled by (1 + ε): central differences in float64."""
-    from attnkit.gradients import attention_gradients
+    from attnkit.runtime.gradients import attention_gradients
 
     model = models[kind]
     att = grad_attn(model, [TEXT], objective=objective, progress=False)[0]
@@ -224,7 +224,7 @@ def test_bad_measures(models):
     with pytest.raises(InputError, match="Lazy capture"):
         models["llama"].attend(TEXT, measure="norm", lazy=True)
     eager = tiny_model("bert")
-    from attnkit.model import Model
+    from attnkit.runtime.model import Model
 
     eager = Model(eager.hf, eager.tokenizer, capture="eager")
     with pytest.raises(UnsupportedModelError, match="eager attention path"):

@@ -1,4 +1,4 @@
-"""The measures' cache of derived matrices (attnkit.measures._arch._cache_for) belongs to one
+"""The measures' cache of derived matrices (attnkit.runtime.measures._arch._cache_for) belongs to one
 model's weights: models built and freed one after another in one process (whose weights may
 land at a freed model's addresses) each get their own matrices, and weights changed in place
 get new ones."""
@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from attnkit.measures import _arch
-from attnkit.measures._arch import _get, spec
+from attnkit.runtime.measures import _arch
+from attnkit.runtime.measures._arch import _get, spec
 from attnkit.testing import CORPUS, tiny_model
 
 pytestmark = pytest.mark.numerics

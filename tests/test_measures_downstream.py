@@ -9,10 +9,10 @@ import pytest
 pytest.importorskip("torch")
 
 import attnkit as ak
-from attnkit.headstats import item_stats
-from attnkit.attention import Attention
+from attnkit.core.headstats import item_stats
+from attnkit.core.attention import Attention
 from attnkit.errors import InputError, StoreError
-from attnkit.measures import mixed
+from attnkit.runtime.measures import mixed
 from attnkit.testing import CORPUS, tiny_model
 
 pytestmark = pytest.mark.numerics

@@ -1,16 +1,16 @@
-"""Known answers for the measures' mathematics (attnkit.measures.*), on hand-set tensors
+"""Known answers for the measures' mathematics (attnkit.runtime.measures.*), on hand-set tensors
 and on a one-layer model computed by hand in numpy."""
 
 import numpy as np
 import torch
 import pytest
 
-from attnkit.measures._arch import LayerParts, NormSpec, layer_parts
-from attnkit.measures._decompose import BlockDecomposition
-from attnkit.measures.alti import alti_maps
-from attnkit.measures.grad_attn import grad_attn_maps
-from attnkit.measures.norm import norm_maps
-from attnkit.measures.norm_residual import norm_residual_maps
+from attnkit.runtime.measures._arch import LayerParts, NormSpec, layer_parts
+from attnkit.runtime.measures._decompose import BlockDecomposition
+from attnkit.runtime.measures.alti import alti_maps
+from attnkit.runtime.measures.grad_attn import grad_attn_maps
+from attnkit.runtime.measures.norm import norm_maps
+from attnkit.runtime.measures.norm_residual import norm_residual_maps
 
 pytestmark = pytest.mark.numerics
 
@@ -127,7 +127,7 @@ def test_term_norms_equal_the_norms_of_the_terms(placement, kind):
 
 
 def test_chunks_do_not_change_results(monkeypatch):
-    import attnkit.measures._decompose as dec
+    import attnkit.runtime.measures._decompose as dec
 
     rng = np.random.default_rng(3)
     probs = _probs(rng, 2, 7)

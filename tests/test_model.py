@@ -89,7 +89,7 @@ def test_unknown_model_says_how_to_get_it():
 
 def test_sdpa_without_attention_raises(tiny_bert):
     """transformers returns () attentions under SDPA: attnkit must refuse, not go on."""
-    from attnkit.model import Model
+    from attnkit.runtime.model import Model
 
     class NoAttn:
         config = tiny_bert.hf.config

@@ -2,7 +2,7 @@
 
 Every ``notebooks/*.ipynb`` (found by glob, so a new notebook is tested as soon as it is
 added) is executed with nbclient in a fresh kernel of this Python (the executor of
-:mod:`attnkit.report`), from the notebooks/ folder, with ``ATTNKIT_QUICK=1``; a failing cell
+:mod:`attnkit.apps.report`), from the notebooks/ folder, with ``ATTNKIT_QUICK=1``; a failing cell
 fails the test and the message names the cell. Running them needs the real data and the
 bundled model: skipped without them, except under ``CI=true``.
 
@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from figure_checks import check_figures
 
-from attnkit import report
+from attnkit.apps import report
 
 NOTEBOOK_DIR = Path(__file__).resolve().parents[1] / "notebooks"
 NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("*.ipynb"))

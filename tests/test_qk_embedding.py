@@ -13,7 +13,7 @@ import attnkit as ak
 from attnkit.analysis import qk as qkmod
 from attnkit.analysis.qk import normalize_qk, project
 from attnkit.errors import InputError
-from attnkit.qkstates import QKStates, scores
+from attnkit.core.qkstates import QKStates, scores
 from attnkit.testing import tiny_model
 
 pytestmark = pytest.mark.numerics

@@ -10,7 +10,7 @@ import pytest
 
 import attnkit as ak
 from attnkit.errors import InputError, StoreError
-from attnkit.qkstates import scores
+from attnkit.core.qkstates import scores
 from attnkit.testing import tiny_model
 
 TEXTS = ["The cat sat on the mat.", "We read it.", "A dog.", "Many more words are here now."]

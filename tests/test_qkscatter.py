@@ -11,7 +11,7 @@ import pandas as pd
 
 import attnkit as ak
 from attnkit.analysis import QKEmbedding
-from attnkit.results import HeadResult
+from attnkit.core.results import HeadResult
 from attnkit.widgets._codec import read
 
 

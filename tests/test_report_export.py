@@ -1,4 +1,4 @@
-"""attnkit.report: executing a notebook, keeping widget state and buffers, writing the HTML.
+"""attnkit.apps.report: executing a notebook, keeping widget state and buffers, writing the HTML.
 
 The notebook tests/notebooks/tiny_widgets.ipynb defines an anywidget whose bytes are known
 ([0, 64, 128, 255] in quick mode), so what survives the export can be checked exactly.
@@ -22,8 +22,8 @@ import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 import attnkit
-from attnkit import report
-from attnkit.cli import main
+from attnkit.apps import report
+from attnkit.apps.cli import main
 from attnkit.errors import ReportError
 
 HERE = Path(__file__).resolve().parent
@@ -203,7 +203,7 @@ def test_reexport_without_execute_keeps_provenance(executed, tmp_path):
     prov = json.loads(dict(_parse(out.read_text(encoding="utf-8")).scripts)["application/vnd.attnkit.provenance+json"])
     assert prov["attnkit"] == attnkit.__version__ and prov["env"]["ATTNKIT_QUICK"] == "1"
     # every ATTNKIT_ variable of the run, and nothing else (ATTNKIT_DATA when it is set),
-    # plus the embedding budget the report's kernel runs with (attnkit.report.EMBED_BYTES) and
+    # plus the embedding budget the report's kernel runs with (attnkit.apps.report.EMBED_BYTES) and
     # ATTNKIT_PROGRESSIVE=0 (views whole when their cell ends)
     expected = {k: v for k, v in os.environ.items() if k.startswith("ATTNKIT_")}
     expected.setdefault(report.EMBED_ENV, str(report.EMBED_BYTES))

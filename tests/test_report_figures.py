@@ -16,8 +16,8 @@ from prereq import skip_or_fail
 from figure_checks import check_figures
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-from attnkit import report
-from attnkit.cli import main
+from attnkit.apps import report
+from attnkit.apps.cli import main
 
 SETUP = """\
 import attnkit as ak

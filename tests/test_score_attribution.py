@@ -12,12 +12,13 @@ composition, checked against known answers.
 """
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
 import attnkit as ak
 from attnkit.errors import InputError, UnsupportedModelError
-from attnkit.model import Model
+from attnkit.runtime.model import Model
 from attnkit.testing import tiny_model
 
 pytestmark = pytest.mark.numerics
@@ -160,7 +161,7 @@ def test_toy_k_composition_known_answer(toy):
 def test_composition_matches_dense_definition():
     """The k x k Gram formulation equals ‖W_QK W_OV‖_F / (‖W_QK‖_F ‖W_OV‖_F) of the d x d
     matrices (Elhage et al. 2021), norms folded."""
-    from attnkit.decompose import head_weights
+    from attnkit.runtime.decompose import head_weights
 
     model = tiny_model("gpt2", layers=2, heads=2, hidden=16)
     comp = ak.composition(model, samples=8, progress=False)
@@ -239,8 +240,12 @@ def test_composition_widget_is_a_source_by_target_map():
     assert "source" in view._alt_text()
     with pytest.raises(InputError, match="'q', 'k' or 'v'"):
         comp.widget(kind="x")
+    # every result that has a view opens it (the view layer fills the core's registry)
+    assert isinstance(ak.score_attribution(model, TEXT, layer=1, head=0, queries=[3]).widget(), ak.ScoreView)
+    emb = ak.qk_embedding(model.attend(TEXT), heads=[(1, 0)], method="pca", progress=False)
+    assert isinstance(emb.widget(head=0, layer=1), ak.QKScatter)
     with pytest.raises(InputError, match="no widget"):
-        ak.score_attribution(model, TEXT, layer=1, head=0, queries=[3]).widget()
+        ak.Result(pd.DataFrame({"uas": [0.5]})).widget()
     with pytest.raises(InputError, match="row_labels has 1 labels"):
         HeadMap(np.zeros((2, 2)), row_labels=["a"])
 

@@ -9,9 +9,9 @@ import pytest
 import torch
 
 import attnkit as ak
-from attnkit.cross import CrossAttention
+from attnkit.core.cross import CrossAttention
 from attnkit.errors import CaptureError, EmptyInputError, InputError, UnsupportedModelError
-from attnkit.seq2seq import Seq2SeqModel
+from attnkit.runtime.seq2seq import Seq2SeqModel
 from attnkit.testing import SEQ2SEQ_KINDS, tiny_model, tiny_seq2seq
 from eager_cases import seq2seq_eager
 

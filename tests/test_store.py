@@ -18,9 +18,9 @@ import pytest
 from fsspec.implementations.memory import MemoryFileSystem
 
 import attnkit as ak
-from attnkit import store as st
-from attnkit.store_v1 import extract_v1
-from attnkit.cli import main
+from attnkit.storage import store as st
+from attnkit.storage.store_v1 import extract_v1
+from attnkit.apps.cli import main
 from attnkit.errors import InputError, StoreError
 from attnkit.testing import CORPUS
 from faults.fault_helpers import same_sets as _same
@@ -174,7 +174,7 @@ def test_a_writer_whose_lock_was_taken_over_commits_nothing(tiny_bert, tmp_path)
     (path / "writer.lock").unlink()
     second = st.WriterLock(loc).acquire()
     try:
-        from attnkit.batches import BatchSpec, run_batch
+        from attnkit.storage.batches import BatchSpec, run_batch
 
         encs = [tiny_bert.encode(TEXTS[i]) for i in writer.reader.layout.batches[3]]
         with pytest.raises(StoreError, match="now held by another process"):
@@ -262,8 +262,8 @@ def test_memory_url_roundtrip_and_corruption(tiny_bert):
 
 
 def test_summaries_only_store(tiny_bert, tmp_path):
-    from attnkit.headstats import item_stats
-    from attnkit.summaries import top_edges
+    from attnkit.core.headstats import item_stats
+    from attnkit.storage.summaries import top_edges
 
     sset = ak.extract(tiny_bert, TEXTS, batch_size=3, store=tmp_path / "s", keep=("stats", "edges"),
                       progress=False)
@@ -335,7 +335,7 @@ def test_format1_damaged_batch_file_names_its_items(tiny_bert, tmp_path):
     with pytest.raises(StoreError, match="000001.npy") as err:
         sset[hit[0]]
     assert all(str(i) in str(err.value) for i in hit)
-    from attnkit.store_v1 import migrate
+    from attnkit.storage.store_v1 import migrate
 
     with pytest.raises(StoreError, match="000001.npy"):  # a damaged store is not migrated
         migrate(old, tmp_path / "new")

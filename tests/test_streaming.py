@@ -6,9 +6,9 @@ import pytest
 pytest.importorskip("torch")
 
 import attnkit as ak
-from attnkit import blocks
-from attnkit.headstats import item_stats
-from attnkit.lazy import LazyAttention
+from attnkit.core import blocks
+from attnkit.core.headstats import item_stats
+from attnkit.runtime.lazy import LazyAttention
 from attnkit.testing import CORPUS, tiny_model
 
 TEXT = CORPUS[2] + " " + CORPUS[4]
@@ -42,7 +42,7 @@ def test_row_bands_cover_the_map(pair):
 
 def reference_stats(att):
     """The eight statistics in float64 from the whole dense maps at once, written
-    independently of attnkit.headstats (which reads band by band in float32)."""
+    independently of attnkit.core.headstats (which reads band by band in float32)."""
     maps = att.maps.astype(np.float64)
     L, H, n, _ = maps.shape
     out = np.zeros((L, H, 8))

@@ -8,7 +8,7 @@ import pytest
 from _syntax_fixtures import SENTENCES, attention, gold_positions, pointing, skip_without, treebank
 from attnkit.analysis.syntax import (DIRECTIONS, OFFSETS, head_accuracy, offset_accuracy,
                                      relation_heads, right_branching_uas, word_hits)
-from attnkit.attention import Attention
+from attnkit.core.attention import Attention
 from attnkit.errors import InputError
 
 L, H = 2, 2

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import attnkit as ak
-from attnkit import toy
+from attnkit.toys import induction as toy
 from attnkit.errors import InputError
 
 pytestmark = pytest.mark.numerics
@@ -139,7 +139,7 @@ def test_bad_options():
 
 
 def test_lazy_attention_gives_the_dense_scores(shipped):
-    pytest.importorskip("attnkit.lazy", reason="needs lazy capture (attnkit.lazy)")
+    pytest.importorskip("attnkit.runtime.lazy", reason="needs lazy capture (attnkit.runtime.lazy)")
     inputs = ak.induction_inputs(shipped, 2, 100, seed=0)
     dense = ak.head_scores([shipped.attend(x, lazy=False) for x in inputs], progress=False)
     lazy_atts = [shipped.attend(x, lazy=True) for x in inputs]

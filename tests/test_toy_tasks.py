@@ -12,7 +12,7 @@ import pytest
 
 import attnkit as ak
 from attnkit.analysis import alignment_error_rate, word_alignment
-from attnkit.toy_tasks import (
+from attnkit.toys.tasks import (
     colour_images,
     colour_model,
     reversal_accuracy,

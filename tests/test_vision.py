@@ -9,7 +9,7 @@ import pytest
 import attnkit as ak
 from attnkit.errors import DataNotFoundError, InputError, ModelNotFoundError, UnsupportedModelError
 from attnkit.testing import VISION_KINDS, tiny_vision
-from attnkit.vision import VisionModel, gradient_rollout, load_image, patch_grid
+from attnkit.runtime.vision import VisionModel, gradient_rollout, load_image, patch_grid
 
 pytestmark = pytest.mark.numerics
 

@@ -12,7 +12,7 @@ import pytest
 import attnkit
 from attnkit.errors import InputError, TokenizationMismatchError
 from attnkit.plot.common import downsample_max
-from attnkit.results import head_table
+from attnkit.core.results import head_table
 from attnkit.widgets import ClusterView, HeadGrid, HeadMap, Heatmap, _base
 from attnkit.widgets._codec import f16, message, read, wire
 from attnkit.widgets.headgrid import DECADES, log_codes

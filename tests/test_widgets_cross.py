@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import attnkit as ak
-from attnkit.cross import CrossAttention
+from attnkit.core.cross import CrossAttention
 from attnkit.errors import InputError
 from attnkit.testing import tiny_model, tiny_seq2seq
 from attnkit.widgets._codec import read

@@ -8,7 +8,7 @@ import pytest
 import attnkit as ak
 from attnkit.errors import InputError
 from attnkit.testing import tiny_model, tiny_vision
-from attnkit.vision import gradient_rollout
+from attnkit.runtime.vision import gradient_rollout
 from attnkit.widgets._codec import read
 
 IMAGE = np.random.default_rng(0).integers(0, 256, (32, 32, 3), dtype=np.uint8)

@@ -7,7 +7,7 @@ pytest.importorskip("torch")
 
 import attnkit as ak
 from attnkit.errors import InputError
-from attnkit.measures import mixed
+from attnkit.runtime.measures import mixed
 from attnkit.testing import tiny_model
 
 TEXT = "The cat sat on the mat."

@@ -76,7 +76,7 @@ def test_heatmap_filled_in_band_by_band_equals_the_one_read_whole(monkeypatch):
 
 
 def test_heatmap_cancel_leaves_the_rows_read_and_nothing_kept(monkeypatch):
-    from attnkit import blocks
+    from attnkit.core import blocks
     from attnkit.widgets import Heatmap
 
     att = QKAttention(4096, n_layers=1, n_heads=1, seed=2)

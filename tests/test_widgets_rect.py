@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import attnkit as ak
-from attnkit.cross import CrossAttention
+from attnkit.core.cross import CrossAttention
 from attnkit.errors import InputError
 from attnkit.plot import plot_heatmap
 from attnkit.plot.common import downsample_max
@@ -108,7 +108,7 @@ def test_static_figures_of_a_rectangle():
 
 def test_toy_reversal_cross_attention_in_the_views():
     """The shipped reversal T5: its anti-diagonal head's cells, read in the Heatmap."""
-    from attnkit.toy_tasks import reversal_model, reversal_pairs
+    from attnkit.toys.tasks import reversal_model, reversal_pairs
 
     model = reversal_model()
     source, target = reversal_pairs(1, seed=9_999)[0]

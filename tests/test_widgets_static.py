@@ -14,7 +14,7 @@ from IPython.display import display
 from IPython.utils.capture import capture_output
 
 import attnkit as ak
-from attnkit import report
+from attnkit.apps import report
 
 VIEW = "application/vnd.jupyter.widget-view+json"
 

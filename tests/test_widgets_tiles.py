@@ -8,8 +8,8 @@ import pytest
 from qk_attention import QKAttention
 
 import attnkit
-from attnkit import blocks
-from attnkit.attention import pool_square
+from attnkit.core import blocks
+from attnkit.core.attention import pool_square
 from attnkit.plot.common import row_ranks
 from attnkit.widgets import HeadGrid, Heatmap
 from attnkit.widgets import _pyramid as pyr
@@ -146,7 +146,7 @@ def test_headgrid_on_lazy_attention_uses_pooled_heads(monkeypatch):
 def test_report_kernels_get_an_embedding_budget(monkeypatch):
     import os
 
-    from attnkit import report
+    from attnkit.apps import report
 
     monkeypatch.delenv("ATTNKIT_EMBED_BYTES", raising=False)
     with report._embedding_budget():

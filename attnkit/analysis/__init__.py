@@ -21,7 +21,7 @@ from .coref import (
 )
 from .faithfulness import faithfulness
 from .heads import HEAD_KINDS, earlier_occurrences, head_scores, token_identity
-from ..gradients import AttentionGradients, attention_gradients
+from ..runtime.gradients import AttentionGradients, attention_gradients
 from .importance import TARGETS, attention_importance
 from .probe import AttentionProbe, probe_data
 from .score_attribution import GRAINS, score_attribution

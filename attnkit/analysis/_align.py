@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..attention import Attention
+from ..core.attention import Attention
 from ..errors import InputError
 
 

@@ -22,16 +22,16 @@ import numpy as np
 import pandas as pd
 
 from .._progress import progress as _bar
-from ..cross import CrossAttention
+from ..core.cross import CrossAttention
 from ..errors import InputError
-from ..results import HeadResult
+from ..core.results import HeadResult
 
 Links = set[tuple[int, int]]
 
 
 def cross_of(attentions: Any) -> CrossAttention:
-    """The cross-attention of one input: a :class:`~attnkit.cross.CrossAttention` as it is,
-    or the ``.cross`` of a :class:`~attnkit.cross.Seq2SeqAttention`.
+    """The cross-attention of one input: a :class:`~attnkit.core.cross.CrossAttention` as it is,
+    or the ``.cross`` of a :class:`~attnkit.core.cross.Seq2SeqAttention`.
 
     Parameters
     ----------
@@ -89,7 +89,7 @@ def word_alignment(attentions: Any, *, layer: int, head: int, rows: str = "predi
     Examples
     --------
     >>> import numpy as np
-    >>> from attnkit.cross import CrossAttention
+    >>> from attnkit.core.cross import CrossAttention
     >>> maps = np.array([[[[0.0, 0.1, 0.9], [0.8, 0.2, 0.0]]]])
     >>> cross = CrossAttention(maps, ["x", "y"], ["word", "word"], [0, 1], ["x", "y"],
     ...                        ["a", "b", "</s>"], ["word", "word", "sep"], [0, 1, -1], ["a", "b"])
@@ -160,7 +160,7 @@ def alignment_error_rate(attentions: Iterable[Any], gold: Sequence[Iterable[tupl
     Examples
     --------
     >>> import numpy as np
-    >>> from attnkit.cross import CrossAttention
+    >>> from attnkit.core.cross import CrossAttention
     >>> anti = np.array([[0.0, 0.1, 0.9], [0.8, 0.2, 0.0]])
     >>> maps = np.stack([anti, anti[:, [1, 0, 2]]])[None]  # head 0 reverses, head 1 does not
     >>> cross = CrossAttention(maps, ["x", "y"], ["word", "word"], [0, 1], ["x", "y"],

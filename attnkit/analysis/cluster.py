@@ -15,8 +15,8 @@ import pandas as pd
 
 from .._compat import renamed
 from ..errors import InputError
-from ..results import HeadResult, Result, head_index, table_and_meta
-from ..types import Attentions, as_collection
+from ..core.results import HeadResult, Result, head_index, table_and_meta
+from ..core.types import Attentions, as_collection
 from .stats import uniform_row_entropy
 
 _LN2 = float(np.log(2.0))
@@ -68,7 +68,7 @@ def head_distances(
 
     Parameters
     ----------
-    attentions : an :class:`~attnkit.corpus.AttentionSet` or any iterable of
+    attentions : an :class:`~attnkit.storage.corpus.AttentionSet` or any iterable of
         :class:`Attention` with the same layers and heads (token or word level).
     kind : ``"divergence"`` (the mean JS divergence, in nats, the paper's distance) or
         ``"distance"`` (its square root: a true metric, the root-mean-square
@@ -109,7 +109,7 @@ def head_distances(
         raise InputError(f"kind must be 'divergence' or 'distance', not {kind!r}.")
     if chunk < 1:
         raise InputError(f"chunk must be at least 1, not {chunk}.")
-    from ..engine import map_blocks, sum_partials
+    from ..storage.engine import map_blocks, sum_partials
 
     parts = map_blocks(attentions, functools.partial(_distance_partial, chunk=chunk),
                        client=client, progress=progress, desc="head distances")

@@ -34,9 +34,9 @@ import numpy as np
 import pandas as pd
 
 from .._progress import progress as _bar
-from ..decompose import head_weights, layer_modules
+from ..runtime.decompose import head_weights, layer_modules
 from ..errors import InputError
-from ..results import Result
+from ..core.results import Result
 
 KINDS = ("q", "k", "v")
 

@@ -36,11 +36,11 @@ import numpy as np
 import pandas as pd
 
 from .._compat import renamed
-from ..attention import Attention
+from ..core.attention import Attention
 from ..data.coref import MENTION_TYPES, Document, Mention
 from ..errors import InputError
-from ..results import HeadResult, Result
-from ..types import Attentions
+from ..core.results import HeadResult, Result
+from ..core.types import Attentions
 from ._align import check_pair
 
 BASELINES = ("nearest", "head_match", "sieve")
@@ -521,7 +521,7 @@ def coref_rows(table: HeadResult) -> pd.DataFrame:
     pandas.DataFrame
         Columns ``kind`` ("baseline" / "head"), ``name``, ``layer``, ``head`` (-1 for
         baselines), the accuracies, ``selected``, ``n`` and ``lost`` (the layout of the CSV
-        files :func:`attnkit.pipeline.run_coref` writes).
+        files :func:`attnkit.apps.pipeline.run_coref` writes).
 
     Examples
     --------

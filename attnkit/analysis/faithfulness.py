@@ -21,7 +21,7 @@ over the fraction (0 to 1) is reported in the target's units. A faithful attribu
 *low* deletion area (the target falls fast) and a *high* insertion area. A ``random``
 attribution is the chance level of all four.
 
-The target ``y`` (:mod:`attnkit.objectives`) is a classifier's logit of the class it
+The target ``y`` (:mod:`attnkit.runtime.objectives`) is a classifier's logit of the class it
 predicts on the clean input, a causal LM's logit of its next token, or, for an encoder
 without a head, the length of its mean-pooled embedding along the clean embedding's
 direction. Every number is a mean over inputs with a bootstrap confidence interval (inputs
@@ -38,12 +38,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .. import validate
+from ..core import validate
 from .._compat import renamed
 from ..errors import InputError
-from ..results import Result
-from ..types import Input
-from .. import objectives as targets
+from ..core.results import Result
+from ..core.types import Input
+from ..runtime import objectives as targets
 from .attribution import ATTRIBUTIONS, NEEDS, attribution, check_attributions
 
 #: The attributions scored by default (the issue's list; add "random", "input×grad",
@@ -86,7 +86,7 @@ def faithfulness(
         ``"rollout"``, ``"flow"``, ``"norm"``, ``"norm+residual"``, ``"alti"``,
         ``"grad×attn"``, ``"input×grad"``, ``"random"``.
     objective : str
-        What the attributions explain (:mod:`attnkit.objectives`; formerly ``target=``):
+        What the attributions explain (:mod:`attnkit.runtime.objectives`; formerly ``target=``):
         ``"logit"``, ``"projection"`` or ``"auto"`` (what the model predicts, as everywhere:
         ``"logit"`` for sequence classifiers and causal LMs, ``"projection"`` otherwise).
     labels : sequence, optional
@@ -270,9 +270,9 @@ def _evaluate(model: Any, runner: _Runner, encs: list, labels: list | None, name
     """Yield, per input of the chunk, its per-measure metric rows and curves."""
     from scipy.stats import spearmanr
 
-    from ..measures import measure_maps
-    from ..measures.grad_attn import grad_attn_maps
-    from ..gradients import run_gradients
+    from ..runtime.measures import measure_maps
+    from ..runtime.measures.grad_attn import grad_attn_maps
+    from ..runtime.gradients import run_gradients
 
     grads = list(run_gradients(model, encs, kind, labels, len(encs), 0.15, seed, False, input_grads=True))
     maps: list[dict[str, Any]] = [{"weights": g.attention} for g in grads]

@@ -17,10 +17,10 @@ from typing import Any
 import numpy as np
 
 from .._compat import renamed
-from ..blocks import bands
+from ..core.blocks import bands
 from ..errors import InputError
-from ..results import HeadResult, head_frame
-from ..types import AttentionLike, Attentions, as_collection
+from ..core.results import HeadResult, head_frame
+from ..core.types import AttentionLike, Attentions, as_collection
 
 #: The kinds of head :func:`head_scores` measures, in its default column order.
 HEAD_KINDS = ("sink", "previous", "induction", "duplicate")
@@ -151,7 +151,7 @@ def _plan(att: AttentionLike, kinds: Sequence[str]) -> tuple[_Plan, str]:
 
 def _item_sums(att: AttentionLike, plan: _Plan, kinds: Sequence[str]) -> np.ndarray:
     """float64 ``[layer, head, kind]``: each kind's attention summed over its cells, read
-    through :func:`attnkit.blocks.bands` (only the rows that have cells; all heads of a layer
+    through :func:`attnkit.core.blocks.bands` (only the rows that have cells; all heads of a layer
     together when they fit in one band, else one head and a band of rows at a time)."""
     L, H, n = att.n_layers, att.n_heads, len(att)
     out = np.zeros((L, H, len(kinds)))
@@ -253,7 +253,7 @@ def head_scores(
     attentions : AttentionLike or iterable of AttentionLike
         One input's attention (dense :class:`~attnkit.Attention` or lazy), or many (an
         ``AttentionSet``, a list), all with the same layers and heads, read through
-        :func:`attnkit.blocks.bands`: the heads of a layer together when they fit in one
+        :func:`attnkit.core.blocks.bands`: the heads of a layer together when they fit in one
         band, else one head and a band of rows at a time (at most about 4 M cells), so no
         input's full ``[L, H, n, n]`` is ever built.
     kinds : sequence of str or str
@@ -314,7 +314,7 @@ def head_scores(
         )
     if len(set(kinds)) != len(kinds):
         raise InputError(f"kinds names a kind twice: {list(kinds)!r}.")
-    from ..engine import map_blocks
+    from ..storage.engine import map_blocks
 
     parts = map_blocks(as_collection(attentions), functools.partial(_scores_partial, kinds=kinds), client=client,
                        progress=progress, desc="head scores")

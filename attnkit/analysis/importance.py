@@ -17,11 +17,11 @@ import numpy as np
 import pandas as pd
 
 from .._compat import renamed
-from ..results import HeadResult, Result, head_index
+from ..core.results import HeadResult, Result, head_index
 
 from ..errors import InputError
-from ..gradients import OBJECTIVES, Objective, run_gradients
-from ..objectives import auto_objective
+from ..runtime.gradients import OBJECTIVES, Objective, run_gradients
+from ..runtime.objectives import auto_objective
 
 #: Categories of attended-to positions, the columns of :func:`attention_importance`.
 TARGETS = ("cls", "sep", "punct", "other")
@@ -50,11 +50,11 @@ def attention_importance(
 
     Parameters
     ----------
-    model : a :class:`attnkit.model.Model` (it runs forward and backward).
+    model : a :class:`attnkit.runtime.model.Model` (it runs forward and backward).
     inputs : texts, pairs, word lists or treebank sentences (as :meth:`Model.encode`).
     objective :
         ``"auto"`` explains what the model predicts, as everywhere in attnkit
-        (:data:`attnkit.objectives.AUTO`): ``"mlm"`` for a masked-LM head (the paper's
+        (:data:`attnkit.runtime.objectives.AUTO`): ``"mlm"`` for a masked-LM head (the paper's
         Fig. 3), ``"logit"`` for a sequence classifier or a causal LM, ``"projection"`` for
         a bare encoder. For the bundled sentence-embedding model, the analogue of the
         paper's MLM loss is ``"embedding"`` (what ``attnkit analyze`` and notebook 01 use).
@@ -73,7 +73,7 @@ def attention_importance(
           tokens. Gradients are those of the masked input's attention.
         - ``"logit"``: the logit of the class a sequence classifier predicts (of ``labels``
           when given), or a causal LM's logit of the token it predicts after the input
-          (:mod:`attnkit.objectives`). No masking: it explains the prediction.
+          (:mod:`attnkit.runtime.objectives`). No masking: it explains the prediction.
         - ``"projection"``: for encoders without a head, the length of the mean-pooled
           embedding along its own direction (gradient of ``‖e(x)‖``), unmasked.
         - a callable ``objective(output, batch)``: ``output`` is ``model.hf(...,

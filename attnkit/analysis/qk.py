@@ -18,7 +18,7 @@ stored corpus: per head it
    attend to most; and the same share in the original ``d``-dimensional space.
 
 The attention weights the scores compare against are recomputed from the queries and keys
-(:func:`attnkit.qkstates.scores`: softmax of the scaled scores, causal rows masked), equal to
+(:func:`attnkit.core.qkstates.scores`: softmax of the scaled scores, causal rows masked), equal to
 the maps up to float rounding (float16 in a store) for models without a position bias or
 learned sinks.
 """
@@ -37,9 +37,9 @@ import pandas as pd
 
 from .._progress import progress as _bar
 from ..errors import InputError
-from ..qkstates import QKStates, scores
-from ..results import HeadResult, Result
-from ..types import as_collection
+from ..core.qkstates import QKStates, scores
+from ..core.results import HeadResult, Result
+from ..core.types import as_collection
 
 #: Projection methods and the package each needs.
 METHODS = {"umap": "umap", "tsne": "openTSNE", "pca": None}
@@ -111,7 +111,7 @@ class _Item:
 
 
 def _sources(attentions: Any) -> list[_Item]:
-    from ..corpus import AttentionSet
+    from ..storage.corpus import AttentionSet
 
     if isinstance(attentions, AttentionSet):
         if not attentions.qk_layers:
@@ -418,7 +418,7 @@ class QKEmbedding(Result):
     ``.table`` has one row per point: ``layer``, ``head``, ``item``, ``position``,
     ``token``, ``role``, ``kind`` (``"query"`` or ``"key"``), ``x``, ``y`` (``z`` for 3-D)
     and any column joined with :meth:`join`; ``.faithfulness`` is a per-head
-    :class:`~attnkit.results.HeadResult` (``spearman``, ``nearest_key``,
+    :class:`~attnkit.core.results.HeadResult` (``spearman``, ``nearest_key``,
     ``nearest_key_original``, ``rows``, ``seconds``); ``.meta`` says how it was made.
 
     Parameters
@@ -444,7 +444,7 @@ class QKEmbedding(Result):
 
     def __init__(self, table: pd.DataFrame, meta: dict[str, Any], *, faithfulness: HeadResult,
                  sources: list[_Item] | None = None) -> None:
-        super().__init__(table, meta, plot="qk_embedding")
+        super().__init__(table, meta, plot="qk_embedding", widget="qk_scatter")
         self.faithfulness = faithfulness
         self._sources = list(sources or [])
 
@@ -592,7 +592,7 @@ def _run(hps: list[HeadPoints], client: Any, progress: bool, **options: Any) -> 
     if client is None:
         bar = _bar(hps, show=progress and len(hps) > 1, desc="query-key space", unit="head")
         return [embed_head(hp, **options) for hp in bar]
-    from .. import engine
+    from ..storage import engine
 
     c, owned = engine.connect(client)
     try:

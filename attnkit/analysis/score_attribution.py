@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..decompose import (
+from ..runtime.decompose import (
     Reader,
     apply_rotary,
     check_layer,
@@ -42,9 +42,9 @@ from ..decompose import (
     stream_spec,
     walk,
 )
-from ..encoding import Encoding
+from ..runtime.encoding import Encoding
 from ..errors import InputError
-from ..results import Result
+from ..core.results import Result
 
 #: The grains of ``components=``.
 GRAINS = ("heads", "layers", "dims")
@@ -526,4 +526,4 @@ def _attribute(model: Any, enc: Any, layer: int, head: int, qpos: list[int], kpo
         meta["terms"] = agg.numpy()
     elif dense:
         meta["terms"] = terms_out
-    return Result(table, meta)
+    return Result(table, meta, widget="score")

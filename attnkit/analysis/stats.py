@@ -9,9 +9,9 @@ import numpy as np
 
 from .._compat import renamed
 from ..errors import InputError
-from ..headstats import STAT_COLUMNS, item_stats
-from ..results import HeadResult, head_frame
-from ..types import AttentionLike, Attentions
+from ..core.headstats import STAT_COLUMNS, item_stats
+from ..core.results import HeadResult, head_frame
+from ..core.types import AttentionLike, Attentions
 
 __all__ = ["STAT_COLUMNS", "head_stats", "item_stats", "uniform_row_entropy"]
 
@@ -85,8 +85,8 @@ def head_stats(attentions: Attentions, *, progress: bool = True, client: Any = N
     >>> bool(((stats["cls"] >= 0) & (stats["cls"] <= 1)).all())
     True
     """
-    from ..corpus import AttentionSet
-    from ..engine import map_blocks, sum_partials
+    from ..storage.corpus import AttentionSet
+    from ..storage.engine import map_blocks, sum_partials
 
     stored = isinstance(attentions, AttentionSet) and "stats" in attentions.summaries
     causal = bool(attentions.causal) if isinstance(attentions, AttentionSet) else None

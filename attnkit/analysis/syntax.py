@@ -34,8 +34,8 @@ import pandas as pd
 from .._compat import renamed
 from ..data.conllu import Treebank
 from ..errors import InputError
-from ..results import HeadResult, Result, head_frame
-from ..types import Attentions
+from ..core.results import HeadResult, Result, head_frame
+from ..core.types import Attentions
 from ._align import align_item, check_length, check_pair
 
 #: The two ways a map is read; see the module docstring.
@@ -142,7 +142,7 @@ def word_hits(attentions: Attentions, gold: Treebank, *, poss_rule: bool = False
     >>> hits.hits[:, 0, 0, 0].tolist(), hits.hits[:, 0, 0, 1].tolist()  # dep->head, heads 0 and 1
     ([True, True, True, True, True, True], [True, True, False, True, False, False])
     """
-    from ..engine import map_items
+    from ..storage.engine import map_items
 
     check_length(attentions, gold)
     per_item = map_items(attentions, functools.partial(_item_hits, gold=gold, poss_rule=poss_rule),

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import validate
+from ..core import validate
 from ..errors import ConllError, DataNotFoundError
 from ._text import text_lines
 

@@ -9,7 +9,7 @@ import numpy as np
 from ..errors import InputError
 
 if TYPE_CHECKING:
-    from ..model import Model
+    from ..runtime.model import Model
 
 
 def induction_inputs(

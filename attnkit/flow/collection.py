@@ -18,10 +18,10 @@ import numpy as np
 import pandas as pd
 
 from .._compat import renamed
-from ..attention import is_punct
+from ..core.attention import is_punct
 from ..errors import EmptyInputError, InputError
-from ..results import HeadResult, head_frame
-from ..types import AttentionLike, Attentions, HeadId, Sources, as_collection, dense_maps
+from ..core.results import HeadResult, head_frame
+from ..core.types import AttentionLike, Attentions, HeadId, Sources, as_collection, dense_maps
 from .compare import check_tokenization, head_edge_counts, js_divergence
 from .graph import attention_graph
 from .influence import influence
@@ -148,7 +148,7 @@ def flow_summary(
     >>> summary.n_inputs, list(summary.heads.columns)
     (2, ['edges_mean', 'edges_std', 'share'])
     """
-    from ..engine import map_items
+    from ..storage.engine import map_items
 
     heads = None if heads is None else [(int(h[0]), int(h[1])) for h in heads]
     per_input = map_items(attentions, functools.partial(
@@ -336,7 +336,7 @@ def compare_sets(
     >>> ak.compare_sets(a, b, progress=False).n_inputs
     2
     """
-    from ..engine import map_items
+    from ..storage.engine import map_items
 
     set_a, set_b = as_collection(attentions), as_collection(other)
     if isinstance(set_a, Sized) and isinstance(set_b, Sized) and len(set_a) != len(set_b):

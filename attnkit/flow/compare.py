@@ -15,10 +15,10 @@ import numpy as np
 import pandas as pd
 
 from .._compat import renamed
-from ..attention import row_shares
+from ..core.attention import row_shares
 from ..errors import InputError, TokenizationMismatchError
-from ..results import HeadResult, head_frame
-from ..types import AttentionLike, HeadId, Sources, dense_maps
+from ..core.results import HeadResult, head_frame
+from ..core.types import AttentionLike, HeadId, Sources, dense_maps
 from .graph import attention_graph
 from .influence import influence
 
@@ -186,7 +186,7 @@ def compare(
     names: tuple[str, str] | None = None,
 ) -> Comparison:
     """Compare two models' attention on the same input, or two measures of one model's
-    (:mod:`attnkit.measures`, read as each row's shares).
+    (:mod:`attnkit.runtime.measures`, read as each row's shares).
 
     Parameters
     ----------

@@ -23,11 +23,11 @@ import numpy as np
 import pandas as pd
 
 from .._compat import renamed
-from .. import validate
-from ..blocks import bands
-from ..cross import Seq2SeqAttention
+from ..core import validate
+from ..core.blocks import bands
+from ..core.cross import Seq2SeqAttention
 from ..errors import InputError
-from ..types import AttentionLike, HeadId, Sources
+from ..core.types import AttentionLike, HeadId, Sources
 from .seq2seq import seq2seq_graph
 
 Node = tuple[int, int]
@@ -48,7 +48,7 @@ def attention_graph(
     attentions : Attention or Seq2SeqAttention
         One input's attention, maps ``[L, H, n, n]`` (rows = from, columns = to). Maps of
         a measure other than weights are read as each row's shares
-        (:func:`~attnkit.attention.row_shares`), and edge weights are those shares. The
+        (:func:`~attnkit.core.attention.row_shares`), and edge weights are those shares. The
         attention of an encoder–decoder pair is traced through the decoder into the encoder
         (:func:`attnkit.flow.seq2seq_graph`).
     threshold : float
@@ -168,7 +168,7 @@ def _hits(att, layer: int, head_ids: np.ndarray, rows: np.ndarray, threshold: fl
     """Every head edge of one layer from the given rows: ``(row index into rows, key,
     index into head_ids, weight)``, sorted by row, key, head.
 
-    Read through :func:`attnkit.blocks.bands` (maps of another measure than weights as each
+    Read through :func:`attnkit.core.blocks.bands` (maps of another measure than weights as each
     row's shares) over the columns the rows can see: the heads together when they fit in one
     band, else head by head, band by band, so no ``[n, n]`` map of all heads is held.
     """

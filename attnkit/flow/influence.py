@@ -35,7 +35,7 @@ import networkx as nx
 import numpy as np
 import pandas as pd
 
-from .. import validate
+from ..core import validate
 from .._compat import renamed
 from ..errors import InputError
 

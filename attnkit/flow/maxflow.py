@@ -48,7 +48,7 @@ from scipy.sparse.csgraph import breadth_first_order, maximum_flow
 
 from .._compat import renamed
 from ..errors import InputError
-from ..types import AttentionLike
+from ..core.types import AttentionLike
 from .rollout import residual_attention
 
 _MAX_CHUNK = 256

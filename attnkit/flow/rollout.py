@@ -12,17 +12,17 @@ from typing import Iterator
 
 import numpy as np
 
-from .. import validate
+from ..core import validate
 from .._compat import renamed
-from ..blocks import head_mean
+from ..core.blocks import head_mean
 from ..errors import InputError
-from ..types import AttentionLike
+from ..core.types import AttentionLike
 
 
 def residual_layers(att: AttentionLike, residual: float = 0.5) -> Iterator[np.ndarray]:
     """The matrices of :func:`residual_attention`, one layer at a time (float64 ``[n, n]``).
 
-    Each layer's heads are averaged band by band (:func:`attnkit.blocks.head_mean`, maps of
+    Each layer's heads are averaged band by band (:func:`attnkit.core.blocks.head_mean`, maps of
     another measure as each row's shares), so one ``[n, n]`` matrix is held at a time, never
     ``[L, H, n, n]``.
     """
@@ -83,8 +83,8 @@ def residual_attention(attentions: AttentionLike, *, residual: float = 0.5) -> n
     Heads are averaged, the residual connection is modelled by mixing in the identity,
     ``(1 - residual) * A + residual * I``, and every row is renormalised to sum to 1
     (as in Abnar & Zuidema; it also repairs rows of float16 or pooled maps that do not sum
-    exactly to 1). Maps of another measure (:mod:`attnkit.measures`) are first turned into
-    each row's shares (:func:`~attnkit.attention.row_shares`); measures that already hold
+    exactly to 1). Maps of another measure (:mod:`attnkit.runtime.measures`) are first turned into
+    each row's shares (:func:`~attnkit.core.attention.row_shares`); measures that already hold
     the residual (``"norm+residual"``, ``"alti"``) roll out with ``residual=0``.
 
     Parameters

@@ -24,8 +24,8 @@ from typing import Any, Iterable
 import networkx as nx
 import numpy as np
 
-from ..blocks import head_mean
-from ..cross import Seq2SeqAttention
+from ..core.blocks import head_mean
+from ..core.cross import Seq2SeqAttention
 from ..errors import InputError
 from .rollout import layer_matrix, rollout
 
@@ -52,7 +52,7 @@ def decoder_layer(attentions: Seq2SeqAttention, layer: int, *,
     Parameters
     ----------
     attentions : Seq2SeqAttention
-        One pair (:meth:`Seq2SeqModel.attend <attnkit.seq2seq.Seq2SeqModel.attend>`).
+        One pair (:meth:`Seq2SeqModel.attend <attnkit.runtime.seq2seq.Seq2SeqModel.attend>`).
     layer : int
         0-indexed decoder layer.
     residual : float

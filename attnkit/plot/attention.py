@@ -26,7 +26,7 @@ from matplotlib.patches import Rectangle
 
 from .._compat import renamed
 from ..errors import InputError
-from ..results import head_table
+from ..core.results import head_table
 from .common import (
     display_token,
     downsample_max,

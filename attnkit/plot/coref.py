@@ -9,7 +9,7 @@ from matplotlib.axes import Axes
 from .._compat import renamed
 from ..analysis.coref import ACCURACY_COLUMNS, BASELINE_NAMES
 from ..errors import InputError
-from ..results import HeadResult
+from ..core.results import HeadResult
 from .common import figure_axes
 
 

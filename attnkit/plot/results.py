@@ -1,17 +1,16 @@
 """How ``result.plot()`` draws each analysis's result: one figure per result kind.
 
 Analyses never import views: they name the figure of their result (``HeadResult(table,
-meta, plot="head_stats")``), and :meth:`attnkit.results.Result.plot` looks the name up in
-:data:`RESULT_PLOTS` (the one import from the core layer up into the views, declared in
-the layer contract of ``pyproject.toml``).
+meta, plot="head_stats")``), and :meth:`attnkit.core.results.Result.plot` looks the name up in
+:data:`attnkit.core.results.FIGURES`, which this module fills when it is imported (the core
+never imports a view).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
-from ..errors import InputError
+from ..core.results import FIGURES
 from .attention import plot_head_map
 from .common import figure_axes
 from .coref import plot_coref_heads
@@ -71,8 +70,8 @@ def _table_bars(result: Any, ax: Any = None, **options: Any) -> Any:
     return fig
 
 
-#: Result kind -> ``draw(result, ax=None, **options) -> Figure``.
-RESULT_PLOTS: dict[str, Callable[..., Any]] = {
+# Result kind -> ``draw(result, ax=None, **options) -> Figure``.
+FIGURES.update({
     "comparison": _comparison,
     "coref_heads": _coref_heads,
     "faithfulness": _faithfulness,
@@ -85,41 +84,4 @@ RESULT_PLOTS: dict[str, Callable[..., Any]] = {
     "relation_grid": _relation_grid,
     "relation_heads": _relation_heads,
     "table": _table_bars,
-}
-
-
-def draw_result(kind: str, result: Any, *, ax: Any = None, **options: Any) -> Any:
-    """Draw ``result`` with the figure named ``kind`` (:data:`RESULT_PLOTS`).
-
-    Parameters
-    ----------
-    kind : str
-        A key of :data:`RESULT_PLOTS`.
-    result : Result
-        The result to draw.
-    ax : matplotlib Axes, optional
-        Draw into these axes (else a new figure).
-    **options
-        Passed on to the figure function.
-
-    Returns
-    -------
-    matplotlib.figure.Figure
-        The figure.
-
-    Raises
-    ------
-    InputError
-        For an unknown kind.
-
-    Examples
-    --------
-    >>> import pandas as pd
-    >>> from attnkit.results import Result
-    >>> fig = draw_result("table", Result(pd.DataFrame({"uas": [0.7, 0.5]})))
-    >>> len(fig.axes)
-    1
-    """
-    if kind not in RESULT_PLOTS:
-        raise InputError(f"No figure named {kind!r}; known: {', '.join(sorted(RESULT_PLOTS))}.")
-    return RESULT_PLOTS[kind](result, ax=ax, **options)
+})

@@ -16,7 +16,7 @@ from matplotlib.figure import Figure
 
 from .._compat import renamed
 from ..errors import InputError
-from ..results import table_and_meta
+from ..core.results import table_and_meta
 from .common import figure_axes
 
 _COLOURS = {

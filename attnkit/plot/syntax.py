@@ -13,7 +13,7 @@ from matplotlib.axes import Axes
 
 from .._compat import renamed
 from ..errors import InputError
-from ..results import HeadResult, Result, table_and_meta
+from ..core.results import HeadResult, Result, table_and_meta
 from .common import figure_axes
 
 

@@ -1,11 +1,12 @@
 """anywidget views: Heatmap, HeadGrid, HeadMap, ClusterView, FlowView, QKScatter, ScoreView,
 ImageAttention, CrossView (front end in js/)."""
 
+from ..core.results import VIEWS
 from .cluster import ClusterView
 from .cross import CrossView
 from .flow import FlowView
 from .headgrid import HeadGrid
-from .headmap import HeadMap
+from .headmap import HeadMap, composition_map, head_result_map
 from .heatmap import Heatmap
 from .image import ImageAttention
 from .measures import MeasureSwitch
@@ -14,3 +15,7 @@ from .score import ScoreView
 
 __all__ = ["ClusterView", "CrossView", "FlowView", "HeadGrid", "HeadMap", "Heatmap", "ImageAttention", "MeasureSwitch",
            "QKScatter", "ScoreView"]
+
+# How ``Result.widget()`` draws a result that names its view (the core never imports a view).
+VIEWS.update({"composition": composition_map, "head_map": head_result_map, "qk_scatter": QKScatter,
+              "score": ScoreView})

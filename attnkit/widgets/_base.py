@@ -121,7 +121,7 @@ def measure_of(att: Any) -> str:
 class SinkAwareScale(traitlets.HasTraits):
     """Traits of a view whose colour scale can leave attention sinks out (``scale``,
     ``exclude_sinks``, ``decades``, and the sinks themselves), and ``measure``: what the
-    maps hold (``"weights"``, or another measure of :mod:`attnkit.measures`)."""
+    maps hold (``"weights"``, or another measure of :mod:`attnkit.runtime.measures`)."""
 
     measure = traitlets.Unicode("weights").tag(sync=True)
     causal = traitlets.Bool(False).tag(sync=True)

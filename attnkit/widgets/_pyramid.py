@@ -4,7 +4,7 @@ Level ``k`` pools bins of ``2**k × 2**k`` cells, so it has ``ceil(n / 2**k)`` b
 side; level 0 holds the exact weights. The coarsest level with at most ``overview`` bins
 (:func:`top_level`) is the overview a view receives up front; the others are served as
 tiles of ``size × size`` bins when the view zooms in. Everything is read through
-:mod:`attnkit.blocks` one band of rows at a time, so a lazy map (computed from Q/K on demand)
+:mod:`attnkit.core.blocks` one band of rows at a time, so a lazy map (computed from Q/K on demand)
 is never held whole: memory stays at one band (``blocks.BAND_ELEMENTS`` floats). A head's
 overview, its thumbnail and its scale tops come from one pass over its bands
 (:func:`view_reductions`), kept for the next view of the same attention.
@@ -24,7 +24,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ..blocks import BAND_ELEMENTS, Band, EdgePool, Extremes, GridPool, Reduction, read, summarize_bands
+from ..core.blocks import BAND_ELEMENTS, Band, EdgePool, Extremes, GridPool, Reduction, read, summarize_bands
 from ..errors import InputError
 from ..plot.common import row_ranks
 
@@ -144,13 +144,13 @@ def overview_bands(source: BlockSource, layer: int, head: int, n: int, sinks: np
 
 
 def block(source: Any, layer: int, head: int, rows: slice, cols: slice) -> np.ndarray:
-    """Float32 ``[rows, cols]`` of one head (:func:`attnkit.blocks.read`)."""
+    """Float32 ``[rows, cols]`` of one head (:func:`attnkit.core.blocks.read`)."""
     return read(source, layer, [head], rows, cols)[0]
 
 
 def extent(att: Any) -> tuple[int, int]:
     """Rows and columns of an attention's maps: ``(n, n)``, or ``(target, source)`` for
-    cross-attention (:class:`~attnkit.cross.CrossAttention`)."""
+    cross-attention (:class:`~attnkit.core.cross.CrossAttention`)."""
     n = len(att)
     return n, int(getattr(att, "n_columns", n))
 

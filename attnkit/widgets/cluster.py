@@ -12,7 +12,7 @@ from matplotlib.figure import Figure
 from .._compat import renamed
 from ..errors import InputError
 from ..plot import attention as plots
-from ..results import HeadResult
+from ..core.results import HeadResult
 from ._base import SelectsHead
 from ._codec import wire
 

@@ -14,7 +14,7 @@ import numpy as np
 import traitlets
 from matplotlib.figure import Figure
 
-from ..cross import CrossAttention, Seq2SeqAttention
+from ..core.cross import CrossAttention, Seq2SeqAttention
 from ..errors import InputError
 from ._base import AttnkitWidget, PicksLayerHead, check_layer_head
 from ._codec import f16

@@ -22,7 +22,7 @@ from .._compat import renamed
 from ..errors import InputError
 from ..plot.common import mpl_text
 from ..plot.flow import plot_flow_radial
-from ..types import AttentionLike, Attentions, Sources
+from ..core.types import AttentionLike, Attentions, Sources
 from ._base import SelectsHead, measure_of
 from ._codec import read, wire
 from ._flow_wire import encode_graph

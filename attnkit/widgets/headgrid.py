@@ -14,11 +14,11 @@ from matplotlib.figure import Figure
 
 from .._compat import renamed
 from .._progress import progress as progress_bar
-from ..blocks import EdgePool, summarize
+from ..core.blocks import EdgePool, summarize
 from ..errors import InputError
 from ..plot import attention as plots
-from ..results import head_table
-from ..types import AttentionLike
+from ..core.results import head_table
+from ..core.types import AttentionLike
 from ._base import SelectsHead, SinkAwareScale
 from ._codec import wire
 from ._progressive import Progressive, fills_in
@@ -60,7 +60,7 @@ class HeadGrid(Progressive, SinkAwareScale, SelectsHead):
         max-pooled overview (the numbers of ``att.pooled(layer, head, size)``), read band by
         band (a lazy map is never held whole) in one pass per head that also reads what a
         :class:`Heatmap` of the head shows first (kept for it). Cross-attention
-        (:class:`~attnkit.cross.CrossAttention`) gives rectangular thumbnails, target rows
+        (:class:`~attnkit.core.cross.CrossAttention`) gives rectangular thumbnails, target rows
         over source columns.
     metric : DataFrame, Series or ndarray, optional
         Per-head values drawn as a coloured bar under each thumbnail and shown on hover:
@@ -223,7 +223,7 @@ class HeadGrid(Progressive, SinkAwareScale, SelectsHead):
     # ----------------------------------------------------------- filling in
     def _summary(self, layer: int, heads: Any) -> list[dict]:
         """What the grid reads of ``heads`` of one layer (:meth:`_keep` takes each): one pass
-        of :func:`~attnkit.blocks.summarize`; a rectangle (dense cross-attention) is pooled
+        of :func:`~attnkit.core.blocks.summarize`; a rectangle (dense cross-attention) is pooled
         straight from its maps (``pooled``)."""
         if self._rect:
             key = EdgePool(self._thumbs.shape[-1]).key

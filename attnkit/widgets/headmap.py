@@ -1,9 +1,9 @@
 """HeadMap widget: a layer × head grid of any per-head metric, click to select a head; and
-the widgets that results name (:data:`RESULT_WIDGETS`), drawn as labelled HeadMaps."""
+the views of per-head results and of composition (:data:`attnkit.core.results.VIEWS`)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -14,8 +14,7 @@ from matplotlib.figure import Figure
 from .._compat import renamed
 from ..errors import InputError
 from ..plot import attention as plots
-from ..results import head_table
-from ..results import HeadResult, Result
+from ..core.results import HeadResult, Result, head_table
 from ._base import SelectsHead
 from ._codec import wire
 
@@ -218,41 +217,32 @@ def composition_map(data: Result, *, kind: str = "k", **options: Any) -> HeadMap
                    col_labels=heads[H:], row_title="source", col_title="target", **options)
 
 
-#: Result widget name -> ``make(result, **options) -> widget``: how :meth:`Result.widget`
-#: draws a result that names its widget (``Result(table, meta, widget="composition")``).
-RESULT_WIDGETS: dict[str, Callable[..., Any]] = {"composition": composition_map}
-
-
-def result_widget(name: str, result: Result, /, **options: Any) -> Any:
-    """The widget named ``name`` (:data:`RESULT_WIDGETS`) of ``result``.
+def head_result_map(data: HeadResult, *, value: str | None = None, **options: Any) -> HeadMap:
+    """A per-head result as a :class:`HeadMap` of one column (what ``HeadResult.widget()``
+    shows).
 
     Parameters
     ----------
-    name : str
-        A key of :data:`RESULT_WIDGETS`.
-    result : Result
-        The result to show.
+    data : HeadResult
+        Indexed by ``(layer, head)``.
+    value : str, optional
+        The column (default the result's :meth:`~attnkit.HeadResult.value_column`).
     **options
-        Passed on to the widget's maker.
+        Passed on to :class:`HeadMap`.
 
     Returns
     -------
-    AttnkitWidget
-        The widget.
-
-    Raises
-    ------
-    InputError
-        For an unknown name.
+    HeadMap
+        Titled with the column's name unless ``title`` is given.
 
     Examples
     --------
-    >>> import attnkit as ak
-    >>> from attnkit.testing import tiny_model
-    >>> comp = ak.composition(tiny_model("llama", layers=3), samples=4, progress=False)
-    >>> result_widget("composition", comp, kind="v").value_name
-    'v-composition'
+    >>> import pandas as pd
+    >>> from attnkit.core.results import HeadResult, head_index
+    >>> r = HeadResult(pd.DataFrame({"cls": [0.1, 0.7, 0.2, 0.4]}, index=head_index(2, 2)))
+    >>> head_result_map(r).title
+    'cls'
     """
-    if name not in RESULT_WIDGETS:
-        raise InputError(f"No widget named {name!r}; known: {', '.join(sorted(RESULT_WIDGETS))}.")
-    return RESULT_WIDGETS[name](result, **options)
+    value = data.value_column(value)
+    options.setdefault("title", value)
+    return HeadMap(data.grid(value), value=value, **options)

@@ -16,7 +16,7 @@ from .._compat import renamed
 from ..errors import AttnkitError, InputError, TokenizationMismatchError
 from ..plot import attention as plots
 from ..plot.common import head_label
-from ..types import AttentionLike
+from ..core.types import AttentionLike
 from . import _pyramid as pyr
 from ._base import AttnkitWidget, SinkAwareScale, check_layer_head, measure_of
 from ._codec import f16, message, wire
@@ -76,7 +76,7 @@ class Heatmap(Progressive, SinkAwareScale, AttnkitWidget):
     attentions : AttentionLike
         Dense :class:`~attnkit.Attention` (tiles cut from its array) or lazy attention
         (tiles computed on demand through ``block``); its tokens label the axes.
-        :class:`~attnkit.cross.CrossAttention` draws target rows over source columns: the
+        :class:`~attnkit.core.cross.CrossAttention` draws target rows over source columns: the
         rows labelled with its ``row_tokens``, the columns with its ``col_tokens``.
     layer, head : int
         0-indexed head to show (displayed 1-indexed as "L-H"); the arrows in the header,
@@ -129,7 +129,7 @@ class Heatmap(Progressive, SinkAwareScale, AttnkitWidget):
 
     Notes
     -----
-    Memory: one head's overview and one band of rows at a time (``attnkit.blocks.BAND_ELEMENTS``
+    Memory: one head's overview and one band of rows at a time (``attnkit.core.blocks.BAND_ELEMENTS``
     floats); no ``[n, n]`` map is kept. A head is read once for its overview, its scale tops
     and the thumbnail a :class:`HeadGrid` of the same attention shows (kept for both views). In the browser: click the map (or hold Ctrl) and
     scroll to zoom, drag to pan, double-click to fit; hovering a cell shows from-token,
@@ -147,7 +147,7 @@ class Heatmap(Progressive, SinkAwareScale, AttnkitWidget):
     >>> tile = hm.answer({"type": "tile", "layer": 0, "head": 0, "k": 0, "ti": 0, "tj": 0})
     >>> tile["array"]["dtype"], tile["array"]["shape"]  # what a zoomed-in view receives
     ('float32', [4, 4])
-    >>> from attnkit.cross import CrossAttention
+    >>> from attnkit.core.cross import CrossAttention
     >>> cross = CrossAttention(np.array([[[[0.5, 0.5, 0.0], [0.0, 0.0, 1.0]]]]),
     ...                        ["<pad>", "Hallo"], ["cls", "word"], [-1, 0], ["Hallo"],
     ...                        ["▁Hello", "▁you", "</s>"], ["word", "word", "sep"], [0, 1, -1],

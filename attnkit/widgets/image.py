@@ -1,6 +1,6 @@
 """ImageAttention: a vision transformer's attention drawn over the image it read.
 
-The image (uint8 ``[H, W, 3]``, as :meth:`attnkit.vision.VisionModel.attend` keeps it in
+The image (uint8 ``[H, W, 3]``, as :meth:`attnkit.runtime.vision.VisionModel.attend` keeps it in
 ``meta["image"]``) is drawn with one query's row of an overlay on its patch grid: the
 attention of a head (or the mean of a layer's heads), rollout, or any ``[n, n]`` matrix
 (gradient rollout, a measure's maps) or fixed ``[n]`` relevance the caller adds. Clicking a
@@ -16,10 +16,10 @@ import numpy as np
 import traitlets
 from matplotlib.figure import Figure
 
-from ..blocks import head_mean, read
+from ..core.blocks import head_mean, read
 from ..errors import InputError
 from ..flow.rollout import rollout
-from ..types import AttentionLike
+from ..core.types import AttentionLike
 from ._base import AttnkitWidget, PicksLayerHead, check_layer_head, measure_of
 from ._codec import f16, wire
 
@@ -33,7 +33,7 @@ def _grid(att: Any) -> tuple[list[int], int, int]:
     image = meta.get("image")
     if grid is None or image is None:
         raise InputError("ImageAttention takes the attention of an image "
-                         "(attnkit.vision.VisionModel.attend: meta holds 'grid' and 'image').")
+                         "(attnkit.runtime.vision.VisionModel.attend: meta holds 'grid' and 'image').")
     first = int(meta.get("first_patch", 1))
     rows, cols = int(grid[0]), int(grid[1])
     if first + rows * cols != len(att):
@@ -48,10 +48,10 @@ class ImageAttention(PicksLayerHead, AttnkitWidget):
     Parameters
     ----------
     attentions : Attention or LazyAttention
-        The attention of one image (:meth:`attnkit.vision.VisionModel.attend`).
+        The attention of one image (:meth:`attnkit.runtime.vision.VisionModel.attend`).
     overlays : mapping of str to array or attention, optional
         More overlays, by name: ``[n, n]`` matrices (row = query, e.g.
-        :func:`attnkit.vision.gradient_rollout`), fixed ``[n]`` relevances, or attention of
+        :func:`attnkit.runtime.vision.gradient_rollout`), fixed ``[n]`` relevances, or attention of
         the same image (another measure: its layers and heads are picked like the attention's).
     overlay : str
         The overlay shown first: ``"attention"``, ``"rollout"`` or a key of ``overlays``.

@@ -1,6 +1,6 @@
 """MeasureSwitch: one view of one input under several attention measures, in one place.
 
-Buttons above the view flip between the measures (:mod:`attnkit.measures`): weights, norm,
+Buttons above the view flip between the measures (:mod:`attnkit.runtime.measures`): weights, norm,
 norm+residual, ALTI, grad×attn, …. Each measure's view is built once, with the same options,
 and what the user chose in one (the head shown, the selected head, the threshold) carries
 over to the next, so the layout stays put and only the values change.
@@ -15,7 +15,7 @@ from typing import Any
 import ipywidgets
 import traitlets
 
-from ..attention import Attention
+from ..core.attention import Attention
 from ..errors import InputError
 from ._base import display_beside
 from .headgrid import HeadGrid

@@ -352,7 +352,7 @@ class QKScatter(AttnkitWidget):
             self._show_map(int(row["item"]), int(row["layer"]), int(row["head"]), int(row["position"]))
 
     def _show_map(self, item: int, layer: int, head: int, position: int) -> None:
-        from ..attention import Attention
+        from ..core.attention import Attention
         from .heatmap import Heatmap
 
         m = self._emb.item_map(item, layer, head)

@@ -19,7 +19,7 @@ import traitlets
 from matplotlib.figure import Figure
 
 from ..errors import InputError
-from ..results import Result
+from ..core.results import Result
 from ._base import AttnkitWidget, ShowsHead
 from ._codec import wire
 

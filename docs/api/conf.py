@@ -42,7 +42,7 @@ intersphinx_mapping: dict[str, tuple[str, None]] = {}  # offline: no inventories
 nitpicky = False
 
 #: Modules that are entry points, not API (running them has side effects).
-SKIP = {"attnkit.finetune.__main__", "attnkit.__main__"}
+SKIP = {"attnkit.apps.finetune.__main__", "attnkit.__main__"}
 
 
 def modules() -> list[str]:
@@ -109,7 +109,7 @@ def _first_line(obj: object) -> str:
 
 def skip_aliases(app, what, name, obj, skip, options):  # noqa: ANN001
     """Leave out type aliases (``HeadId = tuple[int, int]``): autodoc cannot format them as
-    classes; the module docstring of :mod:`attnkit.types` describes them."""
+    classes; the module docstring of :mod:`attnkit.core.types` describes them."""
     import types
     import typing
 

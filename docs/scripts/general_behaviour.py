@@ -21,7 +21,7 @@ import pandas as pd
 
 import attnkit as ak
 from attnkit.data import find_data
-from attnkit.pipeline.general import run_general, write_general
+from attnkit.apps.pipeline.general import run_general, write_general
 
 
 def markdown(df: pd.DataFrame, fmt: str = "{:.3f}") -> str:

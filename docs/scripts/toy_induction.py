@@ -3,7 +3,7 @@
 
     python docs/scripts/toy_induction.py --out attnkit/toy_models/induction-2l --seeds 1 2 3
 
-Trains ``attnkit.toy.train_induction_model()`` (seed 0) on one torch thread, saves it to
+Trains ``attnkit.toys.induction.train_induction_model()`` (seed 0) on one torch thread, saves it to
 ``--out`` (the copy attnkit ships), scores its heads with ``attnkit.head_scores`` on
 repeated random tokens, and, for each extra seed of ``--seeds``, retrains the same recipe to
 show how reliably the heads form. Prints markdown.
@@ -18,10 +18,10 @@ import numpy as np
 import torch
 
 import attnkit as ak
-from attnkit import toy
+from attnkit.toys import induction as toy
 
 
-def table(scores: ak.results.HeadResult) -> str:
+def table(scores: ak.HeadResult) -> str:
     kinds = list(scores.columns)
     lines = ["| head | " + " | ".join(kinds) + " |", "|---|" + "---:|" * len(kinds)]
     for (layer, head), row in scores.table.iterrows():
@@ -39,7 +39,7 @@ def formed_at(history: list[list[float]], threshold: float = 0.9) -> str:
     return "not formed"
 
 
-def measure(model: ak.Model, n: int, length: int) -> ak.results.HeadResult:
+def measure(model: ak.Model, n: int, length: int) -> ak.HeadResult:
     atts = [model.attend(x) for x in ak.induction_inputs(model, n, length, seed=0)]
     return ak.head_scores(atts, progress=False)
 
@@ -60,13 +60,13 @@ def main() -> None:
     scores = measure(model, args.n, args.length)
     recipe = rec["recipe"]
     print("## Decoder heads: the trained induction toy model\n")
-    print(f"Recipe (`attnkit.toy.train_induction_model()`): {recipe}.\n")
+    print(f"Recipe (`attnkit.toys.induction.train_induction_model()`): {recipe}.\n")
     print(f"Trained in {rec['train_seconds']:.1f} s wall, {rec['train_cpu_seconds']:.1f} s CPU "
           f"({rec['torch_threads']} torch thread, torch "
           f"{rec['torch_version']}; load {load:.1f} before on 2 shared cores, "
           f"{os.getloadavg()[0]:.1f} after); last training loss {rec['final_loss']:.4f}; "
           f"training-batch accuracy first above 90 % at step {formed_at(rec['history'])}.\n")
-    print("Accuracy on the predictable tokens of fresh inputs (`attnkit.toy.induction_accuracy`, "
+    print("Accuracy on the predictable tokens of fresh inputs (`attnkit.toys.induction.induction_accuracy`, "
           "8 inputs each), by random-sequence length (an input has 2 × length + 1 tokens):\n")
     print("| length | " + " | ".join(rec["accuracy"]) + " |")
     print("|---|" + "---:|" * len(rec["accuracy"]))

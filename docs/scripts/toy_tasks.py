@@ -14,7 +14,7 @@ import tempfile
 import numpy as np
 
 import attnkit as ak
-from attnkit.toy_tasks import (colour_images, colour_model, reversal_accuracy, reversal_gold,
+from attnkit.toys.tasks import (colour_images, colour_model, reversal_accuracy, reversal_gold,
                                reversal_model, reversal_pairs)
 
 

@@ -2,7 +2,7 @@
 
     PYTHONPATH=. .venv/bin/python docs/scripts/why_heads.py
 
-Toy induction model (attnkit.toy): K-composition into each induction head and the random
+Toy induction model (attnkit.toys.induction): K-composition into each induction head and the random
 baseline; the induction stripe of one repeated random sequence (64 tokens, seed 0) attributed
 per (query component, key component). Bundled encoder (all-MiniLM-L6-v2): its strongest
 previous-token and next-token heads on one sentence, their offset stripes attributed; and

@@ -9,7 +9,7 @@ import pytest
 from harness import WidgetPage
 
 import attnkit as ak
-from attnkit.cross import CrossAttention
+from attnkit.core.cross import CrossAttention
 
 pytestmark = pytest.mark.browser
 

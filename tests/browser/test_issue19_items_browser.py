@@ -471,8 +471,8 @@ def export(tmp_path, cells: list[str], name: str, env: dict[str, str] | None = N
     """The report of a notebook of ``cells`` (executed), and the notebook it saved."""
     import nbformat
 
-    from attnkit import report
-    from attnkit.cli import main
+    from attnkit.apps import report
+    from attnkit.apps.cli import main
     from prereq import skip_or_fail
 
     if not (report.STATIC / "report.js").is_file():

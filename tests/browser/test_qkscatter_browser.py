@@ -11,7 +11,7 @@ import pytest
 from harness import WidgetPage
 
 import attnkit as ak
-from attnkit.qkstates import QKStates
+from attnkit.core.qkstates import QKStates
 from attnkit.widgets._codec import read
 
 pytestmark = pytest.mark.browser
@@ -123,7 +123,7 @@ def _cloud(n: int, seed: int = 5):
     import pandas as pd
 
     from attnkit.analysis import QKEmbedding
-    from attnkit.results import HeadResult
+    from attnkit.core.results import HeadResult
 
     rng = np.random.default_rng(seed)
     centres = rng.normal(0, 5, (40, 2))

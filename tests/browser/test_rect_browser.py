@@ -12,7 +12,7 @@ import pytest
 from harness import WidgetPage
 
 import attnkit as ak
-from attnkit.cross import CrossAttention
+from attnkit.core.cross import CrossAttention
 
 pytestmark = pytest.mark.browser
 

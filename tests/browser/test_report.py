@@ -24,8 +24,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from attnkit import report
-from attnkit.cli import main
+from attnkit.apps import report
+from attnkit.apps.cli import main
 from prereq import REPO, skip_or_fail
 
 pytestmark = pytest.mark.browser
@@ -335,7 +335,7 @@ def long_report(tmp_path_factory) -> Path:
 
 
 def test_a_2k_token_heatmap_zooms_offline_within_what_was_embedded(long_report, offline):
-    from attnkit.attention import pool_square
+    from attnkit.core.attention import pool_square
 
     sys.path.insert(0, str(REPO / "tests"))
     from qk_attention import causal_random_map

@@ -175,7 +175,7 @@ def test_scale_controls_and_legend(browser, lazy8k):
 
 
 def test_headgrid_of_16x16_lazy_heads(browser, monkeypatch):
-    from attnkit import blocks
+    from attnkit.core import blocks
 
     n = 1024  # 8k is in benchmarks/widgets.py: 256 heads of 8k^2 cost minutes on a CPU
     # bands of a quarter of a head, so the grid must be built band by band

@@ -10,8 +10,8 @@ import pytest
 from fault_helpers import BATCH, TEXTS, raises_exactly
 
 import attnkit as ak
-from attnkit import extraction
-from attnkit import store as st
+from attnkit.storage import extraction
+from attnkit.storage import store as st
 from attnkit.errors import ClusterError, ModelLoadError
 from attnkit.testing import tiny_model
 

@@ -13,7 +13,7 @@ from safetensors.torch import load_file, save_file
 
 import attnkit as ak
 from attnkit.errors import ModelLoadError, ModelNotFoundError
-from attnkit.model import resolve_model
+from attnkit.runtime.load import resolve_model
 
 
 @pytest.fixture

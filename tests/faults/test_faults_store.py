@@ -21,10 +21,10 @@ import pytest
 from fault_helpers import BATCH, TEXTS, raises_exactly, remount, same_sets, tmpfs
 
 import attnkit as ak
-from attnkit import store as st
-from attnkit.cli import main
+from attnkit.storage import store as st
+from attnkit.apps.cli import main
 from attnkit.errors import StoreError
-from attnkit.store_v1 import extract_v1
+from attnkit.storage.store_v1 import extract_v1
 from attnkit.testing import tiny_model
 
 OPTIONS = dict(batch_size=BATCH, keep=("maps", "stats"), embeddings=True, progress=False)

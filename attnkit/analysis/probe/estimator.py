@@ -12,7 +12,7 @@ from ..._compat import renamed
 from ..._progress import progress as progress_bar
 from ...data.conllu import Treebank
 from ...errors import InputError
-from ...results import Result
+from ...core.results import Result
 from .._align import check_pair
 from ..tree import max_spanning_tree
 from .features import (
@@ -52,7 +52,7 @@ class AttentionProbe:
 
     Nothing happens in ``__init__``; :meth:`fit` sets ``module_``, ``history_`` (one row
     per epoch: loss, dev UAS), ``best_epoch_``, ``n_maps_`` and ``embedding_dim_``.
-    Inputs are an :class:`~attnkit.corpus.AttentionSet` ``X`` (word level, with input
+    Inputs are an :class:`~attnkit.storage.corpus.AttentionSet` ``X`` (word level, with input
     embeddings for the ``*+emb`` kinds) and the :class:`~attnkit.data.Treebank` ``y`` it
     was extracted from. Call ``torch.set_num_threads`` yourself to bound CPU use.
 

@@ -122,7 +122,7 @@ def read_items(X: Any, y: Treebank | None = None, need_emb: bool = True,
                need_attn: bool = True, client: Any = None) -> list[ProbeItem]:
     """The features of every sentence of ``X`` (word level), with gold heads from ``y``;
     with ``client``, computed on that Dask cluster (same arrays, input order)."""
-    from ...engine import map_items
+    from ...storage.engine import map_items
 
     if y is not None:
         check_length(X, y)

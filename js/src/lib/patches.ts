@@ -1,6 +1,6 @@
 // Geometry of an image cut into a grid of patches (ImageAttention): the positions of a vision
 // transformer are `first` special tokens ([CLS], DeiT's [DIST]) then rows × cols patches, row
-// by row (attnkit/vision.py).
+// by row (attnkit/runtime/vision.py).
 
 export interface PatchGrid {
   rows: number;

@@ -1,0 +1,2 @@
+"""Applications: the command line, offline reports, the paper pipelines, fine-tuning.
+"""

@@ -1,0 +1,368 @@
+"""The checks every public function runs on what a user hands it.
+
+One module, so that the same mistake gets the same message everywhere, dense or lazy:
+indexes (layers, heads, positions), sizes and counts, choices such as ``level``, numbers
+such as ``threshold``, token ids, roles, text and attention weights. Each helper returns
+the value in the form the caller works with (a Python ``int``, an index array ...) or
+raises an :class:`~attnkit.errors.InputError` (an :class:`~attnkit.errors.EmptyInputError`
+for empty input) whose message says what was wrong and what to do.
+
+Examples
+--------
+>>> from attnkit.core import validate
+>>> validate.positions(slice(None, None, -2), 5).tolist()
+[4, 2, 0]
+>>> validate.head_index(-1, 0, 2, 4)
+(1, 0)
+>>> validate.positions([True, False], 5)
+Traceback (most recent call last):
+attnkit.errors.InputError: A boolean mask of positions must have one entry per position (5); got 2.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import operator
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+from ..errors import EmptyInputError, InputError
+
+#: Largest distance of a row sum from 1 that attention weights may have (float16 storage
+#: and bfloat16 models stay far inside it).
+ROW_SUM_TOL = 1e-2
+
+#: Roles a position can play. "cls" is a leading [CLS]/<s>/BOS, "sep" a [SEP]/</s>/EOS,
+#: "word" a piece (or, at word level, a whole word) of the text, "special" any other
+#: special token.
+ROLES = ("cls", "sep", "word", "special")
+
+#: The levels attention is read at: model tokens, or words (Clark pooling).
+LEVELS = ("token", "word")
+
+
+# ------------------------------------------------------------------ numbers
+def integer(value: Any, name: str, *, minimum: int | None = None) -> int:
+    """``value`` as a Python int: a whole number (not a bool, not a float such as 2.5 or
+    2.0), at least ``minimum`` when given.
+
+    >>> integer(3, "batch_size", minimum=1)
+    3
+    """
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (numbers.Integral, np.integer)):
+        raise InputError(f"{name} must be a whole number (an int); got {value!r} "
+                         f"({type(value).__name__}).")
+    out = int(value)
+    if minimum is not None and out < minimum:
+        raise InputError(f"{name} must be at least {minimum}; got {out}.")
+    return out
+
+
+def size(value: Any, name: str = "size") -> int:
+    """A count of bins, items or positions: an int of at least 1.
+
+    >>> size(4)
+    4
+    """
+    return integer(value, name, minimum=1)
+
+
+def number(value: Any, name: str, *, low: float | None = None, high: float | None = None) -> float:
+    """``value`` as a finite float (a real number, not a bool or a string), within
+    ``[low, high]`` where given.
+
+    >>> number(0.3, "threshold", low=0.0)
+    0.3
+    """
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (numbers.Real, np.floating, np.integer)):
+        raise InputError(f"{name} must be a number; got {value!r} ({type(value).__name__}).")
+    out = float(value)
+    if not math.isfinite(out):
+        raise InputError(f"{name} must be a finite number; got {out}.")
+    if (low is not None and out < low) or (high is not None and out > high):
+        lo = "-inf" if low is None else f"{low:g}"
+        hi = "inf" if high is None else f"{high:g}"
+        raise InputError(f"{name} must lie in [{lo}, {hi}]; got {out:g}.")
+    return out
+
+
+def choice(value: Any, name: str, allowed: Sequence[str]) -> str:
+    """``value`` when it is one of ``allowed`` (strings); otherwise an InputError listing them.
+
+    >>> choice("max", "reduce", ("max", "mean"))
+    'max'
+    """
+    if not isinstance(value, str) or value not in allowed:
+        options = ", ".join(repr(a) for a in allowed)
+        raise InputError(f"{name} must be one of {options}; got {value!r}.")
+    return value
+
+
+def level(value: Any) -> str:
+    """A level of attention: ``"token"`` or ``"word"``.
+
+    >>> level("word")
+    'word'
+    """
+    return choice(value, "level", LEVELS)
+
+
+# ------------------------------------------------------------------ indexes
+def index(value: Any, n: int, name: str) -> int:
+    """One index into ``n`` things (negative counts from the end, as in Python), as an int
+    in ``0..n-1``.
+
+    >>> index(-1, 3, "layer")
+    2
+    """
+    i = integer(value, name)
+    if not -n <= i < n:
+        raise InputError(f"{name} {i} is outside 0..{n - 1} (0-indexed; negative counts from "
+                         "the end).")
+    return i + n if i < 0 else i
+
+
+def head_index(layer: Any, head: Any, n_layers: int, n_heads: int) -> tuple[int, int]:
+    """A ``(layer, head)`` pair (0-indexed; negative counts from the end) as two ints.
+
+    >>> head_index(1, -1, 2, 12)
+    (1, 11)
+    """
+    layer, head = integer(layer, "layer"), integer(head, "head")
+    if not (-n_layers <= layer < n_layers and -n_heads <= head < n_heads):
+        raise InputError(f"head {(layer, head)} is outside layers 0..{n_layers - 1} and heads "
+                         f"0..{n_heads - 1} (0-indexed; negative counts from the end).")
+    return layer % n_layers, head % n_heads
+
+
+def indices(values: Any, n: int, name: str) -> list[int]:
+    """A sequence of indexes into ``n`` things (each as :func:`index`), e.g. ``layers=``.
+
+    >>> indices([0, -1], 4, "layers")
+    [0, 3]
+    """
+    if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
+        raise InputError(f"{name} must be a sequence of ints; got {values!r}.")
+    return [index(v, n, name) for v in values]
+
+
+def head_pairs(heads: Any, n_layers: int, n_heads: int) -> list[tuple[int, int]]:
+    """``heads=``: an iterable of ``(layer, head)`` pairs of whole numbers, in range.
+
+    >>> head_pairs([(0, 1), [1, 0]], 2, 2)
+    [(0, 1), (1, 0)]
+    """
+    if isinstance(heads, (str, bytes)) or not isinstance(heads, Iterable):
+        raise InputError(f"heads must be (layer, head) pairs; got {heads!r}.")
+    pairs = []
+    for item in heads:
+        if isinstance(item, (str, bytes)) or not isinstance(item, Iterable) or len(tuple(item)) != 2:
+            raise InputError(f"heads must be (layer, head) pairs; got {item!r}.")
+        layer, head = tuple(item)
+        pairs.append(head_index(layer, head, n_layers, n_heads))
+    return pairs
+
+
+def _slice_bound(value: Any) -> int | None:
+    if value is None:
+        return None
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise InputError(f"slice bounds and steps must be ints or None; got {value!r}.") from None
+
+
+def positions(where: Any, n: int, name: str = "positions") -> np.ndarray:
+    """Positions ``0..n-1`` selected by ``where``, as a contiguous int64 array, with numpy's
+    meaning: a slice (any step but 0, reversed too), one int, a sequence of ints (negative
+    counts from the end) or a boolean mask of exactly ``n`` entries.
+
+    >>> positions([0, -1], 4).tolist(), positions(np.array([True, False, True]), 3).tolist()
+    ([0, 3], [0, 2])
+    """
+    if isinstance(where, slice):
+        start, stop, step = (_slice_bound(v) for v in (where.start, where.stop, where.step))
+        if step == 0:
+            raise InputError(f"{name}: a slice step cannot be zero.")
+        return np.ascontiguousarray(np.arange(n)[slice(start, stop, step)])
+    if isinstance(where, (str, bytes)):
+        raise InputError(f"{name} must be a slice, ints or a boolean mask; got {where!r}.")
+    try:
+        arr = np.asarray(where)
+    except (TypeError, ValueError):
+        raise InputError(f"{name} must be a slice, ints or a boolean mask; got {where!r}.") from None
+    if arr.ndim == 0:
+        arr = arr[None]
+    if arr.ndim != 1:
+        raise InputError(f"{name} must be one-dimensional; got shape {arr.shape}.")
+    if arr.dtype == bool:
+        if len(arr) != n:
+            raise InputError(f"A boolean mask of {name} must have one entry per position ({n}); "
+                             f"got {len(arr)}.")
+        return np.flatnonzero(arr)
+    if arr.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    if arr.dtype.kind not in "iu":
+        raise InputError(f"{name} must be ints (or a boolean mask); got {arr.dtype} values "
+                         f"{arr[:4].tolist()}.")
+    arr = arr.astype(np.int64)
+    if arr.min() < -n or arr.max() >= n:
+        raise InputError(f"{name} {arr.min()}..{arr.max()} are outside 0..{n - 1} "
+                         "(negative counts from the end).")
+    return np.ascontiguousarray(np.where(arr < 0, arr + n, arr))
+
+
+# ------------------------------------------------------------------ tokens, roles, text
+def token_ids(ids: Any, vocab_size: int | None = None) -> np.ndarray:
+    """Token ids: a 1-D sequence of whole numbers in ``0..vocab_size-1``, as int64.
+
+    >>> token_ids([101, 2003, 102], 30522).tolist()
+    [101, 2003, 102]
+    """
+    try:
+        arr = np.asarray(ids)
+    except (TypeError, ValueError):
+        arr = np.asarray(ids, dtype=object)
+    if arr.ndim != 1 or arr.size == 0:
+        raise InputError(f"Token ids must be a non-empty 1-D sequence of ints; got shape "
+                         f"{arr.shape}.")
+    if arr.dtype.kind not in "iu" or arr.dtype == bool:
+        if arr.dtype == object and all(isinstance(v, (numbers.Integral, np.integer))
+                                       and not isinstance(v, bool) for v in arr):
+            arr = arr.astype(np.int64)
+        else:
+            raise InputError(f"Token ids must be ints; got {arr.dtype} values {arr[:4].tolist()}. "
+                             "Pass text as a str, words as a list of str, and ids as ints.")
+    arr = arr.astype(np.int64)
+    if arr.min() < 0 or (vocab_size is not None and arr.max() >= vocab_size):
+        hi = "" if vocab_size is None else f"..{vocab_size - 1}"
+        raise InputError(f"Token ids must lie in 0{hi} (the model's vocabulary); got "
+                         f"{arr.min()}..{arr.max()}.")
+    return arr
+
+
+def roles(values: Any) -> np.ndarray:
+    """One of :data:`ROLES` per position, as a numpy string array.
+
+    >>> roles(["cls", "word", "sep"]).tolist()
+    ['cls', 'word', 'sep']
+    """
+    arr = np.asarray(list(values), dtype=object)
+    bad = sorted({str(v) for v in arr if v not in ROLES})
+    if bad:
+        raise InputError(f"Unknown roles {bad}: each position's role is one of {list(ROLES)}.")
+    return np.asarray(arr.tolist() if arr.size else [], dtype="<U7")
+
+
+def text(value: str, name: str = "text") -> str:
+    """Text a tokenizer can read: a str without lone UTF-16 surrogates (which are no
+    characters, e.g. from a badly decoded file).
+
+    >>> text("The cat sat.")
+    'The cat sat.'
+    """
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InputError(
+            f"The {name} holds a lone surrogate {value[exc.start]!r} at character {exc.start}, "
+            "which is no character: the text was decoded wrongly. Read files with "
+            "encoding='utf-8' (errors='replace' to keep going) and pass the result."
+        ) from None
+    return value
+
+
+def word_ids(ids: Any, n_words: int, n: int) -> np.ndarray:
+    """Each position's word index: ``-1`` (no word) or ``0..n_words-1``; ``n`` entries.
+
+    >>> word_ids([-1, 0, 0, 1, -1], 2, 5).tolist()
+    [-1, 0, 0, 1, -1]
+    """
+    arr = np.asarray(ids)
+    if arr.size and arr.dtype.kind not in "iu":
+        raise InputError(f"word_ids must be ints; got {arr.dtype}.")
+    arr = arr.astype(np.int64).reshape(-1)
+    if len(arr) != n:
+        raise InputError(f"word_ids has {len(arr)} entries but there are {n} positions.")
+    if arr.size and (arr.min() < -1 or arr.max() >= n_words):
+        raise InputError(f"word_ids must be -1 or 0..{n_words - 1} (one per word of {n_words}); "
+                         f"got {arr.min()}..{arr.max()}.")
+    return arr
+
+
+# ------------------------------------------------------------------ attention values
+def maps_array(maps: Any) -> np.ndarray:
+    """Numbers as a float32 array (``maps`` given as strings or ragged lists are refused).
+
+    >>> maps_array([[0.5, 0.5], [1, 0]]).dtype
+    dtype('float32')
+    """
+    try:
+        arr = np.asarray(maps)
+        if arr.dtype.kind not in "biuf":
+            raise TypeError(arr.dtype)
+        return arr.astype(np.float32, copy=False)
+    except (TypeError, ValueError):
+        raise InputError("Attention maps must be an array of numbers, [layer, head, n, n]; got "
+                         f"{type(maps).__name__} {str(maps)[:60]!r}.") from None
+
+
+def weights(maps: np.ndarray, *, probabilities: bool = True, sinks: bool = False) -> None:
+    """Refuse attention that is empty (0 positions), holds NaN or infinite values, or, for
+    ``probabilities`` (attention weights), holds negative values (below
+    ``-ROW_SUM_TOL``), rows that do not sum to 1
+    within :data:`ROW_SUM_TOL` (all-zero rows, padding, are allowed) or a head whose every
+    row is zero. With ``sinks`` (models with learned sink logits, e.g. gpt-oss, whose
+    softmax also spends weight on a sink that is no token) rows may sum to anything from 0
+    to 1.
+
+    >>> weights(np.full((1, 1, 2, 2), 0.5))
+    >>> weights(np.zeros((1, 1, 2, 2)))
+    Traceback (most recent call last):
+    attnkit.errors.InputError: Attention weights of layer 0, head 0 are all zero: ...
+    """
+    if maps.ndim == 4 and maps.shape[2] == 0:
+        raise EmptyInputError("Attention with 0 positions: give at least one token.")
+    if maps.size == 0:
+        return
+    sums = maps.sum(-1, dtype=np.float64)
+    if not np.isfinite(sums).all():
+        bad = np.argwhere(~np.isfinite(sums))[0]
+        raise InputError(
+            f"Attention maps hold NaN or infinite values (first at layer {bad[0]}, head "
+            f"{bad[1]}, row {bad[2]}): the model's forward pass overflowed or the maps are "
+            "corrupt. Run the model in float32 (attnkit.load(..., dtype='float32'))."
+        )
+    if not probabilities:
+        return
+    if maps.min() < -ROW_SUM_TOL:  # the rows' tolerance (perturbed maps dip just below 0)
+        bad = np.argwhere(maps < -ROW_SUM_TOL)[0]
+        raise InputError(
+            f"Attention weights must not be negative; layer {bad[0]}, head {bad[1]}, row "
+            f"{bad[2]}, column {bad[3]} holds {maps[tuple(bad)]:.4g}. Pass measure= for a "
+            "quantity that is not a probability."
+        )
+    if not sinks and maps.ndim == 4:
+        dead = ~(sums != 0.0).any(-1)
+        if dead.any():
+            bad = np.argwhere(dead)[0]
+            raise InputError(
+                f"Attention weights of layer {bad[0]}, head {bad[1]} are all zero: no position "
+                "attends anywhere, so every statistic of that head would be meaningless. The "
+                "maps were not filled in (check how they were captured)."
+            )
+    off = np.abs(sums - 1.0)
+    off[sums == 0.0] = 0.0
+    if sinks:
+        off = np.maximum(sums - 1.0, 0.0)
+    if off.max() > ROW_SUM_TOL:
+        bad = np.unravel_index(int(np.argmax(off)), off.shape)
+        raise InputError(
+            f"Attention weights must have rows that sum to 1; row {bad[2]} of layer "
+            f"{bad[0]}, head {bad[1]} sums to {sums[bad]:.4g}. Rows are 'from' and columns "
+            "'to': transpose maps that are the other way round, or pass measure= for a "
+            "quantity that is not a probability."
+        )

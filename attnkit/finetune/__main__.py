@@ -1,7 +1,0 @@
-"""``python -m attnkit.finetune ...`` is ``attnkit finetune ...``."""
-
-import sys
-
-from .command import main
-
-sys.exit(main())

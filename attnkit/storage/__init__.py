@@ -1,0 +1,2 @@
+"""Attention of many inputs: extraction into memory or a resumable Zarr store.
+"""

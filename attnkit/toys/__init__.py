@@ -1,0 +1,2 @@
+"""Trained toy models with known answers, and their recipes.
+"""
