@@ -28,10 +28,13 @@ _.analysis
 _.attention_flow
 _.attention_graph
 _.attention_importance
+_.checkpoint_scores
+_.checkpoints
 _.compare
 _.compare_sets
 _.composition
 _.coref_heads
+_.crossing_steps
 _.data
 _.embed_heads
 _.errors
@@ -74,6 +77,7 @@ _.to_bertviz
 _.to_circuitsvis
 _.toy
 _.toy_tasks
+_.training
 _.vision
 _.write_report
 
