@@ -78,6 +78,7 @@ from .apps.report import write_report
 from .core.results import HeadResult, Result
 from .version import __version__
 from .widgets import (
+    CheckpointScrubber,
     ClusterView,
     CrossView,
     FlowView,
@@ -108,7 +109,7 @@ GROUPS: dict[str, list[str]] = {
     "attention flows": ["attention_flow", "attention_graph", "compare", "compare_sets", "flow",
                         "flow_summary", "influence", "paths_between", "rollout",
                         "seq2seq_graph", "seq2seq_rollout", "subgraph_through"],
-    "views": ["ClusterView", "CrossView", "FlowView", "HeadGrid", "HeadMap", "Heatmap", "ImageAttention",
+    "views": ["CheckpointScrubber", "ClusterView", "CrossView", "FlowView", "HeadGrid", "HeadMap", "Heatmap", "ImageAttention",
               "MeasureSwitch", "QKScatter", "ScoreView", "plot", "write_report"],
     "interop": ["from_bertviz", "from_nnsight", "from_transformer_lens", "from_transformers",
                 "to_bertviz", "to_circuitsvis"],

@@ -5,6 +5,7 @@
 _.Attention
 _.AttentionProbe
 _.AttentionSet
+_.CheckpointScrubber
 _.ClusterView
 _.CrossView
 _.Document
@@ -116,7 +117,9 @@ _.head_counts_b
 _.head_max
 _.head_share
 _.heads
+_.icl
 _.image
+_.index
 _.influence_a
 _.influence_b
 _.key_positions
@@ -124,6 +127,9 @@ _.label_name
 _.layer
 _.layered
 _.layers
+_.loss
+_.loss_name
+_.maps
 _.matrix
 _.measure
 _.metric
@@ -154,6 +160,7 @@ _.overview_max
 _.overview_mean
 _.panel_heads
 _.panels
+_.playing
 _.points
 _.pyramid
 _.query
@@ -183,6 +190,7 @@ _.size
 _.size_cols
 _.source
 _.source_tokens
+_.steps
 _.target_tokens
 _.threshold
 _.threshold_note
