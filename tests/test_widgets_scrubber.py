@@ -12,6 +12,7 @@ from attnkit.errors import InputError
 from attnkit.toys import induction as toy
 from attnkit.training import SeriesResult
 from attnkit.widgets._codec import DTYPES
+from tolerances import F16, assert_close
 
 
 def _read(w: dict) -> np.ndarray:
@@ -42,8 +43,8 @@ def test_every_step_travels_with_the_widget(result):
     np.testing.assert_array_equal(_read(view.icl), result.steps["icl"].to_numpy(np.float32))
     maps = _read(view.maps)
     assert maps.shape == (3, 2, 2, 17, 17) and len(view.tokens) == 17
-    # float16 with a power-of-two scale: 11 significant bits
-    np.testing.assert_allclose(maps, result.maps.astype(np.float64), rtol=2**-10, atol=1e-6)
+    # the wire's float16 (with a power-of-two scale) of the result's float16 maps
+    assert_close(maps, result.maps.astype(np.float64), F16, scale=1)
     assert view.vmax == pytest.approx(float(result.table["induction"].max()))
 
 

@@ -8,7 +8,8 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from ..errors import InputError
-from .common import figure_axes, head_label, mpl_text
+from ..core.labels import head_label
+from .common import figure_axes, mpl_text
 
 
 def plot_checkpoint_scores(data: Any, *, value: str | None = None, ax: Any = None,

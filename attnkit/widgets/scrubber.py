@@ -10,7 +10,7 @@ from matplotlib.figure import Figure
 
 from ..errors import InputError
 from ..plot import attention as plots
-from ..plot.common import head_label
+from ..core.labels import head_label
 from ._base import SelectsHead
 from ._codec import f16, wire
 
