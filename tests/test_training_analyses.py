@@ -35,8 +35,8 @@ def run(tmp_path_factory):
 @pytest.fixture(scope="module")
 def scores(run):
     series, _, inputs = run
-    return ak.checkpoint_scores(series, inputs, stats=True, early=3, late=14, maps=True,
-                                progress=False)
+    return ak.checkpoint_scores(series, inputs, stats=True, composition=True, early=3, late=14,
+                                maps=True, progress=False)
 
 
 def test_table_is_indexed_by_step_layer_head(scores):
@@ -60,6 +60,10 @@ def test_final_checkpoint_equals_head_scores_of_the_final_model(run, scores):
     pd.testing.assert_frame_equal(scores.at(6).table[list(ak.analysis.STAT_COLUMNS)],
                                   ak.head_stats(atts, progress=False).table)
     assert scores.at(6).meta["step"] == 6
+    pd.testing.assert_frame_equal(scores.composition.xs(6, level="step"),
+                                  ak.composition(model, progress=False).table)
+    assert scores.composition.index.names == ["step", "source_layer", "source_head",
+                                              "target_layer", "target_head"]
     # the kept maps are the first input's, float16
     assert scores.maps is not None and scores.maps.shape == (3, 2, 2, 17, 17)
     assert scores.maps.dtype == np.float16 and scores.tokens == atts[0].tokens
@@ -133,6 +137,14 @@ def test_bad_input(run):
         ak.checkpoint_scores(series, "dat dif", progress=False)
 
 
+def test_composition_needs_two_layers(tmp_path):
+    toy.train_induction_model(**SMALL, steps=1, layers=1, checkpoint_every=1, out=tmp_path / "one",
+                              progress=False)
+    with pytest.raises(InputError, match="composition needs two layers"):
+        ak.checkpoint_scores(ak.checkpoints(tmp_path / "one"), [[0, 3, 4, 3, 4]], composition=True,
+                             early=1, late=3, progress=False)
+
+
 def test_on_a_dask_cluster_gives_the_same_tables(run, scores):
     distributed = pytest.importorskip("distributed")
     series, _, inputs = run
@@ -140,8 +152,8 @@ def test_on_a_dask_cluster_gives_the_same_tables(run, scores):
                                        dashboard_address=None, silence_logs=logging.CRITICAL)
     try:
         with distributed.Client(cluster, set_as_default=False) as client:
-            remote = ak.checkpoint_scores(series, inputs, stats=True, early=3, late=14,
-                                          maps=True, progress=False, client=client)
+            remote = ak.checkpoint_scores(series, inputs, stats=True, composition=True, early=3,
+                                          late=14, maps=True, progress=False, client=client)
     finally:
         cluster.close()
     # workers run one torch thread, this process maybe more: float32 sums may differ in order
@@ -152,6 +164,8 @@ def test_on_a_dask_cluster_gives_the_same_tables(run, scores):
     assert np.isnan(remote.steps.to_numpy()[0, 0]) and np.isnan(steps[0, 0])
     assert_close(remote.steps.to_numpy()[:, 1:], steps[:, 1:], F32)
     assert_close(remote.steps.to_numpy()[1:, 0], steps[1:, 0], F32)
+    assert remote.composition.index.equals(scores.composition.index)
+    assert_close(remote.composition.to_numpy(), scores.composition.to_numpy(), F32)
 
 
 # ------------------------------------------------------------------ the known answers

@@ -54,7 +54,7 @@ def plot_checkpoint_scores(data: Any, *, value: str | None = None, ax: Any = Non
     value = value or data.meta.get("value") or str(data.table.columns[0])
     if value not in data.table.columns:
         raise InputError(f"No column {value!r}; the columns are {list(data.table.columns)}.")
-    fig, ax = figure_axes(ax, (6.4, 3.4))
+    fig, ax = figure_axes(ax, (7.6, 3.4))
     wide = data.table[value].unstack("step").sort_index(axis=1)
     steps = np.asarray(wide.columns, dtype=np.float64)
     for (layer, head), row in wide.iterrows():
@@ -62,7 +62,8 @@ def plot_checkpoint_scores(data: Any, *, value: str | None = None, ax: Any = Non
     ax.set_xlabel("training step")
     ax.set_ylabel(mpl_text(value))
     ax.set_title(mpl_text(title or f"{value} score across training"))
-    ax.legend(title="head (L-H)", fontsize="small", ncol=2)
+    ax.legend(title="head (L-H)", fontsize="small", loc="upper left", bbox_to_anchor=(1.13, 1.0),
+              borderaxespad=0)
     per_step = getattr(data, "steps", None)
     if per_step is not None and len(per_step):
         loss = per_step["training_loss"]
@@ -76,5 +77,6 @@ def plot_checkpoint_scores(data: Any, *, value: str | None = None, ax: Any = Non
                 twin.plot(per_step.index, per_step["icl"], color="0.6", lw=1, ls="--",
                           label="in-context score")
             twin.set_ylabel("loss (nats)", color="0.4")
-            twin.legend(loc="center right", fontsize="small")
+            twin.legend(fontsize="small", loc="lower left", bbox_to_anchor=(1.13, 0.0),
+                        borderaxespad=0)
     return fig

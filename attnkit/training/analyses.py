@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from .._progress import progress as progress_bar
+from ..analysis.composition import composition as head_composition
 from ..analysis.heads import HEAD_KINDS, head_scores
 from ..analysis.stats import head_stats
 from ..core.results import HeadResult, Result
@@ -38,12 +39,15 @@ class SeriesResult(Result):
     ``table`` is indexed by ``(step, layer, head)`` (layers and heads 0-indexed); ``steps``
     is indexed by ``step`` with the columns of :data:`STEP_COLUMNS`; ``maps`` (or None) holds
     the first input's attention at every checkpoint, float16 ``[step, layer, head, query,
-    key]`` (rows are *from*, columns *to*), and ``tokens`` its tokens.
+    key]`` (rows are *from*, columns *to*), and ``tokens`` its tokens; ``composition`` (or
+    None) the Q-, K- and V-composition of every pair of heads at every step, indexed by
+    ``(step, source_layer, source_head, target_layer, target_head)``.
     """
 
     steps: pd.DataFrame
     maps: np.ndarray | None
     tokens: list[str]
+    composition: pd.DataFrame | None
 
     def at(self, step: int) -> HeadResult:
         """The per-head table at one checkpoint.
@@ -91,6 +95,7 @@ def checkpoint_scores(
     *,
     kinds: Sequence[str] | str = HEAD_KINDS,
     stats: bool = False,
+    composition: bool = False,
     early: int = 50,
     late: int = 500,
     maps: bool = False,
@@ -102,10 +107,10 @@ def checkpoint_scores(
 
     At each checkpoint (loaded one at a time, on the CPU in float32) every input is run
     through the model: :func:`attnkit.head_scores` of its attention (and
-    :func:`attnkit.head_stats` with ``stats``) and, for a causal language model, the
-    next-token loss at every position: the loss at position ``p`` is the cross-entropy of
-    token ``p`` given tokens ``0 .. p-1`` (natural log). Heads are matched across
-    checkpoints by ``(layer, head)``.
+    :func:`attnkit.head_stats` with ``stats``, and :func:`attnkit.composition` of its weights
+    with ``composition``) and, for a causal language model, the next-token loss at every
+    position: the loss at position ``p`` is the cross-entropy of token ``p`` given tokens
+    ``0 .. p-1`` (natural log). Heads are matched across checkpoints by ``(layer, head)``.
 
     Parameters
     ----------
@@ -118,6 +123,9 @@ def checkpoint_scores(
         Which :func:`attnkit.head_scores` to compute (:data:`attnkit.analysis.HEAD_KINDS`).
     stats : bool
         Also compute :func:`attnkit.head_stats` (its columns join the table).
+    composition : bool
+        Also compute :func:`attnkit.composition` of each checkpoint's weights (64 random
+        samples of its baseline, seed 0) into ``result.composition``; needs 2 layers or more.
     early, late : int
         Token positions (0-indexed, ``0 < early < late``) of the in-context learning score
         ``icl = late_loss - early_loss`` (Olsson et al. 2022 use tokens 50 and 500): each
@@ -146,13 +154,15 @@ def checkpoint_scores(
         ``icl``; these four are NaN for a model without an LM head. ``meta``: ``n_items``,
         ``kinds``, ``early``, ``late``, ``n_layers``, ``n_heads``, ``value``
         (``"induction"`` where computed). ``plot()`` draws each head's score against the
-        step; ``widget()`` is a :class:`attnkit.CheckpointScrubber`.
+        step; ``widget()`` is a :class:`attnkit.CheckpointScrubber`. ``maps`` and
+        ``composition``: see :class:`SeriesResult` (None unless asked for).
 
     Raises
     ------
     InputError
         When there are no inputs, ``kinds`` is not a list of known kinds, ``early`` and
-        ``late`` are not ``0 < early < late``, or an input has ``late`` tokens or fewer.
+        ``late`` are not ``0 < early < late``, an input has ``late`` tokens or fewer, or
+        ``composition`` is asked of a one-layer series.
     CheckpointError
         When a checkpoint cannot be loaded (the message names it).
     ClusterError
@@ -185,12 +195,15 @@ def checkpoint_scores(
                          "at every checkpoint.")
     if not len(inputs):
         raise InputError("inputs is empty: pass the inputs to score at every checkpoint.")
+    if composition and series.n_layers < 2:
+        raise InputError(f"composition needs two layers or more (a head composes with heads of "
+                         f"earlier layers); this series has {series.n_layers}.")
     if not (isinstance(early, (int, np.integer)) and isinstance(late, (int, np.integer))
             and 0 < early < late):
         raise InputError(f"early and late must be token positions with 0 < early < late; got "
                          f"early={early!r}, late={late!r}.")
     task = functools.partial(score_checkpoint, inputs=list(inputs), kinds=kinds, stats=stats,
-                             early=int(early), late=int(late), maps=maps,
+                             composition=composition, early=int(early), late=int(late), maps=maps,
                              shape=(series.n_layers, series.n_heads))
     if client is None:
         parts = [task(item) for item in progress_bar(list(series), show=progress,
@@ -211,11 +224,13 @@ def checkpoint_scores(
     result.steps = steps
     result.maps = np.stack([p["maps"] for p in parts]) if maps else None
     result.tokens = parts[0]["tokens"]
+    result.composition = (pd.concat([p["composition"] for p in parts], keys=series.steps,
+                                    names=["step"]) if composition else None)
     return result
 
 
 def score_checkpoint(item: Checkpoint, *, inputs: list[Any], kinds: tuple[str, ...],
-                     stats: bool, early: int, late: int, maps: bool,
+                     stats: bool, composition: bool, early: int, late: int, maps: bool,
                      shape: tuple[int, int]) -> dict[str, Any]:
     """One checkpoint's part of :func:`checkpoint_scores` (here or as a Dask task): its model
     loaded on the CPU, its per-head table, its losses, and the first input's maps."""
@@ -227,8 +242,10 @@ def score_checkpoint(item: Checkpoint, *, inputs: list[Any], kinds: tuple[str, .
         table = table.join(head_stats(atts, progress=False).table)
     losses = _losses(model, [np.asarray(a.input_ids) for a in atts], early, late, item)
     first = atts[0]
+    comp = head_composition(model, progress=False).table if composition else None
     return {"table": table, "losses": losses, "tokens": list(first.tokens),
-            "maps": np.asarray(first.maps, dtype=np.float16) if maps else None}
+            "maps": np.asarray(first.maps, dtype=np.float16) if maps else None,
+            "composition": comp}
 
 
 def _losses(model: Model, ids: list[np.ndarray], early: int, late: int,
