@@ -155,7 +155,9 @@ def checkpoint_scores(
         ``kinds``, ``early``, ``late``, ``n_layers``, ``n_heads``, ``value``
         (``"induction"`` where computed). ``plot()`` draws each head's score against the
         step; ``widget()`` is a :class:`attnkit.CheckpointScrubber`. ``maps`` and
-        ``composition``: see :class:`SeriesResult` (None unless asked for).
+        ``composition``: see :class:`SeriesResult` (None unless asked for); with
+        ``composition``, ``meta["composition_baseline"]`` is :func:`attnkit.composition`'s
+        random baseline for the architecture.
 
     Raises
     ------
@@ -226,6 +228,8 @@ def checkpoint_scores(
     result.tokens = parts[0]["tokens"]
     result.composition = (pd.concat([p["composition"] for p in parts], keys=series.steps,
                                     names=["step"]) if composition else None)
+    if composition:  # random matrices of the architecture's shape: the same at every step
+        result.meta["composition_baseline"] = parts[0]["baseline"]
     return result
 
 
@@ -242,10 +246,11 @@ def score_checkpoint(item: Checkpoint, *, inputs: list[Any], kinds: tuple[str, .
         table = table.join(head_stats(atts, progress=False).table)
     losses = _losses(model, [np.asarray(a.input_ids) for a in atts], early, late, item)
     first = atts[0]
-    comp = head_composition(model, progress=False).table if composition else None
+    comp = head_composition(model, progress=False) if composition else None
     return {"table": table, "losses": losses, "tokens": list(first.tokens),
             "maps": np.asarray(first.maps, dtype=np.float16) if maps else None,
-            "composition": comp}
+            "composition": None if comp is None else comp.table,
+            "baseline": None if comp is None else comp.meta["baseline"]}
 
 
 def _losses(model: Model, ids: list[np.ndarray], early: int, late: int,

@@ -35,7 +35,8 @@ def run(folder: Path, layers: int, steps: int, every: int) -> tuple[ak.Model, ak
     series = ak.checkpoints(folder)
     inputs = ak.induction_inputs(final, 8, 64, seed=0)
     start, cpu = time.perf_counter(), time.process_time()
-    result = ak.checkpoint_scores(series, inputs, early=EARLY, late=LATE, maps=layers == 2)
+    result = ak.checkpoint_scores(series, inputs, early=EARLY, late=LATE, maps=layers == 2,
+                                  composition=layers == 2)
     timing = {"wall": time.perf_counter() - start, "cpu": time.process_time() - cpu,
               "n": len(series)}
     return final, result, timing
@@ -82,6 +83,18 @@ def trajectory(result: ak.training.SeriesResult, steps: list[int]) -> str:
     return "\n".join(lines)
 
 
+def composition_table(result: ak.training.SeriesResult, steps: list[int]) -> str:
+    """K-composition of each layer-1 head into each layer-2 head at ``steps``."""
+    comp = result.composition
+    pairs = [(sh, th) for sh in (0, 1) for th in (0, 1)]
+    lines = ["| step | " + " | ".join(f"1-{sh + 1} → 2-{th + 1}" for sh, th in pairs) + " |",
+             "|---:|" + "---:|" * len(pairs)]
+    for s in steps:
+        lines.append(f"| {s} | " + " | ".join(f"{comp.loc[(s, 0, sh, 1, th), 'k']:.3f}"
+                                             for sh, th in pairs) + " |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=800)
@@ -108,7 +121,8 @@ def main() -> None:
           f"{t2['n']} checkpoints; 1 layer {rec1['train_seconds']:.1f} s wall, "
           f"{rec1['train_cpu_seconds']:.1f} s CPU, plus {rec1['checkpoint_seconds']:.1f} s.")
     print(f"- Scoring every checkpoint: 2 layers {t2['wall']:.1f} s wall ({t2['cpu']:.1f} s CPU) for "
-          f"{t2['n']} checkpoints (first input's maps kept); 1 layer {t1['wall']:.1f} s wall.")
+          f"{t2['n']} checkpoints (first input's maps and the composition of the weights kept); "
+          f"1 layer {t1['wall']:.1f} s wall ({t1['cpu']:.1f} s CPU).")
     print(f"- Final 2-layer training loss {rec2['final_loss']:.4f} (the shipped model's: "
           f"{toy.induction_model().config.attnkit_toy['final_loss']:.4f}).\n")
     print(f"**Two layers.** The training loss (the second copy's) is near chance (>= 90 % of "
@@ -118,6 +132,11 @@ def main() -> None:
     print(crossings(two) + "\n")
     shown = [s for s in two.steps.index if s in (0, 100, 150, 160, 170, 180, 190, 200, 250, 400, args.steps)]
     print(trajectory(two, shown) + "\n")
+    p99 = two.meta["composition_baseline"]["k"]["p99"]
+    print("K-composition (`checkpoint_scores(..., composition=True)`, `attnkit.composition` of each "
+          f"checkpoint's weights; random baseline p99 {p99:.3f} for this shape) of each layer-1 head "
+          "into each layer-2 head:\n")
+    print(composition_table(two, shown) + "\n")
     print(f"**One layer.** Highest induction score of any head at any step: "
           f"{one.table['induction'].max():.3f} (uniform attention: about 0.011); highest "
           f"previous-token score {one.table['previous'].max():.3f}; lowest late loss "
