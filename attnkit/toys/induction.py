@@ -225,6 +225,7 @@ def train_induction_model(
     import transformers as tf
 
     from .._progress import progress as progress_bar
+    from ..runtime.checkpoint import checkpoint_folder, write_checkpoint
     from ..runtime.model import Model
 
     if not 2 <= min_length <= start_length <= max_length <= vocab_size:
@@ -244,7 +245,7 @@ def train_induction_model(
         )
     if not isinstance(layers, int) or layers < 1:
         raise InputError(f"layers must be a whole number >= 1; got {layers!r}.")
-    folder = _checkpoint_folder(checkpoint_every, out)
+    folder = checkpoint_folder(checkpoint_every, out)
     tokenizer = toy_tokenizer(vocab_size, max_positions=max_positions)
     n_special = len(SPECIALS)
     config = tf.LlamaConfig(
@@ -276,7 +277,8 @@ def train_induction_model(
     losses: list[dict[str, float]] = []  # trainer_state.json's log_history: one entry a step
     saving = 0.0  # seconds spent writing checkpoints: not training time
     if folder is not None:
-        _write_checkpoint(hf, tokenizer, folder, 0, steps, losses, recipe)
+        write_checkpoint(hf, tokenizer, folder, 0, max_steps=steps, log_history=losses,
+                         extra={"attnkit_toy": {"recipe": recipe}})
     start, cpu = time.perf_counter(), time.process_time()
     bar = progress_bar(show=progress, total=steps, desc="training induction model", unit="step")
     try:
@@ -298,7 +300,8 @@ def train_induction_model(
             if folder is not None and checkpoint_every and (
                     (step + 1) % checkpoint_every == 0 or step + 1 == steps):
                 saved = time.perf_counter()
-                _write_checkpoint(hf, tokenizer, folder, step + 1, steps, losses, recipe)
+                write_checkpoint(hf, tokenizer, folder, step + 1, max_steps=steps,
+                                 log_history=losses, extra={"attnkit_toy": {"recipe": recipe}})
                 saving += time.perf_counter() - saved
             bar.update(1)
             if step % 50 == 0 or step == steps - 1:
@@ -324,49 +327,6 @@ def train_induction_model(
         "accuracy": accuracy,
     }
     return model
-
-
-def _checkpoint_folder(checkpoint_every: int | None, out: str | Path | None) -> Path | None:
-    """The checkpoint folder of :func:`train_induction_model`, checked and created."""
-    if checkpoint_every is None and out is None:
-        return None
-    if checkpoint_every is None or out is None:
-        raise InputError("checkpoint_every and out go together: pass both (checkpoints every "
-                         "k steps, into a folder) or neither.")
-    if not isinstance(checkpoint_every, int) or checkpoint_every < 1:
-        raise InputError(f"checkpoint_every must be a whole number of steps >= 1; got "
-                         f"{checkpoint_every!r}.")
-    folder = Path(out).expanduser()
-    if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
-        raise InputError(
-            f"out={str(out)!r} is {'a file' if not folder.is_dir() else 'a folder that is not empty'}; "
-            "checkpoints go into a new or empty folder (nothing is overwritten)."
-        )
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder
-
-
-def _write_checkpoint(hf: object, tokenizer: object, folder: Path, step: int, steps: int,
-                      losses: list[dict[str, float]], recipe: dict) -> None:
-    """``folder/checkpoint-<step>`` in the layout of transformers' Trainer: the model, its
-    tokenizer and ``trainer_state.json`` with ``global_step`` and the losses so far."""
-    import json
-
-    from transformers.utils import logging as hf_logging
-
-    target = folder / f"checkpoint-{step}"
-    target.mkdir()
-    bars = hf_logging.is_progress_bar_enabled()
-    hf_logging.disable_progress_bar()  # transformers' own bar for each shard it writes
-    try:
-        hf.save_pretrained(target)  # type: ignore[attr-defined]
-        tokenizer.save_pretrained(target)  # type: ignore[attr-defined]
-    finally:
-        if bars:
-            hf_logging.enable_progress_bar()
-    state = {"global_step": step, "max_steps": steps, "log_history": losses,
-             "attnkit_toy": {"recipe": recipe}}
-    (target / "trainer_state.json").write_text(json.dumps(state, indent=1), encoding="utf-8")
 
 
 def induction_accuracy(model: Model, *, length: int = 64, n: int = 16, seed: int = 0) -> float:
