@@ -187,3 +187,31 @@ def test_unreadable_weights_name_the_checkpoint(run, tmp_path):
     with pytest.raises(CheckpointError, match="step 4"):
         ak.checkpoint_scores(series, ak.induction_inputs(final, 1, 4, seed=0), early=1, late=5,
                              progress=False)
+
+
+def test_reads_what_transformers_trainer_writes(tmp_path):
+    """A run of transformers' own Trainer (tiny Llama, 4 steps, a checkpoint every 2, a loss
+    logged every step): ak.checkpoints reads its steps, losses and models."""
+    pytest.importorskip("accelerate")
+    from transformers import Trainer, TrainingArguments, default_data_collator
+
+    from attnkit.testing import tiny_model
+
+    model = tiny_model("llama")
+    ids = torch.randint(3, model.hf.config.vocab_size, (8, 12), generator=torch.Generator().manual_seed(0))
+    data = [{"input_ids": x, "labels": x} for x in ids]
+    args = TrainingArguments(output_dir=str(tmp_path / "run"), max_steps=4, save_steps=2,
+                             logging_steps=1, per_device_train_batch_size=4, report_to=[],
+                             use_cpu=True, disable_tqdm=True)
+    Trainer(model=model.hf, args=args, train_dataset=data, processing_class=model.tokenizer,
+            data_collator=default_data_collator).train()
+    series = ak.checkpoints(tmp_path / "run")
+    assert series.steps == [2, 4]
+    state = json.loads((tmp_path / "run" / "checkpoint-4" / "trainer_state.json").read_text())
+    logged = {e["step"]: e["loss"] for e in state["log_history"] if "loss" in e}
+    np.testing.assert_array_equal(series.losses, [logged[2], logged[4]])
+    assert series.history.index.tolist() == [1, 2, 3, 4]
+    loaded = series[1].load(device="cpu")
+    assert (loaded.n_layers, loaded.n_heads) == (model.n_layers, model.n_heads)
+    for (name, a), b in zip(model.hf.state_dict().items(), loaded.hf.state_dict().values()):
+        assert torch.equal(a.cpu(), b), name  # the Trainer's model after step 4 is the checkpoint
