@@ -23,8 +23,8 @@ class CheckpointScrubber(SelectsHead):
     The slider, the ◀ ▶ buttons, the arrow keys (on the slider) and Home/End move through
     the checkpoints; Play steps through them; the arrow keys on the head map move the
     selected head. Every step's scores travel with the widget (float32 ``[step, layer,
-    head]``) and, where the result kept them, the first input's maps (float16), so the view
-    works without a kernel in an exported report; the static PNG shows the chosen step.
+    head]``) and, where the result kept them, the first input's maps (float16): the view never
+    asks the kernel for anything. The static PNG shows the chosen step.
 
     Parameters
     ----------

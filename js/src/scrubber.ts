@@ -2,7 +2,7 @@
 // a range input) over a run's checkpoints; the loss curve and the in-context score with the
 // chosen step marked; a layer × head map of one score at that step (click or arrow keys pick
 // a head); the picked head's attention on the first input at that step, where the maps came
-// with the widget. Everything is in the widget's state: it plays in an exported report too.
+// with the widget. Everything is in the widget's state: the view asks the kernel for nothing.
 
 import { FONT, FONT_SMALL, localPoint, sizeCanvas } from "./lib/canvas";
 import { readArray, readFloats, WireArray } from "./lib/codec";
