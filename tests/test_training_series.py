@@ -215,3 +215,28 @@ def test_reads_what_transformers_trainer_writes(tmp_path):
     assert (loaded.n_layers, loaded.n_heads) == (model.n_layers, model.n_heads)
     for (name, a), b in zip(model.hf.state_dict().items(), loaded.hf.state_dict().values()):
         assert torch.equal(a.cpu(), b), name  # the Trainer's model after step 4 is the checkpoint
+
+
+def test_revisions_in_the_local_hub_cache(run, tmp_path, monkeypatch):
+    """Pythia-style revisions (branches step2, step4) of a model in the local Hugging Face
+    cache: each a snapshot folder, the step from the revision's name."""
+    import huggingface_hub.constants
+
+    out, _ = run
+    cache = tmp_path / "hub"
+    repo = cache / "models--attnkit--toy"
+    for step, commit in ((2, "a" * 40), (4, "b" * 40)):
+        snap = repo / "snapshots" / commit
+        shutil.copytree(out / f"checkpoint-{step}", snap)
+        (snap / "trainer_state.json").unlink()  # as on the hub: no Trainer state
+        (repo / "refs").mkdir(parents=True, exist_ok=True)
+        (repo / "refs" / f"step{step}").write_text(commit)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(cache))
+    series = ak.checkpoints("attnkit/toy", revisions=["step4", "step2"])
+    assert series.steps == [2, 4] and series[0].path.name == "a" * 40
+    assert np.isnan(series.losses).all()
+    assert series[1].load(device="cpu").n_layers == 2
+    with pytest.raises(CheckpointError, match="'step6' of attnkit/toy is not in the local"):
+        ak.checkpoints("attnkit/toy", revisions=["step2", "step6"])
+    with pytest.raises(CheckpointError, match="'main' of attnkit/toy names no step"):
+        ak.checkpoints("attnkit/toy", revisions=["main"])

@@ -234,7 +234,8 @@ def check_shape(model: Model, item: Checkpoint, n_layers: int, n_heads: int) -> 
         )
 
 
-def checkpoints(path: str | Path | Sequence[str | Path]) -> CheckpointSeries:
+def checkpoints(path: str | Path | Sequence[str | Path], *,
+                revisions: Sequence[str] | None = None) -> CheckpointSeries:
     """The checkpoints of one training run, in step order, read lazily.
 
     Parameters
@@ -245,7 +246,12 @@ def checkpoints(path: str | Path | Sequence[str | Path]) -> CheckpointSeries:
         are ignored), or a list of model folders. Each checkpoint is a model folder
         (``config.json``, weights, tokenizer); its step is ``global_step`` of its
         ``trainer_state.json``, else the number in its name (``checkpoint-<step>`` or
-        ``step<step>``).
+        ``step<step>``). With ``revisions``: a Hugging Face model id whose revisions are in
+        the local cache.
+    revisions : sequence of str, optional
+        Revisions (branches or tags) of the model ``path`` in the local Hugging Face cache,
+        one checkpoint each, named for their step (``"step1000"``, as Pythia's are). Nothing
+        is downloaded.
 
     Returns
     -------
@@ -262,8 +268,10 @@ def checkpoints(path: str | Path | Sequence[str | Path]) -> CheckpointSeries:
         unreadable one), no weights file, or no step; two checkpoints have the same step; or
         the checkpoints differ in architecture (:data:`ARCHITECTURE_KEYS` of their configs).
         The message names the checkpoint.
+        With ``revisions``: a revision that is not in the local cache, or whose name holds
+        no step.
     InputError
-        When ``path`` is not a folder or a list of folders.
+        When ``path`` is not a folder or a list of folders (a model id with ``revisions``).
 
     Examples
     --------
@@ -276,11 +284,11 @@ def checkpoints(path: str | Path | Sequence[str | Path]) -> CheckpointSeries:
     >>> series.steps, len(series), series.n_layers
     ([0, 2, 4], 3, 2)
     """
-    folders = _folders(path)
+    named = _revisions(path, revisions) if revisions is not None else [(f, f.name) for f in _folders(path)]
     items: list[Checkpoint] = []
     configs: list[dict[str, Any]] = []
     logged: dict[int, float] = {}
-    for folder in folders:
+    for folder, name in named:
         config = _read_json(folder / "config.json", folder, "config.json")
         if config is None:
             raise CheckpointError(
@@ -293,7 +301,7 @@ def checkpoints(path: str | Path | Sequence[str | Path]) -> CheckpointSeries:
                 "copy them again, or leave this checkpoint out of the series."
             )
         state = _read_json(folder / "trainer_state.json", folder, "trainer_state.json") or {}
-        step = _step(folder, state)
+        step = _step(folder, state, name)
         history = _history(state, folder)
         logged.update(history)
         before = [s for s in history if s <= step]
@@ -366,6 +374,35 @@ def _folders(path: Any) -> list[Path]:
     raise InputError(f"path must be a folder or a list of folders, not {type(path).__name__}.")
 
 
+def _revisions(path: Any, revisions: Sequence[str]) -> list[tuple[Path, str]]:
+    """``(snapshot folder, revision)`` of each revision of model ``path`` in the local cache."""
+    if not isinstance(path, str):
+        raise InputError(f"With revisions, path is a Hugging Face model id (str), not "
+                         f"{type(path).__name__}.")
+    if isinstance(revisions, str) or not revisions:
+        raise CheckpointError("revisions must be a non-empty list of revision names "
+                              "(['step1000', 'step2000']).")
+    from huggingface_hub import snapshot_download
+
+    out = []
+    for rev in revisions:
+        if not _STEP_NAME.match(str(rev)):
+            raise CheckpointError(
+                f"The revision {rev!r} of {path} names no step: revisions read as a series are "
+                "named step<step> or checkpoint-<step> (Pythia's 'step1000')."
+            )
+        try:
+            folder = snapshot_download(path, revision=str(rev), local_files_only=True)
+        except Exception as exc:  # huggingface_hub raises several types for a missing revision
+            raise CheckpointError(
+                f"The revision {rev!r} of {path} is not in the local Hugging Face cache "
+                f"({type(exc).__name__}). attnkit never downloads: fetch it where there is "
+                f"network (`huggingface-cli download {path} --revision {rev}`)."
+            ) from exc
+        out.append((Path(folder), str(rev)))
+    return out
+
+
 def _read_json(file: Path, folder: Path, what: str) -> dict[str, Any] | None:
     if not file.exists():
         return None
@@ -382,8 +419,8 @@ def _read_json(file: Path, folder: Path, what: str) -> dict[str, Any] | None:
     return data
 
 
-def _step(folder: Path, state: dict[str, Any]) -> int:
-    named = _STEP_NAME.match(folder.name)
+def _step(folder: Path, state: dict[str, Any], name: str) -> int:
+    named = _STEP_NAME.match(name)
     saved = state.get("global_step")
     if saved is not None and not (isinstance(saved, int) and saved >= 0):
         raise CheckpointError(f"The trainer_state.json of the checkpoint {folder} has global_step "
