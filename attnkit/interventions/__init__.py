@@ -1,0 +1,15 @@
+"""Interventions: whether a head, an edge or a path matters to what the model outputs.
+
+- :func:`ablate`: replace heads' outputs (zero, mean, resample) and measure the change.
+- :func:`patch`: activation patching, the share of the clean–corrupted gap one component restores.
+- :func:`knockout`: block chosen attention edges before the softmax (Geva et al. 2023).
+- :func:`attribution_patching`: the first-order estimate of patching in two forwards and one
+  backward (Nanda 2023), and :func:`attribution_agreement` against exact patching.
+- :mod:`~attnkit.interventions.metrics`: what they measure.
+"""
+
+from .ablate import HOW, ablate
+from .metrics import Metric, class_logit, custom, kl, logit_diff, logprob, loss, projection
+
+__all__ = ["HOW", "Metric", "ablate", "class_logit", "custom", "kl", "logit_diff", "logprob",
+           "loss", "projection"]
