@@ -222,3 +222,69 @@ def test_ablate_bad_input():
         ak.ablate(model, ["The cat."], how="resample", progress=False)
     with pytest.raises(UnsupportedModelError, match="model"):
         ak.ablate(tiny_seq2seq("t5"), ["The cat."], progress=False)
+
+
+# ------------------------------------------------------------------ activation patching
+def _pair(model, n=8, at=2, seed=0):
+    """Token-id inputs that differ only at position ``at``."""
+    rng = np.random.default_rng(seed)
+    ids = rng.integers(5, 30, size=n)
+    other = ids.copy()
+    other[at] = (ids[at] + 1 - 5) % 25 + 5
+    return [ids], [other]
+
+
+def test_patching_the_residual_at_the_changed_position_restores_everything():
+    model = tiny_model("llama", heads=4, kv_heads=2)
+    clean, corrupted = _pair(model, at=3)
+    r = ak.patch(model, clean, corrupted, metric=ak.interventions.kl(), grain="residual×position",
+                 progress=False)
+    restored = r.table["restored"]
+    # layer 0's stream is the embeddings: only position 3 differs, and patching it is the clean run
+    assert restored.loc[(0, 3)] == pytest.approx(1.0, rel=RTOL)
+    others = restored.loc[0].drop(3)
+    np.testing.assert_allclose(others.to_numpy(), 0.0, atol=1e-5)
+    # before position 3 nothing differs in a causal model, at any layer
+    np.testing.assert_allclose(restored.loc[(1, slice(0, 2))].to_numpy(), 0.0, atol=1e-5)
+    assert r.meta["clean"] == 0.0 and r.meta["corrupted"] > 0
+
+
+def test_one_layer_patching_known_answers():
+    # one layer: the last position's prediction reads the changed token only through
+    # attention, so patching the whole layer's heads restores all of the gap, and a head's
+    # output at an earlier position (which only that position's prediction reads) nothing
+    model = tiny_model("gpt2", layers=1, heads=2)
+    clean, corrupted = _pair(model, n=6, at=2)
+    metric = ak.interventions.logprob(token=7)
+    layer = ak.patch(model, clean, corrupted, metric=metric, grain="layer", progress=False)
+    assert layer.table.loc[0, "restored"] == pytest.approx(1.0, rel=RTOL)
+    hp = ak.patch(model, clean, corrupted, metric=metric, grain="head×position", progress=False,
+                  batch_size=4)
+    assert hp.table.index.names == ["layer", "head", "position"]
+    early = hp.table.loc[(0, slice(None), slice(0, 4)), "restored"]
+    np.testing.assert_allclose(early.to_numpy(), 0.0, atol=1e-5)
+    head = ak.patch(model, clean, corrupted, metric=metric, grain="head", progress=False)
+    assert isinstance(head, ak.HeadResult)
+    # each head at every position is the same as that head at the last position only
+    last = hp.table.loc[(0, slice(None), 5), "restored"].to_numpy()
+    np.testing.assert_allclose(head.table["restored"].to_numpy(), last, rtol=RTOL)
+
+
+def test_a_head_that_writes_nothing_restores_nothing():
+    model = _zero_head(tiny_model("llama", heads=4, kv_heads=2), 0, 1)
+    clean, corrupted = _pair(model, at=2)
+    r = ak.patch(model, clean, corrupted, metric=ak.interventions.kl(), progress=False)
+    assert r.table.loc[(0, 1), "restored"] == pytest.approx(0.0, abs=1e-5)
+    assert r.table["restored"].abs().max() > 1e-3
+
+
+def test_patch_bad_input():
+    model = tiny_model("gpt2")
+    with pytest.raises(InputError, match="same length"):
+        ak.patch(model, ["The cat sat on the mat."], ["The cat."], progress=False)
+    with pytest.raises(InputError, match="one corrupted input per clean"):
+        ak.patch(model, TEXTS, TEXTS[:1], progress=False)
+    with pytest.raises(InputError, match="no gap"):
+        ak.patch(model, TEXTS, TEXTS, progress=False)
+    with pytest.raises(InputError, match="grain"):
+        ak.patch(model, ["The cat sat."], ["The dog sat."], grain="neuron", progress=False)

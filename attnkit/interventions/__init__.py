@@ -10,6 +10,7 @@
 
 from .ablate import HOW, ablate
 from .metrics import Metric, class_logit, custom, kl, logit_diff, logprob, loss, projection
+from .patch import GRAINS, patch
 
-__all__ = ["HOW", "Metric", "ablate", "class_logit", "custom", "kl", "logit_diff", "logprob",
-           "loss", "projection"]
+__all__ = ["GRAINS", "HOW", "Metric", "ablate", "class_logit", "custom", "kl", "logit_diff",
+           "logprob", "loss", "patch", "projection"]
