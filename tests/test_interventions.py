@@ -287,4 +287,74 @@ def test_patch_bad_input():
     with pytest.raises(InputError, match="no gap"):
         ak.patch(model, TEXTS, TEXTS, progress=False)
     with pytest.raises(InputError, match="grain"):
-        ak.patch(model, ["The cat sat."], ["The dog sat."], grain="neuron", progress=False)
+        ak.patch(model, ["The cat sat."], ["A cat sat."], grain="neuron", progress=False)
+
+
+# ------------------------------------------------------------------ attention knockout
+@pytest.mark.parametrize("kind,kw,texts", [("llama", {"heads": 4, "kv_heads": 2}, TEXTS),
+                                           ("bert", {}, TEXTS), ("gpt2", {}, TEXTS[:1])])
+def test_knocked_out_edge_renormalises_the_rest_of_its_row(kind, kw, texts):
+    """Layer 0 sees the same input with and without the knockout, so its knocked-out head
+    output is the clean one with key k's share removed: z' = (z − p_k v_k) / (1 − p_k)."""
+    from attnkit.interventions.knockout import Blocker, edge_masks
+
+    model = tiny_model(kind, **kw)
+    b = hooks.batch(model, texts)
+    head, q, k = 1, 3, 1
+    calls, clean = [], {}
+    hooks.forward(model, b, capture=clean, recorders=[calls.append])
+    masks, n = edge_masks(model, b, [(0, head, q, k)])
+    assert n == b.size
+    knocked = {}
+    hooks.forward(model, b, capture=knocked, recorders=[Blocker(masks)])
+    p = calls[0].probabilities()[:, head, q, k]  # [B]
+    v = calls[0].repeated(calls[0].value)[:, head, k].float()  # [B, d]
+    z = clean[("z", 0)][:, q, head].float()
+    expected = (z - p[:, None] * v) / (1 - p[:, None])
+    # float32 forwards through different kernels (with and without a mask): relative 1e-4
+    torch.testing.assert_close(knocked[("z", 0)][:, q, head].float(), expected, rtol=1e-4, atol=1e-5)
+    # every other head and row of layer 0 is untouched
+    other = torch.ones_like(knocked[("z", 0)][..., 0], dtype=torch.bool)
+    other[:, q, head] = False
+    torch.testing.assert_close(knocked[("z", 0)][other], clean[("z", 0)][other], rtol=1e-4, atol=1e-6)
+
+
+def test_edges_as_list_mask_and_rule_agree():
+    model = tiny_model("llama", heads=4, kv_heads=2)
+    [ids] = ak.induction_inputs(model, 1, 6, seed=1)
+    n = len(ids)
+    rule = ak.knockout(model, [ids], "key = query - 5", heads=[(1, 0), (1, 2)],
+                       queries=slice(7, None), progress=False)
+    listed = [(1, h, q, q - 5) for h in (0, 2) for q in range(7, n)]
+    as_list = ak.knockout(model, [ids], listed, progress=False)
+    mask = np.zeros((2, 4, n, n), dtype=bool)
+    for l, h, q, k in listed:
+        mask[l, h, q, k] = True
+    as_mask = ak.knockout(model, [ids], mask, progress=False)
+    assert rule.meta["n_edges"] == as_list.meta["n_edges"] == as_mask.meta["n_edges"] == len(listed)
+    assert rule.meta["knocked_out"] == as_list.meta["knocked_out"] == as_mask.meta["knocked_out"]
+    assert rule.meta["change"] != 0
+
+
+def test_knockout_bad_input():
+    model = tiny_model("gpt2")
+    with pytest.raises(InputError, match="no key"):  # causal row 0 has only key 0
+        ak.knockout(model, TEXTS, [(0, 0, 0, 0)], progress=False)
+    with pytest.raises(InputError, match="later key"):
+        ak.knockout(model, TEXTS, [(0, 0, 1, 2)], progress=False)
+    with pytest.raises(InputError, match="query"):
+        ak.knockout(model, TEXTS, [(0, 0, 50, 0)], progress=False)
+    with pytest.raises(InputError, match="head"):
+        ak.knockout(model, TEXTS, [(0, 5, 2, 0)], progress=False)
+    with pytest.raises(InputError, match="rule"):
+        ak.knockout(model, TEXTS, "key = 3", progress=False)
+    with pytest.raises(InputError, match=r"\[2, 2, n, n\]"):
+        ak.knockout(model, TEXTS, np.zeros((2, 3, 4, 4), dtype=bool), progress=False)
+    with pytest.raises(InputError, match="inputs of 5 tokens"):
+        ak.knockout(model, TEXTS, np.ones((2, 2, 5, 5), dtype=bool), progress=False)
+    from attnkit.runtime.model import Model
+
+    tiny = tiny_model("gpt2")
+    eager = Model(tiny.hf, tiny.tokenizer, capture="eager")
+    with pytest.raises(UnsupportedModelError, match="attention function"):
+        ak.knockout(eager, TEXTS, [(0, 0, 2, 0)], progress=False)

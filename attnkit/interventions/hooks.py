@@ -170,7 +170,7 @@ def batch(model: Any, inputs: Any, name: str = "inputs") -> Batch:
     >>> from attnkit.testing import tiny_model
     >>> b = batch(tiny_model("gpt2"), ["The cat sat.", "We read."])
     >>> b.size, b.lengths
-    (2, [4, 3])
+    (2, [7, 3])
     """
     import numpy as np
 
@@ -273,7 +273,7 @@ def editing(site: Sites, edits: Edits | None = None, capture: dict | None = None
     >>> with torch.no_grad(), editing(sites(model), capture=seen):
     ...     _ = model.hf(**b.kwargs)
     >>> tuple(seen[("z", 1)].shape), tuple(seen[("resid", 0)].shape)
-    ((1, 4, 2, 8), (1, 4, 16))
+    ((1, 7, 2, 8), (1, 7, 16))
     """
     edits = edits or Edits()
     handles = []
@@ -357,7 +357,7 @@ def forward(model: Any, b: Batch, *, copies: int = 1, edits: Edits | None = None
     >>> from attnkit.testing import tiny_model
     >>> model = tiny_model("gpt2")
     >>> tuple(forward(model, batch(model, ["The cat sat."]), copies=3).shape)
-    (3, 4, 37)
+    (3, 7, 300)
     """
     import contextlib
 
@@ -408,7 +408,7 @@ def context(model: Any, b: Batch, reference: Any, copies: int = 1) -> Any:
     >>> b = batch(model, ["The cat sat.", "We read."])
     >>> ctx = context(model, b, forward(model, b), copies=2)
     >>> ctx.lengths, ctx.items
-    ([4, 3, 4, 3], 2)
+    ([7, 3, 7, 3], 2)
     """
     from .metrics import Context
 

@@ -227,7 +227,7 @@ def clean_and_corrupted(model: Any, clean: Any, corrupted: Any, m: Metric) -> di
     >>> from attnkit.interventions.metrics import loss
     >>> from attnkit.interventions.patch import clean_and_corrupted
     >>> from attnkit.testing import tiny_model
-    >>> runs = clean_and_corrupted(tiny_model("gpt2"), ["The cat sat."], ["The dog sat."], loss())
+    >>> runs = clean_and_corrupted(tiny_model("gpt2"), ["The cat sat."], ["A cat sat."], loss())
     >>> sorted(runs)[:3], runs["m_clean"] != runs["m_corrupted"]
     (['clean', 'corrupted', 'm_clean'], True)
     """
@@ -299,7 +299,7 @@ def patch(
     --------
     >>> import attnkit as ak
     >>> from attnkit.testing import tiny_model
-    >>> r = ak.patch(tiny_model("gpt2"), ["The cat sat."], ["The dog sat."], progress=False)
+    >>> r = ak.patch(tiny_model("gpt2"), ["The cat sat."], ["A cat sat."], progress=False)
     >>> r.meta["grain"], r.table.shape, r.value_column()
     ('head', (4, 2), 'restored')
     """
