@@ -44,7 +44,7 @@ from .analysis import (
     score_attribution,
 )
 from .core.attention import Attention
-from .interventions import ablate, knockout, patch
+from .interventions import ablate, attribution_patching, knockout, patch
 from .storage.corpus import AttentionSet, open_store
 from .runtime.decompose import residual_stream
 from .data import Document, Sentence, Treebank, induction_inputs, read_conllu, read_coref, read_glue
@@ -104,7 +104,7 @@ GROUPS: dict[str, list[str]] = {
                       "head_scores", "head_stats", "qk_embedding", "qk_faithfulness",
                       "relation_heads", "right_branching_uas"],
     "why heads attend": ["composition", "residual_stream", "score_attribution"],
-    "whether heads matter": ["ablate", "interventions", "knockout", "patch"],
+    "whether heads matter": ["ablate", "attribution_patching", "interventions", "knockout", "patch"],
     "attention flows": ["attention_flow", "attention_graph", "compare", "compare_sets", "flow",
                         "flow_summary", "influence", "paths_between", "rollout",
                         "seq2seq_graph", "seq2seq_rollout", "subgraph_through"],

@@ -9,9 +9,11 @@
 """
 
 from .ablate import HOW, ablate
+from .attribution import attribution_agreement, attribution_patching
 from .metrics import Metric, class_logit, custom, kl, logit_diff, logprob, loss, projection
 from .knockout import knockout
 from .patch import GRAINS, patch
 
-__all__ = ["GRAINS", "HOW", "Metric", "ablate", "class_logit", "custom", "kl", "knockout",
-           "logit_diff", "logprob", "loss", "patch", "projection"]
+__all__ = ["GRAINS", "HOW", "Metric", "ablate", "attribution_agreement", "attribution_patching",
+           "class_logit", "custom", "kl", "knockout", "logit_diff", "logprob", "loss", "patch",
+           "projection"]

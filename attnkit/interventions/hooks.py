@@ -285,8 +285,12 @@ def editing(site: Sites, edits: Edits | None = None, capture: dict | None = None
             if key in edits.masks:
                 x = _replace(x, edits.masks[key], edits.sources[key], edits.copies)
             if capture is not None:
+                if grad and not x.requires_grad:  # frozen weights: the activation is a leaf
+                    x = x.detach().requires_grad_(True)
                 v = x.view(*x.shape[:-1], site.n_heads, site.head_dim)
                 capture[key] = v if grad else v.detach()
+                if grad:  # the forward goes on from the captured view, so gradients reach it
+                    x = v.view(x.shape)
             return (x, *args[1:])
         return hook
 
@@ -298,6 +302,8 @@ def editing(site: Sites, edits: Edits | None = None, capture: dict | None = None
             if key in edits.masks:
                 x = _replace(x, edits.masks[key], edits.sources[key], edits.copies)
             if capture is not None:
+                if grad and not x.requires_grad:
+                    x = x.detach().requires_grad_(True)
                 capture[key] = x if grad else x.detach()
             if positional:
                 return (x, *args[1:]), kwargs

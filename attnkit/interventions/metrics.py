@@ -92,7 +92,7 @@ class Metric:
     higher_is_better: bool = True
 
     def __call__(self, output: Any, context: Context) -> Any:
-        """Values ``[N]`` on ``output`` (float32).
+        """Values ``[N]`` on ``output`` (float32, or float64 for a float64 model).
 
         Parameters
         ----------
@@ -104,7 +104,7 @@ class Metric:
         Returns
         -------
         torch.Tensor
-            ``[N]`` float32.
+            ``[N]`` float32 (float64 for a float64 model).
 
         Raises
         ------
@@ -128,7 +128,21 @@ class Metric:
             raise InputError(
                 f"The metric {self.name!r} must return one number per input ({output.shape[0]}); "
                 f"it returned shape {tuple(values.shape)}.")
-        return values.float()
+        return _up(values)
+
+
+def _up(t: Any) -> Any:
+    """``t`` in float32, or float64 where it already is (metrics never lose precision)."""
+    import torch
+
+    return t if t.dtype == torch.float64 else t.float()
+
+
+def pooled_dtype(t: Any) -> Any:
+    """The dtype metrics compute ``t``'s values in (:func:`_up`'s)."""
+    import torch
+
+    return torch.float64 if t.dtype == torch.float64 else torch.float32
 
 
 def _token_id(model: Any, token: Any, name: str) -> int:
@@ -223,7 +237,7 @@ def loss(*, positions: Any = None) -> Metric:
         shift = 1 if ctx.causal else 0
         where = positions if positions is not None else slice(shift, None)
         w = _rows(where, ctx.lengths, output.shape[1], output.device, "positions", shift)
-        logp = torch.log_softmax(output.float(), dim=-1)
+        logp = torch.log_softmax(_up(output), dim=-1)
         target = ctx.input_ids[:, shift:]
         nll = -logp[:, : output.shape[1] - shift].gather(-1, target[..., None])[..., 0]
         nll = torch.nn.functional.pad(nll, (0, shift))
@@ -334,7 +348,8 @@ def _two_tokens(kind: str, good: Any, bad: Any, position: int, model: Any) -> Me
         if not all(-L <= pos < L for L in ctx.lengths):
             raise InputError(f"position {pos} is outside an input of {min(ctx.lengths)} tokens.")
         at = torch.where(lengths.new_tensor(pos) < 0, lengths + pos, lengths.new_tensor(pos))
-        rows = output[torch.arange(n, device=output.device), at].float()
+        rows = output[torch.arange(n, device=output.device), at]
+        rows = _up(rows)
         # the same tokens for every copy of the inputs: ids repeat with the rows
         reps = n // ctx.items
         good_ids = ids("good", ctx.items, output.device).repeat(reps)
@@ -383,8 +398,8 @@ def kl(*, positions: Any = None) -> Metric:
     def fn(output: Any, ctx: Context) -> Any:
         import torch
 
-        ref = ctx.reference.float()
-        logp, logq = torch.log_softmax(ref, -1), torch.log_softmax(output.float(), -1)
+        ref = _up(ctx.reference)
+        logp, logq = torch.log_softmax(ref, -1), torch.log_softmax(_up(output), -1)
         d = (logp.exp() * (logp - logq)).sum(-1)
         if d.dim() == 1:
             return d
@@ -432,7 +447,7 @@ def class_logit(*, label: Any = None) -> Metric:
             idx = torch.full((output.shape[0],), lab, device=output.device)
         else:
             idx = ctx.reference.argmax(-1)
-        return output.float().gather(-1, idx[:, None])[:, 0]
+        return _up(output).gather(-1, idx[:, None])[:, 0]
 
     return Metric("class_logit" + ("" if lab is None else f"({lab})"), fn, "classes")
 
@@ -459,9 +474,9 @@ def projection() -> Metric:
         if output.dim() != 3:
             raise InputError("projection() reads a bare encoder's hidden states [inputs, tokens, d]; "
                              f"the model's output has shape {tuple(output.shape)}.")
-        mask = ctx.attention_mask[..., None].float()
-        pooled = (output.float() * mask).sum(1) / mask.sum(1).clamp(min=1.0)
-        ref = (ctx.reference.float() * mask).sum(1) / mask.sum(1).clamp(min=1.0)
+        mask = ctx.attention_mask[..., None].to(pooled_dtype(output))
+        pooled = (_up(output) * mask).sum(1) / mask.sum(1).clamp(min=1.0)
+        ref = (_up(ctx.reference) * mask).sum(1) / mask.sum(1).clamp(min=1.0)
         ref = ref / ref.norm(dim=-1, keepdim=True).clamp(min=1e-12)
         return (pooled * ref).sum(-1)
 
@@ -513,7 +528,7 @@ def custom(*, fn: Callable[[Any], Any], name: str | None = None,
             if v.numel() != 1:
                 raise InputError(f"The metric {label!r} must return one number per input; it "
                                  f"returned shape {tuple(v.shape)}.")
-            values.append(v.reshape(()).float())
+            values.append(_up(v.reshape(())))
         return torch.stack(values)
 
     return Metric(label, per_item, "any", higher_is_better=higher_is_better)
