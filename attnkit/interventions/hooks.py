@@ -2,8 +2,8 @@
 
 A head's output ``z_h`` is its attention output *before* the output projection: the
 ``d_head`` columns ``h * d_head .. (h + 1) * d_head`` of the output projection's **input**
-(``o_proj`` / ``dense`` / ``out_lin`` / ``c_proj``, as :data:`attnkit.runtime.measures.ARCHS`
-records per family). Replacing it there is a head ablation; zeroing a slice of the
+(``o_proj`` / ``dense`` / ``out_lin`` / ``c_proj``, as each family's record in
+:data:`attnkit.runtime.archs.ARCHS` says). Replacing it there is a head ablation; zeroing a slice of the
 projection's *output* is not (every head writes to every output column). Under grouped-query
 attention a query head owns its own ``z_h`` even though it shares its key/value head, so
 replacing ``z_h`` never touches the shared keys and values, nor the other query heads of the
@@ -26,18 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import InputError, UnsupportedModelError
-from ..runtime.measures import ARCHS
-
-#: The two kinds of site: a layer's head outputs (the output projection's input) and the
-#: residual stream entering a layer.
-SITES = ("z", "resid")
-
-
-def _get(obj: Any, path: str) -> Any:
-    for name in path.split("."):
-        obj = getattr(obj, name)
-    return obj
-
+from ..runtime.archs import ARCHS, arch_of, families, model_type, submodule
 
 @dataclass
 class Sites:
@@ -84,18 +73,19 @@ def sites(model: Any) -> Sites:
     >>> len(s.layers), s.n_heads, s.head_dim
     (2, 4, 4)
     """
-    kind = getattr(model, "model_type", "")
+    arch = arch_of(model)
+    kind = model_type(model)
     family = getattr(model, "family", "text")
-    if family != "text" or kind not in ARCHS:
+    if family != "text" or arch.reader != "text" or arch.layout is None:
+        known = ", ".join(name for name in families("text") if ARCHS[name].layout is not None)
         raise UnsupportedModelError(
             f"model: interventions cannot act on {getattr(model, 'name', kind)!r} "
-            f"({kind or type(model).__name__}, {family}); they support the text encoders and "
-            f"decoders of attnkit.runtime.measures.ARCHS "
-            f"({', '.join(k for k in sorted(ARCHS) if k not in ('vit', 'deit', 'clip', 'clip_vision_model'))}).")
-    spec = ARCHS[kind]
+            f"({kind or type(model).__name__}, {arch.reader if family == 'text' else family}); they "
+            f"support the text encoders and decoders whose heads attnkit locates: {known}.")
+    spec = arch.layout
     try:
-        layers = list(_get(model.base, spec.layers))
-        projs = [_get(layer, spec.out_proj) for layer in layers]
+        layers = list(submodule(model.base, spec.layers))
+        projs = [submodule(layer, spec.out_proj) for layer in layers]
     except AttributeError as exc:
         raise UnsupportedModelError(
             f"model: {model.name} does not have the layout attnkit expects for {kind!r} models "
@@ -376,12 +366,13 @@ def forward(model: Any, b: Batch, *, copies: int = 1, edits: Edits | None = None
         raise InputError(f"edits are for {edits.copies} copies, the forward runs {copies}.")
     kwargs = b.repeated(copies)
     ctx = torch.enable_grad() if grad else torch.no_grad()
-    rec = recording(list(recorders)) if recorders else contextlib.nullcontext()
+    rec: Any = recording(list(recorders)) if recorders else contextlib.nullcontext()
     with ctx, editing(site, edits, capture, grad), rec as session:
         out = model.hf(**kwargs)
-    if recorders and session.calls != len(site.layers):
+    calls = getattr(session, "calls", None)
+    if recorders and calls != len(site.layers):
         raise UnsupportedModelError(
-            f"model: {model.name} ran {session.calls} of its {len(site.layers)} attention layers "
+            f"model: {model.name} ran {calls} of its {len(site.layers)} attention layers "
             "through attnkit's attention function, so edges cannot be knocked out; load it with "
             "attnkit.load (its attention must go through transformers' attention interface).")
     return output_of(out)

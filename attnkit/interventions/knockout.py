@@ -184,12 +184,12 @@ def edge_masks(model: Any, b: hooks.Batch, edges: Any, heads: Any = None,
         for l, _h in pairs:
             layer_mask(l, True)
         for i, n in enumerate(lengths):
-            q = validate.positions(queries if queries is not None else slice(None), int(n), "queries")
-            key = q - k
-            ok = (key >= 0) & (key < n) & ((key <= q) if causal else True)
-            q, key = torch.as_tensor(q[ok], device=dev), torch.as_tensor(key[ok], device=dev)
+            qs = validate.positions(queries if queries is not None else slice(None), int(n), "queries")
+            ks = qs - k
+            ok = (ks >= 0) & (ks < n) & ((ks <= qs) if causal else True)
+            tq, tk = torch.as_tensor(qs[ok], device=dev), torch.as_tensor(ks[ok], device=dev)
             for l, h in pairs:
-                masks[l][i, h, q, key] = True
+                masks[l][i, h, tq, tk] = True
         n_edges = sum(int(m.sum()) for m in masks.values())
         if n_edges == 0:
             raise InputError(f"edges: the rule {edges!r} selects no edge of these inputs "
@@ -228,13 +228,13 @@ def edge_masks(model: Any, b: hooks.Batch, edges: Any, heads: Any = None,
         if len(e) != 4:
             raise InputError(f"edges: each edge is (layer, head, query, key); got {e!r}.")
         layer, head = validate.head_index(e[0], e[1], L, H)
-        q = validate.index(e[2], n_min, "edges: query")
-        k = validate.index(e[3], n_min, "edges: key")
-        if causal and k > q:
-            raise InputError(f"edges: in a causal model query {q} never reads the later key {k}.")
+        qi = validate.index(e[2], n_min, "edges: query")
+        ki = validate.index(e[3], n_min, "edges: key")
+        if causal and ki > qi:
+            raise InputError(f"edges: in a causal model query {qi} never reads the later key {ki}.")
         m = layer_mask(layer, False)
-        if not bool(m[0, head, q, k]):
-            m[0, head, q, k] = True
+        if not bool(m[0, head, qi, ki]):
+            m[0, head, qi, ki] = True
             count += 1
     return masks, count * B
 

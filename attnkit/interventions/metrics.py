@@ -514,7 +514,7 @@ def custom(*, fn: Callable[[Any], Any], name: str | None = None,
     """
     if not callable(fn):
         raise InputError(f"metric must be a callable or one of {NAMES}; got {fn!r}.")
-    label = name or getattr(fn, "__name__", "custom")
+    label = str(name or getattr(fn, "__name__", "custom"))
 
     def per_item(output: Any, ctx: Context) -> Any:
         import torch
