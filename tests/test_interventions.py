@@ -405,3 +405,74 @@ def test_attribution_agreement_reports_rank_correlation():
 
     assert r.meta["spearman"] == pytest.approx(
         spearmanr(r.table["patching"], r.table["attribution"]).statistic)
+
+
+# ------------------------------------------------------------------ path patching
+@pytest.mark.parametrize("via", ["q", "k", "v"])
+def test_path_patching_matches_a_hand_computed_receiver(via):
+    """GPT-2, sender 1-1 -> receiver 2-2: the receiver's head output computed by hand from the
+    corrupted stream entering layer 2 plus W_O^s Δz_s, through ln_1 and c_attn's weights."""
+    from attnkit.interventions.patch import clean_and_corrupted
+    from attnkit.interventions.path import receivers_by_layer, routing, sender_delta
+
+    model = tiny_model("gpt2")
+    clean, corrupted = _pair(model, at=2)
+    runs = clean_and_corrupted(model, clean, corrupted, ak.interventions.kl())
+    runs["corrupted_z"] = {}
+    hooks.forward(model, runs["corrupted"], capture=runs["corrupted_z"])
+    sender, receiver = (0, 0), 1
+    delta = sender_delta(model, sender, runs)
+    got = {}
+    with routing(model, receivers_by_layer(model, sender, [(1, receiver)], via), via, delta):
+        hooks.forward(model, runs["corrupted"], capture=got)
+    # by hand
+    block0, block1 = model.hf.transformer.h[0], model.hf.transformer.h[1]
+    d, D = 8, 16
+    with torch.no_grad():
+        ids = torch.as_tensor(np.stack(corrupted))
+        x = model.hf(input_ids=ids, output_hidden_states=True).hidden_states[1]  # entering layer 2
+        dz = runs["sources"][("z", 0)][:, :, 0] - runs["corrupted_z"][("z", 0)][:, :, 0]
+        w_o = block0.attn.c_proj.weight[:d]  # Conv1D: [in, out], the sender's rows
+        ln = block1.ln_1
+
+        def qkv(stream, which):
+            h = torch.nn.functional.layer_norm(stream, (D,), ln.weight, ln.bias, ln.eps)
+            out = h @ block1.attn.c_attn.weight + block1.attn.c_attn.bias
+            i = "qkv".index(which)
+            return out[..., i * D + receiver * d: i * D + (receiver + 1) * d]
+
+        parts = {w: qkv(x + (dz @ w_o if w == via else 0), w) for w in "qkv"}
+        n = x.shape[1]
+        scores = parts["q"] @ parts["k"].transpose(-1, -2) / math.sqrt(d)
+        scores = scores.masked_fill(torch.triu(torch.ones(n, n, dtype=torch.bool), 1), float("-inf"))
+        z = torch.softmax(scores, -1) @ parts["v"]
+    # float32, different summation orders: relative 1e-4
+    torch.testing.assert_close(got[("z", 1)][:, :, receiver], z, rtol=1e-4, atol=1e-5)
+    # the other head of layer 2 stays at the corrupted run
+    torch.testing.assert_close(got[("z", 1)][:, :, 1 - receiver],
+                               runs["corrupted_z"][("z", 1)][:, :, 1 - receiver])
+    # and the sender's own layer too
+    torch.testing.assert_close(got[("z", 0)], runs["corrupted_z"][("z", 0)])
+
+
+def test_path_patch_result_and_bad_input():
+    model = tiny_model("llama", heads=4, kv_heads=2, layers=3)
+    clean, corrupted = _pair(model, at=2)
+    r = ak.path_patch(model, clean, corrupted, sender=(0, 1), receivers=[(2, 0), (2, 1)], via="v",
+                      metric=ak.interventions.kl(), progress=False)
+    assert r.table.loc[0, "receivers"] == ((2, 0), (2, 1)) and r.meta["corrupted"] > 0
+    assert np.isfinite(r.table.loc[0, "restored"])
+    with pytest.raises(InputError, match="share key/value head"):
+        ak.path_patch(model, clean, corrupted, sender=(0, 1), receivers=[(2, 0)], via="k",
+                      progress=False)
+    with pytest.raises(InputError, match="later layer"):
+        ak.path_patch(model, clean, corrupted, sender=(1, 1), receivers=[(1, 0)], progress=False)
+    with pytest.raises(InputError, match="via"):
+        ak.path_patch(model, clean, corrupted, sender=(0, 1), receivers=[(1, 0)], via="o",
+                      progress=False)
+    with pytest.raises(InputError, match="sender"):
+        ak.path_patch(model, clean, corrupted, sender=3, receivers=[(1, 0)], progress=False)
+    with pytest.raises(UnsupportedModelError, match="pre-norm"):
+        bert = tiny_model("bert-mlm")
+        ak.path_patch(bert, ["The cat sat."], ["The dog sat."], sender=(0, 0), receivers=[(1, 0)],
+                      progress=False)

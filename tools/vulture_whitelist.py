@@ -58,6 +58,7 @@ _.load
 _.measures
 _.open_store
 _.patch
+_.path_patch
 _.paths_between
 _.pipeline
 _.plot
