@@ -175,7 +175,8 @@ def main() -> None:
             "sides: all-MiniLM-L6-v2 (6 x 12 heads), random word-piece ids, the corrupted copy "
             "changes one token; metric `projection()`. Knockout sides: `benchmarks/long.py`'s "
             "Llama-shaped decoder (8 layers x 8 heads, 2 key/value heads, width 512), one child "
-            "process each, peak RSS above the loaded model.", "",
+            "process each (run one after the other, best of the reps within it), peak RSS above "
+            "the loaded model.", "",
             "| side | seconds | ratio | target |", "|---|---:|---:|---|"]
     body += [f"| {name} | {t:.3f} | {ratio:.2f} | {tgt} |" for name, t, ratio, tgt in rows]
     body += ["", f"Peak memory above the loaded model: SDPA forward {ms:.0f} MB, knockout {mk:.0f} MB "

@@ -85,3 +85,22 @@ def test_patching_each_induction_head_restores_most_of_the_gap(toy):
     # attribution patching ranks the four heads in the order exact patching does
     assert list(np.argsort(r.table["attribution"].to_numpy())) == list(np.argsort(exact.to_numpy()))
     assert r.meta["spearman"] == pytest.approx(1.0)
+
+
+def test_path_patching_the_previous_token_head_acts_through_the_keys(toy):
+    """Sender 1-1 (previous-token head) -> the induction heads: on the corrupted first copy only
+    the path into their keys changes the loss (K-composition). It restores a negative share:
+    the keys point the induction heads back at the clean positions, whose tokens (values) are
+    the corrupted ones. The other layer-1 head's paths change nothing."""
+    model, inputs, loss = toy
+    other = ak.induction_inputs(model, ITEMS, N, seed=2)
+    corrupted = [np.concatenate([a[:1], b[1:N + 1], a[N + 1:]]) for a, b in zip(inputs, other)]
+    share = {}
+    for sender in ((0, 0), (0, 1)):
+        for via in "qkv":
+            r = ak.path_patch(model, inputs, corrupted, sender=sender, receivers=[(1, 0), (1, 1)],
+                              via=via, metric=loss, progress=False)
+            share[sender, via] = r.table.loc[0, "restored"]
+    assert share[(0, 0), "k"] < -0.05
+    assert abs(share[(0, 0), "k"]) > 10 * max(abs(share[(0, 0), "q"]), abs(share[(0, 0), "v"]))
+    assert max(abs(share[(0, 1), v]) for v in "qkv") < 0.01

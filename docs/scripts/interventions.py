@@ -7,7 +7,8 @@ Toy induction model (attnkit.toys.induction, 2 layers x 2 heads, vocabulary 512)
 second-copy tokens with heads zero-, mean- and resample-ablated; with the induction edges
 (query t -> key t - N + 1) knocked out in both layer-2 heads, and as many random earlier
 edges; the share of the gap each head restores when patched into a corrupted input (the
-first copy replaced by other tokens, seed 2), beside attribution patching.
+first copy replaced by other tokens, seed 2), beside attribution patching; path patching from
+each layer-1 head into the induction heads' queries, keys and values.
 
 Bundled encoder (all-MiniLM-L6-v2, no head): every head's zero-ablation effect on the
 embedding's projection (the objective ``attention_importance`` explains for it), beside
@@ -63,6 +64,13 @@ def toy_numbers(items: int) -> None:
         print(f"  head {layer + 1}-{head + 1}: restored {row['patching']:.3f}, "
               f"attribution patching {row['attribution']:.4f}")
     print(f"  spearman {agree.meta['spearman']:.3f}, same top head {agree.meta['top_agree']}")
+    for sender in ((0, 0), (0, 1)):
+        cells = []
+        for via in "qkv":
+            r = ak.path_patch(model, inputs, corrupted, sender=sender, receivers=[(1, 0), (1, 1)],
+                              via=via, metric=loss, progress=False)
+            cells.append(f"{via}: {r.table.loc[0, 'restored']:+.4f}")
+        print(f"path patching {sender[0] + 1}-{sender[1] + 1} -> 2-1, 2-2: " + ", ".join(cells))
     hp = ak.patch(model, inputs, corrupted, metric=loss, grain="residual×position", progress=False)
     layer1 = hp.table.loc[1, "restored"]
     print(f"residual x position, entering layer 2: largest share {layer1.max():.3f} at position "
