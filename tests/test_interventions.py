@@ -476,3 +476,39 @@ def test_path_patch_result_and_bad_input():
         bert = tiny_model("bert-mlm")
         ak.path_patch(bert, ["The cat sat."], ["The dog sat."], sender=(0, 0), receivers=[(1, 0)],
                       progress=False)
+
+
+# ------------------------------------------------------------------ vision transformers
+def _images(n=2):
+    return [np.random.default_rng(i).integers(0, 255, (32, 32, 3)).astype(np.uint8) for i in range(n)]
+
+
+@pytest.mark.parametrize("kind,labels", [("vit", 3), ("clip", None)])
+def test_vision_zero_ablation_is_that_head_removed(kind, labels):
+    from attnkit.testing import tiny_vision
+
+    model = tiny_vision(kind, num_labels=labels) if labels else tiny_vision(kind)
+    images = _images()
+    r = ak.ablate(model, images, progress=False)
+    assert r.meta["metric"] == ("class_logit" if labels else "projection")
+    m = ak.interventions.metrics.resolve("auto", model)
+    for layer in range(model.n_layers):
+        for head in range(model.n_heads):
+            expected = _metric_against(model, _zero_head(model, layer, head), images, m)
+            assert r.table.loc[(layer, head), "metric"] == pytest.approx(expected, rel=RTOL)
+
+
+def test_vision_knockout_renormalises_the_row():
+    from attnkit.interventions.knockout import Blocker, edge_masks
+    from attnkit.testing import tiny_vision
+
+    model = tiny_vision("vit", num_labels=3)
+    b = hooks.batch(model, _images())
+    calls, clean, knocked = [], {}, {}
+    hooks.forward(model, b, capture=clean, recorders=[calls.append])
+    masks, _ = edge_masks(model, b, [(0, 1, 0, 5)])  # [CLS] no longer reads patch 5 in head 1
+    hooks.forward(model, b, capture=knocked, recorders=[Blocker(masks)])
+    p = calls[0].probabilities()[:, 1, 0, 5]
+    v = calls[0].repeated(calls[0].value)[:, 1, 5].float()
+    expected = (clean[("z", 0)][:, 0, 1] - p[:, None] * v) / (1 - p[:, None])
+    torch.testing.assert_close(knocked[("z", 0)][:, 0, 1], expected, rtol=1e-4, atol=1e-5)

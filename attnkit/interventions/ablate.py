@@ -139,7 +139,7 @@ def replacements(model: Any, b: hooks.Batch, how: str, reference: Any) -> dict[i
 
     how = validate.choice(how, "how", HOW)
     site = hooks.sites(model)
-    dev, dtype = b.kwargs["input_ids"].device, model.dtype
+    dev, dtype = b.device, model.dtype
     if how == "zero":
         zero = torch.zeros(1, 1, site.n_heads, site.head_dim, device=dev, dtype=dtype)
         return {layer: zero for layer in range(len(site.layers))}
@@ -153,7 +153,7 @@ def replacements(model: Any, b: hooks.Batch, how: str, reference: Any) -> dict[i
     seen: dict = {}
     hooks.forward(model, ref, capture=seen)
     if how == "mean":
-        m = ref.kwargs["attention_mask"].to(dtype)[..., None, None]
+        m = ref.mask.to(dtype)[..., None, None]
         out = {}
         for layer in range(len(site.layers)):
             z = seen[("z", layer)]
@@ -248,7 +248,7 @@ def ablate(
     per = max(1, size // b.size)
     values = np.empty(len(groups))
     spans = list(hooks.chunks(len(groups), per))
-    dev = b.kwargs["input_ids"].device
+    dev = b.device
     for s, e in progress_bar(spans, show=progress, desc="ablate", unit="forward"):
         masks = _group_masks(site, groups[s:e], b.width, dev)
         edits = hooks.Edits(e - s, masks, {k: sources[k[1]] for k in masks})

@@ -76,12 +76,14 @@ def sites(model: Any) -> Sites:
     arch = arch_of(model)
     kind = model_type(model)
     family = getattr(model, "family", "text")
-    if family != "text" or arch.reader != "text" or arch.layout is None:
-        known = ", ".join(name for name in families("text") if ARCHS[name].layout is not None)
+    if family not in ("text", "vision") or arch.reader != family or arch.layout is None:
+        known = ", ".join(name for reader in ("text", "vision") for name in families(reader)
+                          if ARCHS[name].layout is not None)
         raise UnsupportedModelError(
             f"model: interventions cannot act on {getattr(model, 'name', kind)!r} "
-            f"({kind or type(model).__name__}, {arch.reader if family == 'text' else family}); they "
-            f"support the text encoders and decoders whose heads attnkit locates: {known}.")
+            f"({kind or type(model).__name__}, {family if family != 'text' else arch.reader}); they "
+            f"support the text encoders and decoders and the vision transformers whose heads "
+            f"attnkit locates: {known}.")
     spec = arch.layout
     try:
         layers = list(submodule(model.base, spec.layers))
@@ -108,7 +110,7 @@ class Batch:
     ----------
     kwargs : dict
         ``input_ids``, ``attention_mask`` (``[B, T]``) and ``token_type_ids`` where the model
-        takes them.
+        takes them; ``pixel_values`` for a vision model.
     lengths : list of int
         Real tokens of each input.
     """
@@ -124,7 +126,30 @@ class Batch:
     @property
     def width(self) -> int:
         """Padded length ``T``."""
-        return int(self.kwargs["input_ids"].shape[1])
+        return max(self.lengths)
+
+    @property
+    def device(self) -> Any:
+        """Where the inputs are."""
+        return next(v for v in self.kwargs.values() if hasattr(v, "device")).device
+
+    @property
+    def mask(self) -> Any:
+        """``[B, T]``: 1 at real tokens (all ones for images)."""
+        import torch
+
+        m = self.kwargs.get("attention_mask")
+        return m if m is not None else torch.ones(self.size, self.width, dtype=torch.long,
+                                                  device=self.device)
+
+    @property
+    def ids(self) -> Any:
+        """``[B, T]`` token ids (zeros for images, which have none)."""
+        import torch
+
+        ids = self.kwargs.get("input_ids")
+        return ids if ids is not None else torch.zeros(self.size, self.width, dtype=torch.long,
+                                                       device=self.device)
 
     def repeated(self, copies: int) -> dict[str, Any]:
         """The model inputs of ``copies`` copies of the batch, copy-major ``[copies * B, T]``."""
@@ -313,6 +338,32 @@ def editing(site: Sites, edits: Edits | None = None, capture: dict | None = None
             h.remove()
 
 
+def network(model: Any) -> Any:
+    """The module interventions run: the model with its head (LM, classifier), or the bare
+    transformer where the head is not one whose output a metric reads (a CLIP model's
+    vision tower).
+
+    Parameters
+    ----------
+    model : Model
+        The model.
+
+    Returns
+    -------
+    torch.nn.Module
+
+    Examples
+    --------
+    >>> from attnkit.interventions.hooks import network
+    >>> from attnkit.testing import tiny_model
+    >>> type(network(tiny_model("gpt2"))).__name__
+    'GPT2LMHeadModel'
+    """
+    from .metrics import output_kind
+
+    return model.hf if output_kind(model) != "hidden" else model.base
+
+
 def output_of(out: Any) -> Any:
     """The tensor a metric reads from a forward's output: ``logits`` where the model has a
     head, else the last hidden state."""
@@ -368,7 +419,7 @@ def forward(model: Any, b: Batch, *, copies: int = 1, edits: Edits | None = None
     ctx = torch.enable_grad() if grad else torch.no_grad()
     rec: Any = recording(list(recorders)) if recorders else contextlib.nullcontext()
     with ctx, editing(site, edits, capture, grad), rec as session:
-        out = model.hf(**kwargs)
+        out = network(model)(**kwargs)
     calls = getattr(session, "calls", None)
     if recorders and calls != len(site.layers):
         raise UnsupportedModelError(
@@ -409,10 +460,9 @@ def context(model: Any, b: Batch, reference: Any, copies: int = 1) -> Any:
     """
     from .metrics import Context
 
-    kw = b.repeated(copies)
     ref = reference.detach()
     ref = ref.repeat(copies, *([1] * (ref.dim() - 1))) if copies > 1 else ref
-    return Context(kw["input_ids"], kw["attention_mask"], b.lengths * copies, ref,
+    return Context(b.ids.repeat(copies, 1), b.mask.repeat(copies, 1), b.lengths * copies, ref,
                    bool(model.causal), b.size)
 
 

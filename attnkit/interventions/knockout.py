@@ -167,7 +167,7 @@ def edge_masks(model: Any, b: hooks.Batch, edges: Any, heads: Any = None,
     import torch
 
     L, H, T, B = model.n_layers, model.n_heads, b.width, b.size
-    dev = b.kwargs["input_ids"].device
+    dev = b.device
     lengths = np.asarray(b.lengths)
     causal = bool(model.causal)
     masks: dict[int, Any] = {}

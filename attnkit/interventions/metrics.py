@@ -564,9 +564,7 @@ def resolve(metric: Any, model: Any) -> Metric:
     >>> resolve("auto", tiny_model("bert-cls")).name, resolve("auto", tiny_model("llama")).name
     ('class_logit', 'loss')
     """
-    from ..runtime.objectives import head_kind
-
-    kind = head_kind(model)
+    kind = output_kind(model)
     if isinstance(metric, Metric):
         m = metric
     elif isinstance(metric, str):
@@ -574,21 +572,50 @@ def resolve(metric: Any, model: Any) -> Metric:
             raise InputError(f"metric must be one of {NAMES}, a Metric "
                              f"(attnkit.interventions.loss(), ...) or a callable; got {metric!r}.")
         if metric == "auto":
-            metric = {"causal-lm": "loss", "masked-lm": "loss", "classifier": "class_logit"}.get(
-                kind, "projection")
+            metric = {"tokens": "loss", "classes": "class_logit"}.get(kind, "projection")
         m = {"loss": loss, "kl": kl, "class_logit": class_logit, "projection": projection}[metric]()
     elif callable(metric):
         m = custom(fn=metric)
     else:
         raise InputError(f"metric must be one of {NAMES}, a Metric or a callable; got {metric!r}.")
-    output = {"causal-lm": "tokens", "masked-lm": "tokens", "classifier": "classes"}.get(kind, "hidden")
-    if m.needs not in ("any", output):
+    if m.needs not in ("any", kind):
         raise InputError(f"The metric {m.name!r} needs a model whose output is "
-                         f"{_NEEDS[m.needs]}; {model.name} outputs {_NEEDS[output]}.")
+                         f"{_NEEDS[m.needs]}; {model.name} outputs {_NEEDS[kind]}.")
     bind = getattr(m, "bind", None)
     if bind is not None:
         bind(model)
     return m
+
+
+def output_kind(model: Any) -> str:
+    """What a metric reads from ``model``'s output: ``"tokens"`` (a causal or masked LM's
+    logits), ``"classes"`` (a sequence or image classifier's logits) or ``"hidden"`` (the
+    last hidden state of a model without such a head).
+
+    Parameters
+    ----------
+    model : Model
+        The model.
+
+    Returns
+    -------
+    str
+
+    Examples
+    --------
+    >>> from attnkit.interventions.metrics import output_kind
+    >>> from attnkit.testing import tiny_model
+    >>> output_kind(tiny_model("bert-cls")), output_kind(tiny_model("gpt2")), output_kind(tiny_model("bert"))
+    ('classes', 'tokens', 'hidden')
+    """
+    from ..runtime.objectives import head_kind
+
+    kind = head_kind(model)
+    if kind in ("causal-lm", "masked-lm"):
+        return "tokens"
+    if kind == "classifier" or type(model.hf).__name__.endswith("ForImageClassification"):
+        return "classes"
+    return "hidden"
 
 
 _NEEDS = {"tokens": "token logits (a causal or masked LM)", "classes": "class logits (a classifier)",

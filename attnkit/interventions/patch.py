@@ -312,7 +312,7 @@ def patch(
     comps = components(g, model.n_layers, site.n_heads, bx.width)
     values = np.empty(len(comps))
     per = max(1, size // bx.size)
-    dev = bx.kwargs["input_ids"].device
+    dev = bx.device
     spans = list(hooks.chunks(len(comps), per))
     for s, e in progress_bar(spans, show=progress, desc="patch", unit="forward"):
         masks = component_masks(g, comps[s:e], site.n_heads, bx.width, dev)
