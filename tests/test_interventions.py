@@ -113,7 +113,8 @@ def test_metric_errors_name_the_input():
 # ------------------------------------------------------------------ ablation
 @pytest.mark.parametrize("kind,kw", [("llama", {"heads": 4, "kv_heads": 2}), ("gpt2", {}),
                                      ("bert-mlm", {}), ("bert-cls", {}), ("gpt_neox", {}),
-                                     ("distilbert", {})])
+                                     ("distilbert", {}), ("gemma2", {"heads": 4, "kv_heads": 2}),
+                                     ("gpt_oss", {"heads": 4, "kv_heads": 2}), ("qwen2", {})])
 def test_zero_ablation_of_each_head_is_that_head_removed(kind, kw):
     model = tiny_model(kind, **kw)
     # a bare encoder (distilbert here) is measured by its embedding's projection

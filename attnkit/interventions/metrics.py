@@ -77,6 +77,9 @@ class Metric:
         hidden state) or ``"any"``.
     higher_is_better : bool
         Whether a larger value means the model does its task better (a loss: False).
+    bind : callable, optional
+        ``bind(model)``: reads what the metric needs from the model (token strings to ids)
+        and checks it; :func:`resolve` calls it.
 
     Examples
     --------
@@ -90,6 +93,7 @@ class Metric:
     fn: Callable[[Any, Context], Any]
     needs: str = "any"
     higher_is_better: bool = True
+    bind: Callable[[Any], None] | None = None
 
     def __call__(self, output: Any, context: Context) -> Any:
         """Values ``[N]`` on ``output`` (float32, or float64 for a float64 model).
@@ -359,10 +363,7 @@ def _two_tokens(kind: str, good: Any, bad: Any, position: int, model: Any) -> Me
         return rows.gather(-1, good_ids[:, None])[:, 0] - rows.gather(-1, bad_ids[:, None])[:, 0]
 
     label = f"{_show(good)}" if bad is None else f"{_show(good)}, {_show(bad)}"
-    metric = Metric(f"{kind}({label})[{pos}]", fn, "tokens")
-    metric.fn = fn
-    metric.bind = bind  # type: ignore[attr-defined]
-    return metric
+    return Metric(f"{kind}({label})[{pos}]", fn, "tokens", bind=bind)
 
 
 def _show(tokens: Any) -> str:
@@ -581,9 +582,8 @@ def resolve(metric: Any, model: Any) -> Metric:
     if m.needs not in ("any", kind):
         raise InputError(f"The metric {m.name!r} needs a model whose output is "
                          f"{_NEEDS[m.needs]}; {model.name} outputs {_NEEDS[kind]}.")
-    bind = getattr(m, "bind", None)
-    if bind is not None:
-        bind(model)
+    if m.bind is not None:
+        m.bind(model)
     return m
 
 
