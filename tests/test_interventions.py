@@ -513,3 +513,25 @@ def test_vision_knockout_renormalises_the_row():
     v = calls[0].repeated(calls[0].value)[:, 1, 5].float()
     expected = (clean[("z", 0)][:, 0, 1] - p[:, None] * v) / (1 - p[:, None])
     torch.testing.assert_close(knocked[("z", 0)][:, 0, 1], expected, rtol=1e-4, atol=1e-5)
+
+
+# ------------------------------------------------------------------ figures
+@pytest.mark.parametrize("grain", ["head", "head×position", "layer", "residual×position"])
+def test_patching_figure_draws_the_table(grain):
+    model = tiny_model("gpt2")
+    r = ak.patch(model, ["The cat sat."], ["A cat sat."], grain=grain, progress=False)
+    fig = r.plot()
+    drawn = np.asarray(fig.axes[0].images[0].get_array(), dtype=float)
+    values = r.table["restored"]
+    if grain in ("head×position", "residual×position"):
+        expected = values.unstack("position").to_numpy()
+    elif grain == "head":
+        expected = values.to_numpy().reshape(model.n_layers, model.n_heads)
+    else:
+        expected = values.to_numpy()[:, None]
+    np.testing.assert_array_equal(drawn, expected)  # the same numbers, drawn as they are
+    labels = [t.get_text() for t in fig.axes[0].get_yticklabels()]
+    if grain == "head×position":
+        assert labels == ["1-1", "1-2", "2-1", "2-2"]  # displayed 1-indexed
+    with pytest.raises(InputError, match="restored"):
+        ak.plot.plot_patching(r, value="nothing")

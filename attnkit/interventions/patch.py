@@ -189,12 +189,12 @@ def table_for(grain: str, comps: Sequence[tuple], columns: dict[str, np.ndarray]
     """
     if grain == "head":
         table = head_frame({k: v.reshape(n_layers, n_heads) for k, v in columns.items()})
-        return HeadResult(table, meta, value=next(iter(columns)))
+        return HeadResult(table, meta, value=next(iter(columns)), plot="patching")
     names = {"head×position": ["layer", "head", "position"], "layer": ["layer"],
              "residual×position": ["layer", "position"]}[grain]
     index = (pd.Index([c[0] for c in comps], name="layer") if grain == "layer"
              else pd.MultiIndex.from_tuples(comps, names=names))
-    return Result(pd.DataFrame(columns, index=index), meta)
+    return Result(pd.DataFrame(columns, index=index), meta, plot="patching")
 
 
 def clean_and_corrupted(model: Any, clean: Any, corrupted: Any, m: Metric) -> dict[str, Any]:
