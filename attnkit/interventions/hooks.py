@@ -244,11 +244,11 @@ def _replace(x: Any, mask: Any, source: Any, copies: int) -> Any:
     import torch
 
     N = x.shape[0]
-    xs = x.view(copies, N // copies, *x.shape[1:])
+    xs = x.reshape(copies, N // copies, *x.shape[1:])
     src = source.to(x.dtype)
     if mask.dim() == 3:  # z: x [R, B, T, H * d]
         H = mask.shape[-1]
-        xs = xs.view(*xs.shape[:3], H, -1)
+        xs = xs.reshape(*xs.shape[:3], H, -1)
         out = torch.where(mask[:, None, :, :, None], src[None], xs)
     else:
         out = torch.where(mask[:, None, :, None], src[None], xs)
@@ -302,10 +302,10 @@ def editing(site: Sites, edits: Edits | None = None, capture: dict | None = None
             if capture is not None:
                 if grad and not x.requires_grad:  # frozen weights: the activation is a leaf
                     x = x.detach().requires_grad_(True)
-                v = x.view(*x.shape[:-1], site.n_heads, site.head_dim)
+                v = x.reshape(*x.shape[:-1], site.n_heads, site.head_dim)
                 capture[key] = v if grad else v.detach()
                 if grad:  # the forward goes on from the captured view, so gradients reach it
-                    x = v.view(x.shape)
+                    x = v.reshape(x.shape)
             return (x, *args[1:])
         return hook
 
