@@ -4,7 +4,7 @@ For a component with activation ``a`` (a head's output ``z_h``, at every positio
 a layer's heads together; the residual stream at one position), patching it from the clean
 run into the corrupted run changes the metric by approximately
 
-    AtP(a) = (a(x) − a(x′)) · ∂M/∂a |_{x′}
+    AtP(a) = (a(x) − a(x′)) · ∂M/∂a, the gradient taken at x′
 
 (Nanda 2023; Syed et al. 2023): the clean run, the corrupted run and one backward pass give
 it for every component at once. The estimate is exact for a metric linear in ``a``, and
