@@ -108,6 +108,13 @@ def test_metric_errors_name_the_input():
         ak.ablate(model, TEXTS, metric="accuracy", progress=False)
     with pytest.raises(InputError, match="class logits"):
         ak.ablate(model, TEXTS, metric="class_logit", progress=False)
+    with pytest.raises(InputError, match="positions"):
+        ak.ablate(model, TEXTS, metric=ak.interventions.loss(positions=[40]), progress=False)
+    with pytest.raises(InputError, match="position 40"):
+        ak.ablate(model, TEXTS, metric=ak.interventions.logprob(token=5, position=40), progress=False)
+    with pytest.raises(InputError, match="token: 2 tokens given for 3 inputs"):
+        ak.ablate(model, TEXTS + ["Hi."], metric=ak.interventions.logprob(token=[5, 6]),
+                  progress=False)
 
 
 # ------------------------------------------------------------------ ablation

@@ -336,7 +336,8 @@ def _two_tokens(kind: str, good: Any, bad: Any, position: int, model: Any) -> Me
         v = state[which]
         if isinstance(v, list):
             if len(v) not in (n, 1):
-                raise InputError(f"{which}: {len(v)} tokens given for {n} inputs; give one per "
+                shown = "token" if which == "good" and bad is None else which
+                raise InputError(f"{shown}: {len(v)} tokens given for {n} inputs; give one per "
                                  "input or one for all.")
             if len(v) == 1:
                 v = v * n
