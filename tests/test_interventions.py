@@ -108,6 +108,8 @@ def test_metric_errors_name_the_input():
         ak.ablate(model, TEXTS, metric="accuracy", progress=False)
     with pytest.raises(InputError, match="class logits"):
         ak.ablate(model, TEXTS, metric="class_logit", progress=False)
+    with pytest.raises(InputError, match="hidden states"):  # no distribution to compare
+        ak.ablate(tiny_model("bert"), TEXTS, metric="kl", progress=False)
     with pytest.raises(InputError, match="positions"):
         ak.ablate(model, TEXTS, metric=ak.interventions.loss(positions=[40]), progress=False)
     with pytest.raises(InputError, match="position 40"):

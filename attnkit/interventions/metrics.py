@@ -71,10 +71,10 @@ class Metric:
         What the number is, as results' ``meta["metric"]`` names it.
     fn : callable
         ``fn(output, context) -> [N]`` tensor.
-    needs : str
+    needs : str or tuple of str
         The output it reads: ``"tokens"`` (``[N, T, V]`` logits of a language model),
         ``"classes"`` (``[N, C]`` logits of a classifier), ``"hidden"`` (a bare model's last
-        hidden state) or ``"any"``.
+        hidden state), several of them, or ``"any"``.
     higher_is_better : bool
         Whether a larger value means the model does its task better (a loss: False).
     bind : callable, optional
@@ -91,7 +91,7 @@ class Metric:
 
     name: str
     fn: Callable[[Any, Context], Any]
-    needs: str = "any"
+    needs: str | tuple[str, ...] = "any"
     higher_is_better: bool = True
     bind: Callable[[Any], None] | None = None
 
@@ -409,7 +409,7 @@ def kl(*, positions: Any = None) -> Metric:
                   output.shape[1], output.device, "positions")
         return (d * w).sum(-1)
 
-    return Metric(f"kl{_describe(positions)}", fn, "any", higher_is_better=False)
+    return Metric(f"kl{_describe(positions)}", fn, ("tokens", "classes"), higher_is_better=False)
 
 
 def class_logit(*, label: Any = None) -> Metric:
@@ -580,9 +580,11 @@ def resolve(metric: Any, model: Any) -> Metric:
         m = custom(fn=metric)
     else:
         raise InputError(f"metric must be one of {NAMES}, a Metric or a callable; got {metric!r}.")
-    if m.needs not in ("any", kind):
+    needs = (m.needs,) if isinstance(m.needs, str) else tuple(m.needs)
+    if "any" not in needs and kind not in needs:
         raise InputError(f"The metric {m.name!r} needs a model whose output is "
-                         f"{_NEEDS[m.needs]}; {model.name} outputs {_NEEDS[kind]}.")
+                         f"{' or '.join(_NEEDS[n] for n in needs)}; {model.name} outputs "
+                         f"{_NEEDS[kind]}.")
     if m.bind is not None:
         m.bind(model)
     return m
