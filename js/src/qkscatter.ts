@@ -75,8 +75,10 @@ class QKScatterView extends View<"qkscatter"> {
     this.colorSelect.setAttribute("aria-label", "colour points by");
     this.listen(this.colorSelect, "change", () => this.save({ color_by: this.colorSelect.value }));
     this.controls.append(this.colorSelect, this.modeBtn, zoom);
-    this.hint.textContent = "Scroll or drag to zoom and pan \u00b7 hover a point for its token in its sentence \u00b7 Shift + drag to lasso \u00b7 click a query to see its sentence's map (matrix: click a head to open it) \u00b7 keys: + \u2212 arrows 0 M Enter";
+    this.hint.textContent = "Click, then scroll to zoom (or Ctrl + scroll) \u00b7 drag to pan \u00b7 hover a point for its token in its sentence \u00b7 Shift + drag to lasso \u00b7 click a query to see its sentence's map (matrix: click a head to open it) \u00b7 keys: + \u2212 arrows 0 M Enter";
     this.listen(this.canvas, "keydown", (e) => this.key(e as KeyboardEvent));
+    this.wheelGate(this.canvas);
+    this.keepShiftDrag(this.canvas);
     this.onModel("change:selection", () => this.followSelection());
   }
 
@@ -172,7 +174,11 @@ class QKScatterView extends View<"qkscatter"> {
     sp.subscribe("pointOut", () => { this.hoverToken++; this.tip.hide(); });
     sp.subscribe("select", ({ points }: { points: number[] }) => this.selected(points));
     sp.subscribe("deselect", () => this.selected([]));
-    sp.subscribe("view", () => this.placeLabels());
+    sp.subscribe("view", () => {
+      this.placeLabels();
+      const cam = sp.get("cameraView") as unknown as Float32Array;
+      if (cam) this.root.dataset.camera = [cam[0], cam[12], cam[13]].map((v) => v.toFixed(5)).join(",");
+    });
     this.queue = new Promise((resolve) => sp.subscribe("init", () => resolve(undefined), 1));
     sp.subscribe("draw", () => {
       const st = this.motion?.stats;

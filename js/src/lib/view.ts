@@ -189,11 +189,14 @@ export abstract class View<B extends Bundle = Bundle> {
     this.onModel("msg:custom", (content: Record<string, any>, buffers: Binary[]) => this.receive(content, buffers ?? []));
     this.onModel("comm_live_update", () => this.commCut());
     if (typeof ResizeObserver !== "undefined") {
+      // also the moment the view is put on the page: a container (an ipywidgets Box) renders
+      // its children detached, where no theme variable can be read yet
       const ro = new ResizeObserver(() => {
+        const themed = this.rereadTheme();
         if (this.measure()) {
           this.layout();
           this.redraw();
-        }
+        } else if (themed) this.redraw();
       });
       ro.observe(this.el);
       this.disposers.push(() => ro.disconnect());
@@ -227,6 +230,16 @@ export abstract class View<B extends Bundle = Bundle> {
       this.drawQueued = false;
       if (!this.disposed) this.paint();
     });
+  }
+
+  /** Read the theme again; true (after themeChanged) when it differs from the one in use. */
+  private rereadTheme(): boolean {
+    if (!this.root.isConnected) return false;
+    const theme = readTheme(this.root);
+    if (JSON.stringify(theme) === JSON.stringify(this.theme)) return false;
+    this.theme = theme;
+    this.themeChanged();
+    return true;
   }
 
   /** Called after the theme changed, before the redraw (views drop cached bitmaps here). */
@@ -322,6 +335,47 @@ export abstract class View<B extends Bundle = Bundle> {
       ev.preventDefault();
       zoom(Math.exp(-ev.deltaY * (ev.deltaMode === 1 ? 0.05 : 0.002)), ev);
     }, { passive: false });
+  }
+
+  /**
+   * For a `target` that zooms on the wheel by itself (a plotting library's canvas): the same
+   * rule as wheelZoom. Until a click inside it (or with Ctrl/⌘), wheel events are stopped on
+   * their way down (capture, on its parent) so the page scrolls on and the hint flashes.
+   */
+  wheelGate(target: HTMLElement): void {
+    const parent = target.parentElement ?? this.root;
+    const setActive = (on: boolean) => {
+      this.zoomActive = on;
+      this.root.dataset.wheel = on ? "zoom" : "";
+    };
+    this.listen(target, "pointerdown", (e) => {
+      if ((e as PointerEvent).button === 0) setActive(true);
+    });
+    this.listen(this.root, "pointerleave", () => setActive(false));
+    this.listen(target, "keydown", (e) => {
+      if ((e as KeyboardEvent).key === "Escape") setActive(false);
+    });
+    this.listen(parent, "wheel", (e) => {
+      const ev = e as WheelEvent;
+      if (ev.target !== target || this.zoomActive || ev.ctrlKey || ev.metaKey) return;
+      ev.stopPropagation(); // the target never sees it; nothing prevents the page's scroll
+      this.hint.classList.add("attnkit-hint-flash");
+      if (this.hintTimer) clearTimeout(this.hintTimer);
+      this.hintTimer = setTimeout(() => this.hint.classList.remove("attnkit-hint-flash"), 1200);
+    }, { capture: true });
+  }
+
+  /**
+   * Keep Shift + press on `target` from the notebook: JupyterLab and Notebook 7 take it as
+   * the start of a cell-range selection and then swallow every mouse move and the release
+   * (capture, on `document`), so a lasso drawn there never sees the pointer.
+   */
+  keepShiftDrag(target: HTMLElement): void {
+    for (const type of ["mousedown", "pointerdown"]) {
+      this.listen(target, type, (e) => {
+        if ((e as MouseEvent).shiftKey) e.stopPropagation();
+      });
+    }
   }
 
   private zoomActive = false;
