@@ -348,6 +348,9 @@ class QKScatter(AttnkitWidget):
         if self.mode == "matrix":
             with self.hold_trait_notifications():
                 self.layer, self.head, self.mode = int(row["layer"]), int(row["head"]), "head"
+            # the index named a point of the matrix: forget it, so that clicking the same
+            # point again after going back to the matrix opens its head again
+            self.clicked = -1
             return
         if self._linked is not None and str(row["kind"]) == "query":
             self._show_map(int(row["item"]), int(row["layer"]), int(row["head"]), int(row["position"]))

@@ -28,15 +28,15 @@ pytestmark = pytest.mark.browser
 #: A seeded 2-layer embedding of ``n`` tokens (``heads`` heads a layer) from hand-made query
 #: and key vectors (no model); its source also runs in the notebooks' kernels.
 QK_SOURCE = """\
-def qk_embedding(n=40, heads=2):
+def qk_embedding(n=40, heads=2, layers=2):
     import numpy as np
     import attnkit as ak
     from attnkit.core.qkstates import QKStates
     rng = np.random.default_rng(3)
-    att = ak.Attention.from_maps(np.full((2, heads, n, n), 1 / n), [f"w{i}" for i in range(n)])
-    q = {layer: rng.normal(size=(heads, n, 8)).astype(np.float32) for layer in (0, 1)}
-    k = {layer: rng.normal(size=(heads, n, 8)).astype(np.float32) for layer in (0, 1)}
-    att.qk = QKStates(q, k, {0: 0.35, 1: 0.35})
+    att = ak.Attention.from_maps(np.full((layers, heads, n, n), 1 / n), [f"w{i}" for i in range(n)])
+    q = {layer: rng.normal(size=(heads, n, 8)).astype(np.float32) for layer in range(layers)}
+    k = {layer: rng.normal(size=(heads, n, 8)).astype(np.float32) for layer in range(layers)}
+    att.qk = QKStates(q, k, {layer: 0.35 for layer in range(layers)})
     return ak.qk_embedding(att, method="pca", progress=False)
 """
 _NS: dict = {}
@@ -176,5 +176,87 @@ def test_item5_wheel_scrolls_the_page_until_the_plot_is_clicked(browser):
         wp.page.mouse.wheel(0, -200)
         wait_for(lambda: wp.data("camera") != camera, 5, "the plot to zoom")
         assert wp.page.evaluate("() => window.scrollY") == y
+    finally:
+        wp.close()
+
+
+# ------------------------------------------ item 7: clicks in the matrix, the ring after
+def matrix_screen(view, wp: WidgetPage, i: int) -> tuple[float, float]:
+    """CSS pixel of point ``i`` of a 2 × 2 matrix view at the fitted camera (panels of side
+    1 in [-1, 1]², points shrunk to 0.94 of a panel's half-size; a square grid, so centring
+    it changes nothing)."""
+    pts = read(view.points).astype(float)
+    counts = np.cumsum(read(view.panels))
+    p = int(np.searchsorted(counts, i, side="right"))
+    layer, head = view.panel_heads[p]
+    cx, cy = -0.5 + head, 0.5 - layer
+    x, y = cx + pts[i, 0] * 0.47, cy + pts[i, 1] * 0.47
+    size = float(wp.canvas.bounding_box()["width"])
+    return (x + 1) / 2 * size, (1 - y) / 2 * size
+
+
+def test_item7_matrix_click_reopens_its_head_and_no_stale_ring(browser):
+    """In the matrix, a click on a point of panel 2-2 opens head 2-2 with no point ringed
+    (before: the ring stayed on the same index, an unrelated point of the new head); back in
+    the matrix, a click on the same point opens the head again (before: ``clicked`` did not
+    change, so nothing happened)."""
+    view = ak.QKScatter(qk_embedding(), mode="matrix")
+    wp = WidgetPage(browser, view, width=760)
+    try:
+        wait_ready(wp)
+        i = int(np.cumsum(read(view.panels))[2]) + 5  # a point of the fourth panel: layer 1, head 1
+        assert tuple(view.panel_heads[3]) == (1, 1)
+        for attempt in range(2):
+            drawn = int(wp.data("drawn"))
+            wp.click(*matrix_screen(view, wp, i))
+            wp.page.wait_for_timeout(300)
+            wp.apply_saved()
+            assert (view.mode, view.layer, view.head) == ("head", 1, 1), attempt
+            wp.push("mode", "points", "panels", "layer", "head", "n_points", "codes", "selection", "clicked")
+            wp.page.wait_for_function("() => document.querySelector('#root .attnkit')?.dataset.mode === 'head'")
+            wp.wait_drawn(drawn + 1)
+            wp.page.wait_for_timeout(300)
+            assert wp.data("ringed") == "", wp.data("ringed")
+            # back to the matrix, as the "matrix" button does
+            view.mode = "matrix"
+            wp.push("mode", "points", "panels", "n_points", "codes", "selection", "clicked")
+            wp.page.wait_for_function("() => document.querySelector('#root .attnkit')?.dataset.mode === 'matrix'")
+            wp.page.wait_for_timeout(300)
+        assert wp.errors() == []
+    finally:
+        wp.close()
+
+
+# ------------------------------------------- item 6: the matrix centred; Enter marked
+def test_item6_wide_matrix_is_centred_and_enter_opens_the_marked_head(browser):
+    """A 2-layer x 12-head matrix sits in the middle of the square plot (its points' ink is
+    centred vertically; before: the top sixth), one head label is marked as the one Enter
+    opens, and Enter opens exactly that head (before: nothing marked; the centre panel)."""
+    from PIL import Image
+
+    view = ak.QKScatter(qk_embedding(n=20, heads=12), mode="matrix")
+    wp = WidgetPage(browser, view, width=760)
+    try:
+        wait_ready(wp)
+        wp.page.wait_for_timeout(300)
+        import io
+
+        px = np.asarray(Image.open(io.BytesIO(wp.canvas.screenshot())).convert("RGB")).astype(int)
+        px = px[8:-8, 8:-8]  # inside the canvas's frame
+        bg = px[px.shape[0] // 2 :: 7, ::7].reshape(-1, 3).max(0)  # white (or the theme's light bg)
+        points = (np.abs(px - bg).sum(-1) > 60).sum(axis=1)
+        rows = np.flatnonzero(points > 2)
+        middle = (rows.min() + rows.max()) / 2 / px.shape[0]
+        assert abs(middle - 0.5) < 0.05, (rows.min(), rows.max(), px.shape)
+        marked = wp.page.locator("#root .attnkit-qk-label-focus")
+        assert marked.count() == 1
+        label = marked.text_content()
+        assert wp.data("focus") == label
+        wp.canvas.focus()
+        wp.page.keyboard.press("Enter")
+        wp.page.wait_for_timeout(200)
+        wp.apply_saved()
+        layer, head = (int(v) - 1 for v in label.split("-"))
+        assert (view.mode, view.layer, view.head) == ("head", layer, head)
     finally:
         wp.close()
