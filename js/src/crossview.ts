@@ -42,10 +42,9 @@ class CrossView extends View<"crossview"> {
     this.controls.append(this.layerStep.box, this.headPick.box);
     this.hint.textContent = "Hover a token to see its links \u00b7 click (or Enter) to select it \u00b7 arrows move";
     this.onModel("change:clicked", () => this.redraw());
-    this.listen(this.canvas, "pointermove", (e) => this.onMove(e as PointerEvent));
+    this.hoverable(this.canvas, (e) => this.onMove(e));
     this.listen(this.canvas, "pointerleave", () => {
       this.hover = null;
-      this.tip.hide();
       this.redraw();
     });
     this.listen(this.canvas, "click", (e) => {
@@ -219,6 +218,7 @@ class CrossView extends View<"crossview"> {
     ev.preventDefault();
     this.focus = next;
     this.hover = next;
+    this.unhover(); // the keys moved away from the pointer: its tooltip would name another token
     this.redraw();
   }
 }

@@ -50,8 +50,7 @@ class ScoreViewImpl extends View<"score"> {
     this.controls.append(this.groupBtn, this.dimBtn);
     this.hint.textContent = "Up/Down (Home/End): key \u00b7 Left/Right: segment \u00b7 Enter/click a head segment: show that head \u00b7 g: by layer \u00b7 d: per dimension \u00b7 heads counted from 1";
     this.listen(this.canvas, "keydown", (e) => this.key(e as KeyboardEvent));
-    this.listen(this.canvas, "pointermove", (e) => this.hover(e as PointerEvent));
-    this.listen(this.canvas, "pointerleave", () => this.tip.hide());
+    this.hoverable(this.canvas, (e) => this.hover(e));
     this.listen(this.canvas, "click", (e) => this.click(e as MouseEvent));
   }
 
@@ -221,7 +220,7 @@ class ScoreViewImpl extends View<"score"> {
   }
 
   private hover(ev: PointerEvent): void {
-    if (this.showDims) return;
+    if (this.showDims) return this.tip.hide();
     const b = this.hit(ev);
     if (!b) return this.tip.hide();
     const [x, y] = localPoint(this.stage, ev);

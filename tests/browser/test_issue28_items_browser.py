@@ -260,3 +260,139 @@ def test_item6_wide_matrix_is_centred_and_enter_opens_the_marked_head(browser):
         assert (view.mode, view.layer, view.head) == ("head", layer, head)
     finally:
         wp.close()
+
+
+# ------------------------------------------------------------- item 8: stale tooltips
+def image_att(layers: int = 1, size: int = 48) -> ak.Attention:
+    """``layers`` x 2 heads over [CLS] and a 3 x 4 grid of patches. Head 0 of every layer:
+    query q attends 0.75 to patch q (itself; [CLS] to the last patch) and 0.25 to [CLS];
+    head 1: uniform."""
+    rows, cols, n = 3, 4, 13
+    maps = np.full((layers, 2, n, n), 1.0 / n, dtype=np.float32)
+    maps[:, 0] = 0.0
+    maps[:, 0, :, 0] = 0.25
+    for q in range(n):
+        maps[:, 0, q, q if q else n - 1] += 0.75
+    att = ak.Attention.from_maps(maps, ["[CLS]"] + [f"{r},{c}" for r in range(rows) for c in range(cols)],
+                                 ["cls"] + ["word"] * (n - 1))
+    image = np.zeros((size, size * 4 // 3, 3), dtype=np.uint8)
+    att.meta.update(grid=[rows, cols], first_patch=1, patch_size=size // 3, image=image)
+    return att
+
+
+def patch_xy(wp: WidgetPage, row: int, col: int, rows: int = 3, cols: int = 4) -> tuple[float, float]:
+    left, top = float(wp.data("img-left")), float(wp.data("img-top"))
+    w, h = float(wp.data("img-width")), float(wp.data("img-height"))
+    return left + (col + 0.5) * w / cols, top + (row + 0.5) * h / rows
+
+
+def tip_value(wp: WidgetPage, label: str) -> float:
+    text = wp.tooltip()
+    assert label in text, text
+    return float(text.split(label, 1)[1].split("position")[0])
+
+
+def test_item8_image_tooltip_follows_a_click_and_an_overlay_switch(browser):
+    """Hovering patch 1,2 then clicking it (it becomes the query) updates the tooltip to the
+    new row's value, 0.75 (before: the old query's 0.0 stayed, above or below the new colour
+    bar); switching overlay to rollout relabels and revalues it (before: "attention 0.0")."""
+    view = ak.ImageAttention(image_att(), head=0)
+    wp = WidgetPage(browser, view, width=520)
+    try:
+        wp.wait_drawn()
+        wp.move(*patch_xy(wp, 1, 2))
+        assert tip_value(wp, "attention") == pytest.approx(0.0, abs=1e-3)  # query [CLS]: to 2,3
+        drawn = int(wp.data("drawn"))
+        wp.click(*patch_xy(wp, 1, 2))
+        wp.wait_drawn(drawn + 1)
+        assert tip_value(wp, "attention") == pytest.approx(0.75, rel=2e-3)
+        wp.page.locator("select[aria-label='overlay']").select_option("rollout")
+        wp.apply_saved()
+        drawn = int(wp.data("drawn"))
+        wp.push("matrix", "overlay", "value_label", "layered", "n_layers", "n_heads", "layer", "head")
+        wp.wait_drawn(drawn + 1)
+        q = 1 + 4 + 2
+        assert tip_value(wp, "rollout") == pytest.approx(float(view.row()[q]), rel=2e-3)
+    finally:
+        wp.close()
+
+
+def test_item8_score_tooltip_follows_g(browser):
+    """Over a bar segment, pressing g (group by layer) leaves the tooltip saying what is under
+    the pointer now: the same text a fresh hover there gives (before: the ungrouped pair)."""
+    wp = WidgetPage(browser, score_view(), width=720)
+    try:
+        wp.wait_drawn()
+        top, row_h, left = (float(wp.data(k)) for k in ("plot-top", "row-height", "plot-left"))
+        y = top + 1.5 * row_h
+        width = float(wp.canvas.bounding_box()["width"])
+        x = left + 1
+        def on_a_pair() -> bool:  # a segment of a (query component, key component) pair, not "rest"
+            t = wp.tooltip()
+            return "query component" in t and "rest" not in t
+
+        while x < width and not on_a_pair():
+            wp.move(x, y)
+            x += 3
+        assert on_a_pair()
+        before = wp.tooltip()
+        wp.canvas.focus()
+        drawn = int(wp.data("drawn"))
+        wp.page.keyboard.press("g")
+        wp.wait_drawn(drawn + 1)
+        after = wp.tooltip()
+        wp.move(x - 3, y + 30 * row_h)  # away (no segment there) and back
+        wp.move(x - 3, y)
+        assert after == wp.tooltip() and after != before, (before, after)
+    finally:
+        wp.close()
+
+
+def test_item8_crossview_tooltip_leaves_with_the_arrow_keys(browser):
+    """After the arrow keys move the focus, no tooltip names the token the pointer left
+    behind (before: it stayed, naming another token than the one highlighted)."""
+    from test_crossview_browser import cross, spot
+
+    wp = WidgetPage(browser, ak.CrossView(cross(), head=0), width=600)
+    try:
+        wp.wait_drawn()
+        wp.move(*spot(wp, 0, 1))
+        assert wp.tooltip()
+        wp.canvas.focus()
+        drawn = int(wp.data("drawn"))
+        wp.page.keyboard.press("ArrowDown")
+        wp.wait_drawn(drawn + 1)
+        assert wp.tooltip() == ""
+    finally:
+        wp.close()
+
+
+# ------------------------------------------ item 10: crisp patches; the layer kept
+def test_item10_small_image_patches_stay_crisp(browser):
+    """A 32 x 32 image (white top-left 16 x 16 quadrant) enlarged to ~300 px keeps a sharp
+    edge: at most 2 device pixels between white and black (before: smoothing blended ~10)."""
+    att = ak.Attention.from_maps(np.full((1, 1, 5, 5), 0.2, dtype=np.float32), ["[CLS]", "a", "b", "c", "d"],
+                                 ["cls"] + ["word"] * 4)
+    image = np.zeros((32, 32, 3), dtype=np.uint8)
+    image[:16, :16] = 255
+    att.meta.update(grid=[2, 2], first_patch=1, patch_size=16, image=image)
+    wp = WidgetPage(browser, ak.ImageAttention(att, opacity=0.0), width=420)
+    try:
+        wp.wait_drawn()
+        left, top = float(wp.data("img-left")), float(wp.data("img-top"))
+        w, h = float(wp.data("img-width")), float(wp.data("img-height"))
+        px, _ = grab(wp, left, top + h / 4, w, 1)
+        grey = px[0, :, :3].astype(int).mean(axis=1)
+        between = int(((grey > 30) & (grey < 225)).sum())
+        assert between <= 2, between
+    finally:
+        wp.close()
+
+
+def test_item10_rollout_and_back_keeps_the_layer():
+    """Overlay rollout (no layers) and back to attention: the layer stays 2 of 2 (before: 1)."""
+    view = ak.ImageAttention(image_att(layers=2), head=0)
+    assert view.layer == 1
+    view.overlay = "rollout"
+    view.overlay = "attention"
+    assert (view.layer, view.head, view.n_layers) == (1, 0, 2)

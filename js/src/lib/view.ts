@@ -247,6 +247,8 @@ export abstract class View<B extends Bundle = Bundle> {
 
   private paint(): void {
     this.draw();
+    // a tooltip describes what is under the pointer now, not before a click, a key or new data
+    if (this.hovered && this.tip.el.style.display !== "none") this.hovered.fn(this.hovered.ev);
     const n = Number(this.root.dataset.drawn ?? "0") + 1;
     this.root.dataset.drawn = String(n);
     if (n === 1) this.root.dataset.firstDrawMs = (performance.now() - this.t0).toFixed(2);
@@ -287,6 +289,30 @@ export abstract class View<B extends Bundle = Bundle> {
     target.addEventListener(type, fn, opts);
     this.disposers.push(() => target.removeEventListener(type, fn, opts));
   }
+
+  /**
+   * Hover on `target` through `fn` (it shows or hides the tooltip). The last pointer event is
+   * kept and `fn` runs again after every draw while the tooltip shows, so a click, a key, a
+   * toggle or the kernel's new data never leaves it describing what was drawn before.
+   */
+  hoverable(target: HTMLElement, fn: (ev: PointerEvent) => void): void {
+    this.listen(target, "pointermove", (e) => {
+      this.hovered = { ev: e as PointerEvent, fn };
+      fn(e as PointerEvent);
+    });
+    this.listen(target, "pointerleave", () => {
+      this.hovered = null;
+      this.tip.hide();
+    });
+  }
+
+  /** Forget the pointer and hide the tooltip (the keyboard moved the view's focus elsewhere). */
+  unhover(): void {
+    this.hovered = null;
+    this.tip.hide();
+  }
+
+  private hovered: { ev: PointerEvent; fn: (ev: PointerEvent) => void } | null = null;
 
   /** model.on, removed on teardown. */
   onModel(event: string, cb: (...args: any[]) => void): void {
