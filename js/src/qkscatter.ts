@@ -75,7 +75,7 @@ class QKScatterView extends View<"qkscatter"> {
     this.colorSelect.setAttribute("aria-label", "colour points by");
     this.listen(this.colorSelect, "change", () => this.save({ color_by: this.colorSelect.value }));
     this.controls.append(this.colorSelect, this.modeBtn, zoom);
-    this.hint.textContent = "Click, then scroll to zoom (or Ctrl + scroll) \u00b7 drag to pan \u00b7 hover a point for its token in its sentence \u00b7 Shift + drag to lasso \u00b7 click a query to see its sentence's map (matrix: click a head to open it) \u00b7 keys: + \u2212 arrows 0 M, Enter opens the marked head";
+    this.hint.textContent = "Click, then scroll to zoom (or Ctrl + scroll) \u00b7 drag to pan \u00b7 hover a point for its token in its sentence \u00b7 Shift + drag to lasso \u00b7 click a query to see its sentence's map (matrix: click a head to open it) \u00b7 keys: + \u2212 arrows 0 M, Enter opens the marked head \u00b7 heads counted from 1, positions from 0";
     this.listen(this.canvas, "keydown", (e) => this.key(e as KeyboardEvent));
     this.wheelGate(this.canvas);
     this.keepShiftDrag(this.canvas);

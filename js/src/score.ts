@@ -48,7 +48,7 @@ class ScoreViewImpl extends View<"score"> {
     this.groupBtn = this.button("by layer", "Group components by layer (g)", () => this.toggleGroup());
     this.dimBtn = this.button("dims", "Per-dimension terms of the selected key (d)", () => this.toggleDims());
     this.controls.append(this.groupBtn, this.dimBtn);
-    this.hint.textContent = "Up/Down (Home/End): key \u00b7 Left/Right: segment \u00b7 Enter/click a head segment: show that head \u00b7 g: by layer \u00b7 d: per dimension \u00b7 heads counted from 1";
+    this.hint.textContent = "Up/Down (Home/End): key \u00b7 Left/Right: segment \u00b7 Enter/click a head segment: show that head \u00b7 g: by layer \u00b7 d: per dimension \u00b7 heads counted from 1, positions from 0";
     this.listen(this.canvas, "keydown", (e) => this.key(e as KeyboardEvent));
     this.hoverable(this.canvas, (e) => this.hover(e));
     this.listen(this.canvas, "click", (e) => this.click(e as MouseEvent));

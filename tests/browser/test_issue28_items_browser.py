@@ -396,3 +396,29 @@ def test_item10_rollout_and_back_keeps_the_layer():
     view.overlay = "rollout"
     view.overlay = "attention"
     assert (view.layer, view.head, view.n_layers) == (1, 0, 2)
+
+
+# --------------------------------------------------- item 11: positions counted one way
+def test_item11_heatmap_counts_positions_from_0_like_every_view(browser):
+    """Positions are counted from 0 everywhere (tables, code, ScoreView's "student 1",
+    QKScatter's "item / position", the linked map's "row 19"): the Heatmap's tooltip names
+    row 5 "(#5)", its status "rows 0–11", and its hint says so (before: "#6", "rows 1–12")."""
+    from attnkit.widgets import Heatmap
+
+    n = 12
+    maps = np.full((1, 1, n, n), 1.0 / n, dtype=np.float32)
+    wp = WidgetPage(browser, Heatmap(ak.Attention.from_maps(maps, [f"w{i}" for i in range(n)], causal=False)), width=700)
+    try:
+        wp.wait_drawn()
+        left, top, plot = (float(wp.data(k)) for k in ("plot-left", "plot-top", "plot-size"))
+        cell = plot / n
+        drawn = int(wp.data("drawn"))
+        wp.move(left + 3.5 * cell, top + 5.5 * cell)
+        wp.wait_drawn(drawn + 1)
+        tip = wp.tooltip()
+        assert "w5  (#5)" in tip and "w3  (#3)" in tip, tip
+        status = wp.page.locator("#root .attnkit-status").text_content()
+        assert f"rows 0\u2013{n - 1}, columns 0\u2013{n - 1} of {n}" in status, status
+        assert "counted from 0" in wp.page.locator("#root .attnkit-hint").text_content()
+    finally:
+        wp.close()
