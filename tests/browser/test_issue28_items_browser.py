@@ -422,3 +422,49 @@ def test_item11_heatmap_counts_positions_from_0_like_every_view(browser):
         assert "counted from 0" in wp.page.locator("#root .attnkit-hint").text_content()
     finally:
         wp.close()
+
+
+# ------------------------------------------------------- item 4: ScoreView's legend
+def test_item4_live_score_view_has_a_colour_legend(browser):
+    """The live ScoreView names every colour it draws: one legend item per (query component ×
+    key component) pair plus "rest", each swatch a colour found on the bars (before: none)."""
+    wp = WidgetPage(browser, score_view(), width=720)
+    try:
+        wp.wait_drawn()
+        items = wp.page.locator("#root .attnkit-legend-item")
+        assert items.count() >= 3 and items.count() == int(wp.data("legend"))
+        texts = [items.nth(i).text_content() for i in range(items.count())]
+        assert all("\u00d7" in t for t in texts[:-1]) and texts[-1].startswith("rest"), texts
+        colours = wp.page.evaluate("""() => [...document.querySelectorAll('#root .attnkit-legend-item .attnkit-swatch')]
+            .map((s) => getComputedStyle(s).backgroundColor.match(/\\d+/g).slice(0, 3).map(Number))""")
+        left, top, row = (float(wp.data(k)) for k in ("plot-left", "plot-top", "row-height"))
+        width = float(wp.canvas.bounding_box()["width"])
+        px, _ = grab(wp, left, top, width - left, int(wp.data("keys")) * row)
+        drawn = {tuple(c) for c in px[..., :3].reshape(-1, 3)[::3].tolist()}
+        for c in colours[:-1]:
+            assert tuple(c) in drawn, c
+    finally:
+        wp.close()
+
+
+# -------------------------------------------- item 12: pressed toggles look pressed
+def test_item12_score_toggles_look_pressed(browser):
+    """"by layer" and "dims" pressed have another background than unpressed (before: the
+    same, only aria-pressed changed)."""
+    wp = WidgetPage(browser, score_view(), width=720)
+    try:
+        wp.wait_drawn()
+        for name in ("by layer", "dims"):
+            button = wp.page.locator("#root .attnkit-controls button", has_text=name)
+            look = "(b) => getComputedStyle(b).backgroundColor + ' ' + getComputedStyle(b).color"
+            wp.page.mouse.move(1, 1)
+            before = button.evaluate(look)
+            button.click()
+            wp.page.mouse.move(1, 1)
+            assert button.get_attribute("aria-pressed") == "true"
+            assert button.evaluate(look) != before, (name, before)
+            button.click()
+            wp.page.mouse.move(1, 1)
+            assert button.evaluate(look) == before
+    finally:
+        wp.close()
