@@ -7,10 +7,10 @@
 
 import { FONT_SMALL, localPoint, sizeCanvas } from "./lib/canvas";
 import { readArray, readFloats, WireArray } from "./lib/codec";
-import { displayToken, formatValue, truncate } from "./lib/labels";
+import { displayToken, formatValue, headLabel, truncate } from "./lib/labels";
 import { headToFollow, moveCursor, Segment, segmentsOf, stackStarts, valueRange } from "./lib/scoreparts";
 import { legendItems } from "./lib/legend";
-import { h, mount, RenderProps, View } from "./lib/view";
+import { h, mount, noKernel, RenderProps, View } from "./lib/view";
 
 
 const PALETTE = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#86bcb6", "#d37295", "#a0cbe8"];
@@ -53,7 +53,11 @@ class ScoreViewImpl extends View<"score"> {
     this.dimBtn.setAttribute("aria-pressed", "false");
     this.controls.append(this.groupBtn, this.dimBtn);
     this.body.appendChild(this.legend);
-    this.hint.textContent = "Up/Down (Home/End): key \u00b7 Left/Right: segment \u00b7 Enter/click a head segment: show that head \u00b7 g: by layer \u00b7 d: per dimension \u00b7 heads counted from 1, positions from 0";
+    // a saved page (an exported report) has no kernel to show another head: say so, as MeasureSwitch does
+    const follow = noKernel()
+      ? "showing a head segment's head needs a running kernel (this saved page has none)"
+      : "Enter/click a head segment: show that head";
+    this.hint.textContent = "Up/Down (Home/End): key \u00b7 Left/Right: segment \u00b7 " + follow + " \u00b7 g: by layer \u00b7 d: per dimension \u00b7 heads counted from 1, positions from 0";
     this.listen(this.canvas, "keydown", (e) => this.key(e as KeyboardEvent));
     this.hoverable(this.canvas, (e) => this.hover(e));
     this.listen(this.canvas, "click", (e) => this.click(e as MouseEvent));
@@ -196,7 +200,12 @@ class ScoreViewImpl extends View<"score"> {
 
   private follow(seg: Segment | null): void {
     const head = headToFollow(seg);
-    if (head) this.save({ clicked: head });
+    if (!head) return;
+    if (noKernel()) {
+      this.status.textContent = `showing head ${headLabel(head[0], head[1])} needs a running kernel (this saved page has none)`;
+      return;
+    }
+    this.save({ clicked: head });
   }
 
   private toggleGroup(): void {

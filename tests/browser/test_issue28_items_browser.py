@@ -468,3 +468,34 @@ def test_item12_score_toggles_look_pressed(browser):
             assert button.evaluate(look) == before
     finally:
         wp.close()
+
+
+# --------------------------------------------- item 14: offline ScoreView says why
+OFFLINE = "() => { document.documentElement.dataset.attnkitKernel = 'none'; }"
+
+
+def test_item14_offline_score_view_says_a_head_needs_a_kernel(browser):
+    """In a saved page (no kernel) the hint does not promise "click a head segment: show that
+    head" but says it needs a running kernel, and Enter on a head segment says so in the
+    status line, sending nothing (before: the promise, and silence)."""
+    view = score_view()
+    wp = WidgetPage(browser, view, width=720, kernel=False, setup=OFFLINE)
+    try:
+        wp.wait_drawn()
+        hint = wp.page.locator("#root .attnkit-hint").text_content()
+        assert "show that head" not in hint and "needs a running kernel" in hint, hint
+        wp.canvas.focus()
+        # walk the first key's segments until one names a head ("L-H"): Enter on it
+        for _ in range(8):
+            drawn = int(wp.data("drawn"))
+            wp.page.keyboard.press("Enter")
+            wp.page.wait_for_timeout(50)
+            status = wp.page.locator("#root .attnkit-status").text_content()
+            if "needs a running kernel" in status:
+                break
+            wp.page.keyboard.press("ArrowRight")
+            wp.wait_drawn(drawn + 1)
+        assert "needs a running kernel" in status and "head " in status, status
+        assert not any("clicked" in s for s in wp.saved())
+    finally:
+        wp.close()
