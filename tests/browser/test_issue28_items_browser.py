@@ -499,3 +499,37 @@ def test_item14_offline_score_view_says_a_head_needs_a_kernel(browser):
         assert not any("clicked" in s for s in wp.saved())
     finally:
         wp.close()
+
+
+# --------------------------------------------------- item 9: CrossView's every head
+def test_item9_crossview_all_heads_has_a_legend_and_head_colours_only(browser):
+    """With every head shown, a legend names each head's colour, and where two heads link the
+    same pair the link is drawn in the stronger head's colour (over the background only),
+    not a blend of the two that no head has."""
+    from attnkit.core.cross import CrossAttention
+
+    # both heads: target 0 -> source 0 (0.8 and 0.6); every other target row -> its own source
+    maps = np.zeros((1, 2, 3, 3))
+    maps[0, :, 0] = [[0.8, 0.1, 0.1], [0.6, 0.2, 0.2]]
+    maps[0, :, 1, 1] = maps[0, :, 2, 2] = 1.0
+    view = ak.CrossView(CrossAttention(maps, ["a", "b", "c"], ["word"] * 3, [0, 1, 2], ["a", "b", "c"],
+                                       ["x", "y", "z"], ["word"] * 3, [0, 1, 2], ["x", "y", "z"]), head=None)
+    wp = WidgetPage(browser, view, width=600)
+    try:
+        wp.wait_drawn()
+        items = wp.page.locator("#root .attnkit-legend-item")
+        assert items.count() == 2 and [items.nth(i).text_content() for i in range(2)] == ["head 1", "head 2"]
+        colours = np.array(wp.page.evaluate("""() => [...document.querySelectorAll('#root .attnkit-legend-item span:first-child')]
+            .map((s) => getComputedStyle(s).backgroundColor.match(/\\d+/g).slice(0, 3).map(Number))"""), dtype=float)
+        x = (float(wp.data("left-x")) + float(wp.data("right-x"))) / 2
+        y = float(wp.data("top")) + 0.5 * float(wp.data("row-h"))
+        px, _ = grab(wp, x - 2, y - 3, 4, 6)
+        rgb = px[..., :3].reshape(-1, 3).astype(float)
+        p = rgb[np.abs(rgb - 255).sum(1).argmax()]  # the strongest ink of the link
+        bg = np.array([255.0, 255.0, 255.0])
+        d = colours[0] - bg
+        a = float(np.dot(p - bg, d) / np.dot(d, d))
+        residual = np.abs(bg + a * d - p).max()
+        assert a > 0.5 and residual < 12, (p, colours, a, residual)  # head 1's colour over white
+    finally:
+        wp.close()
