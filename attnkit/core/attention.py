@@ -259,7 +259,7 @@ class Attention(Positions):
         >>> att.queries(0).shape, att.keys(0).shape   # 2 query heads share 1 key head
         ((2, 7, 8), (1, 7, 8))
         """
-        return self.qk_states().queries(layer)
+        return self.qk_states().queries(validate.index(layer, self.n_layers, "layer"))
 
     def keys(self, layer: int) -> np.ndarray:
         """Post-rotary keys of ``layer`` (before grouped-query repetition: query head ``h``
@@ -286,7 +286,7 @@ class Attention(Positions):
         >>> tiny_model("bert").attend("The cat sat.").keys(1).shape
         (2, 6, 8)
         """
-        return self.qk_states().keys(layer)
+        return self.qk_states().keys(validate.index(layer, self.n_layers, "layer"))
 
     # -------------------------------------------------------------- selection
     def head(self, layer: int, head: int) -> np.ndarray:

@@ -442,8 +442,7 @@ class LazyAttention(Positions):
         >>> att.queries(1).shape, att.keys(1).shape   # 2 query heads share 1 key head
         ((2, 7, 8), (1, 7, 8))
         """
-        self._check_head(layer, 0)
-        return self.qk_states().queries(layer)
+        return self.qk_states().queries(validate.index(layer, self.n_layers, "layer"))
 
     def keys(self, layer: int) -> np.ndarray:
         """Post-rotary keys of ``layer`` (before grouped-query repetition).
@@ -469,8 +468,7 @@ class LazyAttention(Positions):
         >>> tiny_model("gpt2").attend("The cat sat.", lazy=True).keys(0).shape
         (2, 7, 8)
         """
-        self._check_head(layer, 0)
-        return self.qk_states().keys(layer)
+        return self.qk_states().keys(validate.index(layer, self.n_layers, "layer"))
 
     # ------------------------------------------------------------------ compute
     def _check_head(self, layer: int, head: int) -> tuple[int, int]:

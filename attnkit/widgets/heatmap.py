@@ -13,12 +13,13 @@ import traitlets
 from matplotlib.figure import Figure
 
 from .._compat import renamed
+from ..core import validate
 from ..errors import AttnkitError, InputError, TokenizationMismatchError
 from ..plot import attention as plots
 from ..plot.common import head_label
 from ..core.types import AttentionLike
 from . import _pyramid as pyr
-from ._base import AttnkitWidget, SinkAwareScale, check_layer_head, measure_of
+from ._base import AttnkitWidget, SinkAwareScale, measure_of
 from ._codec import f16, message, wire
 from ._progressive import Progressive, fills_in
 
@@ -236,7 +237,7 @@ class Heatmap(Progressive, SinkAwareScale, AttnkitWidget):
               embed: int | None, title: str | None, value_label: str, model_name: str,
               name_pair: tuple[str, str] | None = None, progressive: bool | None = None) -> None:
         L, H = int(shape[0]), int(shape[1])
-        layer, head = check_layer_head(layer, head, L, H)
+        layer, head = validate.head_index(layer, head, L, H)
         scaled = self.scale_traits(att, scale, exclude_sinks, decades)
         if reduce not in REDUCES:
             raise InputError(f"reduce must be 'max' or 'mean', not {reduce!r}.")
@@ -381,7 +382,7 @@ class Heatmap(Progressive, SinkAwareScale, AttnkitWidget):
         >>> view.layer, view.head
         (1, 1)
         """
-        layer, head = check_layer_head(layer, head, self.n_layers, self.n_heads)
+        layer, head = validate.head_index(layer, head, self.n_layers, self.n_heads)
         with self.hold_trait_notifications():
             self.layer = layer
             self.head = head
@@ -467,11 +468,11 @@ class Heatmap(Progressive, SinkAwareScale, AttnkitWidget):
     # ------------------------------------------------------------- internals
     @traitlets.validate("layer")
     def _check_layer(self, proposal: dict[str, Any]) -> int:
-        return check_layer_head(proposal["value"], 0, self.n_layers, self.n_heads)[0]
+        return validate.index(proposal["value"], self.n_layers, "layer")
 
     @traitlets.validate("head")
     def _check_head(self, proposal: dict[str, Any]) -> int:
-        return check_layer_head(0, proposal["value"], self.n_layers, self.n_heads)[1]
+        return validate.index(proposal["value"], self.n_heads, "head")
 
     @traitlets.validate("reduce")
     def _check_reduce(self, proposal: dict[str, Any]) -> str:
@@ -630,7 +631,7 @@ class Heatmap(Progressive, SinkAwareScale, AttnkitWidget):
         """
         reply = {k: data.get(k) for k in ("id", "type", "layer", "head", "k", "ti", "tj", "reduce", "what", "exclude")}
         try:
-            layer, head = check_layer_head(data.get("layer", -1), data.get("head", -1), self.n_layers, self.n_heads)
+            layer, head = validate.head_index(data.get("layer"), data.get("head"), self.n_layers, self.n_heads)
             k, ti, tj = (int(data.get(x, -1)) for x in ("k", "ti", "tj"))
             if not 0 <= k <= self._level:
                 raise InputError(f"level {k} is outside 0..{self._level}.")

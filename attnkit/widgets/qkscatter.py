@@ -11,9 +11,10 @@ import pandas as pd
 import traitlets
 from matplotlib.figure import Figure
 
+from ..core import validate
 from ..errors import InputError
 from ..plot.qk import KIND_COLORS, plot_qk_embedding
-from ._base import AttnkitWidget, check_layer_head
+from ._base import AttnkitWidget
 from ._codec import read, wire
 
 #: Bytes of points a widget sends (and a saved notebook or report embeds) at most: at 5 bytes
@@ -113,8 +114,11 @@ class QKScatter(AttnkitWidget):
             raise InputError(f"The matrix view holds at most 255 heads; this embedding has {len(self._heads)}.")
         self._max_bytes = int(max_bytes)
         self._rows = np.zeros(0, dtype=np.int64)
-        l0, h0 = self._heads[0] if layer is None else (layer, 0 if head is None else head)
-        self._check_head(l0, h0)
+        l0 = self._heads[0][0] if layer is None else self._check_layer(layer)
+        if head is None:
+            h0 = next(h for l, h in self._heads if l == l0)
+        else:
+            l0, h0 = self._check_head(l0, head)
         self._check_mode(mode)
         self._check_color(color_by)
         super().__init__(layer=int(l0), head=int(h0), mode=mode, color_by=color_by,
@@ -128,12 +132,38 @@ class QKScatter(AttnkitWidget):
         self._linked: Any = None
 
     # ------------------------------------------------------------------ checks
-    def _check_head(self, layer: int, head: int) -> None:
-        n_layers = max(h[0] for h in self._heads) + 1
-        n_heads = max(h[1] for h in self._heads) + 1
-        layer, head = check_layer_head(layer, head, n_layers, n_heads)
+    def _shape(self) -> tuple[int, int]:
+        meta = self._emb.meta
+        n_layers = meta.get("n_layers") or max(h[0] for h in self._heads) + 1
+        n_heads = meta.get("n_heads") or max(h[1] for h in self._heads) + 1
+        return int(n_layers), int(n_heads)
+
+    def _check_layer(self, layer: Any) -> int:
+        layer = validate.index(layer, self._shape()[0], "layer")
+        layers = sorted({l for l, _ in self._heads})
+        if layer not in layers:
+            raise InputError(f"layer {layer} is not in this embedding; its layers are {layers} "
+                             "(0-indexed).")
+        return layer
+
+    def _check_head(self, layer: Any, head: Any) -> tuple[int, int]:
+        n_layers, n_heads = self._shape()
+        layer, head = validate.head_index(layer, head, n_layers, n_heads)
         if (layer, head) not in self._heads:
             raise InputError(f"Head {(layer, head)} is not in this embedding; it holds {self._heads}.")
+        return layer, head
+
+    @traitlets.validate("layer")
+    def _valid_layer(self, proposal: dict) -> int:
+        layer = self._check_layer(proposal["value"])
+        if (layer, self.head) not in self._heads:  # keep a head the embedding has
+            with self.hold_trait_notifications():
+                self.head = next(h for l, h in self._heads if l == layer)
+        return layer
+
+    @traitlets.validate("head")
+    def _valid_head(self, proposal: dict) -> int:
+        return self._check_head(self.layer, proposal["value"])[1]
 
     @staticmethod
     def _check_mode(mode: str) -> None:
