@@ -384,6 +384,14 @@ def _prepare_store(loc: st.Location, info: dict, layout: st.Layout, index: st.In
         )
     if loc.local and Path(loc.url).is_file():
         raise StoreError(f"{loc} is a file, not a store folder; pass a folder path.")
+    if loc.local and Path(loc.url).is_dir() and not st.is_store(loc) and any(
+            p.name != "writer.lock" for p in Path(loc.url).iterdir()):
+        # refused before the lock is taken and before anything is cleaned up: nothing of a
+        # user's folder is written, rewritten or deleted
+        raise StoreError(
+            f"{loc} is a folder with other files in it, not an attnkit store; nothing in it was "
+            "changed. Pass a new or empty folder."
+        )
     try:
         lock = st.WriterLock(loc).acquire()
     except OSError as exc:
