@@ -14,7 +14,8 @@ from attnkit.runtime.measures import (
     compute,
     grad_attn,
 )
-from attnkit.runtime.measures._arch import ARCHS, _get, spec
+from attnkit.runtime.archs import ARCHS, submodule
+from attnkit.runtime.measures._arch import spec
 from attnkit.runtime.measures.alti import alti_maps
 from attnkit.testing import CORPUS, VISION_KINDS, tiny_model, tiny_vision
 
@@ -46,15 +47,15 @@ def _block_outputs(model, enc):
     """The attention block's output of every layer as the model computes it (forward hooks
     on the modules of the architecture table; test-only)."""
     s = spec(model)
-    layers = list(_get(model.base, s.layers))
+    layers = list(submodule(model.base, s.layers))
     got, hooks = {}, []
     for i, layer in enumerate(layers):
         if s.placement == "post":
-            mod = _get(layer, s.norm)
+            mod = submodule(layer, s.norm)
         elif s.placement == "pre":
-            mod = _get(layer, s.attention)
+            mod = submodule(layer, s.attention)
         else:
-            mod = _get(layer, s.norm)
+            mod = submodule(layer, s.norm)
         hooks.append(mod.register_forward_hook(
             lambda m, a, o, i=i: got.__setitem__(i, (o[0] if isinstance(o, tuple) else o).detach())))
     try:

@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from attnkit.runtime.measures import _arch
-from attnkit.runtime.measures._arch import _get, spec
+from attnkit.runtime.archs import submodule
+from attnkit.runtime.measures._arch import spec
 from attnkit.testing import CORPUS, tiny_model
 
 pytestmark = pytest.mark.numerics
@@ -69,10 +70,10 @@ def test_weights_changed_in_place_get_new_matrices(monkeypatch, kind):
     model = tiny_model(kind, seed=0)
     before = {m: model.attend(TEXT, measure=m).maps for m in MEASURES}
     s = spec(model)
-    layers = list(_get(model.base, s.layers))
+    layers = list(submodule(model.base, s.layers))
     with torch.no_grad():
         for layer in layers:
-            _get(layer, s.out_proj).weight.mul_(torch.linspace(0.2, 3.0, _get(
+            submodule(layer, s.out_proj).weight.mul_(torch.linspace(0.2, 3.0, submodule(
                 layer, s.out_proj).weight.shape[-1]))
     _check(model, monkeypatch, f"{kind} out_proj scaled")
     for m in MEASURES:  # the change is visible (else the check above proves nothing)
@@ -80,7 +81,7 @@ def test_weights_changed_in_place_get_new_matrices(monkeypatch, kind):
     if s.norm:
         with torch.no_grad():
             for layer in layers:
-                w = _get(layer, s.norm).weight
+                w = submodule(layer, s.norm).weight
                 w.copy_(torch.linspace(-2.0, 2.0, w.shape[0]))
         _check(model, monkeypatch, f"{kind} norm weight replaced")
     other = tiny_model(kind, seed=1)

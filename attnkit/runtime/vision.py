@@ -28,10 +28,12 @@ import numpy as np
 
 from .encoding import Encoding
 from ..errors import DataNotFoundError, InputError, ModelNotFoundError, UnsupportedModelError
+from .archs import families
 from .model import Model
 
-#: Vision families attnkit reads, exact against eager attention (``model_type`` values).
-SUPPORTED = ("vit", "deit", "clip_vision_model", "clip")
+#: Vision families attnkit reads, exact against eager attention (``model_type`` values; their
+#: records in :data:`attnkit.runtime.archs.ARCHS`).
+SUPPORTED = families("vision")
 #: Vision families it recognises and refuses (windowed or pooled attention).
 REFUSED = ("swin", "swinv2", "donut-swin", "maskformer-swin", "convnext", "resnet")
 #: Image modes converted to RGB before preprocessing; others are refused.

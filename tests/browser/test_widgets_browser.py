@@ -407,11 +407,11 @@ def test_static_html_fallback_shows_the_image_and_escapes_alt_text(browser):
 
 
 # ---------------------------------------------------------------- ScoreView
-HEAD_NAME = re.compile(r"L\d+H\d+")
+HEAD_NAME = re.compile(r"\b\d+-\d+\b")
 
 
 def score_view_and_heatmap(top: int = 4):
-    """A ScoreView of a tiny Llama's head L2-H2 from the last token, with hostile token text,
+    """A ScoreView of a tiny Llama's head 2-2 from the last token, with hostile token text,
     linked to a Heatmap of the same model."""
     from attnkit.testing import tiny_model
 
@@ -517,7 +517,7 @@ def test_score_view_keyboard_navigation(browser):
         group = wp.page.locator("#root button[title='Group components by layer (g)']")
         press(wp, "g")
         assert group.get_attribute("aria-pressed") == "true"
-        assert "L1.attn" in wp.canvas.get_attribute("aria-label") or wp.data("seg") == "0"
+        assert "1-attn" in wp.canvas.get_attribute("aria-label") or wp.data("seg") == "0"
         press(wp, "d")
         assert wp.canvas.get_attribute("aria-label") == f"Per-dimension terms of key {keys[1]}"
         press(wp, "d")
