@@ -431,3 +431,23 @@ def position_pairs(pairs: Any, n: int, name: str = "pairs") -> np.ndarray:
     if not out:
         raise EmptyInputError(f"{name} is empty; give at least one (query, key) pair.")
     return np.asarray(out, dtype=np.int64)
+
+
+def model(value: Any, name: str = "model") -> None:
+    """Refuse what is not a loaded attnkit model: a model's name (``"minilm"``), a bare
+    transformers model (``model.hf``), or anything else, saying how to get one.
+
+    >>> model("minilm")
+    Traceback (most recent call last):
+    attnkit.errors.InputError: model must be a loaded model, not the name 'minilm': load it first (model = attnkit.load('minilm')) and pass that.
+    """
+    if isinstance(value, (str, bytes)) or hasattr(value, "__fspath__"):
+        raise InputError(f"{name} must be a loaded model, not the name {str(value)!r}: load it "
+                         f"first (model = attnkit.load({str(value)!r})) and pass that.")
+    if hasattr(value, "n_layers") and hasattr(value, "encode"):
+        return
+    if hasattr(value, "config") and hasattr(value, "forward"):
+        raise InputError(f"{name} is a bare transformers {type(value).__name__}; pass the model "
+                         "attnkit.load(...) returned (its .hf is this object).")
+    raise InputError(f"{name} must be a model loaded with attnkit.load(...); got "
+                     f"{type(value).__name__}.")

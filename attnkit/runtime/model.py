@@ -333,6 +333,8 @@ class Model:
         >>> enc.tokens, enc.words, enc.word_ids
         (['[CLS]', 'the', 'cat', 'sat', '.', '[SEP]'], ['The', 'cat', 'sat', '.'], [-1, 0, 1, 2, 3, -1])
         """
+        if hasattr(item, "tokens") and hasattr(item, "n_layers") and hasattr(item, "word_ids"):
+            return self._encode_attention(item)
         ids = _token_ids(item)
         if ids is not None:
             return self.encode_ids(ids)
@@ -395,6 +397,30 @@ class Model:
         return Encoding(ids, tokens, roles, word_ids, segments, words,
                         list(type_ids) if type_ids is not None else None, truncated, meta,
                         full_length=len(full["input_ids"]))
+
+    def _encode_attention(self, att: Any) -> Encoding:
+        """The input an ``Attention``/``LazyAttention`` of this model was computed on: its
+        own token ids, tokens, roles and words (never its text tokenised again)."""
+        ids = getattr(att, "input_ids", None)
+        if ids is None or getattr(att, "level", "token") != "token":
+            raise InputError(
+                f"This {type(att).__name__} keeps no token ids (word level, or built from maps); "
+                "pass the text it was computed from, or attention from model.attend(text)."
+            )
+        if getattr(att, "model", "") and att.model != self.name:
+            raise InputError(f"This attention was computed by {att.model!r}, not {self.name!r}; "
+                             "pass its text, or attention of this model.")
+        ids = validate.token_ids(ids, len(self.tokenizer)).tolist()
+        if len(ids) > self.max_length:
+            raise InputError(f"This attention has {len(ids)} tokens, more than the model's "
+                             f"{self.max_length} positions.")
+        roles = [str(r) for r in att.roles]
+        segs = getattr(att, "segments", None)
+        segments = [0 if r == "word" else -1 for r in roles] if segs is None else \
+            [int(s) for s in segs]
+        type_ids = [max(s, 0) for s in segments] if self._accepts_type_ids else None
+        return Encoding(ids, list(att.tokens), roles, [int(w) for w in att.word_ids], segments,
+                        list(att.words), type_ids, False, full_length=len(ids))
 
     def encode_ids(self, ids: Sequence[int]) -> Encoding:
         """Token ids as one input, exactly as given (no special tokens added or removed).
