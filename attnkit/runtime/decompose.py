@@ -41,7 +41,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..core import validate
-from ..errors import CaptureError, InputError
+from ..errors import CaptureError
 from .archs import layout_of, submodule
 from ..core.labels import head_label, mlp_label
 from .weights import LinearNorm, component_names, head_weights, layer_modules, stream_spec, torch_matmul
