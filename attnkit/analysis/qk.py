@@ -489,9 +489,7 @@ class QKEmbedding(Result):
         >>> len(emb.head(0, 1)) == len(emb.table) // 4
         True
         """
-        if (int(layer), int(head)) not in [tuple(x) for x in self.meta["heads"]]:
-            raise InputError(f"Head {(layer, head)} is not in this embedding; it holds "
-                             f"{[tuple(x) for x in self.meta['heads']]}.")
+        layer, head = self._check_head(layer, head)
         t = self.table
         return t[(t["layer"] == layer) & (t["head"] == head)]
 
@@ -543,13 +541,25 @@ class QKEmbedding(Result):
         True
         """
         it = self._source(item)
+        layer, head = self._check_head(layer, head)
         return scores(it.states, layer, head, causal=it.causal)
 
+    def _check_head(self, layer: Any, head: Any) -> tuple[int, int]:
+        heads = [(int(l), int(h)) for l, h in self.meta["heads"]]
+        n_layers = self.meta.get("n_layers") or max(l for l, _ in heads) + 1
+        n_heads = self.meta.get("n_heads") or max(h for _, h in heads) + 1
+        layer, head = validate.head_index(layer, head, n_layers, n_heads)
+        if (layer, head) not in heads:
+            raise InputError(f"layer {layer}, head {head} is not in this embedding; it holds "
+                             f"{heads}.")
+        return layer, head
+
     def _source(self, item: int) -> _Item:
+        i = validate.index(item, len(self._sources), "item")
         for it in self._sources:
-            if it.item == int(item):
+            if it.item == i:
                 return it
-        raise InputError(f"Item {item} is not in this embedding (items 0..{len(self._sources) - 1}).")
+        raise InputError(f"item {item} is not in this embedding (items 0..{len(self._sources) - 1}).")
 
     def join(self, data: pd.DataFrame, *, on: Sequence[str] = ("item", "position")) -> QKEmbedding:
         """A copy with more columns per point (part of speech, relation, ...).
@@ -678,6 +688,7 @@ def qk_embedding(
     >>> emb.faithfulness.table.index.names, len(emb.faithfulness.table)
     (FrozenList(['layer', 'head']), 4)
     """
+    seed = validate.seed(seed)
     _check_method(method, dims)
     items = _sources(attentions)
     chosen = _heads(items, heads)
@@ -775,6 +786,7 @@ def qk_faithfulness(
     >>> sorted(r.table.columns)[:3]
     ['nearest_key_normalized', 'nearest_key_original_normalized', 'nearest_key_original_raw']
     """
+    seed = validate.seed(seed)
     parts = {}
     for norm, name in ((False, "raw"), (True, "normalized")):
         emb = qk_embedding(attentions, heads=heads, method=method, dims=dims, normalize=norm,

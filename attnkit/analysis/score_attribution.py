@@ -27,7 +27,7 @@ not enter ``s``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -88,6 +88,9 @@ def _grouping(names: list[str], components: Any) -> tuple[list[str], np.ndarray]
             if g not in out:
                 out.append(g)
     else:
+        if isinstance(components, bytes) or not isinstance(components, Iterable):
+            raise InputError(f"components must be one of {', '.join(map(repr, GRAINS))} or a "
+                             f"list of component names; got {components!r}.")
         keep = [str(c) for c in components]
         missing = [c for c in keep if c not in names]
         if missing:

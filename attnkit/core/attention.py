@@ -170,6 +170,7 @@ class Attention(Positions):
             raise InputError(
                 f"Attention maps must have shape [layer, head, n, n]; got {self.maps.shape}."
             )
+        validate.choice(self.measure, "measure", validate.MEASURES)
         check_maps(self.maps, weights=self.measure == "weights",
                    sinks=bool(self.meta.get("sinks", False)))
         n = self.maps.shape[2]

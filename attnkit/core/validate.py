@@ -53,6 +53,10 @@ ROLES = ("cls", "sep", "word", "special")
 #: The levels attention is read at: model tokens, or words (Clark pooling).
 LEVELS = ("token", "word")
 
+#: What a map can hold (:mod:`attnkit.runtime.measures`): attention weights, or a measure of
+#: what attention passes on.
+MEASURES = ("weights", "norm", "norm+residual", "alti", "grad×attn")
+
 
 # ------------------------------------------------------------------ numbers
 def integer(value: Any, name: str, *, minimum: int | None = None) -> int:
@@ -433,9 +437,11 @@ def position_pairs(pairs: Any, n: int, name: str = "pairs") -> np.ndarray:
     return np.asarray(out, dtype=np.int64)
 
 
-def model(value: Any, name: str = "model") -> None:
+def model(value: Any, name: str = "model", *, family: str | tuple[str, ...] | None = None) -> None:
     """Refuse what is not a loaded attnkit model: a model's name (``"minilm"``), a bare
-    transformers model (``model.hf``), or anything else, saying how to get one.
+    transformers model (``model.hf``), or anything else, saying how to get one; with
+    ``family`` (``"text"``, ``"encoder-decoder"``, ``"vision"``), also a model of another
+    family.
 
     >>> model("minilm")
     Traceback (most recent call last):
@@ -445,9 +451,58 @@ def model(value: Any, name: str = "model") -> None:
         raise InputError(f"{name} must be a loaded model, not the name {str(value)!r}: load it "
                          f"first (model = attnkit.load({str(value)!r})) and pass that.")
     if hasattr(value, "n_layers") and hasattr(value, "encode"):
+        have = getattr(value, "family", "text")
+        families = (family,) if isinstance(family, str) else family
+        if families is not None and have not in families:
+            raise InputError(f"{name} is a{'n' if have[0] in 'aeiou' else ''} {have} model "
+                             f"({getattr(value, 'name', type(value).__name__)}); this needs a "
+                             f"{' or '.join(families)} model.")
         return
     if hasattr(value, "config") and hasattr(value, "forward"):
         raise InputError(f"{name} is a bare transformers {type(value).__name__}; pass the model "
                          "attnkit.load(...) returned (its .hf is this object).")
     raise InputError(f"{name} must be a model loaded with attnkit.load(...); got "
                      f"{type(value).__name__}.")
+
+
+def seed(value: Any, name: str = "seed") -> int:
+    """A seed of randomness: a whole number of at least 0.
+
+    >>> seed(0)
+    0
+    """
+    return integer(value, name, minimum=0)
+
+
+def span(value: Any, name: str) -> slice:
+    """A slice of positions (``rows=``, ``cols=`` of readers that take only slices): bounds
+    and step whole numbers or None, step not zero.
+
+    >>> span(slice(1, 3), "rows")
+    slice(1, 3, None)
+    """
+    if not isinstance(value, slice):
+        raise InputError(f"{name} must be a slice of positions (e.g. slice(0, 8)); got "
+                         f"{type(value).__name__} {value!r}.")
+    for bound in (value.start, value.stop, value.step):
+        if bound is not None:
+            integer(bound, f"{name} (a slice bound)")
+    if value.step == 0:
+        raise InputError(f"{name}: a slice step cannot be zero.")
+    return value
+
+
+def path(value: Any, name: str = "path") -> Any:
+    """A file or folder path: a ``str`` or ``os.PathLike`` (not a number, not None), as a
+    :class:`pathlib.Path`.
+
+    >>> path("data/x.conllu").name
+    'x.conllu'
+    """
+    import os
+    from pathlib import Path
+
+    if isinstance(value, bytes) or not isinstance(value, (str, os.PathLike)):
+        raise InputError(f"{name} must be a file or folder path (str or Path); got "
+                         f"{type(value).__name__} {value!r}.")
+    return Path(value)

@@ -61,6 +61,7 @@ def layer_matrix(attentions: AttentionLike, layer: int, *, residual: float = 0.5
     >>> ak.flow.layer_matrix(att, 0).tolist()
     [[1.0, 0.0], [0.25, 0.75]]
     """
+    layer = validate.index(layer, attentions.n_layers, "layer")
     return _mix(head_mean(attentions, layer, shares=True), residual)
 
 

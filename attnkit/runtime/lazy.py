@@ -301,7 +301,7 @@ class LazyAttention(Positions):
         >>> att.support(slice(2, 4))  # causal: rows 2 and 3 see keys 0 to 3
         slice(0, 4, None)
         """
-        start, stop, _ = rows.indices(len(self))
+        start, stop, _ = validate.span(rows, "rows").indices(len(self))
         if stop <= start:
             return slice(0, 0)
         if self._groups is not None:

@@ -193,7 +193,7 @@ class Model:
         self.tokenizer = tokenizer
         self.config = hf_model.config
         self.name = name or getattr(self.config, "_name_or_path", "") or type(hf_model).__name__
-        self.path = path
+        self.path = "" if path == "" else str(validate.path(path))
         self.model_type = getattr(self.config, "model_type", "")
 
     def __repr__(self) -> str:
@@ -744,6 +744,7 @@ class Model:
         >>> tiny_model("bert").dense_bytes(10)  # 4 bytes x 2 layers x 2 heads x 10 x 10
         1600
         """
+        n = validate.integer(n, "n", minimum=0)
         return 4 * self.n_layers * self.n_heads * n * n
 
     def attend(self, item: Any, *, level: str = "token", embeddings: bool = False,

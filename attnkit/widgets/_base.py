@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import html
 import io
+import os
 import uuid
 import warnings
 from pathlib import Path
@@ -306,10 +307,13 @@ class AttnkitWidget(anywidget.AnyWidget):
         ...     view.save(pathlib.Path(folder) / "cat.svg").stat().st_size > 0
         True
         """
+        if not isinstance(path, (str, os.PathLike)):
+            raise InputError(f"path must be a file name (str or Path); got {path!r}.")
         path = Path(path)
         fmt = path.suffix.lower().lstrip(".")
         if fmt not in ("png", "svg", "pdf"):
-            raise InputError(f"cannot save {path.name!r}: use a .png, .svg or .pdf file name.")
+            raise InputError(f"cannot save to path {str(path)!r}: use a .png, .svg or .pdf file "
+                             "name.")
         if not path.parent.exists():
             raise InputError(f"cannot save to {path}: folder {path.parent} does not exist.")
         self.figure().savefig(path, format=fmt, dpi=dpi)

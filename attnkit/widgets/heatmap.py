@@ -205,6 +205,8 @@ class Heatmap(Progressive, SinkAwareScale, AttnkitWidget):
         value_label: str | None = None,
         progressive: bool | None = None,
     ) -> None:
+        embed = None if embed is None else validate.size(embed, "embed")
+        overview = validate.integer(overview, "overview", minimum=16)
         att = attentions
         if not isinstance(att, AttentionLike):
             raise InputError(f"Heatmap takes attention (Attention or LazyAttention); got {type(att).__name__}.")
@@ -330,6 +332,7 @@ class Heatmap(Progressive, SinkAwareScale, AttnkitWidget):
         >>> ak.Heatmap.difference(a, b, names=("A", "B")).matrix.round(2).tolist()
         [[0.0, 0.0], [0.3, -0.3]]
         """
+        embed = None if embed is None else validate.size(embed, "embed")
         att_a, att_b = attentions, other
         for a in (att_a, att_b):
             if not isinstance(a, AttentionLike):
@@ -414,6 +417,7 @@ class Heatmap(Progressive, SinkAwareScale, AttnkitWidget):
         >>> ak.Heatmap(att).block(slice(1, 2), slice(0, 2)).tolist()
         [[0.25, 0.75]]
         """
+        rows, cols = validate.span(rows, "rows"), validate.span(cols, "cols")
         return pyr.block(self._source, self.layer, self.head, rows, cols)
 
     @property

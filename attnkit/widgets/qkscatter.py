@@ -106,6 +106,7 @@ class QKScatter(AttnkitWidget):
     def __init__(self, embedding: Any, *, layer: int | None = None, head: int | None = None,
                  mode: str = "head", color_by: str = "kind", max_bytes: int = MAX_BYTES,
                  title: str | None = None) -> None:
+        max_bytes = validate.size(max_bytes, "max_bytes")
         table = getattr(embedding, "table", None)
         if table is None or not {"x", "y", "kind", "layer", "head"} <= set(table.columns):
             raise InputError("QKScatter takes what attnkit.qk_embedding returned.")

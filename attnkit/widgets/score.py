@@ -18,6 +18,7 @@ import traitlets
 from matplotlib.figure import Figure
 
 from ..core.labels import head_label
+from ..core import validate
 from ..errors import InputError
 from ..core.results import Result
 from ._base import AttnkitWidget, ShowsHead
@@ -78,6 +79,8 @@ class ScoreView(AttnkitWidget):
 
     def __init__(self, data: Result, *, query: int | None = None, top: int = 6,
                  title: str | None = None) -> None:
+        top = validate.size(top, "top")
+        query = None if query is None else validate.integer(query, "query")
         meta = getattr(data, "meta", {})
         if not isinstance(data, Result) or "scores" not in meta or meta.get("aggregate"):
             raise InputError("ScoreView takes a per-pair result of ak.score_attribution "
