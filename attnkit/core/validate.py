@@ -212,7 +212,7 @@ def positions(where: Any, n: int, name: str = "positions", *, unique: bool = Fal
     """
     out = _positions(where, n, name)
     if not empty and out.size == 0:
-        raise EmptyInputError(f"{name} selects no position; the input has positions 0..{n - 1}.")
+        raise InputError(f"{name} is empty: it selects no position of the input's 0..{n - 1}.")
     if unique and len(np.unique(out)) != len(out):
         vals, counts = np.unique(out, return_counts=True)
         raise InputError(f"{name} gives position {int(vals[counts > 1][0])} more than once; "
@@ -433,7 +433,7 @@ def position_pairs(pairs: Any, n: int, name: str = "pairs") -> np.ndarray:
         except InputError as exc:
             raise InputError(f"{name}: {exc} The input has {n} positions.") from None
     if not out:
-        raise EmptyInputError(f"{name} is empty; give at least one (query, key) pair.")
+        raise InputError(f"{name} is empty; give at least one (query, key) pair.")
     return np.asarray(out, dtype=np.int64)
 
 
