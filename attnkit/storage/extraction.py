@@ -103,7 +103,7 @@ def _no_pairs(model: Any, parts: tuple[str, ...]) -> None:
 
 
 def _qk_layers(qk_layers: Sequence[int] | None, keep_qk: bool, level: str,
-               n_layers: int) -> tuple[int, ...] | None:
+               n_layers: int | None) -> tuple[int, ...] | None:
     """The layers whose queries and keys are kept (None: every layer, known once the model
     is), checked as far as possible before the model runs."""
     if not keep_qk:
@@ -114,7 +114,12 @@ def _qk_layers(qk_layers: Sequence[int] | None, keep_qk: bool, level: str,
         raise InputError("Queries and keys are per token: keep='qk' needs level='token'.")
     if qk_layers is None:
         return None
-    layers = tuple(sorted(set(validate.indices(qk_layers, n_layers, "qk_layers"))))
+    if n_layers is None:  # a model given by name: its layers are known once it is loaded
+        if isinstance(qk_layers, (str, bytes)) or not isinstance(qk_layers, Iterable):
+            raise InputError(f"qk_layers must be a sequence of ints; got {qk_layers!r}.")
+        layers = tuple(sorted({validate.integer(x, "qk_layers", minimum=0) for x in qk_layers}))
+    else:
+        layers = tuple(sorted(set(validate.indices(qk_layers, n_layers, "qk_layers"))))
     if not layers:
         raise InputError("qk_layers is empty; pass the layers whose queries and keys to keep.")
     return layers
@@ -245,7 +250,8 @@ def extract(
     >>> sset[1].tokens, sset[1].maps.shape
     (['[CLS]', 'we', 'read', '.', '[SEP]'], (2, 2, 5, 5))
     """
-    validate.model(model)
+    if not isinstance(model, str):  # a name is loaded here (and on the workers)
+        validate.model(model)
     if isinstance(inputs, (str, bytes)):
         raise InputError(
             "extract() takes many inputs (a list of texts, word lists, pairs or sentences); got "
@@ -257,7 +263,7 @@ def extract(
     keep_maps, summary_names, keep_qk, pair_parts = _keep(keep)
     if isinstance(model, Model) and not isinstance(model, Seq2SeqModel):
         _no_pairs(model, pair_parts)
-    wanted_qk = _qk_layers(qk_layers, keep_qk, level, model.n_layers)
+    wanted_qk = _qk_layers(qk_layers, keep_qk, level, getattr(model, "n_layers", None))
     measure = check_measure(measure=measure)
     if embeddings and not keep_maps:
         raise InputError("embeddings=True needs keep to include 'maps'.")

@@ -291,7 +291,7 @@ def measure_maps(model: Any, encodings: Sequence[Any], *, measure: str = "weight
     >>> [m.shape for m in measure_maps(model, [model.encode("The cat sat.")], measure="alti")]
     [(2, 1, 6, 6)]
     """
-    validate.model(model, family=("text", "encoder-decoder"))
+    validate.model(model)
     measure = check_measure(measure=measure)
     if measure == "grad×attn":
         from .grad_attn import grad_attn
