@@ -232,6 +232,7 @@ class Attention(Positions):
                 + ". Use model.attend(text) at token level, or a store extracted with "
                 "keep='qk' and level='token'."
             )
+        self.qk.causal = bool(self.causal)  # the mask the model applied, as a store records it
         return self.qk
 
     def queries(self, layer: int) -> np.ndarray:

@@ -41,7 +41,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..core import validate
-from ..errors import CaptureError
+from ..errors import CaptureError, InputError
 from .archs import layout_of, submodule
 from ..core.labels import head_label, mlp_label
 from .weights import LinearNorm, component_names, head_weights, layer_modules, stream_spec, torch_matmul
@@ -440,7 +440,29 @@ class _Walker:
         names = component_names(self.model, self.layer)
         parts = [self._post_parts(i, names) if self.post else self.proj[i]
                  for i in range(len(self.readers))]
+        _finite(self.x[self.layer], names, parts, self.layer, self.model)
         return Walk(names, parts, self.pos, self.x[self.layer], self.target)
+
+
+def _finite(stream: Any, names: list[str], parts: list[Any], layer: int, model: Any) -> None:
+    """Refuse a stream or a component holding NaN or infinite values (a table of NaN terms
+    would say nothing), naming where it first appears."""
+    import torch
+
+    if bool(torch.isfinite(stream).all()) and all(bool(torch.isfinite(p).all()) for p in parts):
+        return
+    where = "the stream"
+    for p in parts:
+        bad = (~torch.isfinite(p)).reshape(p.shape[0], -1).any(-1).nonzero()
+        if len(bad):
+            where = f"component {names[int(bad[0])]!r}"
+            break
+    raise InputError(
+        f"The residual stream entering layer {layer} holds NaN or infinite values (first in "
+        f"{where}): {getattr(model, 'name', 'the model')}'s weights or its forward pass produced "
+        "them. Check the weights (a damaged file, an overflow in float16) and run in float32 "
+        "(attnkit.load(..., dtype='float32'))."
+    )
 
 
 def _const(bias: Any) -> Any:

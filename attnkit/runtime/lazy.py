@@ -414,7 +414,7 @@ class LazyAttention(Positions):
             self._qk = QKStates({i: x.query for i, x in enumerate(self._layers)},
                                 {i: x.key for i, x in enumerate(self._layers)},
                                 {i: x.scaling for i, x in enumerate(self._layers)},
-                                self._layers[0].softcap)
+                                self._layers[0].softcap, causal=bool(self.causal))
         return self._qk
 
     def queries(self, layer: int) -> np.ndarray:

@@ -251,7 +251,8 @@ def extract(
     (['[CLS]', 'we', 'read', '.', '[SEP]'], (2, 2, 5, 5))
     """
     if not isinstance(model, str):  # a name is loaded here (and on the workers)
-        validate.model(model)
+        # a store holds token (or pair) attention: vision models attend image by image
+        validate.model(model, family=("text", "encoder-decoder"))
     if isinstance(inputs, (str, bytes)):
         raise InputError(
             "extract() takes many inputs (a list of texts, word lists, pairs or sentences); got "
