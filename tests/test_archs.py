@@ -2,12 +2,15 @@
 covers has exactly one complete record, and each fact in it is true of the family's model."""
 
 import pytest
+import transformers
 
-from attnkit.errors import UnsupportedModelError
+from attnkit.errors import InputError, UnsupportedModelError
 from attnkit.runtime import archs
 from attnkit.runtime.archs import ARCHS, arch_of, layout_of, stream_of, submodule
 from attnkit.runtime.seq2seq import SUPPORTED as SEQ2SEQ_SUPPORTED
+from attnkit.runtime.vision import REFUSED as VISION_REFUSED
 from attnkit.runtime.vision import SUPPORTED as VISION_SUPPORTED
+from attnkit.runtime.vision import check_family
 from attnkit.testing import SEQ2SEQ_KINDS, VISION_KINDS, tiny_model, tiny_seq2seq, tiny_vision
 from test_capture import ARCHS as TEXT_SWEEP
 from test_capture import SWEEP
@@ -62,10 +65,19 @@ def test_each_record_is_complete_and_true(sweep, kind):
         assert arch.offset_positions == (model.max_length == model.hf.config.max_position_embeddings - 2)
 
 
-def test_the_readers_take_their_families_from_the_records():
+def test_the_readers_take_their_families_from_the_records(sweep):
     assert SEQ2SEQ_SUPPORTED == archs.families("encoder-decoder")
     assert set(VISION_SUPPORTED) == set(archs.families("vision"))
+    assert "swin" in VISION_REFUSED and "swin" not in VISION_SUPPORTED
     assert all(arch.reader in archs.READERS for arch in ARCHS.values())
+    # the vision records' specials and towers are what the models read
+    assert sweep["deit"].specials == ["[CLS]", "[DIST]"] and sweep["vit"].specials == ["[CLS]"]
+    # CLIPVisionModel is the tower itself; CLIPModel keeps it in .vision_model
+    assert sweep["clip"].base is sweep["clip"].hf and arch_of("clip").tower == "vision_model"
+    with pytest.raises(UnsupportedModelError, match="shifted local windows"):
+        check_family(transformers.SwinConfig(), "tiny-swin")
+    with pytest.raises(InputError, match="reader must be one of"):
+        archs.families("audio")
 
 
 def test_a_family_without_a_layout_is_refused_by_name():

@@ -13,6 +13,7 @@ from attnkit.runtime.measures import _arch
 from attnkit.runtime.archs import submodule
 from attnkit.runtime.measures._arch import spec
 from attnkit.testing import CORPUS, tiny_model
+from tolerances import assert_close, F32
 
 pytestmark = pytest.mark.numerics
 
@@ -33,8 +34,7 @@ def _check(model, monkeypatch, label):
         want = _uncached(model, measure, monkeypatch)
         # The same kernels on the same inputs, so the two agree to float32 rounding; a
         # matrix of another model (the failure this guards against) is off by O(0.1).
-        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6,
-                                   err_msg=f"{label} {measure}")
+        assert_close(got, want, F32, err_msg=f"{label} {measure}")
 
 
 @pytest.mark.slow
@@ -89,5 +89,5 @@ def test_weights_changed_in_place_get_new_matrices(monkeypatch, kind):
     _check(model, monkeypatch, f"{kind} load_state_dict")
     for m in MEASURES:  # the same weights give the other model's maps
         # Both models run the same kernels on equal weights and inputs: float32 rounding.
-        np.testing.assert_allclose(model.attend(TEXT, measure=m).maps,
-                                   other.attend(TEXT, measure=m).maps, rtol=1e-5, atol=1e-6)
+        assert_close(model.attend(TEXT, measure=m).maps,
+                                   other.attend(TEXT, measure=m).maps, F32)

@@ -124,6 +124,15 @@ class Arch:
         Where its embeddings, norms and projections are; None likewise.
     offset_positions : bool
         Position ids start after the padding index (``max_position_embeddings - 2`` usable).
+    type_ids : bool
+        The model reads ``token_type_ids`` (where its config has a type vocabulary; RoBERTa's
+        family has one of size 1 that it never reads from the tokenizer).
+    specials : tuple of str
+        Vision: the special tokens before the patches.
+    tower : str, optional
+        Vision: the attribute holding the vision transformer (CLIP's ``vision_model``).
+    refused : str, optional
+        Why attnkit recognises the family and refuses it ("" or None: it reads it).
     """
 
     reader: str = "text"
@@ -131,6 +140,10 @@ class Arch:
     layout: Layout | None = None
     stream: Stream | None = None
     offset_positions: bool = False
+    type_ids: bool = True
+    specials: tuple[str, ...] = ()
+    tower: str | None = None
+    refused: str | None = None
 
 
 _BERT_LAYOUT = Layout("encoder.layer", "attention.self", "attention.output.dense", "post",
@@ -145,10 +158,15 @@ _ROTARY_STREAM = Stream((), None, "input_layernorm", None, "split", "self_attn.q
                         "self_attn.k_proj", "self_attn.v_proj", rotary=True)
 _ROTARY = Arch(causal=True, layout=_DECODER_LAYOUT, stream=_ROTARY_STREAM)
 #: ViT and DeiT: ``x + Attn(layernorm_before(x))``
-_VIT = Arch("vision", layout=Layout("layers", "attention", "attention.o_proj", "pre"))
+_VIT_LAYOUT = Layout("layers", "attention", "attention.o_proj", "pre")
 #: CLIP's vision tower (:attr:`attnkit.runtime.vision.VisionModel.base` of CLIPModel and
 #: CLIPVisionModel alike): ``x + Attn(layer_norm1(x))``
-_CLIP = Arch("vision", layout=Layout("encoder.layers", "self_attn", "self_attn.out_proj", "pre"))
+_CLIP_LAYOUT = Layout("encoder.layers", "self_attn", "self_attn.out_proj", "pre")
+_SWIN = Arch("vision", refused=(
+    "Swin computes attention inside shifted local windows (a separate window x window map per "
+    "window and layer), not one map over the image, so rollout, flow and the patch views do "
+    "not apply."))
+_NO_ATTENTION = Arch("vision", refused="It has no attention over the image's patches.")
 _CAUSAL = Arch(causal=True)
 _SEQ2SEQ = Arch("encoder-decoder")
 
@@ -156,8 +174,9 @@ _SEQ2SEQ = Arch("encoder-decoder")
 ARCHS: dict[str, Arch] = {
     # encoders, decomposed
     "bert": Arch(layout=_BERT_LAYOUT, stream=_BERT_STREAM),
-    "roberta": Arch(layout=_BERT_LAYOUT, stream=_BERT_STREAM, offset_positions=True),
-    "xlm-roberta": Arch(layout=_BERT_LAYOUT, stream=_BERT_STREAM, offset_positions=True),
+    "roberta": Arch(layout=_BERT_LAYOUT, stream=_BERT_STREAM, offset_positions=True, type_ids=False),
+    "xlm-roberta": Arch(layout=_BERT_LAYOUT, stream=_BERT_STREAM, offset_positions=True,
+                        type_ids=False),
     "distilbert": Arch(
         layout=Layout("transformer.layer", "attention", "attention.out_lin", "post", "sa_layer_norm"),
         stream=Stream(
@@ -165,7 +184,7 @@ ARCHS: dict[str, Arch] = {
             "embeddings.LayerNorm", None, "output_layer_norm", "split",
             "attention.q_lin", "attention.k_lin", "attention.v_lin")),
     # encoders read through their attention weights only
-    "camembert": Arch(offset_positions=True),
+    "camembert": Arch(offset_positions=True, type_ids=False),
     "longformer": Arch(offset_positions=True),
     # decoders, decomposed
     "gpt2": Arch(causal=True, layout=Layout("h", "attn", "attn.c_proj", "pre", conv1d=True),
@@ -194,20 +213,30 @@ ARCHS: dict[str, Arch] = {
     "marian": _SEQ2SEQ,
     "pegasus": _SEQ2SEQ,
     # vision transformers (attnkit.runtime.vision)
-    "vit": _VIT,
-    "deit": _VIT,
-    "clip": _CLIP,
-    "clip_vision_model": _CLIP,
+    "vit": Arch("vision", layout=_VIT_LAYOUT, specials=("[CLS]",)),
+    "deit": Arch("vision", layout=_VIT_LAYOUT, specials=("[CLS]", "[DIST]")),
+    "clip": Arch("vision", layout=_CLIP_LAYOUT, specials=("[CLS]",), tower="vision_model"),
+    "clip_vision_model": Arch("vision", layout=_CLIP_LAYOUT, specials=("[CLS]",)),
+    # vision families recognised and refused
+    "swin": _SWIN,
+    "swinv2": _SWIN,
+    "donut-swin": _SWIN,
+    "maskformer-swin": _SWIN,
+    "convnext": _NO_ATTENTION,
+    "resnet": _NO_ATTENTION,
 }
 
 
-def families(reader: str) -> tuple[str, ...]:
-    """The ``model_type`` values one kind of model reads, in :data:`ARCHS`' order.
+def families(reader: str, *, refused: bool = False) -> tuple[str, ...]:
+    """The ``model_type`` values one kind of model reads (or, with ``refused=True``, those
+    it recognises and refuses), in :data:`ARCHS`' order.
 
     Parameters
     ----------
     reader : {"text", "encoder-decoder", "vision"}
         The kind of model.
+    refused : bool
+        The refused families instead of the read ones.
 
     Returns
     -------
@@ -220,7 +249,8 @@ def families(reader: str) -> tuple[str, ...]:
     """
     if reader not in READERS:
         raise InputError(f"reader must be one of {', '.join(map(repr, READERS))}; got {reader!r}.")
-    return tuple(name for name, arch in ARCHS.items() if arch.reader == reader)
+    return tuple(name for name, arch in ARCHS.items()
+                 if arch.reader == reader and bool(arch.refused) == refused)
 
 
 def arch_of(model: Any) -> Arch:
@@ -229,8 +259,8 @@ def arch_of(model: Any) -> Arch:
 
     Parameters
     ----------
-    model : Model, transformers model or config
-        Anything with ``model_type`` (or a ``config`` that has it).
+    model : Model, transformers model, config or str
+        Anything with ``model_type`` (or a ``config`` that has it), or the ``model_type``.
 
     Returns
     -------
@@ -246,14 +276,17 @@ def arch_of(model: Any) -> Arch:
 
 
 def model_type(model: Any) -> str:
-    """``config.model_type`` of a Model, a transformers model or a config ('' if none).
+    """``config.model_type`` of a Model, a transformers model or a config ('' if none); a
+    string is taken as the ``model_type`` itself.
 
     Examples
     --------
     >>> from attnkit.testing import tiny_model
-    >>> model_type(tiny_model("llama"))
-    'llama'
+    >>> model_type(tiny_model("llama")), model_type("deit")
+    ('llama', 'deit')
     """
+    if isinstance(model, str):
+        return model
     kind = getattr(model, "model_type", None)
     if not kind:
         kind = getattr(getattr(model, "config", None), "model_type", None)

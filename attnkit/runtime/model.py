@@ -152,9 +152,7 @@ class Model:
         if self.causal and tokenizer.bos_token:
             self.cls_token = tokenizer.bos_token
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-        self._accepts_type_ids = getattr(config, "type_vocab_size", 0) and self.model_type not in (
-            "roberta", "xlm-roberta", "camembert"
-        )
+        self._accepts_type_ids = getattr(config, "type_vocab_size", 0) and arch.type_ids
         params: Any
         try:
             params = inspect.signature(self.base.forward).parameters
