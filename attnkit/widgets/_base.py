@@ -138,6 +138,16 @@ class SinkAwareScale(traitlets.HasTraits):
         return proposal["value"]
 
 
+class WholeNumber(traitlets.Int):
+    """An ``Int`` trait that takes whole numbers only, as every attnkit index does: a float
+    (``0.5``, ``1.0``), a bool, a string or None assigned from Python is an
+    :class:`~attnkit.errors.InputError` naming the trait (traitlets' own ``Int`` raises its
+    ``TraitError`` for floats and takes ``True`` as 1)."""
+
+    def validate(self, obj: Any, value: Any) -> Any:
+        return super().validate(obj, validate.integer(value, self.name or "value"))
+
+
 class PicksLayerHead(traitlets.HasTraits):
     """Traits of a view with a layer stepper and a head picker whose ``head`` may be ``-1``
     (every head, or their mean): ``n_layers``, ``n_heads``, ``layer``, ``head``, validated
@@ -146,8 +156,8 @@ class PicksLayerHead(traitlets.HasTraits):
 
     n_layers = traitlets.Int(1).tag(sync=True)
     n_heads = traitlets.Int(1).tag(sync=True)
-    layer = traitlets.Int(0).tag(sync=True)
-    head = traitlets.Int(-1).tag(sync=True)
+    layer = WholeNumber(0).tag(sync=True)
+    head = WholeNumber(-1).tag(sync=True)
 
     @traitlets.validate("layer")
     def _check_layer(self, proposal: dict[str, Any]) -> int:

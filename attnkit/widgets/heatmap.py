@@ -19,7 +19,7 @@ from ..plot import attention as plots
 from ..core.labels import head_label
 from ..core.types import AttentionLike
 from . import _pyramid as pyr
-from ._base import AttnkitWidget, SinkAwareScale, measure_of
+from ._base import AttnkitWidget, SinkAwareScale, WholeNumber, measure_of
 from ._codec import f16, message, wire
 from ._progressive import Progressive, fills_in
 
@@ -162,8 +162,8 @@ class Heatmap(Progressive, SinkAwareScale, AttnkitWidget):
 
     tokens = traitlets.List(traitlets.Unicode()).tag(sync=True)
     n = traitlets.Int(0).tag(sync=True)
-    layer = traitlets.Int(0).tag(sync=True)
-    head = traitlets.Int(0).tag(sync=True)
+    layer = WholeNumber(0).tag(sync=True)
+    head = WholeNumber(0).tag(sync=True)
     n_layers = traitlets.Int(1).tag(sync=True)
     n_heads = traitlets.Int(1).tag(sync=True)
     pyramid = traitlets.Dict().tag(sync=True)

@@ -21,7 +21,7 @@ from ..core import validate
 from ..errors import InputError
 from ..flow.rollout import rollout
 from ..core.types import AttentionLike
-from ._base import AttnkitWidget, PicksLayerHead, measure_of
+from ._base import AttnkitWidget, PicksLayerHead, WholeNumber, measure_of
 from ._codec import f16, wire
 
 #: the overlay of a head's (or the heads' mean) attention; ``"rollout"`` is added by default
@@ -102,7 +102,7 @@ class ImageAttention(PicksLayerHead, AttnkitWidget):
     grid = traitlets.List(traitlets.Int()).tag(sync=True)
     first_patch = traitlets.Int(1).tag(sync=True)
     tokens = traitlets.List(traitlets.Unicode()).tag(sync=True)
-    query = traitlets.Int(0).tag(sync=True)
+    query = WholeNumber(0).tag(sync=True)
     overlay = traitlets.Unicode(ATTENTION).tag(sync=True)
     overlays = traitlets.List(traitlets.Unicode()).tag(sync=True)
     layered = traitlets.Bool(True).tag(sync=True)

@@ -15,7 +15,7 @@ from ..core import validate
 from ..core.labels import head_label
 from ..errors import InputError
 from ..plot.qk import KIND_COLORS, plot_qk_embedding
-from ._base import AttnkitWidget
+from ._base import AttnkitWidget, WholeNumber
 from ._codec import read, wire
 
 #: Bytes of points a widget sends (and a saved notebook or report embeds) at most: at 5 bytes
@@ -98,8 +98,8 @@ class QKScatter(AttnkitWidget):
     color_by = traitlets.Unicode("kind").tag(sync=True)
     columns = traitlets.List(traitlets.Unicode()).tag(sync=True)
     mode = traitlets.Unicode("head").tag(sync=True)
-    layer = traitlets.Int(0).tag(sync=True)
-    head = traitlets.Int(0).tag(sync=True)
+    layer = WholeNumber(0).tag(sync=True)
+    head = WholeNumber(0).tag(sync=True)
     selection = traitlets.Dict().tag(sync=True)
     clicked = traitlets.Int(-1).tag(sync=True)
 

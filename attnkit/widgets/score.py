@@ -21,7 +21,7 @@ from ..core.labels import head_label
 from ..core import validate
 from ..errors import InputError
 from ..core.results import Result
-from ._base import AttnkitWidget, ShowsHead
+from ._base import AttnkitWidget, ShowsHead, WholeNumber
 from ._codec import wire
 
 class ScoreView(AttnkitWidget):
@@ -61,9 +61,9 @@ class ScoreView(AttnkitWidget):
 
     _bundle_name = "score"
 
-    query = traitlets.Int(0).tag(sync=True)
-    layer = traitlets.Int(0).tag(sync=True)
-    head = traitlets.Int(0).tag(sync=True)
+    query = WholeNumber(0).tag(sync=True)
+    layer = WholeNumber(0).tag(sync=True)
+    head = WholeNumber(0).tag(sync=True)
     tokens = traitlets.List(traitlets.Unicode()).tag(sync=True)
     components = traitlets.List(traitlets.Unicode()).tag(sync=True)
     key_positions = traitlets.List(traitlets.Int()).tag(sync=True)

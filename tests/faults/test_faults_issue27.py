@@ -221,3 +221,30 @@ def test_image_view_names_the_layer_range_of_a_two_layer_model():
     a = tiny_vision("vit").attend(np.zeros((32, 32, 3), np.uint8))
     err = raises_exactly(InputError, ak.ImageAttention, a, layer=5)
     assert "layer 5 is outside 0..1" in str(err)
+
+
+# ------------------------------------------------------------------ views' traits
+def _views():
+    att = tiny_model("gpt2").attend("The cat sat on the mat.")
+    pair = tiny_seq2seq("bart").attend("The cat sat.", "A cat.")
+    img = tiny_vision("vit").attend(np.zeros((32, 32, 3), np.uint8))
+    emb = ak.qk_embedding(att, method="pca", progress=False)
+    return {"Heatmap": ak.Heatmap(att), "QKScatter": ak.QKScatter(emb),
+            "CrossView": ak.CrossView(pair), "ImageAttention": ak.ImageAttention(img)}
+
+
+@pytest.mark.parametrize("value", [0.5, 1.0, True, "1", None, 99])
+def test_a_views_layer_set_from_python_is_checked_like_an_argument(value):
+    """view.layer = 0.5 was traitlets' TraitError, True read as 1, and QKScatter's layer 9
+    drew 0 points."""
+    for name, view in _views().items():
+        before = view.layer
+        err = raises_exactly(InputError, setattr, view, "layer", value)
+        assert "layer" in str(err), (name, str(err))
+        assert view.layer == before, name
+
+
+def test_a_views_layer_minus_one_is_the_last():
+    for name, view in _views().items():
+        view.layer = -1
+        assert view.layer == view.n_layers - 1 if hasattr(view, "n_layers") else view.layer == 1, name
