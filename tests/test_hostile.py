@@ -129,7 +129,8 @@ def hostile(kind: str, annotation: str, valid: Any, tmp: Path) -> list[tuple[Any
     if kind == "path":
         return [(tmp / "no" / "such" / "thing", MAY), (tmp, MAY), (3, MUST)]
     if kind == "model":
-        return [("minilm", MUST), (None, MUST), *[(m, OTHER) for m in _other_models()]]
+        name = MAY if "str" in annotation else MUST  # a function that loads models by name
+        return [("minilm", name), (None, MUST), *[(m, OTHER) for m in _other_models()]]
     if kind == "maps":
         arr = np.asarray(valid, dtype=np.float32)
         nan = arr.copy()

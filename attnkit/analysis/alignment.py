@@ -99,7 +99,9 @@ def word_alignment(attentions: Any, *, layer: int, head: int, rows: str = "predi
     >>> sorted(word_alignment(cross, layer=0, head=0))  # row 0 predicts y, the word at row 1
     [(1, 1)]
     """
-    return _links(cross_of(attentions).to_words(), layer, [head], rows)[head]
+    cross = cross_of(attentions)
+    layer, head = validate.head_index(layer, head, cross.n_layers, cross.n_heads)
+    return _links(cross.to_words(), layer, [head], rows)[head]
 
 
 def _links(cross: CrossAttention, layer: int, heads: Sequence[int], rows: str) -> dict[int, Links]:

@@ -304,6 +304,10 @@ def measure_maps(model: Any, encodings: Sequence[Any], *, measure: str = "weight
             f"function, but {model.name} keeps its eager attention path. Use measure='weights' "
             "or 'grad×attn'."
         )
+    if getattr(model, "family", "text") == "vision" and any(
+            "pixel_values" not in getattr(e, "meta", {}) for e in encodings):
+        raise InputError(f"encodings: {model.name} is a vision model; give it image encodings "
+                         "(model.encode(image)), not encoded text.")
     rec = MeasureRecorder(model, measure, [len(e) for e in encodings])
     try:
         model.record(encodings, [rec])
