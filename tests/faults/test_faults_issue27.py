@@ -248,3 +248,11 @@ def test_a_views_layer_minus_one_is_the_last():
     for name, view in _views().items():
         view.layer = -1
         assert view.layer == view.n_layers - 1 if hasattr(view, "n_layers") else view.layer == 1, name
+
+
+def test_extract_counts_a_truncated_target_as_a_truncated_pair():
+    model = tiny_seq2seq("t5")
+    pairs = [("A cat.", "word " * 200), ("word " * 200, "A cat."), ("A cat.", "A dog.")]
+    with pytest.warns(TruncationWarning, match="2 of 3 inputs"):
+        sset = ak.extract(model, pairs, progress=False)
+    assert sset.truncated.tolist() == [True, True, False]
