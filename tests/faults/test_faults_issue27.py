@@ -115,7 +115,8 @@ def test_nan_weights_are_refused_by_score_attribution_and_residual_stream():
     for call in (lambda: ak.score_attribution(model, TEXT, layer=1, head=0),
                  lambda: ak.residual_stream(model, TEXT, layer=1)):
         err = raises_exactly(InputError, call)
-        assert "NaN" in str(err) and "'1-" in str(err)  # names the first bad component
+        # names where: the damaged weights (layer 0's output projection, 1-indexed '1-h')
+        assert "NaN" in str(err) and ("layer 0's output weights" in str(err) or "'1-" in str(err))
 
 
 def test_a_long_seq2seq_target_warns_as_a_long_source_does():
@@ -256,3 +257,11 @@ def test_extract_counts_a_truncated_target_as_a_truncated_pair():
     with pytest.warns(TruncationWarning, match="2 of 3 inputs"):
         sset = ak.extract(model, pairs, progress=False)
     assert sset.truncated.tolist() == [True, True, False]
+
+
+def test_nan_weights_are_refused_by_composition_not_a_linalg_error():
+    model = tiny_model("llama")
+    with torch.no_grad():
+        dict(model.hf.named_parameters())["model.layers.0.self_attn.o_proj.weight"][0, :3] = float("nan")
+    err = raises_exactly(InputError, ak.composition, model, progress=False)
+    assert "layer 0's output weights" in str(err) and "NaN" in str(err)
