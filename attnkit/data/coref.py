@@ -460,6 +460,12 @@ def mention_head(item: Sentence, *, start: int, end: int, minspan: Iterable[int]
     >>> s.words[mention_head(s, start=3, end=6)]  # "on the mat"
     'mat'
     """
+    n = len(item.words)
+    start = validate.index(start, n, "start")
+    end = validate.integer(end, "end")
+    end = end + n if end < 0 else end
+    if not start < end <= n:
+        raise InputError(f"end {end} must lie in {start + 1}..{n} (after start {start}; the sentence has {n} words).")
     s = item
     heads = s.head_index
     idx = range(start, end)

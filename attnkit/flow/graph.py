@@ -266,6 +266,8 @@ def _node_attrs(att: AttentionLike, level: int, pos: int) -> dict:
 
 
 def _as_node(g: nx.DiGraph, item) -> Node:
+    if isinstance(item, (bool, np.bool_)):  # not position 0 or 1
+        raise InputError(f"A node is a (level, position) pair or an input position; got {item!r}.")
     if isinstance(item, (int, np.integer)):
         node = (0, int(item))
     elif isinstance(item, tuple) and len(item) == 2:

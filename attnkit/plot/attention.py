@@ -521,6 +521,7 @@ def plot_cluster_scatter(
     >>> fig.axes[0].get_title(loc="left")
     'heads'
     """
+    n_layers = None if n_layers is None else validate.size(n_layers, "n_layers")
     if layers is not None:
         if isinstance(layers, (str, bytes)) or not isinstance(layers, Sequence):
             raise InputError(f"layers (deprecated) must be a sequence of ints; got {layers!r}.")

@@ -451,7 +451,9 @@ class Model:
         >>> enc.roles, enc.word_ids
         (['cls', 'word', 'word', 'sep'], [-1, 0, 1, -1])
         """
-        ids = [int(i) for i in ids]
+        if isinstance(ids, (str, bytes)) or not hasattr(ids, "__iter__"):
+            raise InputError(f"ids must be a sequence of token ids (ints); got {ids!r}.")
+        ids = [validate.integer(i, "ids") for i in ids]
         if not ids:
             raise EmptyInputError("The token id list is empty; give at least one id.")
         size = len(self.tokenizer)

@@ -427,6 +427,7 @@ class AttentionSet(Sequence[Attention]):
         >>> aset.n_batches, sorted(int(i) for b in range(aset.n_batches) for i in aset.batch_items(b))
         (2, [0, 1, 2])
         """
+        b = validate.index(b, len(self._layout.batches), "b")
         return self._layout.batches[b]
 
     def read_batch(self, batch: int, *, summaries: Sequence[str] = ()) -> tuple[np.ndarray, list[Attention] | None, dict[str, np.ndarray]]:
@@ -464,6 +465,7 @@ class AttentionSet(Sequence[Attention]):
         >>> sorted(items.tolist()), len(atts), rows["stats"].shape, rows["n"].tolist()
         ([0, 1], 2, (2, 2, 2, 8), [6, 6])
         """
+        batch = validate.index(batch, len(self._layout.batches), "batch")
         b = batch
         data = self._batch(b, summaries)
         items = self._layout.batches[b]

@@ -298,9 +298,7 @@ class QKScatter(AttnkitWidget):
         >>> view.select([2]); len(view.selected)
         1
         """
-        idx = np.asarray(list(ids), dtype=np.int64)
-        if idx.size and (idx.min() < 0 or idx.max() >= self.n_points):
-            raise InputError(f"point indices must be in 0..{self.n_points - 1}.")
+        idx = validate.positions(ids, self.n_points, "ids")
         self.selection = wire(idx, "uint32") if idx.size else {}
 
     def point(self, ids: int) -> dict[str, Any]:
@@ -330,9 +328,8 @@ class QKScatter(AttnkitWidget):
         >>> p = view.point(2); p["token"], p["kind"], p["tokens"][p["position"]]
         ('cat', 'query', 'cat')
         """
-        if not 0 <= int(ids) < len(self._rows):
-            raise InputError(f"point {ids} is outside the {len(self._rows)} drawn points.")
-        row = self._emb.table.iloc[int(self._rows[int(ids)])]
+        i = validate.index(ids, len(self._rows), "ids")
+        row = self._emb.table.iloc[int(self._rows[i])]
         out = {k: (v.item() if hasattr(v, "item") else v) for k, v in row.items() if k in
                ("layer", "head", "item", "position", "token", "kind", "role")}
         out["kind"] = str(out["kind"])
@@ -360,7 +357,7 @@ class QKScatter(AttnkitWidget):
         >>> from attnkit.testing import tiny_model
         >>> view = ak.QKScatter(ak.qk_embedding(tiny_model("bert").attend("The cat sat."), method="pca"))
         >>> view.answer({"type": "point", "index": 99, "id": 3})["error"]
-        'point 99 is outside the 12 drawn points.'
+        'ids 99 is outside 0..11 (0-indexed; negative counts from the end).'
         """
         try:
             return {"id": data.get("id"), **self.point(int(data.get("index", -1)))}
