@@ -51,7 +51,7 @@ MUST, MAY = "must raise", "may pass"
 OTHER = "may pass or refuse the input"
 
 INDEX = {"layer", "head", "query", "key", "item", "batch_index", "sentence_b_start", "batch",
-         "b", "start", "end", "ids"}
+         "b", "start", "end", "ids", "position"}
 POSITIONS = {"positions", "queries", "keys", "rows", "cols", "sources", "layers", "qk_layers",
              "starts", "ends"}
 PAIRS = {"heads", "pairs"}
@@ -75,6 +75,11 @@ NOT_GENERATED = {
     "load": "loads from the hub or a folder; tests/test_load_errors.py covers its inputs",
 }
 MAX_NOT_GENERATED = 8
+
+#: Positions of a metric built before its inputs are known: their form is checked when the
+#: metric is made, their range against each input when it is applied (tests/test_interventions.py).
+DEFERRED_RANGE = {("interventions.loss", "positions"), ("interventions.kl", "positions"),
+                  ("interventions.logprob", "position"), ("interventions.logit_diff", "position")}
 
 #: Integer parameters the generator does not feed, with the reason (every other parameter
 #: typed ``int`` must be classified above: a new one fails
@@ -119,7 +124,8 @@ def _other_models() -> list[Any]:
     return [tiny_seq2seq("t5"), tiny_vision("vit")]
 
 
-def hostile(kind: str, annotation: str, valid: Any, tmp: Path) -> list[tuple[Any, str]]:
+def hostile(kind: str, annotation: str, valid: Any, tmp: Path,
+            optional: bool = False) -> list[tuple[Any, str]]:
     """The generated values for one parameter, each with what must happen."""
     if kind == "index":
         return [(0.5, MUST), (1.0, MUST), (True, MUST), (np.float64(1.0), MUST), ("0", MUST),
@@ -142,7 +148,8 @@ def hostile(kind: str, annotation: str, valid: Any, tmp: Path) -> list[tuple[Any
         return [(tmp / "no" / "such" / "thing", MAY), (tmp, MAY), (3, MUST)]
     if kind == "model":
         name = MAY if "str" in annotation else MUST  # a function that loads models by name
-        return [("minilm", name), (None, MUST), *[(m, OTHER) for m in _other_models()]]
+        return [("minilm", name), (None, MAY if optional else MUST),
+                *[(m, OTHER) for m in _other_models()]]
     if kind == "maps":
         arr = np.asarray(valid, dtype=np.float32)
         nan = arr.copy()
@@ -250,8 +257,14 @@ def test_hostile_values_get_a_result_or_an_attnkit_error_naming_the_parameter(na
     for param, kind in _targets(name):
         if param not in args:
             continue
-        for value, expect in hostile(kind, str(_signature(name).parameters[param].annotation),
-                                     args[param], tmp_path):
+        sig_param = _signature(name).parameters[param]
+        values = hostile(kind, str(sig_param.annotation), args[param], tmp_path,
+                         optional=sig_param.default is None)
+        if (name, param) in DEFERRED_RANGE:  # far out of range is refused when applied
+            far = [10**6, -(10**6), [10**6], [-(10**6)]]
+            values = [(v, MAY if any(v is f or (type(v) is type(f) and v == f) for f in far) else e)
+                      for v, e in values]
+        for value, expect in values:
             case = f"{name}({param}={_show(value)})"
             try:
                 with warnings.catch_warnings():

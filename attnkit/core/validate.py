@@ -506,3 +506,26 @@ def path(value: Any, name: str = "path") -> Any:
         raise InputError(f"{name} must be a file or folder path (str or Path); got "
                          f"{type(value).__name__} {value!r}.")
     return Path(value)
+
+
+def position_form(where: Any, name: str = "positions") -> None:
+    """Check the form of positions whose input is not known yet (a metric built now and
+    applied to inputs later): a slice, ints or a boolean mask, as :func:`positions` takes;
+    the range is checked against each input when they are applied.
+
+    >>> position_form([0, -1]); position_form(slice(1, None))
+    >>> position_form([0.5])
+    Traceback (most recent call last):
+    attnkit.errors.InputError: positions must be ints (or a boolean mask); got float64 values [0.5].
+    """
+    if isinstance(where, slice):
+        span(where, name)
+        return
+    if not isinstance(where, (str, bytes, bool, np.bool_)) and where is not None:
+        try:
+            arr = np.asarray(where)
+        except (TypeError, ValueError):
+            arr = None
+        if arr is not None and arr.dtype == bool and arr.ndim == 1:
+            return
+    _positions(where, 1 << 62, name)
