@@ -128,7 +128,7 @@ def test_bad_input(run):
         ak.checkpoint_scores(series, [], progress=False)
     with pytest.raises(InputError, match="0 < early < late"):
         ak.checkpoint_scores(series, inputs, early=5, late=5, progress=False)
-    with pytest.raises(InputError, match="an input has only 17 tokens"):
+    with pytest.raises(InputError, match="late=500 is past the end of an input of 17 tokens"):
         ak.checkpoint_scores(series, inputs, progress=False)  # late=500 by default
     with pytest.raises(InputError, match="kinds must name"):
         ak.checkpoint_scores(series, inputs, kinds=["heads"], early=3, late=14, progress=False)
@@ -222,3 +222,12 @@ def test_one_layer_has_no_induction_head_and_no_phase_change(tmp_path):
     # the copy's tokens stay unpredictable, and the model never learns in context
     assert r.steps["late_loss"].min() > 0.9 * chance
     assert r.steps["icl"].min() > -1.0
+
+
+def test_steps_and_positions_are_whole_numbers(scores, run):
+    series, _, inputs = run
+    for bad in (True, 1.0, np.float64(3.0)):
+        with pytest.raises(InputError, match="step"):
+            scores.at(bad)
+        with pytest.raises(InputError, match="early"):
+            ak.checkpoint_scores(series, inputs, early=bad, late=14, progress=False)

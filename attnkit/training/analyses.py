@@ -82,7 +82,7 @@ class SeriesResult(Result):
         (2, ['sink', 'previous', 'induction', 'duplicate'])
         """
         known = self.table.index.get_level_values("step")
-        if step not in set(known):
+        if not _whole(step) or step not in set(known):
             raise InputError(f"The series has no checkpoint at step {step!r}; its steps are "
                              f"{sorted(set(known.tolist()))}.")
         table = self.table.xs(step, level="step")
@@ -200,10 +200,15 @@ def checkpoint_scores(
     if composition and series.n_layers < 2:
         raise InputError(f"composition needs two layers or more (a head composes with heads of "
                          f"earlier layers); this series has {series.n_layers}.")
-    if not (isinstance(early, (int, np.integer)) and isinstance(late, (int, np.integer))
-            and 0 < early < late):
+    if not (_whole(early) and _whole(late) and 0 < early < late):
         raise InputError(f"early and late must be token positions with 0 < early < late; got "
                          f"early={early!r}, late={late!r}.")
+    known = [len(x) for x in inputs if isinstance(x, np.ndarray) or (
+        isinstance(x, (list, tuple)) and x and all(_whole(t) for t in x))]
+    if any(n <= late for n in known):  # token ids: their lengths are known before any model runs
+        raise InputError(f"late={late} is past the end of an input of {min(known)} tokens: the "
+                         "in-context score needs more than late tokens. Pass longer inputs, or "
+                         "a smaller late= (and early=).")
     task = functools.partial(score_checkpoint, inputs=list(inputs), kinds=kinds, stats=stats,
                              composition=composition, early=int(early), late=int(late), maps=maps,
                              shape=(series.n_layers, series.n_heads))
@@ -231,6 +236,11 @@ def checkpoint_scores(
     if composition:  # random matrices of the architecture's shape: the same at every step
         result.meta["composition_baseline"] = parts[0]["baseline"]
     return result
+
+
+def _whole(v: Any) -> bool:
+    """An int (numpy's too), not a bool."""
+    return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
 
 
 def score_checkpoint(item: Checkpoint, *, inputs: list[Any], kinds: tuple[str, ...],

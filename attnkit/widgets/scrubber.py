@@ -91,7 +91,7 @@ class CheckpointScrubber(SelectsHead):
             cube[s_idx[int(s)], int(layer), int(head)] = v
         if step is None:
             index = len(steps) - 1
-        elif step in s_idx:
+        elif _whole(step) and step in s_idx:
             index = s_idx[step]
         else:
             raise InputError(f"step {step!r} is not a step of the series; its steps are {steps}.")
@@ -156,7 +156,7 @@ class CheckpointScrubber(SelectsHead):
         >>> view.show(5); view.step, view.grid().tolist()
         (5, [[0.6, 0.2]])
         """
-        if step not in self.steps:
+        if not _whole(step) or step not in self.steps:
             raise InputError(f"step {step!r} is not a step of the series; its steps are {self.steps}.")
         self.index = self.steps.index(step)
 
@@ -244,6 +244,11 @@ class CheckpointScrubber(SelectsHead):
         return (f"{self.title}: step {self.step} of {self.steps[-1]} ({len(self.steps)} "
                 f"checkpoints); highest {self.value_name} {np.nanmax(g):.3g} at head "
                 f"{head_label(int(layer), int(head))}.")
+
+
+def _whole(v: Any) -> bool:
+    """An int (numpy's too), not a bool."""
+    return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
 
 
 def scrubber_view(data: Any, **options: Any) -> CheckpointScrubber:
