@@ -21,12 +21,13 @@ from attnkit.errors import InputError, UnsupportedModelError
 from attnkit.interventions import hooks
 from attnkit.interventions.metrics import Context
 from attnkit.testing import tiny_model, tiny_seq2seq
+from tolerances import F32, F32_DEEP, FD, assert_close
 
 pytestmark = pytest.mark.numerics
 
 TEXTS = ["The cat sat on the mat.", "We read it now."]
 # float32 forwards of different batch shapes sum in different orders: relative 1e-4
-RTOL = 1e-4
+RTOL = F32_DEEP.rtol  # float32 through a whole model (tests/tolerances.py)
 
 
 def _proj(model, layer):
@@ -61,7 +62,7 @@ def test_loss_of_uniform_logits_is_log_vocabulary():
     ids = torch.tensor([[0, 1, 2, 3, 4], [4, 3, 2, 0, 0]])
     ctx = Context(ids, torch.tensor([[1] * 5, [1, 1, 1, 0, 0]]), [5, 3], logits, True)
     vals = ak.interventions.loss()(logits, ctx)
-    np.testing.assert_allclose(vals.numpy(), [math.log(7)] * 2, rtol=1e-6)
+    assert_close(vals.numpy(), [math.log(7)] * 2, F32)
 
 
 def test_loss_reads_the_predicted_tokens_positions():
@@ -311,9 +312,9 @@ def test_patching_the_residual_at_the_changed_position_restores_everything():
     # layer 0's stream is the embeddings: only position 3 differs, and patching it is the clean run
     assert restored.loc[(0, 3)] == pytest.approx(1.0, rel=RTOL)
     others = restored.loc[0].drop(3)
-    np.testing.assert_allclose(others.to_numpy(), 0.0, atol=1e-5)
+    assert_close(others.to_numpy(), 0.0, F32, scale=1)
     # before position 3 nothing differs in a causal model, at any layer
-    np.testing.assert_allclose(restored.loc[(1, slice(0, 2))].to_numpy(), 0.0, atol=1e-5)
+    assert_close(restored.loc[(1, slice(0, 2))].to_numpy(), 0.0, F32, scale=1)
     assert r.meta["clean"] == 0.0 and r.meta["corrupted"] > 0
 
 
@@ -330,12 +331,12 @@ def test_one_layer_patching_known_answers():
                   batch_size=4)
     assert hp.table.index.names == ["layer", "head", "position"]
     early = hp.table.loc[(0, slice(None), slice(0, 4)), "restored"]
-    np.testing.assert_allclose(early.to_numpy(), 0.0, atol=1e-5)
+    assert_close(early.to_numpy(), 0.0, F32, scale=1)
     head = ak.patch(model, clean, corrupted, metric=metric, grain="head", progress=False)
     assert isinstance(head, ak.HeadResult)
     # each head at every position is the same as that head at the last position only
     last = hp.table.loc[(0, slice(None), 5), "restored"].to_numpy()
-    np.testing.assert_allclose(head.table["restored"].to_numpy(), last, rtol=RTOL)
+    assert_close(head.table["restored"].to_numpy(), last, F32_DEEP)
 
 
 def test_a_head_that_writes_nothing_restores_nothing():
@@ -458,7 +459,7 @@ def test_attribution_patching_is_the_directional_derivative(grain):
     expected = (deriv[0] - deriv[1]) / (2 * eps)
     got = np.array([r.table.loc[c if len(c) > 1 else c[0], "estimate"] for c in pick])
     # float64 central difference: truncation error O(eps²) = 1e-8 relative to the values
-    np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-9 * np.abs(expected).max())
+    assert_close(got, expected, FD)
     assert np.abs(expected).max() > 0
 
 

@@ -182,7 +182,8 @@ def composition_map(data: Result, *, kind: str = "k", **options: Any) -> HeadMap
     kind : {"q", "k", "v"}
         Which composition.
     **options
-        Passed on to :class:`HeadMap` (``cmap``, ``vmin``, ``vmax``, ``title``).
+        Passed on to :class:`HeadMap` (``cmap``, ``vmin``, ``vmax``, ``title``). ``vmin``
+        defaults to the random baseline's mean (chance) when some value is above it.
 
     Returns
     -------
@@ -213,6 +214,12 @@ def composition_map(data: Result, *, kind: str = "k", **options: Any) -> HeadMap
     heads = [head_label(layer, head) for layer in range(L) for head in range(H)]
     base = data.meta.get("baseline", {}).get(kind, {})
     note = f" (random baseline p99 {base['p99']:.2f})" if "p99" in base else ""
+    if "mean" in base and np.nanmax(grid) > float(base["mean"]):
+        # colours from chance up: the baseline's mean is the cold end, so a value above its
+        # 99th percentile reads warm, not cold beside the largest one (values at or below the
+        # mean, no more than random matrices give, all take the cold end)
+        options.setdefault("vmin", float(base["mean"]))
+        note = f" (colour from the random baseline's mean {base['mean']:.2f}; its p99 {base['p99']:.2f})"
     options.setdefault("title", f"{kind.upper()}-composition, source head × target head{note}")
     return HeadMap(grid, value=f"{kind}-composition", row_labels=heads[:-H],
                    col_labels=heads[H:], row_title="source", col_title="target", **options)

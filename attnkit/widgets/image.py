@@ -256,7 +256,9 @@ class ImageAttention(PicksLayerHead, AttnkitWidget):
     def _fit_head(self) -> None:
         src = self._source()
         layered = isinstance(src, AttentionLike)
-        L, H = (src.n_layers, src.n_heads) if layered else (1, 1)
+        # an overlay without layers (rollout) keeps the attention's layer and head chosen, for
+        # the way back (they are hidden meanwhile)
+        L, H = (src.n_layers, src.n_heads) if layered else (self._att.n_layers, self._att.n_heads)
         with self.hold_trait_notifications():
             self.layered = layered
             self.n_layers, self.n_heads = L, H

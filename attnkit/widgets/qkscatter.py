@@ -348,6 +348,9 @@ class QKScatter(AttnkitWidget):
         if self.mode == "matrix":
             with self.hold_trait_notifications():
                 self.layer, self.head, self.mode = int(row["layer"]), int(row["head"]), "head"
+            # the index named a point of the matrix: forget it, so that clicking the same
+            # point again after going back to the matrix opens its head again
+            self.clicked = -1
             return
         if self._linked is not None and str(row["kind"]) == "query":
             self._show_map(int(row["item"]), int(row["layer"]), int(row["head"]), int(row["position"]))
@@ -442,7 +445,20 @@ def _categories(col: pd.Series, name: str) -> tuple[np.ndarray, list[str], list[
         values = col.to_numpy(dtype=np.float64)
         edges = np.unique(np.nanquantile(values, np.linspace(0, 1, 11)))
         codes = np.clip(np.searchsorted(edges, values, side="right") - 1, 0, max(len(edges) - 2, 0))
-        cats = [f"{edges[i]:g}–{edges[i + 1]:g}" for i in range(max(len(edges) - 1, 1))]
+        finite = ~np.isnan(values)
+        if np.all(values[finite] == np.round(values[finite])):
+            # whole numbers (positions, items): each bin named by the first and last value it
+            # holds ("0–3", "4–7"), so no value is in two labels; empty bins dropped
+            present = np.unique(codes[finite])
+            codes = np.searchsorted(present, codes)
+            cats = []
+            for c in range(len(present)):
+                members = values[finite & (codes == c)]
+                lo, hi = int(members.min()), int(members.max())
+                cats.append(f"{lo}" if lo == hi else f"{lo}–{hi}")
+        else:  # half-open bins, the last closed
+            k = max(len(edges) - 1, 1)
+            cats = [f"[{edges[i]:g}, {edges[i + 1]:g}{']' if i == k - 1 else ')'}" for i in range(k)]
         colors = [SEQUENTIAL[round(i * (len(SEQUENTIAL) - 1) / max(len(cats) - 1, 1))] for i in range(len(cats))]
         codes = np.where(np.isnan(values), len(cats), codes)
         return codes.astype(np.uint8), cats + ["missing"], colors + ["#999999"]
