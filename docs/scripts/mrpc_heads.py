@@ -2,6 +2,10 @@
 
     PYTHONPATH=. .venv/bin/python docs/scripts/mrpc_heads.py --model runs/minilm-mrpc [--pairs 408]
 
+(docs/results.md: ``--model runs/minilm-mrpc-1600 --pairs 64``, the classifier of
+``attnkit finetune --task MRPC --max-items 1600 --epochs 1 --lr 0.0001 --batch-size 16
+--max-length 128 --freeze-layers 1 --threads 1 --out runs/minilm-mrpc-1600``.)
+
 The first ``--pairs`` pairs of GLUE MRPC dev, every head of all-MiniLM-L6-v2 zero-ablated on
 its own (``ak.ablate``), twice:
 
@@ -77,8 +81,8 @@ def main() -> None:
     print(f"spearman |effect| pre-trained vs fine-tuned (72 heads): {rho:.3f}")
     top_pre = set(e_pre.abs().sort_values(ascending=False).head(10).index)
     top_fine = set(e_fine.abs().sort_values(ascending=False).head(10).index)
-    print(f"heads in both top tens: {len(top_pre & top_fine)} "
-          f"({', '.join(f'{l + 1}-{h + 1}' for l, h in sorted(top_pre & top_fine))})")
+    both = ", ".join(f"{l + 1}-{h + 1}" for l, h in sorted(top_pre & top_fine)) or "none"
+    print(f"heads in both top tens: {len(top_pre & top_fine)} ({both})")
 
 
 if __name__ == "__main__":
