@@ -36,6 +36,7 @@ import numpy as np
 import pandas as pd
 
 from .._progress import progress as _bar
+from ..core import validate
 from ..errors import InputError
 from ..core.qkstates import QKStates, scores
 from ..core.results import HeadResult, Result
@@ -108,6 +109,7 @@ class _Item:
     tokens: list[str]
     roles: np.ndarray
     causal: bool
+    n_layers: int = 0
 
 
 def _sources(attentions: Any) -> list[_Item]:
@@ -122,7 +124,8 @@ def _sources(attentions: Any) -> list[_Item]:
         out = []
         for i in range(len(attentions)):
             st = attentions.qk_states(i)
-            out.append(_Item(i, st, list(st.tokens or []), np.asarray(st.roles), attentions.causal))
+            out.append(_Item(i, st, list(st.tokens or []), np.asarray(st.roles), attentions.causal,
+                             attentions.n_layers))
         return out
     out = []
     items: Iterable[Any] = as_collection(attentions)  # Attention, LazyAttention: qk_states()
@@ -135,9 +138,21 @@ def _sources(attentions: Any) -> list[_Item]:
                 + (", word level" if getattr(att, "level", "token") == "word" else "")
                 + "). Use model.attend(text) at token level, or a store extracted with keep='qk'."
             ) from exc
-        out.append(_Item(i, st, list(att.tokens), np.asarray(att.roles), bool(att.causal)))
+        out.append(_Item(i, st, list(att.tokens), np.asarray(att.roles), bool(att.causal),
+                         int(att.n_layers)))
     if not out:
         raise InputError("qk_embedding got no inputs.")
+    first = out[0]
+    for it in out[1:]:
+        if it.causal != first.causal or it.n_layers != first.n_layers or \
+                it.states.layers != first.states.layers or \
+                it.states.queries(it.states.layers[0]).shape[::2] != \
+                first.states.queries(first.states.layers[0]).shape[::2]:
+            raise InputError(
+                f"attentions: item {it.item} does not come from the same model as item 0 (causal "
+                f"{it.causal} vs {first.causal}, layers kept {it.states.layers} vs "
+                f"{first.states.layers}); one query-key picture needs one model's heads."
+            )
     return out
 
 
@@ -147,27 +162,21 @@ def _heads(items: list[_Item], heads: Sequence[tuple[int, int]] | None) -> list[
     n_heads = int(st.queries(layers[0]).shape[0]) if layers else 0
     if heads is None:
         return [(l, h) for l in layers for h in range(n_heads)]
-    out = []
-    for pair in heads:
-        try:
-            l, h = (int(x) for x in pair)
-        except (TypeError, ValueError):
-            raise InputError(f"heads must be (layer, head) pairs; got {pair!r}.") from None
+    n_layers = items[0].n_layers or (max(layers) + 1 if layers else 0)
+    out = validate.head_pairs(heads, n_layers, n_heads)
+    for l, h in out:
         if l not in layers:
-            raise InputError(f"Layer {l} of head {(l, h)} is not among the layers whose queries and "
-                             f"keys are kept: {layers} (0-indexed).")
-        if not 0 <= h < n_heads:
-            raise InputError(f"Head {h} of {(l, h)} is outside heads 0..{n_heads - 1} (0-indexed).")
-        out.append((l, h))
+            raise InputError(f"heads: layer {l} of head {(l, h)} is not among the layers whose "
+                             f"queries and keys are kept: {layers} (0-indexed).")
     if not out:
         raise InputError("heads is empty; pass (layer, head) pairs or None for every head.")
-    return list(dict.fromkeys(out))
+    return out
 
 
 def _check_method(method: str, dims: int) -> None:
     if method not in METHODS:
         raise InputError(f"method must be one of {sorted(METHODS)}, not {method!r}.")
-    if dims not in (2, 3):
+    if validate.integer(dims, "dims") not in (2, 3):
         raise InputError(f"dims must be 2 or 3, not {dims!r}.")
     package = METHODS[method]
     if package is not None:
@@ -480,9 +489,7 @@ class QKEmbedding(Result):
         >>> len(emb.head(0, 1)) == len(emb.table) // 4
         True
         """
-        if (int(layer), int(head)) not in [tuple(x) for x in self.meta["heads"]]:
-            raise InputError(f"Head {(layer, head)} is not in this embedding; it holds "
-                             f"{[tuple(x) for x in self.meta['heads']]}.")
+        layer, head = self._check_head(layer, head)
         t = self.table
         return t[(t["layer"] == layer) & (t["head"] == head)]
 
@@ -534,13 +541,25 @@ class QKEmbedding(Result):
         True
         """
         it = self._source(item)
+        layer, head = self._check_head(layer, head)
         return scores(it.states, layer, head, causal=it.causal)
 
+    def _check_head(self, layer: Any, head: Any) -> tuple[int, int]:
+        heads = [(int(l), int(h)) for l, h in self.meta["heads"]]
+        n_layers = self.meta.get("n_layers") or max(l for l, _ in heads) + 1
+        n_heads = self.meta.get("n_heads") or max(h for _, h in heads) + 1
+        layer, head = validate.head_index(layer, head, n_layers, n_heads)
+        if (layer, head) not in heads:
+            raise InputError(f"layer {layer}, head {head} is not in this embedding; it holds "
+                             f"{heads}.")
+        return layer, head
+
     def _source(self, item: int) -> _Item:
+        i = validate.index(item, len(self._sources), "item")
         for it in self._sources:
-            if it.item == int(item):
+            if it.item == i:
                 return it
-        raise InputError(f"Item {item} is not in this embedding (items 0..{len(self._sources) - 1}).")
+        raise InputError(f"item {item} is not in this embedding (items 0..{len(self._sources) - 1}).")
 
     def join(self, data: pd.DataFrame, *, on: Sequence[str] = ("item", "position")) -> QKEmbedding:
         """A copy with more columns per point (part of speech, relation, ...).
@@ -669,6 +688,7 @@ def qk_embedding(
     >>> emb.faithfulness.table.index.names, len(emb.faithfulness.table)
     (FrozenList(['layer', 'head']), 4)
     """
+    seed = validate.seed(seed)
     _check_method(method, dims)
     items = _sources(attentions)
     chosen = _heads(items, heads)
@@ -701,6 +721,8 @@ def qk_embedding(
     table["kind"] = pd.Categorical(table["kind"], categories=["query", "key"])
     faith_table = pd.DataFrame(rows).set_index(["layer", "head"])
     meta = {"method": method, "dims": dims, "normalize": normalize, "seed": seed,
+            "n_layers": items[0].n_layers,
+            "n_heads": int(items[0].states.queries(items[0].states.layers[0]).shape[0]),
             "heads": [list(x) for x in chosen], "n_items": len(items), "n_positions": n,
             "citation": "Yeh et al. 2023, AttentionViz (IEEE VIS)"}
     faith_res = HeadResult(faith_table, {**meta, "what": "faithfulness of the picture"},
@@ -764,6 +786,7 @@ def qk_faithfulness(
     >>> sorted(r.table.columns)[:3]
     ['nearest_key_normalized', 'nearest_key_original_normalized', 'nearest_key_original_raw']
     """
+    seed = validate.seed(seed)
     parts = {}
     for norm, name in ((False, "raw"), (True, "normalized")):
         emb = qk_embedding(attentions, heads=heads, method=method, dims=dims, normalize=norm,

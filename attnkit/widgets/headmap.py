@@ -13,6 +13,7 @@ from matplotlib.figure import Figure
 
 from ..core.labels import head_label
 from .._compat import renamed
+from ..core import validate
 from ..errors import InputError
 from ..plot import attention as plots
 from ..core.results import HeadResult, Result, head_table
@@ -96,6 +97,8 @@ class HeadMap(SelectsHead):
         row_title: str = "layer",
         col_title: str = "head",
     ) -> None:
+        n_layers = None if n_layers is None else validate.size(n_layers, "n_layers")
+        n_heads = None if n_heads is None else validate.size(n_heads, "n_heads")
         shape = None
         if n_layers is not None or n_heads is not None:
             base, _ = head_table(data, value)
