@@ -102,8 +102,7 @@ def test_class_margin_is_the_reference_decisions_lead():
     ctx = Context(torch.zeros(3, 1), torch.ones(3, 1), [1, 1, 1], ref, False)
     out = torch.tensor([[0.0, 1.0, 1.5], [2.0, 0.5, -1.0], [4.0, -2.0, 1.0]])
     # decisions 1, 0, 2: 1.0 - 1.5, 2.0 - 0.5, 1.0 - 4.0
-    np.testing.assert_allclose(ak.interventions.class_margin()(out, ctx).numpy(), [-0.5, 1.5, -3.0],
-                               rtol=1e-6)
+    assert_close(ak.interventions.class_margin()(out, ctx).numpy(), [-0.5, 1.5, -3.0], F32)
     with pytest.raises(InputError, match="at least two classes"):
         ak.interventions.class_margin()(torch.zeros(3, 1), ctx)
 
@@ -116,7 +115,7 @@ def test_class_margin_through_ablate_on_a_classifier():
     with torch.no_grad():
         top2 = model.hf(**b.kwargs).logits.double().topk(2, dim=-1).values
     expected = float((top2[:, 0] - top2[:, 1]).mean())
-    assert r.meta["baseline"] == pytest.approx(expected, rel=1e-5)
+    assert_close(r.meta["baseline"], expected, F32_DEEP)
     assert r.meta["baseline"] > 0
     assert r.table.shape == (model.n_layers * model.n_heads, 2)
 
@@ -130,12 +129,11 @@ def test_pair_similarity_pairs_inputs_two_by_two_and_ignores_padding():
     mask = torch.tensor([[1, 1], [1, 0], [1, 1], [1, 0]])
     ctx = Context(torch.zeros(4, 2), mask, [2, 1, 2, 1], h, False)
     got = ak.interventions.pair_similarity()(h, ctx).numpy()
-    np.testing.assert_allclose(got, [2 ** -0.5] * 2 + [-1.0] * 2, rtol=1e-6)
+    assert_close(got, [2 ** -0.5] * 2 + [-1.0] * 2, F32)
     # two copies of the same two inputs (copy-major rows): each copy pairs its own rows
     h2 = torch.cat([h[:2], h[:2]])
     ctx2 = Context(torch.zeros(4, 2), mask[:2].repeat(2, 1), [2, 1, 2, 1], h2, False, items=2)
-    np.testing.assert_allclose(ak.interventions.pair_similarity()(h2, ctx2).numpy(),
-                               [2 ** -0.5] * 4, rtol=1e-6)
+    assert_close(ak.interventions.pair_similarity()(h2, ctx2).numpy(), [2 ** -0.5] * 4, F32)
     odd = Context(torch.zeros(3, 2), mask[:3], [2, 1, 2], h[:3], False)
     with pytest.raises(InputError, match="even number of inputs"):
         ak.interventions.pair_similarity()(h[:3], odd)
@@ -152,7 +150,7 @@ def test_pair_similarity_through_ablate_matches_separate_encodings():
             pooled.append(model.base(**b.kwargs).last_hidden_state[0].double().mean(0))
     cos = [float(torch.nn.functional.cosine_similarity(pooled[i], pooled[i + 1], dim=0))
            for i in (0, 2)]
-    assert r.meta["baseline"] == pytest.approx(np.mean(cos), rel=1e-5)
+    assert_close(r.meta["baseline"], np.mean(cos), F32_DEEP)
 
 
 def test_metric_errors_name_the_input():
