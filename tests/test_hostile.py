@@ -196,8 +196,23 @@ def valid_call(name: str) -> dict | None:
     return _SEEN[name]
 
 
+#: Estimators check their parameters in ``fit``, not in ``__init__`` (scikit-learn's rule, kept
+#: by tests/test_probe.py): a generated constructor call is followed by ``fit`` with the
+#: arguments of the example's own ``fit`` call.
+CHECKED_AT_FIT = {"AttentionProbe()": "AttentionProbe.fit"}
+
+
 def call(name: str, args: dict) -> Any:
-    """Call ``name`` with the bound arguments ``args``."""
+    """Call ``name`` with the bound arguments ``args`` (an estimator: then its ``fit``)."""
+    out = _call(name, args)
+    if name in CHECKED_AT_FIT:
+        fit = CHECKED_AT_FIT[name]
+        fit_args = {k: v for k, v in (valid_call(fit) or {}).items() if k != "self"}
+        out = inspect.unwrap(CALLABLES[fit])(out, **fit_args)
+    return out
+
+
+def _call(name: str, args: dict) -> Any:
     sig = _signature(name)
     pos: list[Any] = []
     kw: dict[str, Any] = {}

@@ -77,11 +77,7 @@ class AttentionProbe:
                  budget: int = 40000,
                  hidden: int = 256, max_distance: int = 20, seed: int = 0,
                  progress: bool = True):
-        budget = validate.size(budget, "budget")
-        max_distance = validate.size(max_distance, "max_distance")
-        seed = validate.seed(seed)
-        epochs = validate.size(epochs, "epochs")
-        hidden = validate.size(hidden, "hidden")
+        # no work here (scikit-learn's rule): the parameters are checked by fit (_check)
         self.kind = kind
         self.decode = decode
         self.epochs = epochs
@@ -103,8 +99,11 @@ class AttentionProbe:
             raise InputError(f"kind must be one of {KINDS}, not {self.kind!r}.")
         if self.decode not in DECODERS:
             raise InputError(f"decode must be one of {DECODERS}, not {self.decode!r}.")
-        if self.epochs < 1:
-            raise InputError(f"epochs must be at least 1, not {self.epochs}.")
+        self.budget = validate.size(self.budget, "budget")
+        self.max_distance = validate.size(self.max_distance, "max_distance")
+        self.seed = validate.seed(self.seed)
+        self.epochs = validate.size(self.epochs, "epochs")
+        self.hidden = validate.size(self.hidden, "hidden")
 
     def _fitted(self) -> None:
         if not hasattr(self, "module_"):
