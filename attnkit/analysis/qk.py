@@ -991,6 +991,8 @@ def qk_faithfulness(
     heads: Sequence[tuple[int, int]] | None = None,
     method: str = "umap",
     dims: int = 2,
+    sample: int | str | None = "auto",
+    placement: str = "knn",
     seed: int = 0,
     client: Any = None,
     progress: bool = True,
@@ -1014,6 +1016,10 @@ def qk_faithfulness(
         The projection.
     dims : {2, 3}
         Dimensions of the picture.
+    sample : int, "auto" or None
+        Fit on a sample and place the rest (see :func:`qk_embedding`).
+    placement : {"knn", "transform"}
+        How the rest is placed (see :func:`qk_embedding`).
     seed : int
         The only source of randomness.
     client : dask.distributed.Client or str, optional
@@ -1025,7 +1031,8 @@ def qk_faithfulness(
     -------
     HeadResult
         Indexed by ``(layer, head)``; columns ``<score>_raw`` and ``<score>_normalized`` for
-        ``spearman``, ``nearest_key``, ``nearest_key_original``, and ``rows``.
+        ``spearman``, ``nearest_key``, ``nearest_key_original``, ``preservation`` (see
+        :func:`qk_embedding`), and ``rows``.
 
     Raises
     ------
@@ -1044,11 +1051,11 @@ def qk_faithfulness(
     parts = {}
     for norm, name in ((False, "raw"), (True, "normalized")):
         emb = qk_embedding(attentions, heads=heads, method=method, dims=dims, normalize=norm,
-                           seed=seed, client=client, progress=progress)
+                           sample=sample, placement=placement, seed=seed, client=client, progress=progress)
         f = emb.faithfulness.table
         parts[name] = f
     table = pd.DataFrame(index=parts["raw"].index)
-    for col in ("spearman", "nearest_key", "nearest_key_original"):
+    for col in ("spearman", "nearest_key", "nearest_key_original", "preservation"):
         for name in ("raw", "normalized"):
             table[f"{col}_{name}"] = parts[name][col]
     table["rows"] = parts["raw"]["rows"]
