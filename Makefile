@@ -57,10 +57,13 @@ test: install lint
 	$(MAKE) test-numerics-portable
 	$(MAKE) docs
 
-# The numerical tests (marker `numerics`) a second time on torch's portable kernels, so a
-# result that holds only with one CPU's vector kernels (AVX2, AVX-512 ...) fails here.
+# The numerical tests (marker `numerics`) a second time on torch's portable kernels, one
+# thread and the float32 matmul precision "high", so a result that holds only with one CPU's
+# vector kernels (AVX2, AVX-512 ...), one way of splitting reductions or one matmul precision
+# fails here (tests/tolerances.py names how close two computations must be).
 test-numerics-portable: install
-	ATEN_CPU_CAPABILITY=default $(PY) -m pytest -m numerics -q -p no:cacheprovider
+	ATEN_CPU_CAPABILITY=default ATTNKIT_TEST_THREADS=1 ATTNKIT_TEST_MATMUL_PRECISION=high \
+	  $(PY) -m pytest -m numerics -q -p no:cacheprovider
 
 # The edit loop: everything but the tests marked slow (and the browser tests), under 3 minutes
 # on 2 cores. CI runs `make test`, which runs them all.

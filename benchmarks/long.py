@@ -57,7 +57,7 @@ def build_model(max_positions: int, shape: dict | None = None):
     import torch
     import transformers as tf
 
-    from attnkit.runtime.model import Model
+    from attnkit import Model  # the public name: the same script runs on an older attnkit (--base)
     from attnkit.testing import gpt2_tokenizer
 
     s = {**SHAPE, **(shape or {})}

@@ -6,12 +6,31 @@ under CI (``CI=true``), where a missing prerequisite is a failure.
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from prereq import skip_or_fail
 
 # Both conftest modules are named "conftest"; as doctest modules they would clash.
 collect_ignore = ["conftest.py", "browser/conftest.py"]
+
+
+def pytest_configure(config):
+    """The numerics rerun (``make test-numerics-portable``) varies what a CPU may vary: torch's
+    thread count (``ATTNKIT_TEST_THREADS``: reductions split differently) and its float32
+    matmul precision (``ATTNKIT_TEST_MATMUL_PRECISION``), beside the kernels
+    (``ATEN_CPU_CAPABILITY``), so a comparison tighter than tests/tolerances.py allows fails
+    here, not on another machine."""
+    threads = os.environ.get("ATTNKIT_TEST_THREADS")
+    precision = os.environ.get("ATTNKIT_TEST_MATMUL_PRECISION")
+    if threads or precision:
+        import torch
+
+        if threads:
+            torch.set_num_threads(int(threads))
+        if precision:
+            torch.set_float32_matmul_precision(precision)
 
 
 @pytest.fixture(scope="session")

@@ -15,6 +15,7 @@ from attnkit.runtime.capture import AttentionCall, RowSpans, recording
 from attnkit.errors import CaptureError
 from attnkit.testing import SEQ2SEQ_KINDS, TINY_WINDOW, VISION_KINDS, tiny_model, tiny_seq2seq, tiny_vision
 from eager_cases import TEXTS, captured_and_eager, eager_maps
+from tolerances import assert_close, F32
 
 pytestmark = pytest.mark.numerics
 
@@ -49,7 +50,7 @@ def test_dense_capture_equals_eager(sweep_models, kind):
     for got, want in pairs:
         assert got.shape == want.shape
         # float32, the same arithmetic (scores, softmax) in another order: 1e-5
-        np.testing.assert_allclose(got, want, atol=1e-5, rtol=0)
+        assert_close(got, want, F32, scale=1)
 
 
 @pytest.mark.parametrize("kind", ARCHS)
@@ -59,13 +60,12 @@ def test_lazy_maps_equal_eager(models, kind):
     want = eager_maps(model, [enc])[0]
     att = model.attend(TEXTS[1], lazy=True)
     assert type(att).__name__ == "LazyAttention"
-    np.testing.assert_allclose(att.maps, want, atol=1e-5, rtol=0)
+    assert_close(att.maps, want, F32, scale=1)
     n = len(att)
     rows, cols = slice(2, n - 1), slice(1, n, 2)
-    np.testing.assert_allclose(att.block(1, 3, rows, cols), want[1, 3, rows, cols], atol=1e-5)
+    assert_close(att.block(1, 3, rows, cols), want[1, 3, rows, cols], F32, scale=1)
     pick = [5, 0, 3]
-    np.testing.assert_allclose(att.block(0, 2, pick, pick), want[0, 2][np.ix_(pick, pick)],
-                               atol=1e-5)
+    assert_close(att.block(0, 2, pick, pick), want[0, 2][np.ix_(pick, pick)], F32, scale=1)
 
 
 def test_sliding_window_and_softcap_are_in_the_maps(models):

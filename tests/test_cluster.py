@@ -16,6 +16,7 @@ from attnkit.analysis.cluster import (
     uniform_entropy,
 )
 from attnkit.errors import InputError
+from tolerances import assert_close, F32, F32_DEEP, F64
 
 pytestmark = pytest.mark.numerics
 
@@ -51,7 +52,7 @@ def test_identical_and_disjoint_heads():
     assert a[0, 1] == pytest.approx(0.0, abs=1e-7)
     assert a[0, 2] == pytest.approx(LN2, rel=1e-6)
     assert a[1, 2] == pytest.approx(LN2, rel=1e-6)
-    np.testing.assert_allclose(a, a.T)
+    assert_close(a, a.T, F32)
     assert np.all(np.diag(a) == 0)
     dist = head_distances([_att(np.stack([eye, eye, shifted])[None])], kind="distance").to_numpy()
     assert dist[0, 2] == pytest.approx(np.sqrt(LN2), rel=1e-6)
@@ -87,7 +88,7 @@ def test_matches_brute_force_over_ragged_corpus():
     brute /= rows
     for chunk in (1, 40, 10_000):
         got = head_distances(items, chunk=chunk).to_numpy()
-        np.testing.assert_allclose(got, brute, rtol=1e-4, atol=1e-7)
+        assert_close(got, brute, F32_DEEP)
 
 
 def test_head_distances_bad_input():
@@ -111,17 +112,17 @@ def test_mds_recovers_a_known_configuration():
     d = _pairwise(pts)
     emb = embed_heads(d)
     assert list(emb.columns) == ["x", "y"]
-    np.testing.assert_allclose(_pairwise(emb.to_numpy()), d, atol=1e-5)
+    assert_close(_pairwise(emb.to_numpy()), d, F32)
     assert emb.meta["stress1"] < 1e-6
-    np.testing.assert_allclose(_pairwise(classical_mds(d)), d, atol=1e-8)
+    assert_close(_pairwise(classical_mds(d)), d, F64)
     # centred, x along the widest spread
-    np.testing.assert_allclose(emb.mean().to_numpy(), 0, atol=1e-9)
+    assert_close(emb.mean().to_numpy(), 0, F64, scale=1)
     assert emb["x"].var() >= emb["y"].var()
     # same input, same picture (a rotated copy of the points gives the same embedding)
     theta = 0.7
     rot = np.array([[np.cos(theta), -np.sin(theta)], [np.sin(theta), np.cos(theta)]])
     again = embed_heads(_pairwise(pts @ rot.T + 5))
-    np.testing.assert_allclose(again.to_numpy(), emb.to_numpy(), atol=1e-5)
+    assert_close(again.to_numpy(), emb.to_numpy(), F32)
 
 
 def test_mds_on_non_euclidean_distances_beats_classical_scaling():

@@ -17,6 +17,7 @@ from attnkit.storage import engine
 from attnkit.storage import store as st
 from attnkit.errors import ClusterError, ModelNotFoundError
 from attnkit.testing import CORPUS, tiny_model
+from tolerances import assert_close, F16
 
 pytestmark = pytest.mark.slow
 
@@ -80,7 +81,7 @@ def test_scheduler_address_and_word_level_with_embeddings(client, tmp_path):
                      store=tmp_path / "w", client=client.scheduler.address, progress=False)
     _same_maps(ref, got)
     for x, y in zip(ref, got):  # computed on a worker, stored in float16: as _same_maps
-        np.testing.assert_allclose(x.embeddings, y.embeddings, rtol=1e-3, atol=1e-6)
+        assert_close(x.embeddings, y.embeddings, F16)
 
 
 class _Dying:

@@ -8,6 +8,7 @@ import pytest
 import attnkit as ak
 from attnkit.core import blocks
 from attnkit.errors import InputError
+from tolerances import assert_close, F32
 
 pytestmark = pytest.mark.numerics
 
@@ -133,7 +134,7 @@ def test_heads_and_layers_are_kept_apart():
         for head in range(3):
             single = ak.Attention.from_maps(maps[layer, head], tokens)
             expect = ak.head_scores(single, progress=False).loc[(0, 0)]
-            np.testing.assert_allclose(r.loc[(layer, head)], expect, rtol=1e-6)
+            assert_close(r.loc[(layer, head)], expect, F32)
     # reference: a plain loop over rows
     a = maps[1, 2]
     ind = np.mean([a[q, q - 2] for q in (4, 5, 6)])
@@ -180,7 +181,7 @@ def test_streams_blocks_from_non_dense_attention(monkeypatch):
     assert isinstance(lazy, ak.core.types.AttentionLike)
     got = ak.head_scores(lazy, progress=False)
     want = ak.head_scores(dense, progress=False)
-    np.testing.assert_allclose(got.table.to_numpy(), want.table.to_numpy(), rtol=1e-6)
+    assert_close(got.table.to_numpy(), want.table.to_numpy(), F32)
     assert got.meta == want.meta
     assert lazy.reads and max(r * c for r, c in lazy.reads) <= 5 * n
     # causal: a band of rows r0..r1 reads columns up to r1 only; row 0 has no cell to
@@ -207,7 +208,7 @@ def test_real_decoder_tokens_and_set(tiny_gpt2):
     assert r.meta["n_rows"] == {"sink": 36, "previous": 36, "induction": 18, "duplicate": 18}
     # induction reference: the row 6 positions into the second copy attends back length-1
     ref = np.mean([a.maps[:, :, q, q - 5] for a in atts for q in range(7, 13)], axis=0)
-    np.testing.assert_allclose(r.grid("induction"), ref, rtol=1e-5)
+    assert_close(r.grid("induction"), ref, F32)
     # from a stored set: the store keeps the token ids too, same numbers
     sset = ak.extract(tiny_gpt2, inputs, level="token", progress=False)
     s = ak.head_scores(sset, progress=False)
@@ -239,7 +240,7 @@ def test_other_measures_are_read_as_row_shares():
     att = ak.Attention.from_maps(scaled, TOKENS, causal=True, measure="norm")
     got = ak.head_scores(att, progress=False)
     want = ak.head_scores(ak.Attention.from_maps(weights, TOKENS, causal=True), progress=False)
-    np.testing.assert_allclose(got.table.to_numpy(), want.table.to_numpy(), rtol=1e-6)
+    assert_close(got.table.to_numpy(), want.table.to_numpy(), F32)
     assert got.meta["measure"] == "norm"
     signed = ak.Attention.from_maps(weights - 0.1, TOKENS, causal=True, measure="grad×attn")
     with pytest.raises(InputError, match="negative"):

@@ -14,6 +14,7 @@ from attnkit.errors import (
 from attnkit.runtime.lazy import LazyAttention
 from attnkit.testing import CORPUS, tiny_model
 from attnkit.core.types import AttentionLike
+from tolerances import assert_close, F32
 
 pytestmark = pytest.mark.numerics
 
@@ -41,18 +42,18 @@ def test_alignment_and_protocol(pair):
 def test_readers_equal_dense(pair):
     lazy, dense = pair
     n = len(dense)
-    np.testing.assert_allclose(lazy.maps, dense.maps, atol=1e-5)
+    assert_close(lazy.maps, dense.maps, F32, scale=1)
     for layer, head in [(0, 0), (1, 3)]:
-        np.testing.assert_allclose(lazy.map(layer, head), dense.map(layer, head), atol=1e-5)
+        assert_close(lazy.map(layer, head), dense.map(layer, head), F32, scale=1)
         for rows, cols in [(slice(3, 9), slice(0, n)), (slice(None, None, 2), slice(n - 5, None)),
                            ([7, 2, 2], [0, n - 1])]:
             want = (dense.maps[layer, head][np.ix_(rows, cols)] if isinstance(rows, list)
                     else dense.block(layer, head, rows, cols))
-            np.testing.assert_allclose(lazy.block(layer, head, rows, cols), want, atol=1e-5)
+            assert_close(lazy.block(layer, head, rows, cols), want, F32, scale=1)
         for size in (1, 5, n, n + 3):
             for reduce in ("max", "mean"):
-                np.testing.assert_allclose(lazy.pooled(layer, head, size, reduce),
-                                           dense.pooled(layer, head, size, reduce), atol=1e-5)
+                assert_close(lazy.pooled(layer, head, size, reduce),
+                                           dense.pooled(layer, head, size, reduce), F32, scale=1)
 
 
 def test_bands_are_exact(pair, monkeypatch):
@@ -61,8 +62,8 @@ def test_bands_are_exact(pair, monkeypatch):
 
     lazy, dense = pair
     monkeypatch.setattr(lazy_module, "BAND_ELEMENTS", 7)
-    np.testing.assert_allclose(lazy.map(1, 2), dense.map(1, 2), atol=1e-5)
-    np.testing.assert_allclose(lazy.pooled(1, 2, 4, "mean"), dense.pooled(1, 2, 4, "mean"), atol=1e-5)
+    assert_close(lazy.map(1, 2), dense.map(1, 2), F32, scale=1)
+    assert_close(lazy.pooled(1, 2, 4, "mean"), dense.pooled(1, 2, 4, "mean"), F32, scale=1)
 
 
 def test_to_words_equals_dense(pair):
@@ -70,11 +71,11 @@ def test_to_words_equals_dense(pair):
     lw, dw = lazy.to_words(), dense.to_words()
     assert lw.level == "word" and lw.tokens == dw.tokens
     assert np.array_equal(lw.roles, dw.roles) and np.array_equal(lw.word_ids, dw.word_ids)
-    np.testing.assert_allclose(lw.maps, dw.maps, atol=1e-5)
+    assert_close(lw.maps, dw.maps, F32, scale=1)
     m = len(dw)
-    np.testing.assert_allclose(lw.block(1, 1, slice(2, m), [0, 3]),
-                               dw.maps[1, 1][2:, [0, 3]], atol=1e-5)
-    np.testing.assert_allclose(lw.pooled(0, 2, 3, "mean"), dw.pooled(0, 2, 3, "mean"), atol=1e-5)
+    assert_close(lw.block(1, 1, slice(2, m), [0, 3]),
+                               dw.maps[1, 1][2:, [0, 3]], F32, scale=1)
+    assert_close(lw.pooled(0, 2, 3, "mean"), dw.pooled(0, 2, 3, "mean"), F32, scale=1)
     assert lw.to_words() is lw
 
 
@@ -92,7 +93,7 @@ def test_to_dense_roundtrip(pair):
     lazy, dense = pair
     back = lazy.to_dense()
     assert back.tokens == dense.tokens
-    np.testing.assert_allclose(back.maps, dense.maps, atol=1e-5)
+    assert_close(back.maps, dense.maps, F32, scale=1)
     assert lazy.nbytes < dense.maps.nbytes * 10  # tiny here; O(L n d) in general
 
 
@@ -109,8 +110,8 @@ def test_word_level_and_embeddings():
     att = model.attend(TEXT, lazy=True, level="word", embeddings=True)
     dense = model.attend(TEXT, lazy=False, level="word", embeddings=True)
     assert att.level == "word"
-    np.testing.assert_allclose(att.embeddings, dense.embeddings, atol=1e-6)
-    np.testing.assert_allclose(att.maps, dense.maps, atol=1e-5)
+    assert_close(att.embeddings, dense.embeddings, F32)
+    assert_close(att.maps, dense.maps, F32, scale=1)
 
 
 def test_lazy_by_itself_above_the_threshold(monkeypatch):
@@ -159,5 +160,5 @@ def test_two_wrappers_around_one_model():
     eager = model_module.Model(model.hf, model.tokenizer, name="eager", capture="eager")
     a = model.attend("The cat sat.")
     b = eager.attend("The cat sat.")
-    np.testing.assert_allclose(a.maps, b.maps, atol=1e-5)
+    assert_close(a.maps, b.maps, F32, scale=1)
     assert isinstance(model.attend("The cat sat.", lazy=True), LazyAttention)

@@ -14,9 +14,11 @@ from attnkit.runtime.measures import (
     compute,
     grad_attn,
 )
-from attnkit.runtime.measures._arch import ARCHS, _get, spec
+from attnkit.runtime.archs import ARCHS, submodule
+from attnkit.runtime.measures._arch import spec
 from attnkit.runtime.measures.alti import alti_maps
 from attnkit.testing import CORPUS, VISION_KINDS, tiny_model, tiny_vision
+from tolerances import assert_close, F32
 
 pytestmark = pytest.mark.numerics
 
@@ -46,15 +48,15 @@ def _block_outputs(model, enc):
     """The attention block's output of every layer as the model computes it (forward hooks
     on the modules of the architecture table; test-only)."""
     s = spec(model)
-    layers = list(_get(model.base, s.layers))
+    layers = list(submodule(model.base, s.layers))
     got, hooks = {}, []
     for i, layer in enumerate(layers):
         if s.placement == "post":
-            mod = _get(layer, s.norm)
+            mod = submodule(layer, s.norm)
         elif s.placement == "pre":
-            mod = _get(layer, s.attention)
+            mod = submodule(layer, s.attention)
         else:
-            mod = _get(layer, s.norm)
+            mod = submodule(layer, s.norm)
         hooks.append(mod.register_forward_hook(
             lambda m, a, o, i=i: got.__setitem__(i, (o[0] if isinstance(o, tuple) else o).detach())))
     try:
@@ -99,7 +101,7 @@ def test_decomposition_reproduces_the_block_output(models, monkeypatch, kind):
         np.testing.assert_allclose(total.numpy(), block.whole.numpy(), atol=1e-4)
     n = len(enc)
     assert att.maps.shape == (model.n_layers, 1, n, n) and att.measure == "alti"
-    np.testing.assert_allclose(att.maps.sum(-1), 1.0, atol=1e-5)
+    assert_close(att.maps.sum(-1), 1.0, F32, scale=1)
     if model.causal:
         assert np.allclose(np.triu(att.maps, 1), 0.0)
     for measure in ("norm", "norm+residual"):
@@ -154,7 +156,7 @@ def test_alti_one_layer_model_end_to_end_equals_hand_computation():
         x = model.base(**model.pad([enc]), output_hidden_states=True).hidden_states[0][0]
     _, _, _, expected = _hand_alti(model, x.numpy())
     got = model.attend(TEXT, measure="alti").maps[0, 0]
-    np.testing.assert_allclose(got, expected, atol=1e-6)
+    assert_close(got, expected, F32)
 
 
 def _scaling_attention(layer, head, i, j, eps):

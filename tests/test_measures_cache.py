@@ -10,8 +10,10 @@ import pytest
 import torch
 
 from attnkit.runtime.measures import _arch
-from attnkit.runtime.measures._arch import _get, spec
+from attnkit.runtime.archs import submodule
+from attnkit.runtime.measures._arch import spec
 from attnkit.testing import CORPUS, tiny_model
+from tolerances import assert_close, F32
 
 pytestmark = pytest.mark.numerics
 
@@ -32,8 +34,7 @@ def _check(model, monkeypatch, label):
         want = _uncached(model, measure, monkeypatch)
         # The same kernels on the same inputs, so the two agree to float32 rounding; a
         # matrix of another model (the failure this guards against) is off by O(0.1).
-        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6,
-                                   err_msg=f"{label} {measure}")
+        assert_close(got, want, F32, err_msg=f"{label} {measure}")
 
 
 @pytest.mark.slow
@@ -69,10 +70,10 @@ def test_weights_changed_in_place_get_new_matrices(monkeypatch, kind):
     model = tiny_model(kind, seed=0)
     before = {m: model.attend(TEXT, measure=m).maps for m in MEASURES}
     s = spec(model)
-    layers = list(_get(model.base, s.layers))
+    layers = list(submodule(model.base, s.layers))
     with torch.no_grad():
         for layer in layers:
-            _get(layer, s.out_proj).weight.mul_(torch.linspace(0.2, 3.0, _get(
+            submodule(layer, s.out_proj).weight.mul_(torch.linspace(0.2, 3.0, submodule(
                 layer, s.out_proj).weight.shape[-1]))
     _check(model, monkeypatch, f"{kind} out_proj scaled")
     for m in MEASURES:  # the change is visible (else the check above proves nothing)
@@ -80,7 +81,7 @@ def test_weights_changed_in_place_get_new_matrices(monkeypatch, kind):
     if s.norm:
         with torch.no_grad():
             for layer in layers:
-                w = _get(layer, s.norm).weight
+                w = submodule(layer, s.norm).weight
                 w.copy_(torch.linspace(-2.0, 2.0, w.shape[0]))
         _check(model, monkeypatch, f"{kind} norm weight replaced")
     other = tiny_model(kind, seed=1)
@@ -88,5 +89,5 @@ def test_weights_changed_in_place_get_new_matrices(monkeypatch, kind):
     _check(model, monkeypatch, f"{kind} load_state_dict")
     for m in MEASURES:  # the same weights give the other model's maps
         # Both models run the same kernels on equal weights and inputs: float32 rounding.
-        np.testing.assert_allclose(model.attend(TEXT, measure=m).maps,
-                                   other.attend(TEXT, measure=m).maps, rtol=1e-5, atol=1e-6)
+        assert_close(model.attend(TEXT, measure=m).maps,
+                                   other.attend(TEXT, measure=m).maps, F32)

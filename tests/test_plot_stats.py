@@ -5,6 +5,7 @@ import pandas as pd
 
 from attnkit.core.results import HeadResult
 import pytest
+from tolerances import assert_close, F32
 
 matplotlib = pytest.importorskip("matplotlib")
 matplotlib.use("Agg")
@@ -39,8 +40,8 @@ def test_special_attention_draws_layer_means():
     assert isinstance(fig, Figure)
     ax = fig.axes[0]
     line = _line(ax, "[SEP]")
-    np.testing.assert_allclose(line.get_xdata(), [1, 2, 3])
-    np.testing.assert_allclose(line.get_ydata(), stats["sep"].groupby(level="layer").mean())
+    assert_close(line.get_xdata(), [1, 2, 3], F32)
+    assert_close(line.get_ydata(), stats["sep"].groupby(level="layer").mean(), F32)
     # one dot per head per category
     assert sum(len(c.get_offsets()) for c in ax.collections) == 3 * L * H
 
@@ -56,8 +57,7 @@ def test_entropy_has_uniform_baseline_and_uses_given_axes():
     assert base.get_ydata()[0] == pytest.approx(2.5)
     plt.close(fig0)
     fig = plot_entropy(stats, uniform_entropy=1.0, column="cls_entropy")
-    np.testing.assert_allclose(_line(fig.axes[0], "heads (line: layer mean)").get_ydata(),
-                               stats["cls_entropy"].groupby(level="layer").mean())
+    assert_close(_line(fig.axes[0], "heads (line: layer mean)").get_ydata(), stats["cls_entropy"].groupby(level="layer").mean(), F32)
 
 
 def test_importance_lines():
@@ -67,7 +67,7 @@ def test_importance_lines():
     ax = fig.axes[0]
     labels = [line.get_label() for line in ax.get_lines()]
     assert labels == ["[SEP]", "punctuation", "other"]  # no [CLS] in the data: skipped
-    np.testing.assert_allclose(_line(ax, "[SEP]").get_ydata(), [0.3, 0.2, 0.1])
+    assert_close(_line(ax, "[SEP]").get_ydata(), [0.3, 0.2, 0.1], F32)
     with pytest.raises(InputError):
         plot_importance(pd.DataFrame({"a": [1.0]}))
 

@@ -15,6 +15,7 @@ from attnkit.analysis.qk import normalize_qk, project
 from attnkit.errors import InputError
 from attnkit.core.qkstates import QKStates, scores
 from attnkit.testing import tiny_model
+from tolerances import assert_close, F32, F64
 
 pytestmark = pytest.mark.numerics
 
@@ -30,16 +31,16 @@ def test_normalisation_leaves_every_softmax_unchanged(causal):
     k = (rng.normal(-5.0, 0.5, (40, 16)) * 4).astype(np.float32)
     q2, k2 = normalize_qk(q, k)
     # means equal after the translation; mean norms equal after the scaling
-    np.testing.assert_allclose(q2.mean(0) / np.linalg.norm(q2, axis=1).mean() * np.linalg.norm(k2, axis=1).mean(),
-                               q2.mean(0), rtol=1e-12)
-    np.testing.assert_allclose(np.linalg.norm(q2, axis=1).mean(), np.linalg.norm(k2, axis=1).mean(), rtol=1e-12)
+    assert_close(q2.mean(0) / np.linalg.norm(q2, axis=1).mean() * np.linalg.norm(k2, axis=1).mean(),
+                               q2.mean(0), F64)
+    assert_close(np.linalg.norm(q2, axis=1).mean(), np.linalg.norm(k2, axis=1).mean(), F64)
     # float32 scores of magnitude ~100: softmax agrees to float32 precision
     a = _softmax_rows(q, k, causal)
     b = _softmax_rows(q2.astype(np.float32), k2.astype(np.float32), causal)
-    np.testing.assert_allclose(a, b, atol=1e-5)
+    assert_close(a, b, F32, scale=1)
     # in float64 the scores differ by exactly a constant per row
     d = q2 @ k2.T - q.astype(np.float64) @ k.astype(np.float64).T
-    np.testing.assert_allclose(d, np.repeat(d[:, :1], d.shape[1], axis=1), atol=1e-9)
+    assert_close(d, np.repeat(d[:, :1], d.shape[1], axis=1), F64)
 
 
 def test_normalisation_on_a_model_head_keeps_its_map():
@@ -77,7 +78,7 @@ def test_table_columns_join_and_item_map():
     assert emb.table["kind"].value_counts().to_dict() == {"query": 2 * n, "key": 2 * n}
     row = emb.table.iloc[len(atts[0]) + 2]
     assert (row["item"], row["position"], row["token"]) == (1, 2, atts[1].tokens[2])
-    np.testing.assert_allclose(emb.item_map(1, 0, 0), atts[1].map(0, 0), atol=1e-5)
+    assert_close(emb.item_map(1, 0, 0), atts[1].map(0, 0), F32, scale=1)
     tags = pd.DataFrame({"item": [0, 1], "position": [1, 1], "pos": ["DET", "PRON"]})
     joined = emb.join(tags).table
     assert joined.loc[(joined["item"] == 1) & (joined["position"] == 1), "pos"].eq("PRON").all()

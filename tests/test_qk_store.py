@@ -12,6 +12,7 @@ import attnkit as ak
 from attnkit.errors import InputError, StoreError
 from attnkit.core.qkstates import scores
 from attnkit.testing import tiny_model
+from tolerances import assert_close, F32
 
 TEXTS = ["The cat sat on the mat.", "We read it.", "A dog.", "Many more words are here now."]
 
@@ -23,12 +24,12 @@ def test_dense_lazy_and_maps_agree(family):
     lazy = model.attend(TEXTS[0], lazy=True)
     for layer in range(att.n_layers):
         # two forwards of the same input: the same kernels, float32 rounding apart
-        np.testing.assert_allclose(att.queries(layer), lazy.queries(layer), atol=1e-5)
-        np.testing.assert_allclose(att.keys(layer), lazy.keys(layer), atol=1e-5)
+        assert_close(att.queries(layer), lazy.queries(layer), F32)
+        assert_close(att.keys(layer), lazy.keys(layer), F32)
         for head in range(att.n_heads):
             # the softmax of the scaled scores is the map (float32 summation order apart)
-            np.testing.assert_allclose(scores(att.qk, layer, head, causal=att.causal),
-                                       att.map(layer, head), atol=1e-5)
+            assert_close(scores(att.qk, layer, head, causal=att.causal),
+                                       att.map(layer, head), F32, scale=1)
 
 
 def test_grouped_query_shapes_and_errors():

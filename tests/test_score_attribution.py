@@ -20,6 +20,7 @@ import attnkit as ak
 from attnkit.errors import InputError, UnsupportedModelError
 from attnkit.runtime.model import Model
 from attnkit.testing import tiny_model
+from tolerances import assert_close, F32, F64
 
 pytestmark = pytest.mark.numerics
 
@@ -42,7 +43,7 @@ def toy():
 def test_components_sum_to_the_stream(models, kind):
     model = models[kind]
     s = ak.residual_stream(model, TEXT, layer=1, positions=[0, 3, 5])
-    assert s.names[0] == "embed" and s.names[-1] == "bias" and "L1.mlp" in s.names
+    assert s.names[0] == "embed" and s.names[-1] == "bias" and "1-mlp" in s.names
     assert s.vectors.shape == (len(s.names), 3, 32)
     # float64 sums of the forward's float32 pieces: within float32 rounding of the stream
     np.testing.assert_allclose(s.vectors.sum(0), s.stream, atol=1e-4 * np.abs(s.stream).max())
@@ -72,7 +73,7 @@ def test_terms_add_to_the_scores_and_the_map(models, kind):
         logits[scores["query"], scores["key"]] = total
         p = np.exp(logits - logits.max(1, keepdims=True))
         p /= p.sum(1, keepdims=True)
-        np.testing.assert_allclose(p, att.map(layer, head), atol=1e-5)
+        assert_close(p, att.map(layer, head), F32, scale=1)
 
 
 def test_grains_top_dense_and_aggregates_agree(models):
@@ -85,22 +86,22 @@ def test_grains_top_dense_and_aggregates_agree(models):
     assert set(topped.table.groupby("key").size()) == {4}  # 3 largest + "rest"
     assert (topped.table["query_component"] == "rest").sum() == 3
     layers = ak.score_attribution(model, TEXT, **one, components="layers")
-    assert "L1.attn" in layers.meta["query_components"]
+    assert "1-attn" in layers.meta["query_components"]
     dims = ak.score_attribution(model, TEXT, **one, components="dims")
     assert len(dims.table) == 3 * 8 and dims.table["query_component"].iloc[0] == "dim1"
-    picked = ak.score_attribution(model, TEXT, **one, components=["L1H1", "embed"])
-    assert picked.meta["query_components"] == ["L1H1", "embed", "other"]
+    picked = ak.score_attribution(model, TEXT, **one, components=["1-1", "embed"])
+    assert picked.meta["query_components"] == ["1-1", "embed", "other"]
     summed = ak.score_attribution(model, TEXT, **one, aggregate="sum")
     for r in (heads, topped, layers, dims, picked):
         total = r.table["contribution"].sum()
         np.testing.assert_allclose(total, heads.meta["scores"]["score"].sum(), atol=1e-4)
-    np.testing.assert_allclose(summed.meta["terms"], terms.sum(0), atol=1e-9)
+    assert_close(summed.meta["terms"], terms.sum(0), F64)
 
 
 def _hand_built():
     """2 layers, 4 heads of 8 dims, width 32: embeddings live in dims 0-15, layer-1 head 1
     writes only dims 16-23, head 2 only dims 24-31, heads 3 and 4 and the MLPs write nothing;
-    layer 2's keys read only dims 16-23 (so only head L1H1)."""
+    layer 2's keys read only dims 16-23 (so only head 1-1)."""
     model = tiny_model("llama", layers=2, heads=4, hidden=32, kv_heads=4, seed=1)
     hf = model.hf
     with torch.no_grad():
@@ -122,11 +123,11 @@ def test_hand_built_key_reads_one_head():
     r = ak.score_attribution(model, TEXT, layer=1, head=0, queries=[9], dense=True)
     t = r.table
     by_key = t.groupby("key_component", observed=True)["contribution"].apply(lambda v: v.abs().sum())
-    assert by_key.idxmax() == "L1H1"
-    np.testing.assert_allclose(by_key.drop("L1H1").to_numpy(), 0, atol=1e-9)  # exact zeros
-    assert by_key["L1H1"] > 1
-    share = t.loc[t["key_component"] == "L1H1", "contribution"].sum() / t["contribution"].sum()
-    np.testing.assert_allclose(share, 1.0, atol=1e-9)
+    assert by_key.idxmax() == "1-1"
+    assert_close(by_key.drop("1-1").to_numpy(), 0, F64, scale=1)  # exact zeros
+    assert by_key["1-1"] > 1
+    share = t.loc[t["key_component"] == "1-1", "contribution"].sum() / t["contribution"].sum()
+    assert_close(share, 1.0, F64, scale=1)
 
 
 def _stripe(length):
@@ -141,9 +142,9 @@ def test_toy_induction_heads_read_token_embedding_against_previous_token_head(to
         r = ak.score_attribution(toy, ids, layer=1, head=head, pairs=_stripe(length),
                                  aggregate="sum")
         best = r.table.loc[r.table["contribution"].idxmax()]
-        assert (best["query_component"], best["key_component"]) == ("embed", "L1H1")
+        assert (best["query_component"], best["key_component"]) == ("embed", "1-1")
         share = best["contribution"] / r.meta["scores"]["score"].sum()
-        assert share > 0.8  # measured 0.89 (L2H1) and 0.90 (L2H2): docs/results.md
+        assert share > 0.8  # measured 0.89 (2-1) and 0.90 (2-2): docs/results.md
 
 
 def test_toy_k_composition_known_answer(toy):
@@ -161,7 +162,7 @@ def test_toy_k_composition_known_answer(toy):
 def test_composition_matches_dense_definition():
     """The k x k Gram formulation equals ‖W_QK W_OV‖_F / (‖W_QK‖_F ‖W_OV‖_F) of the d x d
     matrices (Elhage et al. 2021), norms folded."""
-    from attnkit.runtime.decompose import head_weights
+    from attnkit.runtime.weights import head_weights
 
     model = tiny_model("gpt2", layers=2, heads=2, hidden=16)
     comp = ak.composition(model, samples=8, progress=False)
@@ -189,7 +190,7 @@ def test_bad_input_names_what_is_possible(models):
         ak.score_attribution(model, TEXT, layer=0, head=4)
     with pytest.raises(InputError, match="out of range"):
         ak.score_attribution(model, TEXT, layer=0, head=0, queries=[99])
-    with pytest.raises(InputError, match="its components are: embed, L1H1"):
+    with pytest.raises(InputError, match="its components are: embed, 1-1"):
         ak.score_attribution(model, TEXT, layer=1, head=0, components=["pos_embed"])
     with pytest.raises(InputError, match="'heads', 'layers', 'dims'"):
         ak.score_attribution(model, TEXT, layer=1, head=0, components="neurons")
@@ -284,7 +285,6 @@ def test_top_terms_among_candidates_are_the_dense_terms(models, kind):
     for (q, k), g in runs["exact"].table[runs["exact"].table["query_component"] != "rest"].groupby(
             ["query", "key"]):
         ref = np.sort(np.abs(terms[where[(q, k)]]).ravel())[::-1][:3]
-        np.testing.assert_allclose(np.sort(np.abs(g["contribution"].to_numpy()))[::-1], ref,
-                                   rtol=1e-5)
+        assert_close(np.sort(np.abs(g["contribution"].to_numpy()))[::-1], ref, F32)
     with pytest.raises(InputError, match="candidates must be"):
         ak.score_attribution(model, TEXT, **grid, candidates=0)

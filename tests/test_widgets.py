@@ -16,6 +16,7 @@ from attnkit.core.results import head_table
 from attnkit.widgets import ClusterView, HeadGrid, HeadMap, Heatmap, _base
 from attnkit.widgets._codec import f16, message, read, wire
 from attnkit.widgets.headgrid import DECADES, log_codes
+from tolerances import assert_close, F32
 
 
 def make_att(L=2, H=3, n=5, seed=0, tokens=None, model=""):
@@ -144,12 +145,12 @@ def test_heatmap_difference():
     a, b = make_att(seed=1, model="base"), make_att(seed=2, model="tuned")
     hm = Heatmap.difference(a, b, layer=1, head=1)
     want = a.maps[1, 1] - b.maps[1, 1]
-    np.testing.assert_allclose(hm.matrix, want, atol=1e-6)
-    np.testing.assert_allclose(read(hm.overview_max), want, atol=1e-6)
+    assert_close(hm.matrix, want, F32)
+    assert_close(read(hm.overview_max), want, F32)
     assert hm.diverging and hm.top == pytest.approx(np.abs(want).max())
     assert hm.value_label == "base \u2212 tuned" and "(2-2)" in hm.title
     hm.show(0, 2)
-    np.testing.assert_allclose(hm.matrix, a.maps[0, 2] - b.maps[0, 2], atol=1e-6)
+    assert_close(hm.matrix, a.maps[0, 2] - b.maps[0, 2], F32)
     other = make_att(tokens=["[CLS]", "x", "y", "z", "[SEP]"])
     with pytest.raises(TokenizationMismatchError):
         Heatmap.difference(a, other)
@@ -164,7 +165,7 @@ def test_headgrid_thumbnails_are_log_codes_below_each_heads_top():
     assert grid.size == 5 and grid.thumbs["shape"] == [2, 3, 5, 5] and grid.thumbs["dtype"] == "uint8"
     codes = read(grid.thumbs).astype(np.float64)
     top = att.maps.max(axis=(2, 3))
-    np.testing.assert_allclose(read(grid.head_max), top, rtol=1e-6)
+    assert_close(read(grid.head_max), top, F32)
     assert (codes.reshape(6, -1).max(axis=1) == 255).all()
     # code c stands for top * 10 ** (DECADES * (c / 255 - 1)): within half a step (2.7 %)
     back = top[:, :, None, None] * 10.0 ** (DECADES * (codes / 255 - 1))
@@ -189,7 +190,7 @@ def test_headgrid_pools_long_inputs_within_its_byte_budget():
     att = make_att(L=1, H=2, n=300)
     grid = HeadGrid(att, size=128)
     assert grid.size == 128 and grid.thumbs["shape"] == [1, 2, 128, 128]
-    np.testing.assert_allclose(read(grid.head_max)[0], att.maps[0].max(axis=(1, 2)), rtol=1e-6)
+    assert_close(read(grid.head_max)[0], att.maps[0].max(axis=(1, 2)), F32)
     assert grid.n_tokens == 300
     big = make_att(L=12, H=12, n=200)
     g2 = HeadGrid(big, size=128)
@@ -225,7 +226,7 @@ def test_link_keeps_heatmap_and_grid_in_step():
     hm = grid.link(Heatmap(att))
     grid.selected = [1, 1]
     assert (hm.layer, hm.head) == (1, 1)
-    np.testing.assert_allclose(hm.matrix, att.maps[1, 1])
+    assert_close(hm.matrix, att.maps[1, 1], F32)
     hm.show(0, 2)  # the heatmap's arrows
     assert grid.selected == [0, 2]
     hmap = HeadMap(np.zeros((2, 3)), value="zero")
@@ -345,6 +346,6 @@ def test_views_take_the_analyses_outputs_as_they_are():
     assert cv.label_name == "behaviour" and len(cv.layers) == 12
     assert [cv.categories[c] for c in cv.codes] == [str(behaviours[k]) for k in zip(cv.layers, cv.heads)]
     hmap = HeadMap(stats, value="entropy")
-    np.testing.assert_allclose(hmap.table, stats["entropy"].unstack("head").to_numpy(), rtol=1e-6)
+    assert_close(hmap.table, stats["entropy"].unstack("head").to_numpy(), F32)
     grid = HeadGrid(atts[0], metric=stats, value="entropy")
-    np.testing.assert_allclose(read(grid.metric), stats["entropy"].unstack("head").to_numpy(), rtol=1e-6)
+    assert_close(read(grid.metric), stats["entropy"].unstack("head").to_numpy(), F32)

@@ -10,6 +10,7 @@ from attnkit.core.cross import CrossAttention
 from attnkit.errors import InputError
 from attnkit.testing import tiny_model, tiny_seq2seq
 from attnkit.widgets._codec import read
+from tolerances import assert_close, F16
 
 
 @pytest.fixture(scope="module")
@@ -22,9 +23,9 @@ def test_weights_travel_as_float16_and_follow_the_layer(s2s):
     assert view.target_tokens == s2s.decoder.tokens and view.source_tokens == s2s.encoder.tokens
     assert (view.n_layers, view.n_heads, view.head) == (2, 4, -1)
     assert isinstance(view.weights["buffer"], bytes)
-    np.testing.assert_allclose(read(view.weights), s2s.cross.maps[0], rtol=2e-3, atol=1e-6)
+    assert_close(read(view.weights), s2s.cross.maps[0], F16)
     view.layer = 1
-    np.testing.assert_allclose(read(view.weights), s2s.cross.maps[1], rtol=2e-3, atol=1e-6)
+    assert_close(read(view.weights), s2s.cross.maps[1], F16)
 
 
 def test_clicked_token_lists_its_links(s2s):

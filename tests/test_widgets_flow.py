@@ -16,6 +16,7 @@ from attnkit.widgets import flow as _widgets_flow
 from attnkit.widgets._codec import read
 from attnkit.widgets._flow_wire import encode_graph
 from attnkit.widgets.flow import ratings
+from tolerances import assert_close, F32
 
 
 def u16(d: dict, cols: int) -> list[list[int]]:
@@ -34,7 +35,7 @@ def test_encode_graph_of_the_hand_built_case():
     offsets = read(enc["edge_head_offsets"]).tolist()
     assert offsets == [0, 2, 3, 4, 6, 7, 8, 9]
     assert [heads[a:b] for a, b in itertools.pairwise(offsets)] == [[0, 1], [1], [0], [0, 1], [1], [1], [0]]
-    np.testing.assert_allclose(read(enc["edge_weight"]), [0.6, 0.35, 0.7, 0.7, 0.4, 0.4, 0.4], atol=1e-6)
+    assert_close(read(enc["edge_weight"]), [0.6, 0.35, 0.7, 0.7, 0.4, 0.4, 0.4], F32)
     assert u16(enc["nodes"], 3)[0] == [0, 0, 1] and enc["n_nodes"] == 7
     assert enc["source"] == [[2, 0]] and enc["n_edges_total"] == 7
 
@@ -71,7 +72,7 @@ def test_single_view_sends_graph_influence_and_head_counts():
     g = view.graph
     assert (view.n_nodes, view.n_edges) == (g.number_of_nodes(), g.number_of_edges()) == (7, 7)
     inf = attnkit.influence(g, alpha=0.5)
-    np.testing.assert_allclose(read(view.influence_a), inf["score"], rtol=1e-6)
+    assert_close(read(view.influence_a), inf["score"], F32)
     assert read(view.rating_a).tolist() == ratings(inf["score"].to_numpy(), view.roles, [0]).tolist()
     counts = read(view.head_counts_a).reshape(2, 2)
     # layer 0: head 0 makes a->b, b->a, b->[SEP]; head 1 a->[CLS], a->a, b->[SEP];
@@ -105,7 +106,7 @@ def test_compare_colours_and_split_counts():
         assert edges[(u[0], u[1], v[1])] == {"both": 0, "a": 1, "b": 2}[d["model"]]
     assert edges[(2, 0, 2)] == 1 and edges[(2, 0, 3)] == 2  # b only in pre, [SEP] only in fine
     np.testing.assert_array_equal(read(view.head_counts_b), attnkit.flow.head_edge_counts(cmp.graph_b))
-    np.testing.assert_allclose(read(view.influence_b), cmp.influence["score_b"])
+    assert_close(read(view.influence_b), cmp.influence["score_b"], F32)
     other = att_b()
     other.tokens[1] = "x"
     with pytest.raises(TokenizationMismatchError):
@@ -117,7 +118,7 @@ def test_collection_mode_and_static_output(tmp_path):
     view = FlowView.collection(atts, threshold=0.2)
     summary = attnkit.flow_summary(atts, threshold=0.2)
     assert view.mode == "collection" and view.n_inputs == 3
-    np.testing.assert_allclose(read(view.head_counts_a).ravel(), summary.heads["edges_mean"], rtol=1e-6)
+    assert_close(read(view.head_counts_a).ravel(), summary.heads["edges_mean"], F32)
     assert view.categories == list(summary.categories.index)
     assert view.top_tokens == list(summary.tokens.index[:15])
     for w in (view, FlowView(att_a()), FlowView(att_a(), other=att_b())):

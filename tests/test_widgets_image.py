@@ -10,6 +10,7 @@ from attnkit.errors import InputError
 from attnkit.testing import tiny_model, tiny_vision
 from attnkit.runtime.vision import gradient_rollout
 from attnkit.widgets._codec import read
+from tolerances import assert_close, F16
 
 IMAGE = np.random.default_rng(0).integers(0, 256, (32, 32, 3), dtype=np.uint8)
 
@@ -28,9 +29,9 @@ def test_image_and_matrix_are_bytes_and_rows_are_exact_enough(deit):
     np.testing.assert_array_equal(read(view.image), att.meta["image"])
     assert view.grid == [4, 4] and view.first_patch == 2 and view.tokens[:3] == ["[CLS]", "[DIST]", "0,0"]
     # float16 with a power-of-two scale: 3 significant digits
-    np.testing.assert_allclose(read(view.matrix), att.maps[1, 0], rtol=2e-3, atol=1e-6)
+    assert_close(read(view.matrix), att.maps[1, 0], F16)
     view.query = 7
-    np.testing.assert_allclose(view.row(), att.maps[1, 0, 7], rtol=2e-3, atol=1e-6)
+    assert_close(view.row(), att.maps[1, 0, 7], F16)
 
 
 def test_mean_of_heads_layer_and_overlays_follow_the_traits(deit):
@@ -41,16 +42,16 @@ def test_mean_of_heads_layer_and_overlays_follow_the_traits(deit):
                                             "fixed": np.arange(18.0)})
     assert view.overlays == ["attention", "rollout", "gradient rollout", "alti", "fixed"]
     assert (view.layer, view.head, view.layered) == (1, -1, True)  # the last layer, mean of heads
-    np.testing.assert_allclose(view.row(), att.maps[1, :, 0].mean(0), rtol=2e-3, atol=1e-6)
+    assert_close(view.row(), att.maps[1, :, 0].mean(0), F16)
     view.overlay = "rollout"
-    np.testing.assert_allclose(view.row(), ak.rollout(att)[0], rtol=2e-3, atol=1e-6)
+    assert_close(view.row(), ak.rollout(att)[0], F16)
     assert not view.layered and view.value_label == "rollout"
     view.overlay = "gradient rollout"
-    np.testing.assert_allclose(view.row(), grad[0], rtol=2e-3, atol=1e-6)
+    assert_close(view.row(), grad[0], F16)
     view.overlay = "alti"
     assert view.layered and view.n_heads == 1 and view.value_label == "alti"
     view.layer = 0
-    np.testing.assert_allclose(view.row(), alti.maps[0, 0, 0], rtol=2e-3, atol=1e-6)
+    assert_close(view.row(), alti.maps[0, 0, 0], F16)
     view.overlay = "fixed"
     view.query = 9
     np.testing.assert_allclose(view.row(), np.arange(18.0), rtol=2e-3)  # the same for every query

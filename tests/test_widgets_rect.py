@@ -12,6 +12,7 @@ from attnkit.errors import InputError
 from attnkit.plot import plot_heatmap
 from attnkit.plot.common import downsample_max
 from attnkit.widgets import _pyramid as pyr
+from tolerances import assert_close, F32
 
 
 def cross(t: int = 3, s: int = 5) -> CrossAttention:
@@ -43,7 +44,7 @@ def test_heatmap_of_a_rectangle_has_both_axes_and_exact_cells():
     rank = hm.answer({"type": "tile", "layer": 0, "head": 0, "k": 0, "ti": 0, "tj": 0, "what": "rank"})
     assert rank["array"]["shape"] == [3, 5]
     hm.show(0, 1)
-    np.testing.assert_allclose(hm.matrix, 0.2)
+    assert_close(hm.matrix, 0.2, F32)
     assert "target" in hm._alt_text() and "s3" in hm._alt_text()
     with pytest.raises(InputError, match=r"\[layer, head, 3, 5\]"):
         ak.Heatmap(c, maps=np.ones((3, 3)))
@@ -58,14 +59,14 @@ def test_long_source_tiles_pool_the_rectangle():
     assert k == 2 and hm.overview.shape == (2, 275)  # ceil(6 / 4) x ceil(1100 / 4)
     m = c.maps[0, 0]
     # the overview is the max of each 4 x 4 bin (the last row bin partial)
-    np.testing.assert_allclose(hm.overview[0, 0], m[:4, :4].max())
-    np.testing.assert_allclose(hm.overview[1, 2], m[4:6, 8:12].max())
+    assert_close(hm.overview[0, 0], m[:4, :4].max(), F32)
+    assert_close(hm.overview[1, 2], m[4:6, 8:12].max(), F32)
     # an exact tile of the second column band: columns 256..511 of every row
     reply = hm.answer({"type": "tile", "layer": 0, "head": 0, "k": 0, "ti": 0, "tj": 1})
     assert reply["array"]["shape"] == [6, 256]
     tile = pyr.tile(c, 0, 0, 6, 1, 0, 1, cols=1100)  # level 1: 2 x 2 bins
     assert tile.shape == (3, 256)
-    np.testing.assert_allclose(tile[0, 0], m[0:2, 512:514].max())
+    assert_close(tile[0, 0], m[0:2, 512:514].max(), F32)
     ranks = pyr.rank_tile(c, 0, 0, 6, 0, 0, 0, sinks=np.array([0, 1099]), causal=False,
                           exclude_sinks=False, cols=1100)
     assert ranks.shape == (6, 256) and ranks[0, 0] == 1.0  # 0.75 is the top of row 0
@@ -78,11 +79,11 @@ def test_head_grid_of_a_rectangle():
     grid = ak.HeadGrid(c, progress=False)
     assert grid.thumbs["shape"] == [1, 2, 3, 5] and (grid.size, grid.size_cols) == (3, 5)
     assert (grid.n_tokens, grid.n_cols) == (3, 5)
-    np.testing.assert_allclose(grid._thumbs[0, 0], c.maps[0, 0])
+    assert_close(grid._thumbs[0, 0], c.maps[0, 0], F32)
     assert "3 target \u00d7 5 source tokens" in grid.title
     long = ak.HeadGrid(cross(t=20, s=300), size=64, progress=False)
     assert long.thumbs["shape"] == [1, 2, 20, 64]
-    np.testing.assert_allclose(long._thumbs[0, 0], cross(t=20, s=300).pooled(0, 0, 64))
+    assert_close(long._thumbs[0, 0], cross(t=20, s=300).pooled(0, 0, 64), F32)
     assert len(long.figure().axes) >= 1
     filled = ak.HeadGrid(c, progressive=True)
     assert filled.wait() and filled.thumbs["shape"] == [1, 2, 3, 5]

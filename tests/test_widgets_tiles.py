@@ -14,6 +14,7 @@ from attnkit.plot.common import row_ranks
 from attnkit.widgets import HeadGrid, Heatmap
 from attnkit.widgets import _pyramid as pyr
 from attnkit.widgets._codec import read
+from tolerances import assert_close, F16, F32
 
 
 def dense(n: int, seed: int = 0, L: int = 1, H: int = 2) -> attnkit.Attention:
@@ -40,7 +41,7 @@ def test_levels_and_sides():
 def test_pool_known_values():
     a = np.arange(25, dtype=np.float32).reshape(5, 5)
     assert pyr.pool(a, 1, "max").tolist() == [[6, 8, 9], [16, 18, 19], [21, 23, 24]]
-    np.testing.assert_allclose(pyr.pool(a, 1, "mean"), [[3, 5, 6.5], [13, 15, 16.5], [20.5, 22.5, 24]])
+    assert_close(pyr.pool(a, 1, "mean"), [[3, 5, 6.5], [13, 15, 16.5], [20.5, 22.5, 24]], F32)
     signed = np.array([[0.1, -0.5], [0.2, 0.3]], dtype=np.float32)
     assert pyr.pool(signed, 1, "max", signed=True).tolist() == [[-0.5]]  # largest magnitude, sign kept
     assert pyr.pool(signed, 1, "max").tolist() == [[pytest.approx(0.3)]]
@@ -53,14 +54,14 @@ def test_overview_and_tiles_of_a_dense_map():
     ov = pyr.overview_bands(src, 0, 1, n, np.array([0, n - 1]), level=1, signed=True)
     assert ov is not None
     # bins of 2 x 2 cells: the same as attention.pool_square with n / 2 bins
-    np.testing.assert_allclose(ov.max, pool_square(m, 500, "max"))
-    np.testing.assert_allclose(ov.mean, pool_square(m, 500, "mean"), rtol=1e-6)
+    assert_close(ov.max, pool_square(m, 500, "max"), F32)
+    assert_close(ov.mean, pool_square(m, 500, "mean"), F32)
     assert ov.top == pytest.approx(m.max()) and ov.top_nosink == pytest.approx(m[:, 1:-1].max())
     # level 0 tiles are blocks of the map; edge tiles are smaller
     np.testing.assert_array_equal(pyr.tile(src, 0, 1, n, 0, 1, 2), m[256:512, 512:768])
     assert pyr.tile(src, 0, 1, n, 0, 3, 3).shape == (1000 - 768, 1000 - 768)
     # level 1 tile (1, 0): bins 256..500 of rows, 0..256 of columns = cells 512..1000, 0..512
-    np.testing.assert_allclose(pyr.tile(src, 0, 1, n, 1, 1, 0, reduce="mean"), ov.mean[256:500, 0:256], rtol=1e-6)
+    assert_close(pyr.tile(src, 0, 1, n, 1, 1, 0, reduce="mean"), ov.mean[256:500, 0:256], F32)
     with pytest.raises(attnkit.errors.InputError, match="outside"):
         pyr.tile(src, 0, 1, n, 0, 4, 0)
 
@@ -74,9 +75,9 @@ def test_rank_tiles_are_row_ranks_of_the_level():
     # causal: cells above the diagonal have no rank; the sink column drawn at the top
     r = pyr.rank_tile(src, 0, 0, 4, 0, 0, 0, sinks=np.array([0]), causal=True, exclude_sinks=True)
     assert np.isnan(r[1, 2]) and r[1, 0] == 1.0 and r[1, 1] == 1.0  # [1, 1] is the only ranked cell
-    np.testing.assert_allclose(r[3], [1.0, 1.0, 0.5, 0.0])
+    assert_close(r[3], [1.0, 1.0, 0.5, 0.0], F32)
     # the same rule as the static figure's
-    np.testing.assert_allclose(row_ranks(m[3:4, 1:]), [[1.0, 0.5, 0.0]])
+    assert_close(row_ranks(m[3:4, 1:]), [[1.0, 0.5, 0.0]], F32)
 
 
 def test_heatmap_on_lazy_attention_reads_strips_only():
@@ -87,7 +88,7 @@ def test_heatmap_on_lazy_attention_reads_strips_only():
     assert hm.pyramid == {"top": 2, "size": 256} and hm.overview_max["shape"] == [512, 512]
     assert hm.overview_max["dtype"] == "float16" and "scale" in hm.overview_max
     full = att.map(1, 0)
-    np.testing.assert_allclose(read(hm.overview_max), pool_square(full, 512, "max"), rtol=2e-3, atol=1e-12)
+    assert_close(read(hm.overview_max), pool_square(full, 512, "max"), F16)
     assert hm.top_nosink == pytest.approx(full[:, 1:].max(), rel=1e-6)
     assert att.largest_read <= blocks.BAND_ELEMENTS  # never a whole 2048 x 2048 map at once
     # a tile request, as the browser sends it: exact weights of rows 512..768, columns 256..512
@@ -96,7 +97,7 @@ def test_heatmap_on_lazy_attention_reads_strips_only():
     # the tile is computed from its own block of logits, the full map from all of them: the
     # matrix products may round differently by CPU (up to 1.9e-8 seen on an AMD EPYC), so
     # equal to float32 rounding of weights at most 1, not to the bit
-    np.testing.assert_allclose(read(reply["array"]), full[512:768, 256:512], rtol=1e-5, atol=1e-7)
+    assert_close(read(reply["array"]), full[512:768, 256:512], F32)
     # causal: the upper triangle is empty in every tile
     up = read(hm.answer({"type": "tile", "layer": 1, "head": 0, "k": 1, "ti": 0, "tj": 1, "reduce": "max"})["array"])
     assert up.shape == (256, 256) and up.max() == 0
@@ -139,8 +140,8 @@ def test_headgrid_on_lazy_attention_uses_pooled_heads(monkeypatch):
     want = np.stack([np.stack([att.pooled(l, h, 64) for h in range(2)]) for l in range(3)])
     # the same pooled weights, from bands of exp(logits - lse) here and normalised row strips
     # in att.pooled: equal to float32 rounding
-    np.testing.assert_allclose(grid._thumbs, want, rtol=1e-5, atol=1e-9)
-    np.testing.assert_allclose(read(grid.head_max), want.max(axis=(2, 3)), rtol=1e-6)
+    assert_close(grid._thumbs, want, F32)
+    assert_close(read(grid.head_max), want.max(axis=(2, 3)), F32)
 
 
 def test_report_kernels_get_an_embedding_budget(monkeypatch):
@@ -166,11 +167,11 @@ def test_views_on_a_real_lazy_capture_match_the_dense_one():
     lazy, dense = model.attend(text, lazy=True), model.attend(text)
     assert type(lazy).__name__ == "LazyAttention" and len(lazy) > 100
     a, b = Heatmap(lazy, layer=1, head=2), Heatmap(dense, layer=1, head=2)
-    np.testing.assert_allclose(read(a.overview_max), read(b.overview_max), atol=1e-5)
+    assert_close(read(a.overview_max), read(b.overview_max), F32, scale=1)
     q = {"type": "tile", "layer": 1, "head": 2, "k": 0, "ti": 0, "tj": 0, "reduce": "max"}
-    np.testing.assert_allclose(read(a.answer(q)["array"]), dense.maps[1, 2, :, :], atol=1e-5)
+    assert_close(read(a.answer(q)["array"]), dense.maps[1, 2, :, :], F32, scale=1)
     g1, g2 = HeadGrid(lazy, progress=False), HeadGrid(dense, progress=False)
-    np.testing.assert_allclose(read(g1.head_max), read(g2.head_max), atol=1e-5)
+    assert_close(read(g1.head_max), read(g2.head_max), F32, scale=1)
     f1, f2 = FlowView(lazy, threshold=0.2), FlowView(dense, threshold=0.2)
     assert set(f1.graph.edges) == set(f2.graph.edges)
 
@@ -207,7 +208,7 @@ def test_heatmap_and_headgrid_read_each_head_once():
     hm.show(0, 1)
     assert att.cells == read_by_grid
     full = att.map(0, 1)
-    np.testing.assert_allclose(read(hm.overview_max), pyr.pool(full, 1, "max"), rtol=2e-3, atol=1e-12)
+    assert_close(read(hm.overview_max), pyr.pool(full, 1, "max"), F16)
     # the other way round: the grid does not read the heatmap's head again
     other = CountingQK(700, n_layers=2, n_heads=2, seed=4)
     Heatmap(other, layer=0, head=0)

@@ -34,7 +34,8 @@ import numpy as np
 import pandas as pd
 
 from .._progress import progress as _bar
-from ..runtime.decompose import head_weights, layer_modules
+from ..runtime.archs import arch_of
+from ..runtime.weights import head_weights, layer_modules
 from ..errors import InputError
 from ..core.results import Result
 
@@ -194,8 +195,8 @@ def composition(model: Any, *, samples: int = 64, seed: int = 0,
         names=["source_layer", "source_head", "target_layer", "target_head"])
     table = pd.DataFrame({kind: c[kind].astype(np.float64) for kind in KINDS},
                          index=index).sort_index()
-    post = getattr(model, "config", None) is not None and model.model_type in (
-        "bert", "roberta", "xlm-roberta", "distilbert")
+    layout = arch_of(model).layout
+    post = layout is not None and layout.placement == "post"
     meta = {"model": model.name, "n_layers": L, "n_heads": H, "baseline": baseline,
             "samples": int(samples), "seed": seed,
             "norms": ("post-norm layer norms between layers not folded" if post else

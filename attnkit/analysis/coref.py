@@ -35,6 +35,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 import pandas as pd
 
+from ..core.labels import head_label
 from .._compat import renamed
 from ..core.attention import Attention
 from ..data.coref import MENTION_TYPES, Document, Mention
@@ -473,7 +474,7 @@ def coref_heads(
     for layer in range(L):
         for head in range(H):
             rows.append({
-                "layer": layer, "head": head, "name": f"{layer + 1}-{head + 1}",
+                "layer": layer, "head": head, "name": head_label(layer, head),
                 **{c: (float(np.asarray(v)[layer, head]) if np.ndim(v) else np.nan)
                    for c, v in head_acc.items()},
                 "selected": (layer, head) == tuple(int(x) for x in best),

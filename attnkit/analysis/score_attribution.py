@@ -28,22 +28,17 @@ not enter ``s``.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from ..runtime.decompose import (
-    Reader,
-    apply_rotary,
-    check_layer,
-    check_positions,
-    head_weights,
-    stream_spec,
-    walk,
-)
+from ..runtime.decompose import Reader, check_layer, check_positions, walk
+from ..runtime.weights import apply_rotary, head_weights, stream_spec
 from ..runtime.encoding import Encoding
 from ..errors import InputError
+from ..core.labels import attn_label, head_label, parse_head_label
 from ..core.results import Result
 
 #: The grains of ``components=``.
@@ -72,6 +67,12 @@ LINEARISED = ("the pre-attention norm with each row's statistics fixed (the forw
               "rotary embeddings per position")
 
 
+def _layer_group(name: str) -> str:
+    """A head's component name -> its layer's ``"L-attn"``; other names unchanged."""
+    head = parse_head_label(name)
+    return attn_label(head[0]) if head else name
+
+
 def _grouping(names: list[str], components: Any) -> tuple[list[str], np.ndarray]:
     """Output names and a ``[C_out, C]`` 0/1 matrix summing the walk's components."""
     if isinstance(components, str):
@@ -81,8 +82,8 @@ def _grouping(names: list[str], components: Any) -> tuple[list[str], np.ndarray]
         if components == "heads" or components == "dims":
             return names, np.eye(len(names))
         out: list[str] = []
-        for nm in names:  # "layers": heads of a layer summed into "L{m}.attn"
-            g = nm.split("H")[0] + ".attn" if nm.startswith("L") and "H" in nm else nm
+        for nm in names:  # "layers": heads of a layer summed into "L-attn"
+            g = _layer_group(nm)
             if g not in out:
                 out.append(g)
     else:
@@ -95,7 +96,7 @@ def _grouping(names: list[str], components: Any) -> tuple[list[str], np.ndarray]
     group = np.zeros((len(out), len(names)))
     for c, nm in enumerate(names):
         if isinstance(components, str):
-            g = nm.split("H")[0] + ".attn" if nm.startswith("L") and "H" in nm else nm
+            g = _layer_group(nm)
         else:
             g = nm if nm in out else "other"
         group[out.index(g), c] = 1.0
@@ -256,10 +257,11 @@ def score_attribution(
         Explicit ``(query, key)`` pairs instead of the grid (a stripe, a relation).
     components : str or sequence of str
         ``"heads"`` (each embedding, each earlier head, each earlier MLP, ``"bias"``),
-        ``"layers"`` (a layer's heads summed into ``"L{m}.attn"``), ``"dims"`` (the
+        ``"layers"`` (a layer's heads summed into ``"L-attn"``, e.g. ``"1-attn"``), ``"dims"`` (the
         per-dimension terms ``scaling · q_x k_x`` of the head's query and key, named ``"dim1"``
         … 1-indexed), or a list of component names kept apart (the rest summed into
-        ``"other"``). Head names are 1-indexed as in figures: ``"L1H2"`` is layer 0, head 1.
+        ``"other"``). Names are 1-indexed as in figures (:mod:`attnkit.core.labels`): ``"1-2"``
+        is layer 0, head 1; ``"1-mlp"`` layer 0's MLP.
     aggregate : {None, "sum", "mean"}
         Sum (or average) the terms over all pairs: one row per component pair, ``query`` and
         ``key`` set to -1.
@@ -328,14 +330,62 @@ def score_attribution(
     qpos, kpos, explicit = _pairs(n, queries, keys, pairs)
 
     with torch.inference_mode():  # the walk's tensors are inference tensors, updated in place
-        return _attribute(model, enc, layer, head, qpos, kpos, explicit, components, aggregate,
-                          top, candidates, dense)
+        return _attribute(model, enc, layer=layer, head=head, qpos=qpos, kpos=kpos,
+                          explicit=explicit, components=components, aggregate=aggregate,
+                          top=top, candidates=candidates, dense=dense)
 
 
-def _attribute(model: Any, enc: Any, layer: int, head: int, qpos: list[int], kpos: list[int],
-               explicit: Any, components: Any, aggregate: str | None, top: int,
-               candidates: int | None, dense: bool) -> Result:
-    """:func:`score_attribution` once its arguments are checked."""
+@dataclass
+class _Terms:
+    """One head's query and key written as sums of components, at the pairs asked for.
+
+    ``q [C_q, P_q, k]`` and ``k [C_k, P_k, k]``: per component (grouped as asked), the query
+    at each query position and the key at each key position, float64; ``qt``/``kt``
+    ``[P, k]`` their sums (the attributed query and key). The ``N`` pairs are ``(qi, kj)``,
+    rows of ``q`` and ``k``; ``model_scores`` and ``total`` ``[N]`` are the model's scores and
+    the sum of every pair's terms, both scaled."""
+
+    q: Any
+    k: Any
+    qt: Any
+    kt: Any
+    qi: Any
+    kj: Any
+    names_q: list[str]
+    names_k: list[str]
+    diagonal: bool  # components="dims": per-dimension terms, not component pairs
+    grid: bool  # the pairs are every allowed (query, key) of the grid, not explicit ones
+    scaling: float
+    model_scores: Any
+    total: Any
+    call: Any  # the head's layer's attention call (spans, soft-cap, sinks, rotary)
+    linearised: str  # what the attribution treated as linear
+
+    @property
+    def n_pairs(self) -> int:
+        return len(self.qi)
+
+
+@dataclass
+class _Selection:
+    """Which terms a pair keeps: every term, or its ``kept`` largest plus a ``"rest"`` row,
+    chosen among ``m_q × m_k`` candidates (``exact``: among every term)."""
+
+    mq: int
+    mk: int
+    exact: bool
+    keep_all: bool
+    kept: int
+
+    @property
+    def width(self) -> int:
+        """Rows a pair keeps in the table."""
+        return self.kept if self.keep_all else self.kept + 1
+
+
+def _terms(model: Any, enc: Any, *, layer: int, head: int, qpos: list[int], kpos: list[int],
+           explicit: Any, components: Any) -> _Terms:
+    """One forward (the walk) and the grouping into components: :class:`_Terms`."""
     import torch
 
     wts = head_weights(model, layer)
@@ -350,10 +400,8 @@ def _attribute(model: Any, enc: Any, layer: int, head: int, qpos: list[int], kpo
 
     # the model's own scores at the pairs, and the mask
     where = {int(p): i for i, p in enumerate(w.positions.tolist())}
-    qi_all = torch.tensor([where[p] for p in qpos])
-    kj_all = torch.tensor([where[p] for p in kpos])
-    q_model = call.query[head][qi_all]  # [Pq, k]
-    k_model = call.key[head // g][kj_all]
+    q_model = call.query[head][torch.tensor([where[p] for p in qpos])]  # [Pq, k]
+    k_model = call.key[head // g][torch.tensor([where[p] for p in kpos])]
     allowed = call.spans.allowed(torch.tensor(qpos), torch.tensor(kpos))  # [Pq, Pk]
     if explicit is not None:
         qi = torch.from_numpy(np.searchsorted(qpos, explicit[:, 0]))
@@ -387,143 +435,177 @@ def _attribute(model: Any, enc: Any, layer: int, head: int, qpos: list[int], kpo
     else:
         model_scores = scaling * (q_model[qi] * k_model[kj]).sum(-1)  # [N]
         total = scaling * (qt[qi] * kt[kj]).sum(-1)
+    linearised = (LINEARISED if wts.norm is not None else "rotary embeddings per position"
+                  if call.rotary is not None else "nothing (the query and key read the stream directly)")
+    return _Terms(q, k, qt, kt, qi, kj, list(names_q), list(names_k), diagonal, grid, scaling,
+                  model_scores, total, call, linearised)
 
-    Cq, Ck = len(names_q), len(names_k)
-    N = len(qi)
-    per_pair = Cq if diagonal else Cq * Ck
+
+def _selection(t: _Terms, *, top: int, candidates: int | None, dense: bool) -> _Selection:
+    """How many terms each pair keeps, and among how many candidates a side."""
+    Cq, Ck = len(t.names_q), len(t.names_k)
+    per_pair = Cq if t.diagonal else Cq * Ck
     if candidates is None:
-        m = max(Cq, Ck) if dense or diagonal or N * per_pair <= EXACT_TERMS else CANDIDATES
+        m = max(Cq, Ck) if dense or t.diagonal or t.n_pairs * per_pair <= EXACT_TERMS else CANDIDATES
     else:
         if isinstance(candidates, bool) or not isinstance(candidates, (int, np.integer)) or (
                 candidates < 1):
             raise InputError(f"candidates must be a positive int or None; got {candidates!r}.")
         m = max(Cq, Ck) if dense else int(candidates)
-    mq, mk = (Cq, Ck) if diagonal else (min(m, Cq), min(m, Ck))
-    exact = diagonal or (mq == Cq and mk == Ck)
+    mq, mk = (Cq, Ck) if t.diagonal else (min(m, Cq), min(m, Ck))
+    exact = t.diagonal or (mq == Cq and mk == Ck)
     keep_all = dense or (exact and per_pair <= top + 1)
-    kept = per_pair if keep_all else min(top, per_pair if diagonal else mq * mk)
-    width = kept if keep_all else kept + 1  # rows a pair keeps
-    agg = None
+    kept = per_pair if keep_all else min(top, per_pair if t.diagonal else mq * mk)
+    return _Selection(mq, mk, exact, keep_all, kept)
+
+
+def _codes(codes: np.ndarray, names: list[str]) -> Any:
+    """Component codes as a categorical of the names and ``"rest"``."""
+    dtype = pd.CategoricalDtype(list(names) + ["rest"])
+    return pd.Categorical.from_codes(codes, dtype=dtype, validate=False)
+
+
+def _aggregated(t: _Terms, *, how: str, qpos: list[int], kpos: list[int]) -> tuple[pd.DataFrame, Any]:
+    """Every term summed (``how="sum"``) or averaged over the pairs: the table (one row per
+    component pair, ``query`` and ``key`` -1) and the terms ``[C_q, C_k]`` (``[k]`` for dims).
+
+    Σ_(i,j)∈S q_i^a · k_j^b = Σ_i q_i^a · (Σ_{j: (i,j)∈S} k_j^b): the keys are summed per query
+    row first, so the cost is one product per component pair, not one per pair."""
+    import torch
+
+    src = t.kt[None] if t.diagonal else t.k
+    if t.grid:
+        spans = t.call.spans
+        lo = torch.searchsorted(torch.tensor(kpos), spans.lo.cpu()[torch.tensor(qpos)])
+        hi = torch.searchsorted(torch.tensor(kpos), spans.hi.cpu()[torch.tensor(qpos)])
+        wk = _row_sums(src, lo, hi)
+    else:
+        wk = torch.zeros(src.shape[0], len(qpos), src.shape[-1], dtype=src.dtype)
+        wk.index_add_(1, t.qi, src[:, t.kj])
+    if t.diagonal:
+        agg = t.scaling * (t.qt * wk[0]).sum(0)  # [k]
+    else:
+        agg = t.scaling * torch.einsum("aix,bix->ab", t.q, wk)
+    if how == "mean":
+        agg = agg / t.n_pairs
+    Cq, Ck = len(t.names_q), len(t.names_k)
+    if t.diagonal:
+        a_idx = b_idx = np.arange(Cq, dtype=np.int32)
+        vals = agg.numpy()
+    else:
+        a_idx, b_idx = np.divmod(np.arange(Cq * Ck, dtype=np.int32), Ck)
+        vals = agg.reshape(-1).numpy()
+    table = pd.DataFrame({
+        "query": np.full(len(vals), -1), "key": np.full(len(vals), -1),
+        "query_component": _codes(a_idx, t.names_q),
+        "key_component": _codes(b_idx, t.names_k), "contribution": vals})
+    return table, agg.numpy()
+
+
+def _per_pair(t: _Terms, sel: _Selection, *, qpos: list[int], kpos: list[int],
+              dense: bool) -> tuple[pd.DataFrame, Any]:
+    """Each pair's kept terms (largest by absolute value) and a ``"rest"`` row, block by block
+    of pairs: the table, and with ``dense`` every term ``[N, C_q, C_k]`` (``[N, k]`` for dims)."""
+    import torch
+
+    Cq, Ck = len(t.names_q), len(t.names_k)
+    N, width, kept = t.n_pairs, sel.width, sel.kept
+    out_v = np.empty((N, width))
+    code = np.int16 if max(Cq, Ck) < 32767 else np.int32  # categorical codes
+    out_a = np.empty((N, width), dtype=code)
+    out_b = np.empty((N, width), dtype=code)
     terms_out: Any = None
-    if aggregate:
-        # Σ_(i,j)∈S q_i^a · k_j^b = Σ_i q_i^a · (Σ_{j: (i,j)∈S} k_j^b)
-        if grid:
-            lo = torch.searchsorted(torch.tensor(kpos), call.spans.lo.cpu()[torch.tensor(qpos)])
-            hi = torch.searchsorted(torch.tensor(kpos), call.spans.hi.cpu()[torch.tensor(qpos)])
-            wk = _row_sums(k if not diagonal else kt[None], lo, hi)
-        else:
-            src = k if not diagonal else kt[None]
-            wk = torch.zeros(src.shape[0], len(qpos), src.shape[-1], dtype=src.dtype)
-            wk.index_add_(1, qi, src[:, kj])
-        if diagonal:
-            agg = scaling * (qt * wk[0]).sum(0)  # [k]
-        else:
-            agg = scaling * torch.einsum("aix,bix->ab", q, wk)
+    if dense:
+        terms_out = np.empty((N, Cq) if t.diagonal else (N, Cq, Ck))
+    if t.diagonal:
+        blocks = _diagonal_blocks(t.qt, t.kt, t.qi, t.kj)
+        ids_q = ids_k = None
     else:
-        out_v = np.empty((N, width))
-        code = np.int16 if max(Cq, Ck) < 32767 else np.int32  # categorical codes
-        out_a = np.empty((N, width), dtype=code)
-        out_b = np.empty((N, width), dtype=code)
+        # per-pair terms in float32 (rounding below (k + 2) 2^-24 ‖q^a‖ ‖k^b‖ a term; the
+        # "rest" row is float64, so each pair still sums to its float64 total); dense
+        # terms in float64
+        dt = torch.float64 if dense else torch.float32
+        ids_q_t, vq = _chosen(t.q, sel.mq, dt)
+        vq *= t.scaling  # the terms come out scaled
+        ids_k_t, vk = _chosen(t.k, sel.mk, dt)
+        ids_q, ids_k = ids_q_t.numpy().ravel(), ids_k_t.numpy().ravel()
+        blocks = _candidate_blocks(vq, vk, t.qi, t.kj, t.grid)
+    pair_m = sel.mq if not t.diagonal else 1  # terms a pair: [m_k, m_q] (diagonal: [k])
+    qbase, kbase = t.qi.numpy() * sel.mq, t.kj.numpy() * sel.mk  # where a pair's candidates start
+    scratch = np.empty(BLOCK_TERMS, dtype=np.float64 if dense or t.diagonal else np.float32)
+    for sl, terms in blocks:
+        flat = (t.scaling * terms if t.diagonal else terms).reshape(terms.shape[0], -1).numpy()
         if dense:
-            terms_out = np.empty((N, Cq) if diagonal else (N, Cq, Ck))
-        if diagonal:
-            blocks = _diagonal_blocks(qt, kt, qi, kj)
-            ids_q = ids_k = None
+            terms_out[sl] = (flat if t.diagonal else flat.reshape(-1, Ck, Cq).transpose(0, 2, 1)
+                             ).reshape(terms_out[sl].shape)
+        if kept == flat.shape[1]:
+            idx = np.broadcast_to(np.arange(kept), flat.shape)
+            vals = flat
         else:
-            # per-pair terms in float32 (rounding below (k + 2) 2^-24 ‖q^a‖ ‖k^b‖ a term; the
-            # "rest" row is float64, so each pair still sums to its float64 total); dense
-            # terms in float64
-            dt = torch.float64 if dense else torch.float32
-            ids_q, vq = _chosen(q, mq, dt)
-            vq *= scaling  # the terms come out scaled
-            ids_k, vk = _chosen(k, mk, dt)
-            ids_q, ids_k = ids_q.numpy().ravel(), ids_k.numpy().ravel()
-            blocks = _candidate_blocks(vq, vk, qi, kj, grid)
-        pair_m = mq if not diagonal else 1  # terms a pair: [m_k, m_q] (diagonal: [k])
-        qbase, kbase = qi.numpy() * mq, kj.numpy() * mk  # where a pair's candidates start
-        scratch = np.empty(BLOCK_TERMS, dtype=np.float64 if dense or diagonal else np.float32)
-        for sl, t in blocks:
-            flat = (scaling * t if diagonal else t).reshape(t.shape[0], -1).numpy()
-            if dense:
-                terms_out[sl] = (flat if diagonal else flat.reshape(-1, Ck, Cq).transpose(0, 2, 1)
-                                 ).reshape(terms_out[sl].shape)
-            if kept == flat.shape[1]:
-                idx = np.broadcast_to(np.arange(kept), flat.shape)
-                vals = flat
+            idx = _largest(flat, kept, scratch)
+            vals = np.take_along_axis(flat, idx, 1)
+        if not sel.keep_all:
+            out_v[sl, kept] = t.total[sl].numpy() - vals.sum(1, dtype=np.float64)
+            out_a[sl, kept], out_b[sl, kept] = Cq, Ck  # "rest"
+        out_v[sl, : idx.shape[1]] = vals
+        if t.diagonal:
+            out_a[sl, : idx.shape[1]] = out_b[sl, : idx.shape[1]] = idx
+        elif sel.exact:  # candidates in component order
+            out_b[sl, : idx.shape[1]], out_a[sl, : idx.shape[1]] = np.divmod(idx, pair_m)
+        else:  # candidate ids, read from the flat [position x candidate] tables
+            assert ids_q is not None and ids_k is not None
+            if pair_m & (pair_m - 1) == 0:  # a power of two: shifts, not division
+                ib, ia = idx >> (pair_m.bit_length() - 1), idx & (pair_m - 1)
             else:
-                idx = _largest(flat, kept, scratch)
-                vals = np.take_along_axis(flat, idx, 1)
-            if not keep_all:
-                out_v[sl, kept] = total[sl].numpy() - vals.sum(1, dtype=np.float64)
-                out_a[sl, kept], out_b[sl, kept] = Cq, Ck  # "rest"
-            out_v[sl, : idx.shape[1]] = vals
-            if diagonal:
-                out_a[sl, : idx.shape[1]] = out_b[sl, : idx.shape[1]] = idx
-            elif exact:  # candidates in component order
-                out_b[sl, : idx.shape[1]], out_a[sl, : idx.shape[1]] = np.divmod(idx, pair_m)
-            else:  # candidate ids, read from the flat [position x candidate] tables
-                assert ids_q is not None and ids_k is not None
-                if pair_m & (pair_m - 1) == 0:  # a power of two: shifts, not division
-                    ib, ia = idx >> (pair_m.bit_length() - 1), idx & (pair_m - 1)
-                else:
-                    ib, ia = np.divmod(idx, pair_m)
-                ia += qbase[sl, None]
-                ib += kbase[sl, None]
-                out_a[sl, : idx.shape[1]] = ids_q.take(ia)
-                out_b[sl, : idx.shape[1]] = ids_k.take(ib)
-
+                ib, ia = np.divmod(idx, pair_m)
+            ia += qbase[sl, None]
+            ib += kbase[sl, None]
+            out_a[sl, : idx.shape[1]] = ids_q.take(ia)
+            out_b[sl, : idx.shape[1]] = ids_k.take(ib)
     qpos_a, kpos_a = np.asarray(qpos, dtype=np.int32), np.asarray(kpos, dtype=np.int32)
-    dtype_q = pd.CategoricalDtype(list(names_q) + ["rest"])
-    dtype_k = pd.CategoricalDtype(list(names_k) + ["rest"])
+    table = pd.DataFrame({
+        "query": _repeat(qpos_a[t.qi.numpy()], width),
+        "key": _repeat(kpos_a[t.kj.numpy()], width),
+        "query_component": _codes(out_a.reshape(-1), t.names_q),
+        "key_component": _codes(out_b.reshape(-1), t.names_k),
+        "contribution": out_v.reshape(-1)}, copy=False)
+    return table, terms_out
 
-    def cat(codes: np.ndarray, dtype: Any) -> Any:
-        return pd.Categorical.from_codes(codes, dtype=dtype, validate=False)
 
+def _attribute(model: Any, enc: Any, *, layer: int, head: int, qpos: list[int], kpos: list[int],
+               explicit: Any, components: Any, aggregate: str | None, top: int,
+               candidates: int | None, dense: bool) -> Result:
+    """:func:`score_attribution` once its arguments are checked: the terms, then the table of
+    the one mode asked for (aggregated, or per pair), then what the numbers mean."""
+    t = _terms(model, enc, layer=layer, head=head, qpos=qpos, kpos=kpos, explicit=explicit,
+               components=components)
+    sel = _selection(t, top=top, candidates=candidates, dense=dense)
     if aggregate:
-        assert agg is not None
-        if aggregate == "mean":
-            agg = agg / N
-        if diagonal:
-            a_idx = b_idx = np.arange(Cq, dtype=np.int32)
-            vals_np = agg.numpy()
-        else:
-            a_idx, b_idx = np.divmod(np.arange(Cq * Ck, dtype=np.int32), Ck)
-            vals_np = agg.reshape(-1).numpy()
-        table = pd.DataFrame({
-            "query": np.full(len(vals_np), -1), "key": np.full(len(vals_np), -1),
-            "query_component": cat(a_idx, dtype_q),
-            "key_component": cat(b_idx, dtype_k), "contribution": vals_np})
+        table, terms = _aggregated(t, how=aggregate, qpos=qpos, kpos=kpos)
     else:
-        table = pd.DataFrame({
-            "query": _repeat(qpos_a[qi.numpy()], width),
-            "key": _repeat(kpos_a[kj.numpy()], width),
-            "query_component": cat(out_a.reshape(-1), dtype_q),
-            "key_component": cat(out_b.reshape(-1), dtype_k),
-            "contribution": out_v.reshape(-1)}, copy=False)
-    scores = pd.DataFrame({"query": qpos_a[qi.numpy()].astype(np.int64),
-                           "key": kpos_a[kj.numpy()].astype(np.int64),
-                           "score": model_scores.numpy(), "total": total.numpy()})
+        table, terms = _per_pair(t, sel, qpos=qpos, kpos=kpos, dense=dense)
+    qpos_a, kpos_a = np.asarray(qpos, dtype=np.int64), np.asarray(kpos, dtype=np.int64)
+    scores = pd.DataFrame({"query": qpos_a[t.qi.numpy()], "key": kpos_a[t.kj.numpy()],
+                           "score": t.model_scores.numpy(), "total": t.total.numpy()})
+    call = t.call
     meta: dict[str, Any] = {
-        "layer": layer, "head": head, "label": f"L{layer + 1}-H{head + 1}",
-        "components": "dims" if diagonal else (components if isinstance(components, str)
-                                                else list(components)),
-        "query_components": list(names_q), "key_components": list(names_k),
-        "n_pairs": N, "aggregate": aggregate, "top": None if keep_all else int(top),
-        "candidates": None if exact else (mq, mk),
-        "top_exact": bool(aggregate or exact),
-        "scores": scores, "max_abs_error": float((model_scores - total).abs().max()),
-        "scaling": scaling, "softcap": call.softcap,
+        "layer": layer, "head": head, "label": head_label(layer, head),
+        "components": "dims" if t.diagonal else (components if isinstance(components, str)
+                                                  else list(components)),
+        "query_components": t.names_q, "key_components": t.names_k,
+        "n_pairs": t.n_pairs, "aggregate": aggregate, "top": None if sel.keep_all else int(top),
+        "candidates": None if sel.exact else (sel.mq, sel.mk),
+        "top_exact": bool(aggregate or sel.exact),
+        "scores": scores, "max_abs_error": float((t.model_scores - t.total).abs().max()),
+        "scaling": t.scaling, "softcap": call.softcap,
         "attributed": ("the logit before soft-capping (the model applies "
                        f"{call.softcap} * tanh(s / {call.softcap}) afterwards)"
                        if call.softcap else "the pre-softmax score"),
-        "linearised": LINEARISED if wts.norm is not None else "rotary embeddings per position"
-        if call.rotary is not None else "nothing (the query and key read the stream directly)",
+        "linearised": t.linearised,
         "sinks": call.sinks, "tokens": list(enc.tokens), "model": model.name,
     }
-    if N <= DIMS_PAIRS and not aggregate:  # per-dimension terms, for ScoreView's pair view
-        meta["dims"] = (scaling * qt[qi] * kt[kj]).float().numpy()  # [N, k]
-    if agg is not None:
-        meta["terms"] = agg.numpy()
-    elif dense:
-        meta["terms"] = terms_out
+    if t.n_pairs <= DIMS_PAIRS and not aggregate:  # per-dimension terms, for ScoreView's pair view
+        meta["dims"] = (t.scaling * t.qt[t.qi] * t.kt[t.kj]).float().numpy()  # [N, k]
+    if terms is not None:
+        meta["terms"] = terms
     return Result(table, meta, widget="score")

@@ -34,6 +34,7 @@ import pandas as pd
 from .._compat import renamed
 from ..data.conllu import Treebank
 from ..errors import InputError
+from ..core.labels import head_label
 from ..core.results import HeadResult, Result, head_frame
 from ..core.types import Attentions
 from ._align import align_item, check_length, check_pair
@@ -335,27 +336,6 @@ def offset_accuracy(attentions: Attentions | None = None, gold: Treebank | None 
     df = pd.DataFrame(acc, index=pd.Index(names, name="relation"),
                       columns=pd.Index(OFFSETS, name="offset"))
     return Result(df, {"n": dict(zip(names, n.tolist())), "poss_rule": hits.poss_rule})
-
-
-def head_label(layer: int, head: int) -> str:
-    """Display label of a 0-indexed head, 1-indexed as in the papers.
-
-    Parameters
-    ----------
-    layer, head : int
-        0-indexed.
-
-    Returns
-    -------
-    str
-        ``"L-H"``, 1-indexed.
-
-    Examples
-    --------
-    >>> head_label(6, 9)
-    '7-10'
-    """
-    return f"{layer + 1}-{head + 1}"
 
 
 @renamed(attention_set="attentions", treebank="gold")

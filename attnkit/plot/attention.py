@@ -27,11 +27,11 @@ from matplotlib.patches import Rectangle
 from .._compat import renamed
 from ..errors import InputError
 from ..core.results import head_table
+from ..core.labels import head_label
 from .common import (
     display_token,
     downsample_max,
     figure_axes,
-    head_label,
     label_stride,
     mpl_text,
     row_ranks,
@@ -123,9 +123,9 @@ def plot_heatmap(
     >>> from attnkit.plot import plot_heatmap
     >>> from attnkit.testing import tiny_model
     >>> att = tiny_model("bert").attend("The cat sat on the mat.")
-    >>> fig = plot_heatmap(att.map(1, 0), att.tokens, title="L2-H1")
+    >>> fig = plot_heatmap(att.map(1, 0), att.tokens, title="2-1")
     >>> fig.axes[0].get_title(loc="left"), fig.axes[0].get_ylabel()
-    ('L2-H1', 'from (query)')
+    ('2-1', 'from (query)')
     """
     m = np.asarray(data, dtype=np.float64)
     rect = col_tokens is not None

@@ -101,11 +101,6 @@ def mpl_text(s: str) -> str:
     return str(s).replace("$", r"\$")
 
 
-def head_label(layer: int, head: int) -> str:
-    """The displayed "L-H" name of a 0-indexed head (1-indexed, as in the papers)."""
-    return f"{layer + 1}-{head + 1}"
-
-
 def display_token(tok: str) -> str:
     """A token as the views show it: a leading ``Ġ``/``▁`` space marker becomes ``·``, control
     characters are escaped, and an empty label shows as ``∅`` (the widgets do the same)."""

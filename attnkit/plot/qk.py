@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from ..core.labels import head_label
 from ..errors import InputError
 from .common import figure_axes
 
@@ -83,7 +84,7 @@ def plot_qk_embedding(embedding: Any, ax: Any = None, layer: int | None = None,
             a = axes[r][c]
             if (l, c) in groups:
                 _draw(a, groups[(l, c)], options.get("size", 1.0))
-                a.set_title(f"{l + 1}-{c + 1}", fontsize=7)
+                a.set_title(head_label(l, c), fontsize=7)
             else:
                 a.axis("off")
     fig.suptitle("queries (orange) and keys (blue) per head, L-H 1-indexed", fontsize=9)

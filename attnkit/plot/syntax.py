@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
 
+from ..core.labels import head_label
 from .._compat import renamed
 from ..errors import InputError
 from ..core.results import HeadResult, Result, table_and_meta
@@ -152,7 +153,7 @@ def plot_relation_grid(data: HeadResult, *, direction: str = "best",
     if relations is not None:
         idx = [rows.index(r) for r in relations]
         grid, rows = grid[idx], list(relations)
-    labels = [f"{layer + 1}-{head + 1}" for layer, head in heads]
+    labels = [head_label(layer, head) for layer, head in heads]
     _, ax = figure_axes(ax, (max(6.0, 0.12 * len(labels) + 2), max(3.0, 0.28 * len(rows) + 1.2)), pyplot=True)
     im = ax.imshow(100 * grid, aspect="auto", cmap=cmap, vmin=0, vmax=100, interpolation="nearest")
     ax.set_yticks(np.arange(len(rows)), rows, fontsize=8)

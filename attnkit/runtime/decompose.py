@@ -7,8 +7,9 @@ entering layer ``l`` (0-indexed) as
 
 over the components ``"embed"`` (token embeddings), ``"pos_embed"`` (learned position
 embeddings, where the model adds them), ``"type_embed"`` (BERT's segment embeddings),
-``"L{m}H{h}"`` (the output of head ``h`` of layer ``m``, **1-indexed** as in figures),
-``"L{m}.mlp"`` (the output of layer ``m``'s MLP, its own biases included) and ``"bias"``
+``"m-h"`` (the output of head ``h`` of layer ``m``, **1-indexed** as in figures:
+:mod:`attnkit.core.labels`), ``"m-mlp"`` (the output of layer ``m``'s MLP, its own biases
+included) and ``"bias"``
 (every bias that belongs to no token: attention output projections', layer norms').
 
 Normalisations are linear once their statistics are fixed: a layer norm of row ``p`` is
@@ -28,358 +29,21 @@ made, :class:`Reader`; post-norm models read through the later norms' scale and 
 known from the weights, and multiply in their ``1/σ`` at the end) only
 ``O(components × positions × reader rows)``.
 
-:data:`STREAMS` says where each architecture keeps its embeddings, norms and query/key
-projections (the attention's output projection comes from :data:`attnkit.runtime.measures.ARCHS`).
+Where each family keeps its embeddings, norms and projections is its record in
+:data:`attnkit.runtime.archs.ARCHS`; the heads' weights are read by :mod:`attnkit.runtime.weights`.
 """
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import numpy as np
 
-from ..errors import CaptureError, InputError, UnsupportedModelError
-from .measures import ARCHS
-
-
-@dataclass(frozen=True)
-class StreamSpec:
-    """Where one architecture keeps what the stream decomposition reads.
-
-    Paths are dotted attribute paths: ``embeds`` and ``embed_norm`` from the bare model
-    (:attr:`attnkit.Model.base`), the others from one layer.
-
-    Parameters
-    ----------
-    embeds : tuple of (str, str)
-        ``(component, path)`` of the embedding modules whose outputs are components. For
-        pre-norm models the token embedding is what the first layer receives minus these.
-    embed_norm : str or None
-        The layer norm over the summed embeddings (BERT-like encoders).
-    attn_norm : str or None
-        The norm before the attention (pre-norm decoders).
-    mlp_norm : str or None
-        The layer norm after the MLP's residual sum (post-norm encoders).
-    qkv : str
-        ``"split"`` (separate query/key/value projections at ``q``, ``k``, ``v``), ``"gpt2"``
-        (one ``Conv1D`` at ``q``: queries, keys, values one after the other) or ``"neox"``
-        (one linear at ``q``, ``[query, key, value]`` interleaved per head).
-    q, k, v : str
-        Paths of the projections.
-    rotary : bool
-        Queries and keys are rotated per position (the model's own ``apply_rotary_pos_emb``).
-    """
-
-    embeds: tuple[tuple[str, str], ...]
-    embed_norm: str | None
-    attn_norm: str | None
-    mlp_norm: str | None
-    qkv: str
-    q: str
-    k: str = ""
-    v: str = ""
-    rotary: bool = False
-
-
-_BERT = StreamSpec(
-    (("embed", "embeddings.word_embeddings"), ("pos_embed", "embeddings.position_embeddings"),
-     ("type_embed", "embeddings.token_type_embeddings")),
-    "embeddings.LayerNorm", None, "output.LayerNorm", "split",
-    "attention.self.query", "attention.self.key", "attention.self.value")
-_ROTARY = StreamSpec((), None, "input_layernorm", None, "split", "self_attn.q_proj",
-                     "self_attn.k_proj", "self_attn.v_proj", rotary=True)
-
-#: ``config.model_type`` -> :class:`StreamSpec`: every architecture the capture path supports.
-STREAMS: dict[str, StreamSpec] = {
-    "bert": _BERT,
-    "roberta": _BERT,
-    "xlm-roberta": _BERT,
-    "distilbert": StreamSpec(
-        (("embed", "embeddings.word_embeddings"), ("pos_embed", "embeddings.position_embeddings")),
-        "embeddings.LayerNorm", None, "output_layer_norm", "split",
-        "attention.q_lin", "attention.k_lin", "attention.v_lin"),
-    "gpt2": StreamSpec((("pos_embed", "wpe"),), None, "ln_1", None, "gpt2", "attn.c_attn"),
-    "gpt_neox": StreamSpec((), None, "input_layernorm", None, "neox",
-                           "attention.query_key_value", rotary=True),
-    "llama": _ROTARY,
-    "qwen2": _ROTARY,
-    "mistral": _ROTARY,
-    "gemma2": _ROTARY,
-    "gpt_oss": _ROTARY,
-}
-
-
-def _get(obj: Any, path: str) -> Any:
-    for name in path.split("."):
-        obj = getattr(obj, name)
-    return obj
-
-
-def stream_spec(model: Any) -> StreamSpec:
-    """The :class:`StreamSpec` of a :class:`~attnkit.Model`, or a clear refusal.
-
-    Parameters
-    ----------
-    model : Model
-        The model.
-
-    Returns
-    -------
-    StreamSpec
-
-    Raises
-    ------
-    UnsupportedModelError
-        For an architecture outside :data:`STREAMS`, or one whose attention does not run
-        through attnkit's attention function.
-
-    Examples
-    --------
-    >>> from attnkit.runtime.decompose import stream_spec
-    >>> from attnkit.testing import tiny_model
-    >>> stream_spec(tiny_model("gpt2")).qkv
-    'gpt2'
-    """
-    kind = getattr(model, "model_type", "")
-    if kind not in STREAMS or kind not in ARCHS:
-        raise UnsupportedModelError(
-            f"Query-key attribution does not know the layout of {kind or type(model).__name__!r} "
-            f"models; supported: {', '.join(sorted(STREAMS))}.")
-    if getattr(model, "capture", "interface") != "interface":
-        raise UnsupportedModelError(
-            f"{model.name} keeps its eager attention path, so its heads' outputs cannot be "
-            "recorded; query-key attribution needs a model loaded with attnkit.load whose "
-            f"attention runs through transformers' attention interface ({', '.join(sorted(STREAMS))}).")
-    return STREAMS[kind]
-
-
-# ------------------------------------------------------------------ norms and weights
-@dataclass
-class LinearNorm:
-    """A normalisation as a linear map once its row statistics are fixed (module docstring).
-
-    Parameters
-    ----------
-    kind : str
-        ``"layer"`` (centre, then divide by the standard deviation) or ``"rms"``.
-    scale : torch.Tensor
-        Float64 ``[d]`` (Gemma's ``1 + weight``).
-    bias : torch.Tensor or None
-        Float64 ``[d]``.
-    eps : float
-        Added to the variance.
-    """
-
-    kind: str
-    scale: Any
-    bias: Any
-    eps: float
-
-    @classmethod
-    def of(cls, module: Any) -> LinearNorm:
-        """The :class:`LinearNorm` of a ``LayerNorm`` or RMSNorm module.
-
-        Parameters
-        ----------
-        module : torch.nn.Module
-            The norm.
-
-        Returns
-        -------
-        LinearNorm
-
-        Examples
-        --------
-        >>> import torch
-        >>> from attnkit.runtime.decompose import LinearNorm
-        >>> LinearNorm.of(torch.nn.LayerNorm(4)).kind
-        'layer'
-        """
-        import torch
-
-        weight = module.weight.detach().double().cpu()
-        if isinstance(module, torch.nn.LayerNorm):
-            bias = None if module.bias is None else module.bias.detach().double().cpu()
-            return cls("layer", weight, bias, float(module.eps))
-        eps = getattr(module, "variance_epsilon", getattr(module, "eps", None))
-        if eps is None:
-            raise UnsupportedModelError(f"Cannot read the epsilon of {type(module).__name__}.")
-        offset = 1.0 if type(module).__name__.startswith("Gemma") else 0.0
-        return cls("rms", weight + offset, None, float(eps))
-
-    def center(self, u: Any) -> Any:
-        return u - u.mean(-1, keepdim=True) if self.kind == "layer" else u
-
-    def sigma(self, x: Any) -> Any:
-        """Row statistics ``σ [P]`` of rows ``x [P, d]``."""
-        c = self.center(x)  # (torch.var_mean is ten times slower on CPU rows)
-        return ((c * c).mean(-1) + self.eps).sqrt()
-
-    def apply(self, u: Any, sigma: Any) -> Any:
-        """``scale ⊙ centre(u) / σ`` for components ``u [..., P, d]`` (no bias)."""
-        return self.scale * self.center(u) / sigma[:, None]
-
-    def matrix(self, w: Any) -> Any:
-        """``W diag(scale) C`` (``C`` the centring of a layer norm): a read matrix
-        ``[m, d]`` through the norm, to be divided by ``σ`` per row."""
-        m = w * self.scale
-        return m - m.mean(-1, keepdim=True) if self.kind == "layer" else m
-
-
-@dataclass
-class HeadWeights:
-    """One layer's attention weights per head, float64 on the CPU.
-
-    ``wq [H, k, d]``, ``wk``, ``wv [H_kv, k, d]`` (rows read the normalised stream; biases
-    ``[H, k]`` / ``[H_kv, k]`` or None), ``wo [H, d, k]`` (``W_O^h``) and ``bo [d]`` or None,
-    ``norm`` the pre-attention norm (pre-norm models) or None.
-    """
-
-    wq: Any
-    bq: Any
-    wk: Any
-    bk: Any
-    wv: Any
-    bv: Any
-    wo: Any
-    bo: Any
-    norm: LinearNorm | None
-
-    @property
-    def groups(self) -> int:
-        return self.wq.shape[0] // self.wk.shape[0]
-
-
-def _lin(module: Any, conv1d: bool = False) -> tuple[Any, Any]:
-    w = module.weight.detach().double().cpu()
-    b = getattr(module, "bias", None)
-    return (w.T if conv1d else w), (None if b is None else b.detach().double().cpu())
-
-
-def layer_modules(model: Any) -> list[Any]:
-    """The transformer layers of ``model``, in order.
-
-    Parameters
-    ----------
-    model : Model
-        The model.
-
-    Returns
-    -------
-    list of torch.nn.Module
-
-    Examples
-    --------
-    >>> from attnkit.runtime.decompose import layer_modules
-    >>> from attnkit.testing import tiny_model
-    >>> len(layer_modules(tiny_model("bert")))
-    2
-    """
-    stream_spec(model)
-    return list(_get(model.base, ARCHS[model.model_type].layers))
-
-
-def head_weights(model: Any, layer: int) -> HeadWeights:
-    """The per-head weights of layer ``layer`` (0-indexed) of ``model``.
-
-    Parameters
-    ----------
-    model : Model
-        The model.
-    layer : int
-        0-indexed.
-
-    Returns
-    -------
-    HeadWeights
-
-    Examples
-    --------
-    >>> from attnkit.runtime.decompose import head_weights
-    >>> from attnkit.testing import tiny_model
-    >>> w = head_weights(tiny_model("llama", heads=4, kv_heads=2, hidden=16), 0)
-    >>> tuple(w.wq.shape), tuple(w.wk.shape), tuple(w.wo.shape), w.groups
-    ((4, 4, 16), (2, 4, 16), (4, 16, 4), 2)
-    """
-    spec, arch = stream_spec(model), ARCHS[model.model_type]
-    mod = layer_modules(model)[layer]
-    H = model.n_heads
-    if spec.qkv == "split":
-        (wq, bq), (wk, bk), (wv, bv) = (_lin(_get(mod, p)) for p in (spec.q, spec.k, spec.v))
-    elif spec.qkv == "gpt2":
-        w, b = _lin(_get(mod, spec.q), conv1d=True)  # [3d, d]
-        d = w.shape[1]
-        wq, wk, wv = w[:d], w[d:2 * d], w[2 * d:]
-        bq, bk, bv = (None, None, None) if b is None else (b[:d], b[d:2 * d], b[2 * d:])
-    else:  # neox: rows [H, 3, k]
-        w, b = _lin(_get(mod, spec.q))
-        d = w.shape[1]
-        w3 = w.view(H, 3, -1, d)
-        wq, wk, wv = (w3[:, i].reshape(-1, d) for i in range(3))
-        b3 = None if b is None else b.view(H, 3, -1)
-        bq, bk, bv = (None, None, None) if b3 is None else (b3[:, i].reshape(-1) for i in range(3))
-    d = wq.shape[1]
-    k = wq.shape[0] // H
-    wo, bo = _lin(_get(mod, arch.out_proj), conv1d=arch.conv1d)  # [d, H k]
-
-    def heads(t: Any) -> Any:
-        return None if t is None else t.reshape(-1, k, *t.shape[1:])
-
-    norm = LinearNorm.of(_get(mod, spec.attn_norm)) if spec.attn_norm else None
-    return HeadWeights(heads(wq), heads(bq), heads(wk), heads(bk), heads(wv), heads(bv),
-                       wo.view(d, H, k).permute(1, 0, 2).contiguous(), bo, norm)
-
-
-# ------------------------------------------------------------------ names
-def head_name(layer: int, head: int) -> str:
-    """``"L{layer+1}H{head+1}"``: a head's component name, 1-indexed as in figures.
-
-    Parameters
-    ----------
-    layer, head : int
-        0-indexed.
-
-    Returns
-    -------
-    str
-
-    Examples
-    --------
-    >>> from attnkit.runtime.decompose import head_name
-    >>> head_name(0, 1)
-    'L1H2'
-    """
-    return f"L{layer + 1}H{head + 1}"
-
-
-def component_names(model: Any, layer: int) -> list[str]:
-    """The components of the stream entering layer ``layer`` (0-indexed), in order.
-
-    Parameters
-    ----------
-    model : Model
-        The model.
-    layer : int
-        0-indexed; ``0`` has only the embeddings and ``"bias"``.
-
-    Returns
-    -------
-    list of str
-
-    Examples
-    --------
-    >>> from attnkit.runtime.decompose import component_names
-    >>> from attnkit.testing import tiny_model
-    >>> component_names(tiny_model("gpt2"), 1)
-    ['embed', 'pos_embed', 'L1H1', 'L1H2', 'L1.mlp', 'bias']
-    """
-    spec = stream_spec(model)
-    names = ["embed"] + [n for n, _ in spec.embeds if n != "embed"]
-    for m in range(layer):
-        names += [head_name(m, h) for h in range(model.n_heads)] + [f"L{m + 1}.mlp"]
-    return names + ["bias"]
+from ..errors import CaptureError, InputError
+from .archs import layout_of, submodule
+from ..core.labels import head_label, mlp_label
+from .weights import LinearNorm, component_names, head_weights, layer_modules, stream_spec, torch_matmul
 
 
 # ------------------------------------------------------------------ the walk
@@ -435,6 +99,36 @@ class _Stop(Exception):
     """Raised after the target layer's attention call: the rest of the forward is not needed."""
 
 
+@dataclass
+class _Pending:
+    """What one layer's hooks have seen and its components are still waiting for (rows at
+    the walk's positions): the heads' contexts ``ctx [P, H, k]`` (the attention call), the
+    attention block's output ``y [P, d]`` (the output projection; Gemma 2: after its norm,
+    with that ``norm`` and its row statistics ``sigma [P]``), and a post-norm model's stream
+    after the attention's norm ``h [P, d]`` (what its MLP adds to)."""
+
+    ctx: Any = None
+    y: Any = None
+    norm: LinearNorm | None = None
+    sigma: Any = None
+    h: Any = None
+
+    def take(self, name: str) -> Any:
+        """The value of field ``name``, which is cleared; a missing one is a hook out of order."""
+        value = getattr(self, name)
+        if value is None:
+            raise CaptureError(f"The walk's hooks ran out of order: no {name} was recorded.")
+        setattr(self, name, None)
+        return value
+
+    def take_layer(self) -> tuple[Any, Any, LinearNorm | None, Any]:
+        """``(ctx, y, norm, sigma)`` of a finished pre-norm layer, cleared (norm and sigma
+        only for a sandwich norm, else None)."""
+        norm, sigma = self.norm, self.sigma
+        self.norm = self.sigma = None
+        return self.take("ctx"), self.take("y"), norm, sigma
+
+
 class _Walker:
     """Hooks and a recorder that build the components during one forward."""
 
@@ -443,7 +137,7 @@ class _Walker:
 
         self.model, self.layer, self.readers = model, layer, list(readers)
         self.spec = stream_spec(model)
-        self.arch = ARCHS[model.model_type]
+        self.arch = layout_of(model)
         self.post = self.arch.placement == "post"
         self.sandwich = self.arch.placement == "sandwich"
         union = sorted({int(p) for r in self.readers for p in r.positions})
@@ -468,7 +162,7 @@ class _Walker:
         self.index = {nm: c for c, nm in enumerate(component_names(model, layer))}
         self.proj: list[Any] = [None for _ in self.readers]
         self.parts: dict[str, Any] = {}
-        self.pending: dict[str, Any] = {}
+        self.pending = _Pending()
         self.x: dict[int, Any] = {}
         self.target: TargetCall | None = None
         self.rotary: Any = None
@@ -503,10 +197,10 @@ class _Walker:
         import torch
 
         spec, arch = self.spec, self.arch
-        mods = [_get(self.model.base, spec.embed_norm)] if spec.embed_norm else []
+        mods = [submodule(self.model.base, spec.embed_norm)] if spec.embed_norm else []
         for mod in self.mods[: self.layer]:
             assert arch.norm and spec.mlp_norm
-            mods += [_get(mod, arch.norm), _get(mod, spec.mlp_norm)]
+            mods += [submodule(mod, arch.norm), submodule(mod, spec.mlp_norm)]
         norms = self.linear_norms = [LinearNorm.of(mod) for mod in mods]
         d = self.weights[0].wo.shape[1] if self.weights else int(norms[0].scale.shape[0])
         out = []
@@ -549,7 +243,7 @@ class _Walker:
             if sigma is not None:
                 out = out / sigma[self.local[i]][None, :, None]
             for h in range(out.shape[0]):
-                self._slot(i, head_name(m, h), out[h]).copy_(out[h])
+                self._slot(i, head_label(m, h), out[h]).copy_(out[h])
 
     # -------------------------------------------------------------- hooks
     def _hook(self, module: Any, fn: Any, pre: bool = False) -> None:
@@ -561,23 +255,23 @@ class _Walker:
     def install(self) -> None:
         spec, base = self.spec, self.model.base
         for name, path in spec.embeds:
-            self._hook(_get(base, path), self._embed_part(name))
+            self._hook(submodule(base, path), self._embed_part(name))
         if spec.embed_norm:
-            self._hook(_get(base, spec.embed_norm), self._embed_norm)
+            self._hook(submodule(base, spec.embed_norm), self._embed_norm)
         for m, mod in enumerate(self.mods[: self.layer + 1]):
             self._hook(mod, self._layer_input(m), pre=True)
             if m == self.layer:
-                self._hook(_get(mod, self.arch.attention), self._rotary, pre=True)
+                self._hook(submodule(mod, self.arch.attention), self._rotary, pre=True)
                 break
             if self.post:
                 assert self.arch.norm and spec.mlp_norm
-                self._hook(_get(mod, self.arch.norm), self._post_attn(m))
-                self._hook(_get(mod, spec.mlp_norm), self._post_mlp(m))
+                self._hook(submodule(mod, self.arch.norm), self._post_attn(m))
+                self._hook(submodule(mod, spec.mlp_norm), self._post_mlp(m))
             else:
-                self._hook(_get(mod, self.arch.out_proj), self._out_proj(m))
+                self._hook(submodule(mod, self.arch.out_proj), self._out_proj(m))
                 if self.sandwich:
                     assert self.arch.norm
-                    self._hook(_get(mod, self.arch.norm), self._sandwich(m))
+                    self._hook(submodule(mod, self.arch.norm), self._sandwich(m))
 
     def remove(self) -> None:
         for h in self.handles:
@@ -655,23 +349,21 @@ class _Walker:
 
     def _out_proj(self, m: int) -> Any:
         def hook(module: Any, args: Any, kwargs: Any, out: Any) -> None:
-            self.pending["y"] = self._at(out)
+            self.pending.y = self._at(out)
         return hook
 
     def _sandwich(self, m: int) -> Any:
         def hook(module: Any, args: Any, kwargs: Any, out: Any) -> None:
-            self.pending["y"] = self._at(out)
-            self.pending["norm"] = LinearNorm.of(module)
-            self.pending["sigma"] = LinearNorm.of(module).sigma(self._at(_first(args, kwargs)))
+            norm = LinearNorm.of(module)
+            self.pending.y = self._at(out)
+            self.pending.norm = norm
+            self.pending.sigma = norm.sigma(self._at(_first(args, kwargs)))
         return hook
 
     def _finish_pre(self, m: int, x_next: Any) -> None:
         """Layer ``m`` of a pre-norm model is done (``x_next`` entered layer ``m + 1``)."""
         w = self.weights[m]
-        ctx = self.pending.pop("ctx")
-        y = self.pending.pop("y")
-        norm = self.pending.pop("norm", None)
-        sigma = self.pending.pop("sigma", None)
+        ctx, y, norm, sigma = self.pending.take_layer()
         if norm is not None:  # sandwich: N(y) = Σ_h N-lin(head h) + N-lin(b_O) (+ N's bias)
             self._add_heads(m, ctx, norm, sigma)
             if w.bo is not None:
@@ -682,7 +374,7 @@ class _Walker:
             self._add_heads(m, ctx)
             if w.bo is not None:
                 self._add("bias", w.bo.expand(len(self.pos), -1))
-        self._add(f"L{m + 1}.mlp", x_next - self.x[m] - y)
+        self._add(mlp_label(m), x_next - self.x[m] - y)
 
     def _post_attn(self, m: int) -> Any:
         def hook(module: Any, args: Any, kwargs: Any, out: Any) -> None:
@@ -690,21 +382,21 @@ class _Walker:
 
             u = self._rows(_first(args, kwargs))  # x + y, only for the norm's statistics
             w = self.weights[m]
-            ctx = self.pending.pop("ctx")  # [P, H, k]
+            ctx = self.pending.take("ctx")  # [P, H, k]
 
             def heads(mat: Any, loc: Any) -> Any:  # M W_O^h read from each head's context
                 return torch.bmm(ctx[loc].transpose(0, 1), torch_matmul(mat, w.wo).transpose(1, 2))
 
-            self._post_norm(module, u, [head_name(m, h) for h in range(w.wo.shape[0])], heads,
+            self._post_norm(module, u, [head_label(m, h) for h in range(w.wo.shape[0])], heads,
                             w.bo)
-            self.pending["h"] = self._at(out)
+            self.pending.h = self._at(out)
         return hook
 
     def _post_mlp(self, m: int) -> Any:
         def hook(module: Any, args: Any, kwargs: Any, out: Any) -> None:
             raw = self._rows(_first(args, kwargs))  # h + mlp(h)
-            mlp = (raw.double() - self.pending.pop("h"))[None]
-            self._post_norm(module, raw, [f"L{m + 1}.mlp"], lambda mat, loc: mlp[:, loc] @ mat.T,
+            mlp = (raw.double() - self.pending.take("h"))[None]
+            self._post_norm(module, raw, [mlp_label(m)], lambda mat, loc: mlp[:, loc] @ mat.T,
                             None)
         return hook
 
@@ -719,7 +411,7 @@ class _Walker:
         from .capture import RowSpans
 
         if call.layer < self.layer:
-            self.pending["ctx"] = self._at(call.output)  # [P, H, k]
+            self.pending.ctx = self._at(call.output)  # [P, H, k]
             return
         if call.layer > self.layer:
             raise _Stop
@@ -754,13 +446,6 @@ def _const(bias: Any) -> Any:
     """``project`` of a bias ``[d]`` that every position receives: ``[1, 1, m]`` (broadcast
     over the positions)."""
     return lambda mat, loc: (mat @ bias)[None, None]
-
-
-def torch_matmul(a: Any, b: Any) -> Any:
-    """``a [m, d] @ b [H, d, k]`` -> ``[H, m, k]``."""
-    import torch
-
-    return torch.matmul(a, b)
 
 
 def _low(m: Any) -> float:
@@ -810,7 +495,7 @@ def walk(model: Any, item: Any, *, layer: int, readers: Sequence[Reader]) -> Wal
     >>> from attnkit.testing import tiny_model
     >>> w = walk(tiny_model("llama"), "The cat sat.", layer=1, readers=[Reader([0, 2])])
     >>> w.names[-3:], tuple(w.parts[0].shape)
-    (['L1H2', 'L1.mlp', 'bias'], (5, 2, 16))
+    (['1-2', '1-mlp', 'bias'], (5, 2, 16))
     """
     from .encoding import Encoding
 
@@ -981,7 +666,7 @@ def residual_stream(model: Any, inputs: Any, *, layer: int,
     >>> from attnkit.testing import tiny_model
     >>> s = ak.residual_stream(tiny_model("bert"), "The cat sat.", layer=1)
     >>> s.names
-    ['embed', 'pos_embed', 'type_embed', 'L1H1', 'L1H2', 'L1.mlp', 'bias']
+    ['embed', 'pos_embed', 'type_embed', '1-1', '1-2', '1-mlp', 'bias']
     >>> s.error < 1e-5  # float32 forward, float64 components
     True
     """
@@ -997,52 +682,3 @@ def residual_stream(model: Any, inputs: Any, *, layer: int,
                             w.stream[rows].numpy(), list(enc.tokens), layer)
 
 
-#: Elements a chunk of :func:`apply_rotary` rotates at once (8 MiB of float64).
-ROTATE_CHUNK = 1 << 20
-
-
-def apply_rotary(model: Any, t: Any, rotary: Any, positions: Any) -> Any:
-    """Rotate ``t [C, P, k]`` (queries or keys at ``positions``) **in place** with the layer's
-    own rotary function and ``(cos, sin)``; a linear map per position. Components go through
-    the function a chunk at a time (:data:`ROTATE_CHUNK` elements), so the temporaries it
-    makes stay small whatever ``C × P``.
-
-    Parameters
-    ----------
-    model : Model
-        The model.
-    t : torch.Tensor
-        ``[C, P, k]`` float64; overwritten.
-    rotary : tuple of torch.Tensor or None
-        ``(cos, sin)`` ``[1, n, r]`` as the layer received them; None leaves ``t`` as is.
-    positions : torch.Tensor
-        Int ``[P]``.
-
-    Returns
-    -------
-    torch.Tensor
-        ``t``, rotated.
-
-    Examples
-    --------
-    >>> import torch
-    >>> from attnkit.runtime.decompose import apply_rotary
-    >>> from attnkit.testing import tiny_model
-    >>> apply_rotary(tiny_model("bert"), torch.ones(1, 2, 4), None, torch.arange(2)).shape
-    torch.Size([1, 2, 4])
-    """
-    if rotary is None:
-        return t
-    attn = _get(layer_modules(model)[0], ARCHS[model.model_type].attention)
-    fn = getattr(sys.modules[type(attn).__module__], "apply_rotary_pos_emb", None)
-    if fn is None:
-        raise UnsupportedModelError(
-            f"{model.model_type} rotates queries and keys but its modeling module has no "
-            "apply_rotary_pos_emb; query-key attribution cannot apply its rotation.")
-    cos, sin = (r[:, positions] for r in rotary)  # [1, P, r]
-    step = max(1, ROTATE_CHUNK // max(1, t[0].numel()))
-    for c0 in range(0, t.shape[0], step):
-        chunk = t[c0: c0 + step, None]
-        out, _ = fn(chunk, chunk[:1], cos, sin)  # the function rotates both arguments alike
-        t[c0: c0 + step] = out[:, 0]
-    return t

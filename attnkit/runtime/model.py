@@ -22,6 +22,7 @@ import numpy as np
 from ..core import validate
 from .._compat import renamed
 from ..core.attention import Attention
+from .archs import arch_of
 from .encoding import Encoding
 from ..errors import (
     CaptureError,
@@ -46,14 +47,6 @@ if TYPE_CHECKING:
 LAZY_ABOVE_BYTES = 1 << 30
 
 
-_CAUSAL_TYPES = {
-    "gpt2", "gpt_neo", "gpt_neox", "gptj", "llama", "mistral", "mixtral", "opt", "bloom",
-    "falcon", "phi", "phi3", "qwen2", "qwen3", "gemma", "gemma2", "olmo", "codegen", "ctrl",
-    "openai-gpt", "xglm", "pythia", "stablelm", "starcoder2", "smollm", "gemma3_text", "gpt_oss",
-    "olmo2", "qwen2_moe", "qwen3_moe", "granite", "cohere", "cohere2", "mistral3", "phimoe",
-}
-# Models whose position ids start after the padding index (max positions - 2 usable).
-_OFFSET_POSITION_TYPES = {"roberta", "xlm-roberta", "camembert", "longformer", "bart"}
 
 
 def refuse_encoder_decoder(config: Any, name: str) -> None:
@@ -142,14 +135,15 @@ class Model:
         self.n_layers = int(config.num_hidden_layers)
         self.n_heads = int(config.num_attention_heads)
         archs = " ".join(getattr(config, "architectures", None) or [type(hf_model).__name__])
+        arch = arch_of(config)
         self.causal = bool(
-            self.model_type in _CAUSAL_TYPES
+            arch.causal
             or "CausalLM" in archs
             or "LMHead" in archs
             or (getattr(config, "is_decoder", False) and not getattr(config, "add_cross_attention", False))
         )
         max_pos = getattr(config, "max_position_embeddings", None) or 512
-        if self.model_type in _OFFSET_POSITION_TYPES:
+        if arch.offset_positions:
             max_pos -= 2
         tok_max = getattr(tokenizer, "model_max_length", None) or max_pos
         self.max_length = int(min(max_pos, tok_max if tok_max < 1e6 else max_pos))
@@ -158,9 +152,7 @@ class Model:
         if self.causal and tokenizer.bos_token:
             self.cls_token = tokenizer.bos_token
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-        self._accepts_type_ids = getattr(config, "type_vocab_size", 0) and self.model_type not in (
-            "roberta", "xlm-roberta", "camembert"
-        )
+        self._accepts_type_ids = getattr(config, "type_vocab_size", 0) and arch.type_ids
         params: Any
         try:
             params = inspect.signature(self.base.forward).parameters

@@ -33,14 +33,16 @@ from .capture import AttentionCall, LazyRecorder
 from ..core.cross import CrossAttention, Seq2SeqAttention
 from .encoding import Encoding, PairEncoding
 from ..errors import CaptureError, EmptyInputError, InputError, NoAttentionError
+from .archs import families
 from .model import Model
 
 #: Module names of cross-attention layers in transformers' encoder–decoder models (BART,
 #: Marian, mBART, Pegasus: ``encoder_attn``; T5, mT5: ``EncDecAttention``).
 CROSS_NAMES = re.compile(r"(encoder_attn|EncDecAttention|cross_?attn|crossattention)", re.I)
 
-#: The encoder–decoder families attnkit has been checked on, exact against eager attention.
-SUPPORTED = ("t5", "mt5", "bart", "mbart", "marian", "pegasus")
+#: The encoder–decoder families attnkit has been checked on, exact against eager attention
+#: (their records in :data:`attnkit.runtime.archs.ARCHS`).
+SUPPORTED = families("encoder-decoder")
 
 
 class Seq2SeqModel(Model):

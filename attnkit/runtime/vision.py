@@ -28,12 +28,14 @@ import numpy as np
 
 from .encoding import Encoding
 from ..errors import DataNotFoundError, InputError, ModelNotFoundError, UnsupportedModelError
+from .archs import arch_of, families, submodule
 from .model import Model
 
-#: Vision families attnkit reads, exact against eager attention (``model_type`` values).
-SUPPORTED = ("vit", "deit", "clip_vision_model", "clip")
+#: Vision families attnkit reads, exact against eager attention (``model_type`` values; their
+#: records in :data:`attnkit.runtime.archs.ARCHS`).
+SUPPORTED = families("vision")
 #: Vision families it recognises and refuses (windowed or pooled attention).
-REFUSED = ("swin", "swinv2", "donut-swin", "maskformer-swin", "convnext", "resnet")
+REFUSED = families("vision", refused=True)
 #: Image modes converted to RGB before preprocessing; others are refused.
 IMAGE_MODES = ("RGB", "RGBA", "L", "LA", "P", "CMYK", "YCbCr")
 
@@ -162,7 +164,7 @@ class VisionModel(Model):
         self.sinks = False
         self.patch_size = int(vcfg.patch_size)
         self.image_size = int(vcfg.image_size)
-        self.specials = ["[CLS]", "[DIST]"] if self.model_type == "deit" else ["[CLS]"]
+        self.specials = list(arch_of(self).specials)
         side = self.image_size // self.patch_size
         self.max_length = side * side + len(self.specials)
         self.cls_token, self.sep_token, self.pad_id = "[CLS]", None, 0
@@ -281,8 +283,9 @@ class VisionModel(Model):
     @property
     def base(self):
         """The vision transformer whose forward takes ``pixel_values``."""
-        if self.model_type == "clip":
-            return self.hf.vision_model
+        tower = arch_of(self).tower
+        if tower:
+            return submodule(self.hf, tower)
         return getattr(self.hf, "base_model", self.hf)
 
     def encode(self, item: Any) -> Encoding:
@@ -506,9 +509,8 @@ def check_family(config: Any, name: str) -> None:
     kind = getattr(config, "model_type", "")
     if kind in SUPPORTED:
         return
-    why = (" Swin computes attention inside shifted local windows (a separate window x window "
-           "map per window and layer), not one map over the image, so rollout, flow and the "
-           "patch views do not apply." if "swin" in kind else "")
+    refused = arch_of(config).refused
+    why = f" {refused}" if refused else ""
     raise UnsupportedModelError(
         f"{name} is a {kind or type(config).__name__} model, which attnkit.runtime.vision does not "
         f"read.{why} Supported vision families: ViT, DeiT and CLIP's vision model "
@@ -595,7 +597,7 @@ def gradient_rollout(model: VisionModel, item: Any, *, label: int | None = None)
 
     enc = model.encode(item)
     pixels = enc.meta["pixel_values"].to(model.device, model.dtype)
-    net = model.base if model.model_type == "clip" else model.hf
+    net = model.base if arch_of(model).tower else model.hf
     with model.eager(), torch.enable_grad():
         out = net(pixel_values=pixels, output_attentions=True)
         atts = out.attentions

@@ -11,6 +11,7 @@ import pandas as pd
 import traitlets
 from matplotlib.figure import Figure
 
+from ..core.labels import head_label
 from .._compat import renamed
 from ..errors import InputError
 from ..plot import attention as plots
@@ -164,7 +165,7 @@ class HeadMap(SelectsHead):
             )
         return (
             f"{self.title}: {self.n_layers} layers × {self.n_heads} heads, values "
-            f"{finite.min():.3g} to {finite.max():.3g}, highest at head {l + 1}-{h + 1}."
+            f"{finite.min():.3g} to {finite.max():.3g}, highest at head {head_label(int(l), int(h))}."
         )
 
 
@@ -209,7 +210,7 @@ def composition_map(data: Result, *, kind: str = "k", **options: Any) -> HeadMap
     grid = np.full(((L - 1) * H, (L - 1) * H), np.nan)
     sl, sh, tl, th = (t.index.get_level_values(n).to_numpy() for n in t.index.names)
     grid[sl * H + sh, (tl - 1) * H + th] = t[kind].to_numpy()
-    heads = [f"{layer + 1}-{head + 1}" for layer in range(L) for head in range(H)]
+    heads = [head_label(layer, head) for layer in range(L) for head in range(H)]
     base = data.meta.get("baseline", {}).get(kind, {})
     note = f" (random baseline p99 {base['p99']:.2f})" if "p99" in base else ""
     options.setdefault("title", f"{kind.upper()}-composition, source head × target head{note}")

@@ -15,7 +15,7 @@ from matplotlib.figure import Figure
 from .._compat import renamed
 from ..errors import AttnkitError, InputError, TokenizationMismatchError
 from ..plot import attention as plots
-from ..plot.common import head_label
+from ..core.labels import head_label
 from ..core.types import AttentionLike
 from . import _pyramid as pyr
 from ._base import AttnkitWidget, SinkAwareScale, check_layer_head, measure_of
@@ -441,9 +441,9 @@ class Heatmap(Progressive, SinkAwareScale, AttnkitWidget):
         >>> import attnkit as ak
         >>> from attnkit.testing import tiny_model
         >>> att = tiny_model("bert").attend("The cat sat on the mat.")
-        >>> fig = ak.Heatmap(att, title="L1-H1").figure()
+        >>> fig = ak.Heatmap(att, title="1-1").figure()
         >>> fig.axes[0].get_title(loc="left")
-        'L1-H1'
+        '1-1'
         """
         ov = self._overview
         assert ov is not None

@@ -11,6 +11,7 @@ import pandas as pd
 import traitlets
 from matplotlib.figure import Figure
 
+from ..core.labels import head_label
 from ..errors import InputError
 from ..plot.qk import KIND_COLORS, plot_qk_embedding
 from ._base import AttnkitWidget, check_layer_head
@@ -358,7 +359,7 @@ class QKScatter(AttnkitWidget):
         m = self._emb.item_map(item, layer, head)
         att = Attention.from_maps(m[None, None], self._emb.tokens(item), causal=bool(np.triu(m, 1).max() == 0))
         heat = Heatmap(att, layer=0, head=0,
-                       title=f"item {item}, head {layer + 1}-{head + 1}: row {position} ({self._emb.tokens(item)[position]})")
+                       title=f"item {item}, head {head_label(layer, head)}: row {position} ({self._emb.tokens(item)[position]})")
         self._linked.children = [heat]
 
     def linked_heatmap(self) -> Any:
@@ -416,7 +417,7 @@ class QKScatter(AttnkitWidget):
     def _alt_text(self) -> str:
         if self.mode == "matrix":
             return f"Queries (orange) and keys (blue) of {len(self._heads)} heads"
-        return f"Queries (orange) and keys (blue) of head {self.layer + 1}-{self.head + 1}"
+        return f"Queries (orange) and keys (blue) of head {head_label(self.layer, self.head)}"
 
 
 class _Thin:

@@ -10,7 +10,6 @@ a segment whose component is a head sets ``clicked`` to that head, which a linke
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import numpy as np
@@ -18,35 +17,11 @@ import pandas as pd
 import traitlets
 from matplotlib.figure import Figure
 
+from ..core.labels import head_label
 from ..errors import InputError
 from ..core.results import Result
 from ._base import AttnkitWidget, ShowsHead
 from ._codec import wire
-
-_HEAD = re.compile(r"^L(\d+)H(\d+)$")
-
-
-def head_of(name: str) -> tuple[int, int] | None:
-    """``(layer, head)`` 0-indexed of a component name like ``"L2H3"``, else None.
-
-    Parameters
-    ----------
-    name : str
-        A component name (1-indexed in the name).
-
-    Returns
-    -------
-    tuple of int or None
-
-    Examples
-    --------
-    >>> from attnkit.widgets.score import head_of
-    >>> head_of("L2H3"), head_of("L1.mlp")
-    ((1, 2), None)
-    """
-    m = _HEAD.match(name)
-    return (int(m.group(1)) - 1, int(m.group(2)) - 1) if m else None
-
 
 class ScoreView(AttnkitWidget):
     """Each key's score for one head and one query token as a stacked bar of its largest
@@ -157,7 +132,7 @@ class ScoreView(AttnkitWidget):
             n_segments=n_seg, scores=wire(score, "float32"), seg_query=wire(sq, "int32"),
             seg_key=wire(sk, "int32"), seg_value=wire(sv, "float32"),
             dims=wire(dim_rows, "float32"), note=str(meta.get("attributed", "")),
-            title=title or f"Why L{layer + 1}-H{head + 1} attends from {label!r} ({q})",
+            title=title or f"Why head {head_label(layer, head)} attends from {label!r} ({q})",
         )
 
     def link(self, other: ShowsHead) -> ShowsHead:

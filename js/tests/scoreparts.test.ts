@@ -2,22 +2,22 @@ import { describe, expect, it } from "vitest";
 import { groupOf, headOf, headToFollow, moveCursor, segmentsOf, stackStarts, valueRange } from "../src/lib/scoreparts";
 import { cellName, gridAxes, gridSpacing, isHeadGrid } from "../src/lib/gridlabels";
 
-const NAMES = ["embed", "pos_embed", "L1H1", "L1H2", "L1.mlp", "bias", "rest"];
+const NAMES = ["embed", "pos_embed", "1-1", "1-2", "1-mlp", "bias", "rest"];
 
 describe("score view components", () => {
   it("reads head names 1-indexed into 0-indexed heads", () => {
-    expect(headOf("L2H3")).toEqual([1, 2]);
-    expect(headOf("L12H10")).toEqual([11, 9]);
-    expect(headOf("L1.mlp")).toBeNull();
-    expect(headOf("xL1H1")).toBeNull();
-    expect(groupOf("L3H4")).toBe("L3.attn");
-    expect(groupOf("L3.mlp")).toBe("L3.mlp");
+    expect(headOf("2-3")).toEqual([1, 2]);
+    expect(headOf("12-10")).toEqual([11, 9]);
+    expect(headOf("1-mlp")).toBeNull();
+    expect(headOf("x1-1")).toBeNull();
+    expect(groupOf("3-4")).toBe("3-attn");
+    expect(groupOf("3-mlp")).toBe("3-mlp");
     expect(groupOf("embed")).toBe("embed");
   });
 
   it("follows the key component's head, else the query component's", () => {
-    expect(headToFollow({ q: "L1H2", k: "L2H1", v: 1 })).toEqual([1, 0]);
-    expect(headToFollow({ q: "L1H2", k: "embed", v: 1 })).toEqual([0, 1]);
+    expect(headToFollow({ q: "1-2", k: "2-1", v: 1 })).toEqual([1, 0]);
+    expect(headToFollow({ q: "1-2", k: "embed", v: 1 })).toEqual([0, 1]);
     expect(headToFollow({ q: "rest", k: "rest", v: 1 })).toBeNull();
     expect(headToFollow(null)).toBeNull();
   });
@@ -31,7 +31,7 @@ describe("segments of a key", () => {
 
   it("sorts by size, keeps rest last and adds up to the wire's values", () => {
     const segs = segmentsOf(NAMES, sq, sk, sv, 0, 4, false);
-    expect(segs.map((s) => `${s.q}x${s.k}`)).toEqual(["L1H2xpos_embed", "embedxembed", "L1H1xpos_embed", "restxrest"]);
+    expect(segs.map((s) => `${s.q}x${s.k}`)).toEqual(["1-2xpos_embed", "embedxembed", "1-1xpos_embed", "restxrest"]);
     expect(segs.map((s) => s.v)).toEqual([-2, 1, 0.5, 0.25]);
     const total = segs.reduce((a, s) => a + s.v, 0);
     expect(total).toBeCloseTo(sv.slice(0, 4).reduce((a, v) => a + v, 0));
@@ -39,12 +39,12 @@ describe("segments of a key", () => {
 
   it("skips empty slots (id -1) instead of naming them", () => {
     const segs = segmentsOf(NAMES, sq, sk, sv, 1, 4, false);
-    expect(segs).toEqual([{ q: "embed", k: "L1H1", v: 3 }, { q: "rest", k: "rest", v: -1 }]);
+    expect(segs).toEqual([{ q: "embed", k: "1-1", v: 3 }, { q: "rest", k: "rest", v: -1 }]);
   });
 
   it("groups a layer's heads and sums what falls together", () => {
     const segs = segmentsOf(NAMES, sq, sk, sv, 0, 4, true);
-    expect(segs.map((s) => `${s.q}x${s.k}`)).toEqual(["L1.attnxpos_embed", "embedxembed", "restxrest"]);
+    expect(segs.map((s) => `${s.q}x${s.k}`)).toEqual(["1-attnxpos_embed", "embedxembed", "restxrest"]);
     expect(segs[0].v).toBeCloseTo(-1.5);
   });
 

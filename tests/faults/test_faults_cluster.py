@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import logging
 
-import numpy as np
 import pytest
 from fault_helpers import BATCH, TEXTS, raises_exactly
 
@@ -14,6 +13,7 @@ from attnkit.storage import extraction
 from attnkit.storage import store as st
 from attnkit.errors import ClusterError, ModelLoadError
 from attnkit.testing import tiny_model
+from tolerances import assert_close, F32
 
 distributed = pytest.importorskip("distributed")
 
@@ -26,7 +26,7 @@ def _close(sset, ref) -> None:
         assert x.tokens == y.tokens
         # batches computed on a worker thread may sum in another float32 order: a few ulp
         # of values in [0, 1]; a wrong or shifted batch is off by far more
-        np.testing.assert_allclose(x.maps, y.maps, rtol=0, atol=1e-6)
+        assert_close(x.maps, y.maps, F32)
 
 
 @pytest.fixture(scope="module")

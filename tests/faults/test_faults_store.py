@@ -15,7 +15,6 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import pytest
 from fault_helpers import BATCH, TEXTS, raises_exactly, remount, same_sets, tmpfs
@@ -26,6 +25,7 @@ from attnkit.apps.cli import main
 from attnkit.errors import StoreError
 from attnkit.storage.store_v1 import extract_v1
 from attnkit.testing import tiny_model
+from tolerances import assert_close, F32
 
 OPTIONS = dict(batch_size=BATCH, keep=("maps", "stats"), embeddings=True, progress=False)
 
@@ -245,7 +245,7 @@ def test_kill_9_mid_extract_and_resume(tiny_bert, tmp_path):
         assert a.tokens == b.tokens
         # the reused batches were computed in the killed child (its own thread pool, maybe
         # another float32 summation order): a few ulp; a wrong or shifted batch is far off
-        np.testing.assert_allclose(a.maps, b.maps, rtol=0, atol=1e-6)
+        assert_close(a.maps, b.maps, F32)
     assert not list(store.rglob("*.tmp")) and not list(store.rglob("*.partial"))
 
 

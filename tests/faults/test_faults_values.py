@@ -9,6 +9,7 @@ from fault_helpers import raises_exactly
 
 import attnkit as ak
 from attnkit.errors import EmptyInputError, InputError
+from tolerances import assert_close, F32
 
 TOKENS = ["[CLS]", "the", "cat", "[SEP]"]
 
@@ -87,4 +88,4 @@ def test_to_words_works_on_every_accepted_alignment():
     att = ak.Attention.from_maps(_uniform(), ["[CLS]", "play", "##ing", "[SEP]"])
     words = att.to_words()
     # pooling sums the columns of a word's pieces: float32 sums of exact quarters
-    np.testing.assert_allclose(words.maps.sum(-1), 1.0, rtol=0, atol=1e-6)
+    assert_close(words.maps.sum(-1), 1.0, F32)

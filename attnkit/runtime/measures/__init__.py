@@ -14,7 +14,7 @@ each, with its paper and definition:
 
 The forward-only measures are computed from :mod:`attnkit.runtime.capture`'s recorders in the same
 single forward that records the weights; where each architecture keeps its output
-projection and normalisation is one table, :data:`~attnkit.runtime.measures._arch.ARCHS`.
+projection and normalisation is the family's record in :data:`attnkit.runtime.archs.ARCHS`.
 Results are :class:`~attnkit.Attention` objects with ``measure`` set; rows of measures other
 than weights need not sum to 1.
 """
@@ -25,11 +25,10 @@ import numpy as np
 
 from ..._compat import renamed
 from ...core.attention import Attention, row_shares
-from ._arch import ARCHS
 from .compute import MEASURES, MeasureRecorder, check_measure, measure_maps, n_heads
 from .grad_attn import grad_attn
 
-__all__ = ["ARCHS", "MEASURES", "MeasureRecorder", "check_measure", "grad_attn", "measure_maps",
+__all__ = ["MEASURES", "MeasureRecorder", "check_measure", "grad_attn", "measure_maps",
            "mixed", "n_heads"]
 
 

@@ -1,24 +1,10 @@
-"""Where each architecture keeps what the measures need: one table, nothing else.
+"""The parts of each attention block that the measures read, from the family's record.
 
 The measures decompose one attention block. Besides what the attention function sees
 (probabilities and value states, from :mod:`attnkit.runtime.capture`'s recorder), they need the
-block's output projection and the normalisation that follows the attention (if any).
-:data:`ARCHS` says where those are, per ``config.model_type``; :func:`layer_parts` reads them
-from a loaded model. Paths are dotted attribute paths: ``layers`` from the bare model
-(:attr:`attnkit.Model.base`), the others from one layer.
-
-Placement of the normalisation around the attention block:
-
-``"post"``
-    ``z = LN(x + Attn(x))`` (BERT, RoBERTa, DistilBERT).
-``"pre"``
-    ``z = x + Attn(LN(x))`` (GPT-2, GPT-NeoX, Llama, Qwen2, Mistral, gpt-oss, ViT, DeiT, CLIP's
-    vision tower); the pre-norm is part
-    of the value states the recorder sees, so only the residual sum is decomposed. For
-    GPT-NeoX's parallel residual the block is ``x + Attn(LN(x))`` without the MLP branch.
-``"sandwich"``
-    ``z = x + N(Attn(N'(x)))`` (Gemma 2: an RMSNorm on the attention output before the
-    residual sum).
+block's output projection and the normalisation that follows the attention (if any), which
+the family's :class:`~attnkit.runtime.archs.Layout` locates; :func:`layer_parts` reads them
+from a loaded model.
 """
 
 from __future__ import annotations
@@ -28,50 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...errors import UnsupportedModelError
-
-
-@dataclass(frozen=True)
-class ArchSpec:
-    """Where one architecture keeps its attention block's parts (see module docstring)."""
-
-    layers: str
-    attention: str
-    out_proj: str
-    placement: str
-    norm: str | None = None
-    conv1d: bool = False  # the projection stores its weight as [in, out] (GPT-2's Conv1D)
-    norm_offset: float = 0.0  # RMSNorm scale is (offset + weight) (Gemma)
-
-
-_BERT = ArchSpec("encoder.layer", "attention.self", "attention.output.dense", "post",
-                 "attention.output.LayerNorm")
-_DECODER = ArchSpec("layers", "self_attn", "self_attn.o_proj", "pre")
-#: ViT and DeiT: ``x + Attn(layernorm_before(x))``
-_VIT = ArchSpec("layers", "attention", "attention.o_proj", "pre")
-#: CLIP's vision tower (:attr:`attnkit.runtime.vision.VisionModel.base` of CLIPModel and
-#: CLIPVisionModel alike): ``x + Attn(layer_norm1(x))``
-_CLIP = ArchSpec("encoder.layers", "self_attn", "self_attn.out_proj", "pre")
-
-#: ``config.model_type`` -> where its parts are.
-ARCHS: dict[str, ArchSpec] = {
-    "bert": _BERT,
-    "roberta": _BERT,
-    "xlm-roberta": _BERT,
-    "distilbert": ArchSpec("transformer.layer", "attention", "attention.out_lin", "post",
-                           "sa_layer_norm"),
-    "gpt2": ArchSpec("h", "attn", "attn.c_proj", "pre", conv1d=True),
-    "gpt_neox": ArchSpec("layers", "attention", "attention.dense", "pre"),
-    "llama": _DECODER,
-    "qwen2": _DECODER,
-    "mistral": _DECODER,
-    "gpt_oss": _DECODER,
-    "gemma2": ArchSpec("layers", "self_attn", "self_attn.o_proj", "sandwich",
-                       "post_attention_layernorm", norm_offset=1.0),
-    "vit": _VIT,
-    "deit": _VIT,
-    "clip": _CLIP,
-    "clip_vision_model": _CLIP,
-}
+from ..archs import Layout, layout_of, submodule
 
 
 @dataclass
@@ -109,22 +52,9 @@ class LayerParts:
     cache: dict = field(default_factory=dict)
 
 
-def spec(model: Any) -> ArchSpec:
-    """The :class:`ArchSpec` of a :class:`~attnkit.Model`, or a clear refusal."""
-    kind = getattr(model, "model_type", "") or getattr(model.config, "model_type", "")
-    if kind not in ARCHS:
-        raise UnsupportedModelError(
-            f"The attention measures do not know where {kind or type(model).__name__!r} keeps "
-            f"its output projection and normalisation; supported: {', '.join(sorted(ARCHS))}. "
-            "Use measure='weights', or add the model to attnkit.runtime.measures._arch.ARCHS."
-        )
-    return ARCHS[kind]
-
-
-def _get(obj: Any, path: str) -> Any:
-    for name in path.split("."):
-        obj = getattr(obj, name)
-    return obj
+def spec(model: Any) -> Layout:
+    """The :class:`~attnkit.runtime.archs.Layout` of a :class:`~attnkit.Model`, or a clear refusal."""
+    return layout_of(model, what="The attention measures", instead="Use measure='weights'.")
 
 
 def _norm_spec(module: Any, offset: float) -> NormSpec:
@@ -178,19 +108,19 @@ def layer_parts(model: Any) -> list[LayerParts]:
     """The :class:`LayerParts` of every layer of ``model`` (a :class:`~attnkit.Model`)."""
     s = spec(model)
     try:
-        layers = list(_get(model.base, s.layers))
+        layers = list(submodule(model.base, s.layers))
         parts = []
         for layer in layers:
-            proj = _get(layer, s.out_proj)
+            proj = submodule(layer, s.out_proj)
             w = proj.weight.detach()
-            norm_mod = _get(layer, s.norm) if s.norm else None
+            norm_mod = submodule(layer, s.norm) if s.norm else None
             parts.append(LayerParts(
-                attention=_get(layer, s.attention),
+                attention=submodule(layer, s.attention),
                 w_o=w.T if s.conv1d else w,
                 b_o=None if getattr(proj, "bias", None) is None else proj.bias.detach(),
                 placement=s.placement,
                 norm=_norm_spec(norm_mod, s.norm_offset) if norm_mod is not None else None,
-                tap=norm_mod if norm_mod is not None else _get(layer, s.attention),
+                tap=norm_mod if norm_mod is not None else submodule(layer, s.attention),
                 cache=_cache_for(proj.weight, getattr(norm_mod, "weight", None)),
             ))
     except AttributeError as exc:

@@ -2,16 +2,16 @@
 // "rest" last), how the segments stack into a bar, the score axis, keyboard moves and which
 // head a segment leads to. Plain numbers and strings only (no DOM), so vitest checks them.
 
-/** "L2H3" -> [1, 2] (0-indexed), else null. */
+/** A head's component name "2-3" (1-indexed, attnkit.core.labels) -> [1, 2] (0-indexed), else null. */
 export function headOf(name: string): [number, number] | null {
-  const m = /^L(\d+)H(\d+)$/.exec(name);
+  const m = /^(\d+)-(\d+)$/.exec(name);
   return m ? [Number(m[1]) - 1, Number(m[2]) - 1] : null;
 }
 
-/** The layer group of a component: "L2H3" -> "L2.attn", others unchanged. */
+/** The layer group of a component: "2-3" -> "2-attn", others unchanged. */
 export function groupOf(name: string): string {
-  const m = /^L(\d+)H\d+$/.exec(name);
-  return m ? `L${m[1]}.attn` : name;
+  const m = /^(\d+)-\d+$/.exec(name);
+  return m ? `${m[1]}-attn` : name;
 }
 
 export interface Segment { q: string; k: string; v: number }
