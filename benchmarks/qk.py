@@ -362,7 +362,8 @@ def _run_case(root: Path, case: str, *extra: str) -> dict:
     return res
 
 
-def scale_section(root: Path, quick: bool) -> list[str]:
+def scale_section(root: Path, quick: bool, cases: str = "head,million,subset,dev",
+                  dev_runs: tuple = ((12, 1), (12, 2), (72, 2))) -> list[str]:
     """qk_embedding of stores of UD English EWT (MiniLM, every layer's queries and keys):
     one head of train, two heads (a million points), a 100,000-point subset projected whole
     and sampled, and every head of dev on Dask clusters of one and two workers. Each case is
@@ -378,7 +379,8 @@ def scale_section(root: Path, quick: bool) -> list[str]:
     def load(r: dict) -> str:
         return f"{r['load_before'][0]:.1f} → {r['load_after'][0]:.1f}"
 
-    for case in ([] if quick else ["head", "million"]):
+    chosen = cases.split(",")
+    for case in ([] if quick else [c for c in ("head", "million") if c in chosen]):
         r = _run_case(root, case)
         hs = r["heads"]
         names = ", ".join("{}-{}".format(h["layer"] + 1, h["head"] + 1) for h in hs)
@@ -389,7 +391,7 @@ def scale_section(root: Path, quick: bool) -> list[str]:
         rows.append(f"| {case} ({names}; sample {r['sample']}) | {r['points']:,} | {r['seconds']:.1f} | {per} | "
                     f"{r['peak_rss'] / mb:.0f} | {pres} | {faith} | {load(r)} |")
     out = rows + [""]
-    if not quick:
+    if not quick and "subset" in chosen:
         r = _run_case(root, "subset", "--subset", "100000")
         out += [f"A {r['points']:,}-point subset of head {SCALE_HEADS[0][0] + 1}-{SCALE_HEADS[0][1] + 1} (the first EWT train sentences), projected whole and "
                 f"sampled (at {r['at']}, load {load(r)}):", "",
@@ -398,9 +400,11 @@ def scale_section(root: Path, quick: bool) -> list[str]:
             f = r[name]
             out.append(f"| {name} | {f['fitted']:,} | {f['wall']:.1f} | {f['preservation']:.3f} | {f['spearman']:.3f} | {f['nearest_key']:.3f} |")
         out += ["", f"Neighbourhoods of the sampled picture kept in the full one (k=10, 1,000 points): {r['sampled_vs_full']:.3f}.", ""]
+    if "dev" not in chosen:
+        return out
     out += ["| heads of MiniLM over EWT dev | workers | points a head | sample | wall (s) | mean per head: fit / place / whole (s) | worker peak RSS (MB) | mean preservation | load before → after |",
             "|---|---:|---:|---:|---:|---|---:|---:|---|"]
-    for heads, workers in ((12, 1), (12, 2), (72, 2)) if not quick else ((2, 1), (2, 2)):
+    for heads, workers in dev_runs:
         r = _run_case(root, "dev-heads", "--heads", str(heads), "--workers", str(workers))
         out.append(f"| {r['heads']} | {workers} | {r['points']:,} | {r['sample']} | {r['seconds']:.1f} | {r['mean_fit']:.1f} / {r['mean_place']:.1f} / {r['mean_head']:.1f} | "
                    f"{r['worker_peak_rss'] / mb:.0f} | {r['mean_preservation']:.3f} | {load(r)} |")
@@ -412,6 +416,8 @@ def main() -> None:
     ap.add_argument("--section", default="all", choices=["widget", "embed", "dask", "scale", "all"])
     ap.add_argument("--root", default="/tmp/attnkit-qk-scale",
                     help="folder of the EWT stores of the scale section (made once, resumed)")
+    ap.add_argument("--cases", default="head,million,subset,dev", help="cases of the scale section")
+    ap.add_argument("--dev-runs", default="12x1,12x2,72x2", help="heads x workers of the scale section's dev case")
     ap.add_argument("--case", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--subset", type=int, default=100_000, help=argparse.SUPPRESS)
     ap.add_argument("--heads", type=int, default=72, help=argparse.SUPPRESS)
@@ -439,7 +445,8 @@ def main() -> None:
     if args.section in ("dask", "all"):
         out += dask_section(args.quick, args.sentences) + [""]
     if args.section in ("scale", "all"):
-        out += scale_section(Path(args.root), args.quick)
+        runs = tuple(tuple(int(v) for v in r.split("x")) for r in args.dev_runs.split(","))
+        out += scale_section(Path(args.root), args.quick, args.cases, runs if not args.quick else ((2, 1), (2, 2)))
     print("\n".join(out))
 
 

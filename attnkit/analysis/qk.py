@@ -46,10 +46,12 @@ from . import qkscale
 METHODS = {"umap": "umap", "tsne": "openTSNE", "pca": None}
 #: Fewest distinct points (queries and keys together) each method projects.
 MIN_POINTS = {"umap": 10, "tsne": 10, "pca": 3}
-#: How points outside the fitted sample are placed: the inverse-distance-weighted mean of
-#: their nearest fitted points' pictures (:func:`~attnkit.analysis.qkscale.place_knn`), or
+#: How points outside the fitted sample are placed: by their nearest fitted point's picture
+#: and the local linear map there (:func:`~attnkit.analysis.qkscale.place_knn`), or
 #: the fitted estimator's own ``transform`` (PCA is always placed by its linear map).
-PLACEMENTS = {"knn": "inverse-distance-weighted mean of the 10 nearest fitted points (normalised query-key space)",
+PLACEMENTS = {"knn": (f"on the picture of the nearest fitted point (normalised query-key space), moved by "
+                     f"{qkscale.PLACE_STEP} x the local linear map (ridge, {qkscale.PLACE_K} nearest "
+                     "fitted points) of the offset"),
               "transform": "the fitted estimator's own transform"}
 #: Neighbours and evaluated points of the neighbourhood preservation every embedding reports.
 QUALITY_K, QUALITY_EVAL = 10, 1000
@@ -865,9 +867,10 @@ def qk_embedding(
         than :data:`~attnkit.analysis.qkscale.AUTO_ABOVE`, and on every point otherwise
         (PCA always on every point); ``None`` fits on every point.
     placement : {"knn", "transform"}
-        How the points outside the sample are placed: ``"knn"``, at the inverse-distance
-        weighted mean of the pictures of their 10 nearest sampled points in the normalised
-        query-key space (:func:`~attnkit.analysis.qkscale.place_knn`); ``"transform"``, by
+        How the points outside the sample are placed: ``"knn"``, on the picture of their
+        nearest sampled point in the normalised query-key space, spread around it by the
+        picture's local linear map there (:func:`~attnkit.analysis.qkscale.place_knn`;
+        chosen on EWT dev, docs/benchmarks.md); ``"transform"``, by
         the fitted estimator's own ``transform`` (UMAP's, openTSNE's). PCA is always
         placed by its linear map.
     seed : int

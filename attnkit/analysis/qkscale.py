@@ -4,8 +4,8 @@ and measure how much of each point's neighbourhood the picture keeps.
 :func:`attnkit.qk_embedding` with ``sample=`` fits UMAP, t-SNE or PCA on a sample of a
 head's queries and keys (:func:`stratified_sample`: queries and keys in proportion, every
 position range, spread evenly over the items) and places every other point from the fitted
-ones (:func:`place_knn`: the inverse-distance-weighted mean of the pictures of its ``k``
-nearest fitted points in the normalised query–key space; or the estimator's own
+ones (:func:`place_knn`: on the picture of its nearest fitted point in the normalised
+query–key space, spread by the picture's local linear map there; or the estimator's own
 ``transform``). :func:`neighbourhood_preservation` measures the result: the share of each
 point's ``k`` nearest neighbours in one picture (or space) that are also among its ``k``
 nearest in another.
@@ -20,9 +20,11 @@ from ..errors import InputError
 #: Points (queries and keys of one head) above which ``sample="auto"`` fits on a sample.
 AUTO_ABOVE = 20_000
 #: The sample ``sample="auto"`` fits on (points), when it samples at all.
-AUTO_SAMPLE = 10_000
-#: Fitted neighbours a placed point's coordinates are interpolated from (:func:`place_knn`).
-PLACE_K = 10
+AUTO_SAMPLE = 5_000
+#: Fitted neighbours each local linear map of :func:`place_knn` is fitted on.
+PLACE_K = 30
+#: The share of the local map's offset :func:`place_knn` applies (chosen on EWT dev).
+PLACE_STEP = 0.05
 #: Points placed per chunk (bounded memory: ``chunk x k`` distances and indices).
 CHUNK = 16_384
 
@@ -149,10 +151,18 @@ def nearest(points: np.ndarray, reference: np.ndarray, k: int) -> tuple[np.ndarr
 
 
 def place_knn(fitted: np.ndarray, coords: np.ndarray, points: np.ndarray, *, k: int = PLACE_K,
-              chunk: int = CHUNK) -> np.ndarray:
-    """Place ``points`` in a picture fitted on other points: each lands at the mean of the
-    pictures of its ``k`` nearest fitted points, weighted by inverse distance (a point
-    equal to a fitted one lands exactly on it).
+              step: float = PLACE_STEP, chunk: int = CHUNK) -> np.ndarray:
+    """Place ``points`` in a picture fitted on other points: each lands on the picture of its
+    nearest fitted point, moved by ``step`` times the image of its offset from that point
+    under the picture's local linear map there.
+
+    The local linear map of a fitted point is the ridge least-squares map from the offsets of
+    its ``k`` nearest fitted neighbours (in the space) to the offsets of their pictures
+    (ridge penalty a tenth of the mean eigenvalue of the offsets' scatter matrix). With ``step`` 1 a point would land where the
+    local map puts it, with 0 on its nearest fitted point: the points that share a nearest
+    fitted point are spread around its picture in the order of their offsets, and a point
+    equal to a fitted one lands exactly on it. The step was chosen on UD English EWT dev
+    (docs/benchmarks.md, ``## qk``): it kept the most neighbourhoods.
 
     Parameters
     ----------
@@ -164,9 +174,11 @@ def place_knn(fitted: np.ndarray, coords: np.ndarray, points: np.ndarray, *, k: 
     points : ndarray
         ``[N, d]`` the points to place.
     k : int
-        Neighbours interpolated from (at most ``M``).
+        Fitted neighbours each local map is fitted on (at most ``M - 1``).
+    step : float
+        The share of the local map's offset applied.
     chunk : int
-        Points placed at a time (memory: ``chunk x k``).
+        Points placed at a time (memory: ``chunk x d``).
 
     Returns
     -------
@@ -177,26 +189,38 @@ def place_knn(fitted: np.ndarray, coords: np.ndarray, points: np.ndarray, *, k: 
     --------
     >>> import numpy as np
     >>> from attnkit.analysis.qkscale import place_knn
-    >>> fitted = np.array([[0.0, 0.0], [2.0, 0.0], [9.0, 9.0]])
-    >>> coords = np.array([[0.0, 0.0], [10.0, 0.0], [50.0, 50.0]])
-    >>> place_knn(fitted, coords, np.array([[1.0, 0.0], [2.0, 0.0]]), k=2).tolist()
-    [[5.0, 0.0], [10.0, 0.0]]
+    >>> fitted = np.array([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
+    >>> coords = 10 * fitted                        # a picture that scales the space by 10
+    >>> place_knn(fitted, coords, np.array([[1.0, 1.0], [0.2, 0.0]]), k=3, step=1.0).round(1).tolist()
+    [[10.0, 10.0], [1.8, 0.1]]
     """
     from sklearn.neighbors import NearestNeighbors
 
-    k = min(int(k), len(fitted))
-    nn = NearestNeighbors(n_neighbors=k, algorithm="brute").fit(np.asarray(fitted, dtype=np.float32))
+    f = np.asarray(fitted, dtype=np.float32)
     c = np.asarray(coords, dtype=np.float64)
+    m = len(f)
+    k = min(int(k), m - 1)
+    jac = np.zeros((m, f.shape[1], c.shape[1]))
+    if k >= 1 and step != 0:
+        _, nb = NearestNeighbors(n_neighbors=k + 1, algorithm="brute").fit(f).kneighbors(f)
+        jac = np.empty((m, f.shape[1], c.shape[1]))
+        for a in range(0, m, chunk):
+            rows = nb[a:a + chunk]
+            own = np.arange(a, a + len(rows))
+            # a point's own row among its neighbours (or a duplicate of it) adds nothing
+            dx = f[rows].astype(np.float64) - f[own, None, :]
+            dy = c[rows] - c[own, None, :]
+            g = np.einsum("smd,sme->sde", dx, dx)
+            ridge = 0.1 * np.trace(g, axis1=1, axis2=2) / f.shape[1] + 1e-300
+            g += ridge[:, None, None] * np.eye(f.shape[1])
+            jac[a:a + chunk] = np.linalg.solve(g, np.einsum("smd,smc->sdc", dx, dy))
+    nn = NearestNeighbors(n_neighbors=1, algorithm="brute").fit(f)
     out = np.empty((len(points), c.shape[1]), dtype=np.float32)
     for a in range(0, len(points), chunk):
-        d, i = nn.kneighbors(np.asarray(points[a:a + chunk], dtype=np.float32))
-        d = d.astype(np.float64)
-        exact = d[:, 0] <= 0
-        w = 1.0 / np.where(exact[:, None], 1.0, np.maximum(d, 1e-12))
-        w[exact] = 0.0
-        w[exact, 0] = 1.0
-        w /= w.sum(1, keepdims=True)
-        out[a:a + chunk] = np.einsum("nk,nkc->nc", w, c[i])
+        x = np.asarray(points[a:a + chunk], dtype=np.float32)
+        near = nn.kneighbors(x, return_distance=False)[:, 0]
+        off = x.astype(np.float64) - f[near]
+        out[a:a + chunk] = c[near] + step * np.einsum("nd,ndc->nc", off, jac[near])
     return out
 
 
