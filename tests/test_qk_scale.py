@@ -249,3 +249,20 @@ def test_bad_input_at_scale(tmp_path):
     ak.extract(model, ["The cat sat."], level="token", store=tmp_path / "m", progress=False)
     with pytest.raises(InputError, match="keeps no queries"):
         ak.qk_embedding(ak.open_store(tmp_path / "m"), method="pca", sample=10)
+
+
+def test_view_of_a_store_embedding_opens_the_clicked_sentence_from_the_store(tmp_path):
+    model = tiny_model("gpt2")
+    sset = ak.extract(model, TEXTS * 3, level="token", keep="qk", store=tmp_path / "s", progress=False)
+    emb = ak.qk_embedding(sset, heads=[(1, 1)], method="pca", sample=40, progress=False)
+    view = ak.QKScatter(emb)
+    box = view.linked_heatmap()
+    # the drawn point of the query at position 2 of item 4 (hover reads its sentence back)
+    i = next(j for j in range(view.n_points)
+             if (p := view.point(j))["item"] == 4 and p["kind"] == "query" and p["position"] == 2)
+    assert view.point(i)["tokens"] == sset.qk_states(4).tokens
+    view.clicked = i
+    heat = box.children[0]
+    assert type(heat).__name__ == "Heatmap"
+    # the map shown is item 4's, recomputed from the queries and keys the store holds
+    np.testing.assert_array_equal(heat.matrix, qkmod.scores(sset.qk_states(4), 1, 1, causal=True))
