@@ -273,8 +273,9 @@ def _store(split: str, root: Path) -> object:
     data = ak.data.data_dir()
     sents = list(ak.read_conllu(data / "ud-english-ewt" / f"en_ewt-ud-{split}.conllu"))
     t0 = time.perf_counter()
+    # an existing store is resumed without re-reading it (verify=False): made by this script
     sset = ak.extract(ak.load("minilm"), sents, level="token", keep="qk", store=root / f"ewt-{split}.zarr",
-                      progress=False)
+                      verify=False, progress=False)
     print(f"store {split}: {len(sset)} sentences in {time.perf_counter() - t0:.1f} s ({sset.run_info})", flush=True)
     return sset
 
@@ -318,6 +319,50 @@ def _case(args: argparse.Namespace) -> None:
         out["points"] = 2 * n
         out["sampled_vs_full"] = qkscale.neighbourhood_preservation(pictures["sampled, knn"], pictures["full"], k=10, n_eval=1000)
         out["space_check"] = qkscale.neighbourhood_preservation(pictures["full"], space, k=10, n_eval=1000)
+    elif args.case == "placement":
+        # the placement rule, chosen on EWT dev: one head's UMAP fitted on a 5,000-point
+        # stratified sample once, the other points placed by each rule
+        from sklearn.neighbors import NearestNeighbors
+
+        sset = ak.open_store(root / "ewt-dev.zarr")
+        _, (hp,) = qk._gather_store(sset, SCALE_HEADS[:1], want_items=False, progress=False)
+        q, k = qk.normalize_qk(hp.queries, hp.keys)
+        x = np.concatenate([q, k]).astype(np.float32)
+        n = len(hp.queries)
+        idx = qkscale.stratified_sample(qk.point_strata(hp.offsets), 5000, seed=0)
+        t0 = time.perf_counter()
+        ys, transform = qk.fit_projection(x[idx], method="umap", seed=0)
+        out["fit"] = time.perf_counter() - t0
+        out["points"] = len(x)
+        rest = np.ones(len(x), dtype=bool)
+        rest[idx] = False
+        lm, y = x[idx], ys.astype(np.float64)
+        dist, near = NearestNeighbors(n_neighbors=10, algorithm="brute").fit(lm).kneighbors(x[rest])
+        rules = {}
+
+        def rule(name, place):
+            t0 = time.perf_counter()
+            got = place()
+            pic = np.empty((len(x), 2))
+            pic[idx], pic[rest] = ys, got
+            f = qk.head_faithfulness(hp, pic[:n], pic[n:], q, k)
+            rules[name] = {"seconds": time.perf_counter() - t0,
+                           "preservation": qkscale.neighbourhood_preservation(pic, x, k=10, n_eval=1000),
+                           "distinct": int(len(np.unique(pic.round(5), axis=0))),
+                           "spearman": f["spearman"], "nearest_key": f["nearest_key"]}
+            print(name, rules[name], flush=True)
+
+        def idw(kk):
+            w = 1 / np.maximum(dist[:, :kk], 1e-12)
+            return np.einsum("nk,nkc->nc", w / w.sum(1, keepdims=True), y[near[:, :kk]])
+
+        rule("nearest fitted point", lambda: y[near[:, 0]])
+        rule("inverse-distance mean of 3", lambda: idw(3))
+        rule("inverse-distance mean of 10", lambda: idw(10))
+        for step in (1.0, 0.2, 0.05):
+            rule(f"nearest + {step} x local ridge map (30)", lambda s=step: qkscale.place_knn(lm, ys, x[rest], step=s))
+        rule("UMAP's transform", lambda: transform(x[rest]))
+        out["rules"] = rules
     elif args.case == "dev-heads":
         import distributed
 
@@ -340,7 +385,9 @@ def _case(args: argparse.Namespace) -> None:
         out.update(heads=len(heads), workers=args.workers, points=len(emb.table) // len(heads), sample=emb.meta["sample"],
                    mean_fit=float(f["fit_seconds"].mean()), mean_place=float(f["place_seconds"].mean()),
                    mean_head=float(f["seconds"].mean()), mean_preservation=float(f["preservation"].mean()))
-    out["peak_rss"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    out["peak_rss"] = ru.ru_maxrss * 1024
+    out["cpu"] = ru.ru_utime + ru.ru_stime  # this process, every thread (the load makes wall time long)
     out["load_after"] = os.getloadavg()
     print("RESULT " + json.dumps(out, default=float), flush=True)
 
@@ -373,8 +420,8 @@ def scale_section(root: Path, quick: bool, cases: str = "head,million,subset,dev
     if not quick:
         _store("train", root)
     mb = 1e6
-    rows = ["| case | points | wall (s) | of which per head: fit / place / whole head (s) | peak RSS (MB) | preservation | Spearman / nearest key | load before → after |",
-            "|---|---:|---:|---|---:|---:|---|---|"]
+    rows = ["| case | points | wall (s) | CPU (s) | of which per head: fit / place / whole head (s) | peak RSS (MB) | preservation | Spearman / nearest key | load before → after |",
+            "|---|---:|---:|---:|---|---:|---:|---|---|"]
 
     def load(r: dict) -> str:
         return f"{r['load_before'][0]:.1f} → {r['load_after'][0]:.1f}"
@@ -388,9 +435,17 @@ def scale_section(root: Path, quick: bool, cases: str = "head,million,subset,dev
                                                                  h["place_seconds"], h["seconds"]) for h in hs)
         pres = ", ".join("{:.3f}".format(h["preservation"]) for h in hs)
         faith = ", ".join("{:.3f} / {:.3f}".format(h["spearman"], h["nearest_key"]) for h in hs)
-        rows.append(f"| {case} ({names}; sample {r['sample']}) | {r['points']:,} | {r['seconds']:.1f} | {per} | "
+        rows.append(f"| {case} ({names}; sample {r['sample']}) | {r['points']:,} | {r['seconds']:.1f} | {r['cpu']:.1f} | {per} | "
                     f"{r['peak_rss'] / mb:.0f} | {pres} | {faith} | {load(r)} |")
     out = rows + [""]
+    if "placement" in chosen:
+        r = _run_case(root, "placement")
+        out += [f"Placement rules on EWT dev, head {SCALE_HEADS[0][0] + 1}-{SCALE_HEADS[0][1] + 1} ({r['points']:,} points; UMAP fitted on a 5,000-point "
+                f"stratified sample in {r['fit']:.1f} s; at {r['at']}, load {load(r)}):", "",
+                "| rule | seconds | preservation (k=10) | distinct positions | Spearman | nearest key |", "|---|---:|---:|---:|---:|---:|"]
+        for name, f in r["rules"].items():
+            out.append(f"| {name} | {f['seconds']:.1f} | {f['preservation']:.3f} | {f['distinct']:,} | {f['spearman']:.3f} | {f['nearest_key']:.3f} |")
+        out.append("")
     if not quick and "subset" in chosen:
         r = _run_case(root, "subset", "--subset", "100000")
         out += [f"A {r['points']:,}-point subset of head {SCALE_HEADS[0][0] + 1}-{SCALE_HEADS[0][1] + 1} (the first EWT train sentences), projected whole and "
