@@ -301,7 +301,7 @@ def _case(args: argparse.Namespace) -> None:
         out["heads"] = emb.faithfulness.table.reset_index().to_dict("records")
     elif args.case == "subset":
         sset = ak.open_store(root / "ewt-train.zarr")
-        _, (hp,) = qk._gather_store(sset, SCALE_HEADS[:1], want_items=False, progress=False)
+        (hp,) = qk.store_head_points(sset, SCALE_HEADS[:1], progress=False)
         cut = int(np.searchsorted(hp.offsets, args.subset // 2, side="right")) - 1
         n = int(hp.offsets[cut])
         hp = qk.HeadPoints(hp.layer, hp.head, hp.queries[:n].copy(), hp.keys[:n].copy(), hp.offsets[:cut + 1],
@@ -325,7 +325,7 @@ def _case(args: argparse.Namespace) -> None:
         from sklearn.neighbors import NearestNeighbors
 
         sset = ak.open_store(root / "ewt-dev.zarr")
-        _, (hp,) = qk._gather_store(sset, SCALE_HEADS[:1], want_items=False, progress=False)
+        (hp,) = qk.store_head_points(sset, SCALE_HEADS[:1], progress=False)
         q, k = qk.normalize_qk(hp.queries, hp.keys)
         x = np.concatenate([q, k]).astype(np.float32)
         n = len(hp.queries)

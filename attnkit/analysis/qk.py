@@ -295,6 +295,50 @@ def _gather_store(aset: Any, chosen: list[tuple[int, int]], *, want_items: bool,
     return [it for it in items if it is not None], hps
 
 
+def store_head_points(attentions: Any, heads: Sequence[tuple[int, int]], *,
+                      progress: bool = True) -> list[HeadPoints]:
+    """The queries and keys of some heads over a store, read batch by batch (what
+    :func:`qk_embedding` projects; for measuring projections of a corpus by hand).
+
+    Parameters
+    ----------
+    attentions : AttentionSet
+        A set extracted with ``keep="qk"``.
+    heads : sequence of (layer, head)
+        0-indexed heads, each once.
+    progress : bool
+        Show a progress bar over the store's batches.
+
+    Returns
+    -------
+    list of HeadPoints
+        One per head, in order: ``[N, d]`` float32 queries and keys of every position of
+        every item (input order).
+
+    Raises
+    ------
+    InputError
+        For anything but a set with queries and keys, heads out of range or named twice.
+
+    Examples
+    --------
+    >>> import attnkit as ak
+    >>> from attnkit.testing import tiny_model
+    >>> from attnkit.analysis.qk import store_head_points
+    >>> sset = ak.extract(tiny_model("gpt2"), ["The cat sat.", "We read."], level="token",
+    ...                   keep="qk", progress=False)
+    >>> (hp,) = store_head_points(sset, [(1, 0)], progress=False)
+    >>> hp.queries.shape[0] == sum(sset.items()["n"]), hp.offsets.tolist()[0]
+    (True, 0)
+    """
+    if not _is_store(attentions):
+        raise InputError(f"store_head_points reads an AttentionSet extracted with keep='qk', not "
+                         f"{type(attentions).__name__}; qk_embedding takes attention in memory.")
+    qk = attentions.info["qk"]
+    chosen = _heads(list(qk["layers"]), int(qk["heads"]), heads)
+    return _gather_store(attentions, chosen, want_items=False, progress=progress)[1]
+
+
 def project(points: np.ndarray, *, method: str = "umap", dims: int = 2, seed: int = 0) -> np.ndarray:
     """Project rows of ``points`` to ``dims`` dimensions; identical rows land on one point.
 
