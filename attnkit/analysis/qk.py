@@ -974,7 +974,7 @@ def qk_embedding(
             items = got if g == 0 else items
             # the vectors go once a head is embedded; what stays is its coordinates
             results += _run(part, client, progress, **options)
-            hps += [HeadPoints(hp.layer, hp.head, hp.queries[:0], hp.keys[:0], hp.offsets,
+            hps += [HeadPoints(hp.layer, hp.head, hp.queries[:0].copy(), hp.keys[:0].copy(), hp.offsets,
                                hp.scaling, hp.softcap, hp.causal) for hp in part]
             del part
     else:
