@@ -11,6 +11,8 @@ The public names, grouped by task (``attnkit.__all__`` keeps this order; each gr
   :func:`open_store`.
 - **results**: :class:`Result` and the per-head :class:`HeadResult` every analysis returns.
 - **head analyses** (Clark et al. 2019 and beyond): :mod:`attnkit.analysis`.
+- **whether heads matter**: :func:`ablate`, :func:`patch`, :func:`knockout`,
+  :func:`path_patch`, :func:`attribution_patching` (:mod:`attnkit.interventions`).
 - **attention flows** (DeRose et al. 2020; Abnar & Zuidema 2020): :mod:`attnkit.flow`.
 - **views**: the widgets, :mod:`attnkit.plot` figures and offline reports.
 - **interop**: other tools' attention in and out.
@@ -19,7 +21,7 @@ The public names, grouped by task (``attnkit.__all__`` keeps this order; each gr
 
 # ruff: noqa: F401  (every import is re-exported: __all__ is built from GROUPS below)
 
-from . import analysis, data, errors, flow, plot
+from . import analysis, data, errors, flow, interventions, plot
 from .runtime import measures, seq2seq, vision
 from .apps import pipeline
 from .toys import induction as toy, tasks as toy_tasks
@@ -42,6 +44,7 @@ from .analysis import (
     score_attribution,
 )
 from .core.attention import Attention
+from .interventions import ablate, attribution_patching, knockout, patch, path_patch
 from .storage.corpus import AttentionSet, open_store
 from .runtime.decompose import residual_stream
 from .data import Document, Sentence, Treebank, induction_inputs, read_conllu, read_coref, read_glue
@@ -101,6 +104,8 @@ GROUPS: dict[str, list[str]] = {
                       "head_scores", "head_stats", "qk_embedding", "qk_faithfulness",
                       "relation_heads", "right_branching_uas"],
     "why heads attend": ["composition", "residual_stream", "score_attribution"],
+    "whether heads matter": ["ablate", "attribution_patching", "interventions", "knockout", "patch",
+                             "path_patch"],
     "attention flows": ["attention_flow", "attention_graph", "compare", "compare_sets", "flow",
                         "flow_summary", "influence", "paths_between", "rollout",
                         "seq2seq_graph", "seq2seq_rollout", "subgraph_through"],

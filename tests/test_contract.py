@@ -27,6 +27,8 @@ DATA = {
     # what a model's forward returned, handed to a recorder after it (Model.record's
     # recorder protocol: MeasureRecorder.finish(output))
     "output",
+    # what interventions compare and change (attnkit.interventions: patch, knockout)
+    "clean", "corrupted", "edges",
 }
 #: Spellings that the contract replaced; they live on only through attnkit._compat.renamed.
 RETIRED = {"att", "atts", "att_a", "att_b", "attention_set", "set_a", "set_b", "X", "y", "df",
@@ -46,12 +48,14 @@ BUILT_BY_ATTNKIT = {
     "PathQuery",
     # the recorder measure_maps hands to Model.record
     "MeasureRecorder",
+    # what interventions measure, built by attnkit.interventions.loss(), kl(), ...
+    "Metric",
 }
 
 
 #: Subpackages that docs and notebooks reach as ``ak.<sub>.``: exported with the package, and
 #: their public names (``__all__``) follow the contract like the package's own.
-SUBPACKAGES = ("analysis", "data", "flow", "measures", "plot")
+SUBPACKAGES = ("analysis", "data", "flow", "interventions", "measures", "plot")
 
 
 def _public():

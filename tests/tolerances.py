@@ -13,6 +13,8 @@ Every numerics test compares with one of these (CONTRIBUTING.md, "Checks"):
 - :data:`F32_DEEP`: float32 through a whole model (many layers of matmuls and norms, the
   measures' decompositions): 1e-4 relative to the scale.
 - :data:`F64`: two float64 computations (the residual decompositions): 1e-9 relative.
+- :data:`FD`: a float64 derivative against a central difference (truncation ``O(eps²)``):
+  1e-6 relative.
 - :data:`F16`: a value stored as float16 (the store's maps, the widgets' wire): half a unit in
   the last place is 2^-11 ≈ 4.9e-4 relative, so 1e-3.
 - :data:`U8`: a value quantised to uint8 for display: one step of 1/255 of the scale.
@@ -41,6 +43,7 @@ EXACT = Tolerance(0.0, "one code path produced both sides")
 F32 = Tolerance(1e-5, "two float32 computations of one quantity (summation order, kernels, threads)")
 F32_DEEP = Tolerance(1e-4, "float32 through a whole model's layers")
 F64 = Tolerance(1e-9, "two float64 computations of one quantity")
+FD = Tolerance(1e-6, "a float64 derivative against a central difference (truncation O(eps^2))")
 F16 = Tolerance(1e-3, "stored as float16 (2^-11 relative rounding)")
 U8 = Tolerance(1.0 / 255, "quantised to uint8 for display")
 

@@ -23,11 +23,13 @@ _.ScoreView
 _.Sentence
 _.Treebank
 _.__version__
+_.ablate
 _.alignment_error_rate
 _.analysis
 _.attention_flow
 _.attention_graph
 _.attention_importance
+_.attribution_patching
 _.compare
 _.compare_sets
 _.composition
@@ -50,9 +52,13 @@ _.head_scores
 _.head_stats
 _.induction_inputs
 _.influence
+_.interventions
+_.knockout
 _.load
 _.measures
 _.open_store
+_.patch
+_.path_patch
 _.paths_between
 _.pipeline
 _.plot

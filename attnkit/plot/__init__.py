@@ -8,6 +8,7 @@ from .coref import plot_coref_accuracy, plot_coref_heads
 from .faithfulness import plot_faithfulness
 from .flow import plot_comparison, plot_flow_graph, plot_flow_radial, plot_influence
 from .heads import head_stats_figures
+from .interventions import plot_patching
 from . import results  # noqa: F401  (fills attnkit.core.results.FIGURES: how result.plot() draws)
 from .syntax import plot_relation_grid, plot_relation_heads
 from .stats import plot_entropy, plot_head_clusters, plot_importance, plot_special_attention
@@ -28,6 +29,7 @@ __all__ = [
     "plot_heatmap",
     "plot_importance",
     "plot_influence",
+    "plot_patching",
     "plot_relation_grid",
     "plot_relation_heads",
     "plot_special_attention",

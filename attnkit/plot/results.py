@@ -16,6 +16,7 @@ from .common import figure_axes
 from .coref import plot_coref_heads
 from .faithfulness import plot_faithfulness
 from .flow import plot_comparison
+from .interventions import plot_patching
 from .qk import plot_qk_embedding
 from .stats import plot_head_clusters, plot_head_distances, plot_importance, plot_special_attention
 from .syntax import plot_relation_grid, plot_relation_heads
@@ -70,6 +71,10 @@ def _table_bars(result: Any, ax: Any = None, **options: Any) -> Any:
     return fig
 
 
+def _patching(result: Any, ax: Any = None, value: str | None = None, **options: Any) -> Any:
+    return plot_patching(result, value=value, ax=ax, **options)
+
+
 # Result kind -> ``draw(result, ax=None, **options) -> Figure``.
 FIGURES.update({
     "comparison": _comparison,
@@ -80,6 +85,7 @@ FIGURES.update({
     "head_map": _head_map,
     "head_stats": _head_stats,
     "importance": _importance,
+    "patching": _patching,
     "qk_embedding": plot_qk_embedding,
     "relation_grid": _relation_grid,
     "relation_heads": _relation_heads,

@@ -80,7 +80,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ..errors import CaptureError, NoAttentionError
+from ..errors import CaptureError, InputError, NoAttentionError
 
 #: The name attnkit's attention function is registered under.
 IMPLEMENTATION = "attnkit"
@@ -96,6 +96,10 @@ class Recorder(Protocol):
     Optional attributes (absent means False): ``needs_lse = True`` when it reads
     ``call.lse``; ``needs_probabilities = True`` when it reads every probability of every
     layer (the layer's output is then computed from them, see the module docstring).
+    One that changes the forward sets ``blocks(call)``: it returns a boolean tensor
+    broadcastable to ``[B, H, q, k]`` (True = this edge is knocked out: its score is set to
+    minus infinity before the softmax, Geva et al. 2023) or None, and the layer's output is
+    computed with those edges masked, by the same kernels (:mod:`attnkit.interventions.knockout`).
     One that needs more of the forward pass than attention (e.g. the residual stream, for
     :mod:`attnkit.runtime.measures`) sets ``forward_options`` (a dict passed to the model's forward,
     e.g. ``{"output_hidden_states": True}``) and has a method ``finish(output)`` that
@@ -508,6 +512,16 @@ class _Session:
             lse, keep = lse or a, keep or b
         return lse, keep
 
+    def blocked(self, call: AttentionCall) -> Any:
+        """The edges some recorder knocks out of this call (bool, True = blocked), or None."""
+        out = None
+        for r in self.recorders:
+            pick = getattr(r, "blocks", None)
+            b = pick(call) if pick is not None else None
+            if b is not None:
+                out = b if out is None else out | b
+        return out
+
 
 _ACTIVE: contextvars.ContextVar[_Session | None] = contextvars.ContextVar("attnkit_capture", default=None)
 
@@ -626,6 +640,10 @@ def attention_forward(
         softcap=softcap, sinks=sinks, position_bias=position_bias,
         dropout=dropout if module.training else 0.0, kwargs=kwargs,
     )
+    blocked = session.blocked(call) if session is not None else None
+    if blocked is not None:
+        attention_mask = call.attention_mask = _block_edges(call, blocked)
+        call.is_causal = is_causal = False
     want_lse, keep = session.wants(call) if session is not None else (False, False)
     if softcap is not None or sinks is not None or keep:
         call.output, call.lse = _exact_attention(call, want_lse, keep)
@@ -647,6 +665,35 @@ def attention_forward(
     if weights_asked:  # output_attentions=True: the eager probabilities, as eager returns them
         weights = _chunked(call.probabilities, call, dim=2).to(query.dtype)
     return call.output, weights
+
+
+def _block_edges(call: AttentionCall, blocked: Any) -> Any:
+    """The call's mask with the ``blocked`` edges (bool, broadcastable to ``[B, H, q, k]``)
+    masked too: boolean (True = attend) for boolean or absent masks, additive float (the
+    dtype's lowest value at blocked edges) for float masks. Refuses a row left with no key."""
+    import torch
+
+    q, k = call.query.shape[2], call.key.shape[2]
+    mask = call.attention_mask
+    if mask is None or mask.dtype == torch.bool:
+        if mask is None:
+            allowed = torch.ones(q, k, dtype=torch.bool, device=call.query.device)
+            if call.is_causal:
+                allowed = torch.tril(allowed, diagonal=k - q)
+        else:
+            allowed = mask[..., :k]
+        out = allowed & ~blocked
+        empty = ~out.any(-1) & allowed.any(-1)  # rows emptied by the knockout, not before
+    else:
+        low = torch.finfo(mask.dtype).min
+        m = mask[..., :k]
+        out = m.masked_fill(blocked, low)
+        empty = (out <= low / 2).all(-1) & ~(m <= low / 2).all(-1)
+    if bool(empty.any()):
+        raise InputError(
+            f"Knocking out these edges leaves a query row of attention layer {call.layer} with no "
+            "key to attend to (its softmax would be undefined); keep at least one edge per row.")
+    return out
 
 
 def _chunked(fn: Callable[[slice], Any], call: AttentionCall, dim: int) -> Any:
