@@ -63,7 +63,7 @@ def test_heads_filter():
     assert set(g.edges) == {((2, 0), (1, 1)), ((1, 1), (0, 0)), ((1, 1), (0, 1))}
     assert g.edges[(2, 0), (1, 1)]["heads"] == [0]
     assert g.graph["heads"] == [(1, 0), (0, 1)]
-    with pytest.raises(InputError, match="outside layers"):
+    with pytest.raises(InputError, match=r"heads: (layer|head) -?\d+ is outside 0\.\."):
         attention_graph(att_a(), heads=[(2, 0)])
 
 
@@ -81,7 +81,7 @@ def test_sources():
     assert resolve_source(causal) == [(2, 3)]
     no_cls = make_att(two_layer_maps(), TOKENS, ["word"] * 4)
     assert resolve_source(no_cls) == [(2, 3)]
-    with pytest.raises(InputError, match="outside levels"):
+    with pytest.raises(InputError, match=r"sources: level 3 is outside 0\.\.2"):
         resolve_source(att, sources=[(3, 0)])
     with pytest.raises(InputError, match="threshold"):
         attention_graph(att, threshold=1.0)

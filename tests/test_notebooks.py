@@ -57,6 +57,41 @@ def test_parameters_cell_first(path):
     assert "ATTNKIT_QUICK" in str(params["QUICK"])
 
 
+def _free_names(sources: list[str]) -> set[str]:
+    """Names the cells read that no cell defines (import, assignment, def, class, loop or
+    comprehension target, with/except alias) and that are not Python builtins."""
+    import ast
+    import builtins
+
+    defined: set[str] = set(dir(builtins))
+    used: set[str] = set()
+    for src in sources:
+        tree = ast.parse(src)
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                defined |= {(a.asname or a.name).split(".")[0] for a in node.names}
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                defined.add(node.name)
+            elif isinstance(node, ast.arg):
+                defined.add(node.arg)
+            elif isinstance(node, ast.Name):
+                (defined if isinstance(node.ctx, (ast.Store, ast.Del)) else used).add(node.id)
+            elif isinstance(node, ast.ExceptHandler) and node.name:
+                defined.add(node.name)
+    return used - defined
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids)
+def test_every_name_is_defined_outside_ipython_too(path):
+    """A notebook imports what it uses: ``display`` is a builtin of IPython only, so a notebook
+    converted to a marimo app or a script (``marimo convert``) failed with ``NameError:
+    display`` where it never imported it (issue 28, item 13: notebook 05)."""
+    nb = report.read_notebook(path)
+    sources = ["\n".join(line for line in c.source.splitlines() if not line.lstrip().startswith(("%", "!")))
+               for c in nb.cells if c.cell_type == "code"]
+    assert not _free_names(sources), f"{path.name} uses names it never defines: {sorted(_free_names(sources))}"
+
+
 @pytest.mark.realdata
 @pytest.mark.realmodel
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids)

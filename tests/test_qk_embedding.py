@@ -105,9 +105,9 @@ def test_toy_decoder_normalisation_makes_nearest_keys_the_attended_ones():
 def test_bad_input(tmp_path, monkeypatch):
     model = tiny_model("llama")
     att = model.attend("The cat sat on the mat.")
-    with pytest.raises(InputError, match="outside heads"):
+    with pytest.raises(InputError, match=r"heads: head 5 is outside 0\.\.1"):
         ak.qk_embedding(att, heads=[(0, 5)], method="pca")
-    with pytest.raises(InputError, match="Layer 3"):
+    with pytest.raises(InputError, match=r"heads: layer 3 is outside 0\.\.1"):
         ak.qk_embedding(att, heads=[(3, 0)], method="pca")
     with pytest.raises(InputError, match="method must be"):
         ak.qk_embedding(att, method="mds")

@@ -35,8 +35,9 @@ def test_dense_lazy_and_maps_agree(family):
 def test_grouped_query_shapes_and_errors():
     att = tiny_model("llama").attend(TEXTS[0])
     assert att.queries(0).shape == (2, len(att), 8) and att.keys(0).shape == (1, len(att), 8)
-    with pytest.raises(InputError, match="layers \\[0, 1\\]"):
+    with pytest.raises(InputError, match=r"layer 5 is outside 0\.\.1"):
         att.queries(5)
+    assert np.array_equal(att.queries(-1), att.queries(1))  # negative counts from the end
     with pytest.raises(InputError, match="word level"):
         att.to_words().queries(0)
     with pytest.raises(InputError, match="no queries"):
@@ -90,7 +91,7 @@ def test_bad_qk_options_change_nothing(tmp_path):
     before = sorted(p.relative_to(path) for p in path.rglob("*"))
     with pytest.raises(InputError, match="level='token'"):
         ak.extract(model, TEXTS, keep="qk", progress=False)
-    with pytest.raises(InputError, match="outside the model's layers"):
+    with pytest.raises(InputError, match=r"qk_layers 7 is outside 0\.\.1"):
         ak.extract(model, TEXTS, level="token", keep="qk", qk_layers=[7], store=path, progress=False)
     with pytest.raises(InputError, match="needs keep"):
         ak.extract(model, TEXTS, level="token", qk_layers=[0], progress=False)

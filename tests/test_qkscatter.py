@@ -93,3 +93,24 @@ def test_the_byte_budget_samples_and_selection_maps_back():
     view.select([0, 299])
     sel = view.selected
     assert len(sel) == 2 and sel.iloc[0]["head"] == 0 and sel.iloc[1]["head"] == 1
+
+
+def test_position_bins_do_not_overlap():
+    """``color_by="position"`` names each bin by the first and last position it holds: no
+    position is in two labels ("0–2, 2–5" put 2 in both; issue 28), every position's label
+    holds it, and non-integer columns get half-open bins."""
+    import pandas as pd
+
+    from attnkit.widgets.qkscatter import _categories
+
+    positions = pd.Series(np.tile(np.arange(25), 3))
+    codes, cats, colors = _categories(positions, "position")
+    assert cats[-1] == "missing" and len(colors) == len(cats)
+    spans = [tuple(int(v) for v in c.split("–")) if "–" in c else (int(c), int(c)) for c in cats[:-1]]
+    covered = [p for lo, hi in spans for p in range(lo, hi + 1)]
+    assert covered == list(range(25))  # each position in exactly one bin, bins in order
+    for p, code in zip(positions, codes):
+        lo, hi = spans[code]
+        assert lo <= p <= hi
+    _, cats, _ = _categories(pd.Series(np.linspace(0.0, 1.0, 50)), "score")
+    assert cats[0] == "[0, 0.1)" and cats[-2] == "[0.9, 1]"

@@ -184,11 +184,11 @@ def test_composition_matches_dense_definition():
 
 def test_bad_input_names_what_is_possible(models):
     model = models["llama"]
-    with pytest.raises(InputError, match="from 0 to 1"):
+    with pytest.raises(InputError, match=r"layer 2 is outside 0\.\.1"):
         ak.score_attribution(model, TEXT, layer=2, head=0)
-    with pytest.raises(InputError, match="from 0 to 3"):
+    with pytest.raises(InputError, match=r"head 4 is outside 0\.\.3"):
         ak.score_attribution(model, TEXT, layer=0, head=4)
-    with pytest.raises(InputError, match="out of range"):
+    with pytest.raises(InputError, match=r"queries \[99\] outside 0\.\."):
         ak.score_attribution(model, TEXT, layer=0, head=0, queries=[99])
     with pytest.raises(InputError, match="its components are: embed, 1-1"):
         ak.score_attribution(model, TEXT, layer=1, head=0, components=["pos_embed"])
@@ -288,3 +288,26 @@ def test_top_terms_among_candidates_are_the_dense_terms(models, kind):
         assert_close(np.sort(np.abs(g["contribution"].to_numpy()))[::-1], ref, F32)
     with pytest.raises(InputError, match="candidates must be"):
         ak.score_attribution(model, TEXT, **grid, candidates=0)
+
+
+def test_composition_map_colours_from_the_baseline_mean():
+    """The composition HeadMap's colour scale starts at the random baseline's mean (chance),
+    so a value above the baseline's 99th percentile is in the warm part of the scale, not near
+    its cold end beside the largest value (issue 28, notebook 05: 0.217-0.312 read cold)."""
+    import pandas as pd
+
+    from attnkit.core.results import Result
+    from attnkit.widgets import composition_map
+
+    idx = pd.MultiIndex.from_tuples([(0, 0, 1, 0), (0, 1, 1, 0), (0, 0, 1, 1), (0, 1, 1, 1)],
+                                    names=["source_layer", "source_head", "target_layer", "target_head"])
+    table = pd.DataFrame({"q": [0.03, 0.07, 0.04, 0.08], "k": [0.312, 0.217, 0.310, 0.223],
+                          "v": [0.02, 0.05, 0.02, 0.06]}, index=idx)
+    base = {kind: {"mean": 0.125, "p95": 0.132, "p99": 0.135} for kind in "qkv"}
+    r = Result(table, {"n_layers": 2, "n_heads": 2, "baseline": base})
+    view = composition_map(r, kind="k")
+    assert view.vmin == 0.125 and "mean 0.12" in view.title
+    top = 0.312
+    assert (0.217 - view.vmin) / (top - view.vmin) > 0.45  # mid-scale (before: 0, the cold end)
+    q = composition_map(r, kind="q")  # every value below chance: the values' own range
+    assert q.vmin is None

@@ -120,8 +120,12 @@ def test_heatmap_rejects_bad_heads_and_shapes():
     hm = Heatmap(att)
     with pytest.raises(InputError):
         hm.show(0, 3)
-    with pytest.raises(InputError):
-        hm.head = -1
+    hm.head = -1  # negative counts from the end, as everywhere
+    assert hm.head == hm.n_heads - 1
+    with pytest.raises(InputError, match=r"head -\d+ is outside"):
+        hm.head = -hm.n_heads - 1
+    with pytest.raises(InputError, match="head must be a whole number"):
+        hm.show(0, True)
     with pytest.raises(InputError, match=r"\[layer, head, 5, 5\]"):
         Heatmap(att, maps=np.zeros((4, 4)))
     with pytest.raises(InputError, match="Attention"):

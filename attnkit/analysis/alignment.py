@@ -23,6 +23,7 @@ import pandas as pd
 
 from .._progress import progress as _bar
 from ..core.cross import CrossAttention
+from ..core import validate
 from ..errors import InputError
 from ..core.results import HeadResult
 
@@ -98,7 +99,9 @@ def word_alignment(attentions: Any, *, layer: int, head: int, rows: str = "predi
     >>> sorted(word_alignment(cross, layer=0, head=0))  # row 0 predicts y, the word at row 1
     [(1, 1)]
     """
-    return _links(cross_of(attentions).to_words(), layer, [head], rows)[head]
+    cross = cross_of(attentions)
+    layer, head = validate.head_index(layer, head, cross.n_layers, cross.n_heads)
+    return _links(cross.to_words(), layer, [head], rows)[head]
 
 
 def _links(cross: CrossAttention, layer: int, heads: Sequence[int], rows: str) -> dict[int, Links]:
@@ -121,6 +124,25 @@ def _links(cross: CrossAttention, layer: int, heads: Sequence[int], rows: str) -
         best = cols[np.argmax(cross.maps[layer, h][np.ix_(reading, cols)], axis=1)]
         out[h] = {(int(cross.source_word_ids[c]), int(cross.word_ids[t]))
                   for t, c in zip(target, best)}
+    return out
+
+
+def _gold_links(links: Any, n_src: int, n_tgt: int, name: str) -> set[tuple[int, int]]:
+    """``(source word, target word)`` links as a set of whole-number pairs in range (negative
+    counts from the end, as everywhere)."""
+    if isinstance(links, (str, bytes)) or not isinstance(links, Iterable):
+        raise InputError(f"{name} must hold, per pair, (source word, target word) links; got "
+                         f"{links!r}.")
+    out = set()
+    for link in links:
+        if isinstance(link, (str, bytes)) or not isinstance(link, Iterable) or len(tuple(link)) != 2:
+            raise InputError(f"{name} links must be (source word, target word) pairs; got {link!r}.")
+        a, b = tuple(link)
+        try:
+            out.add((validate.index(a, n_src, "source word"), validate.index(b, n_tgt, "target word")))
+        except InputError as exc:
+            raise InputError(f"{name} link {link!r}: {exc} The pair has {n_src} source and "
+                             f"{n_tgt} target words.") from None
     return out
 
 
@@ -181,14 +203,17 @@ def alignment_error_rate(attentions: Iterable[Any], gold: Sequence[Iterable[tupl
     first = cross_of(items[0]) if items else None
     if first is None:
         raise InputError("No attentions to score.")
-    pairs = list(heads) if heads is not None else [
+    pairs = validate.head_pairs(heads, first.n_layers, first.n_heads) if heads is not None else [
         (layer, h) for layer in range(first.n_layers) for h in range(first.n_heads)]
+    if not pairs:
+        raise InputError("heads is empty; pass (layer, head) pairs or None for every head.")
     counts = {p: np.zeros(6) for p in pairs}  # |A|, |S|, |A∩S|, |A∩P|, words with S, hits
     for item, sure_links, poss_links in _bar(zip(items, gold, poss), show=progress,
                                              total=len(items), desc="alignment"):
         cross = cross_of(item).to_words()
-        sure = {(int(a), int(b)) for a, b in sure_links}
-        maybe = sure | {(int(a), int(b)) for a, b in poss_links}
+        n_src, n_tgt = len(cross.source_words), len(cross.words)
+        sure = _gold_links(sure_links, n_src, n_tgt, "gold")
+        maybe = sure | _gold_links(poss_links, n_src, n_tgt, "possible")
         by_target: dict[int, set[int]] = {}
         for src, tgt in sure:
             by_target.setdefault(tgt, set()).add(src)

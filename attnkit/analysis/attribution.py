@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from ..core import validate
 from ..errors import InputError
 
 #: Attribution names, in the order tables list them.
@@ -125,7 +126,10 @@ def attribution(
         from ..flow import resolve_source
 
         sources = [pos for _, pos in resolve_source(next(iter(maps.values())))]
-    src = list(sources or [])
+    if sources is not None and maps:
+        src = validate.positions(sources, len(next(iter(maps.values()))), "sources").tolist()
+    else:
+        src = list(sources or [])
     if name == "input×grad":
         if input_embeds is None or input_grads is None:
             raise InputError("input×grad needs the input embeddings and their gradients.")

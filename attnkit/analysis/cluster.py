@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from .._compat import renamed
+from ..core import validate
 from ..errors import InputError
 from ..core.results import HeadResult, Result, head_index, table_and_meta
 from ..core.types import Attentions, as_collection
@@ -105,6 +106,7 @@ def head_distances(
     Cost: ½(L·H)² logarithms per attention value (2,556 for 72 heads); EWT dev (2,001
     sentences, word level) takes about 14 s of CPU on one core (docs/benchmarks.md).
     """
+    chunk = validate.size(chunk, "chunk")
     if kind not in ("divergence", "distance"):
         raise InputError(f"kind must be 'divergence' or 'distance', not {kind!r}.")
     if chunk < 1:
@@ -222,6 +224,7 @@ def classical_mds(distances: np.ndarray, *, dims: int = 2) -> np.ndarray:
     >>> np.round(pdist(x), 6).tolist()
     [3.0, 4.0, 5.0]
     """
+    dims = validate.size(dims, "dims")
     d2 = np.asarray(distances, dtype=np.float64) ** 2
     n = d2.shape[0]
     j = np.eye(n) - 1.0 / n
@@ -311,6 +314,9 @@ def embed_heads(
     >>> bool(emb.meta["stress1"] < 1e-3)  # a square fits in the plane exactly
     True
     """
+    seed = validate.seed(seed)
+    n_init = validate.size(n_init, "n_init")
+    max_iter = validate.size(max_iter, "max_iter")
     d, index = _as_square(distances)
     if n_init < 1:
         raise InputError(f"n_init must be at least 1, not {n_init}.")

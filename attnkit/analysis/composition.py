@@ -36,6 +36,7 @@ import pandas as pd
 from .._progress import progress as _bar
 from ..runtime.archs import arch_of
 from ..runtime.weights import head_weights, layer_modules
+from ..core import validate
 from ..errors import InputError
 from ..core.results import Result
 
@@ -164,6 +165,9 @@ def composition(model: Any, *, samples: int = 64, seed: int = 0,
     >>> list(comp.table.columns), len(comp.table)  # 2 heads a layer: 4 + 4 + 4 pairs
     (['q', 'k', 'v'], 12)
     """
+    validate.model(model)
+    seed = validate.seed(seed)
+    samples = validate.size(samples, "samples")
     import torch
 
     L, H = model.n_layers, model.n_heads

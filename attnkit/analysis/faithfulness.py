@@ -145,6 +145,8 @@ def faithfulness(
     >>> float(r.table.loc[("weights", "spearman_blankout"), "delta"])
     0.0
     """
+    validate.model(model, family="text")
+    seed = validate.seed(seed)
     names = check_attributions(measures)
     kind = targets.auto_objective(model, targets.KINDS) if objective == "auto" else objective
     targets.check_kind(model, kind)
@@ -258,10 +260,7 @@ def _sources(sources: Any, model: Any, kind: str, enc: Any) -> list[int]:
         if sources != "all":
             raise InputError(f"sources must be a position, a list of positions or 'all', not {sources!r}.")
         return list(range(n))
-    src = [int(sources)] if isinstance(sources, (int, np.integer)) else [int(s) for s in sources]
-    if not src or any(not 0 <= s < n for s in src):
-        raise InputError(f"sources {src} must be positions 0..{n - 1} of every input.")
-    return src
+    return validate.positions(sources, n, "sources", empty=False).tolist()
 
 
 def _evaluate(model: Any, runner: _Runner, encs: list, labels: list | None, names: list[str],

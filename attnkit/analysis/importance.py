@@ -19,6 +19,7 @@ import pandas as pd
 from .._compat import renamed
 from ..core.results import HeadResult, Result, head_index
 
+from ..core import validate
 from ..errors import InputError
 from ..runtime.gradients import OBJECTIVES, Objective, run_gradients
 from ..runtime.objectives import auto_objective
@@ -113,6 +114,8 @@ def attention_importance(
     >>> imp.meta["objective"], list(imp.columns)
     ('mlm', ['cls', 'sep', 'punct', 'other'])
     """
+    validate.model(model)
+    seed = validate.seed(seed)
     if by not in ("layer", "head"):
         raise InputError(f"by must be 'layer' or 'head', not {by!r}.")
     sums = counts = None

@@ -36,6 +36,7 @@ import numpy as np
 import pandas as pd
 
 from .._progress import progress as _bar
+from ..core import validate
 from ..errors import InputError
 from ..core.qkstates import QKStates, scores
 from ..core.results import HeadResult, Result
@@ -121,6 +122,7 @@ class _Item:
     tokens: list[str]
     roles: np.ndarray
     causal: bool
+    n_layers: int = 0
     held: QKStates | None = None
     store: Any = None
 
@@ -156,31 +158,41 @@ def _sources(attentions: Any) -> list[_Item]:
                 + (", word level" if getattr(att, "level", "token") == "word" else "")
                 + "). Use model.attend(text) at token level, or a store extracted with keep='qk'."
             ) from exc
-        out.append(_Item(i, list(att.tokens), np.asarray(att.roles), bool(att.causal), held=st))
+        out.append(_Item(i, list(att.tokens), np.asarray(att.roles), bool(att.causal),
+                         int(att.n_layers), held=st))
     if not out:
         raise InputError("qk_embedding got no inputs.")
+    first = out[0]
+    for it in out[1:]:
+        if it.causal != first.causal or it.n_layers != first.n_layers or \
+                it.states.layers != first.states.layers or \
+                it.states.queries(it.states.layers[0]).shape[::2] != \
+                first.states.queries(first.states.layers[0]).shape[::2]:
+            raise InputError(
+                f"attentions: item {it.item} does not come from the same model as item 0 (causal "
+                f"{it.causal} vs {first.causal}, layers kept {it.states.layers} vs "
+                f"{first.states.layers}); one query-key picture needs one model's heads."
+            )
     return out
 
 
-def _heads(layers: list[int], n_heads: int, heads: Sequence[tuple[int, int]] | None) -> list[tuple[int, int]]:
+def _heads(layers: list[int], n_heads: int, n_layers: int,
+           heads: Sequence[tuple[int, int]] | None) -> list[tuple[int, int]]:
     if heads is None:
         return [(l, h) for l in layers for h in range(n_heads)]
-    out = []
-    for pair in heads:
-        try:
-            l, h = (int(x) for x in pair)
-        except (TypeError, ValueError):
-            raise InputError(f"heads must be (layer, head) pairs; got {pair!r}.") from None
+    n_layers = n_layers or (max(layers) + 1 if layers else 0)
+    if not isinstance(heads, (str, bytes)) and isinstance(heads, Iterable):
+        heads = list(heads)
+    out = validate.head_pairs(heads, n_layers, n_heads)
+    for l, h in out:
         if l not in layers:
-            raise InputError(f"Layer {l} of head {(l, h)} is not among the layers whose queries and "
-                             f"keys are kept: {layers} (0-indexed).")
-        if not 0 <= h < n_heads:
-            raise InputError(f"Head {h} of {(l, h)} is outside heads 0..{n_heads - 1} (0-indexed).")
-        out.append((l, h))
+            raise InputError(f"heads: layer {l} of head {(l, h)} is not among the layers whose "
+                             f"queries and keys are kept: {layers} (0-indexed).")
     if not out:
         raise InputError("heads is empty; pass (layer, head) pairs or None for every head.")
-    twice = sorted({x for x in out if out.count(x) > 1})
-    if twice:
+    if len(out) < len(heads):  # head_pairs drops repeats; a repeat here is a mistake
+        given = [validate.head_index(*tuple(p), n_layers, n_heads, "heads") for p in heads]
+        twice = sorted({x for x in given if given.count(x) > 1})
         raise InputError(f"heads names {twice} more than once; name each (layer, head) once.")
     return out
 
@@ -188,7 +200,7 @@ def _heads(layers: list[int], n_heads: int, heads: Sequence[tuple[int, int]] | N
 def _check_method(method: str, dims: int) -> None:
     if method not in METHODS:
         raise InputError(f"method must be one of {sorted(METHODS)}, not {method!r}.")
-    if dims not in (2, 3):
+    if validate.integer(dims, "dims") not in (2, 3):
         raise InputError(f"dims must be 2 or 3, not {dims!r}.")
     package = METHODS[method]
     if package is not None:
@@ -335,7 +347,7 @@ def store_head_points(attentions: Any, heads: Sequence[tuple[int, int]], *,
         raise InputError(f"store_head_points reads an AttentionSet extracted with keep='qk', not "
                          f"{type(attentions).__name__}; qk_embedding takes attention in memory.")
     qk = attentions.info["qk"]
-    chosen = _heads(list(qk["layers"]), int(qk["heads"]), heads)
+    chosen = _heads(list(qk["layers"]), int(qk["heads"]), attentions.n_layers, heads)
     return _gather_store(attentions, chosen, want_items=False, progress=progress)[1]
 
 
@@ -743,9 +755,7 @@ class QKEmbedding(Result):
         >>> len(emb.head(0, 1)) == len(emb.table) // 4
         True
         """
-        if (int(layer), int(head)) not in [tuple(x) for x in self.meta["heads"]]:
-            raise InputError(f"Head {(layer, head)} is not in this embedding; it holds "
-                             f"{[tuple(x) for x in self.meta['heads']]}.")
+        layer, head = self._check_head(layer, head)
         t = self.table
         return t[(t["layer"] == layer) & (t["head"] == head)]
 
@@ -797,13 +807,25 @@ class QKEmbedding(Result):
         True
         """
         it = self._source(item)
+        layer, head = self._check_head(layer, head)
         return scores(it.states, layer, head, causal=it.causal)
 
+    def _check_head(self, layer: Any, head: Any) -> tuple[int, int]:
+        heads = [(int(l), int(h)) for l, h in self.meta["heads"]]
+        n_layers = self.meta.get("n_layers") or max(l for l, _ in heads) + 1
+        n_heads = self.meta.get("n_heads") or max(h for _, h in heads) + 1
+        layer, head = validate.head_index(layer, head, n_layers, n_heads)
+        if (layer, head) not in heads:
+            raise InputError(f"layer {layer}, head {head} is not in this embedding; it holds "
+                             f"{heads}.")
+        return layer, head
+
     def _source(self, item: int) -> _Item:
+        i = validate.index(item, len(self._sources), "item")
         for it in self._sources:
-            if it.item == int(item):
+            if it.item == i:
                 return it
-        raise InputError(f"Item {item} is not in this embedding (items 0..{len(self._sources) - 1}).")
+        raise InputError(f"item {item} is not in this embedding (items 0..{len(self._sources) - 1}).")
 
     def join(self, data: pd.DataFrame, *, on: Sequence[str] = ("item", "position")) -> QKEmbedding:
         """A copy with more columns per point (part of speech, relation, ...).
@@ -953,6 +975,7 @@ def qk_embedding(
     >>> emb.faithfulness.table.index.names, len(emb.faithfulness.table)
     (FrozenList(['layer', 'head']), 4)
     """
+    seed = validate.seed(seed)
     _check_method(method, dims)
     if placement not in PLACEMENTS:
         raise InputError(f"placement must be one of {sorted(PLACEMENTS)}, not {placement!r}.")
@@ -963,7 +986,7 @@ def qk_embedding(
     hps: list[HeadPoints] = []
     if store:
         qk = attentions.info["qk"]
-        chosen = _heads(list(qk["layers"]), int(qk["heads"]), heads)
+        chosen = _heads(list(qk["layers"]), int(qk["heads"]), attentions.n_layers, heads)
         n_pos = int(attentions.items()["n"].sum())
         sample_size(sample, 2 * n_pos, method)  # a bad sample fails before any reading
         per_group = max(1, GATHER_BYTES // max(1, 2 * n_pos * int(qk["dim"]) * 4))
@@ -980,7 +1003,8 @@ def qk_embedding(
     else:
         items = _sources(attentions)
         st0 = items[0].states
-        chosen = _heads(st0.layers, int(st0.queries(st0.layers[0]).shape[0]) if st0.layers else 0, heads)
+        chosen = _heads(st0.layers, int(st0.queries(st0.layers[0]).shape[0]) if st0.layers else 0,
+                        items[0].n_layers, heads)
         by_layer: dict[int, list[int]] = {}
         for l, h in chosen:
             by_layer.setdefault(l, []).append(h)
@@ -1012,6 +1036,8 @@ def qk_embedding(
     faith_table = pd.DataFrame(rows).set_index(["layer", "head"])
     size = sample_size(sample, 2 * n, method)
     meta = {"method": method, "dims": dims, "normalize": normalize, "seed": seed,
+            "n_layers": items[0].n_layers,
+            "n_heads": int(items[0].states.queries(items[0].states.layers[0]).shape[0]),
             "heads": [list(x) for x in chosen], "n_items": len(items), "n_positions": n,
             "n_points": 2 * n, "sample": size,
             "sampling": (None if size is None else
@@ -1095,6 +1121,7 @@ def qk_faithfulness(
     >>> sorted(r.table.columns)[:3]
     ['nearest_key_normalized', 'nearest_key_original_normalized', 'nearest_key_original_raw']
     """
+    seed = validate.seed(seed)
     parts = {}
     for norm, name in ((False, "raw"), (True, "normalized")):
         emb = qk_embedding(attentions, heads=heads, method=method, dims=dims, normalize=norm,

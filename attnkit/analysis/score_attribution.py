@@ -27,16 +27,17 @@ not enter ``s``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from ..runtime.decompose import Reader, check_layer, check_positions, walk
+from ..runtime.decompose import Reader, walk
 from ..runtime.weights import apply_rotary, head_weights, stream_spec
 from ..runtime.encoding import Encoding
+from ..core import validate
 from ..errors import InputError
 from ..core.labels import attn_label, head_label, parse_head_label
 from ..core.results import Result
@@ -87,6 +88,9 @@ def _grouping(names: list[str], components: Any) -> tuple[list[str], np.ndarray]
             if g not in out:
                 out.append(g)
     else:
+        if isinstance(components, bytes) or not isinstance(components, Iterable):
+            raise InputError(f"components must be one of {', '.join(map(repr, GRAINS))} or a "
+                             f"list of component names; got {components!r}.")
         keep = [str(c) for c in components]
         missing = [c for c in keep if c not in names]
         if missing:
@@ -106,19 +110,18 @@ def _grouping(names: list[str], components: Any) -> tuple[list[str], np.ndarray]
 def _pairs(n: int, queries: Any, keys: Any, pairs: Any) -> tuple[list[int], list[int], Any]:
     """Query positions, key positions, and explicit pairs (or None for the grid)."""
     if pairs is not None:
-        arr = np.asarray(list(pairs), dtype=np.int64)
-        if arr.ndim != 2 or arr.shape[1] != 2 or not len(arr):
-            raise InputError("pairs must be a non-empty sequence of (query, key) positions.")
-        check_positions(arr[:, 0].tolist(), n, "query positions")
-        check_positions(arr[:, 1].tolist(), n, "key positions")
+        if queries is not None or keys is not None:
+            raise InputError("Give pairs= or queries=/keys=, not both.")
+        arr = validate.position_pairs(pairs, n, "pairs")
+        if len(np.unique(arr, axis=0)) != len(arr):
+            raise InputError("pairs gives a (query, key) pair more than once; give each once.")
         return sorted(set(arr[:, 0].tolist())), sorted(set(arr[:, 1].tolist())), arr
-    q = list(range(n)) if queries is None else check_positions(_listed(queries), n, "query positions")
-    k = list(range(n)) if keys is None else check_positions(_listed(keys), n, "key positions")
+    # each position once, ascending (the grid's causal mask and sums assume it)
+    q = list(range(n)) if queries is None else sorted(
+        validate.positions(queries, n, "queries", unique=True, empty=False).tolist())
+    k = list(range(n)) if keys is None else sorted(
+        validate.positions(keys, n, "keys", unique=True, empty=False).tolist())
     return q, k, None
-
-
-def _listed(x: Any) -> list[int]:
-    return [int(x)] if np.ndim(x) == 0 else [int(v) for v in np.asarray(x).ravel()]
 
 
 def _side(model: Any, wts: Any, walk_: Any, part: Any, positions: list[int], head: int,
@@ -314,17 +317,12 @@ def score_attribution(
     """
     import torch
 
+    validate.model(model)
     stream_spec(model)
-    layer = check_layer(model, layer)
-    if isinstance(head, bool) or not isinstance(head, (int, np.integer)) or not (
-            0 <= int(head) < model.n_heads):
-        raise InputError(f"head must be an int from 0 to {model.n_heads - 1} (0-indexed: layer "
-                         f"{layer} has {model.n_heads} heads); got {head!r}.")
-    head = int(head)
-    if aggregate not in (None, "sum", "mean"):
-        raise InputError(f"aggregate must be None, 'sum' or 'mean'; got {aggregate!r}.")
-    if isinstance(top, bool) or not isinstance(top, (int, np.integer)) or top < 1:
-        raise InputError(f"top must be a positive int; got {top!r}.")
+    layer, head = validate.head_index(layer, head, model.n_layers, model.n_heads)
+    if aggregate is not None:
+        validate.choice(aggregate, "aggregate", ("sum", "mean"))
+    top = validate.size(top, "top")
     enc = inputs if isinstance(inputs, Encoding) else model.encode(inputs)
     n = len(enc)
     qpos, kpos, explicit = _pairs(n, queries, keys, pairs)

@@ -33,6 +33,7 @@ import pandas as pd
 
 from .._compat import renamed
 from ..data.conllu import Treebank
+from ..core import validate
 from ..errors import InputError
 from ..core.labels import head_label
 from ..core.results import HeadResult, Result, head_frame
@@ -409,6 +410,7 @@ def relation_heads(
     >>> table.meta["selected_on_report"], "all" in table.index
     (False, True)
     """
+    min_count = validate.integer(min_count, "min_count", minimum=0)
     if isinstance(attentions, WordHits):
         report_hits = attentions
         poss_rule = report_hits.poss_rule

@@ -45,6 +45,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from ..core import validate
 from ..errors import ReportError
 
 #: Bytes of zoom levels each attnkit Heatmap of an executed report keeps in its widget state
@@ -716,6 +717,10 @@ def write_report(
     ...     html.name, "Hello" in html.read_text(encoding="utf-8")
     ('hello.html', True)
     """
+    validate.path(notebook, "notebook")
+    validate.path(out, "out")
+    if save_notebook is not None:
+        validate.path(save_notebook, "save_notebook")
     import nbformat
 
     src = Path(notebook)

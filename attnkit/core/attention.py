@@ -170,6 +170,7 @@ class Attention(Positions):
             raise InputError(
                 f"Attention maps must have shape [layer, head, n, n]; got {self.maps.shape}."
             )
+        validate.choice(self.measure, "measure", validate.MEASURES)
         check_maps(self.maps, weights=self.measure == "weights",
                    sinks=bool(self.meta.get("sinks", False)))
         n = self.maps.shape[2]
@@ -231,6 +232,7 @@ class Attention(Positions):
                 + ". Use model.attend(text) at token level, or a store extracted with "
                 "keep='qk' and level='token'."
             )
+        self.qk.causal = bool(self.causal)  # the mask the model applied, as a store records it
         return self.qk
 
     def queries(self, layer: int) -> np.ndarray:
@@ -259,7 +261,7 @@ class Attention(Positions):
         >>> att.queries(0).shape, att.keys(0).shape   # 2 query heads share 1 key head
         ((2, 7, 8), (1, 7, 8))
         """
-        return self.qk_states().queries(layer)
+        return self.qk_states().queries(validate.index(layer, self.n_layers, "layer"))
 
     def keys(self, layer: int) -> np.ndarray:
         """Post-rotary keys of ``layer`` (before grouped-query repetition: query head ``h``
@@ -286,7 +288,7 @@ class Attention(Positions):
         >>> tiny_model("bert").attend("The cat sat.").keys(1).shape
         (2, 6, 8)
         """
-        return self.qk_states().keys(layer)
+        return self.qk_states().keys(validate.index(layer, self.n_layers, "layer"))
 
     # -------------------------------------------------------------- selection
     def head(self, layer: int, head: int) -> np.ndarray:

@@ -16,6 +16,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from .attention import Attention, Positions, check_maps, pool_cells, pool_edges, word_pooling
+from . import validate
 from ..errors import InputError
 
 
@@ -163,6 +164,7 @@ class CrossAttention(Positions):
         >>> cross.map(0, 1).shape == (len(cross.row_tokens), len(cross.col_tokens))
         True
         """
+        layer, head = validate.head_index(layer, head, self.n_layers, self.n_heads)
         return self.maps[layer, head]
 
     def block(self, layer: int, head: int, rows: slice, cols: slice) -> np.ndarray:
@@ -187,6 +189,8 @@ class CrossAttention(Positions):
         >>> cross.block(0, 0, slice(0, 2), slice(0, 3)).shape
         (2, 3)
         """
+        layer, head = validate.head_index(layer, head, self.n_layers, self.n_heads)
+        rows, cols = validate.span(rows, "rows"), validate.span(cols, "cols")
         return self.maps[layer, head, rows, cols]
 
     def support(self, rows: slice) -> slice:
@@ -237,6 +241,7 @@ class CrossAttention(Positions):
         (3, 3)
         """
         t, s = self.maps.shape[2:]
+        layer, head = validate.head_index(layer, head, self.n_layers, self.n_heads)
         return pool_cells(self.maps[layer, head], pool_edges(t, size), pool_edges(s, size), reduce)
 
     def to_words(self) -> CrossAttention:

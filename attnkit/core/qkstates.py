@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from . import validate
 from ..errors import InputError
 
 
@@ -82,7 +83,7 @@ class QKStates:
         return sorted(self.query_by_layer)
 
     def _check(self, layer: int) -> int:
-        layer = int(layer)
+        layer = validate.integer(layer, "layer")
         if layer not in self.query_by_layer:
             raise InputError(
                 f"No queries and keys of layer {layer} were kept; this input has them for "

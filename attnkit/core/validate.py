@@ -7,6 +7,16 @@ the value in the form the caller works with (a Python ``int``, an index array ..
 raises an :class:`~attnkit.errors.InputError` (an :class:`~attnkit.errors.EmptyInputError`
 for empty input) whose message says what was wrong and what to do.
 
+The rule for indexes, everywhere (layers, heads, positions, ``(layer, head)`` pairs,
+``(query, key)`` pairs, counts), and the only code in attnkit that checks them:
+
+- **whole numbers only**: a Python ``int`` or a numpy integer. ``True``/``False``, floats
+  (``1.5`` and ``1.0`` alike), strings and ``None`` are refused, never truncated;
+- **0-indexed, negative counts from the end**, as in Python: ``layer=-1`` is the last layer
+  in every function and view (a view stores the index it resolved to);
+- the message names the parameter, the value and the valid range, e.g.
+  ``layer 7 is outside 0..5 (0-indexed; negative counts from the end)``.
+
 Examples
 --------
 >>> from attnkit.core import validate
@@ -42,6 +52,10 @@ ROLES = ("cls", "sep", "word", "special")
 
 #: The levels attention is read at: model tokens, or words (Clark pooling).
 LEVELS = ("token", "word")
+
+#: What a map can hold (:mod:`attnkit.runtime.measures`): attention weights, or a measure of
+#: what attention passes on.
+MEASURES = ("weights", "norm", "norm+residual", "alti", "grad×attn")
 
 
 # ------------------------------------------------------------------ numbers
@@ -125,17 +139,23 @@ def index(value: Any, n: int, name: str) -> int:
     return i + n if i < 0 else i
 
 
-def head_index(layer: Any, head: Any, n_layers: int, n_heads: int) -> tuple[int, int]:
+def head_index(layer: Any, head: Any, n_layers: int, n_heads: int,
+               name: str | None = None) -> tuple[int, int]:
     """A ``(layer, head)`` pair (0-indexed; negative counts from the end) as two ints.
+    ``name`` (e.g. ``"heads"``) is the parameter the pair came from, for the message;
+    without it the message names ``layer`` and ``head``.
 
     >>> head_index(1, -1, 2, 12)
     (1, 11)
+    >>> head_index(0, 0.5, 2, 12, "heads")
+    Traceback (most recent call last):
+    attnkit.errors.InputError: heads: head must be a whole number (an int); got 0.5 (float).
     """
-    layer, head = integer(layer, "layer"), integer(head, "head")
-    if not (-n_layers <= layer < n_layers and -n_heads <= head < n_heads):
-        raise InputError(f"head {(layer, head)} is outside layers 0..{n_layers - 1} and heads "
-                         f"0..{n_heads - 1} (0-indexed; negative counts from the end).")
-    return layer % n_layers, head % n_heads
+    where = "" if name is None else f"{name}: "
+    try:
+        return index(layer, n_layers, "layer"), index(head, n_heads, "head")
+    except InputError as exc:
+        raise InputError(where + str(exc)) from None
 
 
 def indices(values: Any, n: int, name: str) -> list[int]:
@@ -149,21 +169,22 @@ def indices(values: Any, n: int, name: str) -> list[int]:
     return [index(v, n, name) for v in values]
 
 
-def head_pairs(heads: Any, n_layers: int, n_heads: int) -> list[tuple[int, int]]:
-    """``heads=``: an iterable of ``(layer, head)`` pairs of whole numbers, in range.
+def head_pairs(heads: Any, n_layers: int, n_heads: int, name: str = "heads") -> list[tuple[int, int]]:
+    """``heads=``: an iterable of ``(layer, head)`` pairs of whole numbers, in range (each as
+    :func:`head_index`), in the order given with repeats dropped.
 
-    >>> head_pairs([(0, 1), [1, 0]], 2, 2)
+    >>> head_pairs([(0, 1), [1, 0], (-1, 0)], 2, 2)
     [(0, 1), (1, 0)]
     """
     if isinstance(heads, (str, bytes)) or not isinstance(heads, Iterable):
-        raise InputError(f"heads must be (layer, head) pairs; got {heads!r}.")
+        raise InputError(f"{name} must be (layer, head) pairs; got {heads!r}.")
     pairs = []
     for item in heads:
         if isinstance(item, (str, bytes)) or not isinstance(item, Iterable) or len(tuple(item)) != 2:
-            raise InputError(f"heads must be (layer, head) pairs; got {item!r}.")
+            raise InputError(f"{name} must be (layer, head) pairs; got {item!r}.")
         layer, head = tuple(item)
-        pairs.append(head_index(layer, head, n_layers, n_heads))
-    return pairs
+        pairs.append(head_index(layer, head, n_layers, n_heads, name))
+    return list(dict.fromkeys(pairs))
 
 
 def _slice_bound(value: Any) -> int | None:
@@ -175,26 +196,50 @@ def _slice_bound(value: Any) -> int | None:
         raise InputError(f"slice bounds and steps must be ints or None; got {value!r}.") from None
 
 
-def positions(where: Any, n: int, name: str = "positions") -> np.ndarray:
+def positions(where: Any, n: int, name: str = "positions", *, unique: bool = False,
+              empty: bool = True) -> np.ndarray:
     """Positions ``0..n-1`` selected by ``where``, as a contiguous int64 array, with numpy's
     meaning: a slice (any step but 0, reversed too), one int, a sequence of ints (negative
-    counts from the end) or a boolean mask of exactly ``n`` entries.
+    counts from the end) or a boolean mask of exactly ``n`` entries. A lone ``True`` or
+    ``False``, floats and bools mixed with ints are refused. ``unique`` refuses a position
+    given twice; ``empty=False`` refuses selecting nothing.
 
     >>> positions([0, -1], 4).tolist(), positions(np.array([True, False, True]), 3).tolist()
     ([0, 3], [0, 2])
+    >>> positions([1.5], 4, "queries")
+    Traceback (most recent call last):
+    attnkit.errors.InputError: queries must be ints (or a boolean mask); got float64 values [1.5].
     """
+    out = _positions(where, n, name)
+    if not empty and out.size == 0:
+        raise InputError(f"{name} is empty: it selects no position of the input's 0..{n - 1}.")
+    if unique and len(np.unique(out)) != len(out):
+        vals, counts = np.unique(out, return_counts=True)
+        raise InputError(f"{name} gives position {int(vals[counts > 1][0])} more than once; "
+                         "give each position once.")
+    return out
+
+
+def _positions(where: Any, n: int, name: str) -> np.ndarray:
     if isinstance(where, slice):
         start, stop, step = (_slice_bound(v) for v in (where.start, where.stop, where.step))
         if step == 0:
             raise InputError(f"{name}: a slice step cannot be zero.")
         return np.ascontiguousarray(np.arange(n)[slice(start, stop, step)])
-    if isinstance(where, (str, bytes)):
+    if isinstance(where, (str, bytes, bool, np.bool_)) or where is None:
         raise InputError(f"{name} must be a slice, ints or a boolean mask; got {where!r}.")
+    if isinstance(where, (list, tuple)):
+        kinds = {isinstance(v, (bool, np.bool_)) for v in where}
+        if kinds == {True, False}:
+            raise InputError(f"{name} mixes booleans with ints ({list(where)[:6]!r}): give "
+                             "ints, or a boolean mask of one entry per position.")
     try:
         arr = np.asarray(where)
     except (TypeError, ValueError):
         raise InputError(f"{name} must be a slice, ints or a boolean mask; got {where!r}.") from None
     if arr.ndim == 0:
+        if arr.dtype == bool:
+            raise InputError(f"{name} must be a slice, ints or a boolean mask; got {where!r}.")
         arr = arr[None]
     if arr.ndim != 1:
         raise InputError(f"{name} must be one-dimensional; got shape {arr.shape}.")
@@ -210,8 +255,9 @@ def positions(where: Any, n: int, name: str = "positions") -> np.ndarray:
                          f"{arr[:4].tolist()}.")
     arr = arr.astype(np.int64)
     if arr.min() < -n or arr.max() >= n:
-        raise InputError(f"{name} {arr.min()}..{arr.max()} are outside 0..{n - 1} "
-                         "(negative counts from the end).")
+        bad = arr[(arr < -n) | (arr >= n)]
+        raise InputError(f"{name} {bad[:5].tolist()} outside 0..{n - 1}: the input has {n} "
+                         "positions (0-indexed; negative counts from the end).")
     return np.ascontiguousarray(np.where(arr < 0, arr + n, arr))
 
 
@@ -366,3 +412,120 @@ def weights(maps: np.ndarray, *, probabilities: bool = True, sinks: bool = False
             "'to': transpose maps that are the other way round, or pass measure= for a "
             "quantity that is not a probability."
         )
+
+
+def position_pairs(pairs: Any, n: int, name: str = "pairs") -> np.ndarray:
+    """``(query, key)`` position pairs: a non-empty sequence of two whole numbers each
+    (negative counts from the end), as an int64 ``[pairs, 2]`` array in ``0..n-1``.
+
+    >>> position_pairs([(3, 0), (-1, 1)], 4).tolist()
+    [[3, 0], [3, 1]]
+    """
+    if isinstance(pairs, (str, bytes)) or not isinstance(pairs, Iterable):
+        raise InputError(f"{name} must be a sequence of (query, key) positions; got {pairs!r}.")
+    out = []
+    for item in pairs:
+        if isinstance(item, (str, bytes)) or not isinstance(item, Iterable) or len(tuple(item)) != 2:
+            raise InputError(f"{name} must be (query, key) position pairs; got {item!r}.")
+        q, k = tuple(item)
+        try:
+            out.append((index(q, n, "query"), index(k, n, "key")))
+        except InputError as exc:
+            raise InputError(f"{name}: {exc} The input has {n} positions.") from None
+    if not out:
+        raise InputError(f"{name} is empty; give at least one (query, key) pair.")
+    return np.asarray(out, dtype=np.int64)
+
+
+def model(value: Any, name: str = "model", *, family: str | tuple[str, ...] | None = None) -> None:
+    """Refuse what is not a loaded attnkit model: a model's name (``"minilm"``), a bare
+    transformers model (``model.hf``), or anything else, saying how to get one; with
+    ``family`` (``"text"``, ``"encoder-decoder"``, ``"vision"``), also a model of another
+    family.
+
+    >>> model("minilm")
+    Traceback (most recent call last):
+    attnkit.errors.InputError: model must be a loaded model, not the name 'minilm': load it first (model = attnkit.load('minilm')) and pass that.
+    """
+    if isinstance(value, (str, bytes)) or hasattr(value, "__fspath__"):
+        raise InputError(f"{name} must be a loaded model, not the name {str(value)!r}: load it "
+                         f"first (model = attnkit.load({str(value)!r})) and pass that.")
+    if hasattr(value, "n_layers") and hasattr(value, "encode"):
+        have = getattr(value, "family", "text")
+        families = (family,) if isinstance(family, str) else family
+        if families is not None and have not in families:
+            raise InputError(f"{name} is a{'n' if have[0] in 'aeiou' else ''} {have} model "
+                             f"({getattr(value, 'name', type(value).__name__)}); this needs a "
+                             f"{' or '.join(families)} model.")
+        return
+    if hasattr(value, "config") and hasattr(value, "forward"):
+        raise InputError(f"{name} is a bare transformers {type(value).__name__}; pass the model "
+                         "attnkit.load(...) returned (its .hf is this object).")
+    raise InputError(f"{name} must be a model loaded with attnkit.load(...); got "
+                     f"{type(value).__name__}.")
+
+
+def seed(value: Any, name: str = "seed") -> int:
+    """A seed of randomness: a whole number of at least 0.
+
+    >>> seed(0)
+    0
+    """
+    return integer(value, name, minimum=0)
+
+
+def span(value: Any, name: str) -> slice:
+    """A slice of positions (``rows=``, ``cols=`` of readers that take only slices): bounds
+    and step whole numbers or None, step not zero.
+
+    >>> span(slice(1, 3), "rows")
+    slice(1, 3, None)
+    """
+    if not isinstance(value, slice):
+        raise InputError(f"{name} must be a slice of positions (e.g. slice(0, 8)); got "
+                         f"{type(value).__name__} {value!r}.")
+    for bound in (value.start, value.stop, value.step):
+        if bound is not None:
+            integer(bound, f"{name} (a slice bound)")
+    if value.step == 0:
+        raise InputError(f"{name}: a slice step cannot be zero.")
+    return value
+
+
+def path(value: Any, name: str = "path") -> Any:
+    """A file or folder path: a ``str`` or ``os.PathLike`` (not a number, not None), as a
+    :class:`pathlib.Path`.
+
+    >>> path("data/x.conllu").name
+    'x.conllu'
+    """
+    import os
+    from pathlib import Path
+
+    if isinstance(value, bytes) or not isinstance(value, (str, os.PathLike)):
+        raise InputError(f"{name} must be a file or folder path (str or Path); got "
+                         f"{type(value).__name__} {value!r}.")
+    return Path(value)
+
+
+def position_form(where: Any, name: str = "positions") -> None:
+    """Check the form of positions whose input is not known yet (a metric built now and
+    applied to inputs later): a slice, ints or a boolean mask, as :func:`positions` takes;
+    the range is checked against each input when they are applied.
+
+    >>> position_form([0, -1]); position_form(slice(1, None))
+    >>> position_form([0.5])
+    Traceback (most recent call last):
+    attnkit.errors.InputError: positions must be ints (or a boolean mask); got float64 values [0.5].
+    """
+    if isinstance(where, slice):
+        span(where, name)
+        return
+    if not isinstance(where, (str, bytes, bool, np.bool_)) and where is not None:
+        try:
+            arr = np.asarray(where)
+        except (TypeError, ValueError):
+            arr = None
+        if arr is not None and arr.dtype == bool and arr.ndim == 1:
+            return
+    _positions(where, 1 << 62, name)

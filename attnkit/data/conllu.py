@@ -144,6 +144,7 @@ def read_conllu(path: str | Path, *, limit: int | None = None) -> Treebank:
     >>> [s.id for s in tb], tb[1].deprels[:3]
     (['sample-1', 'sample-2'], ['det', 'nsubj', 'root'])
     """
+    validate.path(path)
     import conllu
 
     path = Path(path)

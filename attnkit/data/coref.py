@@ -19,6 +19,7 @@ from typing import NoReturn
 import numpy as np
 
 from .._compat import renamed
+from ..core import validate
 from ..errors import ConllError, InputError
 from ._text import text_lines
 from .conllu import Sentence, Treebank, read_conllu
@@ -181,6 +182,7 @@ class Document:
         >>> sum(len(s.words) for s in short.sentences)
         5
         """
+        n_words = validate.size(n_words, "n_words")
         if n_words < 1:
             raise InputError(f"cut() needs at least one word, not {n_words}.")
         sents: list[Sentence] = []
@@ -248,6 +250,8 @@ def read_coref(path: str | Path | Treebank | Sequence[Sentence], *,
     >>> [(m.entity, m.text, m.type) for m in doc.mentions[:3]]
     [('1', 'John', 'proper'), ('2', 'his old friend Mary', 'nominal'), ('1', 'his', 'pronoun')]
     """
+    if path is None or isinstance(path, (int, float, bytes)):
+        validate.path(path)
     source = path
     treebank: Sequence[Sentence]
     file: Path | None
@@ -456,6 +460,12 @@ def mention_head(item: Sentence, *, start: int, end: int, minspan: Iterable[int]
     >>> s.words[mention_head(s, start=3, end=6)]  # "on the mat"
     'mat'
     """
+    n = len(item.words)
+    start = validate.index(start, n, "start")
+    end = validate.integer(end, "end")
+    end = end + n if end < 0 else end
+    if not start < end <= n:
+        raise InputError(f"end {end} must lie in {start + 1}..{n} (after start {start}; the sentence has {n} words).")
     s = item
     heads = s.head_index
     idx = range(start, end)

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..core import validate
 from ..errors import InputError
 
 if TYPE_CHECKING:
@@ -71,6 +72,10 @@ def induction_inputs(
     >>> str(att.roles[0]), len(att)
     ('cls', 11)
     """
+    validate.model(model, family="text")
+    seed = validate.seed(seed)
+    n = validate.size(n, "n")
+    length = validate.size(length, "length")
     if n < 1 or length < 1:
         raise InputError(f"n and length must be at least 1; got n={n}, length={length}.")
     tok = model.tokenizer

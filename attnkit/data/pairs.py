@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from .._compat import renamed
+from ..core import validate
 from ..errors import DataFormatError, DataNotFoundError, InputError
 from ._text import text_lines
 
@@ -175,7 +176,7 @@ class GlueDataset:
         >>> d.take([2, 0]).inputs
         ['c', 'a']
         """
-        idx = np.asarray(rows, dtype=np.int64).reshape(-1)
+        idx = validate.positions(rows, len(self), "rows")
         return GlueDataset(
             inputs=[self.inputs[i] for i in idx],
             labels=None if self.labels is None else self.labels[idx],
@@ -208,6 +209,8 @@ class GlueDataset:
         >>> len(d.sample(3, seed=1)), len(d.sample(20))
         (3, 10)
         """
+        n = validate.integer(n, "n", minimum=0)
+        seed = validate.seed(seed)
         rng = np.random.default_rng(seed)
         return self.take(rng.permutation(len(self))[: max(0, int(n))])
 
@@ -244,6 +247,7 @@ class GlueDataset:
         >>> len(rest), held.class_counts().tolist()
         (5, [3, 2])
         """
+        seed = validate.seed(seed)
         if not 0 < fraction < 1:
             raise InputError(f"fraction must be between 0 and 1, not {fraction}.")
         self._need_labels("split_off")
@@ -397,6 +401,8 @@ def read_glue(path: str | Path, split: str | None = None, *, limit: int | None =
     >>> len(ak.read_glue(path.parent, "dev", limit=1))
     1
     """
+    validate.path(path)
+    limit = None if limit is None else validate.size(limit, "limit")
     file = _resolve(path, split)
     task = _task_of(file)
     rows = csv.reader(text_lines(file, DataFormatError, "a GLUE tsv"), delimiter="\t",

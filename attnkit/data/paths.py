@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 from .._compat import renamed
+from ..core import validate
 from ..errors import DataNotFoundError
 
 _HINT = (
@@ -72,6 +73,7 @@ def find_data(path: str) -> Path:
     ...
     attnkit.errors.DataNotFoundError: no-such-corpus/x.conllu was not found ...
     """
+    validate.path(path)
     relative = path
     base = data_dir()
     if base is None or not (base / relative).exists():

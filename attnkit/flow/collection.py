@@ -150,7 +150,8 @@ def flow_summary(
     """
     from ..storage.engine import map_items
 
-    heads = None if heads is None else [(int(h[0]), int(h[1])) for h in heads]
+    # checked per input by attention_graph (validate.head_pairs); listed once here
+    heads = heads if heads is None or isinstance(heads, (str, bytes)) else list(heads)
     per_input = map_items(attentions, functools.partial(
         _flow_item, threshold=threshold, heads=heads, sources=sources, alpha=alpha),
         client=client, progress=progress, desc="attention graphs")
@@ -342,7 +343,8 @@ def compare_sets(
     if isinstance(set_a, Sized) and isinstance(set_b, Sized) and len(set_a) != len(set_b):
         raise EmptyInputError(f"The sets have {len(set_a)} and {len(set_b)} inputs; "
                               "compare_sets pairs input i of one with input i of the other.")
-    heads = None if heads is None else [(int(h[0]), int(h[1])) for h in heads]
+    # checked per input by attention_graph (validate.head_pairs); listed once here
+    heads = heads if heads is None or isinstance(heads, (str, bytes)) else list(heads)
     pairs = map_items(set_a, functools.partial(
         _compare_item, threshold=threshold, heads=heads, sources=sources, alpha=alpha, names=names),
         other=set_b, client=client, progress=progress, desc="pairs")

@@ -16,6 +16,7 @@ import pandas as pd
 
 from .._compat import renamed
 from ..core.attention import row_shares
+from ..core import validate
 from ..errors import InputError, TokenizationMismatchError
 from ..core.results import HeadResult, head_frame
 from ..core.types import AttentionLike, HeadId, Sources, dense_maps
@@ -237,7 +238,7 @@ def compare(
             f"{att_a.n_heads} heads, {names[1]} has {att_b.n_layers} x {att_b.n_heads}; "
             "per-layer and per-head comparison needs the same architecture."
         )
-    heads = None if heads is None else [(int(h[0]), int(h[1])) for h in heads]
+    heads = None if heads is None else validate.head_pairs(heads, att_a.n_layers, att_a.n_heads)
     ga = attention_graph(att_a, threshold=threshold, heads=heads, sources=sources)
     gb = attention_graph(att_b, threshold=threshold, heads=heads, sources=sources)
     union = _union(ga, gb, names)

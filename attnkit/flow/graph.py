@@ -223,21 +223,27 @@ def resolve_source(attentions: AttentionLike, *, sources: Sources = None) -> lis
         cls = np.flatnonzero(np.asarray(att.roles) == "cls")
         pos = n - 1 if att.causal or len(cls) == 0 else int(cls[0])
         return [(n_layers, pos)]
+    if isinstance(source, (str, bytes, bool, np.bool_, float)) or not (
+            isinstance(source, (int, np.integer, tuple)) or isinstance(source, Iterable)):
+        raise InputError(f"sources must be a position, a list of positions or (level, position) "
+                         f"node ids; got {source!r}.")
     items = [source] if isinstance(source, (int, np.integer, tuple)) else list(source)
     if not items:
-        raise InputError("source is empty; give a position, a list of positions or node ids.")
+        raise InputError("sources is empty; give a position, a list of positions or node ids.")
     nodes = []
     for item in items:
-        if isinstance(item, (int, np.integer)):
-            level, pos = n_layers, int(item)
-        elif isinstance(item, tuple) and len(item) == 2:
-            level, pos = int(item[0]), int(item[1])
+        if isinstance(item, tuple) and len(item) == 2:
+            try:
+                level = validate.index(item[0], n_layers + 1, "sources: level")
+                pos = validate.index(item[1], n, "sources: position")
+            except InputError as exc:
+                raise InputError(f"{exc} (node {item!r}; levels 0..{n_layers}, positions "
+                                 f"0..{n - 1})") from None
+        elif isinstance(item, (int, np.integer)) and not isinstance(item, (bool, np.bool_)):
+            level, pos = n_layers, validate.index(item, n, "sources")
         else:
-            raise InputError(f"source entries must be positions or (level, position) node ids; "
+            raise InputError(f"sources entries must be positions or (level, position) node ids; "
                              f"got {item!r}.")
-        if not (0 <= level <= n_layers and 0 <= pos < n):
-            raise InputError(f"source node {(level, pos)} is outside levels 0..{n_layers} and "
-                             f"positions 0..{n - 1}.")
         if (level, pos) not in nodes:
             nodes.append((level, pos))
     return nodes
@@ -260,6 +266,8 @@ def _node_attrs(att: AttentionLike, level: int, pos: int) -> dict:
 
 
 def _as_node(g: nx.DiGraph, item) -> Node:
+    if isinstance(item, (bool, np.bool_)):  # not position 0 or 1
+        raise InputError(f"A node is a (level, position) pair or an input position; got {item!r}.")
     if isinstance(item, (int, np.integer)):
         node = (0, int(item))
     elif isinstance(item, tuple) and len(item) == 2:

@@ -47,6 +47,7 @@ import scipy.sparse as sp
 from scipy.sparse.csgraph import breadth_first_order, maximum_flow
 
 from .._compat import renamed
+from ..core import validate
 from ..errors import InputError
 from ..core.types import AttentionLike
 from .rollout import residual_attention
@@ -220,17 +221,16 @@ def layered_max_flow(maps: np.ndarray, *, starts: np.ndarray | Sequence[int],
     """
     caps = np.asarray(maps, dtype=np.float64)
     if caps.ndim != 3 or caps.shape[1] != caps.shape[2]:
-        raise InputError(f"caps must have shape [L, n, n]; got {caps.shape}.")
+        raise InputError(f"maps (the capacities) must have shape [L, n, n]; got {caps.shape}.")
     if not np.all(np.isfinite(caps)) or np.any(caps < 0):
-        raise InputError("Capacities must be finite and non-negative.")
+        raise InputError("maps (the capacities) must be finite and non-negative.")
+    max_rounds = validate.size(max_rounds, "max_rounds")
     n_layers, n, _ = caps.shape
-    sources = np.asarray(starts, dtype=np.int64).ravel()
-    sinks = np.asarray(ends, dtype=np.int64).ravel()
+    sources = validate.positions(np.asarray(starts).ravel() if np.ndim(starts) > 1 else starts, n,
+                                 "starts")
+    sinks = validate.positions(np.asarray(ends).ravel() if np.ndim(ends) > 1 else ends, n, "ends")
     if sources.shape != sinks.shape:
         raise InputError("starts and ends must have the same length.")
-    for name, arr in (("start", sources), ("end", sinks)):
-        if arr.size and (arr.min() < 0 or arr.max() >= n):
-            raise InputError(f"A {name} position is outside 0..{n - 1}.")
     if n_layers == 1:
         v = caps[0][sources, sinks].copy()
         return v, v.copy()
@@ -249,14 +249,7 @@ def _positions(sources, n: int) -> np.ndarray:
         if sources != "all":
             raise InputError(f"sources must be None, positions or 'all'; got {sources!r}.")
         return np.arange(n)
-    src = np.atleast_1d(np.asarray(sources))
-    if src.size == 0:
-        raise InputError("sources is empty; give at least one position.")
-    if src.dtype.kind not in "iu" or src.ndim != 1:
-        raise InputError(f"sources must be positions (ints); got {sources!r}.")
-    if src.min() < 0 or src.max() >= n:
-        raise InputError(f"A source position is outside 0..{n - 1}: {src.tolist()}.")
-    return src.astype(np.int64)
+    return validate.positions(sources, n, "sources", empty=False)
 
 
 @dataclass

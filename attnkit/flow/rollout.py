@@ -19,6 +19,17 @@ from ..errors import InputError
 from ..core.types import AttentionLike
 
 
+def _square(att: AttentionLike) -> None:
+    """Refuse attention that is no square self-attention (cross-attention's rectangle of
+    target rows over source columns has no identity to mix in and no layers to chain)."""
+    if hasattr(att, "source_tokens") or not hasattr(att, "n_layers"):
+        raise InputError(
+            f"attentions: rollout chains a stack's self-attention layer by layer; "
+            f"{type(att).__name__} is not one. For an encoder-decoder pair use "
+            "attnkit.flow.seq2seq_rollout(pair) (or roll out pair.encoder / pair.decoder)."
+        )
+
+
 def residual_layers(att: AttentionLike, residual: float = 0.5) -> Iterator[np.ndarray]:
     """The matrices of :func:`residual_attention`, one layer at a time (float64 ``[n, n]``).
 
@@ -29,6 +40,7 @@ def residual_layers(att: AttentionLike, residual: float = 0.5) -> Iterator[np.nd
     residual = validate.number(residual, "residual")
     if not 0.0 <= residual <= 1.0:
         raise InputError(f"residual must lie in [0, 1]; got {residual}.")
+    _square(att)
     if att.n_layers == 0 or att.n_heads == 0 or len(att) == 0:
         raise InputError(f"Attention maps are empty (shape {(att.n_layers, att.n_heads, len(att))}); "
                          "nothing to roll out.")
@@ -61,6 +73,8 @@ def layer_matrix(attentions: AttentionLike, layer: int, *, residual: float = 0.5
     >>> ak.flow.layer_matrix(att, 0).tolist()
     [[1.0, 0.0], [0.25, 0.75]]
     """
+    _square(attentions)
+    layer = validate.index(layer, attentions.n_layers, "layer")
     return _mix(head_mean(attentions, layer, shares=True), residual)
 
 

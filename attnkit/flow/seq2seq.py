@@ -26,6 +26,7 @@ import numpy as np
 
 from ..core.blocks import head_mean
 from ..core.cross import Seq2SeqAttention
+from ..core import validate
 from ..errors import InputError
 from .rollout import layer_matrix, rollout
 
@@ -74,6 +75,7 @@ def decoder_layer(attentions: Seq2SeqAttention, layer: int, *,
     True
     """
     s2s = _check(attentions, residual)
+    layer = validate.index(layer, s2s.decoder.n_layers, "layer")
     below = residual * layer_matrix(s2s.decoder, layer, residual=residual)
     cross = head_mean(s2s.cross, layer, shares=True)
     cross /= np.where(cross.sum(1, keepdims=True) > 0, cross.sum(1, keepdims=True), 1.0)
@@ -131,23 +133,25 @@ def _sources(s2s: Seq2SeqAttention, sources: Any, top: int) -> list[Node3]:
     t = len(s2s.decoder)
     if sources is None:
         return [("decoder", top, t - 1)]
+    if isinstance(sources, (str, bytes, bool, np.bool_, float)) or not (
+            isinstance(sources, (int, np.integer, tuple)) or hasattr(sources, "__iter__")):
+        raise InputError(f"sources are target positions or ('decoder' | 'encoder', level, "
+                         f"position) node ids; got {sources!r}.")
     items = [sources] if isinstance(sources, (int, np.integer, tuple)) else list(sources)
     if not items:
         raise InputError("sources is empty; give a target position or a list of them.")
     nodes: list[Node3] = []
     for item in items:
-        if isinstance(item, (int, np.integer)):
-            node: Node3 = ("decoder", top, int(item))
+        if isinstance(item, (int, np.integer)) and not isinstance(item, (bool, np.bool_)):
+            node: Node3 = ("decoder", top, validate.index(item, t, "sources"))
         elif isinstance(item, tuple) and len(item) == 3 and item[0] in ("decoder", "encoder"):
-            node = (str(item[0]), int(item[1]), int(item[2]))
+            levels = top if item[0] == "decoder" else s2s.encoder.n_layers
+            n = t if item[0] == "decoder" else len(s2s.encoder)
+            node = (str(item[0]), validate.index(item[1], levels + 1, "sources: level"),
+                    validate.index(item[2], n, "sources: position"))
         else:
             raise InputError(f"sources are target positions or ('decoder' | 'encoder', level, "
                              f"position) node ids; got {item!r}.")
-        levels = top if node[0] == "decoder" else s2s.encoder.n_layers
-        n = t if node[0] == "decoder" else len(s2s.encoder)
-        if not (0 <= node[1] <= levels and 0 <= node[2] < n):
-            raise InputError(f"source node {node} is outside the {node[0]}'s levels 0..{levels} "
-                             f"and positions 0..{n - 1}.")
         if node not in nodes:
             nodes.append(node)
     return nodes

@@ -234,6 +234,8 @@ def loss(*, positions: Any = None) -> Metric:
     >>> r.meta["metric"]
     'loss[2:]'
     """
+    if positions is not None:
+        validate.position_form(positions, "positions")
     def fn(output: Any, ctx: Context) -> Any:
         import torch
 
@@ -319,6 +321,8 @@ def logit_diff(*, good: Any, bad: Any, position: int = -1, model: Any = None) ->
 
 def _two_tokens(kind: str, good: Any, bad: Any, position: int, model: Any) -> Metric:
     pos = validate.integer(position, "position")
+    if model is not None:
+        validate.model(model, family="text")
     state: dict[str, Any] = {}
 
     def bind(m: Any) -> None:
@@ -397,6 +401,8 @@ def kl(*, positions: Any = None) -> Metric:
     >>> r.meta["metric"], r.meta["baseline"]
     ('kl', 0.0)
     """
+    if positions is not None:
+        validate.position_form(positions, "positions")
     def fn(output: Any, ctx: Context) -> Any:
         import torch
 

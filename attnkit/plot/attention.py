@@ -12,7 +12,7 @@ heads are 0-indexed in arguments and shown 1-indexed as "L-H".
 from __future__ import annotations
 
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import matplotlib
 import numpy as np
@@ -25,6 +25,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
 from .._compat import renamed
+from ..core import validate
 from ..errors import InputError
 from ..core.results import head_table
 from ..core.labels import head_label
@@ -127,6 +128,8 @@ def plot_heatmap(
     >>> fig.axes[0].get_title(loc="left"), fig.axes[0].get_ylabel()
     ('2-1', 'from (query)')
     """
+    max_labels = validate.size(max_labels, "max_labels")
+    bin_size = validate.size(bin_size, "bin_size")
     m = np.asarray(data, dtype=np.float64)
     rect = col_tokens is not None
     if m.ndim != 2 or (m.shape[0] != m.shape[1] and not rect):
@@ -260,7 +263,11 @@ def plot_head_grid(
     >>> len(fig.axes)
     1
     """
+    size = validate.size(size, "size")
     maps = np.asarray(maps)
+    if maps.dtype.kind in "fc" and not np.isfinite(maps).all():
+        raise InputError("maps hold NaN or infinite values; a picture of them would hide where. "
+                         "Check how they were computed (attnkit.load(..., dtype='float32')).")
     if maps.ndim != 4:
         raise InputError(f"head_grid needs maps [layer, head, n, n] (or [layer, head, target, "
                          f"source]); got shape {maps.shape}.")
@@ -514,7 +521,10 @@ def plot_cluster_scatter(
     >>> fig.axes[0].get_title(loc="left")
     'heads'
     """
+    n_layers = None if n_layers is None else validate.size(n_layers, "n_layers")
     if layers is not None:
+        if isinstance(layers, (str, bytes)) or not isinstance(layers, Sequence):
+            raise InputError(f"layers (deprecated) must be a sequence of ints; got {layers!r}.")
         if heads is None or len(heads) != len(layers):
             raise InputError("layers= (deprecated) needs as many heads; pass "
                              "heads=[(layer, head), ...] instead.")
@@ -529,8 +539,17 @@ def plot_cluster_scatter(
     if heads is None:
         raise InputError("plot_cluster_scatter() needs heads=[(layer, head), ...], one per point "
                          "(or an embedding indexed by (layer, head)).")
-    layers = [int(l) for l, _ in heads]
-    head_ids = [int(h) for _, h in heads]
+    if isinstance(heads, (str, bytes)) or not isinstance(heads, Iterable):
+        raise InputError(f"heads must be (layer, head) pairs, one per point; got {heads!r}.")
+    pairs = []
+    for item in heads:
+        if isinstance(item, (str, bytes)) or not isinstance(item, Iterable) or len(tuple(item)) != 2:
+            raise InputError(f"heads must be (layer, head) pairs, one per point; got {item!r}.")
+        l, h = tuple(item)
+        pairs.append((validate.integer(l, "heads: layer", minimum=0),
+                      validate.integer(h, "heads: head", minimum=0)))
+    layers = [l for l, _ in pairs]
+    head_ids = [h for _, h in pairs]
     emb = np.asarray(embedding, dtype=np.float64)
     if emb.ndim != 2 or emb.shape[1] != 2:
         raise InputError(f"the embedding must be [n_heads, 2]; got shape {emb.shape}.")

@@ -9,7 +9,7 @@ import numpy as np
 
 from ..core.labels import head_label
 from ..errors import InputError
-from .common import figure_axes
+from .common import figure_axes, shown_by_ipython
 
 #: Colours of queries and keys (colour-blind safe: Okabe–Ito orange and blue).
 KIND_COLORS = {"query": "#E69F00", "key": "#0072B2"}
@@ -59,7 +59,7 @@ def plot_qk_embedding(embedding: Any, ax: Any = None, layer: int | None = None,
     >>> len(plot_qk_embedding(emb).axes), len(plot_qk_embedding(emb, layer=1, head=0).axes)
     (4, 1)
     """
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
 
     heads = [tuple(h) for h in embedding.meta["heads"]]
     table = embedding.table
@@ -76,8 +76,10 @@ def plot_qk_embedding(embedding: Any, ax: Any = None, layer: int | None = None,
         return fig
     layers = sorted({h[0] for h in heads})
     n_heads = max(h[1] for h in heads) + 1
-    fig, axes = plt.subplots(len(layers), n_heads, figsize=(1.3 * n_heads + 0.5, 1.3 * len(layers) + 0.5),
-                             squeeze=False)
+    # a Figure pyplot does not track: nothing is left open (and shown under a live view) as a side effect
+    shown_by_ipython(Figure)
+    fig = Figure(figsize=(1.3 * n_heads + 0.5, 1.3 * len(layers) + 0.5))
+    axes = fig.subplots(len(layers), n_heads, squeeze=False)
     groups = dict(tuple(table.groupby(["layer", "head"], sort=False)))
     for r, l in enumerate(layers):
         for c in range(n_heads):

@@ -40,6 +40,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from ..core import validate
 from ..errors import CaptureError, InputError
 from .archs import layout_of, submodule
 from ..core.labels import head_label, mlp_label
@@ -439,7 +440,29 @@ class _Walker:
         names = component_names(self.model, self.layer)
         parts = [self._post_parts(i, names) if self.post else self.proj[i]
                  for i in range(len(self.readers))]
+        _finite(self.x[self.layer], names, parts, self.layer, self.model)
         return Walk(names, parts, self.pos, self.x[self.layer], self.target)
+
+
+def _finite(stream: Any, names: list[str], parts: list[Any], layer: int, model: Any) -> None:
+    """Refuse a stream or a component holding NaN or infinite values (a table of NaN terms
+    would say nothing), naming where it first appears."""
+    import torch
+
+    if bool(torch.isfinite(stream).all()) and all(bool(torch.isfinite(p).all()) for p in parts):
+        return
+    where = "the stream"
+    for p in parts:
+        bad = (~torch.isfinite(p)).reshape(p.shape[0], -1).any(-1).nonzero()
+        if len(bad):
+            where = f"component {names[int(bad[0])]!r}"
+            break
+    raise InputError(
+        f"The residual stream entering layer {layer} holds NaN or infinite values (first in "
+        f"{where}): {getattr(model, 'name', 'the model')}'s weights or its forward pass produced "
+        "them. Check the weights (a damaged file, an overflow in float16) and run in float32 "
+        "(attnkit.load(..., dtype='float32'))."
+    )
 
 
 def _const(bias: Any) -> Any:
@@ -502,9 +525,9 @@ def walk(model: Any, item: Any, *, layer: int, readers: Sequence[Reader]) -> Wal
     stream_spec(model)
     enc = item if isinstance(item, Encoding) else model.encode(item)
     n = len(enc)
-    check_layer(model, layer)
+    layer = validate.index(layer, model.n_layers, "layer")
     for r in readers:
-        check_positions(r.positions, n)
+        validate.positions(r.positions, n, empty=False)
     walker = _Walker(model, layer, readers, n)
     walker.install()
     try:
@@ -514,77 +537,6 @@ def walk(model: Any, item: Any, *, layer: int, readers: Sequence[Reader]) -> Wal
     finally:
         walker.remove()
     return walker.result()
-
-
-def check_layer(model: Any, layer: Any) -> int:
-    """``layer`` as an int within ``[0, n_layers)``, or an :class:`~attnkit.errors.InputError`
-    naming the range.
-
-    Parameters
-    ----------
-    model : Model
-        The model.
-    layer : int
-        0-indexed.
-
-    Returns
-    -------
-    int
-
-    Raises
-    ------
-    InputError
-        Outside the range.
-
-    Examples
-    --------
-    >>> from attnkit.runtime.decompose import check_layer
-    >>> from attnkit.testing import tiny_model
-    >>> check_layer(tiny_model("bert"), 1)
-    1
-    """
-    if isinstance(layer, bool) or not isinstance(layer, (int, np.integer)) or not (
-            0 <= int(layer) < model.n_layers):
-        raise InputError(f"layer must be an int from 0 to {model.n_layers - 1} (0-indexed: "
-                         f"{model.name} has {model.n_layers} layers); got {layer!r}.")
-    return int(layer)
-
-
-def check_positions(positions: Sequence[int], n: int, what: str = "positions") -> list[int]:
-    """Positions as ints within ``[0, n)``, or an :class:`~attnkit.errors.InputError`.
-
-    Parameters
-    ----------
-    positions : sequence of int
-        Token positions.
-    n : int
-        Tokens of the input.
-    what : str
-        What they are, for the message.
-
-    Returns
-    -------
-    list of int
-
-    Raises
-    ------
-    InputError
-        For a position out of range, or none at all.
-
-    Examples
-    --------
-    >>> from attnkit.runtime.decompose import check_positions
-    >>> check_positions([0, 3], 5)
-    [0, 3]
-    """
-    out = [int(p) for p in np.asarray(list(positions)).ravel()] if len(positions) else []
-    if not out:
-        raise InputError(f"No {what} given; the input has positions 0 to {n - 1}.")
-    bad = [p for p in out if not 0 <= p < n]
-    if bad:
-        raise InputError(f"{what} {bad[:5]} out of range: the input has {n} tokens "
-                         f"(positions 0 to {n - 1}).")
-    return out
 
 
 # ------------------------------------------------------------------ the public function
@@ -672,9 +624,12 @@ def residual_stream(model: Any, inputs: Any, *, layer: int,
     """
     from .encoding import Encoding
 
+    validate.model(model)
     stream_spec(model)
+    layer = validate.index(layer, model.n_layers, "layer")
     enc = inputs if isinstance(inputs, Encoding) else model.encode(inputs)
-    pos = list(range(len(enc))) if positions is None else check_positions(positions, len(enc))
+    pos = list(range(len(enc))) if positions is None else \
+        validate.positions(positions, len(enc), "positions", empty=False).tolist()
     w = walk(model, enc, layer=layer, readers=[Reader(pos)])
     where = {int(p): i for i, p in enumerate(w.positions.tolist())}
     rows = [where[p] for p in pos]

@@ -74,5 +74,5 @@ class PairEncoding:
 
     @property
     def truncated(self) -> bool:
-        """True when the source was cut to the model's maximum length."""
-        return bool(self.source.truncated)
+        """True when the source or the target was cut to the model's maximum length."""
+        return bool(self.source.truncated or self.target.truncated)

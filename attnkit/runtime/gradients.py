@@ -140,6 +140,9 @@ def run_gradients(model: Any, items: Sequence[Any], objective: Any, labels: Sequ
                   input_grads: bool = False):
     """Yield :class:`AttentionGradients` for every input, batch by batch (with the input
     embeddings' gradients too when ``input_grads``: one backward gives both)."""
+    validate.model(model, family=("text", "vision"))
+    seed = validate.seed(seed)
+    batch_size = validate.size(batch_size, "batch_size")
     import torch
 
     if isinstance(objective, str):

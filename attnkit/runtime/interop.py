@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from ..core.attention import ROW_SUM_TOL, Attention, infer_roles, infer_words
+from ..core import validate
 from ..errors import InputError
 from ..core.types import AttentionLike, dense_maps
 
@@ -110,8 +111,7 @@ def _stack(layers: Sequence[Any], batch_index: int | None) -> np.ndarray:
                     f"{batch - 1}) to choose one."
                 )
             batch_index = 0
-        if not -batch <= batch_index < batch:
-            raise InputError(f"batch_index {batch_index} is outside the batch of {batch}.")
+        batch_index = validate.index(batch_index, batch, "batch_index")
         arrays = [a[batch_index] for a in arrays]
     shapes = {a.shape for a in arrays}
     if len(shapes) != 1:
@@ -131,8 +131,11 @@ def _item_tokens(tokens: Any, batch_index: int | None) -> list[str]:
     if isinstance(tokens, str):
         raise InputError("tokens must be a list of token strings, not one string.")
     items = list(tokens)
+    if batch_index is not None:
+        batch_index = validate.integer(batch_index, "batch_index")
     if items and not isinstance(items[0], str) and isinstance(items[0], (list, tuple)):
-        items = list(items[batch_index or 0])
+        items = list(items[0 if batch_index is None else validate.index(batch_index, len(items),
+                                                                        "batch_index")])
     return [str(t) for t in items]
 
 
@@ -143,7 +146,7 @@ def _unpad(maps: np.ndarray, tokens: list[str], mask: Any,
     if mask is not None:
         m = _numpy(mask)
         if m.ndim == 2:
-            m = m[batch_index or 0]
+            m = m[0 if batch_index is None else validate.index(batch_index, len(m), "batch_index")]
         if m.shape != (w,):
             raise InputError(f"attention_mask has shape {m.shape} but the maps have {w} positions.")
         keep = np.flatnonzero(m > 0)
@@ -203,6 +206,10 @@ def _attention(
     att = Attention.from_maps(maps, tokens, role_list, words=words, word_ids=word_ids,
                               causal=causal, model=model)
     if sentence_b_start is not None:
+        sentence_b_start = validate.integer(sentence_b_start, "sentence_b_start", minimum=0)
+        if sentence_b_start > len(tokens):
+            raise InputError(f"sentence_b_start {sentence_b_start} is past the {len(tokens)} "
+                             "tokens.")
         second = np.arange(len(tokens)) >= sentence_b_start
         att.segments = np.where(att.roles == "word", second.astype(np.int64), -1)
     return att
@@ -544,8 +551,8 @@ def to_circuitsvis(attentions: AttentionLike, *, layer: int | None = None) -> di
     ((4, 7, 7), (2, 7, 7))
     """
     _check_one(attentions, "to_circuitsvis")
-    if layer is not None and not 0 <= layer < attentions.n_layers:
-        raise InputError(f"layer {layer} is outside 0..{attentions.n_layers - 1}.")
+    if layer is not None:
+        layer = validate.index(layer, attentions.n_layers, "layer")
     if layer is None:
         maps = _dense(attentions)
         pats = maps.reshape(-1, *maps.shape[2:])

@@ -301,7 +301,7 @@ class LazyAttention(Positions):
         >>> att.support(slice(2, 4))  # causal: rows 2 and 3 see keys 0 to 3
         slice(0, 4, None)
         """
-        start, stop, _ = rows.indices(len(self))
+        start, stop, _ = validate.span(rows, "rows").indices(len(self))
         if stop <= start:
             return slice(0, 0)
         if self._groups is not None:
@@ -414,7 +414,7 @@ class LazyAttention(Positions):
             self._qk = QKStates({i: x.query for i, x in enumerate(self._layers)},
                                 {i: x.key for i, x in enumerate(self._layers)},
                                 {i: x.scaling for i, x in enumerate(self._layers)},
-                                self._layers[0].softcap)
+                                self._layers[0].softcap, causal=bool(self.causal))
         return self._qk
 
     def queries(self, layer: int) -> np.ndarray:
@@ -442,8 +442,7 @@ class LazyAttention(Positions):
         >>> att.queries(1).shape, att.keys(1).shape   # 2 query heads share 1 key head
         ((2, 7, 8), (1, 7, 8))
         """
-        self._check_head(layer, 0)
-        return self.qk_states().queries(layer)
+        return self.qk_states().queries(validate.index(layer, self.n_layers, "layer"))
 
     def keys(self, layer: int) -> np.ndarray:
         """Post-rotary keys of ``layer`` (before grouped-query repetition).
@@ -469,8 +468,7 @@ class LazyAttention(Positions):
         >>> tiny_model("gpt2").attend("The cat sat.", lazy=True).keys(0).shape
         (2, 7, 8)
         """
-        self._check_head(layer, 0)
-        return self.qk_states().keys(layer)
+        return self.qk_states().keys(validate.index(layer, self.n_layers, "layer"))
 
     # ------------------------------------------------------------------ compute
     def _check_head(self, layer: int, head: int) -> tuple[int, int]:

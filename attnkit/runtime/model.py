@@ -191,7 +191,7 @@ class Model:
         self.tokenizer = tokenizer
         self.config = hf_model.config
         self.name = name or getattr(self.config, "_name_or_path", "") or type(hf_model).__name__
-        self.path = path
+        self.path = "" if path == "" else str(validate.path(path))
         self.model_type = getattr(self.config, "model_type", "")
 
     def __repr__(self) -> str:
@@ -331,6 +331,8 @@ class Model:
         >>> enc.tokens, enc.words, enc.word_ids
         (['[CLS]', 'the', 'cat', 'sat', '.', '[SEP]'], ['The', 'cat', 'sat', '.'], [-1, 0, 1, 2, 3, -1])
         """
+        if hasattr(item, "tokens") and hasattr(item, "n_layers") and hasattr(item, "word_ids"):
+            return self._encode_attention(item)
         ids = _token_ids(item)
         if ids is not None:
             return self.encode_ids(ids)
@@ -394,6 +396,30 @@ class Model:
                         list(type_ids) if type_ids is not None else None, truncated, meta,
                         full_length=len(full["input_ids"]))
 
+    def _encode_attention(self, att: Any) -> Encoding:
+        """The input an ``Attention``/``LazyAttention`` of this model was computed on: its
+        own token ids, tokens, roles and words (never its text tokenised again)."""
+        ids = getattr(att, "input_ids", None)
+        if ids is None or getattr(att, "level", "token") != "token":
+            raise InputError(
+                f"This {type(att).__name__} keeps no token ids (word level, or built from maps); "
+                "pass the text it was computed from, or attention from model.attend(text)."
+            )
+        if getattr(att, "model", "") and att.model != self.name:
+            raise InputError(f"This attention was computed by {att.model!r}, not {self.name!r}; "
+                             "pass its text, or attention of this model.")
+        ids = validate.token_ids(ids, len(self.tokenizer)).tolist()
+        if len(ids) > self.max_length:
+            raise InputError(f"This attention has {len(ids)} tokens, more than the model's "
+                             f"{self.max_length} positions.")
+        roles = [str(r) for r in att.roles]
+        segs = getattr(att, "segments", None)
+        segments = [0 if r == "word" else -1 for r in roles] if segs is None else \
+            [int(s) for s in segs]
+        type_ids = [max(s, 0) for s in segments] if self._accepts_type_ids else None
+        return Encoding(ids, list(att.tokens), roles, [int(w) for w in att.word_ids], segments,
+                        list(att.words), type_ids, False, full_length=len(ids))
+
     def encode_ids(self, ids: Sequence[int]) -> Encoding:
         """Token ids as one input, exactly as given (no special tokens added or removed).
 
@@ -425,7 +451,9 @@ class Model:
         >>> enc.roles, enc.word_ids
         (['cls', 'word', 'word', 'sep'], [-1, 0, 1, -1])
         """
-        ids = [int(i) for i in ids]
+        if isinstance(ids, (str, bytes)) or not hasattr(ids, "__iter__"):
+            raise InputError(f"ids must be a sequence of token ids (ints); got {ids!r}.")
+        ids = [validate.integer(i, "ids") for i in ids]
         if not ids:
             raise EmptyInputError("The token id list is empty; give at least one id.")
         size = len(self.tokenizer)
@@ -716,6 +744,7 @@ class Model:
         >>> tiny_model("bert").dense_bytes(10)  # 4 bytes x 2 layers x 2 heads x 10 x 10
         1600
         """
+        n = validate.integer(n, "n", minimum=0)
         return 4 * self.n_layers * self.n_heads * n * n
 
     def attend(self, item: Any, *, level: str = "token", embeddings: bool = False,

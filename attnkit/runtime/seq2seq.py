@@ -413,11 +413,13 @@ class Seq2SeqModel(Model):
         if lazy and self.capture != "interface":
             raise CaptureError(f"lazy=True needs attention through transformers' attention "
                                f"interface; {self.name} keeps its eager path. Use lazy=False.")
-        if src.truncated:
-            from ..errors import TruncationWarning
+        from ..errors import TruncationWarning
 
-            warnings.warn(f"The source has more than {self.max_length} tokens and was "
-                          "truncated.", TruncationWarning, stacklevel=2)
+        for side, enc in (("source", src), ("target", tgt)):  # never silently, either side
+            if enc.truncated:
+                warnings.warn(f"The {side} has more than {self.max_length} tokens "
+                              f"({enc.full_length}) and was truncated to {len(enc)}.",
+                              TruncationWarning, stacklevel=2)
         out = self.attend_encoded(src, tgt, lazy=bool(lazy))
         out.meta["generated"] = bool(generate)
         return out.to_words() if level == "word" else out

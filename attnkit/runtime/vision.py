@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from .encoding import Encoding
+from ..core import validate
 from ..errors import DataNotFoundError, InputError, ModelNotFoundError, UnsupportedModelError
 from .archs import arch_of, families, submodule
 from .model import Model
@@ -97,6 +98,12 @@ def load_image(image: Any) -> Any:
         if arr.dtype.kind == "f":
             if not np.isfinite(arr).all():
                 raise InputError("The image array holds NaN or infinite values.")
+            lo, hi = float(arr.min()), float(arr.max())
+            if lo < -1e-6 or hi > 1.0 + 1e-6:  # clipping would lose the picture: never silently
+                raise InputError(
+                    f"A float image array must hold values in [0, 1]; this one spans "
+                    f"{lo:.4g}..{hi:.4g}. For 0-255 values pass arr.astype(np.uint8) (or arr / 255)."
+                )
             arr = (np.clip(arr, 0.0, 1.0) * 255).round().astype(np.uint8)
         elif arr.dtype != np.uint8:
             raise InputError(f"An image array must be uint8 or floats in [0, 1]; got {arr.dtype}.")
@@ -595,6 +602,7 @@ def gradient_rollout(model: VisionModel, item: Any, *, label: int | None = None)
     """
     import torch
 
+    validate.model(model, family="vision")
     enc = model.encode(item)
     pixels = enc.meta["pixel_values"].to(model.device, model.dtype)
     net = model.base if arch_of(model).tower else model.hf

@@ -17,7 +17,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import UnsupportedModelError
+from ..errors import InputError, UnsupportedModelError
 from ..core.labels import head_label, mlp_label
 from .archs import Stream, layout_of, stream_of, submodule
 
@@ -229,6 +229,16 @@ def head_weights(model: Any, layer: int) -> HeadWeights:
         return None if t is None else t.reshape(-1, k, *t.shape[1:])
 
     norm = LinearNorm.of(submodule(mod, spec.attn_norm)) if spec.attn_norm else None
+    import torch
+
+    for what, t in (("query", wq), ("key", wk), ("value", wv), ("output", wo),
+                    ("query bias", bq), ("key bias", bk), ("value bias", bv), ("output bias", bo)):
+        if t is not None and not bool(torch.isfinite(t).all()):
+            raise InputError(
+                f"layer {layer}'s {what} weights of {getattr(model, 'name', 'the model')} hold NaN "
+                "or infinite values: the weight file is damaged or the model overflowed in "
+                "float16. Reload it (attnkit.load(..., dtype='float32'))."
+            )
     return HeadWeights(heads(wq), heads(bq), heads(wk), heads(bk), heads(wv), heads(bv),
                        wo.view(d, H, k).permute(1, 0, 2).contiguous(), bo, norm)
 

@@ -20,6 +20,7 @@ from . import store_v1
 from .batches import slice_index
 from ..core.attention import ROLES, Attention
 from ..core.cross import CrossAttention, Seq2SeqAttention
+from ..core import validate
 from ..errors import InputError, StoreError
 from ..core.qkstates import QKStates
 
@@ -184,12 +185,7 @@ class AttentionSet(Sequence[Attention]):
                         roles=_ROLE_NAMES[data["positions/roles"][p : p + n]], causal=self.causal)
 
     def _index_of(self, i: int) -> int:
-        i = int(i)
-        if i < 0:
-            i += len(self)
-        if not 0 <= i < len(self):
-            raise IndexError(f"item {i} out of range for {len(self)} items")
-        return i
+        return validate.index(i, len(self), "item")
 
     @property
     def measure(self) -> str:
@@ -393,10 +389,10 @@ class AttentionSet(Sequence[Attention]):
     def __getitem__(self, i):
         if isinstance(i, slice):
             return [self[j] for j in range(*i.indices(len(self)))]
-        i = int(i)
+        i = validate.integer(i, "item")
         if i < 0:
             i += len(self)
-        if not 0 <= i < len(self):
+        if not 0 <= i < len(self):  # an IndexError, as Python's sequences raise
             raise IndexError(f"item {i} out of range for {len(self)} items")
         b = int(self._layout.table["batch"][i])
         return self._item(i, self._batch(b), b)
@@ -431,6 +427,7 @@ class AttentionSet(Sequence[Attention]):
         >>> aset.n_batches, sorted(int(i) for b in range(aset.n_batches) for i in aset.batch_items(b))
         (2, [0, 1, 2])
         """
+        b = validate.index(b, len(self._layout.batches), "b")
         return self._layout.batches[b]
 
     def read_batch(self, batch: int, *, summaries: Sequence[str] = ()) -> tuple[np.ndarray, list[Attention] | None, dict[str, np.ndarray]]:
@@ -468,6 +465,7 @@ class AttentionSet(Sequence[Attention]):
         >>> sorted(items.tolist()), len(atts), rows["stats"].shape, rows["n"].tolist()
         ([0, 1], 2, (2, 2, 2, 8), [6, 6])
         """
+        batch = validate.index(batch, len(self._layout.batches), "batch")
         b = batch
         data = self._batch(b, summaries)
         items = self._layout.batches[b]

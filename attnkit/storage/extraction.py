@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import errno
 import json
+import os
 import warnings
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -48,6 +49,9 @@ PAIR_KEEP = ("cross", "encoder", "decoder")
 def _keep(keep: str | Sequence[str]) -> tuple[bool, list[str], bool, tuple[str, ...]]:
     """Maps kept, summaries, queries and keys, and the pair parts named (``cross`` among
     them when named)."""
+    if not isinstance(keep, str) and not isinstance(keep, Iterable):
+        raise InputError(f"keep must be a name or a list of names ('maps', 'qk', a summary); "
+                         f"got {keep!r}.")
     names = [keep] if isinstance(keep, str) else list(keep)
     bad = [k for k in names if k not in ("maps", "qk", *PAIR_KEEP) and k not in SUMMARIES]
     if bad or not names:
@@ -98,7 +102,8 @@ def _no_pairs(model: Any, parts: tuple[str, ...]) -> None:
             "one-stack model drop them from keep (a (text_a, text_b) input is a sentence pair).")
 
 
-def _qk_layers(qk_layers: Sequence[int] | None, keep_qk: bool, level: str) -> tuple[int, ...] | None:
+def _qk_layers(qk_layers: Sequence[int] | None, keep_qk: bool, level: str,
+               n_layers: int | None) -> tuple[int, ...] | None:
     """The layers whose queries and keys are kept (None: every layer, known once the model
     is), checked as far as possible before the model runs."""
     if not keep_qk:
@@ -109,7 +114,12 @@ def _qk_layers(qk_layers: Sequence[int] | None, keep_qk: bool, level: str) -> tu
         raise InputError("Queries and keys are per token: keep='qk' needs level='token'.")
     if qk_layers is None:
         return None
-    layers = tuple(sorted({int(x) for x in qk_layers}))
+    if n_layers is None:  # a model given by name: its layers are known once it is loaded
+        if isinstance(qk_layers, (str, bytes)) or not isinstance(qk_layers, Iterable):
+            raise InputError(f"qk_layers must be a sequence of ints; got {qk_layers!r}.")
+        layers = tuple(sorted({validate.integer(x, "qk_layers", minimum=0) for x in qk_layers}))
+    else:
+        layers = tuple(sorted(set(validate.indices(qk_layers, n_layers, "qk_layers"))))
     if not layers:
         raise InputError("qk_layers is empty; pass the layers whose queries and keys to keep.")
     return layers
@@ -240,6 +250,9 @@ def extract(
     >>> sset[1].tokens, sset[1].maps.shape
     (['[CLS]', 'we', 'read', '.', '[SEP]'], (2, 2, 5, 5))
     """
+    if not isinstance(model, str):  # a name is loaded here (and on the workers)
+        # a store holds token (or pair) attention: vision models attend image by image
+        validate.model(model, family=("text", "encoder-decoder"))
     if isinstance(inputs, (str, bytes)):
         raise InputError(
             "extract() takes many inputs (a list of texts, word lists, pairs or sentences); got "
@@ -251,7 +264,7 @@ def extract(
     keep_maps, summary_names, keep_qk, pair_parts = _keep(keep)
     if isinstance(model, Model) and not isinstance(model, Seq2SeqModel):
         _no_pairs(model, pair_parts)
-    wanted_qk = _qk_layers(qk_layers, keep_qk, level)
+    wanted_qk = _qk_layers(qk_layers, keep_qk, level, getattr(model, "n_layers", None))
     measure = check_measure(measure=measure)
     if embeddings and not keep_maps:
         raise InputError("embeddings=True needs keep to include 'maps'.")
@@ -335,6 +348,9 @@ class _Job:
             self.dest = Destination(sink=self.memory.write)
         else:
             self.memory = None
+            if not isinstance(store, (str, os.PathLike, st.Location)):
+                raise InputError(f"store must be a folder path or an fsspec URL; got "
+                                 f"{type(store).__name__} {store!r}.")
             self.loc = st.Location.of(store, storage_options)
             v1 = v1_fingerprint(minfo["model"], minfo["n_layers"], minfo["n_heads"], encodings, level,
                                 batch_size, embeddings)
@@ -384,6 +400,14 @@ def _prepare_store(loc: st.Location, info: dict, layout: st.Layout, index: st.In
         )
     if loc.local and Path(loc.url).is_file():
         raise StoreError(f"{loc} is a file, not a store folder; pass a folder path.")
+    if loc.local and Path(loc.url).is_dir() and not st.is_store(loc) and any(
+            p.name != "writer.lock" for p in Path(loc.url).iterdir()):
+        # refused before the lock is taken and before anything is cleaned up: nothing of a
+        # user's folder is written, rewritten or deleted
+        raise StoreError(
+            f"{loc} is a folder with other files in it, not an attnkit store; nothing in it was "
+            "changed. Pass a new or empty folder."
+        )
     try:
         lock = st.WriterLock(loc).acquire()
     except OSError as exc:

@@ -32,6 +32,7 @@ import errno
 import functools
 import json
 import os
+import re
 import socket
 import threading
 import time
@@ -1085,15 +1086,85 @@ def write_index(g: Any, layout: Layout, index: Index, meta_json: list[str]) -> N
             raise res
 
 
-def remove_leftovers(loc: Location) -> None:
-    """Delete temporary files a killed writer left in a local store (Zarr's ``*.partial``
-    chunk files, attnkit's ``*.tmp`` markers); call only while holding the lock."""
-    if not loc.local:
-        return
+#: Names of the temporary files a killed writer leaves, and nothing else: Zarr's chunk and
+#: metadata writes (``<name>.<32 hex digits>.partial``, zarr.storage.LocalStore) and
+#: :func:`atomic_write`'s (``<name>.<pid>.<thread id>.tmp``).
+_LEFTOVER = re.compile(r"^.+\.(?:[0-9a-f]{32}\.partial|\d+\.\d+\.tmp)$")
+
+
+def is_store(loc: Location) -> bool:
+    """Whether ``loc`` is provably an attnkit store of format 2: its root ``zarr.json``
+    carries attnkit's attributes, or (that document damaged) the metadata backup attnkit
+    writes beside it (:data:`META_BACKUP`) holds a root document that does. A folder of
+    anything else, or a path that does not exist, is not."""
+    try:
+        if read_info(loc) is not None:
+            return True
+    except StoreError:
+        pass
+    backup = _backup(loc)
+    try:
+        return bool(backup and backup["zarr.json"]["attributes"]["attnkit"])
+    except (KeyError, TypeError):
+        return False
+
+
+def require_store(loc: Location, action: str) -> None:
+    """Refuse, before anything is written or deleted, a path that is not an attnkit store
+    (:func:`is_store`): ``action`` (e.g. ``"repair"``) names what was asked. A store whose
+    root document and backup are both damaged still has attnkit's :data:`META_BACKUP` by
+    name: it passes (repair then reports the metadata lost), but :func:`remove_leftovers`,
+    which needs the proof, deletes nothing in it."""
+    if loc.local and not Path(loc.url).exists():
+        raise StoreError(f"Cannot {action} {loc}: there is no such folder. Pass the folder "
+                         "attnkit.extract(..., store=...) wrote.")
+    if loc.local and not Path(loc.url).is_dir():
+        raise StoreError(f"Cannot {action} {loc}: it is a file, not a store folder.")
+    if not is_store(loc) and not loc.exists(META_BACKUP):
+        raise StoreError(
+            f"Cannot {action} {loc}: it is not an attnkit store (no zarr.json with attnkit's "
+            f"attributes, no {META_BACKUP}). Nothing in it was changed. Pass the folder "
+            "attnkit.extract(..., store=...) wrote."
+        )
+
+
+def _own_tops(loc: Location) -> set[str]:
+    """The folders at the root of the store that attnkit wrote: ``commits`` and the arrays
+    and groups its metadata backup lists (a store written before the backup existed: the
+    root's folders with a ``zarr.json``)."""
+    backup = _backup(loc)
+    if backup is not None:
+        tops = {doc.split("/")[0] for doc in backup if "/" in doc}
+    else:
+        tops = {p.name for p in Path(loc.url).iterdir() if (p / "zarr.json").is_file()}
+    return tops | {_COMMITS}
+
+
+def _own_folder(root: Path, folder: Path, tops: set[str]) -> bool:
+    """Whether ``folder`` (inside the store ``root``) is one attnkit writes into: the root,
+    or anything under one of its own folders ``tops``."""
+    return folder == root or folder.relative_to(root).parts[0] in tops
+
+
+def remove_leftovers(loc: Location) -> list[Path]:
+    """Delete the temporary files a killed writer left in a local store (Zarr's
+    ``*.partial`` chunk files, attnkit's ``*.tmp`` markers) and return them; call only
+    while holding the lock. Only files provably attnkit's go: the folder must be a store
+    (:func:`is_store`), the name must be one a writer makes (:data:`_LEFTOVER`), and it must
+    lie where the store writes (the root, ``commits/`` or an array's folder), so a user's
+    own ``notes.tmp`` or a folder of theirs inside the store is never touched."""
+    if not loc.local or not is_store(loc):
+        return []
+    root = Path(loc.url)
+    tops = _own_tops(loc)
+    gone = []
     for pattern in ("*.partial", "*.tmp"):
-        for f in Path(loc.url).rglob(pattern):
-            if f.name != _LOCK:
+        for f in root.rglob(pattern):
+            if f.is_file() and not f.is_symlink() and _LEFTOVER.match(f.name) \
+                    and _own_folder(root, f.parent, tops):
                 f.unlink(missing_ok=True)
+                gone.append(f)
+    return gone
 
 
 @dataclass
@@ -1121,7 +1192,10 @@ def repair(loc: Location) -> Repair:
     re-reads every committed batch against its checksums (maps, embeddings and every
     summary) and forgets damaged ones so that the next ``extract`` recomputes exactly them,
     and checks the index arrays. A store written before the backup existed gets one.
+    A path that is not an attnkit store (:func:`require_store`) is refused before anything
+    is written or deleted.
     """
+    require_store(loc, "repair")
     try:
         lock = WriterLock(loc).acquire()
     except OSError as exc:

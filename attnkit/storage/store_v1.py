@@ -133,7 +133,9 @@ def migrate(path: str | Path, out: str | Path | None = None, *, keep_old: bool =
     old = V1Backend(src)
     target = Path(out) if out is not None else src.with_name(src.name + ".migrating")
     if target.exists():
-        if out is not None or not (target / "zarr.json").exists():
+        loc_t = st.Location.of(target)
+        if out is not None or not st.is_store(loc_t) or \
+                (st.read_info(loc_t) or {}).get("migrated_from") != 1:
             raise StoreError(f"{target} already exists; remove it or pick another output.")
         shutil.rmtree(target)  # a migration that was interrupted before the swap
     loc = st.Location.of(target)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import html
 import io
+import os
 import uuid
 import warnings
 from pathlib import Path
@@ -23,6 +24,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from PIL import Image
 
+from ..core import validate
 from ..errors import InputError
 
 
@@ -73,22 +75,6 @@ def read_bundle(name: str) -> str:
 def read_css() -> str:
     path = STATIC / "widgets.css"
     return path.read_text(encoding="utf-8") if path.is_file() else ""
-
-
-def check_layer_head(layer: int, head: int, n_layers: int, n_heads: int) -> tuple[int, int]:
-    """Validated 0-indexed (layer, head) as ints."""
-    if isinstance(layer, bool) or isinstance(head, bool):
-        raise InputError("layer and head must be integers, not booleans.")
-    try:
-        layer, head = int(layer), int(head)
-    except (TypeError, ValueError):
-        raise InputError(f"layer and head must be integers; got {layer!r}, {head!r}.") from None
-    if not (0 <= layer < n_layers and 0 <= head < n_heads):
-        raise InputError(
-            f"layer {layer}, head {head} is outside the {n_layers} layers × {n_heads} heads "
-            f"(both 0-indexed: layer 0..{n_layers - 1}, head 0..{n_heads - 1})."
-        )
-    return layer, head
 
 
 # ------------------------------------------------------------- colour scales
@@ -152,23 +138,40 @@ class SinkAwareScale(traitlets.HasTraits):
         return proposal["value"]
 
 
+class WholeNumber(traitlets.Int):
+    """An ``Int`` trait that takes whole numbers only, as every attnkit index does: a float
+    (``0.5``, ``1.0``), a bool, a string or None assigned from Python is an
+    :class:`~attnkit.errors.InputError` naming the trait (traitlets' own ``Int`` raises its
+    ``TraitError`` for floats and takes ``True`` as 1)."""
+
+    def validate(self, obj: Any, value: Any) -> Any:
+        return super().validate(obj, validate.integer(value, self.name or "value"))
+
+
 class PicksLayerHead(traitlets.HasTraits):
     """Traits of a view with a layer stepper and a head picker whose ``head`` may be ``-1``
-    (every head, or their mean): ``n_layers``, ``n_heads``, ``layer``, ``head``, validated."""
+    (every head, or their mean): ``n_layers``, ``n_heads``, ``layer``, ``head``, validated
+    by :mod:`attnkit.core.validate` (``layer=-1`` is the last layer; ``head=-1`` is the one
+    exception to "negative counts from the end": it means every head)."""
 
     n_layers = traitlets.Int(1).tag(sync=True)
     n_heads = traitlets.Int(1).tag(sync=True)
-    layer = traitlets.Int(0).tag(sync=True)
-    head = traitlets.Int(-1).tag(sync=True)
+    layer = WholeNumber(0).tag(sync=True)
+    head = WholeNumber(-1).tag(sync=True)
 
     @traitlets.validate("layer")
     def _check_layer(self, proposal: dict[str, Any]) -> int:
-        return check_layer_head(proposal["value"], 0, self.n_layers, 1)[0]
+        return validate.index(proposal["value"], self.n_layers, "layer")
 
     @traitlets.validate("head")
     def _check_head(self, proposal: dict[str, Any]) -> int:
-        head = int(proposal["value"])
-        return -1 if head == -1 else check_layer_head(0, head, 1, self.n_heads)[1]
+        head = validate.integer(proposal["value"], "head")
+        if head == -1:
+            return -1
+        if head < 0:
+            raise InputError(f"head {head} is outside 0..{self.n_heads - 1} (0-indexed); this "
+                             "view's head -1 stands for every head.")
+        return validate.index(head, self.n_heads, "head")
 
 
 # ------------------------------------------------------------ static fallback
@@ -314,10 +317,13 @@ class AttnkitWidget(anywidget.AnyWidget):
         ...     view.save(pathlib.Path(folder) / "cat.svg").stat().st_size > 0
         True
         """
+        if not isinstance(path, (str, os.PathLike)):
+            raise InputError(f"path must be a file name (str or Path); got {path!r}.")
         path = Path(path)
         fmt = path.suffix.lower().lstrip(".")
         if fmt not in ("png", "svg", "pdf"):
-            raise InputError(f"cannot save {path.name!r}: use a .png, .svg or .pdf file name.")
+            raise InputError(f"cannot save to path {str(path)!r}: use a .png, .svg or .pdf file "
+                             "name.")
         if not path.parent.exists():
             raise InputError(f"cannot save to {path}: folder {path.parent} does not exist.")
         self.figure().savefig(path, format=fmt, dpi=dpi)
@@ -337,7 +343,8 @@ class SelectsHead(AttnkitWidget):
         if value:
             if len(value) != 2:
                 raise InputError(f"selected must be [layer, head] or []; got {value!r}.")
-            value = list(check_layer_head(value[0], value[1], self.n_layers, self.n_heads))
+            value = list(validate.head_index(value[0], value[1], self.n_layers, self.n_heads,
+                                             "selected"))
         return value
 
     def link(self, heatmap: ShowsHead) -> ShowsHead:

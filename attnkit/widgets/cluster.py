@@ -10,6 +10,7 @@ import traitlets
 from matplotlib.figure import Figure
 
 from .._compat import renamed
+from ..core import validate
 from ..errors import InputError
 from ..plot import attention as plots
 from ..core.results import HeadResult
@@ -71,6 +72,7 @@ class ClusterView(SelectsHead):
         label_name: str | None = None,
         title: str | None = None,
     ) -> None:
+        n_heads = None if n_heads is None else validate.size(n_heads, "n_heads")
         if isinstance(embedding, HeadResult):
             embedding = embedding.table[["x", "y"]] if {"x", "y"} <= set(embedding.columns) else embedding.table
         if isinstance(embedding, pd.DataFrame):

@@ -15,8 +15,9 @@ import traitlets
 from matplotlib.figure import Figure
 
 from ..core.cross import CrossAttention, Seq2SeqAttention
+from ..core import validate
 from ..errors import InputError
-from ._base import AttnkitWidget, PicksLayerHead, check_layer_head
+from ._base import AttnkitWidget, PicksLayerHead
 from ._codec import f16
 
 class CrossView(PicksLayerHead, AttnkitWidget):
@@ -77,12 +78,13 @@ class CrossView(PicksLayerHead, AttnkitWidget):
         if not 0.0 <= float(min_weight) < 1.0:
             raise InputError(f"min_weight must lie in [0, 1); got {min_weight}.")
         L, H = cross.n_layers, cross.n_heads
-        layer, h = check_layer_head(layer, 0 if head is None else head, L, H)
+        layer = validate.index(layer, L, "layer")
+        h = None if head is None else validate.index(head, H, "head")
         self._cross = cross
         super().__init__(target_tokens=list(cross.row_tokens), source_tokens=list(cross.col_tokens),
                          n_layers=L, n_heads=H, min_weight=float(min_weight),
                          title=f"{cross.model + ': ' if cross.model else ''}cross-attention")
-        self.head = -1 if head is None else h
+        self.head = -1 if h is None else h
         self.layer = layer
         self._refresh()
         self.observe(lambda _change: self._refresh(), names=["layer"])

@@ -19,6 +19,7 @@ from matplotlib.figure import Figure
 from .. import flow
 from ..flow.influence import RATINGS, rating_text, rating_top, ratings
 from .._compat import renamed
+from ..core import validate
 from ..errors import InputError
 from ..plot.common import mpl_text
 from ..plot.flow import plot_flow_radial
@@ -173,6 +174,8 @@ class FlowView(SelectsHead):
         max_edges: int = MAX_EDGES,
         title: str | None = None,
     ) -> None:
+        edges = validate.size(edges, "edges")
+        max_edges = validate.size(max_edges, "max_edges")
         att, source = attentions, sources
         if not isinstance(att, AttentionLike) or (other is not None and not isinstance(other, AttentionLike)):
             raise InputError("FlowView takes attention (Attention or LazyAttention; other= to compare).")
@@ -307,6 +310,7 @@ class FlowView(SelectsHead):
         >>> view.mode, view.n_inputs
         ('collection', 2)
         """
+        top = validate.size(top, "top")
         summary = flow.flow_summary(attentions, threshold=threshold, alpha=alpha,
                                     sources=sources, progress=progress)
         self = cls.__new__(cls)

@@ -15,6 +15,7 @@ from matplotlib.figure import Figure
 from .._compat import renamed
 from .._progress import progress as progress_bar
 from ..core.blocks import EdgePool, summarize
+from ..core import validate
 from ..errors import InputError
 from ..plot import attention as plots
 from ..core.results import head_table
@@ -163,6 +164,7 @@ class HeadGrid(Progressive, SinkAwareScale, SelectsHead):
         progress: bool = True,
         progressive: bool | None = None,
     ) -> None:
+        size = validate.size(size, "size")
         att = attentions
         if not isinstance(att, AttentionLike):
             raise InputError(f"HeadGrid takes attention (Attention or LazyAttention); got {type(att).__name__}.")

@@ -13,6 +13,7 @@ from matplotlib.figure import Figure
 
 from ..core.labels import head_label
 from .._compat import renamed
+from ..core import validate
 from ..errors import InputError
 from ..plot import attention as plots
 from ..core.results import HeadResult, Result, head_table
@@ -96,6 +97,8 @@ class HeadMap(SelectsHead):
         row_title: str = "layer",
         col_title: str = "head",
     ) -> None:
+        n_layers = None if n_layers is None else validate.size(n_layers, "n_layers")
+        n_heads = None if n_heads is None else validate.size(n_heads, "n_heads")
         shape = None
         if n_layers is not None or n_heads is not None:
             base, _ = head_table(data, value)
@@ -182,7 +185,8 @@ def composition_map(data: Result, *, kind: str = "k", **options: Any) -> HeadMap
     kind : {"q", "k", "v"}
         Which composition.
     **options
-        Passed on to :class:`HeadMap` (``cmap``, ``vmin``, ``vmax``, ``title``).
+        Passed on to :class:`HeadMap` (``cmap``, ``vmin``, ``vmax``, ``title``). ``vmin``
+        defaults to the random baseline's mean (chance) when some value is above it.
 
     Returns
     -------
@@ -213,6 +217,12 @@ def composition_map(data: Result, *, kind: str = "k", **options: Any) -> HeadMap
     heads = [head_label(layer, head) for layer in range(L) for head in range(H)]
     base = data.meta.get("baseline", {}).get(kind, {})
     note = f" (random baseline p99 {base['p99']:.2f})" if "p99" in base else ""
+    if "mean" in base and np.nanmax(grid) > float(base["mean"]):
+        # colours from chance up: the baseline's mean is the cold end, so a value above its
+        # 99th percentile reads warm, not cold beside the largest one (values at or below the
+        # mean, no more than random matrices give, all take the cold end)
+        options.setdefault("vmin", float(base["mean"]))
+        note = f" (colour from the random baseline's mean {base['mean']:.2f}; its p99 {base['p99']:.2f})"
     options.setdefault("title", f"{kind.upper()}-composition, source head × target head{note}")
     return HeadMap(grid, value=f"{kind}-composition", row_labels=heads[:-H],
                    col_labels=heads[H:], row_title="source", col_title="target", **options)

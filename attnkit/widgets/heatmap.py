@@ -13,12 +13,13 @@ import traitlets
 from matplotlib.figure import Figure
 
 from .._compat import renamed
+from ..core import validate
 from ..errors import AttnkitError, InputError, TokenizationMismatchError
 from ..plot import attention as plots
 from ..core.labels import head_label
 from ..core.types import AttentionLike
 from . import _pyramid as pyr
-from ._base import AttnkitWidget, SinkAwareScale, check_layer_head, measure_of
+from ._base import AttnkitWidget, SinkAwareScale, WholeNumber, measure_of
 from ._codec import f16, message, wire
 from ._progressive import Progressive, fills_in
 
@@ -161,8 +162,8 @@ class Heatmap(Progressive, SinkAwareScale, AttnkitWidget):
 
     tokens = traitlets.List(traitlets.Unicode()).tag(sync=True)
     n = traitlets.Int(0).tag(sync=True)
-    layer = traitlets.Int(0).tag(sync=True)
-    head = traitlets.Int(0).tag(sync=True)
+    layer = WholeNumber(0).tag(sync=True)
+    head = WholeNumber(0).tag(sync=True)
     n_layers = traitlets.Int(1).tag(sync=True)
     n_heads = traitlets.Int(1).tag(sync=True)
     pyramid = traitlets.Dict().tag(sync=True)
@@ -204,6 +205,8 @@ class Heatmap(Progressive, SinkAwareScale, AttnkitWidget):
         value_label: str | None = None,
         progressive: bool | None = None,
     ) -> None:
+        embed = None if embed is None else validate.size(embed, "embed")
+        overview = validate.integer(overview, "overview", minimum=16)
         att = attentions
         if not isinstance(att, AttentionLike):
             raise InputError(f"Heatmap takes attention (Attention or LazyAttention); got {type(att).__name__}.")
@@ -236,7 +239,7 @@ class Heatmap(Progressive, SinkAwareScale, AttnkitWidget):
               embed: int | None, title: str | None, value_label: str, model_name: str,
               name_pair: tuple[str, str] | None = None, progressive: bool | None = None) -> None:
         L, H = int(shape[0]), int(shape[1])
-        layer, head = check_layer_head(layer, head, L, H)
+        layer, head = validate.head_index(layer, head, L, H)
         scaled = self.scale_traits(att, scale, exclude_sinks, decades)
         if reduce not in REDUCES:
             raise InputError(f"reduce must be 'max' or 'mean', not {reduce!r}.")
@@ -329,6 +332,7 @@ class Heatmap(Progressive, SinkAwareScale, AttnkitWidget):
         >>> ak.Heatmap.difference(a, b, names=("A", "B")).matrix.round(2).tolist()
         [[0.0, 0.0], [0.3, -0.3]]
         """
+        embed = None if embed is None else validate.size(embed, "embed")
         att_a, att_b = attentions, other
         for a in (att_a, att_b):
             if not isinstance(a, AttentionLike):
@@ -381,7 +385,7 @@ class Heatmap(Progressive, SinkAwareScale, AttnkitWidget):
         >>> view.layer, view.head
         (1, 1)
         """
-        layer, head = check_layer_head(layer, head, self.n_layers, self.n_heads)
+        layer, head = validate.head_index(layer, head, self.n_layers, self.n_heads)
         with self.hold_trait_notifications():
             self.layer = layer
             self.head = head
@@ -413,6 +417,7 @@ class Heatmap(Progressive, SinkAwareScale, AttnkitWidget):
         >>> ak.Heatmap(att).block(slice(1, 2), slice(0, 2)).tolist()
         [[0.25, 0.75]]
         """
+        rows, cols = validate.span(rows, "rows"), validate.span(cols, "cols")
         return pyr.block(self._source, self.layer, self.head, rows, cols)
 
     @property
@@ -467,11 +472,11 @@ class Heatmap(Progressive, SinkAwareScale, AttnkitWidget):
     # ------------------------------------------------------------- internals
     @traitlets.validate("layer")
     def _check_layer(self, proposal: dict[str, Any]) -> int:
-        return check_layer_head(proposal["value"], 0, self.n_layers, self.n_heads)[0]
+        return validate.index(proposal["value"], self.n_layers, "layer")
 
     @traitlets.validate("head")
     def _check_head(self, proposal: dict[str, Any]) -> int:
-        return check_layer_head(0, proposal["value"], self.n_layers, self.n_heads)[1]
+        return validate.index(proposal["value"], self.n_heads, "head")
 
     @traitlets.validate("reduce")
     def _check_reduce(self, proposal: dict[str, Any]) -> str:
@@ -630,7 +635,7 @@ class Heatmap(Progressive, SinkAwareScale, AttnkitWidget):
         """
         reply = {k: data.get(k) for k in ("id", "type", "layer", "head", "k", "ti", "tj", "reduce", "what", "exclude")}
         try:
-            layer, head = check_layer_head(data.get("layer", -1), data.get("head", -1), self.n_layers, self.n_heads)
+            layer, head = validate.head_index(data.get("layer"), data.get("head"), self.n_layers, self.n_heads)
             k, ti, tj = (int(data.get(x, -1)) for x in ("k", "ti", "tj"))
             if not 0 <= k <= self._level:
                 raise InputError(f"level {k} is outside 0..{self._level}.")

@@ -17,10 +17,11 @@ import traitlets
 from matplotlib.figure import Figure
 
 from ..core.blocks import head_mean, read
+from ..core import validate
 from ..errors import InputError
 from ..flow.rollout import rollout
 from ..core.types import AttentionLike
-from ._base import AttnkitWidget, PicksLayerHead, check_layer_head, measure_of
+from ._base import AttnkitWidget, PicksLayerHead, WholeNumber, measure_of
 from ._codec import f16, wire
 
 #: the overlay of a head's (or the heads' mean) attention; ``"rollout"`` is added by default
@@ -101,7 +102,7 @@ class ImageAttention(PicksLayerHead, AttnkitWidget):
     grid = traitlets.List(traitlets.Int()).tag(sync=True)
     first_patch = traitlets.Int(1).tag(sync=True)
     tokens = traitlets.List(traitlets.Unicode()).tag(sync=True)
-    query = traitlets.Int(0).tag(sync=True)
+    query = WholeNumber(0).tag(sync=True)
     overlay = traitlets.Unicode(ATTENTION).tag(sync=True)
     overlays = traitlets.List(traitlets.Unicode()).tag(sync=True)
     layered = traitlets.Bool(True).tag(sync=True)
@@ -130,8 +131,7 @@ class ImageAttention(PicksLayerHead, AttnkitWidget):
         names = [ATTENTION, *self._extra]
         if overlay not in names:
             raise InputError(f"overlay must be one of {names}, not {overlay!r}.")
-        if not 0 <= int(query) < n:
-            raise InputError(f"query {query} is outside positions 0..{n - 1}.")
+        query = validate.index(query, n, "query")
         image = np.asarray(att.meta["image"], dtype=np.uint8)
         if image.ndim != 3 or image.shape[2] != 3:
             raise InputError(f"meta['image'] must be uint8 [H, W, 3]; got shape {image.shape}.")
@@ -145,9 +145,9 @@ class ImageAttention(PicksLayerHead, AttnkitWidget):
         self.overlay = overlay
         self._fit_head()
         L = self.n_layers
-        self.layer = L - 1 if layer is None else check_layer_head(layer, 0, L, 1)[0]
-        self.head = -1 if head is None else check_layer_head(self.layer, head, L, self.n_heads)[1]
-        self.query = int(query)
+        self.layer = L - 1 if layer is None else validate.index(layer, L, "layer")
+        self.head = -1 if head is None else validate.index(head, self.n_heads, "head")
+        self.query = query
         self._ready = True
         self._refresh()
         self.observe(self._on_change, names=["layer", "head", "overlay"])
@@ -256,7 +256,9 @@ class ImageAttention(PicksLayerHead, AttnkitWidget):
     def _fit_head(self) -> None:
         src = self._source()
         layered = isinstance(src, AttentionLike)
-        L, H = (src.n_layers, src.n_heads) if layered else (1, 1)
+        # an overlay without layers (rollout) keeps the attention's layer and head chosen, for
+        # the way back (they are hidden meanwhile)
+        L, H = (src.n_layers, src.n_heads) if layered else (self._att.n_layers, self._att.n_heads)
         with self.hold_trait_notifications():
             self.layered = layered
             self.n_layers, self.n_heads = L, H

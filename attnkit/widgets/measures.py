@@ -16,6 +16,7 @@ import ipywidgets
 import traitlets
 
 from ..core.attention import Attention
+from ..core import validate
 from ..errors import InputError
 from ._base import display_beside
 from .headgrid import HeadGrid
@@ -186,4 +187,5 @@ class MeasureSwitch(ipywidgets.VBox):
         ...     switch.save(pathlib.Path(folder) / "grid.png").stat().st_size > 0
         True
         """
+        dpi = validate.size(dpi, "dpi")
         return self.view.save(path, dpi=dpi)

@@ -11,10 +11,11 @@ import pandas as pd
 import traitlets
 from matplotlib.figure import Figure
 
+from ..core import validate
 from ..core.labels import head_label
 from ..errors import InputError
 from ..plot.qk import KIND_COLORS, plot_qk_embedding
-from ._base import AttnkitWidget, check_layer_head
+from ._base import AttnkitWidget, WholeNumber
 from ._codec import read, wire
 
 #: Bytes of points a widget sends (and a saved notebook or report embeds) at most: at 5 bytes
@@ -97,14 +98,15 @@ class QKScatter(AttnkitWidget):
     color_by = traitlets.Unicode("kind").tag(sync=True)
     columns = traitlets.List(traitlets.Unicode()).tag(sync=True)
     mode = traitlets.Unicode("head").tag(sync=True)
-    layer = traitlets.Int(0).tag(sync=True)
-    head = traitlets.Int(0).tag(sync=True)
+    layer = WholeNumber(0).tag(sync=True)
+    head = WholeNumber(0).tag(sync=True)
     selection = traitlets.Dict().tag(sync=True)
     clicked = traitlets.Int(-1).tag(sync=True)
 
     def __init__(self, embedding: Any, *, layer: int | None = None, head: int | None = None,
                  mode: str = "head", color_by: str = "kind", max_bytes: int = MAX_BYTES,
                  title: str | None = None) -> None:
+        max_bytes = validate.size(max_bytes, "max_bytes")
         table = getattr(embedding, "table", None)
         if table is None or not {"x", "y", "kind", "layer", "head"} <= set(table.columns):
             raise InputError("QKScatter takes what attnkit.qk_embedding returned.")
@@ -114,8 +116,11 @@ class QKScatter(AttnkitWidget):
             raise InputError(f"The matrix view holds at most 255 heads; this embedding has {len(self._heads)}.")
         self._max_bytes = int(max_bytes)
         self._rows = np.zeros(0, dtype=np.int64)
-        l0, h0 = self._heads[0] if layer is None else (layer, 0 if head is None else head)
-        self._check_head(l0, h0)
+        l0 = self._heads[0][0] if layer is None else self._check_layer(layer)
+        if head is None:
+            h0 = next(h for l, h in self._heads if l == l0)
+        else:
+            l0, h0 = self._check_head(l0, head)
         self._check_mode(mode)
         self._check_color(color_by)
         super().__init__(layer=int(l0), head=int(h0), mode=mode, color_by=color_by,
@@ -129,12 +134,38 @@ class QKScatter(AttnkitWidget):
         self._linked: Any = None
 
     # ------------------------------------------------------------------ checks
-    def _check_head(self, layer: int, head: int) -> None:
-        n_layers = max(h[0] for h in self._heads) + 1
-        n_heads = max(h[1] for h in self._heads) + 1
-        layer, head = check_layer_head(layer, head, n_layers, n_heads)
+    def _shape(self) -> tuple[int, int]:
+        meta = self._emb.meta
+        n_layers = meta.get("n_layers") or max(h[0] for h in self._heads) + 1
+        n_heads = meta.get("n_heads") or max(h[1] for h in self._heads) + 1
+        return int(n_layers), int(n_heads)
+
+    def _check_layer(self, layer: Any) -> int:
+        layer = validate.index(layer, self._shape()[0], "layer")
+        layers = sorted({l for l, _ in self._heads})
+        if layer not in layers:
+            raise InputError(f"layer {layer} is not in this embedding; its layers are {layers} "
+                             "(0-indexed).")
+        return layer
+
+    def _check_head(self, layer: Any, head: Any) -> tuple[int, int]:
+        n_layers, n_heads = self._shape()
+        layer, head = validate.head_index(layer, head, n_layers, n_heads)
         if (layer, head) not in self._heads:
             raise InputError(f"Head {(layer, head)} is not in this embedding; it holds {self._heads}.")
+        return layer, head
+
+    @traitlets.validate("layer")
+    def _valid_layer(self, proposal: dict) -> int:
+        layer = self._check_layer(proposal["value"])
+        if (layer, self.head) not in self._heads:  # keep a head the embedding has
+            with self.hold_trait_notifications():
+                self.head = next(h for l, h in self._heads if l == layer)
+        return layer
+
+    @traitlets.validate("head")
+    def _valid_head(self, proposal: dict) -> int:
+        return self._check_head(self.layer, proposal["value"])[1]
 
     @staticmethod
     def _check_mode(mode: str) -> None:
@@ -267,9 +298,7 @@ class QKScatter(AttnkitWidget):
         >>> view.select([2]); len(view.selected)
         1
         """
-        idx = np.asarray(list(ids), dtype=np.int64)
-        if idx.size and (idx.min() < 0 or idx.max() >= self.n_points):
-            raise InputError(f"point indices must be in 0..{self.n_points - 1}.")
+        idx = validate.positions(ids, self.n_points, "ids")
         self.selection = wire(idx, "uint32") if idx.size else {}
 
     def point(self, ids: int) -> dict[str, Any]:
@@ -299,9 +328,8 @@ class QKScatter(AttnkitWidget):
         >>> p = view.point(2); p["token"], p["kind"], p["tokens"][p["position"]]
         ('cat', 'query', 'cat')
         """
-        if not 0 <= int(ids) < len(self._rows):
-            raise InputError(f"point {ids} is outside the {len(self._rows)} drawn points.")
-        row = self._emb.table.iloc[int(self._rows[int(ids)])]
+        i = validate.index(ids, len(self._rows), "ids")
+        row = self._emb.table.iloc[int(self._rows[i])]
         out = {k: (v.item() if hasattr(v, "item") else v) for k, v in row.items() if k in
                ("layer", "head", "item", "position", "token", "kind", "role")}
         out["kind"] = str(out["kind"])
@@ -329,7 +357,7 @@ class QKScatter(AttnkitWidget):
         >>> from attnkit.testing import tiny_model
         >>> view = ak.QKScatter(ak.qk_embedding(tiny_model("bert").attend("The cat sat."), method="pca"))
         >>> view.answer({"type": "point", "index": 99, "id": 3})["error"]
-        'point 99 is outside the 12 drawn points.'
+        'ids 99 is outside 0..11 (0-indexed; negative counts from the end).'
         """
         try:
             return {"id": data.get("id"), **self.point(int(data.get("index", -1)))}
@@ -348,6 +376,9 @@ class QKScatter(AttnkitWidget):
         if self.mode == "matrix":
             with self.hold_trait_notifications():
                 self.layer, self.head, self.mode = int(row["layer"]), int(row["head"]), "head"
+            # the index named a point of the matrix: forget it, so that clicking the same
+            # point again after going back to the matrix opens its head again
+            self.clicked = -1
             return
         if self._linked is not None and str(row["kind"]) == "query":
             self._show_map(int(row["item"]), int(row["layer"]), int(row["head"]), int(row["position"]))
@@ -442,7 +473,20 @@ def _categories(col: pd.Series, name: str) -> tuple[np.ndarray, list[str], list[
         values = col.to_numpy(dtype=np.float64)
         edges = np.unique(np.nanquantile(values, np.linspace(0, 1, 11)))
         codes = np.clip(np.searchsorted(edges, values, side="right") - 1, 0, max(len(edges) - 2, 0))
-        cats = [f"{edges[i]:g}–{edges[i + 1]:g}" for i in range(max(len(edges) - 1, 1))]
+        finite = ~np.isnan(values)
+        if np.all(values[finite] == np.round(values[finite])):
+            # whole numbers (positions, items): each bin named by the first and last value it
+            # holds ("0–3", "4–7"), so no value is in two labels; empty bins dropped
+            present = np.unique(codes[finite])
+            codes = np.searchsorted(present, codes)
+            cats = []
+            for c in range(len(present)):
+                members = values[finite & (codes == c)]
+                lo, hi = int(members.min()), int(members.max())
+                cats.append(f"{lo}" if lo == hi else f"{lo}–{hi}")
+        else:  # half-open bins, the last closed
+            k = max(len(edges) - 1, 1)
+            cats = [f"[{edges[i]:g}, {edges[i + 1]:g}{']' if i == k - 1 else ')'}" for i in range(k)]
         colors = [SEQUENTIAL[round(i * (len(SEQUENTIAL) - 1) / max(len(cats) - 1, 1))] for i in range(len(cats))]
         codes = np.where(np.isnan(values), len(cats), codes)
         return codes.astype(np.uint8), cats + ["missing"], colors + ["#999999"]

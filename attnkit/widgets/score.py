@@ -18,9 +18,10 @@ import traitlets
 from matplotlib.figure import Figure
 
 from ..core.labels import head_label
+from ..core import validate
 from ..errors import InputError
 from ..core.results import Result
-from ._base import AttnkitWidget, ShowsHead
+from ._base import AttnkitWidget, ShowsHead, WholeNumber
 from ._codec import wire
 
 class ScoreView(AttnkitWidget):
@@ -60,9 +61,9 @@ class ScoreView(AttnkitWidget):
 
     _bundle_name = "score"
 
-    query = traitlets.Int(0).tag(sync=True)
-    layer = traitlets.Int(0).tag(sync=True)
-    head = traitlets.Int(0).tag(sync=True)
+    query = WholeNumber(0).tag(sync=True)
+    layer = WholeNumber(0).tag(sync=True)
+    head = WholeNumber(0).tag(sync=True)
     tokens = traitlets.List(traitlets.Unicode()).tag(sync=True)
     components = traitlets.List(traitlets.Unicode()).tag(sync=True)
     key_positions = traitlets.List(traitlets.Int()).tag(sync=True)
@@ -78,6 +79,8 @@ class ScoreView(AttnkitWidget):
 
     def __init__(self, data: Result, *, query: int | None = None, top: int = 6,
                  title: str | None = None) -> None:
+        top = validate.size(top, "top")
+        query = None if query is None else validate.integer(query, "query")
         meta = getattr(data, "meta", {})
         if not isinstance(data, Result) or "scores" not in meta or meta.get("aggregate"):
             raise InputError("ScoreView takes a per-pair result of ak.score_attribution "

@@ -9,6 +9,7 @@ import { readArray, WireArray } from "./lib/codec";
 import { categorical } from "./lib/colors";
 import { headPicker, stepper } from "./lib/controls";
 import { displayToken, fitText, formatValue } from "./lib/labels";
+import { legendItems } from "./lib/legend";
 import { h, mount, RenderProps, View } from "./lib/view";
 
 const TOP = 22; // room for the column titles
@@ -33,6 +34,7 @@ class CrossView extends View<"crossview"> {
   private geo = { width: 0, rowH: 16, leftX: 0, rightX: 0, labels: true };
   private hover: Spot | null = null;
   private focus: Spot = [0, 0];
+  private legend = h("div", "attnkit-legend");
 
   constructor(props: RenderProps) {
     super(props, "crossview");
@@ -40,12 +42,12 @@ class CrossView extends View<"crossview"> {
     this.canvas.tabIndex = 0;
     this.canvas.setAttribute("role", "img");
     this.controls.append(this.layerStep.box, this.headPick.box);
+    this.body.appendChild(this.legend);
     this.hint.textContent = "Hover a token to see its links \u00b7 click (or Enter) to select it \u00b7 arrows move";
     this.onModel("change:clicked", () => this.redraw());
-    this.listen(this.canvas, "pointermove", (e) => this.onMove(e as PointerEvent));
+    this.hoverable(this.canvas, (e) => this.onMove(e));
     this.listen(this.canvas, "pointerleave", () => {
       this.hover = null;
-      this.tip.hide();
       this.redraw();
     });
     this.listen(this.canvas, "click", (e) => {
@@ -103,23 +105,33 @@ class CrossView extends View<"crossview"> {
     const x1 = g.leftX + GAP;
     const x2 = g.rightX - GAP;
     ctx.lineWidth = 1.5;
-    for (const hh of heads) {
-      ctx.strokeStyle = categorical(hh);
-      for (let i = 0; i < t; i++) {
-        if (only && only[0] === 0 && only[1] !== i) continue;
-        const base = (hh * t + i) * s;
-        for (let j = 0; j < s; j++) {
-          if (only && only[0] === 1 && only[1] !== j) continue;
-          const v = d.w[base + j];
-          if (!(v > d.min_weight) || v < 0.01) continue;
-          ctx.globalAlpha = Math.min(1, v / heads.length ** 0.5);
-          ctx.beginPath();
-          ctx.moveTo(x1, this.y(i));
-          ctx.lineTo(x2, this.y(j));
-          ctx.stroke();
+    // every head: one link per token pair, in the colour of the head that attends most there
+    // (overlaid links of several heads blended into colours no head has)
+    for (let i = 0; i < t; i++) {
+      if (only && only[0] === 0 && only[1] !== i) continue;
+      for (let j = 0; j < s; j++) {
+        if (only && only[0] === 1 && only[1] !== j) continue;
+        let best = -1;
+        let v = -Infinity;
+        for (const hh of heads) {
+          const x = d.w[(hh * t + i) * s + j];
+          if (x > v) {
+            v = x;
+            best = hh;
+          }
         }
+        if (best < 0 || !(v > d.min_weight) || v < 0.01) continue;
+        ctx.strokeStyle = categorical(best);
+        ctx.globalAlpha = Math.min(1, v);
+        ctx.beginPath();
+        ctx.moveTo(x1, this.y(i));
+        ctx.lineTo(x2, this.y(j));
+        ctx.stroke();
       }
     }
+    if (heads.length > 1) {
+      legendItems(this.legend, "head (the strongest of each link)", heads.map((hh) => [categorical(hh), `head ${hh + 1}`] as [string, string]), "line");
+    } else this.legend.replaceChildren();
     ctx.globalAlpha = 1;
     ctx.font = FONT;
     ctx.textBaseline = "middle";
@@ -219,6 +231,7 @@ class CrossView extends View<"crossview"> {
     ev.preventDefault();
     this.focus = next;
     this.hover = next;
+    this.unhover(); // the keys moved away from the pointer: its tooltip would name another token
     this.redraw();
   }
 }

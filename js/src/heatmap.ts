@@ -114,7 +114,7 @@ class HeatmapView extends View<"heatmap"> {
     const zoom = h("span", "attnkit-zoom");
     zoom.append(this.zoomIn, this.zoomOut, this.fit);
     this.controls.append(this.layerStep.box, this.headStep.box, this.scaleSel.box, this.sinkBox.box, this.reduceSel.box, zoom);
-    this.hint.textContent = "Click the map, then scroll to zoom (or hold Ctrl) \u00b7 drag to pan \u00b7 double-click to fit \u00b7 rows attend (from) \u2192 columns (to)";
+    this.hint.textContent = "Click the map, then scroll to zoom (or hold Ctrl) \u00b7 drag to pan \u00b7 double-click to fit \u00b7 rows attend (from) \u2192 columns (to) \u00b7 positions (#) counted from 0";
     this.bind();
   }
 
@@ -269,7 +269,7 @@ class HeatmapView extends View<"heatmap"> {
     // The widest label (bold, as when hovered), measured on the longest few.
     const longest = [...this.d.shown, ...(this.d.rect ? this.d.colShown : [])].sort((a, b) => b.length - a.length).slice(0, 40);
     // long maps show strided labels with their position first ("#4036 token")
-    if (this.d.n > 64) longest.push(...longest.slice(0, 5).map((t) => `#${this.d.n} ${t}`));
+    if (this.d.n > 64) longest.push(...longest.slice(0, 5).map((t) => `#${this.d.n - 1} ${t}`));
     let widest = 0;
     for (const s of longest) widest = Math.max(widest, ctx.measureText(s).width);
     const label = Math.ceil(Math.min(150, Math.max(34, widest + 14)));
@@ -520,7 +520,7 @@ class HeatmapView extends View<"heatmap"> {
       return {
         stride, fontPx,
         font: `${fontPx.toFixed(1)}px system-ui, -apple-system, "Segoe UI", Roboto, sans-serif`,
-        text: (i: number, shown: string[]) => fitText(ctx, numbered ? `#${i + 1} ${shown[i] ?? ""}` : shown[i] ?? String(i), room),
+        text: (i: number, shown: string[]) => fitText(ctx, numbered ? `#${i} ${shown[i] ?? ""}` : shown[i] ?? String(i), room),
         first: (a: number) => Math.ceil(a / stride) * stride,
         // A label sits at its row's (column's) centre, moved inside the plot's span where the
         // row is cut by the view's edge or thinner than the text: never half-drawn at an edge.
@@ -627,10 +627,11 @@ class HeatmapView extends View<"heatmap"> {
   private updateText(level: number, missing: number, s: Scale, pool = 1): void {
     const d = this.d;
     const w = this.win;
-    const r0 = Math.floor(w.y0) + 1;
-    const r1 = Math.min(d.rows, Math.ceil(w.y0 + Math.min(w.size, this.geom.plot / this.rowPx())));
-    const c0 = Math.floor(w.x0) + 1;
-    const c1 = Math.min(d.cols, Math.ceil(w.x0 + w.size));
+    // positions counted from 0, as in tables, code and every other view
+    const r0 = Math.floor(w.y0);
+    const r1 = Math.min(d.rows, Math.ceil(w.y0 + Math.min(w.size, this.geom.plot / this.rowPx()))) - 1;
+    const c0 = Math.floor(w.x0);
+    const c1 = Math.min(d.cols, Math.ceil(w.x0 + w.size)) - 1;
     const parts = [d.rect
       ? `rows ${r0}\u2013${r1} of ${d.rows} target tokens, columns ${c0}\u2013${c1} of ${d.cols} source tokens`
       : `rows ${r0}\u2013${r1}, columns ${c0}\u2013${c1} of ${d.n}`];
@@ -722,8 +723,8 @@ class HeatmapView extends View<"heatmap"> {
     const d = this.d;
     const [r, c] = cell;
     const rows: [string, string][] = [
-      [d.rect ? "from (target)" : "from", `${displayToken(d.tokens[r] ?? "")}  (#${r + 1})`],
-      [d.rect ? "to (source)" : "to", `${displayToken(d.colTokens[c] ?? "")}  (#${c + 1})`],
+      [d.rect ? "from (target)" : "from", `${displayToken(d.tokens[r] ?? "")}  (#${r})`],
+      [d.rect ? "to (source)" : "to", `${displayToken(d.colTokens[c] ?? "")}  (#${c})`],
     ];
     let titleText: string;
     if (d.causal && c > r) {
@@ -760,11 +761,11 @@ class HeatmapView extends View<"heatmap"> {
       }, 60);
     } else if (px < 0 && py >= 0 && py < this.geom.plot) {
       const r = this.rowUnder(py);
-      if (r >= 0 && r < d.rows) this.tip.show(at[0], at[1], displayToken(d.tokens[r] ?? ""), [["position", `#${r + 1} (row, from${d.rect ? ", target" : ""})`]]);
+      if (r >= 0 && r < d.rows) this.tip.show(at[0], at[1], displayToken(d.tokens[r] ?? ""), [["position", `#${r} (row, from${d.rect ? ", target" : ""})`]]);
       else this.tip.hide();
     } else if (py < 0 && px >= 0 && px < this.geom.plot) {
       const c = Math.floor(this.win.x0 + (px / this.geom.plot) * this.win.size);
-      if (c >= 0 && c < d.cols) this.tip.show(at[0], at[1], displayToken(d.colTokens[c] ?? ""), [["position", `#${c + 1} (column, to${d.rect ? ", source" : ""})`]]);
+      if (c >= 0 && c < d.cols) this.tip.show(at[0], at[1], displayToken(d.colTokens[c] ?? ""), [["position", `#${c} (column, to${d.rect ? ", source" : ""})`]]);
       else this.tip.hide();
     } else {
       this.tip.hide();

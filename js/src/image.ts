@@ -62,8 +62,7 @@ class ImageView extends View<"image"> {
     this.hint.textContent = "Click a patch (or use the arrow keys) to choose the query \u00b7 Home: the class token";
     this.onModel("change:query", () => this.redraw());
     this.onModel("change:opacity", () => this.redraw());
-    this.listen(this.canvas, "pointermove", (e) => this.hover(e as PointerEvent));
-    this.listen(this.canvas, "pointerleave", () => this.tip.hide());
+    this.hoverable(this.canvas, (e) => this.hover(e));
     this.listen(this.canvas, "click", (e) => {
       const [x, y] = localPoint(this.canvas, e as MouseEvent);
       const p = this.patchAt(x, y);
@@ -140,7 +139,9 @@ class ImageView extends View<"image"> {
     const ctx = sizeCanvas(this.canvas, b.left + b.w + BAR, b.top + b.h + 6);
     ctx.fillStyle = this.theme.bg;
     ctx.fillRect(0, 0, b.left + b.w + BAR, b.top + b.h + 6);
-    ctx.imageSmoothingEnabled = true;
+    // smoothing only to shrink: an enlarged small image (32 × 32) keeps crisp pixels, so no
+    // square bleeds into the next patch
+    ctx.imageSmoothingEnabled = b.w < d.imageW;
     ctx.drawImage(d.image, b.left, b.top, b.w, b.h);
     const row = this.row(query);
     const { values, top } = patchValues(row, d.grid);

@@ -8,14 +8,14 @@
 // colour means); Shift + drag lassoes points (synced to Python as
 // `selection`); a click sets `clicked` (the kernel opens the head in the matrix view, or
 // shows the sentence's map in a linked Heatmap). Keyboard: + / − zoom, arrows pan, 0 fits,
-// M toggles the matrix, Enter opens the panel under the centre, Escape clears the selection.
+// M toggles the matrix, Enter opens the marked head (nearest the centre), Escape clears the selection.
 
 import createScatterplot, { createRenderer } from "regl-scatterplot";
 import { readArray, readFloats, WireArray } from "./lib/codec";
 import { headLabel } from "./lib/labels";
 import { legendItems } from "./lib/legend";
 import { camOf, MotionFrames } from "./lib/motion";
-import { layoutPoints, panelAt, panelBox } from "./lib/qkpoints";
+import { layoutPoints, nearestPanel, panelBox } from "./lib/qkpoints";
 import { h, mount, RenderProps, View } from "./lib/view";
 
 type Scatter = ReturnType<typeof createScatterplot>;
@@ -75,8 +75,10 @@ class QKScatterView extends View<"qkscatter"> {
     this.colorSelect.setAttribute("aria-label", "colour points by");
     this.listen(this.colorSelect, "change", () => this.save({ color_by: this.colorSelect.value }));
     this.controls.append(this.colorSelect, this.modeBtn, zoom);
-    this.hint.textContent = "Scroll or drag to zoom and pan \u00b7 hover a point for its token in its sentence \u00b7 Shift + drag to lasso \u00b7 click a query to see its sentence's map (matrix: click a head to open it) \u00b7 keys: + \u2212 arrows 0 M Enter";
+    this.hint.textContent = "Click, then scroll to zoom (or Ctrl + scroll) \u00b7 drag to pan \u00b7 hover a point for its token in its sentence \u00b7 Shift + drag to lasso \u00b7 click a query to see its sentence's map (matrix: click a head to open it) \u00b7 keys: + \u2212 arrows 0 M, Enter opens the marked head \u00b7 heads counted from 1, positions from 0";
     this.listen(this.canvas, "keydown", (e) => this.key(e as KeyboardEvent));
+    this.wheelGate(this.canvas);
+    this.keepShiftDrag(this.canvas);
     this.onModel("change:selection", () => this.followSelection());
   }
 
@@ -170,9 +172,13 @@ class QKScatterView extends View<"qkscatter"> {
     } as never);
     sp.subscribe("pointOver", (i: number) => this.hover(i));
     sp.subscribe("pointOut", () => { this.hoverToken++; this.tip.hide(); });
-    sp.subscribe("select", ({ points }: { points: number[] }) => this.selected(points));
-    sp.subscribe("deselect", () => this.selected([]));
-    sp.subscribe("view", () => this.placeLabels());
+    sp.subscribe("select", ({ points }: { points: number[] }) => { this.ringed(points); this.selected(points); });
+    sp.subscribe("deselect", () => { this.ringed([]); this.selected([]); });
+    sp.subscribe("view", () => {
+      this.placeLabels();
+      const cam = sp.get("cameraView") as unknown as Float32Array;
+      if (cam) this.root.dataset.camera = [cam[0], cam[12], cam[13]].map((v) => v.toFixed(5)).join(",");
+    });
     this.queue = new Promise((resolve) => sp.subscribe("init", () => resolve(undefined), 1));
     sp.subscribe("draw", () => {
       const st = this.motion?.stats;
@@ -219,6 +225,9 @@ class QKScatterView extends View<"qkscatter"> {
       if (this.sp !== sp) return;
       this.root.dataset.drawMs = measure("qk draw", "qk:draw").toFixed(1);
       this.root.dataset.ready = "1";
+      // new points: a ring left from the old ones (a click in the matrix) would mark an
+      // unrelated point; show the selection Python holds for these points
+      this.followSelection();
       this.placeLabels();
     }, () => { /* the plot was destroyed meanwhile */ });
   }
@@ -251,6 +260,8 @@ class QKScatterView extends View<"qkscatter"> {
     const cam = (this.sp.get("cameraView") as unknown as Float32Array) ?? null;
     if (!cam) return;
     const s = this.size / 2;
+    const focus = this.focusPanel();
+    this.root.dataset.focus = focus >= 0 ? headLabel(this.heads[focus][0], this.heads[focus][1]) : "";
     for (let p = 0; p < this.heads.length; p++) {
       const b = panelBox(p, this.heads);
       // clip space = view matrix · data point; screen = (clip + 1) * size / 2
@@ -259,6 +270,10 @@ class QKScatterView extends View<"qkscatter"> {
       const lab = h("span", "attnkit-qk-label", headLabel(this.heads[p][0], this.heads[p][1]));
       lab.style.left = `${(cx + 1) * s}px`;
       lab.style.top = `${(1 - cy) * s}px`;
+      if (p === focus) {
+        lab.classList.add("attnkit-qk-label-focus");
+        lab.title = "Enter opens this head";
+      }
       this.labels.appendChild(lab);
     }
   }
@@ -309,11 +324,17 @@ class QKScatterView extends View<"qkscatter"> {
     this.status.dataset.selected = String(points.length);
   }
 
+  /** The points drawn selected (ringed), for tests and assistive reading: `data-ringed`. */
+  private ringed(points: number[]): void {
+    this.root.dataset.ringed = points.length > 20 ? `${points.length} points` : points.join(",");
+  }
+
   /** A selection set from Python: show it. */
   private followSelection(): void {
     const w = this.get("selection") as WireArray;
     if (!this.sp) return;
     const idx = w && w.dtype ? Array.from(readArray(w).data as Uint32Array) : [];
+    this.ringed(idx);
     this.selfSelect = true;
     try {
       if (idx.length) this.sp.select(idx, { preventEvent: true } as never);
@@ -357,11 +378,16 @@ class QKScatterView extends View<"qkscatter"> {
     f();
   }
 
-  /** Matrix view: open the head whose panel is under the centre of the view. */
-  private openCentre(): void {
-    if (!this.matrix || !this.sp) return;
+  /** Matrix view: the panel nearest the centre of the view (its label is marked), or -1. */
+  private focusPanel(): number {
+    if (!this.matrix || !this.sp) return -1;
     const [tx, ty] = this.sp.get("cameraTarget") as unknown as [number, number];
-    const p = panelAt(tx, ty, this.heads);
+    return nearestPanel(tx, ty, this.heads);
+  }
+
+  /** Matrix view: open the marked head (the panel nearest the centre of the view). */
+  private openCentre(): void {
+    const p = this.focusPanel();
     if (p >= 0) this.save({ layer: this.heads[p][0], head: this.heads[p][1], mode: "head" });
   }
 }

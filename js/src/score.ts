@@ -7,9 +7,10 @@
 
 import { FONT_SMALL, localPoint, sizeCanvas } from "./lib/canvas";
 import { readArray, readFloats, WireArray } from "./lib/codec";
-import { displayToken, formatValue, truncate } from "./lib/labels";
+import { displayToken, formatValue, headLabel, truncate } from "./lib/labels";
 import { headToFollow, moveCursor, Segment, segmentsOf, stackStarts, valueRange } from "./lib/scoreparts";
-import { h, mount, RenderProps, View } from "./lib/view";
+import { legendItems } from "./lib/legend";
+import { h, mount, noKernel, RenderProps, View } from "./lib/view";
 
 
 const PALETTE = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#86bcb6", "#d37295", "#a0cbe8"];
@@ -21,6 +22,7 @@ interface Box { x: number; w: number; row: number; seg: Segment }
 
 class ScoreViewImpl extends View<"score"> {
   private canvas = h("canvas", "attnkit-canvas");
+  private legend = h("div", "attnkit-legend attnkit-score-legend");
   private names: string[] = [];
   private tokens: string[] = [];
   private keys: number[] = [];
@@ -47,11 +49,17 @@ class ScoreViewImpl extends View<"score"> {
     this.stage.appendChild(this.canvas);
     this.groupBtn = this.button("by layer", "Group components by layer (g)", () => this.toggleGroup());
     this.dimBtn = this.button("dims", "Per-dimension terms of the selected key (d)", () => this.toggleDims());
+    this.groupBtn.setAttribute("aria-pressed", "false");
+    this.dimBtn.setAttribute("aria-pressed", "false");
     this.controls.append(this.groupBtn, this.dimBtn);
-    this.hint.textContent = "Up/Down (Home/End): key \u00b7 Left/Right: segment \u00b7 Enter/click a head segment: show that head \u00b7 g: by layer \u00b7 d: per dimension \u00b7 heads counted from 1";
+    this.body.appendChild(this.legend);
+    // a saved page (an exported report) has no kernel to show another head: say so, as MeasureSwitch does
+    const follow = noKernel()
+      ? "showing a head segment's head needs a running kernel (this saved page has none)"
+      : "Enter/click a head segment: show that head";
+    this.hint.textContent = "Up/Down (Home/End): key \u00b7 Left/Right: segment \u00b7 " + follow + " \u00b7 g: by layer \u00b7 d: per dimension \u00b7 heads counted from 1, positions from 0";
     this.listen(this.canvas, "keydown", (e) => this.key(e as KeyboardEvent));
-    this.listen(this.canvas, "pointermove", (e) => this.hover(e as PointerEvent));
-    this.listen(this.canvas, "pointerleave", () => this.tip.hide());
+    this.hoverable(this.canvas, (e) => this.hover(e));
     this.listen(this.canvas, "click", (e) => this.click(e as MouseEvent));
   }
 
@@ -123,6 +131,7 @@ class ScoreViewImpl extends View<"score"> {
         ctx.textAlign = "left";
       }
       this.canvas.setAttribute("aria-label", `Per-dimension terms of key ${this.keys[this.row]}`);
+      legendItems(this.legend, "per dimension", [[PALETTE[0], "q_x k_x > 0 (raises the score)"], [PALETTE[2], "q_x k_x < 0 (lowers it)"]]);
       return;
     }
     const all: Segment[][] = [];
@@ -171,7 +180,16 @@ class ScoreViewImpl extends View<"score"> {
       ctx.lineTo(sx(this.scores[r]), y + ROW - 1);
       ctx.stroke();
     }
-    Object.assign(this.root.dataset, { plotTop: String(TOP), rowHeight: String(ROW), plotLeft: String(LABEL), row: String(this.row), seg: String(this.seg) });
+    // the colour of every (query component × key component) pair drawn, in order of first use
+    const items: [string, string][] = [];
+    for (const [key, color] of this.colors) {
+      const [q, k] = key.split("\u0000");
+      items.push([color, `${q} \u00d7 ${k}`]);
+    }
+    items.push([th.faint, "rest: every other pair"]);
+    legendItems(this.legend, "query component \u00d7 key component", items);
+    this.root.dataset.legend = String(items.length);
+        Object.assign(this.root.dataset, { plotTop: String(TOP), rowHeight: String(ROW), plotLeft: String(LABEL), row: String(this.row), seg: String(this.seg) });
     const cur = all[this.row]?.[this.seg];
     this.canvas.setAttribute("aria-label", cur ? `key ${this.keys[this.row]}, score ${formatValue(this.scores[this.row])}; ${cur.q} \u00d7 ${cur.k}: ${formatValue(cur.v)}` : "no keys");
   }
@@ -182,7 +200,12 @@ class ScoreViewImpl extends View<"score"> {
 
   private follow(seg: Segment | null): void {
     const head = headToFollow(seg);
-    if (head) this.save({ clicked: head });
+    if (!head) return;
+    if (noKernel()) {
+      this.status.textContent = `showing head ${headLabel(head[0], head[1])} needs a running kernel (this saved page has none)`;
+      return;
+    }
+    this.save({ clicked: head });
   }
 
   private toggleGroup(): void {
@@ -221,7 +244,7 @@ class ScoreViewImpl extends View<"score"> {
   }
 
   private hover(ev: PointerEvent): void {
-    if (this.showDims) return;
+    if (this.showDims) return this.tip.hide();
     const b = this.hit(ev);
     if (!b) return this.tip.hide();
     const [x, y] = localPoint(this.stage, ev);

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { gridShape, layoutPoints, panelAt, panelBox, panelGrid } from "../src/lib/qkpoints";
+import { gridShape, layoutPoints, nearestPanel, panelAt, panelBox, panelGrid } from "../src/lib/qkpoints";
 
 describe("qk scatter points", () => {
   it("keeps single-head points where they are", () => {
@@ -35,5 +35,19 @@ describe("qk scatter points", () => {
     expect(gridShape(5)).toEqual({ cols: 3, rows: 2 });
     const g = panelGrid([[0, 3], [2, 1], [5, 0]]);
     expect([g.cols, g.rows]).toEqual([2, 2]);
+  });
+
+  it("centres a wide matrix (6 layers x 12 heads) in the plot (issue 28, item 6)", () => {
+    const heads: number[][] = [];
+    for (let l = 0; l < 6; l++) for (let h = 0; h < 12; h++) heads.push([l, h]);
+    // panels 2/12 wide: the 6 rows span y in [-0.5, 0.5] (before: [0, 1], the top half)
+    expect(panelBox(0, heads)).toEqual({ x: -1 + 1 / 12, y: 0.5 - 1 / 12, half: 1 / 12 });
+    expect(panelBox(71, heads).y).toBeCloseTo(-0.5 + 1 / 12, 12);
+    expect(panelAt(0.01, 0.01, heads)).toBe(2 * 12 + 6); // just right of and above the centre: 3-7
+    expect(panelAt(0, 0.9, heads)).toBe(-1); // above the grid: no panel
+    // Enter opens the panel nearest the view's centre, never nothing
+    expect(nearestPanel(0, 0, heads)).toBeGreaterThanOrEqual(0);
+    expect(nearestPanel(0.55, -0.2, heads)).toBe(panelAt(0.55, -0.2, heads));
+    expect(nearestPanel(-0.9, 0.9, [[0, 0], [0, 1], [1, 0], [1, 1]])).toBe(0);
   });
 });

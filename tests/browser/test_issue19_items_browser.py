@@ -193,7 +193,7 @@ def test_item5_hovered_label_does_not_overlap_tick_labels(browser):
             drawn = int(wp.data("drawn"))
             wp.move(left + (col + 0.5) * cell, top + (row + 0.5) * cell)
             wp.wait_drawn(drawn + 1)
-            assert f"(#{row + 1})" in wp.tooltip()
+            assert f"(#{row})" in wp.tooltip()
             for axis in ("y", "x"):
                 got, _, _ = label_runs(wp, axis)
                 heights = [b - a for a, b in got]
@@ -245,14 +245,14 @@ def test_item6_tooltip_after_keyboard_zoom_names_the_cell_under_the_pointer(brow
         px, py = plot * 0.2, plot * 0.8  # away from the centre the zoom keeps
         wp.move(left + px, top + py)
         wp.page.wait_for_function("() => /attention: [0-9.]/.test(document.querySelector('#root .attnkit-tooltip')?.textContent ?? '')")
-        assert f"(#{int(0.8 * n) + 1})" in wp.tooltip()
+        assert f"(#{int(0.8 * n)})" in wp.tooltip()
         press(wp, "+")
         x0, y0, size = view_of(wp)
         row, col = int(y0 + py / plot * size), int(x0 + px / plot * size)
         assert (row, col) != (int(0.8 * n), int(0.2 * n))
         wp.page.wait_for_function("() => /attention: [0-9.]/.test(document.querySelector('#root .attnkit-tooltip')?.textContent ?? '')")
         tip = wp.tooltip()
-        assert f"w{row}  (#{row + 1})" in tip and f"w{col}  (#{col + 1})" in tip, (tip, row, col)
+        assert f"w{row}  (#{row})" in tip and f"w{col}  (#{col})" in tip, (tip, row, col)
         value = float(re.match(r"attention: ([-0-9.e]+)", tip).group(1))
         assert value == pytest.approx(maps[0, 0, row, col], rel=1e-3)
     finally:
@@ -560,7 +560,7 @@ def test_item9_notebook_04_runs_clean_and_its_long_heatmap_tells_the_truth(brows
                                timeout=30_000)
         view = page.locator(".attnkit-heatmap", has_text=f"of {n}").first
         status = view.locator(".attnkit-status").text_content()
-        assert f"rows 1\u2013{n}, columns 1\u2013{n} of {n}" in status
+        assert f"rows 0\u2013{n - 1}, columns 0\u2013{n - 1} of {n}" in status
         level = int(view.get_attribute("data-level"))
         bins = 2 ** level
         assert (f"each cell the max of {bins}\u00d7{bins} token pairs" if level else "every cell one token pair") in status
@@ -574,7 +574,7 @@ def test_item9_notebook_04_runs_clean_and_its_long_heatmap_tells_the_truth(brows
         page.mouse.move(box["x"] + left + (col + 0.5) * plot / n, box["y"] + top + (row + 0.5) * plot / n)
         tip = view.locator(".attnkit-tooltip")
         tip.wait_for(state="visible")
-        assert f"(#{row + 1})" in tip.text_content() and f"(#{col + 1})" in tip.text_content()
+        assert f"(#{row})" in tip.text_content() and f"(#{col})" in tip.text_content()
     finally:
         context.close()
 

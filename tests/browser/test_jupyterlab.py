@@ -143,7 +143,7 @@ def test_tiles_keyboard_and_a_reopened_notebook(browser, lab):
         text = hm.locator(".attnkit-tooltip").text_content()
         want = float(causal_random_map(2048)[row, col])  # the same map, rebuilt here
         got = float(text.split("attention: ")[1].split("from")[0])
-        assert got == pytest.approx(want, rel=6e-4) and f"(#{row + 1})" in text
+        assert got == pytest.approx(want, rel=6e-4) and f"(#{row})" in text
 
         # Arrow keys move the FlowView slider, not the notebook's cell selection.
         lab.run_cell(page, cells, 1)

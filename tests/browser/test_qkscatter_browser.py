@@ -154,7 +154,7 @@ MOVE_AND_COMPARE = """async () => {
   c.dispatchEvent(new MouseEvent('mousedown', { clientX: cx, clientY: cy, bubbles: true, buttons: 1 }));
   for (let k = 1; k <= 12; k++) {
     window.dispatchEvent(new MouseEvent('mousemove', { clientX: cx + 3 * k, clientY: cy + 2 * k, bubbles: true, buttons: 1 }));
-    if (k % 4 === 0) c.dispatchEvent(new WheelEvent('wheel', { clientX: cx, clientY: cy, deltaY: -30, bubbles: true, cancelable: true }));
+    if (k % 4 === 0) c.dispatchEvent(new WheelEvent('wheel', { clientX: cx, clientY: cy, deltaY: -30, ctrlKey: true, bubbles: true, cancelable: true }));  // Ctrl: zoom without a click first
     await frame();
   }
   window.dispatchEvent(new MouseEvent('mouseup', { clientX: cx + 36, clientY: cy + 24, bubbles: true }));

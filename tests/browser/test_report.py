@@ -242,7 +242,7 @@ def test_attnkit_widgets_live_in_the_report(widgets_report, offline, img_dir):
     _at(page, heatmap, left + (c + 0.5) * cell, top + (r + 0.5) * cell)
     text = _tooltip(page, heatmap)
     tokens = hm["state"]["tokens"]
-    assert text.startswith("attention: ") and f"(#{r + 1})" in text and f"(#{c + 1})" in text
+    assert text.startswith("attention: ") and f"(#{r})" in text and f"(#{c})" in text
     assert tokens[r] in text and tokens[c] in text
     assert abs(_numbers(text)[0] - values[r, c]) <= 5e-4
     # zoom with the wheel: the cell under the same pixel changes; double-click fits again
@@ -375,7 +375,7 @@ def test_a_2k_token_heatmap_zooms_offline_within_what_was_embedded(long_report, 
     tip = hm.locator(".attnkit-tooltip")
     page.wait_for_function("(document.querySelector('.attnkit-heatmap .attnkit-tooltip')?.textContent ?? '').includes('here')")
     text = tip.text_content()
-    assert "exact value needs a running kernel" in text and f"(#{row + 1})" in text
+    assert "exact value needs a running kernel" in text and f"(#{row})" in text
     want = pool_square(causal_random_map(2048), 1024, "max")[row // 2, col // 2]
     got = float(re.search(r"max of 2\u00d72 here\s*([-0-9.e]+)", text).group(1))
     assert got == pytest.approx(want, rel=5e-3)

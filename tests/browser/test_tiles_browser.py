@@ -53,7 +53,7 @@ def hover_value(wp: WidgetPage, row: int, col: int) -> float:
         "() => /^attention: [-0-9.e]+from/.test(document.querySelector('#root .attnkit-tooltip')?.textContent ?? '')",
         timeout=20_000)
     text = wp.tooltip()
-    assert f"(#{row + 1})" in text and f"(#{col + 1})" in text
+    assert f"(#{row})" in text and f"(#{col})" in text
     return float(re.match(r"attention: ([-0-9.e]+)from", text).group(1))
 
 

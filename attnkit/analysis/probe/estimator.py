@@ -11,6 +11,7 @@ import pandas as pd
 from ..._compat import renamed
 from ..._progress import progress as progress_bar
 from ...data.conllu import Treebank
+from ...core import validate
 from ...errors import InputError
 from ...core.results import Result
 from .._align import check_pair
@@ -76,6 +77,11 @@ class AttentionProbe:
                  budget: int = 40000,
                  hidden: int = 256, max_distance: int = 20, seed: int = 0,
                  progress: bool = True):
+        budget = validate.size(budget, "budget")
+        max_distance = validate.size(max_distance, "max_distance")
+        seed = validate.seed(seed)
+        epochs = validate.size(epochs, "epochs")
+        hidden = validate.size(hidden, "hidden")
         self.kind = kind
         self.decode = decode
         self.epochs = epochs

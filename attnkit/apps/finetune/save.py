@@ -36,11 +36,14 @@ def clear_stale_partials(out: Path) -> None:
             os.kill(pid, 0)
             if pid != os.getpid():
                 continue
-        except (ValueError, ProcessLookupError):
+        except ValueError:
+            continue  # not a name this module gives: not ours to delete
+        except ProcessLookupError:
             pass
         except PermissionError:
             continue
-        shutil.rmtree(p, ignore_errors=True)
+        if p.is_dir() and not p.is_symlink():
+            shutil.rmtree(p, ignore_errors=True)
 
 
 def check_out(out: Path, overwrite: bool) -> None:

@@ -18,13 +18,14 @@ from typing import Any
 import numpy as np
 
 from ..._compat import renamed
+from ...core import validate
 from ...errors import CaptureError, InputError, UnsupportedModelError
 from . import alti, norm, norm_residual
 from ._arch import layer_parts
 from ._decompose import BlockDecomposition
 
 #: Every measure, in the order the docs list them.
-MEASURES = ("weights", "norm", "norm+residual", "alti", "grad×attn")
+MEASURES = validate.MEASURES
 _ALIASES = {"grad*attn": "grad×attn", "gradxattn": "grad×attn", "grad_attn": "grad×attn",
             "norm_residual": "norm+residual"}
 _BLOCK = {"norm+residual": norm_residual.norm_residual_maps, "alti": alti.alti_maps}
@@ -91,6 +92,8 @@ def n_heads(model: Any, *, measure: str = "weights") -> int:
     >>> n_heads(model, measure="norm"), n_heads(model, measure="alti")
     (4, 1)
     """
+    if not hasattr(model, "n_heads") or isinstance(model, str):
+        validate.model(model)  # says what a model is and how to load one
     return 1 if check_measure(measure=measure) in _BLOCK else int(model.n_heads)
 
 
@@ -288,6 +291,7 @@ def measure_maps(model: Any, encodings: Sequence[Any], *, measure: str = "weight
     >>> [m.shape for m in measure_maps(model, [model.encode("The cat sat.")], measure="alti")]
     [(2, 1, 6, 6)]
     """
+    validate.model(model)
     measure = check_measure(measure=measure)
     if measure == "grad×attn":
         from .grad_attn import grad_attn
@@ -300,6 +304,10 @@ def measure_maps(model: Any, encodings: Sequence[Any], *, measure: str = "weight
             f"function, but {model.name} keeps its eager attention path. Use measure='weights' "
             "or 'grad×attn'."
         )
+    if getattr(model, "family", "text") == "vision" and any(
+            "pixel_values" not in getattr(e, "meta", {}) for e in encodings):
+        raise InputError(f"encodings: {model.name} is a vision model; give it image encodings "
+                         "(model.encode(image)), not encoded text.")
     rec = MeasureRecorder(model, measure, [len(e) for e in encodings])
     try:
         model.record(encodings, [rec])

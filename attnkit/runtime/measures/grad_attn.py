@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
+from ...core import validate
 from ...core.attention import Attention
 from ..gradients import OBJECTIVES, run_gradients
 from ..objectives import auto_objective, default_kind
@@ -109,6 +110,8 @@ def grad_attn(
     >>> att.measure, att.maps.shape, att.meta["objective"]
     ('grad×attn', (2, 2, 9, 9), 'logit')
     """
+    validate.model(model)
+    seed = validate.seed(seed)
     kind = default_objective(model) if isinstance(objective, str) and objective == "auto" else objective
     name = kind if isinstance(kind, str) else getattr(kind, "__name__", "callable")
     out = []

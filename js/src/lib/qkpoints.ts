@@ -29,6 +29,14 @@ export function panelGrid(heads: number[][]): { cols: number; rows: number; cell
   return { cols, rows, cell: (i) => [i % cols, Math.floor(i / cols)] };
 }
 
+/** The matrix's panel size and the top-left corner of its grid in data coordinates: the
+ * grid is centred in [-1, 1]² (a 6 × 12 grid sits in the middle band, not the top half). */
+function frame(heads: number[][]): { g: ReturnType<typeof panelGrid>; size: number; left: number; top: number } {
+  const g = panelGrid(heads);
+  const size = 2 / Math.max(g.cols, g.rows);
+  return { g, size, left: -(g.cols * size) / 2, top: (g.rows * size) / 2 };
+}
+
 /** Positions `pts` ([n, 2] interleaved, each panel in [-1, 1]) placed in their panel of the
  * grid, each panel shrunk by `gap` on every side. The points come panel by panel: `counts[p]`
  * of them in panel p. Without counts the points stay as they are. */
@@ -45,14 +53,10 @@ export function layoutPoints(pts: Float32Array, counts: ArrayLike<number> | null
   if (total !== n || counts.length > heads.length) {
     throw new RangeError(`panel counts add up to ${total} points of ${counts.length} panels; the view has ${n} points of ${heads.length} heads`);
   }
-  const g = panelGrid(heads);
-  const size = 2 / Math.max(g.cols, g.rows);
-  const k = (size / 2) * (1 - gap);
+  const k = (frame(heads).size / 2) * (1 - gap);
   let i = 0;
   for (let p = 0; p < counts.length; p++) {
-    const [c, r] = g.cell(p);
-    const cx = -1 + size * (c + 0.5);
-    const cy = 1 - size * (r + 0.5); // first layer on top
+    const { x: cx, y: cy } = panelBox(p, heads); // first layer on top
     for (const end = i + counts[p]; i < end; i++) {
       x[i] = cx + pts[2 * i] * k;
       y[i] = cy + pts[2 * i + 1] * k;
@@ -63,11 +67,9 @@ export function layoutPoints(pts: Float32Array, counts: ArrayLike<number> | null
 
 /** The panel under data coordinates (dx, dy) of the matrix, or -1. */
 export function panelAt(dx: number, dy: number, heads: number[][]): number {
-  const g = panelGrid(heads);
-  const side = Math.max(g.cols, g.rows);
-  const size = 2 / side;
-  const c = Math.floor((dx + 1) / size);
-  const r = Math.floor((1 - dy) / size);
+  const { g, size, left, top } = frame(heads);
+  const c = Math.floor((dx - left) / size);
+  const r = Math.floor((top - dy) / size);
   for (let p = 0; p < heads.length; p++) {
     const [pc, pr] = g.cell(p);
     if (pc === c && pr === r) return p;
@@ -75,10 +77,25 @@ export function panelAt(dx: number, dy: number, heads: number[][]): number {
   return -1;
 }
 
+/** The panel whose centre is nearest to data coordinates (dx, dy) (the first of a tie), or
+ * -1 without panels: the one Enter opens, marked on the matrix. */
+export function nearestPanel(dx: number, dy: number, heads: number[][]): number {
+  let best = -1;
+  let bestD = Infinity;
+  for (let p = 0; p < heads.length; p++) {
+    const b = panelBox(p, heads);
+    const d = (b.x - dx) ** 2 + (b.y - dy) ** 2;
+    if (d < bestD - 1e-12) {
+      bestD = d;
+      best = p;
+    }
+  }
+  return best;
+}
+
 /** The centre and half-size of panel `p` (for zooming onto one head). */
 export function panelBox(p: number, heads: number[][]): { x: number; y: number; half: number } {
-  const g = panelGrid(heads);
-  const size = 2 / Math.max(g.cols, g.rows);
+  const { g, size, left, top } = frame(heads);
   const [c, r] = g.cell(p);
-  return { x: -1 + size * (c + 0.5), y: 1 - size * (r + 0.5), half: size / 2 };
+  return { x: left + size * (c + 0.5), y: top - size * (r + 0.5), half: size / 2 };
 }

@@ -189,11 +189,14 @@ export abstract class View<B extends Bundle = Bundle> {
     this.onModel("msg:custom", (content: Record<string, any>, buffers: Binary[]) => this.receive(content, buffers ?? []));
     this.onModel("comm_live_update", () => this.commCut());
     if (typeof ResizeObserver !== "undefined") {
+      // also the moment the view is put on the page: a container (an ipywidgets Box) renders
+      // its children detached, where no theme variable can be read yet
       const ro = new ResizeObserver(() => {
+        const themed = this.rereadTheme();
         if (this.measure()) {
           this.layout();
           this.redraw();
-        }
+        } else if (themed) this.redraw();
       });
       ro.observe(this.el);
       this.disposers.push(() => ro.disconnect());
@@ -229,11 +232,23 @@ export abstract class View<B extends Bundle = Bundle> {
     });
   }
 
+  /** Read the theme again; true (after themeChanged) when it differs from the one in use. */
+  private rereadTheme(): boolean {
+    if (!this.root.isConnected) return false;
+    const theme = readTheme(this.root);
+    if (JSON.stringify(theme) === JSON.stringify(this.theme)) return false;
+    this.theme = theme;
+    this.themeChanged();
+    return true;
+  }
+
   /** Called after the theme changed, before the redraw (views drop cached bitmaps here). */
   protected themeChanged(): void {}
 
   private paint(): void {
     this.draw();
+    // a tooltip describes what is under the pointer now, not before a click, a key or new data
+    if (this.hovered && this.tip.el.style.display !== "none") this.hovered.fn(this.hovered.ev);
     const n = Number(this.root.dataset.drawn ?? "0") + 1;
     this.root.dataset.drawn = String(n);
     if (n === 1) this.root.dataset.firstDrawMs = (performance.now() - this.t0).toFixed(2);
@@ -274,6 +289,30 @@ export abstract class View<B extends Bundle = Bundle> {
     target.addEventListener(type, fn, opts);
     this.disposers.push(() => target.removeEventListener(type, fn, opts));
   }
+
+  /**
+   * Hover on `target` through `fn` (it shows or hides the tooltip). The last pointer event is
+   * kept and `fn` runs again after every draw while the tooltip shows, so a click, a key, a
+   * toggle or the kernel's new data never leaves it describing what was drawn before.
+   */
+  hoverable(target: HTMLElement, fn: (ev: PointerEvent) => void): void {
+    this.listen(target, "pointermove", (e) => {
+      this.hovered = { ev: e as PointerEvent, fn };
+      fn(e as PointerEvent);
+    });
+    this.listen(target, "pointerleave", () => {
+      this.hovered = null;
+      this.tip.hide();
+    });
+  }
+
+  /** Forget the pointer and hide the tooltip (the keyboard moved the view's focus elsewhere). */
+  unhover(): void {
+    this.hovered = null;
+    this.tip.hide();
+  }
+
+  private hovered: { ev: PointerEvent; fn: (ev: PointerEvent) => void } | null = null;
 
   /** model.on, removed on teardown. */
   onModel(event: string, cb: (...args: any[]) => void): void {
@@ -322,6 +361,47 @@ export abstract class View<B extends Bundle = Bundle> {
       ev.preventDefault();
       zoom(Math.exp(-ev.deltaY * (ev.deltaMode === 1 ? 0.05 : 0.002)), ev);
     }, { passive: false });
+  }
+
+  /**
+   * For a `target` that zooms on the wheel by itself (a plotting library's canvas): the same
+   * rule as wheelZoom. Until a click inside it (or with Ctrl/⌘), wheel events are stopped on
+   * their way down (capture, on its parent) so the page scrolls on and the hint flashes.
+   */
+  wheelGate(target: HTMLElement): void {
+    const parent = target.parentElement ?? this.root;
+    const setActive = (on: boolean) => {
+      this.zoomActive = on;
+      this.root.dataset.wheel = on ? "zoom" : "";
+    };
+    this.listen(target, "pointerdown", (e) => {
+      if ((e as PointerEvent).button === 0) setActive(true);
+    });
+    this.listen(this.root, "pointerleave", () => setActive(false));
+    this.listen(target, "keydown", (e) => {
+      if ((e as KeyboardEvent).key === "Escape") setActive(false);
+    });
+    this.listen(parent, "wheel", (e) => {
+      const ev = e as WheelEvent;
+      if (ev.target !== target || this.zoomActive || ev.ctrlKey || ev.metaKey) return;
+      ev.stopPropagation(); // the target never sees it; nothing prevents the page's scroll
+      this.hint.classList.add("attnkit-hint-flash");
+      if (this.hintTimer) clearTimeout(this.hintTimer);
+      this.hintTimer = setTimeout(() => this.hint.classList.remove("attnkit-hint-flash"), 1200);
+    }, { capture: true });
+  }
+
+  /**
+   * Keep Shift + press on `target` from the notebook: JupyterLab and Notebook 7 take it as
+   * the start of a cell-range selection and then swallow every mouse move and the release
+   * (capture, on `document`), so a lasso drawn there never sees the pointer.
+   */
+  keepShiftDrag(target: HTMLElement): void {
+    for (const type of ["mousedown", "pointerdown"]) {
+      this.listen(target, type, (e) => {
+        if ((e as MouseEvent).shiftKey) e.stopPropagation();
+      });
+    }
   }
 
   private zoomActive = false;
