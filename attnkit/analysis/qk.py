@@ -191,7 +191,7 @@ def _heads(layers: list[int], n_heads: int, n_layers: int,
     if not out:
         raise InputError("heads is empty; pass (layer, head) pairs or None for every head.")
     if len(out) < len(heads):  # head_pairs drops repeats; a repeat here is a mistake
-        given = [validate.head_index(*tuple(p), n_layers, n_heads, "heads") for p in heads]
+        given = [validate.head_index(tuple(p)[0], tuple(p)[1], n_layers, n_heads, "heads") for p in heads]
         twice = sorted({x for x in given if given.count(x) > 1})
         raise InputError(f"heads names {twice} more than once; name each (layer, head) once.")
     return out
