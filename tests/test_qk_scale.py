@@ -199,7 +199,7 @@ def test_store_read_batch_by_batch_equals_items(tmp_path, monkeypatch):
             ref = sset.qk_states(int(i))
             np.testing.assert_array_equal(st.queries(1), ref.queries(1))
             assert st.tokens == ref.tokens
-    with pytest.raises(InputError, match="batch 9"):
+    with pytest.raises(InputError, match="batch 9 is outside"):
         sset.qk_batch(9)
     # the streamed store and its items as a list: the same float16 values, the same picture
     stored = ak.qk_embedding(sset, method="pca", progress=False)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..core import validate
 from ..errors import InputError
 
 #: Points (queries and keys of one head) above which ``sample="auto"`` fits on a sample.
@@ -269,11 +270,12 @@ def neighbourhood_preservation(a: np.ndarray, b: np.ndarray, *, k: int = 10, n_e
         raise InputError(f"a and b must describe the same points row for row: shapes {a.shape} "
                          f"and {b.shape}.")
     n = len(a)
-    if not 1 <= int(k) < n:
+    k = validate.integer(k, "k")
+    if not 1 <= k < n:
         raise InputError(f"k={k} must be at least 1 and below the {n} points.")
-    k = int(k)
-    rng = np.random.default_rng(seed)
-    ev = np.sort(rng.choice(n, size=min(int(n_eval), n), replace=False))
+    n_eval = validate.integer(n_eval, "n_eval", minimum=1)
+    rng = np.random.default_rng(validate.seed(seed))
+    ev = np.sort(rng.choice(n, size=min(n_eval, n), replace=False))
     na, nb = _neighbours(a, ev, k), _neighbours(b, ev, k)
     same = [len(np.intersect1d(x, y, assume_unique=True)) for x, y in zip(na, nb)]
     return float(np.mean(same) / k)

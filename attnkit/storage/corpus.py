@@ -511,9 +511,7 @@ class AttentionSet(Sequence[Attention]):
         if not self.qk_layers:
             raise InputError("This set keeps no queries and keys; extract with keep=('maps', 'qk') "
                              "and level='token'.")
-        if not 0 <= int(batch) < self.n_batches:
-            raise InputError(f"batch {batch} is outside batches 0..{self.n_batches - 1}.")
-        b = int(batch)
+        b = validate.index(batch, self.n_batches, "batch")
         data = self._backend.read_batch(b, ["positions/tokens", "positions/roles", "qk/queries", "qk/keys"])
         items = self._layout.batches[b]
         return items, [self._qk(int(i), data, b) for i in items]
