@@ -13,6 +13,8 @@ The public names, grouped by task (``attnkit.__all__`` keeps this order; each gr
 - **head analyses** (Clark et al. 2019 and beyond): :mod:`attnkit.analysis`.
 - **whether heads matter**: :func:`ablate`, :func:`patch`, :func:`knockout`,
   :func:`path_patch`, :func:`attribution_patching` (:mod:`attnkit.interventions`).
+- **heads across training**: :func:`checkpoints` (a run's checkpoints, read lazily),
+  :func:`checkpoint_scores`, :func:`crossing_steps` (:mod:`attnkit.training`).
 - **attention flows** (DeRose et al. 2020; Abnar & Zuidema 2020): :mod:`attnkit.flow`.
 - **views**: the widgets, :mod:`attnkit.plot` figures and offline reports.
 - **interop**: other tools' attention in and out.
@@ -21,7 +23,7 @@ The public names, grouped by task (``attnkit.__all__`` keeps this order; each gr
 
 # ruff: noqa: F401  (every import is re-exported: __all__ is built from GROUPS below)
 
-from . import analysis, data, errors, flow, interventions, plot
+from . import analysis, data, errors, flow, interventions, plot, training
 from .runtime import measures, seq2seq, vision
 from .apps import pipeline
 from .toys import induction as toy, tasks as toy_tasks
@@ -43,6 +45,7 @@ from .analysis import (
     right_branching_uas,
     score_attribution,
 )
+from .training import checkpoint_scores, checkpoints, crossing_steps
 from .core.attention import Attention
 from .interventions import ablate, attribution_patching, knockout, patch, path_patch
 from .storage.corpus import AttentionSet, open_store
@@ -78,6 +81,7 @@ from .apps.report import write_report
 from .core.results import HeadResult, Result
 from .version import __version__
 from .widgets import (
+    CheckpointScrubber,
     ClusterView,
     CrossView,
     FlowView,
@@ -106,10 +110,11 @@ GROUPS: dict[str, list[str]] = {
     "why heads attend": ["composition", "residual_stream", "score_attribution"],
     "whether heads matter": ["ablate", "attribution_patching", "interventions", "knockout", "patch",
                              "path_patch"],
+    "heads across training": ["checkpoint_scores", "checkpoints", "crossing_steps", "training"],
     "attention flows": ["attention_flow", "attention_graph", "compare", "compare_sets", "flow",
                         "flow_summary", "influence", "paths_between", "rollout",
                         "seq2seq_graph", "seq2seq_rollout", "subgraph_through"],
-    "views": ["ClusterView", "CrossView", "FlowView", "HeadGrid", "HeadMap", "Heatmap", "ImageAttention",
+    "views": ["CheckpointScrubber", "ClusterView", "CrossView", "FlowView", "HeadGrid", "HeadMap", "Heatmap", "ImageAttention",
               "MeasureSwitch", "QKScatter", "ScoreView", "plot", "write_report"],
     "interop": ["from_bertviz", "from_nnsight", "from_transformer_lens", "from_transformers",
                 "to_bertviz", "to_circuitsvis"],

@@ -101,3 +101,9 @@ class CaptureError(AttnkitError):
 class InputTooLongError(InputError):
     """An input has more tokens than the model has positions, where attnkit refuses to
     truncate it silently (lazy and long-context capture)."""
+
+
+class CheckpointError(AttnkitError):
+    """A series of training checkpoints could not be read (:func:`attnkit.checkpoints`): an
+    empty folder, checkpoints of different architectures, a checkpoint without a step, or
+    weights that cannot be read; the message names the checkpoint and says what to do."""

@@ -13,6 +13,8 @@ DATA = {
     "attentions", "gold", "other", "model", "inputs", "item", "graph", "a", "b", "nodes",
     "maps", "tokens", "roles", "data", "embedding", "distances", "stats", "path", "split",
     "name_or_path", "notebook", "out", "n", "length", "hf_model", "tokenizer", "kind",
+    # the checkpoints of one training run (attnkit.checkpoints), and one step of them
+    "series", "step",
     # what a reader or a model's low-level step works on: one head, one block, one batch
     "layer", "head", "rows", "cols", "size", "reduce", "layers", "encodings", "encoding",
     "ids", "batch", "recorders", "word_ids", "words",
@@ -50,12 +52,14 @@ BUILT_BY_ATTNKIT = {
     "MeasureRecorder",
     # what interventions measure, built by attnkit.interventions.loss(), kl(), ...
     "Metric",
+    # a run's checkpoints (attnkit.checkpoints) and the scores over them (checkpoint_scores)
+    "Checkpoint", "CheckpointSeries", "SeriesResult",
 }
 
 
 #: Subpackages that docs and notebooks reach as ``ak.<sub>.``: exported with the package, and
 #: their public names (``__all__``) follow the contract like the package's own.
-SUBPACKAGES = ("analysis", "data", "flow", "interventions", "measures", "plot")
+SUBPACKAGES = ("analysis", "data", "flow", "interventions", "measures", "plot", "training")
 
 
 def _public():

@@ -266,3 +266,28 @@ def test_python_dash_m_still_works():
     out = subprocess.run([sys.executable, "-m", "attnkit.apps.finetune", "--help"], capture_output=True,
                          text=True, check=True).stdout
     assert out.startswith("usage: attnkit finetune") and "--freeze-layers" in out
+
+
+def test_checkpoints_of_a_fine_tune(tmp_path):
+    """checkpoint_every writes the Trainer layout; ak.checkpoints reads the run, the last
+    checkpoint is the fine-tuned classifier to the bit, and the losses are the history's."""
+    import torch
+
+    data = rule_data()
+    res = ak.finetune(tiny(), data, epochs=1, batch_size=8, checkpoint_every=3,
+                      checkpoint_dir=tmp_path / "ckpt", progress=False)
+    series = ak.checkpoints(tmp_path / "ckpt")
+    assert series.steps == [0, 3, 4]  # 32 items in batches of 8: 4 steps
+    np.testing.assert_array_equal(series.losses[1:], res.history["loss"].to_numpy()[[2, 3]])
+    last = series[-1].load(device="cpu")
+    assert type(last.hf).__name__ == "BertForSequenceClassification"
+    for (name, a), b in zip(res.model.hf.state_dict().items(), last.hf.state_dict().values()):
+        assert torch.equal(a, b), name
+    first = series[0].load(device="cpu")
+    assert not all(torch.equal(a, b) for a, b in zip(first.hf.state_dict().values(),
+                                                     last.hf.state_dict().values()))
+    with pytest.raises(InputError, match="checkpoint_every and checkpoint_dir go together"):
+        ak.finetune(tiny(), data, epochs=1, checkpoint_every=3, progress=False)
+    with pytest.raises(InputError, match="not empty"):
+        ak.finetune(tiny(), data, epochs=1, checkpoint_every=3, checkpoint_dir=tmp_path / "ckpt",
+                    progress=False)

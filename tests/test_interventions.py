@@ -97,6 +97,62 @@ def test_logprob_logit_diff_kl_class_logit_known_values():
     assert float(ak.interventions.class_logit(label=0)(cls, cctx)[0]) == 0.0
 
 
+def test_class_margin_is_the_reference_decisions_lead():
+    ref = torch.tensor([[0.0, 2.0, 1.0], [3.0, 0.0, 0.0], [0.0, 0.0, 5.0]])
+    ctx = Context(torch.zeros(3, 1), torch.ones(3, 1), [1, 1, 1], ref, False)
+    out = torch.tensor([[0.0, 1.0, 1.5], [2.0, 0.5, -1.0], [4.0, -2.0, 1.0]])
+    # decisions 1, 0, 2: 1.0 - 1.5, 2.0 - 0.5, 1.0 - 4.0
+    assert_close(ak.interventions.class_margin()(out, ctx).numpy(), [-0.5, 1.5, -3.0], F32)
+    with pytest.raises(InputError, match="at least two classes"):
+        ak.interventions.class_margin()(torch.zeros(3, 1), ctx)
+
+
+def test_class_margin_through_ablate_on_a_classifier():
+    model = tiny_model("bert-cls")
+    texts = ["The cat sat.", "We read a book today."]
+    r = ak.ablate(model, texts, metric=ak.interventions.class_margin(), progress=False)
+    b = hooks.batch(model, texts)
+    with torch.no_grad():
+        top2 = model.hf(**b.kwargs).logits.double().topk(2, dim=-1).values
+    expected = float((top2[:, 0] - top2[:, 1]).mean())
+    assert_close(r.meta["baseline"], expected, F32_DEEP)
+    assert r.meta["baseline"] > 0
+    assert r.table.shape == (model.n_layers * model.n_heads, 2)
+
+
+def test_pair_similarity_pairs_inputs_two_by_two_and_ignores_padding():
+    # pair 0: pooled (1, 0) and (1, 1) -> cos 1/sqrt(2); pair 1: (0, 2) and (0, -3) -> -1
+    h = torch.tensor([[[1.0, 0.0], [1.0, 0.0]],
+                      [[1.0, 1.0], [9.0, -9.0]],      # second position is padding
+                      [[0.0, 1.0], [0.0, 3.0]],
+                      [[0.0, -3.0], [5.0, 5.0]]])     # padding again
+    mask = torch.tensor([[1, 1], [1, 0], [1, 1], [1, 0]])
+    ctx = Context(torch.zeros(4, 2), mask, [2, 1, 2, 1], h, False)
+    got = ak.interventions.pair_similarity()(h, ctx).numpy()
+    assert_close(got, [2 ** -0.5] * 2 + [-1.0] * 2, F32)
+    # two copies of the same two inputs (copy-major rows): each copy pairs its own rows
+    h2 = torch.cat([h[:2], h[:2]])
+    ctx2 = Context(torch.zeros(4, 2), mask[:2].repeat(2, 1), [2, 1, 2, 1], h2, False, items=2)
+    assert_close(ak.interventions.pair_similarity()(h2, ctx2).numpy(), [2 ** -0.5] * 4, F32)
+    odd = Context(torch.zeros(3, 2), mask[:3], [2, 1, 2], h[:3], False)
+    with pytest.raises(InputError, match="even number of inputs"):
+        ak.interventions.pair_similarity()(h[:3], odd)
+
+
+def test_pair_similarity_through_ablate_matches_separate_encodings():
+    model = tiny_model("bert")
+    texts = ["The cat sat.", "A cat sat down.", "We read.", "They read a book."]
+    r = ak.ablate(model, texts, metric=ak.interventions.pair_similarity(), progress=False)
+    pooled = []
+    for t in texts:
+        b = hooks.batch(model, [t])
+        with torch.no_grad():
+            pooled.append(model.base(**b.kwargs).last_hidden_state[0].double().mean(0))
+    cos = [float(torch.nn.functional.cosine_similarity(pooled[i], pooled[i + 1], dim=0))
+           for i in (0, 2)]
+    assert_close(r.meta["baseline"], np.mean(cos), F32_DEEP)
+
+
 def test_metric_errors_name_the_input():
     model = tiny_model("gpt2")
     with pytest.raises(InputError, match="token"):

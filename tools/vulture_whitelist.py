@@ -5,6 +5,7 @@
 _.Attention
 _.AttentionProbe
 _.AttentionSet
+_.CheckpointScrubber
 _.ClusterView
 _.CrossView
 _.Document
@@ -30,10 +31,13 @@ _.attention_flow
 _.attention_graph
 _.attention_importance
 _.attribution_patching
+_.checkpoint_scores
+_.checkpoints
 _.compare
 _.compare_sets
 _.composition
 _.coref_heads
+_.crossing_steps
 _.data
 _.embed_heads
 _.errors
@@ -80,6 +84,7 @@ _.to_bertviz
 _.to_circuitsvis
 _.toy
 _.toy_tasks
+_.training
 _.vision
 _.write_report
 
@@ -118,7 +123,9 @@ _.head_counts_b
 _.head_max
 _.head_share
 _.heads
+_.icl
 _.image
+_.index
 _.influence_a
 _.influence_b
 _.key_positions
@@ -126,6 +133,9 @@ _.label_name
 _.layer
 _.layered
 _.layers
+_.loss
+_.loss_name
+_.maps
 _.matrix
 _.measure
 _.metric
@@ -156,6 +166,7 @@ _.overview_max
 _.overview_mean
 _.panel_heads
 _.panels
+_.playing
 _.points
 _.pyramid
 _.query
@@ -185,6 +196,7 @@ _.size
 _.size_cols
 _.source
 _.source_tokens
+_.steps
 _.target_tokens
 _.threshold
 _.threshold_note

@@ -11,11 +11,12 @@
 
 from .ablate import HOW, ablate
 from .attribution import attribution_agreement, attribution_patching
-from .metrics import Metric, class_logit, custom, kl, logit_diff, logprob, loss, projection
+from .metrics import (Metric, class_logit, class_margin, custom, kl, logit_diff, logprob, loss,
+                      pair_similarity, projection)
 from .knockout import knockout
 from .patch import GRAINS, patch
 from .path import VIA, path_patch
 
 __all__ = ["GRAINS", "HOW", "VIA", "Metric", "ablate", "attribution_agreement", "attribution_patching",
-           "class_logit", "custom", "kl", "knockout", "logit_diff", "logprob", "loss", "patch",
-           "path_patch", "projection"]
+           "class_logit", "class_margin", "custom", "kl", "knockout", "logit_diff", "logprob", "loss",
+           "pair_similarity", "patch", "path_patch", "projection"]

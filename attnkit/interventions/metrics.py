@@ -460,6 +460,82 @@ def class_logit(*, label: Any = None) -> Metric:
     return Metric("class_logit" + ("" if lab is None else f"({lab})"), fn, "classes")
 
 
+def class_margin() -> Metric:
+    """A sequence classifier's decision margin: the logit of the class the reference run
+    predicts for each input minus the largest logit of the other classes.
+
+    Positive while the input keeps its reference decision; ablating a head the decision
+    depends on lowers it whichever class was predicted (a fixed logit difference would let
+    the effects on the two classes cancel in the mean).
+
+    Returns
+    -------
+    Metric
+
+    Examples
+    --------
+    >>> import torch
+    >>> from attnkit.interventions.metrics import Context, class_margin
+    >>> ref = torch.tensor([[0.0, 2.0, 1.0], [3.0, 0.0, 0.0]])   # predicts classes 1 and 0
+    >>> ctx = Context(torch.zeros(2, 1), torch.ones(2, 1), [1, 1], ref, False)
+    >>> class_margin()(torch.tensor([[0.0, 1.0, 1.5], [2.0, 0.5, -1.0]]), ctx).tolist()
+    [-0.5, 1.5]
+    """
+    def fn(output: Any, ctx: Context) -> Any:
+        if output.dim() != 2 or output.shape[1] < 2:
+            raise InputError("class_margin() reads a sequence classifier's logits [inputs, classes] "
+                             f"with at least two classes; the model's output has shape "
+                             f"{tuple(output.shape)}.")
+        x = _up(output)
+        idx = ctx.reference.argmax(-1)[:, None]
+        own = x.gather(-1, idx)[:, 0]
+        return own - x.scatter(-1, idx, float("-inf")).amax(-1)
+
+    return Metric("class_margin", fn, "classes")
+
+
+def pair_similarity() -> Metric:
+    """For a bare sentence encoder given sentences two by two (inputs ``2i`` and ``2i + 1``
+    form pair ``i``): the cosine similarity of the pair's mean-pooled embeddings, the score a
+    sentence encoder such as all-MiniLM-L6-v2 is trained to make high for paraphrases. Both
+    inputs of a pair get the pair's value.
+
+    Returns
+    -------
+    Metric
+
+    Raises
+    ------
+    InputError
+        (When computed) for an odd number of inputs.
+
+    Examples
+    --------
+    >>> import attnkit as ak
+    >>> from attnkit.testing import tiny_model
+    >>> r = ak.ablate(tiny_model("bert"), ["The cat sat.", "A cat sat."],
+    ...               metric=ak.interventions.pair_similarity(), progress=False)
+    >>> r.meta["metric"], -1.0 <= r.meta["baseline"] <= 1.0
+    ('pair_similarity', True)
+    """
+    def fn(output: Any, ctx: Context) -> Any:
+        import torch
+
+        if output.dim() != 3:
+            raise InputError("pair_similarity() reads a bare encoder's hidden states [inputs, tokens, "
+                             f"d]; the model's output has shape {tuple(output.shape)}.")
+        if ctx.items % 2:
+            raise InputError(f"inputs: pair_similarity() compares inputs two by two (2i with 2i + 1); "
+                             f"give an even number of inputs, not {ctx.items}.")
+        mask = ctx.attention_mask[..., None].to(pooled_dtype(output))
+        pooled = (_up(output) * mask).sum(1) / mask.sum(1).clamp(min=1.0)
+        pairs = pooled.reshape(-1, 2, pooled.shape[-1])
+        cos = torch.nn.functional.cosine_similarity(pairs[:, 0], pairs[:, 1], dim=-1, eps=1e-12)
+        return cos.repeat_interleave(2)
+
+    return Metric("pair_similarity", fn, "hidden")
+
+
 def projection() -> Metric:
     """For a bare encoder: the length of the mean-pooled embedding along the reference run's
     embedding direction, ``⟨e(x), e_ref / ‖e_ref‖⟩`` (as

@@ -3,6 +3,7 @@
 One submodule per family of figures; the public functions are re-exported here.
 """
 
+from .checkpoints import plot_checkpoint_scores
 from .attention import plot_cluster_scatter, plot_head_grid, plot_head_map, plot_heatmap
 from .coref import plot_coref_accuracy, plot_coref_heads
 from .faithfulness import plot_faithfulness
@@ -15,6 +16,7 @@ from .stats import plot_entropy, plot_head_clusters, plot_importance, plot_speci
 
 __all__ = [
     "head_stats_figures",
+    "plot_checkpoint_scores",
     "plot_cluster_scatter",
     "plot_comparison",
     "plot_coref_accuracy",

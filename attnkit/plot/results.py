@@ -12,6 +12,7 @@ from typing import Any
 
 from ..core.results import FIGURES
 from .attention import plot_head_map
+from .checkpoints import plot_checkpoint_scores
 from .common import figure_axes
 from .coref import plot_coref_heads
 from .faithfulness import plot_faithfulness
@@ -73,10 +74,13 @@ def _table_bars(result: Any, ax: Any = None, **options: Any) -> Any:
 
 def _patching(result: Any, ax: Any = None, value: str | None = None, **options: Any) -> Any:
     return plot_patching(result, value=value, ax=ax, **options)
+def _checkpoint_scores(result: Any, ax: Any = None, value: str | None = None, **options: Any) -> Any:
+    return plot_checkpoint_scores(result, value=value, ax=ax, **options)
 
 
 # Result kind -> ``draw(result, ax=None, **options) -> Figure``.
 FIGURES.update({
+    "checkpoint_scores": _checkpoint_scores,
     "comparison": _comparison,
     "coref_heads": _coref_heads,
     "faithfulness": _faithfulness,

@@ -113,7 +113,7 @@ def _cancel(client: Any, futures: list) -> None:
         client.cancel(futures)
 
 
-def _cluster_call(what: str, fn: Callable[[], Any]) -> Any:
+def cluster_call(what: str, fn: Callable[[], Any]) -> Any:
     """Run a client call; comm failures become ClusterError, attnkit errors pass through."""
     from concurrent.futures import CancelledError
 
@@ -204,7 +204,7 @@ class _ClusterRunner:
         else:
             key, spec, obj = model_fingerprint(model)[:16], None, model
         name = f"attnkit-model-{key}"
-        have = _cluster_call("Registering the model", lambda: self.client.run_on_scheduler(
+        have = cluster_call("Registering the model", lambda: self.client.run_on_scheduler(
             _scheduler_plugins))
         if name in have:
             return name
@@ -212,7 +212,7 @@ class _ClusterRunner:
 
         plugin = ModelPlugin(name, spec, obj)
         try:
-            _cluster_call("Loading the model on the workers",
+            cluster_call("Loading the model on the workers",
                           lambda: self.client.register_plugin(plugin, name=name))
         except AttnkitError as exc:
             self._unregister(name)
@@ -256,7 +256,7 @@ class _ClusterRunner:
                 out[f.key] = f.result()
             return [e for f in futures for e in out[f.key]], info_f.result()
 
-        return _cluster_call("Tokenizing on the workers", go)
+        return cluster_call("Tokenizing on the workers", go)
 
     def run(self, todo: list[int], encs: list[list], spec: BatchSpec, *, dest: Destination,
             on_done: Callable[[int], None]) -> None:
@@ -289,7 +289,7 @@ class _ClusterRunner:
                 _cancel(self.client, futures)
                 raise
 
-        _cluster_call("Extraction on the cluster", go)
+        cluster_call("Extraction on the cluster", go)
 
 
 def _scheduler_plugins(dask_scheduler: Any = None) -> list[str]:
@@ -536,7 +536,7 @@ def _run_tasks(client: Any, task: Callable, blocks: list, fn: Callable, progress
                 b.close()
             return [r for f in futures for r in done[f.key]]
 
-        return _cluster_call("A reduction on the cluster", go)
+        return cluster_call("A reduction on the cluster", go)
     finally:
         if owned:
             client.close()

@@ -119,6 +119,9 @@ def train_induction_model(
     lr: float = 3e-3,
     max_positions: int = 2048,
     seed: int = 0,
+    layers: int = 2,
+    checkpoint_every: int | None = None,
+    out: str | Path | None = None,
     progress: bool = True,
 ) -> Model:
     """Train a 2-layer attention-only decoder on repeated random tokens.
@@ -130,7 +133,8 @@ def train_induction_model(
     sooner and more reliably), then stays. The loss is the cross-entropy of the tokens of the
     second copy that can be predicted (all but its first), so the only way to lower it is to
     look back at the first copy: the model forms previous-token heads in layer 1 and
-    induction heads in layer 2. AdamW (weight decay 0.01) at a constant ``lr``, so a shorter
+    induction heads in layer 2 (``layers=1`` trains the one-layer variant, which cannot form
+    induction heads: a control, Olsson et al. 2022). AdamW (weight decay 0.01) at a constant ``lr``, so a shorter
     run is the start of a longer one.
 
     The model is transformers' ``LlamaForCausalLM`` (rotary positions, RMSNorm, untied
@@ -164,6 +168,20 @@ def train_induction_model(
     seed : int
         Seed of the initial weights and of the training data (the global torch RNG is left
         as it was).
+    layers : int
+        Attention layers (``1`` or more; the default 2 is the smallest model with induction
+        heads).
+    checkpoint_every : int, optional
+        Also write the model every this many steps into ``out``, in the layout of
+        transformers' ``Trainer``: ``out/checkpoint-<step>/`` with ``config.json``, the
+        weights (``model.safetensors``), the tokenizer and ``trainer_state.json``
+        (``global_step`` and the training loss of every step so far in ``log_history``).
+        ``checkpoint-0`` holds the initial weights and the last step is always written, so
+        :func:`attnkit.checkpoints` ``(out)`` reads the run. Checkpointing changes nothing
+        in the training (the same weights with or without it).
+    out : str or Path, optional
+        The folder for the checkpoints (created; it must not exist or be empty, so nothing
+        is overwritten). Needed with ``checkpoint_every``.
     progress : bool
         Show a progress bar over the steps.
 
@@ -171,14 +189,16 @@ def train_induction_model(
     -------
     Model
         The trained model, ready for ``model.attend``. ``model.config.attnkit_toy`` records
-        the recipe, the training time (wall and CPU seconds, torch threads), the loss and accuracy of the
+        the recipe, the training time (wall and CPU seconds, torch threads; writing
+        checkpoints is counted apart, ``checkpoint_seconds``), the loss and accuracy of the
         training batches every 50 steps (``history``: ``[step, loss, accuracy]``), and the
         accuracy of :func:`induction_accuracy` on fresh inputs of several lengths.
 
     Raises
     ------
     InputError
-        When an option is out of range.
+        When an option is out of range, ``checkpoint_every`` comes without ``out`` (or
+        ``out`` without it), or ``out`` is a file or a folder that is not empty.
 
     Examples
     --------
@@ -191,11 +211,21 @@ def train_induction_model(
     (2, 2, True)
     >>> model.attend("dat dif dat dif").tokens
     ['<bos>', 'dat', 'dif', 'dat', 'dif']
+
+    With checkpoints every 2 steps (read back with :func:`attnkit.checkpoints`):
+
+    >>> import tempfile, attnkit as ak
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     _ = train_induction_model(vocab_size=16, hidden=16, start_length=8, max_length=8,
+    ...                               steps=3, checkpoint_every=2, out=d, progress=False)
+    ...     ak.checkpoints(d).steps
+    [0, 2, 3]
     """
     import torch
     import transformers as tf
 
     from .._progress import progress as progress_bar
+    from ..runtime.checkpoint import checkpoint_folder, write_checkpoint
     from ..runtime.model import Model
 
     if not 2 <= min_length <= start_length <= max_length <= vocab_size:
@@ -213,11 +243,14 @@ def train_induction_model(
             "steps and ramp_steps must be >= 0, and tokens_per_step and max_positions at least "
             f"2 * max_length + 1 = {2 * max_length + 1}."
         )
+    if not isinstance(layers, int) or layers < 1:
+        raise InputError(f"layers must be a whole number >= 1; got {layers!r}.")
+    folder = checkpoint_folder(checkpoint_every, out)
     tokenizer = toy_tokenizer(vocab_size, max_positions=max_positions)
     n_special = len(SPECIALS)
     config = tf.LlamaConfig(
         vocab_size=vocab_size + n_special, hidden_size=hidden, intermediate_size=1,
-        num_hidden_layers=2, num_attention_heads=heads, num_key_value_heads=heads,
+        num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=heads,
         max_position_embeddings=max_positions, bos_token_id=0, pad_token_id=1,
         eos_token_id=None, tie_word_embeddings=False,
     )
@@ -236,6 +269,16 @@ def train_induction_model(
     hf.train()
     history: list[list[float]] = []
     loss_value = float("nan")
+    recipe = {"vocab_size": vocab_size, "hidden": hidden, "heads": heads, "layers": layers,
+              "min_length": min_length, "start_length": start_length,
+              "max_length": max_length, "ramp_steps": ramp_steps,
+              "tokens_per_step": tokens_per_step, "steps": steps, "lr": lr,
+              "max_positions": max_positions, "seed": seed}
+    losses: list[dict[str, float]] = []  # trainer_state.json's log_history: one entry a step
+    saving = 0.0  # seconds spent writing checkpoints: not training time
+    if folder is not None:
+        write_checkpoint(hf, tokenizer, folder, 0, max_steps=steps, log_history=losses,
+                         extra={"attnkit_toy": {"recipe": recipe}})
     start, cpu = time.perf_counter(), time.process_time()
     bar = progress_bar(show=progress, total=steps, desc="training induction model", unit="step")
     try:
@@ -253,6 +296,13 @@ def train_induction_model(
             loss.backward()
             opt.step()
             loss_value = loss.item()
+            losses.append({"step": step + 1, "loss": loss_value})
+            if folder is not None and checkpoint_every and (
+                    (step + 1) % checkpoint_every == 0 or step + 1 == steps):
+                saved = time.perf_counter()
+                write_checkpoint(hf, tokenizer, folder, step + 1, max_steps=steps,
+                                 log_history=losses, extra={"attnkit_toy": {"recipe": recipe}})
+                saving += time.perf_counter() - saved
             bar.update(1)
             if step % 50 == 0 or step == steps - 1:
                 acc = float((logits.detach().argmax(-1) == target).float().mean())
@@ -260,19 +310,16 @@ def train_induction_model(
                 bar.set_postfix(loss=f"{loss_value:.3f}", acc=f"{acc:.2f}", refresh=False)
     finally:
         bar.close()
-    seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
-    model = Model(hf, tokenizer, name="toy-induction-2l")
+    seconds, cpu = time.perf_counter() - start - saving, time.process_time() - cpu - saving
+    model = Model(hf, tokenizer, name=f"toy-induction-{layers}l")
     lengths = sorted({min(max_length, 16), max_length // 4, max_length, min(vocab_size, 2 * max_length)})
     accuracy = {str(k): round(induction_accuracy(model, length=k, n=8, seed=seed + 1), 4)
                 for k in lengths if k >= 2}
     hf.config.attnkit_toy = {
-        "recipe": {"vocab_size": vocab_size, "hidden": hidden, "heads": heads,
-                   "min_length": min_length, "start_length": start_length,
-                   "max_length": max_length, "ramp_steps": ramp_steps,
-                   "tokens_per_step": tokens_per_step, "steps": steps, "lr": lr,
-                   "max_positions": max_positions, "seed": seed},
+        "recipe": recipe,
         "train_seconds": round(seconds, 2),
         "train_cpu_seconds": round(cpu, 2),
+        "checkpoint_seconds": round(saving, 2),
         "torch_threads": torch.get_num_threads(),
         "torch_version": torch.__version__,
         "final_loss": loss_value,

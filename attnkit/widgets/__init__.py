@@ -1,5 +1,5 @@
 """anywidget views: Heatmap, HeadGrid, HeadMap, ClusterView, FlowView, QKScatter, ScoreView,
-ImageAttention, CrossView (front end in js/)."""
+ImageAttention, CrossView, CheckpointScrubber (front end in js/)."""
 
 from ..core.results import VIEWS
 from .cluster import ClusterView
@@ -12,10 +12,11 @@ from .image import ImageAttention
 from .measures import MeasureSwitch
 from .qkscatter import QKScatter
 from .score import ScoreView
+from .scrubber import CheckpointScrubber, scrubber_view
 
-__all__ = ["ClusterView", "CrossView", "FlowView", "HeadGrid", "HeadMap", "Heatmap", "ImageAttention", "MeasureSwitch",
+__all__ = ["CheckpointScrubber", "ClusterView", "CrossView", "FlowView", "HeadGrid", "HeadMap", "Heatmap", "ImageAttention", "MeasureSwitch",
            "QKScatter", "ScoreView"]
 
 # How ``Result.widget()`` draws a result that names its view (the core never imports a view).
-VIEWS.update({"composition": composition_map, "head_map": head_result_map, "qk_scatter": QKScatter,
+VIEWS.update({"checkpoint_scrubber": scrubber_view, "composition": composition_map, "head_map": head_result_map, "qk_scatter": QKScatter,
               "score": ScoreView})

@@ -23,10 +23,11 @@ from .heatmap import Heatmap
 from .image import ImageAttention
 from .qkscatter import QKScatter
 from .score import ScoreView
+from .scrubber import CheckpointScrubber
 
 #: The widgets with a bundle of their own, in the order they are built.
 WIDGETS: tuple[type[AttnkitWidget], ...] = (Heatmap, HeadGrid, HeadMap, ClusterView, FlowView, ScoreView,
-                                           QKScatter, ImageAttention, CrossView)
+                                           QKScatter, ImageAttention, CrossView, CheckpointScrubber)
 
 
 def synced_traits(cls: type[AttnkitWidget]) -> list[str]:

@@ -35,6 +35,7 @@ def run(args: argparse.Namespace) -> int:
                    out=args.out, seed=args.seed, freeze_layers=args.freeze_layers,
                    weight_decay=args.weight_decay, warmup=args.warmup,
                    eval_each_epoch=args.eval_each_epoch, overwrite=args.overwrite,
+                   checkpoint_every=args.checkpoint_every, checkpoint_dir=args.checkpoint_dir,
                    progress=not args.no_progress)
     summary = res.summary()
     summary["eval_split"] = (f"holdout {args.holdout} of {args.train_split}" if args.holdout
@@ -75,6 +76,11 @@ def add_parser(sub: Any) -> None:
                    help="torch.set_num_threads (default: torch's)")
     f.add_argument("--out", default=None, help="folder to save the fine-tuned model into")
     f.add_argument("--overwrite", action="store_true")
+    f.add_argument("--checkpoint-every", type=int, default=None,
+                   help="also write a checkpoint-<step> folder every this many steps "
+                   "(read them with attnkit.checkpoints); needs --checkpoint-dir")
+    f.add_argument("--checkpoint-dir", default=None,
+                   help="a new or empty folder for the checkpoints")
     f.add_argument("--no-progress", action="store_true")
     f.set_defaults(func=run)
 

@@ -201,6 +201,8 @@ def finetune(
     warmup: float = 0.1,
     eval_each_epoch: bool = False,
     overwrite: bool = False,
+    checkpoint_every: int | None = None,
+    checkpoint_dir: str | Path | None = None,
     progress: bool = True,
 ) -> FinetuneResult:
     """Fine-tune a copy of ``model`` with a classification head on ``inputs``; score on
@@ -243,6 +245,15 @@ def finetune(
         Also score ``evaluate_on`` after every full epoch (``result.epochs_eval``).
     overwrite : bool
         Replace an existing ``out`` folder written by finetune.
+    checkpoint_every : int, optional
+        Also write the classifier every this many steps into ``checkpoint_dir`` in the layout
+        of transformers' ``Trainer`` (``checkpoint-<step>/``: config, weights, tokenizer and
+        ``trainer_state.json`` with the training loss of every step so far);
+        ``checkpoint-0`` is the classifier before training and the last step is always
+        written, so :func:`attnkit.checkpoints` ``(checkpoint_dir)`` reads the run.
+    checkpoint_dir : str or Path, optional
+        The folder of the checkpoints (created; it must not exist or be empty). Needed with
+        ``checkpoint_every``.
     progress : bool
         Show progress bars over steps and evaluation.
 
@@ -256,8 +267,8 @@ def finetune(
     ------
     InputError
         When ``inputs``/``evaluate_on`` are not labelled GlueDatasets with the same labels, an
-        option is out of range, or ``out`` exists (and is not a finetune folder, or
-        ``overwrite`` is off).
+        option is out of range, ``out`` exists (and is not a finetune folder, or
+        ``overwrite`` is off), or ``checkpoint_dir`` is not new or empty.
 
     Examples
     --------
@@ -298,6 +309,9 @@ def finetune(
     out_path = Path(out).expanduser() if out is not None else None
     if out_path is not None:
         check_out(out_path, overwrite)  # fail before training, not after
+    from ...runtime.checkpoint import checkpoint_folder, write_checkpoint
+
+    ckpt = checkpoint_folder(checkpoint_every, checkpoint_dir, name="checkpoint_dir")
     params = dict(epochs=epochs, max_items=max_items, lr=lr, max_length=max_length,
                   batch_size=batch_size, seed=seed, freeze_layers=freeze_layers,
                   weight_decay=weight_decay, warmup=warmup, base_model=model.name,
@@ -341,6 +355,18 @@ def finetune(
     n_dev_evals = 0
     bar = progress_bar(show=progress, total=total, unit="step",
                        desc=f"fine-tune {model.name} on {train.task or 'data'}")
+    logged: list[dict[str, Any]] = []  # trainer_state.json's log_history
+
+    saving = [0.0]  # seconds spent writing checkpoints: not training time
+
+    def checkpoint(at: int) -> None:
+        if ckpt is not None:
+            t0 = time.perf_counter()
+            write_checkpoint(clf, model.tokenizer, ckpt, at, max_steps=total, log_history=logged,
+                             extra={"attnkit_finetune": dict(params)})
+            saving[0] += time.perf_counter() - t0
+
+    checkpoint(0)
     t_train = time.perf_counter()
     step = 0
     try:
@@ -359,6 +385,10 @@ def finetune(
                 history.append({"epoch": epoch, "step": step, "loss": float(loss.detach()),
                                 "lr": float(sched.get_last_lr()[0])})
                 step += 1
+                logged.append({"step": step, "loss": history[-1]["loss"],
+                               "learning_rate": history[-1]["lr"]})
+                if ckpt is not None and checkpoint_every and (step % checkpoint_every == 0 or step == total):
+                    checkpoint(step)
                 bar.update(1)
                 bar.set_postfix(loss=f"{np.mean([h['loss'] for h in history[-20:]]):.3f}")
             epoch += 1
@@ -370,7 +400,7 @@ def finetune(
                 evals.append({"epoch": epoch, "accuracy": acc, "f1": f1})
     finally:
         bar.close()
-    train_seconds = time.perf_counter() - t_train - eval_seconds
+    train_seconds = time.perf_counter() - t_train - eval_seconds - saving[0]
 
     preds = None
     acc = f1 = maj = maj_f1 = float("nan")

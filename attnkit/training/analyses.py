@@ -1,0 +1,381 @@
+"""Analyses over a series of checkpoints: heads matched by ``(layer, head)`` across training.
+
+:func:`checkpoint_scores` runs fixed inputs through every checkpoint of a
+:class:`~attnkit.training.series.CheckpointSeries`, one model at a time, and returns one
+table indexed by ``(step, layer, head)`` of :func:`attnkit.head_scores` (and, on request,
+:func:`attnkit.head_stats`), with a per-step table beside it: the training loss, the loss on
+the inputs and the in-context learning score of Olsson et al. (2022), the loss of a token
+late in the context minus the loss of one early in it. :func:`crossing_steps` reads off the
+step at which each head's score first passes a level.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+from .._progress import progress as progress_bar
+from ..analysis.composition import composition as head_composition
+from ..analysis.heads import HEAD_KINDS, head_scores
+from ..analysis.stats import head_stats
+from ..core.results import HeadResult, Result
+from ..errors import InputError
+from .series import Checkpoint, CheckpointSeries, check_shape
+
+if TYPE_CHECKING:
+    from ..runtime.model import Model
+
+#: Columns of :attr:`SeriesResult.steps`, one row per checkpoint.
+STEP_COLUMNS = ("training_loss", "loss", "early_loss", "late_loss", "icl")
+
+
+class SeriesResult(Result):
+    """Per-head scores at every checkpoint of a series (made by :func:`checkpoint_scores`).
+
+    ``table`` is indexed by ``(step, layer, head)`` (layers and heads 0-indexed); ``steps``
+    is indexed by ``step`` with the columns of :data:`STEP_COLUMNS`; ``maps`` (or None) holds
+    the first input's attention at every checkpoint, float16 ``[step, layer, head, query,
+    key]`` (rows are *from*, columns *to*), and ``tokens`` its tokens; ``composition`` (or
+    None) the Q-, K- and V-composition of every pair of heads at every step, indexed by
+    ``(step, source_layer, source_head, target_layer, target_head)``.
+    """
+
+    steps: pd.DataFrame
+    maps: np.ndarray | None
+    tokens: list[str]
+    composition: pd.DataFrame | None
+
+    def at(self, step: int) -> HeadResult:
+        """The per-head table at one checkpoint.
+
+        Parameters
+        ----------
+        step : int
+            A step of the series (``result.steps.index``).
+
+        Returns
+        -------
+        HeadResult
+            Indexed by ``(layer, head)``; the same columns as :attr:`table`.
+
+        Raises
+        ------
+        InputError
+            When the series has no checkpoint at ``step``.
+
+        Examples
+        --------
+        >>> import tempfile, attnkit as ak
+        >>> from attnkit.toys.induction import train_induction_model
+        >>> with tempfile.TemporaryDirectory() as d:
+        ...     final = train_induction_model(vocab_size=16, hidden=16, start_length=8,
+        ...                                   max_length=8, steps=2, checkpoint_every=1, out=d,
+        ...                                   progress=False)
+        ...     inputs = ak.induction_inputs(final, 2, 8, seed=0)
+        ...     r = ak.checkpoint_scores(ak.checkpoints(d), inputs, early=2, late=12,
+        ...                              progress=False)
+        >>> r.at(2).n_layers, list(r.at(2).columns)
+        (2, ['sink', 'previous', 'induction', 'duplicate'])
+        """
+        known = self.table.index.get_level_values("step")
+        if not _whole(step) or step not in set(known):
+            raise InputError(f"The series has no checkpoint at step {step!r}; its steps are "
+                             f"{sorted(set(known.tolist()))}.")
+        table = self.table.xs(step, level="step")
+        return HeadResult(table, {**self.meta, "step": int(step)}, value=self.meta.get("value"))
+
+
+def checkpoint_scores(
+    series: CheckpointSeries,
+    inputs: Sequence[Any],
+    *,
+    kinds: Sequence[str] | str = HEAD_KINDS,
+    stats: bool = False,
+    composition: bool = False,
+    early: int = 50,
+    late: int = 500,
+    maps: bool = False,
+    progress: bool = True,
+    client: Any = None,
+) -> SeriesResult:
+    """Head scores of fixed inputs at every checkpoint of a series, and the in-context
+    learning score per step.
+
+    At each checkpoint (loaded one at a time, on the CPU in float32) every input is run
+    through the model: :func:`attnkit.head_scores` of its attention (and
+    :func:`attnkit.head_stats` with ``stats``, and :func:`attnkit.composition` of its weights
+    with ``composition``) and, for a causal language model, the next-token loss at every
+    position: the loss at position ``p`` is the cross-entropy of token ``p`` given tokens
+    ``0 .. p-1`` (natural log). Heads are matched across checkpoints by ``(layer, head)``.
+
+    Parameters
+    ----------
+    series : CheckpointSeries
+        From :func:`attnkit.checkpoints`.
+    inputs : sequence of str or of token-id arrays
+        The same inputs at every checkpoint (anything ``model.attend`` reads; e.g.
+        :func:`attnkit.induction_inputs` of the final model).
+    kinds : sequence of str or str
+        Which :func:`attnkit.head_scores` to compute (:data:`attnkit.analysis.HEAD_KINDS`).
+    stats : bool
+        Also compute :func:`attnkit.head_stats` (its columns join the table).
+    composition : bool
+        Also compute :func:`attnkit.composition` of each checkpoint's weights (64 random
+        samples of its baseline, seed 0) into ``result.composition``; needs 2 layers or more.
+    early, late : int
+        Token positions (0-indexed, ``0 < early < late``) of the in-context learning score
+        ``icl = late_loss - early_loss`` (Olsson et al. 2022 use tokens 50 and 500): each
+        input needs more than ``late`` tokens. Negative: the model predicts later tokens
+        better, it learns in context.
+    maps : bool
+        Keep the first input's attention at every checkpoint (float16 ``[step, layer, head,
+        query, key]``, ``steps * layers * heads * n * n * 2`` bytes) for the heatmap of
+        :class:`attnkit.CheckpointScrubber`.
+    progress : bool
+        Show a progress bar over the checkpoints.
+    client : dask.distributed.Client, optional
+        Score the checkpoints as tasks on this Dask cluster, one checkpoint per task (the
+        workers read the checkpoint folders, so these must be where they can reach them);
+        ``None``: here, in step order. The tables are the same either way (up to float32
+        summation order where the workers use other thread counts).
+
+    Returns
+    -------
+    SeriesResult
+        ``table`` indexed by ``(step, layer, head)``, one column per kind (then the
+        :data:`attnkit.analysis.STAT_COLUMNS` with ``stats``); ``steps`` indexed by ``step``:
+        ``training_loss`` (logged by the training, NaN where none was), ``loss`` (mean
+        next-token loss over every predicted position of the inputs), ``early_loss`` and
+        ``late_loss`` (mean over the inputs of the loss at ``early`` and ``late``) and
+        ``icl``; these four are NaN for a model without an LM head. ``meta``: ``n_items``,
+        ``kinds``, ``early``, ``late``, ``n_layers``, ``n_heads``, ``value``
+        (``"induction"`` where computed). ``plot()`` draws each head's score against the
+        step; ``widget()`` is a :class:`attnkit.CheckpointScrubber`. ``maps`` and
+        ``composition``: see :class:`SeriesResult` (None unless asked for); with
+        ``composition``, ``meta["composition_baseline"]`` is :func:`attnkit.composition`'s
+        random baseline for the architecture.
+
+    Raises
+    ------
+    InputError
+        When there are no inputs, ``kinds`` is not a list of known kinds, ``early`` and
+        ``late`` are not ``0 < early < late``, an input has ``late`` tokens or fewer, or
+        ``composition`` is asked of a one-layer series.
+    CheckpointError
+        When a checkpoint cannot be loaded (the message names it).
+    ClusterError
+        When ``client`` is given and the cluster cannot be reached or its workers fail.
+
+    Examples
+    --------
+    >>> import tempfile, attnkit as ak
+    >>> from attnkit.toys.induction import train_induction_model
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     final = train_induction_model(vocab_size=16, hidden=16, start_length=8,
+    ...                                   max_length=8, steps=4, checkpoint_every=2, out=d,
+    ...                                   progress=False)
+    ...     inputs = ak.induction_inputs(final, 2, 8, seed=0)
+    ...     r = ak.checkpoint_scores(ak.checkpoints(d), inputs, early=2, late=12,
+    ...                              progress=False)
+    >>> r.table.index.names, len(r.table), r.steps.index.tolist()
+    (FrozenList(['step', 'layer', 'head']), 12, [0, 2, 4])
+    """
+    if not isinstance(series, CheckpointSeries):
+        raise InputError(f"series must be a CheckpointSeries (attnkit.checkpoints(folder)), not "
+                         f"{type(series).__name__}.")
+    kinds = (kinds,) if isinstance(kinds, str) else tuple(kinds)
+    unknown = [k for k in kinds if k not in HEAD_KINDS]
+    if not kinds or unknown or len(set(kinds)) != len(kinds):
+        raise InputError(f"kinds must name some of {', '.join(HEAD_KINDS)}, each once; got "
+                         f"{list(kinds)!r}.")
+    if isinstance(inputs, (str, bytes)) or not isinstance(inputs, Sequence):
+        raise InputError("inputs must be a list of inputs (texts or token-id arrays), the same "
+                         "at every checkpoint.")
+    if not len(inputs):
+        raise InputError("inputs is empty: pass the inputs to score at every checkpoint.")
+    if composition and series.n_layers < 2:
+        raise InputError(f"composition needs two layers or more (a head composes with heads of "
+                         f"earlier layers); this series has {series.n_layers}.")
+    if not (_whole(early) and _whole(late) and 0 < early < late):
+        raise InputError(f"early and late must be token positions with 0 < early < late; got "
+                         f"early={early!r}, late={late!r}.")
+    known = [len(x) for x in inputs if isinstance(x, np.ndarray) or (
+        isinstance(x, (list, tuple)) and x and all(_whole(t) for t in x))]
+    if any(n <= late for n in known):  # token ids: their lengths are known before any model runs
+        raise InputError(f"late={late} is past the end of an input of {min(known)} tokens: the "
+                         "in-context score needs more than late tokens. Pass longer inputs, or "
+                         "a smaller late= (and early=).")
+    task = functools.partial(score_checkpoint, inputs=list(inputs), kinds=kinds, stats=stats,
+                             composition=composition, early=int(early), late=int(late), maps=maps,
+                             shape=(series.n_layers, series.n_heads))
+    if client is None:
+        parts = [task(item) for item in progress_bar(list(series), show=progress,
+                                                     desc="checkpoints", unit="checkpoint")]
+    else:
+        parts = _on_cluster(client, task, list(series), progress)
+    tables = [p["table"] for p in parts]
+    table = pd.concat(tables, keys=series.steps, names=["step"])
+    steps = pd.DataFrame([{"training_loss": item.loss, **p["losses"]}
+                          for item, p in zip(series, parts)],
+                         index=pd.Index(series.steps, name="step"),
+                         columns=list(STEP_COLUMNS), dtype=np.float64)
+    meta = {"n_items": len(inputs), "kinds": list(kinds), "early": int(early),
+            "late": int(late), "n_layers": series.n_layers, "n_heads": series.n_heads,
+            "n_checkpoints": len(series),
+            "value": "induction" if "induction" in kinds else kinds[0]}
+    result = SeriesResult(table, meta, plot="checkpoint_scores", widget="checkpoint_scrubber")
+    result.steps = steps
+    result.maps = np.stack([p["maps"] for p in parts]) if maps else None
+    result.tokens = parts[0]["tokens"]
+    result.composition = (pd.concat([p["composition"] for p in parts], keys=series.steps,
+                                    names=["step"]) if composition else None)
+    if composition:  # random matrices of the architecture's shape: the same at every step
+        result.meta["composition_baseline"] = parts[0]["baseline"]
+    return result
+
+
+def _whole(v: Any) -> bool:
+    """An int (numpy's too), not a bool."""
+    return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+
+
+def score_checkpoint(item: Checkpoint, *, inputs: list[Any], kinds: tuple[str, ...],
+                     stats: bool, composition: bool, early: int, late: int, maps: bool,
+                     shape: tuple[int, int]) -> dict[str, Any]:
+    """One checkpoint's part of :func:`checkpoint_scores` (here or as a Dask task): its model
+    loaded on the CPU, its per-head table, its losses, and the first input's maps."""
+    model = item.load(device="cpu", dtype="float32")
+    check_shape(model, item, *shape)
+    atts = [model.attend(x, lazy=False) for x in inputs]
+    table = head_scores(atts, kinds=kinds, progress=False).table
+    if stats:
+        table = table.join(head_stats(atts, progress=False).table)
+    losses = _losses(model, [np.asarray(a.input_ids) for a in atts], early, late, item)
+    first = atts[0]
+    comp = head_composition(model, progress=False) if composition else None
+    return {"table": table, "losses": losses, "tokens": list(first.tokens),
+            "maps": np.asarray(first.maps, dtype=np.float16) if maps else None,
+            "composition": None if comp is None else comp.table,
+            "baseline": None if comp is None else comp.meta["baseline"]}
+
+
+def _losses(model: Model, ids: list[np.ndarray], early: int, late: int,
+            item: Checkpoint) -> dict[str, float]:
+    """``loss``, ``early_loss``, ``late_loss`` and ``icl`` of the inputs (NaN without an LM
+    head)."""
+    import torch
+
+    nan = dict.fromkeys(("loss", "early_loss", "late_loss", "icl"), float("nan"))
+    if not model.causal or model.hf.get_output_embeddings() is None:
+        return nan
+    short = [len(x) for x in ids if len(x) <= late]
+    if short:
+        raise InputError(
+            f"The in-context score compares the loss at token {late} with the loss at token "
+            f"{early}, but an input has only {short[0]} tokens. Pass longer inputs, or a "
+            "smaller late= (and early=)."
+        )
+    total, count, at_early, at_late = 0.0, 0, [], []
+    with torch.inference_mode():
+        for x in ids:
+            t = torch.as_tensor(x, dtype=torch.long)[None]
+            logits = model.hf(input_ids=t).logits[0].float()
+            loss = torch.nn.functional.cross_entropy(logits[:-1], t[0, 1:], reduction="none")
+            total += float(loss.double().sum())
+            count += loss.numel()
+            at_early.append(float(loss[early - 1]))  # the loss of token p is row p - 1
+            at_late.append(float(loss[late - 1]))
+    e, lt = float(np.mean(at_early)), float(np.mean(at_late))
+    return {"loss": total / count, "early_loss": e, "late_loss": lt, "icl": lt - e}
+
+
+def _on_cluster(client: Any, task: Any, items: list[Checkpoint], progress: bool) -> list[Any]:
+    from ..storage.engine import cluster_call, connect
+
+    client, owned = connect(client)
+    try:
+        def go() -> list[Any]:
+            from distributed import as_completed
+
+            futures = [client.submit(task, item, pure=False) for item in items]
+            bar = progress_bar(show=progress, total=len(items), desc="checkpoints",
+                               unit="checkpoint")
+            try:
+                for f in as_completed(futures, loop=client.loop):
+                    f.result()
+                    bar.update(1)
+            finally:
+                bar.close()
+            return [f.result() for f in futures]
+
+        return cluster_call("Scoring checkpoints on the cluster", go)
+    finally:
+        if owned:
+            client.close()
+
+
+def crossing_steps(data: SeriesResult, *, value: str = "induction",
+                   above: float = 0.5) -> HeadResult:
+    """The step at which each head's score first passes a level.
+
+    Parameters
+    ----------
+    data : SeriesResult
+        From :func:`checkpoint_scores`.
+    value : str
+        The column of ``data.table`` to read (a kind of :func:`attnkit.head_scores`).
+    above : float
+        The level: a head crosses at the first checkpoint where its score is strictly
+        greater than this.
+
+    Returns
+    -------
+    HeadResult
+        Indexed by ``(layer, head)``: ``step`` (the first checkpoint step above the level;
+        NaN for a head that never gets there), ``previous_step`` (the checkpoint before it:
+        the crossing happened in ``(previous_step, step]``), ``stays`` (whether the score
+        stays above the level at every later checkpoint), ``first`` and ``final`` (the score
+        at the first and last checkpoint). ``meta``: ``value``, ``above``.
+
+    Raises
+    ------
+    InputError
+        When ``value`` is not a column of the table.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> from attnkit.training.analyses import SeriesResult, crossing_steps
+    >>> idx = pd.MultiIndex.from_product([[0, 10, 20], [0], [0, 1]],
+    ...                                  names=["step", "layer", "head"])
+    >>> r = SeriesResult(pd.DataFrame({"induction": [0.1, 0.0, 0.6, 0.1, 0.9, 0.2]}, index=idx))
+    >>> crossing_steps(r)[["step", "previous_step", "stays"]].to_dict("list")
+    {'step': [10.0, nan], 'previous_step': [0.0, nan], 'stays': [True, False]}
+    """
+    if not isinstance(data, SeriesResult):
+        raise InputError(f"data must be the result of checkpoint_scores, not {type(data).__name__}.")
+    if value not in data.table.columns:
+        raise InputError(f"No column {value!r}; the columns are {list(data.table.columns)}.")
+    wide = data.table[value].unstack("step").sort_index(axis=1)
+    steps = np.asarray(wide.columns, dtype=np.float64)
+    over = wide.to_numpy(dtype=np.float64) > above
+    rows = []
+    for k in range(len(wide)):
+        hit = np.flatnonzero(over[k])
+        if len(hit):
+            i = int(hit[0])
+            rows.append((steps[i], steps[i - 1] if i else np.nan, bool(over[k, i:].all())))
+        else:
+            rows.append((np.nan, np.nan, False))
+    values = wide.to_numpy(dtype=np.float64)
+    table = pd.DataFrame({"step": [r[0] for r in rows], "previous_step": [r[1] for r in rows],
+                          "stays": [r[2] for r in rows], "first": values[:, 0],
+                          "final": values[:, -1]}, index=wide.index)
+    return HeadResult(table, {"value": "step", "score": value, "above": above})
+
+
+__all__ = ["STEP_COLUMNS", "SeriesResult", "checkpoint_scores", "crossing_steps"]
