@@ -11,10 +11,14 @@
 - qk_embedding of one head of 100,000 points (50,000 positions): PCA and UMAP wall time;
 - every head of the bundled MiniLM over EWT dev sentences (UMAP) embedded on a Dask
   LocalCluster of one worker and of two (processes, one thread each): a fresh cluster and
-  a second call.
+  a second call;
+- at corpus scale (``--section scale``, issue 32): one head of UD English EWT train (about
+  half a million points) and two (about a million) from a store, sampled UMAP; a
+  100,000-point subset projected whole and sampled (neighbourhood preservation, faithfulness);
+  every head of MiniLM over EWT dev on Dask clusters of one and two workers.
 
 Run from the repo root:
-  python benchmarks/qk.py [--section widget|embed|dask|all] [--before main] [--sentences 30] [--quick]
+  python benchmarks/qk.py [--section widget|embed|dask|scale|all] [--before main] [--sentences 30] [--quick] [--root DIR]
 """
 
 from __future__ import annotations
@@ -256,14 +260,231 @@ def dask_section(quick: bool, n_sentences: int) -> list[str]:
     return rows
 
 
+# ------------------------------------------------------------------ corpus scale (issue 32)
+#: The head of the one-head rows (0-indexed; 3-4 displayed) and the second head of the
+#: million points.
+SCALE_HEADS = [(2, 3), (4, 7)]
+
+
+def _store(split: str, root: Path) -> object:
+    """EWT ``split`` extracted with keep="qk" (every layer) into ``root`` (resumed if there)."""
+    import attnkit as ak
+
+    data = ak.data.data_dir()
+    sents = list(ak.read_conllu(data / "ud-english-ewt" / f"en_ewt-ud-{split}.conllu"))
+    t0 = time.perf_counter()
+    # an existing store is resumed without re-reading it (verify=False): made by this script
+    sset = ak.extract(ak.load("minilm"), sents, level="token", keep="qk", store=root / f"ewt-{split}.zarr",
+                      verify=False, progress=False)
+    print(f"store {split}: {len(sset)} sentences in {time.perf_counter() - t0:.1f} s ({sset.run_info})", flush=True)
+    return sset
+
+
+def _case(args: argparse.Namespace) -> None:
+    """One measurement in this (fresh) process; prints one JSON line with its peak RSS."""
+    import json
+    import resource
+
+    import attnkit as ak
+    from attnkit.analysis import qk, qkscale
+
+    root = Path(args.root)
+    out: dict = {"case": args.case}
+    if args.case in ("head", "million"):
+        sset = ak.open_store(root / "ewt-train.zarr")
+        heads = SCALE_HEADS[:1] if args.case == "head" else SCALE_HEADS
+        t0 = time.perf_counter()
+        emb = ak.qk_embedding(sset, heads=heads, method="umap", progress=False)
+        out["seconds"] = time.perf_counter() - t0
+        out["points"] = len(emb.table)
+        out["sample"] = emb.meta["sample"]
+        out["heads"] = emb.faithfulness.table.reset_index().to_dict("records")
+    elif args.case == "subset":
+        sset = ak.open_store(root / "ewt-train.zarr")
+        (hp,) = qk.store_head_points(sset, SCALE_HEADS[:1], progress=False)
+        cut = int(np.searchsorted(hp.offsets, args.subset // 2, side="right")) - 1
+        n = int(hp.offsets[cut])
+        hp = qk.HeadPoints(hp.layer, hp.head, hp.queries[:n].copy(), hp.keys[:n].copy(), hp.offsets[:cut + 1],
+                           hp.scaling, hp.softcap, hp.causal)
+        q, k = qk.normalize_qk(hp.queries, hp.keys)
+        space = np.concatenate([q, k])
+        pictures = {}
+        for name, sample, placement in (("sampled, knn", "auto", "knn"), ("full", None, "knn")):
+            t0 = time.perf_counter()
+            y, f = qk.embed_head(hp, method="umap", dims=2, normalize=True, seed=0, sample=sample, placement=placement)
+            f["wall"] = time.perf_counter() - t0
+            pictures[name] = y
+            out[name] = f
+            print(name, f, flush=True)
+        out["points"] = 2 * n
+        out["sampled_vs_full"] = qkscale.neighbourhood_preservation(pictures["sampled, knn"], pictures["full"], k=10, n_eval=1000)
+        out["space_check"] = qkscale.neighbourhood_preservation(pictures["full"], space, k=10, n_eval=1000)
+    elif args.case == "placement":
+        # the placement rule, chosen on EWT dev: one head's UMAP fitted on a 5,000-point
+        # stratified sample once, the other points placed by each rule
+        from sklearn.neighbors import NearestNeighbors
+
+        sset = ak.open_store(root / "ewt-dev.zarr")
+        (hp,) = qk.store_head_points(sset, SCALE_HEADS[:1], progress=False)
+        q, k = qk.normalize_qk(hp.queries, hp.keys)
+        x = np.concatenate([q, k]).astype(np.float32)
+        n = len(hp.queries)
+        idx = qkscale.stratified_sample(qk.point_strata(hp.offsets), 5000, seed=0)
+        t0 = time.perf_counter()
+        ys, transform = qk.fit_projection(x[idx], method="umap", seed=0)
+        out["fit"] = time.perf_counter() - t0
+        out["points"] = len(x)
+        rest = np.ones(len(x), dtype=bool)
+        rest[idx] = False
+        lm, y = x[idx], ys.astype(np.float64)
+        dist, near = NearestNeighbors(n_neighbors=10, algorithm="brute").fit(lm).kneighbors(x[rest])
+        rules = {}
+
+        def rule(name, place):
+            t0 = time.perf_counter()
+            got = place()
+            pic = np.empty((len(x), 2))
+            pic[idx], pic[rest] = ys, got
+            f = qk.head_faithfulness(hp, pic[:n], pic[n:], q, k)
+            rules[name] = {"seconds": time.perf_counter() - t0,
+                           "preservation": qkscale.neighbourhood_preservation(pic, x, k=10, n_eval=1000),
+                           "distinct": int(len(np.unique(pic.round(5), axis=0))),
+                           "spearman": f["spearman"], "nearest_key": f["nearest_key"]}
+            print(name, rules[name], flush=True)
+
+        def idw(kk):
+            w = 1 / np.maximum(dist[:, :kk], 1e-12)
+            return np.einsum("nk,nkc->nc", w / w.sum(1, keepdims=True), y[near[:, :kk]])
+
+        rule("nearest fitted point", lambda: y[near[:, 0]])
+        rule("inverse-distance mean of 3", lambda: idw(3))
+        rule("inverse-distance mean of 10", lambda: idw(10))
+        for step in (1.0, 0.2, 0.05):
+            rule(f"nearest + {step} x local ridge map (30)", lambda s=step: qkscale.place_knn(lm, ys, x[rest], step=s))
+        rule("UMAP's transform", lambda: transform(x[rest]))
+        out["rules"] = rules
+    elif args.case == "dev-heads":
+        import distributed
+
+        sset = ak.open_store(root / "ewt-dev.zarr")
+        qk_ = sset.info["qk"]
+        heads = [(l, h) for l in qk_["layers"] for h in range(qk_["heads"])][: args.heads]
+        cluster = distributed.LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True,
+                                           dashboard_address=None, silence_logs=logging.CRITICAL)
+        client = distributed.Client(cluster, set_as_default=False)
+        try:
+            client.wait_for_workers(args.workers)
+            t0 = time.perf_counter()
+            emb = ak.qk_embedding(sset, heads=heads, method="umap", client=client, progress=False)
+            out["seconds"] = time.perf_counter() - t0
+            out["worker_peak_rss"] = max(client.run(lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024).values())
+        finally:
+            client.close()
+            cluster.close()
+        f = emb.faithfulness.table
+        out.update(heads=len(heads), workers=args.workers, points=len(emb.table) // len(heads), sample=emb.meta["sample"],
+                   mean_fit=float(f["fit_seconds"].mean()), mean_place=float(f["place_seconds"].mean()),
+                   mean_head=float(f["seconds"].mean()), mean_preservation=float(f["preservation"].mean()))
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    out["peak_rss"] = ru.ru_maxrss * 1024
+    out["cpu"] = ru.ru_utime + ru.ru_stime  # this process, every thread (the load makes wall time long)
+    out["load_after"] = os.getloadavg()
+    print("RESULT " + json.dumps(out, default=float), flush=True)
+
+
+def _run_case(root: Path, case: str, *extra: str) -> dict:
+    import json
+    import subprocess
+
+    load = os.getloadavg()
+    t = time.strftime("%H:%M")
+    p = subprocess.run([sys.executable, __file__, "--case", case, "--root", str(root), *extra], capture_output=True,
+                       text=True, cwd=REPO)
+    line = [x for x in p.stdout.splitlines() if x.startswith("RESULT ")]
+    if p.returncode or not line:
+        raise SystemExit(f"case {case} failed:\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}")
+    res = json.loads(line[0][len("RESULT "):])
+    res["load_before"], res["at"] = load, t
+    print(res, flush=True)
+    return res
+
+
+def scale_section(root: Path, quick: bool, cases: str = "head,million,subset,dev",
+                  dev_runs: tuple = ((12, 1), (12, 2), (72, 2))) -> list[str]:
+    """qk_embedding of stores of UD English EWT (MiniLM, every layer's queries and keys):
+    one head of train, two heads (a million points), a 100,000-point subset projected whole
+    and sampled, and every head of dev on Dask clusters of one and two workers. Each case is
+    one fresh process (its peak RSS is the process's)."""
+    root.mkdir(parents=True, exist_ok=True)
+    _store("dev", root)
+    if not quick:
+        _store("train", root)
+    mb = 1e6
+    rows = ["| case | points | wall (s) | CPU (s) | of which per head: fit / place / whole head (s) | peak RSS (MB) | preservation | Spearman / nearest key | load before → after |",
+            "|---|---:|---:|---:|---|---:|---:|---|---|"]
+
+    def load(r: dict) -> str:
+        return f"{r['load_before'][0]:.1f} → {r['load_after'][0]:.1f}"
+
+    chosen = cases.split(",")
+    for case in ([] if quick else [c for c in ("head", "million") if c in chosen]):
+        r = _run_case(root, case)
+        hs = r["heads"]
+        names = ", ".join("{}-{}".format(h["layer"] + 1, h["head"] + 1) for h in hs)
+        per = "; ".join("{}-{}: {:.1f} / {:.1f} / {:.1f}".format(h["layer"] + 1, h["head"] + 1, h["fit_seconds"],
+                                                                 h["place_seconds"], h["seconds"]) for h in hs)
+        pres = ", ".join("{:.3f}".format(h["preservation"]) for h in hs)
+        faith = ", ".join("{:.3f} / {:.3f}".format(h["spearman"], h["nearest_key"]) for h in hs)
+        rows.append(f"| {case} ({names}; sample {r['sample']}) | {r['points']:,} | {r['seconds']:.1f} | {r['cpu']:.1f} | {per} | "
+                    f"{r['peak_rss'] / mb:.0f} | {pres} | {faith} | {load(r)} |")
+    out = rows + [""]
+    if "placement" in chosen:
+        r = _run_case(root, "placement")
+        out += [f"Placement rules on EWT dev, head {SCALE_HEADS[0][0] + 1}-{SCALE_HEADS[0][1] + 1} ({r['points']:,} points; UMAP fitted on a 5,000-point "
+                f"stratified sample in {r['fit']:.1f} s; at {r['at']}, load {load(r)}):", "",
+                "| rule | seconds | preservation (k=10) | distinct positions | Spearman | nearest key |", "|---|---:|---:|---:|---:|---:|"]
+        for name, f in r["rules"].items():
+            out.append(f"| {name} | {f['seconds']:.1f} | {f['preservation']:.3f} | {f['distinct']:,} | {f['spearman']:.3f} | {f['nearest_key']:.3f} |")
+        out.append("")
+    if not quick and "subset" in chosen:
+        r = _run_case(root, "subset", "--subset", "100000")
+        out += [f"A {r['points']:,}-point subset of head {SCALE_HEADS[0][0] + 1}-{SCALE_HEADS[0][1] + 1} (the first EWT train sentences), projected whole and "
+                f"sampled (at {r['at']}, load {load(r)}):", "",
+                "| picture | fitted on | wall (s) | preservation (normalised q-k space, k=10) | Spearman | nearest key |", "|---|---:|---:|---:|---:|---:|"]
+        for name in ("full", "sampled, knn"):
+            f = r[name]
+            out.append(f"| {name} | {f['fitted']:,} | {f['wall']:.1f} | {f['preservation']:.3f} | {f['spearman']:.3f} | {f['nearest_key']:.3f} |")
+        out += ["", f"Neighbourhoods of the sampled picture kept in the full one (k=10, 1,000 points): {r['sampled_vs_full']:.3f}.", ""]
+    if "dev" not in chosen:
+        return out
+    out += ["| heads of MiniLM over EWT dev | workers | points a head | sample | wall (s) | mean per head: fit / place / whole (s) | worker peak RSS (MB) | mean preservation | load before → after |",
+            "|---|---:|---:|---:|---:|---|---:|---:|---|"]
+    for heads, workers in dev_runs:
+        r = _run_case(root, "dev-heads", "--heads", str(heads), "--workers", str(workers))
+        out.append(f"| {r['heads']} | {workers} | {r['points']:,} | {r['sample']} | {r['seconds']:.1f} | {r['mean_fit']:.1f} / {r['mean_place']:.1f} / {r['mean_head']:.1f} | "
+                   f"{r['worker_peak_rss'] / mb:.0f} | {r['mean_preservation']:.3f} | {load(r)} |")
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--section", default="all", choices=["widget", "embed", "dask", "all"])
+    ap.add_argument("--section", default="all", choices=["widget", "embed", "dask", "scale", "all"])
+    ap.add_argument("--root", default="/tmp/attnkit-qk-scale",
+                    help="folder of the EWT stores of the scale section (made once, resumed)")
+    ap.add_argument("--cases", default="head,million,subset,dev", help="cases of the scale section")
+    ap.add_argument("--dev-runs", default="12x1,12x2,72x2", help="heads x workers of the scale section's dev case")
+    ap.add_argument("--case", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--subset", type=int, default=100_000, help=argparse.SUPPRESS)
+    ap.add_argument("--heads", type=int, default=72, help=argparse.SUPPRESS)
+    ap.add_argument("--workers", type=int, default=1, help=argparse.SUPPRESS)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--sentences", type=int, default=30, help="EWT dev sentences of the Dask section")
     ap.add_argument("--before", default=None,
                     help="git revision whose QKScatter bundle is measured beside this one (e.g. main)")
     args = ap.parse_args()
+    if args.case:
+        _case(args)
+        return
     out: list[str] = []
     if args.section in ("widget", "all"):
         from playwright.sync_api import sync_playwright
@@ -277,7 +498,10 @@ def main() -> None:
     if args.section in ("embed", "all"):
         out += embed_section(args.quick) + [""]
     if args.section in ("dask", "all"):
-        out += dask_section(args.quick, args.sentences)
+        out += dask_section(args.quick, args.sentences) + [""]
+    if args.section in ("scale", "all"):
+        runs = tuple(tuple(int(v) for v in r.split("x")) for r in args.dev_runs.split(","))
+        out += scale_section(Path(args.root), args.quick, args.cases, runs if not args.quick else ((2, 1), (2, 2)))
     print("\n".join(out))
 
 

@@ -59,7 +59,9 @@ COUNTS = {"size", "top", "batch_size", "dims", "steps", "n_boot", "samples", "bi
           "budget", "chunk", "max_bytes", "max_distance", "max_edges", "max_items", "max_iter",
           "max_labels", "max_rounds", "min_count", "n_init", "edges", "limit", "overview",
           "embed", "candidates", "n_words", "seed", "n", "length", "dpi", "epochs", "hidden",
-          "freeze_layers", "max_length", "n_heads", "n_layers", "timeout", "checkpoint_every"}
+          "freeze_layers", "max_length", "n_heads", "n_layers", "timeout", "checkpoint_every",
+          # qk_embedding's fitted sample; neighbourhood_preservation's neighbours and points
+          "sample", "k", "n_eval"}
 CHOICES = {"measure", "method", "reduce", "level", "mode", "aggregate", "scale", "direction",
            "color_by", "overlay", "layout", "capture", "objective", "components", "keep",
            "normalize", "by", "column", "metric"}

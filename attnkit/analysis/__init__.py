@@ -26,6 +26,7 @@ from .importance import TARGETS, attention_importance
 from .probe import AttentionProbe, probe_data
 from .score_attribution import GRAINS, score_attribution
 from .qk import QKEmbedding, normalize_qk, qk_embedding, qk_faithfulness
+from .qkscale import neighbourhood_preservation
 from .stats import STAT_COLUMNS, head_stats, item_stats, uniform_row_entropy
 from .syntax import head_accuracy, offset_accuracy, relation_heads, right_branching_uas, word_hits
 
@@ -54,6 +55,7 @@ __all__ = [
     "embed_heads",
     "faithfulness",
     "normalize_qk",
+    "neighbourhood_preservation",
     "head_behaviours",
     "head_accuracy",
     "head_distances",

@@ -41,11 +41,24 @@ from ..errors import InputError
 from ..core.qkstates import QKStates, scores
 from ..core.results import HeadResult, Result
 from ..core.types import as_collection
+from . import qkscale
 
 #: Projection methods and the package each needs.
 METHODS = {"umap": "umap", "tsne": "openTSNE", "pca": None}
 #: Fewest distinct points (queries and keys together) each method projects.
 MIN_POINTS = {"umap": 10, "tsne": 10, "pca": 3}
+#: How points outside the fitted sample are placed: by their nearest fitted point's picture
+#: and the local linear map there (:func:`~attnkit.analysis.qkscale.place_knn`), or
+#: the fitted estimator's own ``transform`` (PCA is always placed by its linear map).
+PLACEMENTS = {"knn": (f"on the picture of the nearest fitted point (normalised query-key space), moved by "
+                     f"{qkscale.PLACE_STEP} x the local linear map (ridge, {qkscale.PLACE_K} nearest "
+                     "fitted points) of the offset"),
+              "transform": "the fitted estimator's own transform"}
+#: Neighbours and evaluated points of the neighbourhood preservation every embedding reports.
+QUALITY_K, QUALITY_EVAL = 10, 1000
+#: Bytes of raw query and key vectors one pass over a store gathers (the chosen heads are
+#: read in groups that fit; each group is one pass).
+GATHER_BYTES = 1 << 30
 #: Columns of :attr:`QKEmbedding.table`, before any joined by the user.
 COLUMNS = ("layer", "head", "item", "position", "token", "role", "kind", "x", "y", "z")
 
@@ -102,17 +115,23 @@ def normalize_qk(queries: np.ndarray, keys: np.ndarray) -> tuple[np.ndarray, np.
 # ------------------------------------------------------------------ sources
 @dataclass
 class _Item:
-    """One input's queries and keys with its positions."""
+    """One input's positions; its queries and keys held (``held``) or read from ``store``
+    when asked for (an embedding of a corpus keeps no item's vectors)."""
 
     item: int
-    states: QKStates
     tokens: list[str]
     roles: np.ndarray
     causal: bool
     n_layers: int = 0
+    held: QKStates | None = None
+    store: Any = None
+
+    @property
+    def states(self) -> QKStates:
+        return self.held if self.held is not None else self.store.qk_states(self.item)
 
 
-def _sources(attentions: Any) -> list[_Item]:
+def _is_store(attentions: Any) -> bool:
     from ..storage.corpus import AttentionSet
 
     if isinstance(attentions, AttentionSet):
@@ -121,12 +140,13 @@ def _sources(attentions: Any) -> list[_Item]:
                 "This set keeps no queries and keys. Extract it with keep=('maps', 'qk') and "
                 "level='token' (qk_layers= picks the layers)."
             )
-        out = []
-        for i in range(len(attentions)):
-            st = attentions.qk_states(i)
-            out.append(_Item(i, st, list(st.tokens or []), np.asarray(st.roles), attentions.causal,
-                             attentions.n_layers))
-        return out
+        if len(attentions) == 0:
+            raise InputError("qk_embedding got an empty set.")
+        return True
+    return False
+
+
+def _sources(attentions: Any) -> list[_Item]:
     out = []
     items: Iterable[Any] = as_collection(attentions)  # Attention, LazyAttention: qk_states()
     for i, att in enumerate(items):
@@ -138,8 +158,8 @@ def _sources(attentions: Any) -> list[_Item]:
                 + (", word level" if getattr(att, "level", "token") == "word" else "")
                 + "). Use model.attend(text) at token level, or a store extracted with keep='qk'."
             ) from exc
-        out.append(_Item(i, st, list(att.tokens), np.asarray(att.roles), bool(att.causal),
-                         int(att.n_layers)))
+        out.append(_Item(i, list(att.tokens), np.asarray(att.roles), bool(att.causal),
+                         int(att.n_layers), held=st))
     if not out:
         raise InputError("qk_embedding got no inputs.")
     first = out[0]
@@ -156,13 +176,13 @@ def _sources(attentions: Any) -> list[_Item]:
     return out
 
 
-def _heads(items: list[_Item], heads: Sequence[tuple[int, int]] | None) -> list[tuple[int, int]]:
-    st = items[0].states
-    layers = st.layers
-    n_heads = int(st.queries(layers[0]).shape[0]) if layers else 0
+def _heads(layers: list[int], n_heads: int, n_layers: int,
+           heads: Sequence[tuple[int, int]] | None) -> list[tuple[int, int]]:
     if heads is None:
         return [(l, h) for l in layers for h in range(n_heads)]
-    n_layers = items[0].n_layers or (max(layers) + 1 if layers else 0)
+    n_layers = n_layers or (max(layers) + 1 if layers else 0)
+    if not isinstance(heads, (str, bytes)) and isinstance(heads, Iterable):
+        heads = list(heads)
     out = validate.head_pairs(heads, n_layers, n_heads)
     for l, h in out:
         if l not in layers:
@@ -170,6 +190,10 @@ def _heads(items: list[_Item], heads: Sequence[tuple[int, int]] | None) -> list[
                              f"queries and keys are kept: {layers} (0-indexed).")
     if not out:
         raise InputError("heads is empty; pass (layer, head) pairs or None for every head.")
+    if len(out) < len(heads):  # head_pairs drops repeats; a repeat here is a mistake
+        given = [validate.head_index(tuple(p)[0], tuple(p)[1], n_layers, n_heads, "heads") for p in heads]
+        twice = sorted({x for x in given if given.count(x) > 1})
+        raise InputError(f"heads names {twice} more than once; name each (layer, head) once.")
     return out
 
 
@@ -228,6 +252,13 @@ class HeadPoints:
         return scores(st, 0, 0, causal=self.causal)
 
 
+def _checked(hp: HeadPoints) -> HeadPoints:
+    if not (np.isfinite(hp.queries).all() and np.isfinite(hp.keys).all()):
+        raise InputError(f"The queries or keys of head {(hp.layer, hp.head)} hold NaN or infinite "
+                         "values; there is nothing to embed (check the model's dtype and inputs).")
+    return hp
+
+
 def _gather(items: list[_Item], layer: int, heads: list[int]) -> list[HeadPoints]:
     qs: dict[int, list[np.ndarray]] = {h: [] for h in heads}
     ks: dict[int, list[np.ndarray]] = {h: [] for h in heads}
@@ -240,16 +271,84 @@ def _gather(items: list[_Item], layer: int, heads: list[int]) -> list[HeadPoints
             ks[h].append(k[h // groups])
         offsets.append(offsets[-1] + q.shape[1])
     st = items[0].states
-    out = []
-    for h in heads:
-        q = np.concatenate(qs[h]).astype(np.float32)
-        k = np.concatenate(ks[h]).astype(np.float32)
-        if not (np.isfinite(q).all() and np.isfinite(k).all()):
-            raise InputError(f"The queries or keys of head {(layer, h)} hold NaN or infinite values; "
-                             "there is nothing to embed (check the model's dtype and inputs).")
-        out.append(HeadPoints(layer, h, q, k, np.asarray(offsets, dtype=np.int64),
-                              float(st.scaling[layer]), st.softcap, items[0].causal))
-    return out
+    return [_checked(HeadPoints(layer, h, np.concatenate(qs[h]).astype(np.float32),
+                                np.concatenate(ks[h]).astype(np.float32),
+                                np.asarray(offsets, dtype=np.int64), float(st.scaling[layer]),
+                                st.softcap, items[0].causal)) for h in heads]
+
+
+def _gather_store(aset: Any, chosen: list[tuple[int, int]], *, want_items: bool,
+                  progress: bool) -> tuple[list[_Item], list[HeadPoints]]:
+    """The chosen heads' queries and keys over a store, read batch by batch (one verified
+    read of each batch's queries, keys and tokens; no batch kept), each item's rows put
+    at its place in input order. Holds the chosen heads' vectors and one batch."""
+    qk = aset.info["qk"]
+    lengths = aset.items()["n"].to_numpy(dtype=np.int64)
+    offsets = np.concatenate([[0], np.cumsum(lengths)])
+    n, d = int(offsets[-1]), int(qk["dim"])
+    groups = int(qk["heads"]) // int(qk["kv_heads"])
+    qs = {lh: np.empty((n, d), dtype=np.float32) for lh in chosen}
+    ks = {lh: np.empty((n, d), dtype=np.float32) for lh in chosen}
+    items: list[_Item | None] = [None] * len(lengths)
+    bar = _bar(range(aset.n_batches), show=progress, desc="reading queries and keys", unit="batch")
+    for b in bar:
+        idx, states = aset.qk_batch(b)
+        for i, st in zip(idx, states):
+            a, z = offsets[i], offsets[i + 1]
+            for (l, h) in chosen:
+                qs[(l, h)][a:z] = st.queries(l)[h]
+                ks[(l, h)][a:z] = st.keys(l)[h // groups]
+            if want_items:
+                items[i] = _Item(int(i), list(st.tokens or []), np.asarray(st.roles), aset.causal,
+                                 store=aset)
+    scaling = dict(zip(qk["layers"], qk["scaling"]))
+    hps = [_checked(HeadPoints(l, h, qs[(l, h)], ks[(l, h)], offsets, float(scaling[l]),
+                               qk.get("softcap"), aset.causal)) for l, h in chosen]
+    return [it for it in items if it is not None], hps
+
+
+def store_head_points(attentions: Any, heads: Sequence[tuple[int, int]], *,
+                      progress: bool = True) -> list[HeadPoints]:
+    """The queries and keys of some heads over a store, read batch by batch (what
+    :func:`qk_embedding` projects; for measuring projections of a corpus by hand).
+
+    Parameters
+    ----------
+    attentions : AttentionSet
+        A set extracted with ``keep="qk"``.
+    heads : sequence of (layer, head)
+        0-indexed heads, each once.
+    progress : bool
+        Show a progress bar over the store's batches.
+
+    Returns
+    -------
+    list of HeadPoints
+        One per head, in order: ``[N, d]`` float32 queries and keys of every position of
+        every item (input order).
+
+    Raises
+    ------
+    InputError
+        For anything but a set with queries and keys, heads out of range or named twice.
+
+    Examples
+    --------
+    >>> import attnkit as ak
+    >>> from attnkit.testing import tiny_model
+    >>> from attnkit.analysis.qk import store_head_points
+    >>> sset = ak.extract(tiny_model("gpt2"), ["The cat sat.", "We read."], level="token",
+    ...                   keep="qk", progress=False)
+    >>> (hp,) = store_head_points(sset, [(1, 0)], progress=False)
+    >>> hp.queries.shape[0] == sum(sset.items()["n"]), hp.offsets.tolist()[0]
+    (True, 0)
+    """
+    if not _is_store(attentions):
+        raise InputError(f"store_head_points reads an AttentionSet extracted with keep='qk', not "
+                         f"{type(attentions).__name__}; qk_embedding takes attention in memory.")
+    qk = attentions.info["qk"]
+    chosen = _heads(list(qk["layers"]), int(qk["heads"]), attentions.n_layers, heads)
+    return _gather_store(attentions, chosen, want_items=False, progress=progress)[1]
 
 
 def project(points: np.ndarray, *, method: str = "umap", dims: int = 2, seed: int = 0) -> np.ndarray:
@@ -286,6 +385,46 @@ def project(points: np.ndarray, *, method: str = "umap", dims: int = 2, seed: in
     >>> y.shape, bool((y[1] == y[3]).all())
     ((4, 2), True)
     """
+    y, _ = fit_projection(points, method=method, dims=dims, seed=seed)
+    return y
+
+
+def fit_projection(points: np.ndarray, *, method: str = "umap", dims: int = 2,
+                   seed: int = 0) -> tuple[np.ndarray, Any]:
+    """:func:`project`, and the fitted map that places further points (the estimator's own
+    ``transform``: UMAP's, openTSNE's, PCA's linear map).
+
+    Parameters
+    ----------
+    points : ndarray
+        ``[N, d]`` the points the projection is fitted on.
+    method : {"umap", "tsne", "pca"}
+        As :func:`project`.
+    dims : {2, 3}
+        Output dimensions.
+    seed : int
+        The only source of randomness.
+
+    Returns
+    -------
+    tuple
+        Float32 ``[N, dims]`` coordinates, and a function from ``[M, d]`` further points to
+        float32 ``[M, dims]`` coordinates.
+
+    Raises
+    ------
+    InputError
+        As :func:`project`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from attnkit.analysis.qk import fit_projection
+    >>> x = np.array([[0.0, 0, 0], [1, 0, 0], [0, 2, 0], [1, 1, 0]])
+    >>> y, place = fit_projection(x, method="pca")
+    >>> bool(np.allclose(place(x[1:2]), y[1:2], rtol=1e-5))
+    True
+    """
     _check_method(method, dims)
     x = np.ascontiguousarray(points, dtype=np.float64)
     if method == "pca":  # linear: identical rows land on one point by themselves
@@ -302,17 +441,25 @@ def project(points: np.ndarray, *, method: str = "umap", dims: int = 2, seed: in
             f"method={method!r} needs at least {MIN_POINTS[method]} distinct points (queries and "
             f"keys together); this head has {n}. Embed more inputs, or use method='pca'."
         )
+    place: Any
     if method == "pca":
-        c = uniq - uniq.mean(0)
+        mean = uniq.mean(0)
+        c = uniq - mean
         # principal axes from the d x d covariance (a thin SVD of the N x d points would
         # also compute an N x d basis nobody needs)
         vals, vecs = np.linalg.eigh(c.T @ c)
-        y = c @ vecs[:, np.argsort(vals)[::-1][:dims]]
+        axes = vecs[:, np.argsort(vals)[::-1][:dims]]
+        y = c @ axes
         if y.shape[1] < dims:
+            axes = np.pad(axes, ((0, 0), (0, dims - y.shape[1])))
             y = np.pad(y, ((0, 0), (0, dims - y.shape[1])))
         # a sign convention, so that the same data give the same picture
         flip = np.sign(y[np.abs(y).argmax(0), range(dims)])
-        y = y * np.where(flip == 0, 1, flip)
+        flip = np.where(flip == 0, 1, flip)
+        y, axes = y * flip, axes * flip
+
+        def place(more: np.ndarray) -> np.ndarray:
+            return ((np.asarray(more, dtype=np.float64) - mean) @ axes).astype(np.float32)
     elif method == "umap":
         import umap
 
@@ -321,13 +468,22 @@ def project(points: np.ndarray, *, method: str = "umap", dims: int = 2, seed: in
         with warnings.catch_warnings():  # "spectral initialisation failed, falling back": fine
             warnings.simplefilter("ignore", UserWarning)
             y = reducer.fit_transform(uniq)
+
+        def place(more: np.ndarray) -> np.ndarray:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", UserWarning)
+                return np.asarray(reducer.transform(np.asarray(more, dtype=np.float64)), dtype=np.float32)
     else:
         from openTSNE import TSNE
 
-        y = np.asarray(TSNE(n_components=dims, perplexity=min(30.0, (n - 1) / 3.0),
-                            random_state=seed, n_jobs=1, verbose=False,
-                            negative_gradient_method="fft" if dims == 2 else "bh").fit(uniq))
-    return np.asarray(y, dtype=np.float32)[inverse]
+        fitted = TSNE(n_components=dims, perplexity=min(30.0, (n - 1) / 3.0), random_state=seed,
+                      n_jobs=1, verbose=False,
+                      negative_gradient_method="fft" if dims == 2 else "bh").fit(uniq)
+        y = np.asarray(fitted)
+
+        def place(more: np.ndarray) -> np.ndarray:
+            return np.asarray(fitted.transform(np.asarray(more, dtype=np.float64)), dtype=np.float32)
+    return np.asarray(y, dtype=np.float32)[inverse], place
 
 
 def _row_spearman(a: np.ndarray, closeness: np.ndarray, allowed: np.ndarray) -> np.ndarray:
@@ -392,32 +548,142 @@ def head_faithfulness(hp: HeadPoints, coords_q: np.ndarray, coords_k: np.ndarray
             "nearest_key_original": near_o / rows if rows else float("nan"), "rows": rows}
 
 
+def sample_size(sample: int | str | None, n_points: int, method: str) -> int | None:
+    """How many of a head's ``n_points`` points (queries and keys) the projection is fitted
+    on: ``None`` for all of them.
+
+    Parameters
+    ----------
+    sample : int, "auto" or None
+        ``None``: every point. An int: that many (at most ``n_points``, at least the
+        method's :data:`MIN_POINTS`). ``"auto"``: :data:`~attnkit.analysis.qkscale.AUTO_SAMPLE`
+        points above :data:`~attnkit.analysis.qkscale.AUTO_ABOVE` for UMAP and t-SNE, every
+        point otherwise (PCA is fitted on every point: its cost is one ``d x d`` covariance).
+    n_points : int
+        The head's points.
+    method : str
+        The projection.
+
+    Returns
+    -------
+    int or None
+
+    Raises
+    ------
+    InputError
+        For a sample larger than the data, below the method's minimum, or not an int,
+        ``"auto"`` or None.
+
+    Examples
+    --------
+    >>> from attnkit.analysis.qk import sample_size
+    >>> sample_size("auto", 1_000_000, "umap"), sample_size("auto", 5_000, "umap")
+    (10000, None)
+    """
+    if sample is None:
+        return None
+    if isinstance(sample, str):
+        if sample != "auto":
+            raise InputError(f"sample must be an int, 'auto' or None, not {sample!r}.")
+        if method == "pca" or n_points <= qkscale.AUTO_ABOVE:
+            return None
+        return min(qkscale.AUTO_SAMPLE, n_points)
+    if isinstance(sample, bool) or not isinstance(sample, (int, np.integer)):
+        raise InputError(f"sample must be an int, 'auto' or None, not {sample!r}.")
+    if sample > n_points:
+        raise InputError(f"sample={sample} is larger than the {n_points} points of a head (queries "
+                         "and keys together); pass at most that many, or sample=None to fit on "
+                         "every point.")
+    if sample < MIN_POINTS[method]:
+        raise InputError(f"sample={sample}: method={method!r} needs at least {MIN_POINTS[method]} "
+                         "points to fit on.")
+    return None if sample == n_points else int(sample)
+
+
+def point_strata(offsets: np.ndarray) -> np.ndarray:
+    """The stratum of each of a head's ``2N`` points (queries, then keys): kind x position
+    range (:func:`~attnkit.analysis.qkscale.position_bins`), points in item order inside each.
+
+    Parameters
+    ----------
+    offsets : ndarray
+        ``[items + 1]`` item boundaries (:class:`HeadPoints`).
+
+    Returns
+    -------
+    ndarray
+        Int ``[2N]``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from attnkit.analysis.qk import point_strata
+    >>> point_strata(np.array([0, 3, 5])).tolist()      # positions 0 1 2 | 0 1
+    [0, 1, 1, 0, 1, 64, 65, 65, 64, 65]
+    """
+    off = np.asarray(offsets, dtype=np.int64)
+    n = int(off[-1])
+    item = np.repeat(np.arange(len(off) - 1), np.diff(off))
+    pos = np.arange(n) - off[item]
+    bins = qkscale.position_bins(pos)
+    return np.concatenate([bins, bins + 64])
+
+
 def embed_head(hp: HeadPoints, *, method: str, dims: int, normalize: bool, seed: int,
-               score: bool = True) -> tuple[np.ndarray, dict[str, float]]:
+               score: bool = True, sample: int | str | None = None,
+               placement: str = "knn") -> tuple[np.ndarray, dict[str, float]]:
     """One head's joint projection and its faithfulness (the unit of work on a worker).
 
     Parameters
     ----------
     hp : HeadPoints
         The head's queries and keys.
-    method, dims, normalize, seed
+    method, dims, normalize, seed, sample, placement
         As in :func:`qk_embedding`.
     score : bool
-        Also compute :func:`head_faithfulness`.
+        Also compute :func:`head_faithfulness` and the neighbourhood preservation.
 
     Returns
     -------
     tuple
-        Float32 ``[2N, dims]`` coordinates (the N queries, then the N keys) and the
-        faithfulness dict (empty without ``score``), with ``seconds`` spent.
+        Float32 ``[2N, dims]`` coordinates (the N queries, then the N keys) and a dict: the
+        faithfulness scores and ``preservation`` (without ``score``: none), ``fitted``
+        (points the projection was fitted on), ``fit_seconds``, ``place_seconds`` and
+        ``seconds`` in all.
     """
     t0 = time.perf_counter()
     q, k = (normalize_qk(hp.queries, hp.keys) if normalize
             else (hp.queries.astype(np.float64), hp.keys.astype(np.float64)))
-    y = project(np.concatenate([q, k]), method=method, dims=dims, seed=seed)
     n = len(q)
-    faith = head_faithfulness(hp, y[:n], y[n:], q, k) if score else {}
-    return y, {**faith, "seconds": time.perf_counter() - t0}
+    size = sample_size(sample, 2 * n, method)
+    if size is None:
+        y = project(np.concatenate([q, k]), method=method, dims=dims, seed=seed)
+        fit_s, place_s = time.perf_counter() - t0, 0.0
+    else:
+        if placement not in PLACEMENTS:
+            raise InputError(f"placement must be one of {sorted(PLACEMENTS)}, not {placement!r}.")
+        x = np.concatenate([q, k]).astype(np.float32)
+        idx = qkscale.stratified_sample(point_strata(hp.offsets), size, seed=seed)
+        ys, place = fit_projection(x[idx], method=method, dims=dims, seed=seed)
+        t1 = time.perf_counter()
+        fit_s = t1 - t0
+        rest = np.ones(len(x), dtype=bool)
+        rest[idx] = False
+        y = np.empty((len(x), dims), dtype=np.float32)
+        y[idx] = ys
+        if placement == "knn" and method != "pca":
+            y[rest] = qkscale.place_knn(x[idx], ys, x[rest])
+        else:
+            y[rest] = place(x[rest])
+        place_s = time.perf_counter() - t1
+        del x
+    out: dict[str, float] = {}
+    if score:
+        out = head_faithfulness(hp, y[:n], y[n:], q, k)
+        out["preservation"] = qkscale.neighbourhood_preservation(
+            y, np.concatenate([q, k]), k=min(QUALITY_K, 2 * n - 1), n_eval=QUALITY_EVAL, seed=seed)
+    return y, {**out, "fitted": 2 * n if size is None else size, "fit_seconds": fit_s,
+               "place_seconds": place_s, "seconds": time.perf_counter() - t0}
 
 
 # ------------------------------------------------------------------ the result
@@ -630,6 +896,8 @@ def qk_embedding(
     method: str = "umap",
     dims: int = 2,
     normalize: bool = True,
+    sample: int | str | None = "auto",
+    placement: str = "knn",
     seed: int = 0,
     client: Any = None,
     progress: bool = True,
@@ -656,8 +924,23 @@ def qk_embedding(
         Dimensions of the picture.
     normalize : bool
         Apply the normalisation first (AttentionViz does).
+    sample : int, "auto" or None
+        Fit the projection on this many of a head's points (queries and keys together) and
+        place the rest: a stratified sample (queries and keys, each position range 0, 1,
+        2-3, 4-7, ... in proportion, evenly spread over the items;
+        :func:`~attnkit.analysis.qkscale.stratified_sample`). ``"auto"`` fits UMAP and
+        t-SNE on :data:`~attnkit.analysis.qkscale.AUTO_SAMPLE` points when a head has more
+        than :data:`~attnkit.analysis.qkscale.AUTO_ABOVE`, and on every point otherwise
+        (PCA always on every point); ``None`` fits on every point.
+    placement : {"knn", "transform"}
+        How the points outside the sample are placed: ``"knn"``, on the picture of their
+        nearest sampled point in the normalised query-key space, spread around it by the
+        picture's local linear map there (:func:`~attnkit.analysis.qkscale.place_knn`;
+        chosen on EWT dev, docs/benchmarks.md); ``"transform"``, by
+        the fitted estimator's own ``transform`` (UMAP's, openTSNE's). PCA is always
+        placed by its linear map.
     seed : int
-        The only source of randomness (UMAP, t-SNE).
+        The only source of randomness (UMAP, t-SNE, the sample).
     client : dask.distributed.Client or str, optional
         Embed the heads in parallel on this Dask cluster; ``None`` runs here, with the
         same results.
@@ -669,13 +952,17 @@ def qk_embedding(
     QKEmbedding
         ``.table`` one row per point (``layer``, ``head``, ``item``, ``position``, ``token``,
         ``role``, ``kind``, ``x``, ``y``, and ``z`` for 3-D); ``.faithfulness`` per head
-        (:func:`head_faithfulness`); ``.meta``.
+        (:func:`head_faithfulness`, with ``preservation``: the share of each point's 10
+        nearest neighbours in the picture that are also its nearest in the query-key space,
+        over 1,000 seeded points; ``fitted`` points, ``fit_seconds``, ``place_seconds``);
+        ``.meta``: method, sample size, sampling and placement rule, mean quality.
 
     Raises
     ------
     InputError
-        Attention without queries and keys, heads or layers out of range, an unknown or
-        not installed method, fewer points than the method needs, NaN in queries or keys.
+        Attention without queries and keys, heads or layers out of range or named twice,
+        an unknown or not installed method, fewer points than the method needs, a sample
+        larger than a head's points, NaN in queries or keys.
 
     Examples
     --------
@@ -690,13 +977,40 @@ def qk_embedding(
     """
     seed = validate.seed(seed)
     _check_method(method, dims)
-    items = _sources(attentions)
-    chosen = _heads(items, heads)
-    by_layer: dict[int, list[int]] = {}
-    for l, h in chosen:
-        by_layer.setdefault(l, []).append(h)
-    hps = [hp for l, hs in by_layer.items() for hp in _gather(items, l, hs)]
-    results = _run(hps, client, progress, method=method, dims=dims, normalize=normalize, seed=seed)
+    if placement not in PLACEMENTS:
+        raise InputError(f"placement must be one of {sorted(PLACEMENTS)}, not {placement!r}.")
+    options = dict(method=method, dims=dims, normalize=normalize, seed=seed, sample=sample,
+                   placement=placement)
+    store = _is_store(attentions)
+    results: list[Any] = []
+    hps: list[HeadPoints] = []
+    if store:
+        qk = attentions.info["qk"]
+        chosen = _heads(list(qk["layers"]), int(qk["heads"]), attentions.n_layers, heads)
+        n_pos = int(attentions.items()["n"].sum())
+        sample_size(sample, 2 * n_pos, method)  # a bad sample fails before any reading
+        per_group = max(1, GATHER_BYTES // max(1, 2 * n_pos * int(qk["dim"]) * 4))
+        items: list[_Item] = []
+        for g in range(0, len(chosen), per_group):
+            got, part = _gather_store(attentions, chosen[g:g + per_group], want_items=g == 0,
+                                      progress=progress)
+            items = got if g == 0 else items
+            # the vectors go once a head is embedded; what stays is its coordinates
+            results += _run(part, client, progress, **options)
+            hps += [HeadPoints(hp.layer, hp.head, hp.queries[:0].copy(), hp.keys[:0].copy(), hp.offsets,
+                               hp.scaling, hp.softcap, hp.causal) for hp in part]
+            del part
+    else:
+        items = _sources(attentions)
+        st0 = items[0].states
+        chosen = _heads(st0.layers, int(st0.queries(st0.layers[0]).shape[0]) if st0.layers else 0,
+                        items[0].n_layers, heads)
+        by_layer: dict[int, list[int]] = {}
+        for l, h in chosen:
+            by_layer.setdefault(l, []).append(h)
+        hps = [hp for l, hs in by_layer.items() for hp in _gather(items, l, hs)]
+        sample_size(sample, 2 * len(hps[0].queries), method)
+        results = _run(hps, client, progress, **options)
     # the per-point columns shared by every head
     item_col = np.concatenate([np.full(len(it.tokens), it.item, dtype=np.int64) for it in items])
     pos_col = np.concatenate([np.arange(len(it.tokens), dtype=np.int64) for it in items])
@@ -720,10 +1034,24 @@ def qk_embedding(
     table = pd.concat(frames, ignore_index=True)
     table["kind"] = pd.Categorical(table["kind"], categories=["query", "key"])
     faith_table = pd.DataFrame(rows).set_index(["layer", "head"])
+    size = sample_size(sample, 2 * n, method)
     meta = {"method": method, "dims": dims, "normalize": normalize, "seed": seed,
             "n_layers": items[0].n_layers,
             "n_heads": int(items[0].states.queries(items[0].states.layers[0]).shape[0]),
             "heads": [list(x) for x in chosen], "n_items": len(items), "n_positions": n,
+            "n_points": 2 * n, "sample": size,
+            "sampling": (None if size is None else
+                         "stratified: queries and keys, position ranges 0, 1, 2-3, 4-7, ... in "
+                         "proportion; evenly spaced over the items in each (seeded start)"),
+            "placement": (None if size is None else
+                          "the fitted PCA's linear map" if method == "pca" else PLACEMENTS[placement]),
+            "quality": {"preservation": f"share of the {QUALITY_K} nearest neighbours in the picture "
+                                        "that are also nearest in the normalised query-key space "
+                                        f"({'normalised' if normalize else 'raw'}), over "
+                                        f"{QUALITY_EVAL} seeded points",
+                        "mean_preservation": float(faith_table["preservation"].mean()),
+                        "mean_spearman": float(faith_table["spearman"].mean()),
+                        "mean_nearest_key": float(faith_table["nearest_key"].mean())},
             "citation": "Yeh et al. 2023, AttentionViz (IEEE VIS)"}
     faith_res = HeadResult(faith_table, {**meta, "what": "faithfulness of the picture"},
                            value="spearman")
@@ -736,6 +1064,8 @@ def qk_faithfulness(
     heads: Sequence[tuple[int, int]] | None = None,
     method: str = "umap",
     dims: int = 2,
+    sample: int | str | None = "auto",
+    placement: str = "knn",
     seed: int = 0,
     client: Any = None,
     progress: bool = True,
@@ -759,6 +1089,10 @@ def qk_faithfulness(
         The projection.
     dims : {2, 3}
         Dimensions of the picture.
+    sample : int, "auto" or None
+        Fit on a sample and place the rest (see :func:`qk_embedding`).
+    placement : {"knn", "transform"}
+        How the rest is placed (see :func:`qk_embedding`).
     seed : int
         The only source of randomness.
     client : dask.distributed.Client or str, optional
@@ -770,7 +1104,8 @@ def qk_faithfulness(
     -------
     HeadResult
         Indexed by ``(layer, head)``; columns ``<score>_raw`` and ``<score>_normalized`` for
-        ``spearman``, ``nearest_key``, ``nearest_key_original``, and ``rows``.
+        ``spearman``, ``nearest_key``, ``nearest_key_original``, ``preservation`` (see
+        :func:`qk_embedding`), and ``rows``.
 
     Raises
     ------
@@ -790,11 +1125,11 @@ def qk_faithfulness(
     parts = {}
     for norm, name in ((False, "raw"), (True, "normalized")):
         emb = qk_embedding(attentions, heads=heads, method=method, dims=dims, normalize=norm,
-                           seed=seed, client=client, progress=progress)
+                           sample=sample, placement=placement, seed=seed, client=client, progress=progress)
         f = emb.faithfulness.table
         parts[name] = f
     table = pd.DataFrame(index=parts["raw"].index)
-    for col in ("spearman", "nearest_key", "nearest_key_original"):
+    for col in ("spearman", "nearest_key", "nearest_key_original", "preservation"):
         for name in ("raw", "normalized"):
             table[f"{col}_{name}"] = parts[name][col]
     table["rows"] = parts["raw"]["rows"]

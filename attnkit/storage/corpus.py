@@ -474,6 +474,48 @@ class AttentionSet(Sequence[Attention]):
         rows["n"] = self._layout.table["n"][items]
         return items, atts, rows
 
+    def qk_batch(self, batch: int) -> tuple[np.ndarray, list[QKStates]]:
+        """Queries and keys of every item of stored batch ``batch``, in one verified read of
+        the queries, keys, tokens and roles only (no maps), not kept in the set's cache: how
+        :func:`attnkit.qk_embedding` streams a corpus batch by batch.
+
+        Parameters
+        ----------
+        batch : int
+            A batch, ``0 <= batch < n_batches``.
+
+        Returns
+        -------
+        items : numpy.ndarray
+            Input-order indices of the batch's items.
+        states : list of QKStates
+            Their queries and keys (``tokens`` and ``roles`` set), same order.
+
+        Raises
+        ------
+        InputError
+            When the set keeps no queries and keys, or ``batch`` is out of range.
+        StoreError
+            When a chunk of the batch is damaged or missing (naming its items).
+
+        Examples
+        --------
+        >>> import attnkit as ak
+        >>> from attnkit.testing import tiny_model
+        >>> sset = ak.extract(tiny_model("llama"), ["The cat sat.", "We read."], level="token",
+        ...                   keep="qk", qk_layers=[1], batch_size=2, progress=False)
+        >>> items, states = sset.qk_batch(0)
+        >>> sorted(items.tolist()), states[0].queries(1).shape[0], len(states[0].tokens) > 0
+        ([0, 1], 2, True)
+        """
+        if not self.qk_layers:
+            raise InputError("This set keeps no queries and keys; extract with keep=('maps', 'qk') "
+                             "and level='token'.")
+        b = validate.index(batch, self.n_batches, "batch")
+        data = self._backend.read_batch(b, ["positions/tokens", "positions/roles", "qk/queries", "qk/keys"])
+        items = self._layout.batches[b]
+        return items, [self._qk(int(i), data, b) for i in items]
+
     def summary(self, kind: str) -> np.ndarray:
         """A per-item summary of every item, rows in input order.
 

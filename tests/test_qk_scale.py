@@ -1,0 +1,276 @@
+"""qk_embedding at corpus scale (issue 32): the stratified sample, the placement of the points
+outside it, the neighbourhood preservation, streaming a store batch by batch, and bad input."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from tolerances import F32, assert_close
+
+import attnkit as ak
+from attnkit.analysis import qk as qkmod
+from attnkit.analysis import qkscale
+from attnkit.analysis.qk import HeadPoints, embed_head, point_strata, sample_size
+from attnkit.analysis.qkscale import (
+    neighbourhood_preservation,
+    place_knn,
+    position_bins,
+    stratified_sample,
+)
+from attnkit.errors import InputError
+from attnkit.testing import tiny_model
+
+pytestmark = pytest.mark.numerics
+
+
+# ------------------------------------------------------------------ the sample
+def test_sample_takes_each_stratum_in_proportion_and_spreads_over_it():
+    # strata of 600, 300 and 100 rows (in that order of rows); 100 rows asked for
+    strata = np.repeat([0, 1, 2], [600, 300, 100])
+    idx = stratified_sample(strata, 100, seed=3)
+    assert len(idx) == len(np.unique(idx)) == 100
+    assert [int((strata[idx] == s).sum()) for s in (0, 1, 2)] == [60, 30, 10]
+    # evenly spaced ranks: exactly one row in each block of 10 rows of stratum 0
+    first = idx[strata[idx] == 0]
+    assert np.bincount(first // 10, minlength=60).tolist() == [1] * 60
+    # largest remainders: 5 of 7 rows in strata of 3, 2, 2 -> quotas 2.14, 1.43, 1.43; the
+    # row left goes to the largest remainder, the first stratum of a tie
+    s = np.repeat([0, 1, 2], [3, 2, 2])
+    assert np.bincount(s[stratified_sample(s, 5)], minlength=3).tolist() == [2, 2, 1]
+    # seeded: the same seed the same rows, another seed other rows
+    assert np.array_equal(stratified_sample(strata, 100, seed=3), idx)
+    assert not np.array_equal(stratified_sample(strata, 100, seed=4), idx)
+    # every row asked for: every row
+    assert np.array_equal(stratified_sample(strata, 1000), np.arange(1000))
+
+
+def test_strata_are_kind_and_position_range():
+    assert position_bins(np.array([0, 1, 2, 3, 4, 7, 8, 15, 16])).tolist() == [0, 1, 1, 2, 2, 3, 3, 4, 4]
+    # two items of 5 and 3 positions: queries then keys
+    st = point_strata(np.array([0, 5, 8]))
+    assert st.tolist() == [0, 1, 1, 2, 2, 0, 1, 1] + [64, 65, 65, 66, 66, 64, 65, 65]
+
+
+def test_sample_size_rule():
+    assert sample_size(None, 10**6, "umap") is None
+    assert sample_size("auto", qkscale.AUTO_ABOVE, "umap") is None
+    assert sample_size("auto", qkscale.AUTO_ABOVE + 1, "tsne") == qkscale.AUTO_SAMPLE
+    assert sample_size("auto", 10**6, "pca") is None          # PCA fits every point
+    assert sample_size(500, 500, "umap") is None                # all of them: no sample
+    assert sample_size(200, 500, "pca") == 200
+    with pytest.raises(InputError, match="sample=501 is larger than the 500 points"):
+        sample_size(501, 500, "umap")
+    with pytest.raises(InputError, match="at least 10"):
+        sample_size(5, 500, "umap")
+    for bad in ("half", 0.5, True):
+        with pytest.raises(InputError, match="sample must be"):
+            sample_size(bad, 500, "umap")
+
+
+# ------------------------------------------------------------------ placement
+def test_knn_placement_anchors_on_the_nearest_fitted_point_and_follows_the_local_map():
+    rng = np.random.default_rng(0)
+    fitted = rng.normal(size=(300, 3))
+    m = np.array([[2.0, 0.0], [0.0, -3.0], [1.0, 1.0]])
+    coords = fitted @ m                                      # a linear picture
+    # a point equal to a fitted one lands exactly on its picture
+    got = place_knn(fitted, coords, fitted[[7, 42]])
+    np.testing.assert_array_equal(got, coords[[7, 42]].astype(np.float32))
+    pts = rng.normal(size=(200, 3))
+    near = np.argmin(((pts[:, None] - fitted[None]) ** 2).sum(-1), axis=1)
+    # step 0: on the nearest fitted point's picture
+    assert_close(place_knn(fitted, coords, pts, step=0.0), coords[near], F32)
+    # the move is linear in the step
+    a = place_knn(fitted, coords, pts, step=0.05) - coords[near]
+    b = place_knn(fitted, coords, pts, step=0.5) - coords[near]
+    assert_close(b, 10 * a, F32)
+    # by hand, for a few points: the ridge map fitted on the nearest fitted point's 30 nearest
+    # fitted neighbours (itself among them, adding nothing), ridge a tenth of trace / d
+    for j in (0, 1, 2, 50, 199):
+        l = near[j]
+        nb = np.argsort(((fitted - fitted[l]) ** 2).sum(1), kind="stable")[:31]
+        dx, dy = fitted[nb] - fitted[l], coords[nb] - coords[l]
+        g = dx.T @ dx
+        jac = np.linalg.solve(g + 0.1 * np.trace(g) / 3 * np.eye(3), dx.T @ dy)
+        assert_close(b[j], 0.5 * (pts[j] - fitted[l]) @ jac, F32)
+    # with a linear picture the local maps are the picture's map shrunk by the ridge: the
+    # move points the way the picture's map would move the point
+    full = (pts - fitted[near]) @ m
+    cos = (b * full).sum(1) / np.linalg.norm(b, axis=1) / np.linalg.norm(full, axis=1)
+    assert cos.min() > 0.95
+    # chunks change nothing (one code path per point)
+    np.testing.assert_array_equal(place_knn(fitted, coords, pts, chunk=7), place_knn(fitted, coords, pts))
+
+
+def _clusters(n_clusters=40, size=11, d=16, seed=0):
+    """Tight clusters far apart: every point's 10 nearest neighbours are its cluster mates."""
+    rng = np.random.default_rng(seed)
+    centres = rng.normal(0, 50, (n_clusters, d))
+    return np.repeat(centres, size, axis=0) + rng.normal(0, 0.1, (n_clusters * size, d))
+
+
+def test_preservation_known_answers():
+    x = _clusters()
+    assert neighbourhood_preservation(x, 2 * x - 7, k=10) == 1.0
+    # a picture that keeps each cluster together but scrambles points inside it still keeps
+    # every neighbourhood (the 10 neighbours are the 10 cluster mates)
+    rng = np.random.default_rng(1)
+    grid = np.stack(np.meshgrid(np.arange(8), np.arange(5)), -1).reshape(-1, 2) * 100.0
+    pic = np.repeat(rng.permutation(grid), 11, axis=0) + rng.normal(0, 0.5, (440, 2))
+    assert neighbourhood_preservation(pic, x, k=10) == 1.0
+    # a picture of the points shuffled: about chance (k / N)
+    shuffled = pic[rng.permutation(len(pic))]
+    assert neighbourhood_preservation(shuffled, x, k=10) < 0.1
+    with pytest.raises(InputError, match="same points"):
+        neighbourhood_preservation(x, x[:-1])
+    with pytest.raises(InputError, match="k=440"):
+        neighbourhood_preservation(x, x, k=440)
+
+
+def _head(x: np.ndarray, item_len: int = 11) -> HeadPoints:
+    """A head whose queries and keys are the rows of ``x`` (queries shifted apart)."""
+    n = len(x) // 2
+    q, k = x[:n].astype(np.float32), x[n:2 * n].astype(np.float32)
+    offsets = np.arange(0, n + 1, item_len, dtype=np.int64)
+    if offsets[-1] != n:
+        offsets = np.append(offsets, n)
+    return HeadPoints(0, 0, q, k, offsets, q.shape[1] ** -0.5, None, False)
+
+
+def test_sampled_pca_places_by_its_linear_map():
+    rng = np.random.default_rng(2)
+    # points on a plane in 8-D (plus tiny noise): the axes fitted on a sample are the full ones
+    basis = rng.normal(size=(2, 8))
+    x = rng.normal(size=(2000, 2)) * [5, 2] @ basis + rng.normal(0, 1e-3, (2000, 8))
+    hp = _head(x, item_len=20)
+    full, f_full = embed_head(hp, method="pca", dims=2, normalize=False, seed=0, sample=None)
+    part, f_part = embed_head(hp, method="pca", dims=2, normalize=False, seed=0, sample=300)
+    assert f_full["fitted"] == 2000 and f_part["fitted"] == 300
+    # the points lie on a plane: PCA fitted on every point or on a sample maps it isometrically
+    # (the sample's axes are rotated within the plane, its centre shifted): every distance kept
+    # up to the noise off the plane (1e-3 a coordinate: distances differ by about 1e-2 at most)
+    from scipy.spatial.distance import pdist
+
+    d = pdist(x[:400])
+    np.testing.assert_allclose(pdist(full.astype(np.float64)[:400]), d, rtol=1e-3, atol=1e-2)
+    np.testing.assert_allclose(pdist(part.astype(np.float64)[:400]), d, rtol=1e-3, atol=1e-2)
+    assert f_part["preservation"] > 0.9
+
+
+@pytest.mark.slow
+def test_sampled_umap_keeps_well_separated_clusters():
+    x = _clusters(n_clusters=60, size=11, d=16)
+    hp = _head(x)
+    cluster = np.arange(len(x)) // 11
+
+    def own_centre(pic):
+        """Share of points nearest their own cluster's centre in the picture."""
+        centres = np.stack([pic[cluster == c].mean(0) for c in range(cluster.max() + 1)])
+        return float((np.argmin(((pic[:, None] - centres[None]) ** 2).sum(-1), axis=1) == cluster).mean())
+
+    y, f = embed_head(hp, method="umap", dims=2, normalize=False, seed=0, sample=200)
+    assert f["fitted"] == 200
+    # the clusters stay together: nearly every point's 10 neighbours in the picture are its
+    # cluster mates, as in the space (0.945 measured; chance is 10 / 660), and nearly every
+    # point is nearest its own cluster's centre (0.979 measured)
+    assert neighbourhood_preservation(y, x, k=10) > 0.9
+    assert f["preservation"] > 0.9
+    assert own_centre(y) > 0.95
+    # UMAP's own transform keeps the clusters apart too, less well (0.85 and 0.92 measured)
+    y2, _ = embed_head(hp, method="umap", dims=2, normalize=False, seed=0, sample=200,
+                       placement="transform")
+    assert neighbourhood_preservation(y2, x, k=10) > 0.75
+    assert own_centre(y2) > 0.85
+
+
+# ------------------------------------------------------------------ from a store
+TEXTS = ["The cat sat on the mat and looked at the dog.", "We read it all again.",
+         "A dog ran.", "Nobody knew where the old road went after the river.", "Yes."]
+
+
+def test_store_read_batch_by_batch_equals_items(tmp_path, monkeypatch):
+    model = tiny_model("llama")
+    sset = ak.extract(model, TEXTS, level="token", keep=("maps", "qk"), batch_size=2,
+                      store=tmp_path / "s", progress=False)
+    # qk_batch holds what qk_states holds, item by item
+    for b in range(sset.n_batches):
+        items, states = sset.qk_batch(b)
+        for i, st in zip(items, states):
+            ref = sset.qk_states(int(i))
+            np.testing.assert_array_equal(st.queries(1), ref.queries(1))
+            assert st.tokens == ref.tokens
+    with pytest.raises(InputError, match="batch 9 is outside"):
+        sset.qk_batch(9)
+    # the streamed store and its items as a list: the same float16 values, the same picture
+    stored = ak.qk_embedding(sset, method="pca", progress=False)
+    listed = ak.qk_embedding([sset[i] for i in range(len(sset))], method="pca", progress=False)
+    # (the same float32 vectors, one PCA: equal up to float32 summation order)
+    assert_close(stored.table[["x", "y"]], listed.table[["x", "y"]], F32)
+    assert stored.table[["item", "position", "token", "kind"]].equals(listed.table[["item", "position", "token", "kind"]])
+    # heads read in groups (one pass over the store each): the same embedding
+    monkeypatch.setattr(qkmod, "GATHER_BYTES", 1)
+    grouped = ak.qk_embedding(sset, method="pca", progress=False)
+    np.testing.assert_array_equal(grouped.table[["x", "y"]], stored.table[["x", "y"]])
+    # an item's map is read from the store when asked for
+    np.testing.assert_array_equal(stored.item_map(3, 1, 0),
+                                  qkmod.scores(sset.qk_states(3), 1, 0, causal=True))
+
+
+def test_sampled_embedding_of_a_store_says_how_it_was_made(tmp_path):
+    model = tiny_model("gpt2")
+    sset = ak.extract(model, TEXTS * 4, level="token", keep="qk", store=tmp_path / "s", progress=False)
+    n = int(sset.items()["n"].sum())
+    emb = ak.qk_embedding(sset, heads=[(1, 0), (0, 1)], method="pca", sample=60, progress=False)
+    assert len(emb.table) == 2 * 2 * n
+    m = emb.meta
+    assert m["sample"] == 60 and m["n_points"] == 2 * n
+    assert "stratified" in m["sampling"] and "linear map" in m["placement"]
+    f = emb.faithfulness.table
+    assert f["fitted"].tolist() == [60, 60]
+    assert ((f["preservation"] >= 0) & (f["preservation"] <= 1)).all()
+    assert m["quality"]["mean_preservation"] == pytest.approx(f["preservation"].mean())
+    # reproducible: the same seed gives the same picture
+    again = ak.qk_embedding(sset, heads=[(1, 0), (0, 1)], method="pca", sample=60, progress=False)
+    np.testing.assert_array_equal(again.table[["x", "y"]], emb.table[["x", "y"]])
+    full = ak.qk_embedding(sset, heads=[(1, 0)], method="pca", sample=None, progress=False)
+    assert full.meta["sample"] is None and full.meta["placement"] is None
+
+
+def test_bad_input_at_scale(tmp_path):
+    model = tiny_model("gpt2")
+    sset = ak.extract(model, TEXTS, level="token", keep="qk", store=tmp_path / "s", progress=False)
+    n = int(sset.items()["n"].sum())
+    with pytest.raises(InputError, match=f"sample={2 * n + 1} is larger than the {2 * n} points"):
+        ak.qk_embedding(sset, method="pca", sample=2 * n + 1, progress=False)
+    with pytest.raises(InputError, match=r"names \[\(1, 0\)\] more than once"):
+        ak.qk_embedding(sset, heads=[(1, 0), (0, 1), (1, 0)], method="pca", progress=False)
+    with pytest.raises(InputError, match="placement must be"):
+        ak.qk_embedding(sset, method="pca", placement="nearest", progress=False)
+    att = model.attend("The cat sat.")
+    with pytest.raises(InputError, match="more than once"):
+        ak.qk_embedding(att, heads=[(0, 0), (0, 0)], method="pca")
+    # one position: one query and one key, two points; no projection of so few
+    one = model.attend("a")
+    with pytest.raises(InputError, match="needs at least"):
+        ak.qk_embedding(one if len(one) == 1 else one, method="umap", sample=None)
+    # a store without queries and keys
+    ak.extract(model, ["The cat sat."], level="token", store=tmp_path / "m", progress=False)
+    with pytest.raises(InputError, match="keeps no queries"):
+        ak.qk_embedding(ak.open_store(tmp_path / "m"), method="pca", sample=10)
+
+
+def test_view_of_a_store_embedding_opens_the_clicked_sentence_from_the_store(tmp_path):
+    model = tiny_model("gpt2")
+    sset = ak.extract(model, TEXTS * 3, level="token", keep="qk", store=tmp_path / "s", progress=False)
+    emb = ak.qk_embedding(sset, heads=[(1, 1)], method="pca", sample=40, progress=False)
+    view = ak.QKScatter(emb)
+    box = view.linked_heatmap()
+    # the drawn point of the query at position 2 of item 4 (hover reads its sentence back)
+    i = next(j for j in range(view.n_points)
+             if (p := view.point(j))["item"] == 4 and p["kind"] == "query" and p["position"] == 2)
+    assert view.point(i)["tokens"] == sset.qk_states(4).tokens
+    view.clicked = i
+    heat = box.children[0]
+    assert type(heat).__name__ == "Heatmap"
+    # the map shown is item 4's, recomputed from the queries and keys the store holds
+    np.testing.assert_array_equal(heat.matrix, qkmod.scores(sset.qk_states(4), 1, 1, causal=True))
