@@ -578,7 +578,7 @@ def sample_size(sample: int | str | None, n_points: int, method: str) -> int | N
     --------
     >>> from attnkit.analysis.qk import sample_size
     >>> sample_size("auto", 1_000_000, "umap"), sample_size("auto", 5_000, "umap")
-    (10000, None)
+    (5000, None)
     """
     if sample is None:
         return None
