@@ -173,7 +173,7 @@ def scores_table(runs: Runs, scores: np.ndarray, meta: dict[str, Any]) -> Result
     >>> from attnkit.testing import tiny_model
     >>> runs = clean_and_corrupted(tiny_model("gpt2"), ["The cat sat."], ["A cat sat."], loss())
     >>> scores_table(runs, np.zeros((8, 15)), {"method": "none"}).table.shape
-    (62, 3)
+    (61, 3)
     """
     g = runs.graph
     rows = [(g.upstream[u], g.downstream[d], float(scores[u, d]), g.up_layer[u], g.down_layer[d])
@@ -251,7 +251,7 @@ def edge_attribution(
     >>> r = ak.edge_attribution(tiny_model("gpt2"), ["The cat sat."], ["A cat sat."],
     ...                         metric=ak.interventions.loss())
     >>> r.table.index.names, r.table.shape, r.meta["method"]
-    (FrozenList(['upstream', 'downstream']), (62, 3), 'eap')
+    (FrozenList(['upstream', 'downstream']), (61, 3), 'eap')
     >>> r.table.loc[("1-2", "2-1.k"), ["layer_up", "layer_down"]].tolist()
     [0, 1]
     """

@@ -263,7 +263,7 @@ def edge_graph(model: Any) -> EdgeGraph:
     >>> g.upstream
     ['embed', 'pos_embed', '1-1', '1-2', '1-mlp', '2-1', '2-2', '2-mlp']
     >>> g.downstream[:4], g.downstream[-2:], len(g.edges())
-    (['1-1.q', '1-1.k', '1-1.v', '1-2.q'], ['2-mlp.in', 'logits'], 62)
+    (['1-1.q', '1-1.k', '1-1.v', '1-2.q'], ['2-mlp.in', 'logits'], 61)
     """
     check_family(model)
     stream = arch_of(model).stream
