@@ -17,7 +17,7 @@ import torch
 import attnkit as ak
 from attnkit.errors import InputError, UnsupportedModelError
 from attnkit.interventions import hooks
-from attnkit.interventions.eap import exact_scores, gradient_scores
+from attnkit.interventions.eap import gradient_scores
 from attnkit.interventions.edges import clean_and_corrupted, edge_graph, run
 from attnkit.testing import tiny_model
 from tolerances import F32, F32_DEEP, FD, assert_close

@@ -1,4 +1,4 @@
-"""Edge attribution: a score for every edge of the model's :class:`~attnkit.interventions.edges.EdgeGraph`.
+"""Edge attribution: a score for every edge between components (EAP, EAP-IG, exact edge patching).
 
 The score of an edge ``(u, d)`` is the change of the metric when that edge alone carries
 the corrupted value of ``u`` into ``d``, everything else running on the clean input:

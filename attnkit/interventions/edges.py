@@ -46,9 +46,6 @@ from ..runtime.archs import arch_of, submodule
 from . import hooks
 from .metrics import Metric
 
-#: Which input of a downstream component an edge reaches (the schema's ``input``).
-INPUTS = ("q", "k", "v", "in", "out")
-
 
 @dataclass
 class EdgeGraph:
@@ -133,7 +130,7 @@ class EdgeGraph:
         >>> from attnkit.interventions.edges import edge_graph
         >>> from attnkit.testing import tiny_model
         >>> edge_graph(tiny_model("gpt2")).index([("1-2", "2-1.k")])
-        [(3, 4)]
+        [(3, 8)]
         """
         up = {n: i for i, n in enumerate(self.upstream)}
         down = {n: i for i, n in enumerate(self.downstream)}
