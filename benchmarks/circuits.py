@@ -11,7 +11,7 @@ The bundled all-MiniLM-L6-v2 is a post-norm encoder, whose stream is renormalise
 block, so its edges cannot be patched (``edge_attribution`` refuses it with
 UnsupportedModelError, which this script checks). The model measured is a GPT-2 (pre-norm
 decoder) of MiniLM's shape: 6 layers x 12 heads, width 384, MLP 1536, vocabulary 30,522,
-random weights; ``items`` pairs of ``n`` tokens, the corrupted copy changes one token in the
+random weights (token ids of the tiny test tokenizer, 300 ids); ``items`` pairs of ``n`` tokens, the corrupted copy changes one token in the
 middle; metric: the loss over the second half.
 """
 
@@ -61,10 +61,10 @@ def main() -> None:
         refused = f"refused: {str(exc)[:90]}..."
     model = build()
     rng = np.random.default_rng(0)
-    clean = [rng.integers(1000, 20000, args.n) for _ in range(args.items)]
+    clean = [rng.integers(5, 295, args.n) for _ in range(args.items)]
     corrupted = [c.copy() for c in clean]
     for c in corrupted:
-        c[args.n // 2] = rng.integers(1000, 20000)
+        c[args.n // 2] = (c[args.n // 2] + 1 - 5) % 290 + 5
     metric = ak.interventions.loss(positions=slice(args.n // 2 + 1, None))
     bc = hooks.batch(model, clean)
     m = ak.interventions.metrics.resolve(metric, model)
