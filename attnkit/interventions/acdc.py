@@ -74,8 +74,8 @@ def acdc(
     --------
     >>> import attnkit as ak
     >>> from attnkit.testing import tiny_model
-    >>> G = ak.acdc(tiny_model("gpt2"), ["The cat sat."], ["A cat sat."],
-    ...             metric=ak.interventions.loss(), threshold=0.05, progress=False)
+    >>> G = ak.acdc(tiny_model("gpt2", layers=1, heads=1), ["The cat sat."], ["A cat sat."],
+    ...             metric=ak.interventions.kl(), threshold=0.01, progress=False)
     >>> G.graph["method"], G.number_of_edges() > 0, G.graph["seconds"] > 0
     ('acdc', True, True)
     """
@@ -83,6 +83,7 @@ def acdc(
 
     from ..errors import InputError
 
+    validate.model(model, family="text")
     tau = validate.number(threshold, "threshold", low=0.0)
     m = resolve(metric, model)
     start = time.perf_counter()

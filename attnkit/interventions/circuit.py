@@ -269,6 +269,7 @@ def circuit_faithfulness(
     >>> f.table.index.tolist(), abs(float(f.table.loc[0, "faithfulness"])) < 1e-4
     ([0, 1, 2, 3], True)
     """
+    validate.model(model, family="text")
     del progress
     size = validate.integer(batch_size, "batch_size", minimum=1)
     if isinstance(circuit, Result) or isinstance(circuit, pd.DataFrame):

@@ -255,6 +255,7 @@ def edge_attribution(
     >>> r.table.loc[("1-2", "2-1.k"), ["layer_up", "layer_down"]].tolist()
     [0, 1]
     """
+    validate.model(model, family="text")
     how = validate.choice(method, "method", METHODS)
     n_steps = validate.integer(steps, "steps", minimum=1)
     size = validate.integer(batch_size, "batch_size", minimum=1)

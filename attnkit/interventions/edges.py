@@ -356,6 +356,7 @@ def patching(model: Any, graph: EdgeGraph, *, copies: int = 1, masks: Any = None
     other_embeds: dict[str, Any] = {}
     handles: list[Any] = []
     stash: dict[Any, Any] = {}
+    separate = masks is not None or grad
 
     def rows(t: Any, n: int) -> Any:
         return t.expand(n, *t.shape[1:]) if t.shape[0] == 1 and n != 1 else t
@@ -397,6 +398,8 @@ def patching(model: Any, graph: EdgeGraph, *, copies: int = 1, masks: Any = None
                            torch.zeros_like(x))
                 for n in embed_names:
                     state.ups[up_of[n]] = x - rest if n == "embed" else rows(other_embeds[n], x.shape[0])
+            if not separate:  # every input reads the stream itself: the model's own forward
+                return
             xs = split(x, heads_downs(layer))  # [3H, N, T, d]: via-major
             normed = module.forward(xs)
             stash[("normed", layer)] = normed.reshape(3, H, *x.shape)
@@ -404,6 +407,8 @@ def patching(model: Any, graph: EdgeGraph, *, copies: int = 1, masks: Any = None
 
     def proj_hook(layer: int, via: str | None) -> Any:
         def hook(module: Any, args: Any, out: Any) -> Any:
+            if not separate:
+                return None
             normed = stash.pop(("normed", layer)) if via in (None, "v") else stash[("normed", layer)]
             w, b = module.weight, module.bias
             if via is None:  # GPT-2: one Conv1D, [d, 3 * H * dh]
@@ -436,6 +441,8 @@ def patching(model: Any, graph: EdgeGraph, *, copies: int = 1, masks: Any = None
         def hook(module: Any, args: Any) -> Any:
             x = args[0]
             stash[("mid", layer)] = x
+            if not separate:
+                return None
             xs = split(x, [down_of[f"{mlp_label(layer)}.in"]])
             return (xs[0], *args[1:])
         return hook
@@ -447,6 +454,8 @@ def patching(model: Any, graph: EdgeGraph, *, copies: int = 1, masks: Any = None
         return hook
 
     def final_pre(module: Any, args: Any) -> Any:
+        if not separate:
+            return None
         xs = split(args[0], [down_of["logits"]])
         return (xs[0], *args[1:])
 
