@@ -45,6 +45,7 @@ _.extract
 _.faithfulness
 _.finetune
 _.flow
+_.flow_routes
 _.flow_summary
 _.from_bertviz
 _.from_nnsight
