@@ -83,6 +83,7 @@ from .core.results import HeadResult, Result
 from .version import __version__
 from .widgets import (
     CheckpointScrubber,
+    CircuitView,
     ClusterView,
     CrossView,
     FlowView,
@@ -92,6 +93,7 @@ from .widgets import (
     ImageAttention,
     MeasureSwitch,
     QKScatter,
+    RoutesView,
     ScoreView,
 )
 
@@ -115,8 +117,8 @@ GROUPS: dict[str, list[str]] = {
     "attention flows": ["attention_flow", "attention_graph", "compare", "compare_sets", "flow",
                         "flow_routes", "flow_summary", "influence", "paths_between", "rollout",
                         "seq2seq_graph", "seq2seq_rollout", "subgraph_through"],
-    "views": ["CheckpointScrubber", "ClusterView", "CrossView", "FlowView", "HeadGrid", "HeadMap", "Heatmap", "ImageAttention",
-              "MeasureSwitch", "QKScatter", "ScoreView", "plot", "write_report"],
+    "views": ["CheckpointScrubber", "CircuitView", "ClusterView", "CrossView", "FlowView", "HeadGrid", "HeadMap", "Heatmap", "ImageAttention",
+              "MeasureSwitch", "QKScatter", "RoutesView", "ScoreView", "plot", "write_report"],
     "interop": ["from_bertviz", "from_nnsight", "from_transformer_lens", "from_transformers",
                 "to_bertviz", "to_circuitsvis"],
     "training and examples": ["finetune", "pipeline", "toy", "toy_tasks"],
