@@ -27,6 +27,7 @@ _.Sentence
 _.Treebank
 _.__version__
 _.ablate
+_.acdc
 _.alignment_error_rate
 _.analysis
 _.attention_flow
@@ -35,12 +36,15 @@ _.attention_importance
 _.attribution_patching
 _.checkpoint_scores
 _.checkpoints
+_.circuit
+_.circuit_faithfulness
 _.compare
 _.compare_sets
 _.composition
 _.coref_heads
 _.crossing_steps
 _.data
+_.edge_attribution
 _.embed_heads
 _.errors
 _.extract

@@ -32,7 +32,7 @@ Placement of the normalisation around the attention block (``Layout.placement``)
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..errors import InputError, UnsupportedModelError
@@ -95,6 +95,11 @@ class Stream:
         Paths of the projections.
     rotary : bool
         Queries and keys are rotated per position (the model's own ``apply_rotary_pos_emb``).
+    mlp_in_norm : str or None
+        Pre-norm decoders: the norm whose output the MLP reads, from a layer (its input is the
+        stream after the attention block); edge patching recomputes it per MLP input.
+    final_norm : str or None
+        Pre-norm decoders: the norm before the output head, from the bare model.
     """
 
     embeds: tuple[tuple[str, str], ...]
@@ -106,6 +111,8 @@ class Stream:
     k: str = ""
     v: str = ""
     rotary: bool = False
+    mlp_in_norm: str | None = None
+    final_norm: str | None = None
 
 
 @dataclass(frozen=True)
@@ -155,7 +162,8 @@ _BERT_STREAM = Stream(
     "attention.self.query", "attention.self.key", "attention.self.value")
 _DECODER_LAYOUT = Layout("layers", "self_attn", "self_attn.o_proj", "pre")
 _ROTARY_STREAM = Stream((), None, "input_layernorm", None, "split", "self_attn.q_proj",
-                        "self_attn.k_proj", "self_attn.v_proj", rotary=True)
+                        "self_attn.k_proj", "self_attn.v_proj", rotary=True,
+                        mlp_in_norm="post_attention_layernorm", final_norm="norm")
 _ROTARY = Arch(causal=True, layout=_DECODER_LAYOUT, stream=_ROTARY_STREAM)
 #: ViT and DeiT: ``x + Attn(layernorm_before(x))``
 _VIT_LAYOUT = Layout("layers", "attention", "attention.o_proj", "pre")
@@ -188,17 +196,20 @@ ARCHS: dict[str, Arch] = {
     "longformer": Arch(offset_positions=True),
     # decoders, decomposed
     "gpt2": Arch(causal=True, layout=Layout("h", "attn", "attn.c_proj", "pre", conv1d=True),
-                 stream=Stream((("pos_embed", "wpe"),), None, "ln_1", None, "gpt2", "attn.c_attn")),
+                 stream=Stream((("pos_embed", "wpe"),), None, "ln_1", None, "gpt2", "attn.c_attn",
+                                 mlp_in_norm="ln_2", final_norm="ln_f")),
     "gpt_neox": Arch(causal=True, layout=Layout("layers", "attention", "attention.dense", "pre"),
                      stream=Stream((), None, "input_layernorm", None, "neox",
-                                   "attention.query_key_value", rotary=True)),
+                                   "attention.query_key_value", rotary=True,
+                                   mlp_in_norm="post_attention_layernorm",
+                                   final_norm="final_layer_norm")),
     "llama": _ROTARY,
     "qwen2": _ROTARY,
     "mistral": _ROTARY,
     "gpt_oss": _ROTARY,
     "gemma2": Arch(causal=True, layout=Layout("layers", "self_attn", "self_attn.o_proj", "sandwich",
                                               "post_attention_layernorm", norm_offset=1.0),
-                   stream=_ROTARY_STREAM),
+                   stream=replace(_ROTARY_STREAM, mlp_in_norm="pre_feedforward_layernorm")),
     # decoders read through their attention weights only
     **{name: _CAUSAL for name in (
         "gpt_neo", "gptj", "mixtral", "opt", "bloom", "falcon", "phi", "phi3", "qwen3", "gemma",
