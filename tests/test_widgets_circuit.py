@@ -188,3 +188,34 @@ def test_routes_view_refuses_other_graphs_and_saves(toy_routes, tmp_path):
     assert view.save(tmp_path / "routes.png").stat().st_size > 1000
     marks = read(view.node_marks)
     assert np.all(marks == 0)  # the toy's MLPs are zero: no MLP square
+
+
+# ------------------------------------------------------------------ real circuits
+@pytest.mark.slow
+def test_circuit_view_of_the_toys_induction_circuit():
+    """ak.circuit of the induction toy (EAP, two corruptions) drawn and compared: the view
+    draws exactly the circuit's edges, and a click on an edge into a head selects it."""
+    model = ak.toy.induction_model()
+    inputs = ak.induction_inputs(model, 2, N, seed=1)
+    other = ak.induction_inputs(model, 2, N, seed=2)
+    replaced = [np.concatenate([a[:1], b[1:N + 1], a[N + 1:]]) for a, b in zip(inputs, other)]
+    rng = np.random.default_rng(3)
+    permuted = [np.concatenate([a[:1], a[1:N + 1][rng.permutation(N)], a[N + 1:]]) for a in inputs]
+    loss = ak.interventions.loss(positions=slice(N + 2, 2 * N + 1))
+    graphs = [ak.circuit(ak.edge_attribution(model, inputs, corr, metric=loss, method="eap",
+                                             progress=False), top=10)
+              for corr in (replaced, permuted)]
+    view = ak.CircuitView(graphs[0])
+    labels = view.node_labels
+    drawn = {(labels[u], labels[v], PORTS[p]) for u, v, p in zip(
+        read(view.edge_from), read(view.edge_to), read(view.edge_port))}
+    assert drawn == set(graphs[0].edges(keys=True)) and view.n_edges == 10
+    for u, v, k in graphs[0].edges(keys=True):  # an edge into a head selects that head
+        if k in ("q", "k", "v"):
+            view.select_edge(u, v, k)
+            assert view.selected == [int(x) - 1 for x in v.split("-")]
+    both = ak.CircuitView(graphs[0], other=graphs[1], names=("replaced", "permuted"))
+    shared = set(graphs[0].edges(keys=True)) & set(graphs[1].edges(keys=True))
+    groups = read(both.edge_group).tolist()
+    assert groups.count(0) == len(shared)
+    assert len(groups) == len(set(graphs[0].edges(keys=True)) | set(graphs[1].edges(keys=True)))
