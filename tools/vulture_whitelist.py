@@ -217,6 +217,7 @@ _.sink_names
 _.sinks
 _.size
 _.size_cols
+_.slots
 _.source
 _.source_tokens
 _.steps

@@ -64,6 +64,7 @@ class _LayeredGraph(SelectsHead):
     group_names = traitlets.List(traitlets.Unicode()).tag(sync=True)
     signed = traitlets.Bool(True).tag(sync=True)
     shared_x = traitlets.Bool(False).tag(sync=True)
+    slots = traitlets.Int(0).tag(sync=True)
     selected_edge = traitlets.Int(-1).tag(sync=True)
     n_edges = traitlets.Int(0).tag(sync=True)
     note = traitlets.Unicode("").tag(sync=True)
@@ -168,7 +169,9 @@ class _LayeredGraph(SelectsHead):
         rows = np.asarray(read(self.node_rows), dtype=np.float64)
         order = np.asarray(read(self.node_order), dtype=np.float64)
         x = np.zeros(len(rows))
-        if self.shared_x:
+        if self.slots > 0:
+            x = order.copy()
+        elif self.shared_x:
             ranks = {v: i for i, v in enumerate(sorted(set(order.tolist())))}
             x = np.array([ranks[v] for v in order.tolist()], dtype=np.float64)
         else:
@@ -339,6 +342,7 @@ class CircuitView(_LayeredGraph):
                 "name", "circuit B"))]
         self.group_names = nm if b is not None else []
         self.signed = b is None
+        self.slots = H + 1
         self.row_labels = ["embeddings"] + [f"layer {m + 1}" for m in range(L)] + ["logits"]
         nodes: list[dict[str, Any]] = []
         where: dict[Any, int] = {}
@@ -349,9 +353,13 @@ class CircuitView(_LayeredGraph):
                     continue
                 pair = parse_head_label(str(node)) if d["kind"] == "head" else None
                 head = pair[1] if pair else -1
-                order = head if head >= 0 else (H + 0.5 if d["kind"] == "mlp" else 0.0)
+                # head h in column h, the MLP after the heads, embeddings and logits between
+                # the middle heads
+                middle = (H - 1) / 2
+                order = float(head) if head >= 0 else (float(H) if d["kind"] == "mlp" else middle)
                 if d["kind"] == "embed":
-                    order = {"embed": 0.0, "pos_embed": 1.0, "type_embed": 2.0}.get(str(node), 3.0)
+                    order = middle + {"embed": -0.25, "pos_embed": 0.25, "type_embed": 0.5}.get(
+                        str(node), 0.0)
                 where[node] = len(nodes)
                 nodes.append({"label": str(node), "row": int(d["layer"]) + 1, "order": order,
                               "head": (int(d["layer"]), head) if head >= 0 else (-1, -1)})

@@ -26,9 +26,9 @@ export const TRAITS = {
   /** attnkit.widgets.CheckpointScrubber */
   scrubber: ["icl", "index", "loss", "loss_name", "maps", "n_heads", "n_layers", "playing", "selected", "steps", "title", "tokens", "value_name", "values", "vmax"],
   /** attnkit.widgets.CircuitView */
-  circuit: ["edge_from", "edge_group", "edge_heads", "edge_port", "edge_score", "edge_text", "edge_to", "group_names", "mark_name", "n_edges", "n_heads", "n_layers", "node_heads", "node_labels", "node_marks", "node_order", "node_rows", "note", "row_labels", "selected", "selected_edge", "shared_x", "signed", "title"],
+  circuit: ["edge_from", "edge_group", "edge_heads", "edge_port", "edge_score", "edge_text", "edge_to", "group_names", "mark_name", "n_edges", "n_heads", "n_layers", "node_heads", "node_labels", "node_marks", "node_order", "node_rows", "note", "row_labels", "selected", "selected_edge", "shared_x", "signed", "slots", "title"],
   /** attnkit.widgets.RoutesView */
-  routes: ["edge_from", "edge_group", "edge_heads", "edge_port", "edge_score", "edge_text", "edge_to", "group_names", "mark_name", "n_edges", "n_heads", "n_layers", "node_heads", "node_labels", "node_marks", "node_order", "node_rows", "note", "row_labels", "selected", "selected_edge", "shared_x", "signed", "title"],
+  routes: ["edge_from", "edge_group", "edge_heads", "edge_port", "edge_score", "edge_text", "edge_to", "group_names", "mark_name", "n_edges", "n_heads", "n_layers", "node_heads", "node_labels", "node_marks", "node_order", "node_rows", "note", "row_labels", "selected", "selected_edge", "shared_x", "signed", "slots", "title"],
 } as const;
 
 /** A synced trait of bundle B's widget. */

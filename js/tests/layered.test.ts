@@ -21,6 +21,12 @@ describe("layered graph layout", () => {
     expect(Array.from(p.x)).toEqual([85, 235, 235, 235]);
   });
 
+  it("puts a circuit's nodes in slots: heads by index, the MLP after them", () => {
+    // slots = 3 (2 heads + MLP): head 0, head 1, MLP, the logits between the heads (0.5)
+    const p = placeNodes([1, 1, 1, 2], [0, 1, 2, 0.5], 3, BOX, false, 3);
+    expect(Array.from(p.x)).toEqual([60, 160, 260, 110]);
+  });
+
   it("enters a head's query left, key in the middle, value right", () => {
     expect(portOffset(PORTS.indexOf("q"), 8)).toBe(-8);
     expect(portOffset(PORTS.indexOf("k"), 8)).toBe(0);

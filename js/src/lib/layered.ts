@@ -29,15 +29,23 @@ export interface Placed {
   port: number;
 }
 
-/** Node positions inside `box`: `rows` (0 = bottom of `nRows`), `order` within a row. */
-export function placeNodes(rows: ArrayLike<number>, order: ArrayLike<number>, nRows: number, box: Box, sharedX: boolean): Placed {
+/**
+ * Node positions inside `box`: `rows` (0 = bottom of `nRows`), `order` within a row. With
+ * `slots > 0` a node's x is its `order` as a slot of `slots` equal columns (a circuit: head h
+ * in column h, the MLP after the heads, embeddings and logits between the middle heads);
+ * else `sharedX` picks columns by rank of `order` (routes) or spreads each row.
+ */
+export function placeNodes(rows: ArrayLike<number>, order: ArrayLike<number>, nRows: number, box: Box, sharedX: boolean, slots = 0): Placed {
   const n = rows.length;
   const x = new Float64Array(n);
   const y = new Float64Array(n);
   const pitchY = nRows > 1 ? box.height / (nRows - 1) : 0;
   for (let i = 0; i < n; i++) y[i] = box.top + box.height - rows[i] * pitchY;
   let widest = 1;
-  if (sharedX) {
+  if (slots > 0) {
+    for (let i = 0; i < n; i++) x[i] = box.left + ((order[i] + 0.5) * box.width) / slots;
+    widest = slots;
+  } else if (sharedX) {
     const distinct = Array.from(new Set(Array.from(order))).sort((a, b) => a - b);
     const rank = new Map(distinct.map((v, i) => [v, i]));
     const step = box.width / Math.max(1, distinct.length);
@@ -92,14 +100,17 @@ export function segmentDistance2(px: number, py: number, ax: number, ay: number,
   return cx * cx + cy * cy;
 }
 
-/** The edge nearest to (px, py) within `radius` px, or -1; `ends(i)` gives [ax, ay, bx, by]. */
+/**
+ * The edge nearest to (px, py) within `radius` px, or -1; `ends(i)` gives [ax, ay, bx, by].
+ * On a tie the first (the stronger: edges come strongest first) wins.
+ */
 export function hitEdge(px: number, py: number, count: number, ends: (i: number) => [number, number, number, number], radius = 6): number {
   let best = -1;
   let bestD = radius * radius;
   for (let i = 0; i < count; i++) {
     const [ax, ay, bx, by] = ends(i);
     const d = segmentDistance2(px, py, ax, ay, bx, by);
-    if (d <= bestD) {
+    if (d < bestD || (best < 0 && d <= bestD)) {
       best = i;
       bestD = d;
     }

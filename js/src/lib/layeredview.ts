@@ -28,6 +28,7 @@ interface Data {
   groups: string[];
   signed: boolean;
   shared: boolean;
+  slots: number;
   top: number;
 }
 
@@ -133,6 +134,7 @@ export class LayeredView<B extends LayeredBundle> extends HeadPickerView<B> {
       groups: (g("group_names") as string[]) ?? [],
       signed: Boolean(g("signed")),
       shared: Boolean(g("shared_x")),
+      slots: Number(g("slots") ?? 0),
       top,
     };
     if (this.d.from.length !== this.d.text.length) throw new Error("layered graph: edge arrays differ in length");
@@ -157,7 +159,14 @@ export class LayeredView<B extends LayeredBundle> extends HeadPickerView<B> {
     const hgt = Math.max(160, Math.min(900, 70 * nRows + (this.d.shared ? 70 : 30)));
     this.size = { w, h: hgt };
     const bottom = this.d.shared ? 64 : 24;
-    this.p = placeNodes(this.d.rows, this.d.order, nRows, { left: LEFT, top: PAD, width: w - LEFT - PAD, height: hgt - PAD - bottom }, this.d.shared);
+    this.p = placeNodes(this.d.rows, this.d.order, nRows, { left: LEFT, top: PAD, width: w - LEFT - PAD, height: hgt - PAD - bottom }, this.d.shared, this.d.slots);
+    // each edge's midpoint (canvas CSS px), for tests and tools that drive the view
+    const mids: number[][] = [];
+    for (let i = 0; i < this.d.from.length; i++) {
+      const [ax, ay, bx, by] = this.ends(i);
+      mids.push([Math.round((ax + bx) / 2), Math.round((ay + by) / 2)]);
+    }
+    this.root.dataset.edgeMids = JSON.stringify(mids);
   }
 
   private ends(i: number): [number, number, number, number] {
@@ -238,8 +247,11 @@ export class LayeredView<B extends LayeredBundle> extends HeadPickerView<B> {
       }
       ctx.fillStyle = th.ink;
       const label = d.shared ? displayToken(d.labels[i]) : d.labels[i];
-      if (!d.shared) ctx.fillText(fitText(ctx, label, 70), x, y - 12);
-      else if (d.rows[i] === 0) {
+      if (!d.shared || d.rows[i] > 0) {
+        ctx.textAlign = "left";
+        ctx.fillText(fitText(ctx, label, 70), x + 8, y - 9);
+        ctx.textAlign = "center";
+      } else {
         ctx.save();
         ctx.translate(x, y + 12);
         ctx.rotate(Math.PI / 4);
