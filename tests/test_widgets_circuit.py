@@ -184,6 +184,11 @@ def test_routes_view_refuses_other_graphs_and_saves(toy_routes, tmp_path):
     *_, g = toy_routes
     with pytest.raises(InputError, match="flow_routes"):
         ak.RoutesView(nx.DiGraph())
+    model = tiny_model("llama")
+    lone = ak.flow_routes(model, "The cat sat.", threshold=0.999)
+    assert list(lone.nodes) == [lone.graph["source"]]  # nothing above the threshold
+    with pytest.raises(InputError, match="no edges"):
+        ak.RoutesView(lone)
     view = ak.RoutesView(g)
     assert view.save(tmp_path / "routes.png").stat().st_size > 1000
     marks = read(view.node_marks)

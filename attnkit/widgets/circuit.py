@@ -433,7 +433,7 @@ class RoutesView(_LayeredGraph):
     Raises
     ------
     InputError
-        For a graph that is not flow routes.
+        For a graph that is not flow routes, or routes without edges.
 
     Examples
     --------
@@ -451,6 +451,10 @@ class RoutesView(_LayeredGraph):
         if not isinstance(graph, nx.DiGraph) or graph.graph.get("method") != "flow_routes":
             raise InputError("RoutesView draws the graph of ak.flow_routes; got "
                              f"{type(graph).__name__}.")
+        if graph.number_of_edges() == 0:
+            raise InputError(f"These routes have no edges: no part's importance is above the "
+                             f"threshold {graph.graph['threshold']:g}; trace again with a lower "
+                             "one (ak.flow_routes(..., threshold=0.04)).")
         L, H = int(graph.graph["n_layers"]), int(graph.graph["n_heads"])
         super().__init__(n_layers=L, n_heads=H)
         self.shared_x = True
