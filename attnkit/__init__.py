@@ -61,6 +61,7 @@ from .flow import (
     attention_graph,
     compare,
     compare_sets,
+    flow_routes,
     flow_summary,
     influence,
     paths_between,
@@ -85,6 +86,7 @@ from .core.results import HeadResult, Result
 from .version import __version__
 from .widgets import (
     CheckpointScrubber,
+    CircuitView,
     ClusterView,
     CrossView,
     FlowView,
@@ -94,6 +96,7 @@ from .widgets import (
     ImageAttention,
     MeasureSwitch,
     QKScatter,
+    RoutesView,
     ScoreView,
 )
 
@@ -116,10 +119,10 @@ GROUPS: dict[str, list[str]] = {
     "circuits": ["acdc", "circuit", "circuit_faithfulness", "edge_attribution"],
     "heads across training": ["checkpoint_scores", "checkpoints", "crossing_steps", "training"],
     "attention flows": ["attention_flow", "attention_graph", "compare", "compare_sets", "flow",
-                        "flow_summary", "influence", "paths_between", "rollout",
+                        "flow_routes", "flow_summary", "influence", "paths_between", "rollout",
                         "seq2seq_graph", "seq2seq_rollout", "subgraph_through"],
-    "views": ["CheckpointScrubber", "ClusterView", "CrossView", "FlowView", "HeadGrid", "HeadMap", "Heatmap", "ImageAttention",
-              "MeasureSwitch", "QKScatter", "ScoreView", "plot", "write_report"],
+    "views": ["CheckpointScrubber", "CircuitView", "ClusterView", "CrossView", "FlowView", "HeadGrid", "HeadMap", "Heatmap", "ImageAttention",
+              "MeasureSwitch", "QKScatter", "RoutesView", "ScoreView", "plot", "write_report"],
     "interop": ["from_bertviz", "from_nnsight", "from_transformer_lens", "from_transformers",
                 "to_bertviz", "to_circuitsvis"],
     "training and examples": ["finetune", "pipeline", "toy", "toy_tasks"],

@@ -6,6 +6,7 @@ _.Attention
 _.AttentionProbe
 _.AttentionSet
 _.CheckpointScrubber
+_.CircuitView
 _.ClusterView
 _.CrossView
 _.Document
@@ -20,6 +21,7 @@ _.MeasureSwitch
 _.Model
 _.QKScatter
 _.Result
+_.RoutesView
 _.ScoreView
 _.Sentence
 _.Treebank
@@ -49,6 +51,7 @@ _.extract
 _.faithfulness
 _.finetune
 _.flow
+_.flow_routes
 _.flow_summary
 _.from_bertviz
 _.from_nnsight
@@ -112,8 +115,14 @@ _.computing
 _.decades
 _.dims
 _.diverging
+_.edge_from
+_.edge_group
 _.edge_head_offsets
 _.edge_heads
+_.edge_port
+_.edge_score
+_.edge_text
+_.edge_to
 _.edge_weight
 _.edges
 _.embed_note
@@ -121,6 +130,7 @@ _.embedded
 _.exclude_sinks
 _.first_patch
 _.grid
+_.group_names
 _.head
 _.head_counts_a
 _.head_counts_b
@@ -140,6 +150,7 @@ _.layers
 _.loss
 _.loss_name
 _.maps
+_.mark_name
 _.matrix
 _.measure
 _.metric
@@ -160,6 +171,11 @@ _.n_segments
 _.n_tokens
 _.n_total
 _.names
+_.node_heads
+_.node_labels
+_.node_marks
+_.node_order
+_.node_rows
 _.nodes
 _.normalize
 _.note
@@ -192,12 +208,16 @@ _.seg_key
 _.seg_query
 _.seg_value
 _.selected
+_.selected_edge
 _.selected_key
 _.selection
+_.shared_x
+_.signed
 _.sink_names
 _.sinks
 _.size
 _.size_cols
+_.slots
 _.source
 _.source_tokens
 _.steps
