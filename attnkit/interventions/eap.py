@@ -99,11 +99,17 @@ def gradient_scores(runs: Runs, *, steps: int = 0, batch_size: int = 32) -> np.n
             for i, d in enumerate(downs):
                 grads[d] = grads[d] + gr[i] if d in grads else gr[i]
     scores = np.zeros(g.valid.shape)
-    for d, gr in grads.items():
-        ups = np.flatnonzero(g.valid[:, d])
+    # inputs that the same upstream components reach (a layer's head inputs, its MLP input,
+    # the logits) are scored together: one matrix product [U, B*T*d] @ [B*T*d, K]
+    groups: dict[bytes, list[int]] = {}
+    for d in grads:
+        groups.setdefault(g.valid[:, d].tobytes(), []).append(d)
+    flat = delta.reshape(delta.shape[0], -1)
+    for downs in groups.values():
+        ups = np.flatnonzero(g.valid[:, downs[0]])
         if len(ups):
-            v = torch.einsum("ubtd,btd->u", delta[ups].double(), gr.double())
-            scores[ups, d] = v.cpu().numpy()
+            G = torch.stack([grads[d].reshape(-1) for d in downs], 1).to(flat.dtype)
+            scores[np.ix_(ups, np.asarray(downs, dtype=np.int64))] = (flat[torch.as_tensor(ups)] @ G).double().cpu().numpy()
     return scores
 
 
