@@ -11,8 +11,9 @@ export const STRIPES: readonly Stripe[] = ["edge", "column", "diagonal"];
 /** The edges [query, key] a click on (query, key) knocks out, and the rows left alone. */
 export function stripeCells(query: number, key: number, stripe: Stripe, n: number, causal: boolean): { cells: [number, number][]; kept: number[] } {
   let pairs: [number, number][];
-  if (stripe === "edge") return { cells: [[query, key]], kept: [] };
-  if (stripe === "column") {
+  if (stripe === "edge") {
+    pairs = [[query, key]];
+  } else if (stripe === "column") {
     pairs = [];
     for (let q = causal ? key : 0; q < n; q++) pairs.push([q, key]);
   } else {

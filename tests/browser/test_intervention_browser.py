@@ -1,0 +1,151 @@
+"""InterventionView in headless Chromium (issue 29, item 8): a click on a cell of the head's
+map knocks that edge out in the kernel and the view shows ``ak.knockout``'s numbers; Shift
+asks for the key's column; the keyboard does the same; the later heads' difference grid
+opens a head; without a kernel (an exported page) the maps draw and a click says it needs
+one; tokens only ever as text; a dark theme."""
+
+from __future__ import annotations
+
+import pytest
+from harness import DARK, WidgetPage
+
+import attnkit as ak
+from attnkit.testing import tiny_model
+
+pytestmark = pytest.mark.browser
+
+XSS = "<img src=x onerror=alert(1)>"
+INPUTS = [f"The cat {XSS} sat on the mat.", "A dog ran in the park and sat down now."]
+HEAT_TOP = 18  # js/src/intervention.ts
+
+
+def ink(wp: WidgetPage, k: int) -> int:
+    return wp.page.evaluate(
+        """(k) => { const c = document.querySelectorAll('#root canvas')[k];
+            const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data; let ink = 0;
+            for (let i = 0; i < d.length; i += 4) if (d[i + 3] > 0 && !(d[i] > 250 && d[i + 1] > 250 && d[i + 2] > 250)) ink++;
+            return ink; }""", k)
+
+
+def click_cell(wp: WidgetPage, q: int, k: int, n: int, modifiers: list[str] | None = None) -> None:
+    px = float(wp.data("heat")) / n
+    wp.page.locator("#root canvas").nth(1).click(
+        position={"x": (k + 0.5) * px, "y": HEAT_TOP + (q + 0.5) * px}, modifiers=modifiers or [])
+
+
+def result_text(wp: WidgetPage) -> str:
+    return wp.page.locator("#root .attnkit-iv-result").text_content()
+
+
+def fmt(v: float) -> str:
+    """js/src/lib/labels.ts formatValue for ordinary magnitudes."""
+    import math
+
+    a = abs(v)
+    if a >= 1e5 or a < 1e-3:
+        return f"{v:.2e}".replace("e-0", "e-").replace("e+0", "e+")
+    return f"{v:.{min(max(0, 2 - math.floor(math.log10(a))), 4)}f}"
+
+
+@pytest.fixture(scope="module")
+def model():
+    return tiny_model("gpt2")
+
+
+def test_click_knocks_an_edge_out_and_shows_knockouts_numbers(browser, model, img_dir):
+    view = ak.InterventionView(model, INPUTS, layer=0, head=1, progress=False)
+    n = len(view.tokens)
+    wp = WidgetPage(browser, view, width=1000)
+    try:
+        wp.wait_drawn()
+        assert ink(wp, 0) > 500 and ink(wp, 1) > 2000  # the effects map and the head's attention
+        assert "no edge knocked out yet" in result_text(wp)
+        # a click on cell (query 6, key 2): the kernel knocks out ak.knockout's edge
+        click_cell(wp, 6, 2, n)
+        wp.page.wait_for_function("() => document.querySelector('#root .attnkit').dataset.result !== ''")
+        direct = ak.knockout(model, INPUTS, [(0, 1, 6, 2)], progress=False).meta
+        assert view.knocked["after"] == direct["knocked_out"]
+        text = result_text(wp)
+        assert text.startswith("knocked out edge 6 \u2192 2 of head 1-2: loss")
+        assert f"{fmt(direct['clean'])} \u2192 {fmt(direct['knocked_out'])}" in text
+        assert float(wp.data("result")) == direct["knocked_out"]
+        sent = wp.page.evaluate("() => window.__sent")
+        assert {k: sent[-1][k] for k in ("type", "layer", "head", "query", "key", "stripe")} == {
+            "type": "knockout", "layer": 0, "head": 1, "query": 6, "key": 2, "stripe": "edge"}
+        # the later heads' after - before arrive as traits and draw as a grid
+        wp.push("knocked", "diffs", "diff_heads", "diff_bin")
+        wp.page.wait_for_function("() => (document.querySelectorAll('#root canvas')[2].getAttribute('aria-label') || '').startsWith('2 later heads')")
+        assert ink(wp, 2) > 300
+        # Shift + click: the column of key 3
+        click_cell(wp, 8, 3, n, ["Shift"])
+        wp.page.wait_for_function("() => document.querySelector('#root .attnkit-iv-result').textContent.includes('column of key 3')")
+        assert wp.page.evaluate("() => window.__sent")[-1]["stripe"] == "column"
+        assert view.knocked["stripe"] == "column" and view.knocked["n_edges"] == n_min(model) - 3
+        # the keyboard: focus the map, move the cursor, Enter knocks out (diagonal mode by its button)
+        wp.page.locator("#root button[data-stripe=diagonal]").click()
+        wp.apply_saved()
+        assert view.stripe == "diagonal"
+        heat = wp.page.locator("#root canvas").nth(1)
+        heat.focus()
+        wp.page.keyboard.press("ArrowUp")  # the cursor is where the last click was: (8, 3)
+        wp.page.keyboard.press("ArrowRight")
+        assert "query #7 \u2192 key #4" in wp.page.locator("#root .attnkit-status").text_content()
+        wp.page.keyboard.press("Enter")
+        wp.page.wait_for_function("() => document.querySelector('#root .attnkit-iv-result').textContent.includes('diagonal')")
+        assert view.knocked["stripe"] == "diagonal" and (view.knocked["query"], view.knocked["key"]) == (7, 4)
+        # a thumbnail of the grid opens that head's difference (Enter on the focused grid does too)
+        wp.push("knocked", "diffs", "diff_heads", "diff_bin")
+        box = wp.page.locator("#root canvas").nth(2).bounding_box()
+        wp.page.mouse.click(box["x"] + 10, box["y"] + HEAT_TOP + 10)
+        wp.apply_saved()
+        assert view.selected == [1, 0]
+        wp.page.wait_for_function("() => (document.querySelectorAll('#root canvas')[1].getAttribute('aria-label') || '').includes('after the knockout minus before')")
+        wp.page.locator("#root canvas").nth(2).focus()
+        wp.page.keyboard.press("ArrowRight")
+        wp.page.keyboard.press("Enter")
+        wp.apply_saved()
+        assert view.selected == [1, 1]
+        # arrows on the effects map pick heads
+        wp.page.locator("#root canvas").nth(0).focus()
+        wp.page.keyboard.press("ArrowUp")
+        wp.apply_saved()
+        assert view.selected == [0, 1]
+        wp.screenshot(img_dir / "intervention_view.png")
+        assert wp.page.locator("#root img").count() == 0 and wp.alerts() == 0
+        assert wp.errors() == []
+    finally:
+        wp.close()
+
+
+def n_min(model) -> int:
+    return min(len(model.encode(t)) for t in INPUTS)
+
+
+def test_without_a_kernel_the_maps_draw_and_a_click_says_it_needs_one(browser, model):
+    view = ak.InterventionView(model, INPUTS, layer=1, head=0, progress=False)
+    view.knock_out(0, 0, query=5, key=5, stripe="diagonal")  # saved with the state
+    offline = "() => { document.documentElement.dataset.attnkitKernel = 'none'; }"
+    wp = WidgetPage(browser, view, width=900, kernel=False, setup=offline)
+    try:
+        wp.wait_drawn()
+        assert ink(wp, 0) > 500 and ink(wp, 1) > 2000 and ink(wp, 2) > 300
+        assert "knocked out diagonal" in result_text(wp)  # the last result, from the state
+        click_cell(wp, 6, 2, len(view.tokens))
+        wp.page.wait_for_function("() => document.querySelector('#root .attnkit-iv-result').textContent.includes('needs a running kernel')")
+        assert wp.data("notice") == "kernel"
+        assert wp.page.evaluate("() => window.__sent") == []
+        assert wp.errors() == []
+    finally:
+        wp.close()
+
+
+def test_dark_theme(browser, model):
+    view = ak.InterventionView(model, INPUTS, progress=False)
+    wp = WidgetPage(browser, view, width=900, setup=DARK)
+    try:
+        wp.wait_drawn()
+        bg = wp.page.evaluate("() => getComputedStyle(document.querySelector('#root .attnkit')).color")
+        assert bg.startswith("rgba(255, 255, 255") or bg.startswith("rgb(2")  # light text on dark
+        assert wp.errors() == []
+    finally:
+        wp.close()
