@@ -88,8 +88,8 @@ def stripe_edges(layer: int, head: int, query: int, key: int, stripe: str, n: in
     ([(0, 1, 1, 0), (0, 1, 2, 0)], [0])
     """
     if stripe == "edge":
-        return [(layer, head, query, key)], []
-    if stripe == "column":
+        pairs = [(query, key)]
+    elif stripe == "column":
         pairs = [(q, key) for q in range(key if causal else 0, n)]
     else:
         off = query - key
