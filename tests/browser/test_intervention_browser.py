@@ -6,11 +6,17 @@ one; tokens only ever as text; a dark theme."""
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 from harness import DARK, WidgetPage
+from prereq import REPO
 
 import attnkit as ak
 from attnkit.testing import tiny_model
+
+sys.path.insert(0, str(REPO / "tests"))
+from tolerances import F32, assert_close  # noqa: E402
 
 pytestmark = pytest.mark.browser
 
@@ -149,3 +155,61 @@ def test_dark_theme(browser, model):
         assert wp.errors() == []
     finally:
         wp.close()
+
+
+LAB_CELL = """\
+import json, pathlib
+import attnkit as ak
+from attnkit.testing import tiny_model
+
+model = tiny_model("gpt2")
+inputs = ["The cat sat on the mat.", "A dog ran in the park."]
+view = ak.InterventionView(model, inputs, layer=0, head=1, progress=False)
+def record(change):  # written whole, then renamed: the test never reads a half-written file
+    tmp = pathlib.Path("knocked.json.tmp")
+    tmp.write_text(json.dumps(change["new"]))
+    tmp.replace("knocked.json")
+view.observe(record, names="knocked")
+view
+"""
+
+
+def test_jupyterlab_click_and_keyboard_knock_out_in_the_kernel(browser, tmp_path):
+    import json
+
+    from lab import JupyterLab, wait_for
+    from prereq import skip_or_fail
+
+    try:
+        import jupyterlab  # noqa: F401
+    except ImportError:
+        skip_or_fail("jupyterlab is not installed (pip install jupyterlab)")
+    model = tiny_model("gpt2")
+    inputs = ["The cat sat on the mat.", "A dog ran in the park."]
+    with JupyterLab(tmp_path, {"iv.ipynb": [LAB_CELL]}) as lab, lab.page(browser, height=1100) as page:
+        cells = lab.open(page, "iv.ipynb")
+        lab.run_cell(page, cells, 0)
+        root = lab.wait_view(page, "attnkit-intervention")
+        heat = root.locator("canvas").nth(1)
+        heat.scroll_into_view_if_needed()
+        n = len(model.encode(inputs[0]))
+        px = float(root.get_attribute("data-heat")) / n
+        heat.click(position={"x": 2.5 * px, "y": HEAT_TOP + 6.5 * px})  # query 6, key 2
+        out = lab.dir / "knocked.json"
+        wait_for(out.exists, 120, "the kernel to knock the edge out")
+        got = json.loads(out.read_text())
+        direct = ak.knockout(model, inputs, [(0, 1, 6, 2)], progress=False).meta
+        assert (got["layer"], got["head"], got["query"], got["key"]) == (0, 1, 6, 2)
+        assert_close(got["after"], direct["knocked_out"], F32)  # the same sums in another process
+        page.wait_for_function("() => document.querySelector('.attnkit-iv-result').textContent.startsWith('knocked out edge 6')")
+        text = root.locator(".attnkit-iv-result").text_content()
+        assert f"{fmt(got['before'])} \u2192 {fmt(got['after'])}" in text
+        page.wait_for_function("() => (document.querySelectorAll('.attnkit-intervention canvas')[2].getAttribute('aria-label') || '').startsWith('2 later heads')")
+        # the keyboard: the cursor is on (6, 2); up and Enter knock out (5, 2); JupyterLab keeps its hands off
+        n_cells = page.locator(".jp-Notebook .jp-Cell").count()
+        heat.focus()
+        page.keyboard.press("ArrowUp")
+        page.keyboard.press("Enter")
+        wait_for(lambda: json.loads(out.read_text())["query"] == 5, 120, "the keyboard's knockout")
+        assert json.loads(out.read_text())["key"] == 2
+        assert page.locator(".jp-Notebook .jp-Cell").count() == n_cells  # the keys made no cell
