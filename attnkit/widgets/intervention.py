@@ -239,7 +239,6 @@ class InterventionView(SelectsHead):
         self._table = table
         self._one = hooks.batch(model, [items[item]])
         self._before: dict[int, np.ndarray] = {}
-        self._after: dict[tuple[int, int], np.ndarray] = {}
         self._metric = metric
         self._edges: list[tuple[int, int, int, int]] = []
         self._diffs = np.zeros((0, n, n), dtype=np.float32)
