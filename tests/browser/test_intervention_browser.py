@@ -213,3 +213,44 @@ def test_jupyterlab_click_and_keyboard_knock_out_in_the_kernel(browser, tmp_path
         wait_for(lambda: json.loads(out.read_text())["query"] == 5, 120, "the keyboard's knockout")
         assert json.loads(out.read_text())["key"] == 2
         assert page.locator(".jp-Notebook .jp-Cell").count() == n_cells  # the keys made no cell
+
+
+def test_exported_report_draws_offline_and_says_a_knockout_needs_a_kernel(browser, tmp_path):
+    from attnkit.apps import report
+    from attnkit.apps.cli import main
+    from prereq import skip_or_fail
+
+    if not (report.STATIC / "report.js").is_file():
+        skip_or_fail("report renderer not built: npm --prefix js/report ci && npm --prefix js/report run build")
+    out = tmp_path / "iv.html"
+    nb = REPO / "tests" / "notebooks" / "intervention_widget.ipynb"
+    assert main(["report", str(nb), "-o", str(out), "--execute"]) == 0
+    context = browser.new_context(viewport={"width": 1100, "height": 900})
+    page = context.new_page()
+    blocked: list[str] = []
+    errors: list[str] = []
+    page.route("**/*", lambda r: r.continue_() if r.request.url.startswith("file://")
+               else (blocked.append(r.request.url), r.abort()))
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    try:
+        page.goto(out.as_uri())
+        root = page.locator(".attnkit-slot .attnkit-intervention")
+        root.wait_for(timeout=15_000)
+        page.wait_for_function("() => Number(document.querySelector('.attnkit-intervention').dataset.drawn) >= 1", timeout=15_000)
+        assert root.get_attribute("data-link") == "none"
+        text = root.locator(".attnkit-iv-result").text_content()
+        assert text.startswith("knocked out edge 6 \u2192 2 of head 1-2")  # the state saved with the page
+        inks = page.evaluate("""() => [...document.querySelectorAll('.attnkit-intervention canvas')].map((c) => {
+            const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data; let ink = 0;
+            for (let i = 0; i < d.length; i += 4) if (d[i + 3] > 0 && !(d[i] > 250 && d[i + 1] > 250 && d[i + 2] > 250)) ink++;
+            return ink; })""")
+        assert min(inks) > 300  # effects, attention, the later heads' differences
+        heat = root.locator("canvas").nth(1)
+        heat.click(position={"x": 40, "y": 200})
+        page.wait_for_function("() => document.querySelector('.attnkit-iv-result').textContent.includes('needs a running kernel (this saved page has none)')")
+        heat.focus()
+        page.keyboard.press("Enter")
+        assert "needs a running kernel" in root.locator(".attnkit-iv-result").text_content()
+        assert blocked == [] and errors == []
+    finally:
+        context.close()
