@@ -7,6 +7,7 @@ one; tokens only ever as text; a dark theme."""
 from __future__ import annotations
 
 import sys
+import textwrap
 
 import pytest
 from harness import DARK, WidgetPage
@@ -254,3 +255,70 @@ def test_exported_report_draws_offline_and_says_a_knockout_needs_a_kernel(browse
         assert blocked == [] and errors == []
     finally:
         context.close()
+
+
+FRONT_CELL = """\
+import attnkit as ak
+from attnkit.testing import tiny_model
+
+view = ak.InterventionView(tiny_model("gpt2"), ["The cat sat on the mat.", "A dog ran in the park."],
+                           layer=0, head=1, progress=False)
+"""
+MARIMO_APP = f'''\
+import marimo
+
+app = marimo.App(width="full")
+
+
+@app.cell
+def _():
+{textwrap.indent(FRONT_CELL, "    ")}
+    view
+    return
+'''
+
+
+def knock_in(page, model) -> None:
+    """The view on ``page`` draws; a click on (6, 2) comes back with ak.knockout's numbers."""
+    from lab import wait_for
+
+    root = page.locator(".attnkit-intervention").first
+    root.wait_for(timeout=120_000)
+    wait_for(lambda: int(root.get_attribute("data-drawn") or 0) >= 1, 60, "the view to draw")
+    heat = root.locator("canvas").nth(1)
+    heat.scroll_into_view_if_needed()
+    n = len(model.encode("The cat sat on the mat."))
+    px = float(root.get_attribute("data-heat")) / n
+    heat.click(position={"x": 2.5 * px, "y": HEAT_TOP + 6.5 * px})
+    wait_for(lambda: (root.get_attribute("data-result") or "") != "", 120, "the kernel's knockout")
+    direct = ak.knockout(model, ["The cat sat on the mat.", "A dog ran in the park."], [(0, 1, 6, 2)],
+                         progress=False).meta
+    assert_close(float(root.get_attribute("data-result")), direct["knocked_out"], F32)
+    text = root.locator(".attnkit-iv-result").text_content()
+    assert text.startswith("knocked out edge 6 \u2192 2 of head 1-2") and fmt(direct["knocked_out"]) in text
+    assert root.get_attribute("data-link") == "ok"
+
+
+@pytest.mark.parametrize("front", ["notebook7", "voila", "marimo"])
+def test_other_front_ends_knock_out_in_the_kernel(browser, tmp_path, model, front):
+    from frontends import Marimo, Voila
+    from lab import Notebook7
+    from prereq import skip_or_fail
+
+    try:
+        __import__({"notebook7": "notebook", "voila": "voila", "marimo": "marimo"}[front])
+    except ImportError:
+        skip_or_fail(f"{front} is not installed")
+    if front == "notebook7":
+        with Notebook7(tmp_path, {"iv.ipynb": [FRONT_CELL + "view"]}) as server, server.page(browser, height=1100) as page:
+            cells = server.open(page, "iv.ipynb")
+            server.run_cell(page, cells, 0)
+            knock_in(page, model)
+    elif front == "voila":
+        with Voila(tmp_path, [FRONT_CELL + "view"]) as server, server.page(browser) as page:
+            page.goto(server.url, wait_until="domcontentloaded", timeout=120_000)
+            knock_in(page, model)
+    else:
+        with Marimo(tmp_path, MARIMO_APP) as server, server.page(browser) as page:
+            page.goto(server.url, wait_until="domcontentloaded", timeout=120_000)
+            knock_in(page, model)
