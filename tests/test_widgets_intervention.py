@@ -149,3 +149,13 @@ def test_static_picture_and_words(small, tmp_path):
     assert {"2-1", "2-2"} <= {a.get_title() for a in fig.axes}
     assert view.save(tmp_path / "iv.png").stat().st_size > 0
     assert view.to_png()[:4] == b"\x89PNG"
+
+
+def test_links_a_heatmap_like_the_other_head_views(small):
+    model, inputs, view = small
+    heatmap = view.link(ak.Heatmap(model.attend(inputs[0])))
+    view.show(1, 0)
+    assert (heatmap.layer, heatmap.head) == (1, 0)
+    assert_close(heatmap.matrix, view.attention(1, 0), F32)  # the same map, shown by the full Heatmap
+    heatmap.show(0, 1)
+    assert view.selected == [0, 1]
