@@ -10,7 +10,7 @@ import sys
 import textwrap
 
 import pytest
-from harness import DARK, WidgetPage
+from harness import DARK, DARK_BG, WidgetPage
 from prereq import REPO
 
 import attnkit as ak
@@ -147,12 +147,24 @@ def test_without_a_kernel_the_maps_draw_and_a_click_says_it_needs_one(browser, m
 
 
 def test_dark_theme(browser, model):
+    """On JupyterLab's dark theme the map's empty cells are the page's background and the
+    words are light (they stayed black on white before the views read the theme)."""
+    import io
+
+    import numpy as np
+    from PIL import Image
+
     view = ak.InterventionView(model, INPUTS, progress=False)
-    wp = WidgetPage(browser, view, width=900, setup=DARK)
+    wp = WidgetPage(browser, view, width=900, setup=DARK, dpr=1)
     try:
         wp.wait_drawn()
-        bg = wp.page.evaluate("() => getComputedStyle(document.querySelector('#root .attnkit')).color")
-        assert bg.startswith("rgba(255, 255, 255") or bg.startswith("rgb(2")  # light text on dark
+        heat = wp.page.locator("#root canvas").nth(1)
+        px = float(wp.data("heat")) / len(view.tokens)
+        shot = np.asarray(Image.open(io.BytesIO(heat.screenshot())).convert("RGB")).astype(int)
+        corner = shot[HEAT_TOP + int(2.5 * px), int((len(view.tokens) - 2.5) * px)]  # above the diagonal
+        assert np.abs(corner - DARK_BG).max() <= 3, corner
+        colour = wp.page.evaluate("() => getComputedStyle(document.querySelector('#root .attnkit-iv-result')).color")
+        assert sum(float(x) for x in colour[colour.index("(") + 1:].split(",")[:3]) > 500, colour
         assert wp.errors() == []
     finally:
         wp.close()
