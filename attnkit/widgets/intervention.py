@@ -236,6 +236,7 @@ class InterventionView(SelectsHead):
         self._inputs = items
         self._item = item
         self._n = n
+        self._n_min = int(min(b.lengths))
         self._table = table
         self._one = hooks.batch(model, [items[item]])
         self._before: dict[int, np.ndarray] = {}
@@ -379,12 +380,12 @@ class InterventionView(SelectsHead):
         """
         layer, head = validate.head_index(layer, head, self.n_layers, self.n_heads)
         stripe = validate.choice(self.stripe if stripe is None else stripe, "stripe", STRIPES)
-        n_min = int(min(hooks.batch(self._model, self._inputs).lengths)) if len(self._inputs) > 1 else self._n
-        q = validate.index(query, min(self._n, n_min), "query")
-        k = validate.index(key, min(self._n, n_min), "key")
+        n_min = self._n_min  # positions every input has: the same edges in each
+        q = validate.index(query, n_min, "query")
+        k = validate.index(key, n_min, "key")
         if self.causal and k > q:
             raise InputError(f"key {k} is after query {q}: a causal model never reads a later key.")
-        edges, kept = stripe_edges(layer, head, q, k, stripe, min(self._n, n_min), self.causal)
+        edges, kept = stripe_edges(layer, head, q, k, stripe, n_min, self.causal)
         if not edges:
             raise InputError(f"key: the {stripe} through ({q}, {k}) leaves no edge to knock out "
                              "(its rows have no other key).")
