@@ -213,7 +213,7 @@ class _LayeredGraph(SelectsHead):
         scores = [abs(e["score"]) for e in self._edges]
         top = max(scores) if scores else 1.0
         top = top if top > 0 else 1.0
-        off = {"q": -0.12, "k": 0.0, "v": 0.12}
+        off = {"q": -0.05, "k": 0.0, "v": 0.05}
         for e in self._edges:
             (x0, y0), (x1, y1) = (x[e["src"]], rows[e["src"]]), (x[e["dst"]], rows[e["dst"]])
             x1 = x1 + off.get(e["port"], 0.0)
@@ -241,8 +241,9 @@ class _LayeredGraph(SelectsHead):
         names = (["positive score", "negative score"] if self.signed else
                  ["heads", "residual", "heads and residual"] if self.shared_x else
                  ["in both"] + [f"only in {n}" for n in self.group_names])
-        colors = SIGN_COLORS if self.signed else (ROUTE_COLORS if self.shared_x else GROUP_COLORS)
-        for name, color in zip(names, colors):
+        palette: tuple[str, ...] = SIGN_COLORS if self.signed else (
+            ROUTE_COLORS if self.shared_x else GROUP_COLORS)
+        for name, color in zip(names, palette):
             ax.plot([], [], color=color, lw=2, label=mpl_text(name))
         ax.legend(loc="upper right", fontsize=7, frameon=False)
         return fig
