@@ -283,6 +283,12 @@ def path_patch(
     ['sender', 'receivers', 'via', 'restored', 'metric']
     """
     del progress
+    if hooks.is_seq2seq(model):
+        raise UnsupportedModelError(
+            f"model: path patching is not defined here for encoder-decoders ({model.name}): a "
+            "sender's direct path into later heads would also run from the encoder's stream "
+            "into every decoder layer's cross-attention keys and values; use ablate, patch, "
+            "knockout or attribution_patching with stack=.")
     hooks.sites(model)
     arch = arch_of(model)
     if arch.layout is None or arch.stream is None or arch.layout.placement != "pre" or \
