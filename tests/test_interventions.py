@@ -287,8 +287,20 @@ def test_ablate_bad_input():
                   reference=["Hi."], progress=False)
     with pytest.raises(InputError, match="two inputs"):
         ak.ablate(model, ["The cat."], how="resample", progress=False)
-    with pytest.raises(UnsupportedModelError, match="model"):
-        ak.ablate(tiny_seq2seq("t5"), ["The cat."], progress=False)
+    # an encoder-decoder's heads are in three stacks: say which (tests/test_interventions_seq2seq.py)
+    with pytest.raises(InputError, match="stack"):
+        ak.ablate(tiny_seq2seq("t5"), [("The cat.", "A cat.")], progress=False)
+    # a family whose output projections attnkit does not locate (OPT: read through its maps only)
+    import transformers as tf
+
+    from attnkit.runtime.model import Model
+
+    cfg = tf.OPTConfig(vocab_size=len(model.tokenizer), hidden_size=16, word_embed_proj_dim=16,
+                       num_hidden_layers=1, num_attention_heads=2, ffn_dim=32,
+                       max_position_embeddings=64)
+    opt = Model(tf.OPTForCausalLM(cfg), model.tokenizer, name="tiny-opt")
+    with pytest.raises(UnsupportedModelError, match="model: interventions cannot act on 'tiny-opt'"):
+        ak.ablate(opt, TEXTS, progress=False)
 
 
 # ------------------------------------------------------------------ activation patching
