@@ -142,8 +142,9 @@ def attribution_patching(
     >>> r.meta["method"], r.table.shape
     ('attribution patching', (4, 2))
     >>> from attnkit.testing import tiny_seq2seq
-    >>> r = ak.attribution_patching(tiny_seq2seq("t5"), [("The cat sat.", "A cat.")],
-    ...                             [("The dog sat.", "A cat.")], stack="cross", progress=False)
+    >>> r = ak.attribution_patching(tiny_seq2seq("t5"), [("The cat sat on the mat.", "A cat.")],
+    ...                             [("The cat sat we the mat.", "A cat.")], stack="cross",
+    ...                             progress=False)
     >>> r.meta["stack"], r.table.shape
     ('cross', (4, 2))
     """

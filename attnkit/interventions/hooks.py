@@ -570,7 +570,7 @@ def forward(model: Any, b: Batch, *, copies: int = 1, edits: Edits | None = None
     (3, 7, 300)
     >>> s2s = tiny_seq2seq("t5")
     >>> tuple(forward(s2s, batch(s2s, [("The cat sat.", "A cat.")]), stack="cross").shape)
-    (1, 5, 300)
+    (1, 5, 179)
     """
     import contextlib
 

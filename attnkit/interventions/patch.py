@@ -344,8 +344,9 @@ def patch(
     >>> r.meta["grain"], r.table.shape, r.value_column()
     ('head', (4, 2), 'restored')
     >>> from attnkit.testing import tiny_seq2seq
-    >>> r = ak.patch(tiny_seq2seq("bart"), [("The cat sat.", "A cat.")], [("The dog sat.", "A cat.")],
-    ...              stack="encoder", grain="layer", progress=False)
+    >>> r = ak.patch(tiny_seq2seq("bart"), [("The cat sat on the mat.", "A cat.")],
+    ...              [("The cat sat ou the mat.", "A cat.")], stack="encoder", grain="layer",
+    ...              progress=False)
     >>> r.meta["stack"], r.table.shape
     ('encoder', (2, 2))
     """
