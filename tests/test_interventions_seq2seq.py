@@ -361,3 +361,33 @@ def test_seq2seq_bad_input(models):
     one = ak.ablate(model, ("The cat sat.", "A cat."), stack="decoder", heads=[(0, 0)],
                     progress=False)
     assert one.meta["n_items"] == 1
+
+
+# ------------------------------------------------------------------ the trained reversal T5
+def test_reversal_t5_reads_the_anti_diagonal_through_redundant_cross_heads():
+    """Issue 29's encoder–decoder known answer (docs/results.md reports more pairs,
+    docs/scripts/reversal_interventions.py): to write word j the reversal T5 reads source word
+    n - 1 - j. Knocking out those anti-diagonal cross edges in every cross head destroys the
+    output (loss above chance, ln 32); as many random cross edges change nothing; ablating every
+    cross head destroys it, any one alone does not (the heads back each other up)."""
+    import math
+
+    from attnkit.toys.tasks import reversal_model, reversal_pairs
+
+    model = reversal_model()
+    n = 6
+    pairs = reversal_pairs(8, min_length=n, max_length=n, seed=13)
+    loss = ak.interventions.loss(positions=slice(1, n + 1))  # the n predicted words
+    heads = [(l, h) for l in range(2) for h in range(4)]
+    diag = [(l, h, j, n - 1 - j) for l, h in heads for j in range(n)]
+    rng = np.random.default_rng(0)
+    rand = [(l, h, j, int(rng.choice([x for x in range(n) if x != k]))) for l, h, j, k in diag]
+    anti = ak.knockout(model, pairs, diag, stack="cross", metric=loss, progress=False)
+    other = ak.knockout(model, pairs, rand, stack="cross", metric=loss, progress=False)
+    assert anti.meta["clean"] < 0.01  # the model reverses these pairs
+    assert anti.meta["knocked_out"] > math.log(32)
+    assert other.meta["knocked_out"] < 0.01
+    each = ak.ablate(model, pairs, stack="cross", metric=loss, progress=False)
+    assert each.table["metric"].max() < 0.5
+    every = ak.ablate(model, pairs, stack="cross", heads=heads, metric=loss, progress=False)
+    assert every.table.loc[0, "metric"] > math.log(32)
