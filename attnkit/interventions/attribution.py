@@ -226,8 +226,8 @@ def attribution_agreement(
     a, b = exact.table["restored"].to_numpy(), approx.table["restored"].to_numpy()
     rho = float(spearmanr(a, b).statistic) if len(a) > 1 else float("nan")
     rho_abs = float(spearmanr(np.abs(a), np.abs(b)).statistic) if len(a) > 1 else float("nan")
-    meta = {k: exact.meta[k] for k in ("metric", "clean", "corrupted", "grain", "n_items", "stack")
-            if k in exact.meta}
+    meta: dict[str, Any] = {k: exact.meta[k] for k in ("metric", "clean", "corrupted", "grain",
+                                                        "n_items", "stack") if k in exact.meta}
     meta.update(spearman=rho, spearman_abs=rho_abs,
                 top_agree=bool(np.argmax(np.abs(a)) == np.argmax(np.abs(b))))
     table = exact.table[[]].copy()
