@@ -21,7 +21,7 @@ run, and it reaches later layers unchanged, so the path is exact again. Post-nor
 (BERT: ``LN(x + o)``) are refused: every later norm rescales the whole stream, so no part of a
 receiver's input is the sender's difference alone; defining one needs a convention (the norms'
 statistics frozen at the corrupted run, or recomputed with every block between held), and the
-two give different numbers. Under grouped-query attention, query heads share
+two differ in general. Under grouped-query attention, query heads share
 their key/value head: a path into keys or values reaches every query head of the group, so
 the receivers must list the whole group.
 """
