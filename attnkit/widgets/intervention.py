@@ -161,7 +161,8 @@ class InterventionView(SelectsHead):
         For effects of another shape than the model's heads, an item out of range, or an
         input longer than :data:`MAX_TOKENS` tokens.
     UnsupportedModelError
-        For a model whose attention does not run through attnkit's function.
+        For a model whose attention does not run through attnkit's function, or an
+        encoder–decoder.
 
     Examples
     --------
