@@ -12,7 +12,7 @@ step at which each head's score first passes a level.
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -113,6 +113,7 @@ def checkpoint_scores(
     attribution: str | Sequence[tuple[int, int]] | None = None,
     components: str | Sequence[str] = "layers",
     heads: Sequence[tuple[int, int]] | None = None,
+    score: Callable[[Any, Sequence[Any]], HeadResult] | None = None,
     early: int = 50,
     late: int = 500,
     maps: bool = False,
@@ -150,7 +151,8 @@ def checkpoint_scores(
         The gold trees of ``inputs`` (a treebank or a list of its sentences, item by item:
         ``inputs`` are its sentences, or the treebank itself): adds ``result.relations``.
     kinds : sequence of str or str
-        Which :func:`attnkit.head_scores` to compute (:data:`attnkit.analysis.HEAD_KINDS`).
+        Which :func:`attnkit.head_scores` to compute (:data:`attnkit.analysis.HEAD_KINDS`);
+        empty (``()``) with ``score``: none, and the inputs are only handed to ``score``.
     stats : bool
         Also compute :func:`attnkit.head_stats` (its columns join the table).
     composition : bool
@@ -167,6 +169,12 @@ def checkpoint_scores(
     heads : sequence of (int, int), optional
         The ``(layer, head)`` pairs (0-indexed) whose scores are attributed; None: every head.
         The other tables keep every head.
+    score : callable, optional
+        A per-head score of your own, called ``score(model, inputs)`` at every checkpoint
+        and returning a :class:`~attnkit.core.results.HeadResult` indexed by ``(layer,
+        head)`` (e.g. :func:`attnkit.toys.tasks.reversal_score` for an encoder-decoder's
+        cross-attention, :func:`attnkit.toys.tasks.colour_score` for a ViT): its columns join
+        the table. With a cluster it must be picklable (a module-level function).
     early, late : int
         Token positions (0-indexed, ``0 < early < late``) of the in-context learning score
         ``icl = late_loss - early_loss`` (Olsson et al. 2022 use tokens 50 and 500): each
@@ -253,9 +261,12 @@ def checkpoint_scores(
                          f"{type(series).__name__}.")
     kinds = (kinds,) if isinstance(kinds, str) else tuple(kinds)
     unknown = [k for k in kinds if k not in HEAD_KINDS]
-    if not kinds or unknown or len(set(kinds)) != len(kinds):
-        raise InputError(f"kinds must name some of {', '.join(HEAD_KINDS)}, each once; got "
-                         f"{list(kinds)!r}.")
+    if score is not None and not callable(score):
+        raise InputError(f"score must be a function score(model, inputs) -> HeadResult; got "
+                         f"{type(score).__name__}.")
+    if (not kinds and score is None) or unknown or len(set(kinds)) != len(kinds):
+        raise InputError(f"kinds must name some of {', '.join(HEAD_KINDS)}, each once (or none, "
+                         f"with score=); got {list(kinds)!r}.")
     if isinstance(inputs, (str, bytes)) or not isinstance(inputs, Sequence):
         raise InputError("inputs must be a list of inputs (texts or token-id arrays), the same "
                          "at every checkpoint.")
@@ -284,7 +295,7 @@ def checkpoint_scores(
     if not (_whole(early) and _whole(late) and 0 < early < late):
         raise InputError(f"early and late must be token positions with 0 < early < late; got "
                          f"early={early!r}, late={late!r}.")
-    known = [len(x) for x in inputs if isinstance(x, np.ndarray) or (
+    known = [len(x) for x in inputs if (isinstance(x, np.ndarray) and x.ndim == 1) or (
         isinstance(x, (list, tuple)) and x and all(_whole(t) for t in x))]
     if any(n <= late for n in known):  # token ids: their lengths are known before any model runs
         raise InputError(f"late={late} is past the end of an input of {min(known)} tokens: the "
@@ -293,7 +304,8 @@ def checkpoint_scores(
     task = functools.partial(score_checkpoint, inputs=list(inputs), kinds=kinds, stats=stats,
                              composition=composition, early=int(early), late=int(late), maps=maps,
                              shape=(series.n_layers, series.n_heads), gold=gold,
-                             attribution=pairs, components=components, heads=chosen)
+                             attribution=pairs, components=components, heads=chosen,
+                             score=score)
     if client is None:
         parts = [task(item) for item in progress_bar(list(series), show=progress,
                                                      desc="checkpoints", unit="checkpoint")]
@@ -308,7 +320,8 @@ def checkpoint_scores(
     meta = {"n_items": len(inputs), "kinds": list(kinds), "early": int(early),
             "late": int(late), "n_layers": series.n_layers, "n_heads": series.n_heads,
             "n_checkpoints": len(series),
-            "value": "induction" if "induction" in kinds else kinds[0]}
+            "value": "induction" if "induction" in kinds else (kinds[0] if kinds
+                                                                else str(table.columns[0]))}
     result = SeriesResult(table, meta, plot="checkpoint_scores", widget="checkpoint_scrubber")
     result.steps = steps
     result.maps = np.stack([p["maps"] for p in parts]) if maps else None
@@ -361,21 +374,38 @@ def score_checkpoint(item: Checkpoint, *, inputs: list[Any], kinds: tuple[str, .
                      shape: tuple[int, int], gold: Treebank | None = None,
                      attribution: str | list[tuple[int, int]] | None = None,
                      components: Any = "layers",
-                     heads: Sequence[tuple[int, int]] = ()) -> dict[str, Any]:
+                     heads: Sequence[tuple[int, int]] = (),
+                     score: Callable[[Any, Sequence[Any]], HeadResult] | None = None
+                     ) -> dict[str, Any]:
     """One checkpoint's part of :func:`checkpoint_scores` (here or as a Dask task): its model
     loaded on the CPU, its per-head table, its losses, the first input's maps, and the
     relation accuracies and score attribution where asked for."""
     model = item.load(device="cpu", dtype="float32")
     check_shape(model, item, *shape)
-    atts = [model.attend(x, lazy=False) for x in inputs]
-    table = head_scores(atts, kinds=kinds, progress=False).table
+    attend = bool(kinds) or stats or maps or gold is not None  # else only score= reads them
+    atts = [model.attend(x, lazy=False) for x in inputs] if attend else []
+    parts = []
+    if kinds:
+        parts.append(head_scores(atts, kinds=kinds, progress=False).table)
     if stats:
-        table = table.join(head_stats(atts, progress=False).table)
-    losses = _losses(model, [np.asarray(a.input_ids) for a in atts], early, late, item)
-    first = atts[0]
+        parts.append(head_stats(atts, progress=False).table)
+    if score is not None:
+        own = score(model, inputs)
+        own_table = own.table if isinstance(own, Result) else own
+        if not isinstance(own_table, pd.DataFrame) or list(own_table.index.names) != ["layer", "head"]:
+            raise InputError(f"score(model, inputs) must return a HeadResult indexed by (layer, "
+                             f"head); it returned {type(own).__name__}.")
+        parts.append(own_table)
+    table = parts[0]
+    for part in parts[1:]:
+        table = table.join(part)
+    nan = dict.fromkeys(("loss", "early_loss", "late_loss", "icl"), float("nan"))
+    losses = _losses(model, [np.asarray(a.input_ids) for a in atts], early, late,
+                     item) if atts else nan
+    first = atts[0] if atts else None
     comp = head_composition(model, progress=False) if composition else None
-    out = {"table": table, "losses": losses, "tokens": list(first.tokens),
-           "maps": np.asarray(first.maps, dtype=np.float16) if maps else None,
+    out = {"table": table, "losses": losses, "tokens": list(first.tokens) if first else [],
+           "maps": np.asarray(first.maps, dtype=np.float16) if maps and first else None,
            "composition": None if comp is None else comp.table,
            "baseline": None if comp is None else comp.meta["baseline"]}
     if gold is not None:
