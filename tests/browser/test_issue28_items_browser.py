@@ -533,3 +533,48 @@ def test_item9_crossview_all_heads_has_a_legend_and_head_colours_only(browser):
         assert a > 0.5 and residual < 12, (p, colours, a, residual)  # head 1's colour over white
     finally:
         wp.close()
+
+
+# ---------------------------------------- item 15: a click after Fit pans the matrix away
+#: The pointer arrives on a point and presses within one frame (a quick move and click; frames
+#: slowed by software WebGL or a 72-head matrix make it likely): a mousemove and a mousedown in
+#: one task, no animation frame between them; the button is released (a click) two frames later.
+MOVE_AND_PRESS = """async ([x, y]) => {
+  const c = document.querySelector('#root canvas');
+  const r = c.getBoundingClientRect();
+  const at = { bubbles: true, cancelable: true, clientX: r.left + x, clientY: r.top + y, button: 0 };
+  c.dispatchEvent(new MouseEvent('mouseenter', { ...at, bubbles: false }));
+  c.dispatchEvent(new MouseEvent('mousemove', at));
+  c.dispatchEvent(new MouseEvent('mousedown', { ...at, buttons: 1 }));
+  await new Promise((ok) => requestAnimationFrame(() => requestAnimationFrame(ok)));
+  c.dispatchEvent(new MouseEvent('mouseup', { ...at, buttons: 0 }));
+  c.dispatchEvent(new MouseEvent('click', { ...at, buttons: 0 }));
+}"""
+
+
+def test_item15_click_after_fit_keeps_the_matrix_in_view(browser):
+    """Fit, then a quick move onto a point of the matrix and a click: the camera stays where
+    Fit put it and the matrix stays drawn, and the click opens the point's head (before: the
+    camera panned by the pointer's whole way from the Fit button to the point, which it counted
+    as a drag because no frame ran between the move and the press; the plot showed an empty
+    region, "blank until Fit is pressed again")."""
+    view = ak.QKScatter(qk_embedding(), mode="matrix")
+    wp = WidgetPage(browser, view, width=760)
+    try:
+        wait_ready(wp)
+        wp.page.wait_for_timeout(300)
+        ink = wp.canvas_stats()["ink"]
+        assert ink > 1000, ink
+        wp.page.locator("#root button", has_text="Fit").click()  # the pointer rests on Fit
+        wp.page.wait_for_function("() => document.querySelector('#root .attnkit')?.dataset.camera === '1.00000,0.00000,0.00000'")
+        wp.page.wait_for_timeout(300)
+        i = int(np.cumsum(read(view.panels))[2]) + 5  # a point of panel 2-2
+        wp.page.evaluate(MOVE_AND_PRESS, list(matrix_screen(view, wp, i)))
+        wp.page.wait_for_timeout(400)
+        assert wp.data("camera") == "1.00000,0.00000,0.00000"
+        assert wp.canvas_stats()["ink"] > 0.8 * ink
+        wp.apply_saved()
+        assert (view.mode, view.layer, view.head) == ("head", 1, 1)
+        assert wp.errors() == []
+    finally:
+        wp.close()
