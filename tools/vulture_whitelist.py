@@ -16,6 +16,7 @@ _.HeadMap
 _.HeadResult
 _.Heatmap
 _.ImageAttention
+_.InterventionView
 _.LazyAttention
 _.MeasureSwitch
 _.Model
@@ -97,6 +98,7 @@ _.write_report
 
 # synced widget traits (js/src/traits.gen.ts)
 _.alpha
+_.baseline
 _.categories
 _.category_share
 _.category_std
@@ -113,6 +115,9 @@ _.columns
 _.components
 _.computing
 _.decades
+_.diff_bin
+_.diff_heads
+_.diffs
 _.dims
 _.diverging
 _.edge_from
@@ -125,6 +130,8 @@ _.edge_text
 _.edge_to
 _.edge_weight
 _.edges
+_.effect_name
+_.effects_values
 _.embed_note
 _.embedded
 _.exclude_sinks
@@ -137,18 +144,21 @@ _.head_counts_b
 _.head_max
 _.head_share
 _.heads
+_.higher_is_better
 _.icl
 _.image
 _.index
 _.influence_a
 _.influence_b
 _.key_positions
+_.knocked
 _.label_name
 _.layer
 _.layered
 _.layers
 _.loss
 _.loss_name
+_.map_heads
 _.maps
 _.mark_name
 _.matrix
@@ -221,6 +231,7 @@ _.slots
 _.source
 _.source_tokens
 _.steps
+_.stripe
 _.target_tokens
 _.threshold
 _.threshold_note

@@ -28,6 +28,13 @@ Placement of the normalisation around the attention block (``Layout.placement``)
 ``"sandwich"``
     ``z = x + N(Attn(N'(x)))`` (Gemma 2: an RMSNorm on the attention output before the
     residual sum).
+
+An encoder–decoder has three kinds of attention (:data:`STACKS`, the names
+:meth:`attnkit.runtime.seq2seq.Seq2SeqModel.kind_of` gives its calls and the attributes of
+:class:`~attnkit.core.cross.Seq2SeqAttention`): the encoder's self-attention, the decoder's
+self-attention and the decoder's cross-attention over the encoder's output. ``Arch.stacks``
+holds one :class:`Layout` for each (:class:`Stacks`); the decoder and the cross-attention
+share the decoder's layers.
 """
 
 from __future__ import annotations
@@ -39,6 +46,8 @@ from ..errors import InputError, UnsupportedModelError
 
 #: The kinds of model that read a family (``Arch.reader``).
 READERS = ("text", "encoder-decoder", "vision")
+#: The three kinds of attention of an encoder–decoder, as attnkit names them everywhere.
+STACKS = ("encoder", "decoder", "cross")
 
 
 @dataclass(frozen=True)
@@ -116,6 +125,43 @@ class Stream:
 
 
 @dataclass(frozen=True)
+class Stacks:
+    """Where an encoder–decoder keeps its three kinds of attention (:data:`STACKS`): one
+    :class:`Layout` each, ``layers`` from the bare model (:attr:`Seq2SeqModel.base
+    <attnkit.runtime.seq2seq.Seq2SeqModel.base>`), the rest from one layer.
+
+    Parameters
+    ----------
+    encoder, decoder, cross : Layout
+        The encoder's self-attention, the decoder's self-attention, the decoder's
+        cross-attention (its ``layers`` are the decoder's).
+    """
+
+    encoder: Layout
+    decoder: Layout
+    cross: Layout
+
+    def of(self, stack: str) -> Layout:
+        """The layout of one stack (``"encoder"``, ``"decoder"`` or ``"cross"``).
+
+        Examples
+        --------
+        >>> ARCHS["t5"].stacks.of("cross").out_proj
+        'layer.1.EncDecAttention.o'
+        """
+        return {"encoder": self.encoder, "decoder": self.decoder, "cross": self.cross}[stack]
+
+
+def _stacks(layers: tuple[str, str], self_attn: str, cross: str, out: str, placement: str,
+            norms: tuple[str, str] | None = None) -> Stacks:
+    enc, dec = layers
+    n_self, n_cross = norms or (None, None)
+    return Stacks(Layout(enc, self_attn, f"{self_attn}.{out}", placement, n_self),
+                  Layout(dec, self_attn, f"{self_attn}.{out}", placement, n_self),
+                  Layout(dec, cross, f"{cross}.{out}", placement, n_cross))
+
+
+@dataclass(frozen=True)
 class Arch:
     """Everything attnkit knows about one family (a ``config.model_type``).
 
@@ -140,6 +186,8 @@ class Arch:
         Vision: the attribute holding the vision transformer (CLIP's ``vision_model``).
     refused : str, optional
         Why attnkit recognises the family and refuses it ("" or None: it reads it).
+    stacks : Stacks, optional
+        Encoder–decoders: where each kind of attention keeps its output projection.
     """
 
     reader: str = "text"
@@ -151,6 +199,7 @@ class Arch:
     specials: tuple[str, ...] = ()
     tower: str | None = None
     refused: str | None = None
+    stacks: Stacks | None = None
 
 
 _BERT_LAYOUT = Layout("encoder.layer", "attention.self", "attention.output.dense", "post",
@@ -176,7 +225,16 @@ _SWIN = Arch("vision", refused=(
     "not apply."))
 _NO_ATTENTION = Arch("vision", refused="It has no attention over the image's patches.")
 _CAUSAL = Arch(causal=True)
-_SEQ2SEQ = Arch("encoder-decoder")
+#: T5 and mT5: ``x + Attn(LN(x))`` in ``block[i].layer[0]`` (self) and ``layer[1]`` (cross)
+_T5 = Arch("encoder-decoder", stacks=_stacks(("encoder.block", "decoder.block"),
+                                              "layer.0.SelfAttention", "layer.1.EncDecAttention",
+                                              "o", "pre"))
+#: BART and Marian: ``LN(x + Attn(x))``; mBART and Pegasus: ``x + Attn(LN(x))``
+_BART_NORMS = ("self_attn_layer_norm", "encoder_attn_layer_norm")
+_BART_STACKS = _stacks(("encoder.layers", "decoder.layers"), "self_attn", "encoder_attn",
+                       "out_proj", "post", _BART_NORMS)
+_MBART_STACKS = _stacks(("encoder.layers", "decoder.layers"), "self_attn", "encoder_attn",
+                        "out_proj", "pre")
 
 #: ``config.model_type`` -> :class:`Arch`, one record per family.
 ARCHS: dict[str, Arch] = {
@@ -217,12 +275,12 @@ ARCHS: dict[str, Arch] = {
         "smollm", "gemma3_text", "olmo2", "qwen2_moe", "qwen3_moe", "granite", "cohere", "cohere2",
         "mistral3", "phimoe")},
     # encoder-decoders (attnkit.runtime.seq2seq)
-    "t5": _SEQ2SEQ,
-    "mt5": _SEQ2SEQ,
-    "bart": Arch("encoder-decoder", offset_positions=True),
-    "mbart": _SEQ2SEQ,
-    "marian": _SEQ2SEQ,
-    "pegasus": _SEQ2SEQ,
+    "t5": _T5,
+    "mt5": _T5,
+    "bart": Arch("encoder-decoder", offset_positions=True, stacks=_BART_STACKS),
+    "mbart": Arch("encoder-decoder", stacks=_MBART_STACKS),
+    "marian": Arch("encoder-decoder", stacks=_BART_STACKS),
+    "pegasus": Arch("encoder-decoder", stacks=_MBART_STACKS),
     # vision transformers (attnkit.runtime.vision)
     "vit": Arch("vision", layout=_VIT_LAYOUT, specials=("[CLS]",)),
     "deit": Arch("vision", layout=_VIT_LAYOUT, specials=("[CLS]", "[DIST]")),

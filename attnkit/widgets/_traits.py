@@ -22,6 +22,7 @@ from .headgrid import HeadGrid
 from .headmap import HeadMap
 from .heatmap import Heatmap
 from .image import ImageAttention
+from .intervention import InterventionView
 from .qkscatter import QKScatter
 from .score import ScoreView
 from .scrubber import CheckpointScrubber
@@ -29,7 +30,7 @@ from .scrubber import CheckpointScrubber
 #: The widgets with a bundle of their own, in the order they are built.
 WIDGETS: tuple[type[AttnkitWidget], ...] = (Heatmap, HeadGrid, HeadMap, ClusterView, FlowView, ScoreView,
                                            QKScatter, ImageAttention, CrossView, CheckpointScrubber,
-                                           CircuitView, RoutesView)
+                                           InterventionView, CircuitView, RoutesView)
 
 
 def synced_traits(cls: type[AttnkitWidget]) -> list[str]:

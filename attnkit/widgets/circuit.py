@@ -39,6 +39,8 @@ KINDS = ("embed", "head", "mlp", "logits")
 #: Colours of the static figure: positive, negative; in both, only the first, only the second.
 SIGN_COLORS = ("#2166ac", "#b2182b")
 GROUP_COLORS = ("#8c8c8c", "#1a9e9e", "#7b3294")
+#: Routes: through heads, the residual, both (as js/src/lib/layered.ts).
+ROUTE_COLORS = ("#1a6e9e", "#9a9a9a", "#1a9e9e")
 #: Dash of an edge by the input it enters (q solid, k dashed, v dotted), as the front end draws.
 DASHES = {"q": "solid", "k": (0, (5, 2)), "v": (0, (1, 2))}
 
@@ -205,18 +207,19 @@ class _LayeredGraph(SelectsHead):
         """
         x, rows = self._positions()
         n_rows = len(self.row_labels)
-        width = max(4.0, min(14.0, 1.0 + 0.55 * (x.max() + 1 if len(x) else 1)))
+        width = max(8.0, min(14.0, 2.0 + 0.6 * (x.max() + 1 if len(x) else 1)))
         fig = Figure(figsize=(width, 1.2 + 0.9 * n_rows), layout="constrained")
         ax = fig.add_subplot()
         scores = [abs(e["score"]) for e in self._edges]
         top = max(scores) if scores else 1.0
         top = top if top > 0 else 1.0
-        off = {"q": -0.12, "k": 0.0, "v": 0.12}
+        off = {"q": -0.05, "k": 0.0, "v": 0.05}
         for e in self._edges:
             (x0, y0), (x1, y1) = (x[e["src"]], rows[e["src"]]), (x[e["dst"]], rows[e["dst"]])
             x1 = x1 + off.get(e["port"], 0.0)
+            colors = ROUTE_COLORS if self.shared_x else GROUP_COLORS
             color = (SIGN_COLORS[0] if e["score"] >= 0 else SIGN_COLORS[1]) if self.signed \
-                else GROUP_COLORS[e["group"] % 3]
+                else colors[e["group"] % 3]
             ax.plot([x0, x1], [y0, y1], color=color, lw=0.6 + 4.0 * abs(e["score"]) / top,
                     ls=DASHES.get(e["port"], "solid"), alpha=0.85, zorder=1)
         marks = np.asarray(read(self.node_marks), dtype=np.float64)
@@ -235,6 +238,14 @@ class _LayeredGraph(SelectsHead):
             ax.spines[side].set_visible(False)
         ax.set_ylim(-0.8, n_rows - 0.4)
         ax.set_title(mpl_text(self.title), loc="left", fontsize=10)
+        names = (["positive score", "negative score"] if self.signed else
+                 ["heads", "residual", "heads and residual"] if self.shared_x else
+                 ["in both"] + [f"only in {n}" for n in self.group_names])
+        palette: tuple[str, ...] = SIGN_COLORS if self.signed else (
+            ROUTE_COLORS if self.shared_x else GROUP_COLORS)
+        for name, color in zip(names, palette):
+            ax.plot([], [], color=color, lw=2, label=mpl_text(name))
+        ax.legend(loc="upper right", fontsize=7, frameon=False)
         return fig
 
     def _alt_text(self) -> str:

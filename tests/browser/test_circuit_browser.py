@@ -148,3 +148,49 @@ def test_routes_view_draws_the_toys_induction_route_and_links(browser, img_dir):
         assert wp.errors() == []
     finally:
         wp.close()
+
+
+# ------------------------------------------------------------------ offline report
+@pytest.mark.slow
+def test_circuit_views_live_in_an_offline_report(browser, tmp_path):
+    """tests/notebooks/circuit_widgets.ipynb executed into a report and opened from file://
+    with the network cut off: both views draw from the saved state, hover reads an edge's
+    score, the keyboard steps through edges, and nothing is requested or logged as an error."""
+    from attnkit.apps import report
+    from attnkit.apps.cli import main
+    from prereq import REPO, skip_or_fail
+
+    if not (report.STATIC / "report.js").is_file():
+        skip_or_fail("report renderer not built: npm --prefix js/report ci && npm --prefix js/report run build")
+    out = tmp_path / "circuits.html"
+    assert main(["report", str(REPO / "tests" / "notebooks" / "circuit_widgets.ipynb"), "-o",
+                 str(out), "--execute"]) == 0
+    context = browser.new_context(viewport={"width": 1000, "height": 900})
+    page = context.new_page()
+    blocked, errors = [], []
+    page.route("**/*", lambda r: r.continue_() if r.request.url.startswith("file://")
+               else (blocked.append(r.request.url), r.abort()))
+    page.on("console", lambda m: m.type == "error" and errors.append(m.text))
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    try:
+        page.goto(out.as_uri())
+        page.wait_for_function(
+            "[...document.querySelectorAll('.attnkit-slot .attnkit')].filter(r => Number(r.dataset.drawn) >= 1).length === 2",
+            timeout=20_000)
+        circuit_root = page.locator(".attnkit-slot .attnkit-circuit")
+        routes_root = page.locator(".attnkit-slot .attnkit-routes")
+        assert circuit_root.get_attribute("data-edges") == "4"
+        assert int(routes_root.get_attribute("data-edges")) >= 1
+        canvas = circuit_root.locator("canvas").first
+        canvas.scroll_into_view_if_needed()
+        box = canvas.bounding_box()
+        x, y = json.loads(circuit_root.get_attribute("data-edge-mids"))[1]
+        page.mouse.move(box["x"] + x, box["y"] + y)
+        assert "1-1 → 2-2.k: score +0.9" in circuit_root.locator(".attnkit-tooltip").text_content()
+        canvas.focus()
+        page.keyboard.press("ArrowRight")
+        page.wait_for_function(
+            "document.querySelector('.attnkit-slot .attnkit-circuit').dataset.focusEdge === '0'")
+        assert blocked == [] and errors == []
+    finally:
+        context.close()
