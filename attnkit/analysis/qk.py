@@ -30,6 +30,7 @@ import time
 import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -985,9 +986,8 @@ class _Saved:
     it can prove it made for this embedding, and never deletes anything.
     """
 
-    def __init__(self, path: Any, settings: dict[str, Any]) -> None:
+    def __init__(self, path: Path, settings: dict[str, Any]) -> None:
         import json
-        from pathlib import Path
 
         from ..storage.store import atomic_write
 
@@ -1015,7 +1015,7 @@ class _Saved:
             data = json.dumps({"format": SAVE_FORMAT, "settings": settings}, indent=1).encode()
             atomic_write(marker, lambda fh: fh.write(data))
 
-    def _file(self, layer: int, head: int) -> Any:
+    def _file(self, layer: int, head: int) -> Path:
         return self.path / f"head-{layer}-{head}.npz"
 
     def read(self, layer: int, head: int) -> tuple[np.ndarray, dict[str, float]] | None:
@@ -1052,7 +1052,7 @@ def qk_embedding(
     seed: int = 0,
     client: Any = None,
     progress: bool = True,
-    save: Any = None,
+    save: str | Path | None = None,
 ) -> QKEmbedding:
     """Queries and keys of each head projected together (AttentionViz, Yeh et al. 2023).
 
@@ -1141,6 +1141,8 @@ def qk_embedding(
         raise InputError(f"placement must be one of {sorted(PLACEMENTS)}, not {placement!r}.")
     options = dict(method=method, dims=dims, normalize=normalize, seed=seed, sample=sample,
                    placement=placement)
+    if save is not None:
+        save = validate.path(save, "save")
     store = _is_store(attentions)
     if save is not None and not store:
         raise InputError("save= keeps the per-head results of a stored corpus (an AttentionSet "
