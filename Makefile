@@ -51,9 +51,11 @@ analyze: install
 
 # Everything CI runs: the front-end tests, lint and types, the Python tests with the
 # docstring examples (doctests, see pyproject's pytest options), and the API reference.
+# The Python tests run in two worker processes (pytest-xdist, a test file to a worker so each
+# browser module starts its server once); each worker runs torch on its share of the cores.
 test: install lint
 	cd js && npm test
-	$(PY) -m pytest
+	$(PY) -m pytest -n 2 --dist loadfile
 	$(MAKE) test-numerics-portable
 	$(MAKE) docs
 

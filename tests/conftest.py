@@ -24,6 +24,13 @@ def pytest_configure(config):
     here, not on another machine."""
     threads = os.environ.get("ATTNKIT_TEST_THREADS")
     precision = os.environ.get("ATTNKIT_TEST_MATMUL_PRECISION")
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if workers > 1 and not threads:
+        # pytest-xdist workers share the cores: OpenMP threads beyond a worker's share spin
+        # against each other (and against the kernels and servers the browser tests start,
+        # which inherit OMP_NUM_THREADS).
+        threads = str(max(1, (os.cpu_count() or 1) // workers))
+        os.environ.setdefault("OMP_NUM_THREADS", threads)
     if threads or precision:
         import torch
 

@@ -15,6 +15,7 @@ _.HeadMap
 _.HeadResult
 _.Heatmap
 _.ImageAttention
+_.InterventionView
 _.LazyAttention
 _.MeasureSwitch
 _.Model
@@ -90,6 +91,7 @@ _.write_report
 
 # synced widget traits (js/src/traits.gen.ts)
 _.alpha
+_.baseline
 _.categories
 _.category_share
 _.category_std
@@ -106,12 +108,17 @@ _.columns
 _.components
 _.computing
 _.decades
+_.diff_bin
+_.diff_heads
+_.diffs
 _.dims
 _.diverging
 _.edge_head_offsets
 _.edge_heads
 _.edge_weight
 _.edges
+_.effect_name
+_.effects_values
 _.embed_note
 _.embedded
 _.exclude_sinks
@@ -123,18 +130,21 @@ _.head_counts_b
 _.head_max
 _.head_share
 _.heads
+_.higher_is_better
 _.icl
 _.image
 _.index
 _.influence_a
 _.influence_b
 _.key_positions
+_.knocked
 _.label_name
 _.layer
 _.layered
 _.layers
 _.loss
 _.loss_name
+_.map_heads
 _.maps
 _.matrix
 _.measure
@@ -197,6 +207,7 @@ _.size_cols
 _.source
 _.source_tokens
 _.steps
+_.stripe
 _.target_tokens
 _.threshold
 _.threshold_note

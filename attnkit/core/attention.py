@@ -78,8 +78,80 @@ class Positions:
         return out
 
 
+class QKReader:
+    """``queries``/``keys`` of one layer, shared by dense and lazy attention (both read them
+    from :meth:`qk_states`, the kept post-rotary queries and keys of every layer)."""
+
+    @property
+    def n_layers(self) -> int:  # pragma: no cover - each attention class defines it
+        raise NotImplementedError
+
+    def qk_states(self) -> QKStates:  # pragma: no cover - each attention class defines it
+        raise NotImplementedError
+
+    def queries(self, layer: int) -> np.ndarray:
+        """Post-rotary queries of ``layer``, as the model scores them (copied to the CPU).
+
+        Parameters
+        ----------
+        layer : int
+            0-indexed layer (negative counts from the end).
+
+        Returns
+        -------
+        ndarray
+            Float32 ``[heads, n, d]`` (numpy, CPU).
+
+        Raises
+        ------
+        InputError
+            For a layer outside the model, or when no queries were kept (maps built by hand,
+            word level, or a layer a store did not keep).
+
+        Examples
+        --------
+        >>> from attnkit.testing import tiny_model
+        >>> model = tiny_model("llama")
+        >>> att = model.attend("The cat sat.")
+        >>> att.queries(0).shape, att.keys(0).shape   # 2 query heads share 1 key head
+        ((2, 7, 8), (1, 7, 8))
+        >>> model.attend("The cat sat.", lazy=True).queries(-1).shape
+        (2, 7, 8)
+        """
+        return self.qk_states().queries(validate.index(layer, self.n_layers, "layer"))
+
+    def keys(self, layer: int) -> np.ndarray:
+        """Post-rotary keys of ``layer`` (before grouped-query repetition: query head ``h``
+        is scored against key head ``h // (heads // key heads)``).
+
+        Parameters
+        ----------
+        layer : int
+            0-indexed layer (negative counts from the end).
+
+        Returns
+        -------
+        ndarray
+            Float32 ``[key heads, n, d]`` (numpy, CPU).
+
+        Raises
+        ------
+        InputError
+            For a layer outside the model, or when no keys were kept.
+
+        Examples
+        --------
+        >>> from attnkit.testing import tiny_model
+        >>> tiny_model("bert").attend("The cat sat.").keys(1).shape
+        (2, 6, 8)
+        >>> tiny_model("gpt2").attend("The cat sat.", lazy=True).keys(0).shape
+        (2, 7, 8)
+        """
+        return self.qk_states().keys(validate.index(layer, self.n_layers, "layer"))
+
+
 @dataclass
-class Attention(Positions):
+class Attention(Positions, QKReader):
     """Attention of one model on one input.
 
     :meth:`Model.attend <attnkit.Model.attend>` builds it from a model, and
@@ -234,61 +306,6 @@ class Attention(Positions):
             )
         self.qk.causal = bool(self.causal)  # the mask the model applied, as a store records it
         return self.qk
-
-    def queries(self, layer: int) -> np.ndarray:
-        """Post-rotary queries of ``layer``, as the model scores them.
-
-        Parameters
-        ----------
-        layer : int
-            0-indexed layer.
-
-        Returns
-        -------
-        ndarray
-            Float32 ``[heads, n, d]`` (numpy, CPU).
-
-        Raises
-        ------
-        InputError
-            When no queries were kept (maps built by hand, word level, or a layer a store
-            did not keep).
-
-        Examples
-        --------
-        >>> from attnkit.testing import tiny_model
-        >>> att = tiny_model("llama").attend("The cat sat.")
-        >>> att.queries(0).shape, att.keys(0).shape   # 2 query heads share 1 key head
-        ((2, 7, 8), (1, 7, 8))
-        """
-        return self.qk_states().queries(validate.index(layer, self.n_layers, "layer"))
-
-    def keys(self, layer: int) -> np.ndarray:
-        """Post-rotary keys of ``layer`` (before grouped-query repetition: query head ``h``
-        is scored against key head ``h // (heads // key heads)``).
-
-        Parameters
-        ----------
-        layer : int
-            0-indexed layer.
-
-        Returns
-        -------
-        ndarray
-            Float32 ``[key heads, n, d]`` (numpy, CPU).
-
-        Raises
-        ------
-        InputError
-            When no keys were kept.
-
-        Examples
-        --------
-        >>> from attnkit.testing import tiny_model
-        >>> tiny_model("bert").attend("The cat sat.").keys(1).shape
-        (2, 6, 8)
-        """
-        return self.qk_states().keys(validate.index(layer, self.n_layers, "layer"))
 
     # -------------------------------------------------------------- selection
     def head(self, layer: int, head: int) -> np.ndarray:

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from ..core import validate
-from ..core.attention import Attention, Positions, word_groups
+from ..core.attention import Attention, Positions, QKReader, word_groups
 from ..core.blocks import BAND_ELEMENTS, EdgePool, summarize
 from .capture import LayerQK
 from ..errors import EmptyInputError, InputError
@@ -34,7 +34,7 @@ from ..core.qkstates import QKStates
 Index = Any  # a slice, or a sequence of ints
 
 
-class LazyAttention(Positions):
+class LazyAttention(Positions, QKReader):
     """Attention of one model on one long input, computed exactly on demand.
 
     It has :class:`~attnkit.Attention`'s alignment (``tokens``, ``roles``, ``word_ids``,
@@ -416,59 +416,6 @@ class LazyAttention(Positions):
                                 {i: x.scaling for i, x in enumerate(self._layers)},
                                 self._layers[0].softcap, causal=bool(self.causal))
         return self._qk
-
-    def queries(self, layer: int) -> np.ndarray:
-        """Post-rotary queries of ``layer``, as the model scores them (copied to the CPU).
-
-        Parameters
-        ----------
-        layer : int
-            0-indexed layer.
-
-        Returns
-        -------
-        ndarray
-            Float32 ``[heads, n, d]``.
-
-        Raises
-        ------
-        InputError
-            For a layer outside the model, or word-level attention.
-
-        Examples
-        --------
-        >>> from attnkit.testing import tiny_model
-        >>> att = tiny_model("llama").attend("The cat sat.", lazy=True)
-        >>> att.queries(1).shape, att.keys(1).shape   # 2 query heads share 1 key head
-        ((2, 7, 8), (1, 7, 8))
-        """
-        return self.qk_states().queries(validate.index(layer, self.n_layers, "layer"))
-
-    def keys(self, layer: int) -> np.ndarray:
-        """Post-rotary keys of ``layer`` (before grouped-query repetition).
-
-        Parameters
-        ----------
-        layer : int
-            0-indexed layer.
-
-        Returns
-        -------
-        ndarray
-            Float32 ``[key heads, n, d]``.
-
-        Raises
-        ------
-        InputError
-            For a layer outside the model, or word-level attention.
-
-        Examples
-        --------
-        >>> from attnkit.testing import tiny_model
-        >>> tiny_model("gpt2").attend("The cat sat.", lazy=True).keys(0).shape
-        (2, 7, 8)
-        """
-        return self.qk_states().keys(validate.index(layer, self.n_layers, "layer"))
 
     # ------------------------------------------------------------------ compute
     def _check_head(self, layer: int, head: int) -> tuple[int, int]:

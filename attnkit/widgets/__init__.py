@@ -1,5 +1,5 @@
 """anywidget views: Heatmap, HeadGrid, HeadMap, ClusterView, FlowView, QKScatter, ScoreView,
-ImageAttention, CrossView, CheckpointScrubber (front end in js/)."""
+ImageAttention, CrossView, CheckpointScrubber, InterventionView (front end in js/)."""
 
 from ..core.results import VIEWS
 from .cluster import ClusterView
@@ -9,12 +9,13 @@ from .headgrid import HeadGrid
 from .headmap import HeadMap, composition_map, head_result_map
 from .heatmap import Heatmap
 from .image import ImageAttention
+from .intervention import InterventionView
 from .measures import MeasureSwitch
 from .qkscatter import QKScatter
 from .score import ScoreView
 from .scrubber import CheckpointScrubber, scrubber_view
 
-__all__ = ["CheckpointScrubber", "ClusterView", "CrossView", "FlowView", "HeadGrid", "HeadMap", "Heatmap", "ImageAttention", "MeasureSwitch",
+__all__ = ["CheckpointScrubber", "ClusterView", "CrossView", "FlowView", "HeadGrid", "HeadMap", "Heatmap", "ImageAttention", "InterventionView", "MeasureSwitch",
            "QKScatter", "ScoreView"]
 
 # How ``Result.widget()`` draws a result that names its view (the core never imports a view).

@@ -21,13 +21,15 @@ from .headgrid import HeadGrid
 from .headmap import HeadMap
 from .heatmap import Heatmap
 from .image import ImageAttention
+from .intervention import InterventionView
 from .qkscatter import QKScatter
 from .score import ScoreView
 from .scrubber import CheckpointScrubber
 
 #: The widgets with a bundle of their own, in the order they are built.
 WIDGETS: tuple[type[AttnkitWidget], ...] = (Heatmap, HeadGrid, HeadMap, ClusterView, FlowView, ScoreView,
-                                           QKScatter, ImageAttention, CrossView, CheckpointScrubber)
+                                           QKScatter, ImageAttention, CrossView, CheckpointScrubber,
+                                           InterventionView)
 
 
 def synced_traits(cls: type[AttnkitWidget]) -> list[str]:
