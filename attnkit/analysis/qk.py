@@ -513,7 +513,7 @@ def _umap_module() -> Any:
             if name == "umap" or name.startswith("umap."):
                 for value in list(vars(module).values()):
                     if isinstance(value, Dispatcher) and not value.signatures and \
-                            type(value._cache).__name__ == "NullCache":
+                            type(getattr(value, "_cache", None)).__name__ == "NullCache":
                         value.enable_caching()
         _UMAP_CACHING = True
     return umap
@@ -944,7 +944,7 @@ class QKEmbedding(Result):
 
 
 # ------------------------------------------------------------------ the functions
-def _run(hps: list[HeadPoints], client: Any, progress: bool, saved: _Saved | None = None,
+def _run(hps: list[HeadPoints], client: Any, progress: bool, saved: _Saved | None,
          **options: Any) -> list[Any]:
     """Embed each head (here or on ``client``); with ``saved``, each head's result is written
     there as soon as it is done."""
@@ -1141,8 +1141,7 @@ def qk_embedding(
         raise InputError(f"placement must be one of {sorted(PLACEMENTS)}, not {placement!r}.")
     options = dict(method=method, dims=dims, normalize=normalize, seed=seed, sample=sample,
                    placement=placement)
-    if save is not None:
-        save = validate.path(save, "save")
+    folder = None if save is None else validate.path(save, "save")
     store = _is_store(attentions)
     if save is not None and not store:
         raise InputError("save= keeps the per-head results of a stored corpus (an AttentionSet "
@@ -1154,7 +1153,7 @@ def qk_embedding(
         chosen = _heads(list(qk["layers"]), int(qk["heads"]), attentions.n_layers, heads)
         n_pos = int(attentions.items()["n"].sum())
         sample_size(sample, 2 * n_pos, method)  # a bad sample fails before any reading
-        saved = None if save is None else _Saved(save, {
+        saved = None if folder is None else _Saved(folder, {
             **options, "store": str(attentions.path), "model": attentions.model,
             "model_fingerprint": attentions.info.get("model_fingerprint"),
             "inputs_fingerprint": attentions.info.get("inputs_fingerprint"), "positions": n_pos})
@@ -1187,7 +1186,7 @@ def qk_embedding(
             by_layer.setdefault(l, []).append(h)
         hps = [hp for l, hs in by_layer.items() for hp in _gather(items, l, hs)]
         sample_size(sample, 2 * len(hps[0].queries), method)
-        results = _run(hps, client, progress, **options)
+        results = _run(hps, client, progress, None, **options)
     # the per-point columns shared by every head
     item_col = np.concatenate([np.full(len(it.tokens), it.item, dtype=np.int64) for it in items])
     pos_col = np.concatenate([np.arange(len(it.tokens), dtype=np.int64) for it in items])
