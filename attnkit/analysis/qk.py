@@ -514,7 +514,10 @@ def _umap_module() -> Any:
                 for value in list(vars(module).values()):
                     if isinstance(value, Dispatcher) and not value.signatures and \
                             type(getattr(value, "_cache", None)).__name__ == "NullCache":
-                        value.enable_caching()
+                        try:
+                            value.enable_caching()
+                        except RuntimeError:  # no writable cache folder: compile as before
+                            pass
         _UMAP_CACHING = True
     return umap
 
