@@ -13,6 +13,8 @@ The public names, grouped by task (``attnkit.__all__`` keeps this order; each gr
 - **head analyses** (Clark et al. 2019 and beyond): :mod:`attnkit.analysis`.
 - **whether heads matter**: :func:`ablate`, :func:`patch`, :func:`knockout`,
   :func:`path_patch`, :func:`attribution_patching` (:mod:`attnkit.interventions`).
+- **circuits**: :func:`edge_attribution` (EAP, EAP-IG, exact edge patching), :func:`circuit`,
+  :func:`circuit_faithfulness`, :func:`acdc`.
 - **heads across training**: :func:`checkpoints` (a run's checkpoints, read lazily),
   :func:`checkpoint_scores`, :func:`crossing_steps` (:mod:`attnkit.training`).
 - **attention flows** (DeRose et al. 2020; Abnar & Zuidema 2020): :mod:`attnkit.flow`.
@@ -47,7 +49,8 @@ from .analysis import (
 )
 from .training import checkpoint_scores, checkpoints, crossing_steps
 from .core.attention import Attention
-from .interventions import ablate, attribution_patching, knockout, patch, path_patch
+from .interventions import (ablate, acdc, attribution_patching, circuit, circuit_faithfulness,
+                            edge_attribution, knockout, patch, path_patch)
 from .storage.corpus import AttentionSet, open_store
 from .runtime.decompose import residual_stream
 from .data import Document, Sentence, Treebank, induction_inputs, read_conllu, read_coref, read_glue
@@ -58,6 +61,7 @@ from .flow import (
     attention_graph,
     compare,
     compare_sets,
+    flow_routes,
     flow_summary,
     influence,
     paths_between,
@@ -82,6 +86,7 @@ from .core.results import HeadResult, Result
 from .version import __version__
 from .widgets import (
     CheckpointScrubber,
+    CircuitView,
     ClusterView,
     CrossView,
     FlowView,
@@ -92,6 +97,7 @@ from .widgets import (
     InterventionView,
     MeasureSwitch,
     QKScatter,
+    RoutesView,
     ScoreView,
 )
 
@@ -111,12 +117,13 @@ GROUPS: dict[str, list[str]] = {
     "why heads attend": ["composition", "residual_stream", "score_attribution"],
     "whether heads matter": ["ablate", "attribution_patching", "interventions", "knockout", "patch",
                              "path_patch"],
+    "circuits": ["acdc", "circuit", "circuit_faithfulness", "edge_attribution"],
     "heads across training": ["checkpoint_scores", "checkpoints", "crossing_steps", "training"],
     "attention flows": ["attention_flow", "attention_graph", "compare", "compare_sets", "flow",
-                        "flow_summary", "influence", "paths_between", "rollout",
+                        "flow_routes", "flow_summary", "influence", "paths_between", "rollout",
                         "seq2seq_graph", "seq2seq_rollout", "subgraph_through"],
-    "views": ["CheckpointScrubber", "ClusterView", "CrossView", "FlowView", "HeadGrid", "HeadMap", "Heatmap", "ImageAttention",
-              "InterventionView", "MeasureSwitch", "QKScatter", "ScoreView", "plot", "write_report"],
+    "views": ["CheckpointScrubber", "CircuitView", "ClusterView", "CrossView", "FlowView", "HeadGrid", "HeadMap", "Heatmap", "ImageAttention",
+              "InterventionView", "MeasureSwitch", "QKScatter", "RoutesView", "ScoreView", "plot", "write_report"],
     "interop": ["from_bertviz", "from_nnsight", "from_transformer_lens", "from_transformers",
                 "to_bertviz", "to_circuitsvis"],
     "training and examples": ["finetune", "pipeline", "toy", "toy_tasks"],

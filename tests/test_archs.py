@@ -42,8 +42,27 @@ def test_each_record_is_complete_and_true(sweep, kind):
     arch = arch_of(model)
     reader = "encoder-decoder" if kind in SEQ2SEQ_KINDS else "vision" if kind in VISION_KINDS else "text"
     assert arch.reader == reader
-    if reader == "encoder-decoder":
-        return  # read by Seq2SeqModel from the config; no decomposition yet
+    if reader == "encoder-decoder":  # the three stacks' output projections (interventions)
+        import torch
+
+        from attnkit.runtime.capture import recording
+
+        assert arch.stacks is not None and arch.layout is None
+        calls = []
+        with torch.inference_mode(), recording([calls.append]):
+            model.base(**model.pair_inputs(model.encode("The cat sat."), model.encode_target("A cat.")))
+        for stack in archs.STACKS:
+            spec = arch.stacks.of(stack)
+            layers = list(submodule(model.base, spec.layers))
+            assert len(layers) == (model.n_layers if stack == "encoder" else model.n_decoder_layers)
+            for layer in layers:
+                for path in (spec.attention, spec.out_proj, spec.norm):
+                    if path:
+                        submodule(layer, path)
+            # the record's attention modules are the ones the stack's calls come from, in order
+            called = [c.module for c in calls if model.kind_of(c) == stack]
+            assert called == [submodule(layer, spec.attention) for layer in layers], stack
+        return
     assert arch.causal == model.causal
     layout = layout_of(model)
     layers = list(submodule(model.base, layout.layers))

@@ -229,3 +229,46 @@ def test_dask_extracts_the_same_pairs(tmp_path):
     finally:
         client.close()
         cluster.close()
+
+
+# ------------------------------------------- sources alone: targets generated (issue 28)
+SOURCES = [source for source, _ in PAIRS]
+
+
+def test_generate_extracts_the_models_own_targets_into_a_store_and_back(s2s_model, tmp_path):
+    """``extract(model, sources, generate=True)``: each item's target is the model's greedy
+    output for its source (the ids ``model.generate`` returns), stored as the item's target,
+    and the stored maps are those of ``model.attend(source, generate=True)``; a second call
+    reuses every batch of the store."""
+    from tolerances import EXACT, F16, assert_close
+
+    store = tmp_path / "gen"
+    sset = ak.extract(s2s_model, SOURCES, level="token", keep=KEEP_ALL, store=store, batch_size=2,
+                      generate=True, max_new_tokens=4, progress=False)
+    assert len(sset) == len(SOURCES)
+    for i, source in enumerate(SOURCES):
+        ids = s2s_model.generate(source, max_new_tokens=4)
+        ref = s2s_model.attend(source, generate=True, max_new_tokens=4, level="token")
+        got = sset.pair(i)
+        assert got.decoder.tokens == s2s_model.encode_target(ids).tokens == ref.decoder.tokens
+        assert got.cross.source_tokens == s2s_model.encode(source).tokens
+        assert got.cross.shape == ref.cross.shape == (s2s_model.n_decoder_layers, s2s_model.n_decoder_heads,
+                                                      len(ids), len(ref.encoder.tokens))
+        assert_close(got.cross.maps, ref.cross.maps, F16)
+        assert_close(got.decoder.maps, ref.decoder.maps, F16)
+    again = ak.extract(s2s_model, SOURCES, level="token", keep=KEEP_ALL, store=store, batch_size=2,
+                       generate=True, max_new_tokens=4, progress=False)
+    assert again.run_info["computed_batches"] == 0 and again.run_info["reused_batches"] > 0, again.run_info
+    assert_close(again[2].maps, sset[2].maps, EXACT)
+
+
+def test_generate_refuses_pairs_one_stack_models_and_names():
+    t5 = tiny_seq2seq("t5")
+    with pytest.raises(InputError, match="Input 1: with generate=True every input is a source alone"):
+        ak.extract(t5, ["The cat.", ("A dog.", "Un chien.")], generate=True, progress=False)
+    with pytest.raises(InputError, match="generate=True needs a loaded encoder-decoder"):
+        ak.extract(tiny_model("bert"), ["The cat."], generate=True, progress=False)
+    with pytest.raises(InputError, match="max_new_tokens"):
+        ak.extract(t5, ["The cat."], generate=True, max_new_tokens=0, progress=False)
+    with pytest.raises(InputError, match="encoder-decoder model"):  # sources without generate
+        ak.extract(t5, ["The cat."], progress=False)

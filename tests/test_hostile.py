@@ -64,7 +64,9 @@ COUNTS = {"size", "top", "batch_size", "dims", "steps", "n_boot", "samples", "bi
           "sample", "k", "n_eval"}
 CHOICES = {"measure", "method", "reduce", "level", "mode", "aggregate", "scale", "direction",
            "color_by", "overlay", "layout", "capture", "objective", "components", "keep",
-           "normalize", "by", "column", "metric"}
+           "normalize", "by", "column", "metric",
+           # an encoder-decoder's stack of heads (attnkit.interventions: stack=)
+           "stack"}
 PATHS = {"path", "out", "notebook", "store", "name_or_path", "save_notebook"}
 
 #: Callables the generator cannot call, with the reason. Checked to stay small.

@@ -287,8 +287,20 @@ def test_ablate_bad_input():
                   reference=["Hi."], progress=False)
     with pytest.raises(InputError, match="two inputs"):
         ak.ablate(model, ["The cat."], how="resample", progress=False)
-    with pytest.raises(UnsupportedModelError, match="model"):
-        ak.ablate(tiny_seq2seq("t5"), ["The cat."], progress=False)
+    # an encoder-decoder's heads are in three stacks: say which (tests/test_interventions_seq2seq.py)
+    with pytest.raises(InputError, match="stack"):
+        ak.ablate(tiny_seq2seq("t5"), [("The cat.", "A cat.")], progress=False)
+    # a family whose output projections attnkit does not locate (OPT: read through its maps only)
+    import transformers as tf
+
+    from attnkit.runtime.model import Model
+
+    cfg = tf.OPTConfig(vocab_size=len(model.tokenizer), hidden_size=16, word_embed_proj_dim=16,
+                       num_hidden_layers=1, num_attention_heads=2, ffn_dim=32,
+                       max_position_embeddings=64)
+    opt = Model(tf.OPTForCausalLM(cfg), model.tokenizer, name="tiny-opt")
+    with pytest.raises(UnsupportedModelError, match="model: interventions cannot act on 'tiny-opt'"):
+        ak.ablate(opt, TEXTS, progress=False)
 
 
 # ------------------------------------------------------------------ activation patching
@@ -601,3 +613,59 @@ def test_patching_figure_draws_the_table(grain):
         assert labels == ["1-1", "1-2", "2-1", "2-2"]  # displayed 1-indexed
     with pytest.raises(InputError, match="restored"):
         ak.plot.plot_patching(r, value="nothing")
+
+
+def test_path_patching_on_gemma2_recomputes_the_senders_output_norm():
+    """Gemma 2 adds N(o) to the stream (o the output projection's output, N an RMSNorm with
+    scale 1 + w): the sender's difference reaches layer 2 as N(o′ + W_O^s Δz_s) − N(o′).
+    The receiver's queries, computed by hand in float64 from the corrupted stream entering
+    layer 2, are input_layernorm(x′ + N(o_mix) − N(o′)) through q_proj; the other head's
+    queries stay at the corrupted run."""
+    from attnkit.interventions.patch import clean_and_corrupted
+    from attnkit.interventions.path import receivers_by_layer, routing, sender_delta
+
+    model = tiny_model("gemma2")
+    clean, corrupted = _pair(model, at=2)
+    runs = clean_and_corrupted(model, clean, corrupted, ak.interventions.kl())
+    runs["corrupted_z"] = {}
+    hooks.forward(model, runs["corrupted"], capture=runs["corrupted_z"])
+    sender, receiver = (0, 1), 0
+    delta = sender_delta(model, sender, runs)
+    layer0, layer1 = model.hf.model.layers[0], model.hf.model.layers[1]
+    seen = {}
+    with routing(model, receivers_by_layer(model, sender, [(1, receiver)], "q"), "q", delta):
+        # registered after routing's own hook: sees the rerouted queries
+        handle = layer1.self_attn.q_proj.register_forward_hook(
+            lambda module, args, out: seen.setdefault("q", out.detach()))
+        try:
+            hooks.forward(model, runs["corrupted"])
+        finally:
+            handle.remove()
+
+    def rms(x, norm):  # Gemma 2's RMSNorm, float64
+        w = norm.weight.double()
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + norm.eps) * (1 + w)
+
+    with torch.no_grad():
+        ids = torch.as_tensor(np.stack(corrupted))
+        x = model.hf(input_ids=ids, output_hidden_states=True).hidden_states[1].double()
+        z = runs["corrupted_z"][("z", 0)].double()  # [B, T, H, d]
+        mixed = z.clone()
+        mixed[:, :, sender[1]] = runs["sources"][("z", 0)][:, :, sender[1]].double()
+        w_o = layer0.self_attn.o_proj.weight.double()
+        o_corr = z.reshape(*z.shape[:2], -1) @ w_o.T
+        o_mix = mixed.reshape(*z.shape[:2], -1) @ w_o.T
+        norm = layer0.post_attention_layernorm
+        w_q = layer1.self_attn.q_proj.weight.double()
+        routed = rms(x + rms(o_mix, norm) - rms(o_corr, norm), layer1.input_layernorm) @ w_q.T
+        plain = rms(x, layer1.input_layernorm) @ w_q.T
+    d = hooks.sites(model).head_dim
+    mine = slice(receiver * d, (receiver + 1) * d)
+    assert float((routed[..., mine] - plain[..., mine]).abs().max()) > 1e-3  # the path carries
+    assert_close(seen["q"][..., mine].double().numpy(), routed[..., mine].numpy(), F32_DEEP)
+    rest = torch.ones(seen["q"].shape[-1], dtype=torch.bool)
+    rest[mine] = False
+    assert_close(seen["q"][..., rest].double().numpy(), plain[..., rest].numpy(), F32_DEEP)
+    r = ak.path_patch(model, clean, corrupted, sender=sender, receivers=[(1, receiver)], via="q",
+                      metric=ak.interventions.kl(), progress=False)
+    assert np.isfinite(r.table.loc[0, "restored"]) and r.table.loc[0, "restored"] != 0

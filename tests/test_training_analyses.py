@@ -21,6 +21,7 @@ from tolerances import F16, F32, assert_close
 pytestmark = pytest.mark.numerics
 
 SMALL = dict(vocab_size=16, hidden=16, start_length=8, max_length=8, tokens_per_step=64)
+STRIPE = [(9 + t, 2 + t) for t in range(7)]  # the induction stripe of 17-token inputs
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +37,7 @@ def run(tmp_path_factory):
 def scores(run):
     series, _, inputs = run
     return ak.checkpoint_scores(series, inputs, stats=True, composition=True, early=3, late=14,
-                                maps=True, progress=False)
+                                maps=True, attribution=STRIPE, heads=[(1, 0)], progress=False)
 
 
 def test_table_is_indexed_by_step_layer_head(scores):
@@ -154,7 +155,8 @@ def test_on_a_dask_cluster_gives_the_same_tables(run, scores):
     try:
         with distributed.Client(cluster, set_as_default=False) as client:
             remote = ak.checkpoint_scores(series, inputs, stats=True, composition=True, early=3,
-                                          late=14, maps=True, progress=False, client=client)
+                                          late=14, maps=True, attribution=STRIPE, heads=[(1, 0)],
+                                          progress=False, client=client)
     finally:
         cluster.close()
     # workers run one torch thread, this process maybe more: float32 sums may differ in order
@@ -167,6 +169,10 @@ def test_on_a_dask_cluster_gives_the_same_tables(run, scores):
     assert_close(remote.steps.to_numpy()[1:, 0], steps[1:, 0], F32)
     assert remote.composition.index.equals(scores.composition.index)
     assert_close(remote.composition.to_numpy(), scores.composition.to_numpy(), F32)
+    assert remote.attribution.index.equals(scores.attribution.index)
+    for column in ak.training.ATTRIBUTION_COLUMNS:
+        assert_close(remote.attribution[column].to_numpy(), scores.attribution[column].to_numpy(),
+                     F32)
 
 
 # ------------------------------------------------------------------ the known answers

@@ -10,6 +10,7 @@ from .compare import Comparison, check_tokenization, compare, head_edge_counts, 
 from .graph import PathQuery, attention_graph, paths_between, resolve_source, subgraph_through
 from .influence import head_counts, influence
 from .maxflow import attention_flow, flow_network, layered_max_flow
+from .routes import flow_routes
 from .rollout import layer_matrix, residual_attention, rollout
 from .seq2seq import decoder_layer, seq2seq_graph, seq2seq_rollout
 
@@ -25,6 +26,7 @@ __all__ = [
     "compare_sets",
     "decoder_layer",
     "flow_network",
+    "flow_routes",
     "flow_summary",
     "head_counts",
     "head_edge_counts",

@@ -101,7 +101,8 @@ def _group_masks(site: hooks.Sites, groups: Sequence[list[tuple[int, int]]], wid
     return masks
 
 
-def replacements(model: Any, b: hooks.Batch, how: str, reference: Any) -> dict[int, Any]:
+def replacements(model: Any, b: hooks.Batch, how: str, reference: Any,
+                 stack: str | None = None) -> dict[int, Any]:
     """Per layer, what replaces the heads' outputs: ``[B or 1, T, H, d_head]``.
 
     Parameters
@@ -114,6 +115,8 @@ def replacements(model: Any, b: hooks.Batch, how: str, reference: Any) -> dict[i
         One of :data:`HOW`.
     reference : sequence or None
         Reference inputs of ``"mean"`` and ``"resample"`` (default the inputs).
+    stack : str, optional
+        An encoder–decoder's stack (its positions are the sources' for ``"encoder"``).
 
     Returns
     -------
@@ -138,11 +141,11 @@ def replacements(model: Any, b: hooks.Batch, how: str, reference: Any) -> dict[i
     import torch
 
     how = validate.choice(how, "how", HOW)
-    site = hooks.sites(model)
+    site = hooks.sites(model, stack)
     dev, dtype = b.device, model.dtype
     if how == "zero":
         zero = torch.zeros(1, 1, site.n_heads, site.head_dim, device=dev, dtype=dtype)
-        return {layer: zero for layer in range(len(site.layers))}
+        return {layer: zero for layer in range(site.n_layers)}
     if reference is None:
         if how == "resample" and b.size < 2:
             raise InputError("how='resample' without a reference needs at least two inputs (each "
@@ -151,31 +154,35 @@ def replacements(model: Any, b: hooks.Batch, how: str, reference: Any) -> dict[i
     else:
         ref = hooks.batch(model, reference, "reference")
     seen: dict = {}
-    hooks.forward(model, ref, capture=seen)
+    hooks.forward(model, ref, capture=seen, stack=stack)
     if how == "mean":
-        m = ref.mask.to(dtype)[..., None, None]
+        m = ref.mask_of(stack).to(dtype)[..., None, None]
         out = {}
-        for layer in range(len(site.layers)):
+        for layer in range(site.n_layers):
             z = seen[("z", layer)]
             out[layer] = ((z * m).sum((0, 1)) / m.sum((0, 1)))[None, None]
         return out
     # resample: input i takes reference input (i + shift) mod len(reference)
     shift = 1 if reference is None else 0
     order = [(i + shift) % ref.size for i in range(b.size)]
+    have, need = ref.lengths_of(stack), b.lengths_of(stack)
+    side = "" if stack is None else (" source" if stack == "encoder" else " target")
     for i, j in enumerate(order):
-        if ref.lengths[j] < b.lengths[i]:
+        if have[j] < need[i]:
             raise InputError(
-                f"reference[{j}] has {ref.lengths[j]} tokens, fewer than inputs[{i}] "
-                f"({b.lengths[i]}): resampling takes each position's head outputs from the "
+                f"reference[{j}]{side} has {have[j]} tokens, fewer than inputs[{i}] "
+                f"({need[i]}): resampling takes each position's head outputs from the "
                 "reference input, so it must be at least as long.")
     idx = torch.as_tensor(order, device=dev)
-    return {layer: seen[("z", layer)][idx, : b.width] for layer in range(len(site.layers))}
+    width = b.width_of(stack)
+    return {layer: seen[("z", layer)][idx, :width] for layer in range(site.n_layers)}
 
 
 def ablate(
     model: Any,
     inputs: Any,
     *,
+    stack: str | None = None,
     heads: Any = None,
     how: str = "zero",
     reference: Sequence[Any] | None = None,
@@ -194,10 +201,14 @@ def ablate(
     model : Model
         A text model loaded with :func:`attnkit.load`.
     inputs : sequence
-        Texts, pairs, word lists or token ids (as :meth:`Model.encode`), or one of them.
+        Texts, pairs, word lists or token ids (as :meth:`Model.encode`), or one of them; an
+        encoder–decoder's ``(source, target)`` pairs.
+    stack : str, optional
+        An encoder–decoder's heads to ablate: ``"encoder"``, ``"decoder"`` (self-attention)
+        or ``"cross"``; None (the only value) for other models.
     heads : None, "each", (layer, head) pairs, or lists of pairs
         None or ``"each"``: every head on its own (batched); a list of pairs: those heads together;
-        a list of lists: each group together. 0-indexed.
+        a list of lists: each group together. 0-indexed (in ``stack``).
     how : str
         ``"zero"``, ``"mean"`` or ``"resample"``.
     reference : sequence, optional
@@ -223,26 +234,31 @@ def ablate(
     Raises
     ------
     InputError
-        For heads out of range, an unknown ``how``, a metric that does not return one number
-        per input, or a token the vocabulary lacks.
+        For heads out of range, an unknown ``how`` or ``stack``, a metric that does not return
+        one number per input, or a token the vocabulary lacks.
     UnsupportedModelError
         For a model family interventions do not know.
 
     Examples
     --------
     >>> import attnkit as ak
-    >>> from attnkit.testing import tiny_model
+    >>> from attnkit.testing import tiny_model, tiny_seq2seq
     >>> r = ak.ablate(tiny_model("llama", heads=4, kv_heads=2), ["The cat sat on the mat."],
     ...               progress=False)
     >>> r.meta["metric"], r.table.shape, r.value_column()
     ('loss', (8, 2), 'effect')
+    >>> s2s = tiny_seq2seq("t5")   # the cross-attention heads of an encoder-decoder
+    >>> r = ak.ablate(s2s, [("The cat sat.", "A cat sat.")], stack="cross", progress=False)
+    >>> r.meta["stack"], r.table.shape
+    ('cross', (4, 2))
     """
-    site = hooks.sites(model)
-    groups, each = head_groups(heads, model.n_layers, model.n_heads)
+    site = hooks.sites(model, stack)
+    stack = site.stack
+    groups, each = head_groups(heads, site.n_layers, site.n_heads)
     size = validate.integer(batch_size, "batch_size", minimum=1)
     m = resolve(metric, model)
     b = hooks.batch(model, inputs)
-    sources = replacements(model, b, how, reference)
+    sources = replacements(model, b, how, reference, stack)
     clean_out = hooks.forward(model, b)
     baseline = float(hooks.per_copy(m(clean_out, hooks.context(model, b, clean_out)), 1)[0])
     per = max(1, size // b.size)
@@ -250,16 +266,18 @@ def ablate(
     spans = list(hooks.chunks(len(groups), per))
     dev = b.device
     for s, e in progress_bar(spans, show=progress, desc="ablate", unit="forward"):
-        masks = _group_masks(site, groups[s:e], b.width, dev)
+        masks = _group_masks(site, groups[s:e], b.width_of(stack), dev)
         edits = hooks.Edits(e - s, masks, {k: sources[k[1]] for k in masks})
-        out = hooks.forward(model, b, copies=e - s, edits=edits)
+        out = hooks.forward(model, b, copies=e - s, edits=edits, stack=stack)
         values[s:e] = hooks.per_copy(m(out, hooks.context(model, b, clean_out, e - s)), e - s)
         del out
     meta = {"metric": m.name, "baseline": baseline, "how": how, "n_items": b.size,
             "higher_is_better": m.higher_is_better,
             "reference": "inputs" if reference is None else f"{len(list(reference))} inputs"}
+    if stack is not None:
+        meta["stack"] = stack
     if each:
-        L, H = model.n_layers, model.n_heads
+        L, H = site.n_layers, site.n_heads
         table = head_frame({"metric": values.reshape(L, H), "effect": values.reshape(L, H) - baseline})
         return HeadResult(table, meta, value="effect")
     table = pd.DataFrame({"heads": [tuple(g) for g in groups], "metric": values,

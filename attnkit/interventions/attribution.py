@@ -23,10 +23,11 @@ import numpy as np
 from ..core.results import HeadResult, Result
 from . import hooks
 from .metrics import Metric, resolve
-from .patch import check_grain, clean_and_corrupted, components, patch, table_for
+from .patch import check_grain, check_stack_grain, clean_and_corrupted, components, patch, table_for
 
 
-def estimates(model: Any, clean: Any, corrupted: Any, m: Metric, grain: str) -> tuple[np.ndarray, dict]:
+def estimates(model: Any, clean: Any, corrupted: Any, m: Metric, grain: str,
+              stack: str | None = None) -> tuple[np.ndarray, dict]:
     """``AtP`` of every component of ``grain`` (in
     :func:`~attnkit.interventions.patch.components` order) and the two runs' record.
 
@@ -40,6 +41,8 @@ def estimates(model: Any, clean: Any, corrupted: Any, m: Metric, grain: str) -> 
         The metric (differentiable).
     grain : str
         One of :data:`~attnkit.interventions.patch.GRAINS`.
+    stack : str, optional
+        An encoder–decoder's stack.
 
     Returns
     -------
@@ -59,13 +62,14 @@ def estimates(model: Any, clean: Any, corrupted: Any, m: Metric, grain: str) -> 
     import torch
 
     g = check_grain(grain)
-    runs = clean_and_corrupted(model, clean, corrupted, m)
+    n_layers = hooks.sites(model, stack).n_layers
+    runs = clean_and_corrupted(model, clean, corrupted, m, stack)
     bc, bx = runs["clean"], runs["corrupted"]
     site = "resid" if g == "residual×position" else "z"
     acts: dict = {}
-    out = hooks.forward(model, bx, capture=acts, grad=True)
+    out = hooks.forward(model, bx, capture=acts, grad=True, stack=stack)
     value = m(out, hooks.context(model, bc, runs["reference"])).mean()
-    keys = [(site, layer) for layer in range(model.n_layers)]
+    keys = [(site, layer) for layer in range(n_layers)]
     grads = torch.autograd.grad(value, [acts[k] for k in keys])
     per_layer = []
     for key, grad in zip(keys, grads):
@@ -89,6 +93,7 @@ def attribution_patching(
     clean: Any,
     corrupted: Any,
     *,
+    stack: str | None = None,
     metric: str | Metric | Any = "auto",
     grain: str = "head",
     progress: bool = True,
@@ -104,7 +109,11 @@ def attribution_patching(
     model : Model
         A text model loaded with :func:`attnkit.load`.
     clean, corrupted : sequence
-        Matched inputs, the same number of tokens pair by pair.
+        Matched inputs, the same number of tokens pair by pair (an encoder–decoder's
+        ``(source, target)`` pairs).
+    stack : str, optional
+        An encoder–decoder's components: ``"encoder"``, ``"decoder"`` or ``"cross"``
+        (:func:`~attnkit.interventions.patch.patch`); None for other models.
     metric : str, Metric or callable
         What to measure (differentiable in the output).
     grain : str
@@ -132,19 +141,29 @@ def attribution_patching(
     ...                             progress=False)
     >>> r.meta["method"], r.table.shape
     ('attribution patching', (4, 2))
+    >>> from attnkit.testing import tiny_seq2seq
+    >>> r = ak.attribution_patching(tiny_seq2seq("t5"), [("The cat sat on the mat.", "A cat.")],
+    ...                             [("The cat sat we the mat.", "A cat.")], stack="cross",
+    ...                             progress=False)
+    >>> r.meta["stack"], r.table.shape
+    ('cross', (4, 2))
     """
     del progress
-    site = hooks.sites(model)
+    site = hooks.sites(model, stack)
+    stack = site.stack
     g = check_grain(grain)
+    check_stack_grain(stack, g)
     m = resolve(metric, model)
-    values, runs = estimates(model, clean, corrupted, m, g)
+    values, runs = estimates(model, clean, corrupted, m, g, stack)
     gap = runs["m_clean"] - runs["m_corrupted"]
-    comps = components(g, model.n_layers, site.n_heads, runs["corrupted"].width)
+    comps = components(g, site.n_layers, site.n_heads, runs["corrupted"].width_of(stack))
     meta = {"metric": m.name, "clean": runs["m_clean"], "corrupted": runs["m_corrupted"],
             "grain": g, "n_items": runs["corrupted"].size, "method": "attribution patching",
             "higher_is_better": m.higher_is_better}
+    if stack is not None:
+        meta["stack"] = stack
     return table_for(g, comps, {"restored": values / gap, "estimate": values},
-                     model.n_layers, site.n_heads, meta)
+                     site.n_layers, site.n_heads, meta)
 
 
 def attribution_agreement(
@@ -152,6 +171,7 @@ def attribution_agreement(
     clean: Any,
     corrupted: Any,
     *,
+    stack: str | None = None,
     metric: str | Metric | Any = "auto",
     grain: str = "head",
     batch_size: int = 32,
@@ -165,6 +185,8 @@ def attribution_agreement(
         A text model loaded with :func:`attnkit.load`.
     clean, corrupted : sequence
         Matched inputs (the sample both methods run on).
+    stack : str, optional
+        An encoder–decoder's components (:func:`~attnkit.interventions.patch.patch`).
     metric : str, Metric or callable
         What to measure.
     grain : str
@@ -198,13 +220,14 @@ def attribution_agreement(
     """
     from scipy.stats import spearmanr
 
-    exact = patch(model, clean, corrupted, metric=metric, grain=grain, batch_size=batch_size,
-                  progress=progress)
-    approx = attribution_patching(model, clean, corrupted, metric=metric, grain=grain)
+    exact = patch(model, clean, corrupted, stack=stack, metric=metric, grain=grain,
+                  batch_size=batch_size, progress=progress)
+    approx = attribution_patching(model, clean, corrupted, stack=stack, metric=metric, grain=grain)
     a, b = exact.table["restored"].to_numpy(), approx.table["restored"].to_numpy()
     rho = float(spearmanr(a, b).statistic) if len(a) > 1 else float("nan")
     rho_abs = float(spearmanr(np.abs(a), np.abs(b)).statistic) if len(a) > 1 else float("nan")
-    meta = {k: exact.meta[k] for k in ("metric", "clean", "corrupted", "grain", "n_items")}
+    meta: dict[str, Any] = {k: exact.meta[k] for k in ("metric", "clean", "corrupted", "grain",
+                                                        "n_items", "stack") if k in exact.meta}
     meta.update(spearman=rho, spearman_abs=rho_abs,
                 top_agree=bool(np.argmax(np.abs(a)) == np.argmax(np.abs(b))))
     table = exact.table[[]].copy()

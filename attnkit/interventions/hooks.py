@@ -11,6 +11,15 @@ group.
 
 The residual stream entering layer ``l`` is the first input of layer ``l``'s module.
 
+An encoder–decoder has three stacks of heads (:data:`~attnkit.runtime.archs.STACKS`):
+``"encoder"`` (self-attention over the source), ``"decoder"`` (causal self-attention over the
+target) and ``"cross"`` (the decoder's attention over the encoder's output). Every
+intervention acts on one stack, named by ``stack=``; its layers and heads are that stack's
+(0-indexed), its positions the source's (``"encoder"``) or the target's (``"decoder"``,
+``"cross"``). Inputs are ``(source, target)`` pairs, as :meth:`Seq2SeqModel.attend
+<attnkit.runtime.seq2seq.Seq2SeqModel.attend>` takes them, and the metric reads the
+decoder's logits when teacher-forced on the target.
+
 One forward runs ``R`` copies of a batch of ``B`` inputs (``R * B`` rows, copy-major: row
 ``r * B + i`` is copy ``r`` of input ``i``). An :class:`Edits` says, per site, which heads at
 which positions each copy replaces, and with what (a ``[B or 1, T, H, d_head]`` source of
@@ -25,8 +34,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..core import validate
 from ..errors import InputError, UnsupportedModelError
-from ..runtime.archs import ARCHS, arch_of, families, model_type, submodule
+from ..runtime.archs import ARCHS, STACKS, arch_of, families, model_type, submodule
 
 @dataclass
 class Sites:
@@ -40,21 +50,91 @@ class Sites:
         Each layer's attention output projection (its input holds the head outputs).
     n_heads, head_dim : int
         Query heads per layer and each head's width in the projection's input.
+    stack : str, optional
+        An encoder–decoder's stack (``"encoder"``, ``"decoder"``, ``"cross"``); None for a
+        one-stack model.
+    calls : int
+        Attention calls one forward makes (every stack's layers).
     """
 
     layers: list[Any]
     out_proj: list[Any]
     n_heads: int
     head_dim: int
+    stack: str | None = None
+    calls: int = 0
+
+    @property
+    def n_layers(self) -> int:
+        """Layers of the stack."""
+        return len(self.layers)
 
 
-def sites(model: Any) -> Sites:
-    """The :class:`Sites` of ``model``, or a clear refusal.
+def is_seq2seq(model: Any) -> bool:
+    """Whether ``model`` is an encoder–decoder (its inputs are ``(source, target)`` pairs).
+
+    Examples
+    --------
+    >>> from attnkit.interventions.hooks import is_seq2seq
+    >>> from attnkit.testing import tiny_model, tiny_seq2seq
+    >>> is_seq2seq(tiny_seq2seq("t5")), is_seq2seq(tiny_model("gpt2"))
+    (True, False)
+    """
+    return getattr(model, "family", "text") == "encoder-decoder"
+
+
+def check_stack(model: Any, stack: Any) -> str | None:
+    """``stack=`` checked against the model: one of :data:`~attnkit.runtime.archs.STACKS`
+    for an encoder–decoder, None for a one-stack model.
 
     Parameters
     ----------
     model : Model
-        A text model loaded with :func:`attnkit.load` (or :func:`attnkit.testing.tiny_model`).
+        The model.
+    stack : str or None
+        The stack named.
+
+    Returns
+    -------
+    str or None
+
+    Raises
+    ------
+    InputError
+        For a stack missing on an encoder–decoder, given for a one-stack model, or unknown.
+
+    Examples
+    --------
+    >>> from attnkit.interventions.hooks import check_stack
+    >>> from attnkit.testing import tiny_seq2seq
+    >>> check_stack(tiny_seq2seq("bart"), "cross")
+    'cross'
+    """
+    if not is_seq2seq(model):
+        if stack is not None:
+            raise InputError(f"stack={stack!r} names a stack of an encoder-decoder; "
+                             f"{getattr(model, 'name', 'this model')} has one stack of heads, "
+                             "so leave stack=None.")
+        return None
+    if stack is None:
+        raise InputError(f"stack: {model.name} is an encoder-decoder; say which heads with "
+                         f"stack='encoder' (self-attention over the source), 'decoder' "
+                         f"(self-attention over the target) or 'cross' (the decoder's attention "
+                         f"over the source).")
+    return validate.choice(stack, "stack", STACKS)
+
+
+def sites(model: Any, stack: str | None = None) -> Sites:
+    """The :class:`Sites` of ``model`` (of one stack of an encoder–decoder), or a clear
+    refusal.
+
+    Parameters
+    ----------
+    model : Model
+        A text, vision or encoder–decoder model loaded with :func:`attnkit.load` (or
+        :mod:`attnkit.testing`'s tiny models).
+    stack : str, optional
+        An encoder–decoder's ``"encoder"``, ``"decoder"`` or ``"cross"``; None otherwise.
 
     Returns
     -------
@@ -63,28 +143,44 @@ def sites(model: Any) -> Sites:
     Raises
     ------
     UnsupportedModelError
-        For families interventions do not know (encoder–decoders, vision models, others).
+        For families interventions do not know.
+    InputError
+        For a stack the model does not have (:func:`check_stack`).
 
     Examples
     --------
     >>> from attnkit.interventions.hooks import sites
-    >>> from attnkit.testing import tiny_model
+    >>> from attnkit.testing import tiny_model, tiny_seq2seq
     >>> s = sites(tiny_model("llama", heads=4, kv_heads=2, hidden=16))
     >>> len(s.layers), s.n_heads, s.head_dim
     (2, 4, 4)
+    >>> s = sites(tiny_seq2seq("t5", heads=4), "cross")
+    >>> s.n_layers, s.n_heads, s.head_dim, s.calls
+    (2, 4, 4, 6)
     """
     arch = arch_of(model)
     kind = model_type(model)
     family = getattr(model, "family", "text")
-    if family not in ("text", "vision") or arch.reader != family or arch.layout is None:
+    readable = arch.stacks is not None if family == "encoder-decoder" else arch.layout is not None
+    if family not in ("text", "vision", "encoder-decoder") or arch.reader != family or not readable:
         known = ", ".join(name for reader in ("text", "vision") for name in families(reader)
                           if ARCHS[name].layout is not None)
+        known += "; encoder-decoders " + ", ".join(
+            name for name in families("encoder-decoder") if ARCHS[name].stacks is not None)
         raise UnsupportedModelError(
             f"model: interventions cannot act on {getattr(model, 'name', kind)!r} "
             f"({kind or type(model).__name__}, {family if family != 'text' else arch.reader}); they "
-            f"support the text encoders and decoders and the vision transformers whose heads "
-            f"attnkit locates: {known}.")
-    spec = arch.layout
+            f"support the text encoders and decoders, the vision transformers and the "
+            f"encoder-decoders whose heads attnkit locates: {known}.")
+    stack = check_stack(model, stack)
+    if stack is not None:
+        assert arch.stacks is not None
+        spec = arch.stacks.of(stack)
+        n_heads = model.n_heads if stack == "encoder" else model.n_decoder_heads
+        calls = model.n_layers + 2 * model.n_decoder_layers
+    else:
+        assert arch.layout is not None
+        spec, n_heads, calls = arch.layout, model.n_heads, model.n_layers
     try:
         layers = list(submodule(model.base, spec.layers))
         projs = [submodule(layer, spec.out_proj) for layer in layers]
@@ -94,11 +190,11 @@ def sites(model: Any) -> Sites:
             f"({exc}).") from exc
     w = projs[0].weight
     width = int(w.shape[0] if spec.conv1d else w.shape[1])
-    if width % model.n_heads:
+    if width % n_heads:
         raise UnsupportedModelError(
             f"model: {model.name}'s output projection reads {width} features, not a multiple of "
-            f"its {model.n_heads} heads.")
-    return Sites(layers, projs, model.n_heads, width // model.n_heads)
+            f"its {n_heads} heads.")
+    return Sites(layers, projs, n_heads, width // n_heads, stack, calls)
 
 
 # ------------------------------------------------------------------ inputs
@@ -110,13 +206,18 @@ class Batch:
     ----------
     kwargs : dict
         ``input_ids``, ``attention_mask`` (``[B, T]``) and ``token_type_ids`` where the model
-        takes them; ``pixel_values`` for a vision model.
+        takes them; ``pixel_values`` for a vision model; an encoder–decoder's also
+        ``decoder_input_ids`` and ``decoder_attention_mask`` (``[B, T]``).
     lengths : list of int
-        Real tokens of each input.
+        Real tokens of each input (of each target, for an encoder–decoder: what metrics
+        read).
+    source_lengths : list of int, optional
+        An encoder–decoder's real source tokens of each input.
     """
 
     kwargs: dict[str, Any]
     lengths: list[int]
+    source_lengths: list[int] | None = None
 
     @property
     def size(self) -> int:
@@ -125,8 +226,25 @@ class Batch:
 
     @property
     def width(self) -> int:
-        """Padded length ``T``."""
+        """Padded length ``T`` (of the targets, for an encoder–decoder)."""
         return max(self.lengths)
+
+    def lengths_of(self, stack: str | None) -> list[int]:
+        """Real positions per input of a stack's heads: the sources' for ``"encoder"``, else
+        :attr:`lengths`."""
+        if stack == "encoder" and self.source_lengths is not None:
+            return self.source_lengths
+        return self.lengths
+
+    def width_of(self, stack: str | None) -> int:
+        """Padded positions of a stack's heads (:meth:`lengths_of`)."""
+        return max(self.lengths_of(stack))
+
+    def mask_of(self, stack: str | None) -> Any:
+        """``[B, T]``: 1 at the real positions of a stack's heads."""
+        if stack == "encoder":
+            return self.kwargs["attention_mask"]
+        return self.mask
 
     @property
     def device(self) -> Any:
@@ -135,19 +253,21 @@ class Batch:
 
     @property
     def mask(self) -> Any:
-        """``[B, T]``: 1 at real tokens (all ones for images)."""
+        """``[B, T]``: 1 at real tokens (all ones for images; the targets' for an
+        encoder–decoder)."""
         import torch
 
-        m = self.kwargs.get("attention_mask")
+        m = self.kwargs.get("decoder_attention_mask", self.kwargs.get("attention_mask"))
         return m if m is not None else torch.ones(self.size, self.width, dtype=torch.long,
                                                   device=self.device)
 
     @property
     def ids(self) -> Any:
-        """``[B, T]`` token ids (zeros for images, which have none)."""
+        """``[B, T]`` token ids (zeros for images, which have none; the decoder's input for
+        an encoder–decoder)."""
         import torch
 
-        ids = self.kwargs.get("input_ids")
+        ids = self.kwargs.get("decoder_input_ids", self.kwargs.get("input_ids"))
         return ids if ids is not None else torch.zeros(self.size, self.width, dtype=torch.long,
                                                        device=self.device)
 
@@ -158,15 +278,16 @@ class Batch:
 
 
 def batch(model: Any, inputs: Any, name: str = "inputs") -> Batch:
-    """Encode ``inputs`` (texts, pairs, word lists or token ids, as :meth:`Model.encode`)
-    and pad them on the model's device.
+    """Encode ``inputs`` (texts, pairs, word lists or token ids, as :meth:`Model.encode`;
+    ``(source, target)`` pairs for an encoder–decoder, as :meth:`Seq2SeqModel.encode_pair
+    <attnkit.runtime.seq2seq.Seq2SeqModel.encode_pair>`) and pad them on the model's device.
 
     Parameters
     ----------
     model : Model
         The model.
     inputs : sequence
-        The inputs (a single text or id array counts as one input).
+        The inputs (a single text, id array or ``(source, target)`` pair counts as one input).
     name : str
         The parameter's name, for errors.
 
@@ -177,27 +298,36 @@ def batch(model: Any, inputs: Any, name: str = "inputs") -> Batch:
     Raises
     ------
     InputError
-        When there is no input.
+        When there is no input, or an encoder–decoder's input is not a pair.
 
     Examples
     --------
     >>> from attnkit.interventions.hooks import batch
-    >>> from attnkit.testing import tiny_model
+    >>> from attnkit.testing import tiny_model, tiny_seq2seq
     >>> b = batch(tiny_model("gpt2"), ["The cat sat.", "We read."])
     >>> b.size, b.lengths
     (2, [7, 3])
+    >>> b = batch(tiny_seq2seq("t5"), [("The cat sat.", "A cat."), ("We read.", "Read.")])
+    >>> b.source_lengths, b.lengths   # targets start with the decoder start token
+    ([5, 4], [5, 4])
     """
     import numpy as np
 
-    if isinstance(inputs, str) or (isinstance(inputs, np.ndarray) and inputs.ndim == 1):
+    pairs = is_seq2seq(model)
+    if isinstance(inputs, str) or (isinstance(inputs, np.ndarray) and inputs.ndim == 1) or (
+            pairs and isinstance(inputs, tuple) and len(inputs) == 2
+            and not isinstance(inputs[0], tuple)):
         inputs = [inputs]
     try:
         items = list(inputs)
     except TypeError:
-        raise InputError(f"{name} must be a sequence of inputs (texts or token ids); "
+        what = "(source, target) pairs" if pairs else "texts or token ids"
+        raise InputError(f"{name} must be a sequence of inputs ({what}); "
                          f"got {type(inputs).__name__}.") from None
     if not items:
         raise InputError(f"{name} is empty; give at least one input.")
+    if pairs:
+        return _pair_batch(model, items, name)
     encs = [model.encode(item) for item in items]
     for i, e in enumerate(encs):
         if len(e) == 0:
@@ -205,17 +335,47 @@ def batch(model: Any, inputs: Any, name: str = "inputs") -> Batch:
     return Batch(model.to_device(model.pad(encs)), [len(e) for e in encs])
 
 
+def _pair_batch(model: Any, items: list[Any], name: str) -> Batch:
+    import torch
+
+    from ..errors import AttnkitError
+
+    encs = []
+    for i, item in enumerate(items):
+        try:
+            encs.append(model.encode_pair(item))
+        except AttnkitError as exc:
+            raise InputError(f"{name}[{i}]: {exc}") from None
+    kwargs = model.pad([e.source for e in encs])
+    targets = [e.target for e in encs]
+    width = max(len(t) for t in targets)
+    ids = torch.full((len(targets), width), int(model.pad_id), dtype=torch.long)
+    mask = torch.zeros((len(targets), width), dtype=torch.long)
+    for i, t in enumerate(targets):
+        ids[i, : len(t)] = torch.tensor(t.input_ids)
+        mask[i, : len(t)] = 1
+    kwargs.update(decoder_input_ids=ids, decoder_attention_mask=mask)
+    kwargs = model.to_device(kwargs)
+    kwargs["use_cache"] = False
+    return Batch(kwargs, [len(t) for t in targets], [len(e.source) for e in encs])
+
+
 def same_shape(a: Batch, b: Batch, names: tuple[str, str]) -> None:
-    """Refuse two batches that cannot be matched input by input, position by position."""
+    """Refuse two batches that cannot be matched input by input, position by position (an
+    encoder–decoder's sources and targets both)."""
     if a.size != b.size:
         raise InputError(f"{names[1]} has {b.size} inputs and {names[0]} {a.size}; give one "
                          f"{names[1]} input per {names[0]} input.")
-    for i, (n, m) in enumerate(zip(a.lengths, b.lengths)):
-        if n != m:
-            raise InputError(
-                f"{names[0]}[{i}] has {n} tokens and {names[1]}[{i}] {m}: activations are "
-                "matched position by position, so each pair must have the same length (check "
-                "the tokenization of the replaced words).")
+    sides = [("", a.lengths, b.lengths)]
+    if a.source_lengths is not None and b.source_lengths is not None:
+        sides = [(" source", a.source_lengths, b.source_lengths), (" target", a.lengths, b.lengths)]
+    for side, la, lb in sides:
+        for i, (n, m) in enumerate(zip(la, lb)):
+            if n != m:
+                raise InputError(
+                    f"{names[0]}[{i}]{side} has {n} tokens and {names[1]}[{i}]{side} {m}: "
+                    "activations are matched position by position, so each pair must have the "
+                    "same length (check the tokenization of the replaced words).")
 
 
 # ------------------------------------------------------------------ edits
@@ -372,7 +532,8 @@ def output_of(out: Any) -> Any:
 
 
 def forward(model: Any, b: Batch, *, copies: int = 1, edits: Edits | None = None,
-            capture: dict | None = None, recorders: Sequence[Any] = (), grad: bool = False) -> Any:
+            capture: dict | None = None, recorders: Sequence[Any] = (), grad: bool = False,
+            stack: str | None = None) -> Any:
     """One forward of ``copies`` copies of ``b`` with ``edits`` (and capture ``recorders``
     attached, e.g. a knockout); returns :func:`output_of` ``[copies * B, ...]``.
 
@@ -393,6 +554,8 @@ def forward(model: Any, b: Batch, *, copies: int = 1, edits: Edits | None = None
         attnkit's attention function).
     grad : bool
         Build the autograd graph (else ``torch.no_grad``).
+    stack : str, optional
+        The stack of an encoder–decoder whose heads ``edits`` and ``capture`` concern.
 
     Returns
     -------
@@ -401,10 +564,13 @@ def forward(model: Any, b: Batch, *, copies: int = 1, edits: Edits | None = None
     Examples
     --------
     >>> from attnkit.interventions.hooks import batch, forward
-    >>> from attnkit.testing import tiny_model
+    >>> from attnkit.testing import tiny_model, tiny_seq2seq
     >>> model = tiny_model("gpt2")
     >>> tuple(forward(model, batch(model, ["The cat sat."]), copies=3).shape)
     (3, 7, 300)
+    >>> s2s = tiny_seq2seq("t5")
+    >>> tuple(forward(s2s, batch(s2s, [("The cat sat.", "A cat.")]), stack="cross").shape)
+    (1, 5, 179)
     """
     import contextlib
 
@@ -412,7 +578,8 @@ def forward(model: Any, b: Batch, *, copies: int = 1, edits: Edits | None = None
 
     from ..runtime.capture import recording
 
-    site = sites(model)
+    # a plain forward of an encoder-decoder (no stack named) hooks nothing but the decoder
+    site = sites(model, stack or "decoder") if is_seq2seq(model) else sites(model)
     if edits is not None and edits.copies != copies:
         raise InputError(f"edits are for {edits.copies} copies, the forward runs {copies}.")
     kwargs = b.repeated(copies)
@@ -421,9 +588,9 @@ def forward(model: Any, b: Batch, *, copies: int = 1, edits: Edits | None = None
     with ctx, editing(site, edits, capture, grad), rec as session:
         out = network(model)(**kwargs)
     calls = getattr(session, "calls", None)
-    if recorders and calls != len(site.layers):
+    if recorders and calls != site.calls:
         raise UnsupportedModelError(
-            f"model: {model.name} ran {calls} of its {len(site.layers)} attention layers "
+            f"model: {model.name} ran {calls} of its {site.calls} attention layers "
             "through attnkit's attention function, so edges cannot be knocked out; load it with "
             "attnkit.load (its attention must go through transformers' attention interface).")
     return output_of(out)
@@ -431,7 +598,8 @@ def forward(model: Any, b: Batch, *, copies: int = 1, edits: Edits | None = None
 
 def context(model: Any, b: Batch, reference: Any, copies: int = 1) -> Any:
     """The metric :class:`~attnkit.interventions.metrics.Context` of ``copies`` copies of
-    ``b``, compared with ``reference`` (an output of ``b``, ``[B, ...]``).
+    ``b``, compared with ``reference`` (an output of ``b``, ``[B, ...]``). An encoder–decoder's
+    metric reads the decoder: its input ids, mask and lengths, predicting the next token.
 
     Parameters
     ----------
@@ -462,8 +630,9 @@ def context(model: Any, b: Batch, reference: Any, copies: int = 1) -> Any:
 
     ref = reference.detach()
     ref = ref.repeat(copies, *([1] * (ref.dim() - 1))) if copies > 1 else ref
+    causal = bool(model.causal) or is_seq2seq(model)
     return Context(b.ids.repeat(copies, 1), b.mask.repeat(copies, 1), b.lengths * copies, ref,
-                   bool(model.causal), b.size)
+                   causal, b.size)
 
 
 def per_copy(values: Any, copies: int) -> Any:

@@ -21,6 +21,12 @@ Edges (``edges=``):
 The result compares the metric with the edges knocked out to the un-intervened run, per
 input and on average; ``meta["relative_change"]`` is the change over the un-intervened
 value (Geva et al.'s measure).
+
+An encoder–decoder's edges are in one stack (``stack="encoder"``, ``"decoder"`` or
+``"cross"``, :mod:`attnkit.interventions.hooks`): layers and heads are the stack's, queries
+and keys the source's positions (``"encoder"``), the target's (``"decoder"``, causal), or
+target positions reading source positions (``"cross"``; a boolean mask is then
+``[layer, head, target, source]``).
 """
 
 from __future__ import annotations
@@ -48,6 +54,10 @@ class Blocker:
     ----------
     blocked : dict
         Layer (0-indexed) -> boolean tensor.
+    model : Seq2SeqModel, optional
+        An encoder–decoder, which tells its calls apart (``kind_of``).
+    stack : str, optional
+        The encoder–decoder's stack whose layers ``blocked`` numbers.
 
     Examples
     --------
@@ -58,11 +68,30 @@ class Blocker:
     [1]
     """
 
-    def __init__(self, blocked: dict[int, Any]):
+    def __init__(self, blocked: dict[int, Any], model: Any = None, stack: str | None = None):
         self.blocked = blocked
+        self.model, self.stack = model, stack
+        self.seen = 0
+
+    def layer(self, call: Any) -> int | None:
+        """``call``'s layer in the blocked stack (every call's, for a one-stack model), or
+        None for a call of another stack.
+
+        Examples
+        --------
+        >>> from types import SimpleNamespace
+        >>> from attnkit.interventions.knockout import Blocker
+        >>> Blocker({}).layer(SimpleNamespace(layer=3))
+        3
+        """
+        if self.stack is None:
+            return int(call.layer)
+        return self.seen if self.model.kind_of(call) == self.stack else None
 
     def __call__(self, call: Any) -> None:
-        """Nothing to record (a recorder must be callable)."""
+        """Count the blocked stack's calls (a recorder must be callable)."""
+        if self.stack is not None and self.model.kind_of(call) == self.stack:
+            self.seen += 1
 
     def blocks(self, call: Any) -> Any:
         """The edges of ``call``'s layer to knock out, or None.
@@ -85,7 +114,8 @@ class Blocker:
         >>> b.blocks(SimpleNamespace(layer=0)) is None
         True
         """
-        t = self.blocked.get(call.layer)
+        layer = self.layer(call)
+        t = None if layer is None else self.blocked.get(layer)
         if t is None:
             return None
         k = call.key.shape[2]
@@ -127,9 +157,9 @@ def parse_rule(rule: str) -> int:
 
 
 def edge_masks(model: Any, b: hooks.Batch, edges: Any, heads: Any = None,
-               queries: Any = None) -> tuple[dict[int, Any], int]:
-    """Per layer, the edges to knock out as booleans ``[B or 1, H, T, T]``, and how many
-    edges that is over all inputs (edges a causal mask already hides not counted).
+               queries: Any = None, stack: str | None = None) -> tuple[dict[int, Any], int]:
+    """Per layer, the edges to knock out as booleans ``[B or 1, H, T_query, T_key]``, and how
+    many edges that is over all inputs (edges a causal mask already hides not counted).
 
     Parameters
     ----------
@@ -143,6 +173,8 @@ def edge_masks(model: Any, b: hooks.Batch, edges: Any, heads: Any = None,
         Heads of a rule (default all).
     queries : slice, ints or boolean mask, optional
         Query positions of a rule (default all).
+    stack : str, optional
+        An encoder–decoder's stack.
 
     Returns
     -------
@@ -166,15 +198,20 @@ def edge_masks(model: Any, b: hooks.Batch, edges: Any, heads: Any = None,
     """
     import torch
 
-    L, H, T, B = model.n_layers, model.n_heads, b.width, b.size
+    site = hooks.sites(model, stack)
+    stack = site.stack
+    L, H, B = site.n_layers, site.n_heads, b.size
+    key_stack = "encoder" if stack == "cross" else stack
+    q_len = np.asarray(b.lengths_of(stack))
+    k_len = np.asarray(b.lengths_of(key_stack))
+    Tq, Tk = b.width_of(stack), b.width_of(key_stack)
     dev = b.device
-    lengths = np.asarray(b.lengths)
-    causal = bool(model.causal)
+    causal = stack == "decoder" or (stack is None and bool(model.causal))
     masks: dict[int, Any] = {}
 
     def layer_mask(layer: int, per_item: bool) -> Any:
         if layer not in masks:
-            masks[layer] = torch.zeros(B if per_item else 1, H, T, T, dtype=torch.bool, device=dev)
+            masks[layer] = torch.zeros(B if per_item else 1, H, Tq, Tk, dtype=torch.bool, device=dev)
         return masks[layer]
 
     if isinstance(edges, str):
@@ -183,10 +220,10 @@ def edge_masks(model: Any, b: hooks.Batch, edges: Any, heads: Any = None,
                  else [(l, h) for l in range(L) for h in range(H)])
         for l, _h in pairs:
             layer_mask(l, True)
-        for i, n in enumerate(lengths):
+        for i, (n, nk) in enumerate(zip(q_len, k_len)):
             qs = validate.positions(queries if queries is not None else slice(None), int(n), "queries")
             ks = qs - k
-            ok = (ks >= 0) & (ks < n) & ((ks <= qs) if causal else True)
+            ok = (ks >= 0) & (ks < nk) & ((ks <= qs) if causal else True)
             tq, tk = torch.as_tensor(qs[ok], device=dev), torch.as_tensor(ks[ok], device=dev)
             for l, h in pairs:
                 masks[l][i, h, tq, tk] = True
@@ -198,19 +235,25 @@ def edge_masks(model: Any, b: hooks.Batch, edges: Any, heads: Any = None,
     if isinstance(edges, (np.ndarray, torch.Tensor)) and getattr(edges, "dtype", None) in (
             np.bool_, torch.bool, bool):
         arr = torch.as_tensor(np.asarray(edges.cpu() if isinstance(edges, torch.Tensor) else edges))
-        if arr.dim() != 4 or tuple(arr.shape[:2]) != (L, H) or arr.shape[2] != arr.shape[3]:
-            raise InputError(f"edges: a boolean mask is [layer, head, query, key] = [{L}, {H}, n, n]; "
-                             f"got shape {tuple(arr.shape)}.")
-        n = int(arr.shape[2])
-        if any(int(x) != n for x in lengths):
-            raise InputError(f"edges: the mask is for inputs of {n} tokens; these have "
-                             f"{sorted(set(lengths.tolist()))}. Give inputs of one length, or "
+        square = stack != "cross"
+        shape = "[layer, head, query, key] = " + (f"[{L}, {H}, n, n]" if square
+                                                  else f"[{L}, {H}, target, source]")
+        if arr.dim() != 4 or tuple(arr.shape[:2]) != (L, H) or (
+                square and arr.shape[2] != arr.shape[3]):
+            raise InputError(f"edges: a boolean mask is {shape}; got shape {tuple(arr.shape)}.")
+        n, nk = int(arr.shape[2]), int(arr.shape[3])
+        if any(int(x) != n for x in q_len) or any(int(x) != nk for x in k_len):
+            side = "" if square else f" (targets of {n}, sources of {nk})"
+            have = sorted(set(q_len.tolist())) if square else (
+                f"targets of {sorted(set(q_len.tolist()))} and sources of {sorted(set(k_len.tolist()))}")
+            raise InputError(f"edges: the mask is for inputs of {n} tokens{side}; these have "
+                             f"{have}. Give inputs of one length, or "
                              "edges as (layer, head, query, key) tuples.")
         if causal:
             arr = arr & torch.tril(torch.ones(n, n, dtype=torch.bool))
         for layer in range(L):
             if bool(arr[layer].any()):
-                layer_mask(layer, False)[0, :, :n, :n] = arr[layer].to(dev)
+                layer_mask(layer, False)[0, :, :n, :nk] = arr[layer].to(dev)
         n_edges = int(arr.sum()) * B
         if n_edges == 0:
             raise InputError("edges: the mask knocks out no edge.")
@@ -222,14 +265,14 @@ def edge_masks(model: Any, b: hooks.Batch, edges: Any, heads: Any = None,
                          f"[layer, head, query, key] or a rule 'key = query - K'; got {edges!r}.") from None
     if not items:
         raise InputError("edges is empty; give at least one (layer, head, query, key) edge.")
-    n_min = int(lengths.min())
+    n_min, nk_min = int(q_len.min()), int(k_len.min())
     count = 0
     for e in items:
         if len(e) != 4:
             raise InputError(f"edges: each edge is (layer, head, query, key); got {e!r}.")
         layer, head = validate.head_index(e[0], e[1], L, H)
         qi = validate.index(e[2], n_min, "edges: query")
-        ki = validate.index(e[3], n_min, "edges: key")
+        ki = validate.index(e[3], nk_min, "edges: key")
         if causal and ki > qi:
             raise InputError(f"edges: in a causal model query {qi} never reads the later key {ki}.")
         m = layer_mask(layer, False)
@@ -244,6 +287,7 @@ def knockout(
     inputs: Any,
     edges: Any,
     *,
+    stack: str | None = None,
     heads: Any = None,
     queries: Any = None,
     metric: str | Metric | Any = "auto",
@@ -262,6 +306,9 @@ def knockout(
         Texts or token ids (or one of them).
     edges : list of (layer, head, query, key), boolean array or str
         What to knock out.
+    stack : str, optional
+        An encoder–decoder's attention the edges are in: ``"encoder"``, ``"decoder"`` or
+        ``"cross"`` (query a target position, key a source position); None for other models.
     heads : (layer, head) pairs, optional
         Where a rule applies (default every head).
     queries : slice, ints or boolean mask, optional
@@ -293,15 +340,21 @@ def knockout(
     ...                 heads=[(1, 0)], progress=False)
     >>> r.meta["n_edges"], list(r.table.columns)
     (11, ['clean', 'knocked_out', 'change'])
+    >>> from attnkit.testing import tiny_seq2seq
+    >>> r = ak.knockout(tiny_seq2seq("t5"), [("The cat sat.", "A cat.")], [(1, 0, 2, 1)],
+    ...                 stack="cross", progress=False)
+    >>> r.meta["stack"], r.meta["n_edges"]
+    ('cross', 1)
     """
     del progress
-    hooks.sites(model)
+    site = hooks.sites(model, stack)
+    stack = site.stack
     m = resolve(metric, model)
     b = hooks.batch(model, inputs)
-    masks, n_edges = edge_masks(model, b, edges, heads, queries)
-    clean = hooks.forward(model, b, recorders=[Blocker({})])
+    masks, n_edges = edge_masks(model, b, edges, heads, queries, stack)
+    clean = hooks.forward(model, b, recorders=[Blocker({}, model, stack)], stack=stack)
     ctx = hooks.context(model, b, clean)
-    out = hooks.forward(model, b, recorders=[Blocker(masks)])
+    out = hooks.forward(model, b, recorders=[Blocker(masks, model, stack)], stack=stack)
     before = m(clean, ctx).detach().double().cpu().numpy()
     after = m(out, ctx).detach().double().cpu().numpy()
     table = pd.DataFrame({"clean": before, "knocked_out": after, "change": after - before},
@@ -311,4 +364,6 @@ def knockout(
             "relative_change": (k - c) / abs(c) if c != 0 else float("nan"),
             "n_edges": n_edges, "layers": sorted(masks), "n_items": b.size,
             "higher_is_better": m.higher_is_better}
+    if stack is not None:
+        meta["stack"] = stack
     return Result(table, meta)

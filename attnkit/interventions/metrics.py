@@ -322,7 +322,7 @@ def logit_diff(*, good: Any, bad: Any, position: int = -1, model: Any = None) ->
 def _two_tokens(kind: str, good: Any, bad: Any, position: int, model: Any) -> Metric:
     pos = validate.integer(position, "position")
     if model is not None:
-        validate.model(model, family="text")
+        validate.model(model, family=("text", "encoder-decoder"))
     state: dict[str, Any] = {}
 
     def bind(m: Any) -> None:
@@ -674,7 +674,7 @@ def resolve(metric: Any, model: Any) -> Metric:
 
 def output_kind(model: Any) -> str:
     """What a metric reads from ``model``'s output: ``"tokens"`` (a causal or masked LM's
-    logits), ``"classes"`` (a sequence or image classifier's logits) or ``"hidden"`` (the
+    logits, an encoder–decoder's decoder logits), ``"classes"`` (a sequence or image classifier's logits) or ``"hidden"`` (the
     last hidden state of a model without such a head).
 
     Parameters
@@ -692,9 +692,15 @@ def output_kind(model: Any) -> str:
     >>> from attnkit.testing import tiny_model
     >>> output_kind(tiny_model("bert-cls")), output_kind(tiny_model("gpt2")), output_kind(tiny_model("bert"))
     ('classes', 'tokens', 'hidden')
+    >>> from attnkit.testing import tiny_seq2seq
+    >>> output_kind(tiny_seq2seq("t5"))
+    'tokens'
     """
     from ..runtime.objectives import head_kind
 
+    if getattr(model, "family", "text") == "encoder-decoder":  # the decoder's logits
+        emb = getattr(model.hf, "get_output_embeddings", None)
+        return "tokens" if emb is not None and emb() is not None else "hidden"
     kind = head_kind(model)
     if kind in ("causal-lm", "masked-lm"):
         return "tokens"

@@ -26,6 +26,12 @@ Grains (``grain=``):
 
 Every component is patched in its own copy of the corrupted inputs, several copies per
 forward pass.
+
+An encoder–decoder is patched one stack at a time (``stack="encoder"``, ``"decoder"`` or
+``"cross"``, :mod:`attnkit.interventions.hooks`) on ``(source, target)`` pairs matched on both
+sides; positions are the source's for ``"encoder"``, the target's otherwise, and the
+residual stream is the encoder's (``"encoder"``) or the decoder's (``"decoder"``) entering
+each layer.
 """
 
 from __future__ import annotations
@@ -75,6 +81,33 @@ def check_grain(grain: Any) -> str:
     if isinstance(grain, str):
         grain = _ALIASES.get(grain, grain)
     return validate.choice(grain, "grain", GRAINS)
+
+
+def check_stack_grain(stack: str | None, grain: str) -> None:
+    """Refuse the residual stream of an encoder–decoder's cross-attention: it has none of its
+    own (the stream entering a decoder layer is ``stack="decoder"``'s).
+
+    Parameters
+    ----------
+    stack : str or None
+        The stack.
+    grain : str
+        One of :data:`GRAINS`.
+
+    Raises
+    ------
+    InputError
+        For ``stack="cross"`` with ``grain="residual×position"``.
+
+    Examples
+    --------
+    >>> from attnkit.interventions.patch import check_stack_grain
+    >>> check_stack_grain("decoder", "residual×position")
+    """
+    if stack == "cross" and grain == "residual×position":
+        raise InputError("grain='residual×position' with stack='cross': the cross-attention has "
+                         "no residual stream of its own; the stream entering each decoder layer "
+                         "is stack='decoder', the encoder's stack='encoder'.")
 
 
 def components(grain: str, n_layers: int, n_heads: int, width: int) -> list[tuple]:
@@ -197,7 +230,8 @@ def table_for(grain: str, comps: Sequence[tuple], columns: dict[str, np.ndarray]
     return Result(pd.DataFrame(columns, index=index), meta, plot="patching")
 
 
-def clean_and_corrupted(model: Any, clean: Any, corrupted: Any, m: Metric) -> dict[str, Any]:
+def clean_and_corrupted(model: Any, clean: Any, corrupted: Any, m: Metric,
+                        stack: str | None = None) -> dict[str, Any]:
     """The two runs every patching needs: batches, the clean activations, both outputs and
     both metric values.
 
@@ -209,6 +243,8 @@ def clean_and_corrupted(model: Any, clean: Any, corrupted: Any, m: Metric) -> di
         Matched inputs.
     m : Metric
         The metric.
+    stack : str, optional
+        An encoder–decoder's stack whose activations are recorded.
 
     Returns
     -------
@@ -235,7 +271,7 @@ def clean_and_corrupted(model: Any, clean: Any, corrupted: Any, m: Metric) -> di
     bx = hooks.batch(model, corrupted, "corrupted")
     hooks.same_shape(bc, bx, ("clean", "corrupted"))
     sources: dict = {}
-    ref = hooks.forward(model, bc, capture=sources)
+    ref = hooks.forward(model, bc, capture=sources, stack=stack)
     out = hooks.forward(model, bx)
     ctx = hooks.context(model, bc, ref)
     m_clean = float(hooks.per_copy(m(ref, ctx), 1)[0])
@@ -255,6 +291,7 @@ def patch(
     clean: Any,
     corrupted: Any,
     *,
+    stack: str | None = None,
     metric: str | Metric | Any = "auto",
     grain: str = "head",
     batch_size: int = 32,
@@ -269,7 +306,11 @@ def patch(
     model : Model
         A text model loaded with :func:`attnkit.load`.
     clean, corrupted : sequence
-        Matched inputs (texts or token ids), the same number of tokens pair by pair.
+        Matched inputs (texts or token ids), the same number of tokens pair by pair; an
+        encoder–decoder's ``(source, target)`` pairs, matched on both sides.
+    stack : str, optional
+        An encoder–decoder's components to patch: ``"encoder"``, ``"decoder"`` or ``"cross"``
+        (``"residual×position"``: the encoder's or the decoder's stream); None for other models.
     metric : str, Metric or callable
         What to measure (:mod:`attnkit.interventions.metrics`).
     grain : str
@@ -285,13 +326,13 @@ def patch(
         Columns ``restored`` (the share of the gap) and ``metric`` (``M(patched)``); a
         :class:`HeadResult` for ``"head"``, else indexed by ``(layer, head, position)``,
         ``layer`` or ``(layer, position)``. ``meta``: ``metric``, ``clean``, ``corrupted``
-        (the metric on each), ``grain``, ``n_items``.
+        (the metric on each), ``grain``, ``n_items`` (and ``stack``).
 
     Raises
     ------
     InputError
         When clean and corrupted differ in number or length, the metric does not tell them
-        apart, or for an unknown grain.
+        apart, for an unknown grain or stack, or the residual stream of ``stack="cross"``.
     UnsupportedModelError
         For a model family interventions do not know.
 
@@ -302,27 +343,37 @@ def patch(
     >>> r = ak.patch(tiny_model("gpt2"), ["The cat sat."], ["A cat sat."], progress=False)
     >>> r.meta["grain"], r.table.shape, r.value_column()
     ('head', (4, 2), 'restored')
+    >>> from attnkit.testing import tiny_seq2seq
+    >>> r = ak.patch(tiny_seq2seq("bart"), [("The cat sat on the mat.", "A cat.")],
+    ...              [("The cat sat ou the mat.", "A cat.")], stack="encoder", grain="layer",
+    ...              progress=False)
+    >>> r.meta["stack"], r.table.shape
+    ('encoder', (2, 2))
     """
-    site = hooks.sites(model)
+    site = hooks.sites(model, stack)
+    stack = site.stack
     g = check_grain(grain)
+    check_stack_grain(stack, g)
     size = validate.integer(batch_size, "batch_size", minimum=1)
     m = resolve(metric, model)
-    runs = clean_and_corrupted(model, clean, corrupted, m)
+    runs = clean_and_corrupted(model, clean, corrupted, m, stack)
     bc, bx = runs["clean"], runs["corrupted"]
-    comps = components(g, model.n_layers, site.n_heads, bx.width)
+    comps = components(g, site.n_layers, site.n_heads, bx.width_of(stack))
     values = np.empty(len(comps))
     per = max(1, size // bx.size)
     dev = bx.device
     spans = list(hooks.chunks(len(comps), per))
     for s, e in progress_bar(spans, show=progress, desc="patch", unit="forward"):
-        masks = component_masks(g, comps[s:e], site.n_heads, bx.width, dev)
+        masks = component_masks(g, comps[s:e], site.n_heads, bx.width_of(stack), dev)
         edits = hooks.Edits(e - s, masks, {k: runs["sources"][k] for k in masks})
-        out = hooks.forward(model, bx, copies=e - s, edits=edits)
+        out = hooks.forward(model, bx, copies=e - s, edits=edits, stack=stack)
         ctx = hooks.context(model, bc, runs["reference"], e - s)
         values[s:e] = hooks.per_copy(m(out, ctx), e - s)
         del out
     gap = runs["m_clean"] - runs["m_corrupted"]
     meta = {"metric": m.name, "clean": runs["m_clean"], "corrupted": runs["m_corrupted"],
             "grain": g, "n_items": bx.size, "higher_is_better": m.higher_is_better}
+    if stack is not None:
+        meta["stack"] = stack
     return table_for(g, comps, {"restored": (values - runs["m_corrupted"]) / gap, "metric": values},
-                     model.n_layers, site.n_heads, meta)
+                     site.n_layers, site.n_heads, meta)

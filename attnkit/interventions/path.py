@@ -13,8 +13,15 @@ effect on its layer's later computations, stays at the corrupted run. The result
 of the clean–corrupted gap restored, as in :func:`~attnkit.interventions.patch.patch`.
 
 The direct path is exact for pre-norm models (the attention output is added to the stream
-as it is): GPT-2, GPT-NeoX, Llama, Qwen2, Mistral, gpt-oss. Post-norm encoders and Gemma 2's
-normalised attention output are refused. Under grouped-query attention, query heads share
+as it is): GPT-2, GPT-NeoX, Llama, Qwen2, Mistral, gpt-oss. Gemma 2 normalises the attention
+output before adding it (``x + N(o)``, ``o`` the output projection's output): there the
+sender's difference as the stream receives it is ``N(o′ + W_O^s Δz_s) − N(o′)``, the sender's
+layer's norm recomputed with the sender's output clean and every other head at the corrupted
+run, and it reaches later layers unchanged, so the path is exact again. Post-norm encoders
+(BERT: ``LN(x + o)``) are refused: every later norm rescales the whole stream, so no part of a
+receiver's input is the sender's difference alone; defining one needs a convention (the norms'
+statistics frozen at the corrupted run, or recomputed with every block between held), and the
+two differ in general. Under grouped-query attention, query heads share
 their key/value head: a path into keys or values reaches every query head of the group, so
 the receivers must list the whole group.
 """
@@ -187,7 +194,8 @@ def routing(model: Any, by_layer: dict[int, list[int]], via: str, delta: Any) ->
 
 def sender_delta(model: Any, sender: tuple[int, int], runs: dict[str, Any]) -> Any:
     """``W_O^s (z_s(x) − z_s(x′))``: the sender's difference as its output projection writes
-    it into the stream, ``[B, T, d]`` (no bias: it cancels).
+    it into the stream, ``[B, T, d]`` (no bias: it cancels); for Gemma 2's normalised attention
+    output, ``N(o′ + W_O^s Δz_s) − N(o′)`` (:mod:`attnkit.interventions.path`).
 
     Parameters
     ----------
@@ -217,6 +225,8 @@ def sender_delta(model: Any, sender: tuple[int, int], runs: dict[str, Any]) -> A
     >>> tuple(sender_delta(model, (0, 1), runs).shape)
     (1, 7, 16)
     """
+    import torch
+
     layer, head = sender
     site = hooks.sites(model)
     layout = arch_of(model).layout
@@ -224,6 +234,17 @@ def sender_delta(model: Any, sender: tuple[int, int], runs: dict[str, Any]) -> A
     d = site.head_dim
     dz = runs["sources"][("z", layer)][:, :, head] - runs["corrupted_z"][("z", layer)][:, :, head]
     w = site.out_proj[layer].weight
+    if layout.placement == "sandwich":  # x + N(o): N recomputed with the sender's output clean
+        assert layout.norm is not None
+        norm = submodule(site.layers[layer], layout.norm)
+        proj = site.out_proj[layer]
+        z = runs["corrupted_z"][("z", layer)]
+        mixed = z.clone()
+        mixed[:, :, head] = runs["sources"][("z", layer)][:, :, head].to(z.dtype)
+        with torch.no_grad():  # .forward: no hooks of an editing forward run here
+            o_corr = proj.forward(z.reshape(*z.shape[:2], -1))
+            o_mix = proj.forward(mixed.reshape(*z.shape[:2], -1))
+            return norm.forward(o_mix) - norm.forward(o_corr)
     block = w[head * d:(head + 1) * d, :] if layout.conv1d else w[:, head * d:(head + 1) * d].T
     return dz.to(block.dtype) @ block
 
@@ -245,7 +266,7 @@ def path_patch(
     Parameters
     ----------
     model : Model
-        A pre-norm decoder loaded with :func:`attnkit.load`.
+        A pre-norm decoder (or Gemma 2) loaded with :func:`attnkit.load`.
     clean, corrupted : sequence
         Matched inputs, the same number of tokens pair by pair.
     sender : (layer, head)
@@ -271,7 +292,7 @@ def path_patch(
         For heads out of range, receivers not after the sender, a key/value group only
         partly listed, or inputs that cannot be matched.
     UnsupportedModelError
-        For post-norm models and models whose attention output is normalised.
+        For post-norm models and encoder–decoders.
 
     Examples
     --------
@@ -283,15 +304,23 @@ def path_patch(
     ['sender', 'receivers', 'via', 'restored', 'metric']
     """
     del progress
+    if hooks.is_seq2seq(model):
+        raise UnsupportedModelError(
+            f"model: path patching is not defined here for encoder-decoders ({model.name}): a "
+            "sender's direct path into later heads would also run from the encoder's stream "
+            "into every decoder layer's cross-attention keys and values; use ablate, patch, "
+            "knockout or attribution_patching with stack=.")
     hooks.sites(model)
     arch = arch_of(model)
-    if arch.layout is None or arch.stream is None or arch.layout.placement != "pre" or \
-            arch.stream.attn_norm is None:
+    if arch.layout is None or arch.stream is None or \
+            arch.layout.placement not in ("pre", "sandwich") or arch.stream.attn_norm is None:
         raise UnsupportedModelError(
             f"model: path patching follows the sender's output straight into later heads' "
-            f"inputs, which is exact where the attention output joins the stream unchanged "
-            f"(pre-norm decoders: GPT-2, GPT-NeoX, Llama, Qwen2, Mistral, gpt-oss); "
-            f"{model.name} ({model.model_type}) normalises it on the way.")
+            f"inputs, which is exact where the attention output joins the stream as it is, or "
+            f"normalised on its own (pre-norm decoders: GPT-2, GPT-NeoX, Llama, Qwen2, Mistral, "
+            f"gpt-oss; Gemma 2); {model.name} ({model.model_type}) normalises the whole stream "
+            f"after every block (post-norm), so no part of a later head's input is the "
+            f"sender's alone.")
     v = validate.choice(via, "via", VIA)
     s = validate.head_index(*_pair(sender), model.n_layers, model.n_heads)
     by_layer = receivers_by_layer(model, s, receivers, v)

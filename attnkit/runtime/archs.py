@@ -28,17 +28,26 @@ Placement of the normalisation around the attention block (``Layout.placement``)
 ``"sandwich"``
     ``z = x + N(Attn(N'(x)))`` (Gemma 2: an RMSNorm on the attention output before the
     residual sum).
+
+An encoder–decoder has three kinds of attention (:data:`STACKS`, the names
+:meth:`attnkit.runtime.seq2seq.Seq2SeqModel.kind_of` gives its calls and the attributes of
+:class:`~attnkit.core.cross.Seq2SeqAttention`): the encoder's self-attention, the decoder's
+self-attention and the decoder's cross-attention over the encoder's output. ``Arch.stacks``
+holds one :class:`Layout` for each (:class:`Stacks`); the decoder and the cross-attention
+share the decoder's layers.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..errors import InputError, UnsupportedModelError
 
 #: The kinds of model that read a family (``Arch.reader``).
 READERS = ("text", "encoder-decoder", "vision")
+#: The three kinds of attention of an encoder–decoder, as attnkit names them everywhere.
+STACKS = ("encoder", "decoder", "cross")
 
 
 @dataclass(frozen=True)
@@ -95,6 +104,11 @@ class Stream:
         Paths of the projections.
     rotary : bool
         Queries and keys are rotated per position (the model's own ``apply_rotary_pos_emb``).
+    mlp_in_norm : str or None
+        Pre-norm decoders: the norm whose output the MLP reads, from a layer (its input is the
+        stream after the attention block); edge patching recomputes it per MLP input.
+    final_norm : str or None
+        Pre-norm decoders: the norm before the output head, from the bare model.
     """
 
     embeds: tuple[tuple[str, str], ...]
@@ -106,6 +120,45 @@ class Stream:
     k: str = ""
     v: str = ""
     rotary: bool = False
+    mlp_in_norm: str | None = None
+    final_norm: str | None = None
+
+
+@dataclass(frozen=True)
+class Stacks:
+    """Where an encoder–decoder keeps its three kinds of attention (:data:`STACKS`): one
+    :class:`Layout` each, ``layers`` from the bare model (:attr:`Seq2SeqModel.base
+    <attnkit.runtime.seq2seq.Seq2SeqModel.base>`), the rest from one layer.
+
+    Parameters
+    ----------
+    encoder, decoder, cross : Layout
+        The encoder's self-attention, the decoder's self-attention, the decoder's
+        cross-attention (its ``layers`` are the decoder's).
+    """
+
+    encoder: Layout
+    decoder: Layout
+    cross: Layout
+
+    def of(self, stack: str) -> Layout:
+        """The layout of one stack (``"encoder"``, ``"decoder"`` or ``"cross"``).
+
+        Examples
+        --------
+        >>> ARCHS["t5"].stacks.of("cross").out_proj
+        'layer.1.EncDecAttention.o'
+        """
+        return {"encoder": self.encoder, "decoder": self.decoder, "cross": self.cross}[stack]
+
+
+def _stacks(layers: tuple[str, str], self_attn: str, cross: str, out: str, placement: str,
+            norms: tuple[str, str] | None = None) -> Stacks:
+    enc, dec = layers
+    n_self, n_cross = norms or (None, None)
+    return Stacks(Layout(enc, self_attn, f"{self_attn}.{out}", placement, n_self),
+                  Layout(dec, self_attn, f"{self_attn}.{out}", placement, n_self),
+                  Layout(dec, cross, f"{cross}.{out}", placement, n_cross))
 
 
 @dataclass(frozen=True)
@@ -133,6 +186,8 @@ class Arch:
         Vision: the attribute holding the vision transformer (CLIP's ``vision_model``).
     refused : str, optional
         Why attnkit recognises the family and refuses it ("" or None: it reads it).
+    stacks : Stacks, optional
+        Encoder–decoders: where each kind of attention keeps its output projection.
     """
 
     reader: str = "text"
@@ -144,6 +199,7 @@ class Arch:
     specials: tuple[str, ...] = ()
     tower: str | None = None
     refused: str | None = None
+    stacks: Stacks | None = None
 
 
 _BERT_LAYOUT = Layout("encoder.layer", "attention.self", "attention.output.dense", "post",
@@ -155,7 +211,8 @@ _BERT_STREAM = Stream(
     "attention.self.query", "attention.self.key", "attention.self.value")
 _DECODER_LAYOUT = Layout("layers", "self_attn", "self_attn.o_proj", "pre")
 _ROTARY_STREAM = Stream((), None, "input_layernorm", None, "split", "self_attn.q_proj",
-                        "self_attn.k_proj", "self_attn.v_proj", rotary=True)
+                        "self_attn.k_proj", "self_attn.v_proj", rotary=True,
+                        mlp_in_norm="post_attention_layernorm", final_norm="norm")
 _ROTARY = Arch(causal=True, layout=_DECODER_LAYOUT, stream=_ROTARY_STREAM)
 #: ViT and DeiT: ``x + Attn(layernorm_before(x))``
 _VIT_LAYOUT = Layout("layers", "attention", "attention.o_proj", "pre")
@@ -168,7 +225,16 @@ _SWIN = Arch("vision", refused=(
     "not apply."))
 _NO_ATTENTION = Arch("vision", refused="It has no attention over the image's patches.")
 _CAUSAL = Arch(causal=True)
-_SEQ2SEQ = Arch("encoder-decoder")
+#: T5 and mT5: ``x + Attn(LN(x))`` in ``block[i].layer[0]`` (self) and ``layer[1]`` (cross)
+_T5 = Arch("encoder-decoder", stacks=_stacks(("encoder.block", "decoder.block"),
+                                              "layer.0.SelfAttention", "layer.1.EncDecAttention",
+                                              "o", "pre"))
+#: BART and Marian: ``LN(x + Attn(x))``; mBART and Pegasus: ``x + Attn(LN(x))``
+_BART_NORMS = ("self_attn_layer_norm", "encoder_attn_layer_norm")
+_BART_STACKS = _stacks(("encoder.layers", "decoder.layers"), "self_attn", "encoder_attn",
+                       "out_proj", "post", _BART_NORMS)
+_MBART_STACKS = _stacks(("encoder.layers", "decoder.layers"), "self_attn", "encoder_attn",
+                        "out_proj", "pre")
 
 #: ``config.model_type`` -> :class:`Arch`, one record per family.
 ARCHS: dict[str, Arch] = {
@@ -188,17 +254,20 @@ ARCHS: dict[str, Arch] = {
     "longformer": Arch(offset_positions=True),
     # decoders, decomposed
     "gpt2": Arch(causal=True, layout=Layout("h", "attn", "attn.c_proj", "pre", conv1d=True),
-                 stream=Stream((("pos_embed", "wpe"),), None, "ln_1", None, "gpt2", "attn.c_attn")),
+                 stream=Stream((("pos_embed", "wpe"),), None, "ln_1", None, "gpt2", "attn.c_attn",
+                                 mlp_in_norm="ln_2", final_norm="ln_f")),
     "gpt_neox": Arch(causal=True, layout=Layout("layers", "attention", "attention.dense", "pre"),
                      stream=Stream((), None, "input_layernorm", None, "neox",
-                                   "attention.query_key_value", rotary=True)),
+                                   "attention.query_key_value", rotary=True,
+                                   mlp_in_norm="post_attention_layernorm",
+                                   final_norm="final_layer_norm")),
     "llama": _ROTARY,
     "qwen2": _ROTARY,
     "mistral": _ROTARY,
     "gpt_oss": _ROTARY,
     "gemma2": Arch(causal=True, layout=Layout("layers", "self_attn", "self_attn.o_proj", "sandwich",
                                               "post_attention_layernorm", norm_offset=1.0),
-                   stream=_ROTARY_STREAM),
+                   stream=replace(_ROTARY_STREAM, mlp_in_norm="pre_feedforward_layernorm")),
     # decoders read through their attention weights only
     **{name: _CAUSAL for name in (
         "gpt_neo", "gptj", "mixtral", "opt", "bloom", "falcon", "phi", "phi3", "qwen3", "gemma",
@@ -206,12 +275,12 @@ ARCHS: dict[str, Arch] = {
         "smollm", "gemma3_text", "olmo2", "qwen2_moe", "qwen3_moe", "granite", "cohere", "cohere2",
         "mistral3", "phimoe")},
     # encoder-decoders (attnkit.runtime.seq2seq)
-    "t5": _SEQ2SEQ,
-    "mt5": _SEQ2SEQ,
-    "bart": Arch("encoder-decoder", offset_positions=True),
-    "mbart": _SEQ2SEQ,
-    "marian": _SEQ2SEQ,
-    "pegasus": _SEQ2SEQ,
+    "t5": _T5,
+    "mt5": _T5,
+    "bart": Arch("encoder-decoder", offset_positions=True, stacks=_BART_STACKS),
+    "mbart": Arch("encoder-decoder", stacks=_MBART_STACKS),
+    "marian": Arch("encoder-decoder", stacks=_BART_STACKS),
+    "pegasus": Arch("encoder-decoder", stacks=_MBART_STACKS),
     # vision transformers (attnkit.runtime.vision)
     "vit": Arch("vision", layout=_VIT_LAYOUT, specials=("[CLS]",)),
     "deit": Arch("vision", layout=_VIT_LAYOUT, specials=("[CLS]", "[DIST]")),

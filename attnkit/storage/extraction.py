@@ -162,6 +162,8 @@ def extract(
     storage_options: dict | None = None,
     verify: bool = True,
     progress: bool = True,
+    generate: bool = False,
+    max_new_tokens: int = 32,
 ) -> AttentionSet:
     """Attention of ``model`` on every input, batched, pooled to words on request.
 
@@ -218,6 +220,14 @@ def extract(
         On resume, re-read every committed batch and recompute those whose checksums fail.
     progress : bool
         Show a progress bar.
+    generate : bool
+        Of an encoder–decoder model (loaded, not a name) and inputs that are sources alone:
+        each item's target is the model's own greedy output
+        (:meth:`~attnkit.runtime.seq2seq.Seq2SeqModel.generate`, start token first), generated
+        here before extraction and stored as the item's target; ``sset.pair(i)`` reads it
+        back. The same maps as ``model.attend(source, generate=True)``.
+    max_new_tokens : int
+        With ``generate``: the most tokens generated per item.
 
     Returns
     -------
@@ -228,7 +238,8 @@ def extract(
     ------
     InputError
         No inputs, or an unknown ``level``/``keep``/``measure``; plain texts for an
-        encoder–decoder model, a target that does not tokenise, or ``keep`` naming
+        encoder–decoder model without ``generate`` (pairs with it), ``generate`` for a
+        one-stack model or a model name, a target that does not tokenise, or ``keep`` naming
         cross-attention of a one-stack model.
     StoreError
         ``store`` holds another model's or other inputs' attention, another process is
@@ -249,6 +260,15 @@ def extract(
     ...                   progress=False)
     >>> sset[1].tokens, sset[1].maps.shape
     (['[CLS]', 'we', 'read', '.', '[SEP]'], (2, 2, 5, 5))
+
+    An encoder–decoder over sources alone, its targets its own output:
+
+    >>> from attnkit.testing import tiny_seq2seq
+    >>> t5 = tiny_seq2seq("t5")
+    >>> s2s = ak.extract(t5, ["The cat sat.", "We read."], level="token", generate=True,
+    ...                  max_new_tokens=3, progress=False)
+    >>> s2s.pair(1).cross.maps.shape[2] <= 4, s2s.pair(1).cross.source_tokens
+    (True, ['▁we', '▁read', '.', '</s>'])
     """
     if not isinstance(model, str):  # a name is loaded here (and on the workers)
         # a store holds token (or pair) attention: vision models attend image by image
@@ -271,6 +291,9 @@ def extract(
     items = list(inputs)
     if not items:
         raise InputError("extract() got no inputs.")
+    max_new_tokens = validate.size(max_new_tokens, "max_new_tokens")
+    if generate:
+        items = _generated_pairs(model, items, max_new_tokens, progress)
     spec = BatchSpec(level=level, embeddings=embeddings, keep_maps=keep_maps,
                      summaries=tuple(summary_names), measure=measure)
     with engine.runner(model, client) as runner:
@@ -290,6 +313,23 @@ def extract(
         finally:
             job.close()
     return job.result()
+
+
+def _generated_pairs(model: Any, items: list[Any], max_new_tokens: int, progress: bool) -> list[Any]:
+    """``(source, target ids)`` pairs, each target the model's greedy output for its source."""
+    if not isinstance(model, Seq2SeqModel):
+        raise InputError("generate=True needs a loaded encoder-decoder model (ak.load(name) of a "
+                         f"T5, BART or Marian model): targets are generated in this process; got {model!r:.80}.")
+    out = []
+    for k, item in enumerate(_bar(items, show=progress, desc="generating targets", unit="item")):
+        if isinstance(item, tuple) or (isinstance(item, list) and not all(isinstance(x, str) for x in item)):
+            raise InputError(f"Input {k}: with generate=True every input is a source alone (its target is "
+                             "generated); got a pair. Drop generate=True to extract given targets.")
+        try:
+            out.append((item, model.generate(item, max_new_tokens=max_new_tokens)))
+        except InputError as exc:
+            raise InputError(f"Input {k}: {exc}") from exc
+    return out
 
 
 class _Job:

@@ -21,10 +21,12 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..core.results import HeadResult, head_frame
 from ..errors import InputError
 from .induction import toy_words
 
@@ -147,7 +149,8 @@ def reversal_gold(pairs: list[tuple[str, str]]) -> list[set[tuple[int, int]]]:
 def train_reversal_model(*, vocab_size: int = 32, d_model: int = 64, heads: int = 4,
                          layers: int = 2, steps: int = 1500, batch_size: int = 64,
                          lr: float = 2e-3, min_length: int = 4, max_length: int = 8,
-                         seed: int = 0, progress: bool = True) -> Seq2SeqModel:
+                         seed: int = 0, checkpoint_every: int | None = None,
+                         out: str | Path | None = None, progress: bool = True) -> Seq2SeqModel:
     """Train a small T5 to reverse sequences of random words (teacher-forced cross-entropy,
     AdamW, constant learning rate; fresh random pairs every step).
 
@@ -165,6 +168,16 @@ def train_reversal_model(*, vocab_size: int = 32, d_model: int = 64, heads: int 
         Words per sequence.
     seed : int
         Seeds weights and data.
+    checkpoint_every : int, optional
+        Also write the model every this many steps into ``out`` in the layout of
+        transformers' ``Trainer`` (``out/checkpoint-<step>/``: config, weights, the tokenizer and
+        ``trainer_state.json`` with the training loss of every step so far), as
+        :func:`attnkit.toys.induction.train_induction_model` does: ``checkpoint-0`` holds the
+        initial weights and the last step is always written; :func:`attnkit.checkpoints`
+        ``(out)`` reads the run. Checkpointing changes nothing in the training.
+    out : str or Path, optional
+        The folder for the checkpoints (created; it must not exist or be empty). Needed with
+        ``checkpoint_every``.
     progress : bool
         Show a progress bar.
 
@@ -180,6 +193,15 @@ def train_reversal_model(*, vocab_size: int = 32, d_model: int = 64, heads: int 
     >>> model = train_reversal_model(steps=2, batch_size=4, d_model=16, heads=2, progress=False)
     >>> model.n_layers, model.config.attnkit_toy["recipe"]["steps"]
     (2, 2)
+
+    With checkpoints every 2 steps (read back with :func:`attnkit.checkpoints`):
+
+    >>> import tempfile, attnkit as ak
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     _ = train_reversal_model(steps=3, batch_size=4, d_model=16, heads=2,
+    ...                              checkpoint_every=2, out=d, progress=False)
+    ...     ak.checkpoints(d).steps
+    [0, 2, 3]
     """
     import torch
     import transformers as tf
@@ -187,9 +209,12 @@ def train_reversal_model(*, vocab_size: int = 32, d_model: int = 64, heads: int 
     from .._progress import progress as bar
     from ..runtime.seq2seq import Seq2SeqModel
 
+    from ..runtime.checkpoint import checkpoint_folder
+
     recipe = dict(vocab_size=vocab_size, d_model=d_model, heads=heads, layers=layers, steps=steps,
                   batch_size=batch_size, lr=lr, min_length=min_length, max_length=max_length,
                   seed=seed)
+    folder = checkpoint_folder(checkpoint_every, out)
     torch.manual_seed(seed)
     tok = reversal_tokenizer(vocab_size)
     cfg = tf.T5Config(vocab_size=len(tok), d_model=d_model, d_kv=d_model // heads,
@@ -200,6 +225,7 @@ def train_reversal_model(*, vocab_size: int = 32, d_model: int = 64, heads: int 
                       attn_implementation="eager")
     hf = tf.T5ForConditionalGeneration(cfg)
     opt = torch.optim.AdamW(hf.parameters(), lr=lr, weight_decay=0.01)
+    saver = _Checkpoints(folder, checkpoint_every, hf, tok, steps, recipe)
     hf.train()
     start = time.perf_counter()
     for step in bar(range(steps), total=steps, desc="reversal", show=progress):
@@ -213,14 +239,45 @@ def train_reversal_model(*, vocab_size: int = 32, d_model: int = 64, heads: int 
         opt.zero_grad()
         loss.backward()
         opt.step()
+        saver.after(step + 1, loss.item())
     hf.eval()
     model = Seq2SeqModel(hf, tok, name="toy-reversal-t5")
     held = reversal_pairs(64, vocab_size=vocab_size, min_length=min_length,
                           max_length=max_length, seed=seed + 10_000)
     hf.config.attnkit_toy = {"recipe": recipe,
-                             "seconds": round(time.perf_counter() - start, 1),
+                             "seconds": round(time.perf_counter() - start - saver.seconds, 1),
                              "sequence_accuracy": reversal_accuracy(model, held)}
     return model
+
+
+class _Checkpoints:
+    """The checkpoints of a toy recipe: ``checkpoint-0`` now, then every ``every`` steps and
+    the last (nothing without a folder); the seconds spent writing are kept apart."""
+
+    def __init__(self, folder: Path | None, every: int | None, hf: Any, processor: Any,
+                 steps: int, recipe: dict[str, Any]) -> None:
+        self.folder, self.every, self.hf, self.processor = folder, every, hf, processor
+        self.steps, self.extra = steps, {"attnkit_toy": {"recipe": recipe}}
+        self.log: list[dict[str, float]] = []  # trainer_state.json's log_history
+        self.seconds = 0.0
+        self._write(0)
+
+    def after(self, step: int, loss: float) -> None:
+        if self.folder is None:
+            return
+        self.log.append({"step": step, "loss": loss})
+        if self.every and (step % self.every == 0 or step == self.steps):
+            self._write(step)
+
+    def _write(self, step: int) -> None:
+        from ..runtime.checkpoint import write_checkpoint
+
+        if self.folder is None:
+            return
+        began = time.perf_counter()
+        write_checkpoint(self.hf, self.processor, self.folder, step, max_steps=self.steps,
+                         log_history=self.log, extra=self.extra)
+        self.seconds += time.perf_counter() - began
 
 
 def reversal_accuracy(model: Seq2SeqModel, pairs: list[tuple[str, str]]) -> float:
@@ -249,6 +306,70 @@ def reversal_accuracy(model: Seq2SeqModel, pairs: list[tuple[str, str]]) -> floa
         text = model.tokenizer.decode(ids, skip_special_tokens=True)
         hits += text.split() == target.split()
     return hits / max(1, len(pairs))
+
+
+def reversal_score(model: Seq2SeqModel, inputs: Sequence[tuple[str, str]]) -> HeadResult:
+    """How anti-diagonal each cross-attention head is: the attention that the decoder row
+    predicting target word ``j`` pays to source word ``n - 1 - j`` (the word it copies),
+    averaged over the target words of every pair.
+
+    Rows and columns are pooled to words (:meth:`CrossAttention.to_words`: attention *to* a
+    source word sums its pieces); the row of target position ``p`` predicts the word at
+    ``p + 1`` (as :func:`attnkit.analysis.alignment.word_alignment` reads it by default). 1:
+    every predicting row attends only to the word it must copy; a head spread evenly over
+    the source scores about ``1 / (n + 1)``. A per-step score for
+    :func:`attnkit.checkpoint_scores` (``score=reversal_score``) over the checkpoints of
+    :func:`train_reversal_model`.
+
+    Parameters
+    ----------
+    model : Seq2SeqModel
+        A reversal model (or a checkpoint of one).
+    inputs : sequence of (str, str)
+        ``(source, target)`` pairs from :func:`reversal_pairs`.
+
+    Returns
+    -------
+    HeadResult
+        Indexed by the decoder's ``(layer, head)`` (0-indexed); column ``reversal`` in [0, 1].
+
+    Raises
+    ------
+    InputError
+        When there are no pairs, or a target is not its source reversed.
+
+    Examples
+    --------
+    >>> from attnkit.toys.tasks import reversal_model, reversal_pairs, reversal_score
+    >>> r = reversal_score(reversal_model(), reversal_pairs(4, seed=7))
+    >>> r.table.index.names, bool(r["reversal"].max() > 0.8)
+    (FrozenList(['layer', 'head']), True)
+    """
+    pairs = list(inputs) if isinstance(inputs, Sequence) and not isinstance(inputs, str) else []
+    if not pairs:
+        raise InputError("inputs must be a non-empty list of (source, target) pairs "
+                         "(reversal_pairs(n)).")
+    total, count = None, 0
+    for pair in pairs:
+        if (not isinstance(pair, (tuple, list)) or len(pair) != 2
+                or str(pair[1]).split() != str(pair[0]).split()[::-1]):
+            raise InputError(f"Each input is a (source, target) pair whose target is the source "
+                             f"reversed (reversal_pairs); got {pair!r}.")
+        cross = model.attend(pair[0], pair[1]).cross.to_words()
+        n = len(cross.source_words)
+        reading = np.arange(len(cross.roles) - 1)  # the row predicting the word at p + 1
+        word = np.asarray(cross.word_ids)[reading + 1]
+        keep = (np.asarray(cross.roles)[reading + 1] == "word") & (word >= 0)
+        reading, word = reading[keep], word[keep]
+        cols = {int(w): c for c, w in enumerate(cross.source_word_ids)
+                if cross.source_roles[c] == "word"}
+        copied = np.array([cols[n - 1 - int(j)] for j in word])
+        mass = cross.maps[:, :, reading, copied].sum(-1)  # [L, H]
+        total = mass if total is None else total + mass
+        count += len(reading)
+    assert total is not None
+    return HeadResult(head_frame({"reversal": total / max(count, 1)}),
+                      {"n_items": len(pairs), "n_words": count}, value="reversal")
 
 
 def reversal_model() -> Seq2SeqModel:
@@ -327,7 +448,8 @@ def colour_images(n: int, *, size: int = 32, patch: int = 8, square: int = 5,
 
 def train_colour_model(*, hidden: int = 32, heads: int = 2, layers: int = 2,
                        steps: int = 600, batch_size: int = 64, lr: float = 2e-3,
-                       seed: int = 0, progress: bool = True) -> VisionModel:
+                       seed: int = 0, checkpoint_every: int | None = None,
+                       out: str | Path | None = None, progress: bool = True) -> VisionModel:
     """Train a small ViT (32 x 32 images, 8 x 8 patches) to name the colour of the square
     (:func:`colour_images`; cross-entropy, AdamW, fresh images every step).
 
@@ -341,6 +463,16 @@ def train_colour_model(*, hidden: int = 32, heads: int = 2, layers: int = 2,
         Learning rate.
     seed : int
         Seeds weights and data.
+    checkpoint_every : int, optional
+        Also write the model every this many steps into ``out`` in the layout of
+        transformers' ``Trainer`` (``out/checkpoint-<step>/``: config, weights, the image processor and
+        ``trainer_state.json`` with the training loss of every step so far), as
+        :func:`attnkit.toys.induction.train_induction_model` does: ``checkpoint-0`` holds the
+        initial weights and the last step is always written; :func:`attnkit.checkpoints`
+        ``(out)`` reads the run. Checkpointing changes nothing in the training.
+    out : str or Path, optional
+        The folder for the checkpoints (created; it must not exist or be empty). Needed with
+        ``checkpoint_every``.
     progress : bool
         Show a progress bar.
 
@@ -355,6 +487,15 @@ def train_colour_model(*, hidden: int = 32, heads: int = 2, layers: int = 2,
     >>> model = train_colour_model(steps=2, batch_size=4, progress=False)
     >>> model.config.id2label[0], model.config.attnkit_toy["recipe"]["steps"]
     ('red', 2)
+
+    With checkpoints every 2 steps (read back with :func:`attnkit.checkpoints`):
+
+    >>> import tempfile, attnkit as ak
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     _ = train_colour_model(steps=3, batch_size=4, checkpoint_every=2, out=d,
+    ...                            progress=False)
+    ...     ak.checkpoints(d).steps
+    [0, 2, 3]
     """
     import torch
     import transformers as tf
@@ -363,8 +504,11 @@ def train_colour_model(*, hidden: int = 32, heads: int = 2, layers: int = 2,
     from ..testing import vit_processor
     from ..runtime.vision import VisionModel
 
+    from ..runtime.checkpoint import checkpoint_folder
+
     recipe = dict(hidden=hidden, heads=heads, layers=layers, steps=steps,
                   batch_size=batch_size, lr=lr, seed=seed)
+    folder = checkpoint_folder(checkpoint_every, out)
     torch.manual_seed(seed)
     names = list(COLOURS)
     cfg = tf.ViTConfig(image_size=32, patch_size=8, hidden_size=hidden, num_hidden_layers=layers,
@@ -378,6 +522,7 @@ def train_colour_model(*, hidden: int = 32, heads: int = 2, layers: int = 2,
     mean = torch.tensor(proc.image_mean).view(1, 3, 1, 1)
     std = torch.tensor(proc.image_std).view(1, 3, 1, 1)
     opt = torch.optim.AdamW(hf.parameters(), lr=lr, weight_decay=0.01)
+    saver = _Checkpoints(folder, checkpoint_every, hf, proc, steps, recipe)
     hf.train()
     start = time.perf_counter()
     for step in bar(range(steps), total=steps, desc="colour", show=progress):
@@ -387,15 +532,80 @@ def train_colour_model(*, hidden: int = 32, heads: int = 2, layers: int = 2,
         opt.zero_grad()
         loss.backward()
         opt.step()
+        saver.after(step + 1, loss.item())
     hf.eval()
     model = VisionModel(hf, proc, name="toy-colour-vit")
     images, labels, _ = colour_images(256, seed=seed + 10_000)
     x = (torch.from_numpy(images).permute(0, 3, 1, 2).float() / 255 - mean) / std
     with torch.inference_mode():
         pred = hf(pixel_values=x).logits.argmax(-1).numpy()
-    hf.config.attnkit_toy = {"recipe": recipe, "seconds": round(time.perf_counter() - start, 1),
+    hf.config.attnkit_toy = {"recipe": recipe,
+                             "seconds": round(time.perf_counter() - start - saver.seconds, 1),
                              "accuracy": float((pred == labels).mean())}
     return model
+
+
+def colour_score(model: VisionModel, inputs: Sequence[np.ndarray]) -> HeadResult:
+    """How much the class token attends to the coloured square: the attention of ``[CLS]``
+    to the patch that holds the square's pixels, averaged over the images.
+
+    The patch is found from each image itself (the one patch with pixels that are not
+    white), so any image of :func:`colour_images` can be scored. A head spread evenly over
+    the 16 patches and ``[CLS]`` gives about 1/17. A per-step score for
+    :func:`attnkit.checkpoint_scores` (``score=colour_score``) over the checkpoints of
+    :func:`train_colour_model`.
+
+    Parameters
+    ----------
+    model : VisionModel
+        A colour-square ViT (or a checkpoint of one).
+    inputs : sequence of ndarray
+        Images uint8 ``[size, size, 3]`` from :func:`colour_images`.
+
+    Returns
+    -------
+    HeadResult
+        Indexed by ``(layer, head)`` (0-indexed); column ``square`` in [0, 1].
+
+    Raises
+    ------
+    InputError
+        When there are no images, or an image has no coloured patch or more than one.
+
+    Examples
+    --------
+    >>> from attnkit.toys.tasks import colour_images, colour_model, colour_score
+    >>> images, _, _ = colour_images(4, seed=7)
+    >>> r = colour_score(colour_model(), list(images))
+    >>> r.table.index.names, list(r.table.columns)
+    (FrozenList(['layer', 'head']), ['square'])
+    """
+    from ..runtime.vision import patch_grid
+
+    images = list(inputs) if isinstance(inputs, (Sequence, np.ndarray)) else []
+    if not len(images):
+        raise InputError("inputs must be a non-empty list of images (colour_images(n)[0]).")
+    total = None
+    for k, image in enumerate(images):
+        a = np.asarray(image)
+        if a.ndim != 3:
+            raise InputError(f"Image {k} is not [size, size, 3]; got shape {a.shape}.")
+        att = model.attend(image)
+        grid = patch_grid(att)
+        rows, cols = att.meta["grid"]
+        py, px = a.shape[0] // rows, a.shape[1] // cols
+        coloured: np.ndarray = np.asarray((a < 250).any(-1))
+        inked = coloured[: rows * py, : cols * px].reshape(rows, py, cols, px).any((1, 3))
+        where = np.argwhere(inked)
+        if len(where) != 1:
+            raise InputError(f"Image {k} has {len(where)} patches with colour; colour_score "
+                             "reads images of one square inside one patch (colour_images).")
+        pos = int(np.flatnonzero((grid == where[0]).all(1))[0])
+        mass = np.asarray(att.maps)[:, :, 0, pos]  # [L, H]: [CLS]'s row
+        total = mass if total is None else total + mass
+    assert total is not None
+    return HeadResult(head_frame({"square": total / len(images)}), {"n_items": len(images)},
+                      value="square")
 
 
 def colour_model() -> VisionModel:
@@ -454,10 +664,12 @@ def save(model: Any, folder: str | Path) -> Path:
 __all__ = [
     "colour_images",
     "colour_model",
+    "colour_score",
     "reversal_accuracy",
     "reversal_gold",
     "reversal_model",
     "reversal_pairs",
+    "reversal_score",
     "reversal_tokenizer",
     "save",
     "train_colour_model",

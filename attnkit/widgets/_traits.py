@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from ._base import AttnkitWidget
+from .circuit import CircuitView, RoutesView
 from .cluster import ClusterView
 from .cross import CrossView
 from .flow import FlowView
@@ -29,7 +30,7 @@ from .scrubber import CheckpointScrubber
 #: The widgets with a bundle of their own, in the order they are built.
 WIDGETS: tuple[type[AttnkitWidget], ...] = (Heatmap, HeadGrid, HeadMap, ClusterView, FlowView, ScoreView,
                                            QKScatter, ImageAttention, CrossView, CheckpointScrubber,
-                                           InterventionView)
+                                           InterventionView, CircuitView, RoutesView)
 
 
 def synced_traits(cls: type[AttnkitWidget]) -> list[str]:

@@ -21,7 +21,7 @@ from matplotlib.figure import Figure
 from ..core import validate
 from ..core.labels import head_label
 from ..core.results import HeadResult, head_table
-from ..errors import AttnkitError, InputError
+from ..errors import AttnkitError, InputError, UnsupportedModelError
 from ..interventions import ablate, knockout
 from ..interventions import hooks
 from ..interventions.knockout import Blocker, edge_masks
@@ -161,7 +161,8 @@ class InterventionView(SelectsHead):
         For effects of another shape than the model's heads, an item out of range, or an
         input longer than :data:`MAX_TOKENS` tokens.
     UnsupportedModelError
-        For a model whose attention does not run through attnkit's function.
+        For a model whose attention does not run through attnkit's function, or an
+        encoder–decoder.
 
     Examples
     --------
@@ -203,6 +204,11 @@ class InterventionView(SelectsHead):
         title: str | None = None,
         progress: bool = True,
     ) -> None:
+        if hooks.is_seq2seq(model):  # three stacks of heads: the view shows one
+            raise UnsupportedModelError(
+                f"model: InterventionView shows the heads of a one-stack model; {model.name} is "
+                "an encoder-decoder: use ak.knockout / ak.ablate with stack='encoder', "
+                "'decoder' or 'cross'.")
         hooks.sites(model)
         b = hooks.batch(model, inputs)
         items = [inputs] if isinstance(inputs, str) or (isinstance(inputs, np.ndarray) and inputs.ndim == 1) else list(inputs)

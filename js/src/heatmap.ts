@@ -283,6 +283,7 @@ class HeatmapView extends View<"heatmap"> {
     Object.assign(this.root.dataset, {
       plotLeft: String(this.geom.left), plotTop: String(this.geom.top), plotSize: String(this.geom.plot),
       miniLeft: String(this.geom.miniX), miniTop: String(this.geom.miniY), miniSize: String(mini),
+      miniWidth: String(this.miniBox()[0]), miniHeight: String(this.miniBox()[1]),
     });    this.win = this.fitRows(this.win); // a new plot size may stretch the rows (or not)
   }
 
@@ -595,33 +596,49 @@ class HeatmapView extends View<"heatmap"> {
 
   private drawMinimap(ctx: CanvasRenderingContext2D): void {
     const d = this.d;
-    const { mini, miniX, miniY } = this.geom;
+    const { miniX, miniY } = this.geom;
+    const [mw, mh] = this.miniBox();
     const th = this.theme;
     const ov = this.cache.get(this.overviewKey);
     ctx.save();
     ctx.imageSmoothingEnabled = true;
     ctx.fillStyle = th.empty;
-    ctx.fillRect(miniX, miniY, mini, mini);
+    ctx.fillRect(miniX, miniY, mw, mh);
     if (ov) {
       const bin = 2 ** d.pyramid.top;
+      const { mini } = this.geom;
       const img = this.paintEntry(ov, { k: d.pyramid.top, ti: 0, tj: 0 }, "value");
+      ctx.beginPath();
+      ctx.rect(miniX, miniY, mw, mh); // the last bin may run past the map's edge
+      ctx.clip();
       ctx.drawImage(img, 0, 0, ov.cols, ov.rows, miniX, miniY, (mini * ov.cols * bin) / d.n, (mini * ov.rows * bin) / d.n);
     }
     ctx.restore();
     const w = this.win;
-    const f = mini / d.n;
+    const f = this.geom.mini / d.n;
     ctx.strokeStyle = th.accent;
     ctx.lineWidth = 1.5;
     const rowsShown = Math.min(w.size, this.geom.plot / this.rowPx());
-    ctx.strokeRect(miniX + w.x0 * f, miniY + w.y0 * f, Math.max(3, w.size * f), Math.max(3, rowsShown * f));
+    // the part of the view that holds cells (a rectangle's view runs past its shorter side)
+    const vw = Math.min(w.size, d.cols - w.x0) * f;
+    const vh = Math.min(rowsShown, d.rows - w.y0) * f;
+    ctx.strokeRect(miniX + w.x0 * f, miniY + w.y0 * f, Math.max(3, vw), Math.max(3, vh));
     ctx.strokeStyle = th.faint;
     ctx.lineWidth = 0.5;
-    ctx.strokeRect(miniX - 0.5, miniY - 0.5, mini + 1, mini + 1);
+    ctx.strokeRect(miniX - 0.5, miniY - 0.5, mw + 1, mh + 1);
     ctx.font = FONT_SMALL;
     ctx.fillStyle = th.muted;
     ctx.textAlign = "left";
     ctx.textBaseline = "bottom";
     ctx.fillText("where you are", miniX, miniY - 3);
+  }
+
+  /** The minimap's width and height: the map's own shape, its longer side `mini` (a tall
+   * rectangle's minimap is tall, a wide one's wide, never the square of the longer side). */
+  private miniBox(): [number, number] {
+    const { mini } = this.geom;
+    const d = this.d;
+    return [(mini * d.cols) / d.n, (mini * d.rows) / d.n];
   }
 
   private updateText(level: number, missing: number, s: Scale, pool = 1): void {
@@ -712,7 +729,8 @@ class HeatmapView extends View<"heatmap"> {
   private inMini(ev: MouseEvent): boolean {
     const [x, y] = localPoint(this.canvas, ev);
     const g = this.geom;
-    return this.win.size < this.d.n && x >= g.miniX && y >= g.miniY && x <= g.miniX + g.mini && y <= g.miniY + g.mini;
+    const [mw, mh] = this.miniBox();
+    return this.win.size < this.d.n && x >= g.miniX && y >= g.miniY && x <= g.miniX + mw && y <= g.miniY + mh;
   }
 
   private refreshTip(): void {

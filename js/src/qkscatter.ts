@@ -14,7 +14,7 @@ import createScatterplot, { createRenderer } from "regl-scatterplot";
 import { readArray, readFloats, WireArray } from "./lib/codec";
 import { headLabel } from "./lib/labels";
 import { legendItems } from "./lib/legend";
-import { camOf, MotionFrames } from "./lib/motion";
+import { camOf, MotionFrames, settleOnPress } from "./lib/motion";
 import { layoutPoints, nearestPanel, panelBox } from "./lib/qkpoints";
 import { h, mount, RenderProps, View } from "./lib/view";
 
@@ -51,6 +51,8 @@ class QKScatterView extends View<"qkscatter"> {
   private lookKey = "";
   private queue: Promise<unknown> = Promise.resolve();
   private motion: MotionFrames | null = null;
+  /** ticks the plot's camera as a press arrives (lib/motion.ts: a click must not pan) */
+  private settlePress: (() => void) | null = null;
   private size = 0;
   private n = 0;
   private heads: number[][] = [];
@@ -78,6 +80,10 @@ class QKScatterView extends View<"qkscatter"> {
     this.hint.textContent = "Click, then scroll to zoom (or Ctrl + scroll) \u00b7 drag to pan \u00b7 hover a point for its token in its sentence \u00b7 Shift + drag to lasso \u00b7 click a query to see its sentence's map (matrix: click a head to open it) \u00b7 keys: + \u2212 arrows 0 M, Enter opens the marked head \u00b7 heads counted from 1, positions from 0";
     this.listen(this.canvas, "keydown", (e) => this.key(e as KeyboardEvent));
     this.wheelGate(this.canvas);
+    // before the camera's own mousedown listener (on the canvas): the pointer's way so far is no drag
+    this.listen(this.stage, "mousedown", (e) => {
+      if (e.target === this.canvas) this.settlePress?.();
+    }, { capture: true });
     this.keepShiftDrag(this.canvas);
     this.onModel("change:selection", () => this.followSelection());
   }
@@ -170,6 +176,7 @@ class QKScatterView extends View<"qkscatter"> {
       pointColorHover: this.theme.ink,
       keyMap: { shift: "lasso" } as never,
     } as never);
+    this.settlePress = settleOnPress(sp.get("camera") as never);
     sp.subscribe("pointOver", (i: number) => this.hover(i));
     sp.subscribe("pointOut", () => { this.hoverToken++; this.tip.hide(); });
     sp.subscribe("select", ({ points }: { points: number[] }) => { this.ringed(points); this.selected(points); });
@@ -245,6 +252,7 @@ class QKScatterView extends View<"qkscatter"> {
     this.sp = null;
     this.renderer = null;
     this.motion = null;
+    this.settlePress = null;
   }
 
   dispose(): void {

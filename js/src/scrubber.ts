@@ -2,18 +2,20 @@
 // a range input) over a run's checkpoints; the loss curve and the in-context score with the
 // chosen step marked; a layer × head map of one score at that step (click or arrow keys pick
 // a head); the picked head's attention on the first input at that step, where the maps came
-// with the widget. Everything is in the widget's state: the view asks the kernel for nothing.
+// with the widget, its rows and columns labelled with the tokens (as Heatmap's; drawn as text,
+// never HTML). Everything is in the widget's state: the view asks the kernel for nothing.
 
 import { FONT, FONT_SMALL, localPoint, sizeCanvas } from "./lib/canvas";
 import { readArray, readFloats, WireArray } from "./lib/codec";
 import { lutColor, METRIC_DEFAULT, SEQUENTIAL_DEFAULT, seqIndex, textOn } from "./lib/colors";
-import { displayToken, formatValue, headLabel } from "./lib/labels";
-import { curveRange, keyStep, moveHead, playNext } from "./lib/steps";
+import { displayToken, fitText, formatValue, headLabel } from "./lib/labels";
+import { curveRange, keyStep, moveHead, playNext, tokenTicks } from "./lib/steps";
 import { h, HeadPickerView, mount, RenderProps } from "./lib/view";
 
 const PLAY_MS = 350;
 const CURVE_H = 150;
 const PAD = { left: 44, right: 10, top: 10, bottom: 28 };
+const LABEL_MAX = 90; // widest token label, px: longer ones end in an ellipsis
 
 interface Data {
   steps: number[];
@@ -187,7 +189,7 @@ class ScrubberView extends HeadPickerView<"scrubber"> {
     const width = Math.max(300, Math.min(1400, this.avail(900)));
     this.curveW = Math.max(260, Math.min(480, Math.floor(width * 0.4)));
     this.cell = Math.max(14, Math.min(48, Math.floor(220 / Math.max(this.d.layers, this.d.heads))));
-    this.heatSize = this.d.maps ? Math.max(160, Math.min(320, width - this.curveW - this.mapWidth() - 40)) : 0;
+    this.heatSize = this.d.maps ? Math.max(160, Math.min(320, width - this.curveW - this.mapWidth() - 40 - LABEL_MAX)) : 0;
     this.root.dataset.cell = String(this.cell);
   }
 
@@ -340,13 +342,26 @@ class ScrubberView extends HeadPickerView<"scrubber"> {
     const th = this.theme;
     const S = this.heatSize;
     const top = 16;
-    const ctx = sizeCanvas(this.heat, S, S + top);
-    ctx.clearRect(0, 0, S, S + top);
     const sel = this.selection();
+    const n = d.n;
+    const px = n ? S / n : S;
+    const ticks = tokenTicks(d.tokens, n, px);
+    const fontPx = Math.max(8, Math.min(12, px * 0.9));
+    const font = `${fontPx.toFixed(1)}px system-ui, -apple-system, "Segoe UI", Roboto, sans-serif`;
+    const measure = this.heat.getContext("2d");
+    let lab = 0; // the label margin: left of the rows, above the columns
+    if (measure) {
+      measure.font = font;
+      for (const [, t] of ticks) lab = Math.max(lab, measure.measureText(t).width);
+    }
+    lab = Math.ceil(Math.min(LABEL_MAX, Math.max(24, lab + 8)));
+    const ctx = sizeCanvas(this.heat, lab + S, top + lab + S);
+    ctx.clearRect(0, 0, lab + S, top + lab + S);
     ctx.font = FONT;
     ctx.fillStyle = th.ink;
     ctx.textAlign = "left";
     ctx.textBaseline = "top";
+    this.heat.dataset.labels = "0";
     if (!sel || !d.maps) {
       ctx.fillStyle = th.muted;
       ctx.fillText("pick a head to see its attention", 0, 0);
@@ -356,19 +371,35 @@ class ScrubberView extends HeadPickerView<"scrubber"> {
     const [l, hd] = sel;
     const i = this.index();
     ctx.fillText(`head ${headLabel(l, hd)} at step ${d.steps[i]}`, 0, 0);
-    const n = d.n;
+    const x0 = lab;
+    const y0 = top + lab;
     const off = (((i * d.layers + l) * d.heads + hd) * n) * n;
-    const px = S / n;
     for (let r = 0; r < n; r++) {
       for (let col = 0; col < n; col++) {
         const v = d.maps[off + r * n + col];
         if (!(v > 0)) continue;
         ctx.fillStyle = lutColor(SEQUENTIAL_DEFAULT, seqIndex(v, 0, 1), th.bg);
-        ctx.fillRect(col * px, top + r * px, Math.max(px, 1), Math.max(px, 1));
+        ctx.fillRect(x0 + col * px, y0 + r * px, Math.max(px, 1), Math.max(px, 1));
       }
     }
     ctx.strokeStyle = th.line;
-    ctx.strokeRect(0, top, S, S);
+    ctx.strokeRect(x0, y0, S, S);
+    // the tokens: rows (from) on the left, columns (to) above, as Heatmap labels them
+    ctx.font = font;
+    ctx.fillStyle = th.ink;
+    ctx.textAlign = "right";
+    ctx.textBaseline = "middle";
+    for (const [k, t] of ticks) ctx.fillText(fitText(ctx, t, lab - 6), x0 - 4, y0 + (k + 0.5) * px);
+    ctx.textAlign = "left";
+    for (const [k, t] of ticks) {
+      ctx.save();
+      ctx.translate(x0 + (k + 0.5) * px, y0 - 4);
+      ctx.rotate(-Math.PI / 2);
+      ctx.fillText(fitText(ctx, t, lab - 6), 0, 0);
+      ctx.restore();
+    }
+    this.heat.dataset.labels = String(ticks.length);
+    this.heat.dataset.margin = String(lab);
     const first = d.tokens.length ? displayToken(d.tokens[0]) : "";
     this.heat.setAttribute("aria-label", `attention of head ${headLabel(l, hd)} at step ${d.steps[i]} on the first input (${n} tokens from ${first}); rows are from, columns to`);
   }

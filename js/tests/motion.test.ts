@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { camOf, Cam, frameTransform, sameCam } from "../src/lib/motion";
+import { camOf, Cam, frameTransform, sameCam, settleOnPress } from "../src/lib/motion";
 
 /** Pixel of model point m under camera c on a w x h canvas (projection scales px, py). */
 function pixel(c: Cam, m: [number, number], w: number, h: number, px = 1, py = 1): [number, number] {
@@ -39,5 +39,49 @@ describe("moving frames", () => {
       expect(a * x0 + e).toBeCloseTo(x1, 9);
       expect(d * y0 + f).toBeCloseTo(y1, 9);
     }
+  });
+});
+
+/** dom-2d-camera's rule (its tick): while the main button is held, pan by the pointer's way
+ * since the previous tick; a programmatic change (lookAt) is reported by the next tick. */
+function fakeCamera() {
+  const c = { x: 0, prevX: 0, pressed: false, pan: 0, programmatic: false,
+    tick(): boolean {
+      let changed = this.programmatic;
+      this.programmatic = false;
+      if (this.pressed && this.x !== this.prevX) {
+        this.pan += this.x - this.prevX;
+        changed = true;
+      }
+      this.prevX = this.x;
+      return changed;
+    } };
+  return c;
+}
+
+describe("a press does not pan", () => {
+  it("pans by the pointer's way before the press without the settle (the defect)", () => {
+    const cam = fakeCamera();
+    cam.tick();
+    cam.x = 300; // moved from the Fit button to a point ...
+    cam.pressed = true; // ... and pressed within one frame
+    expect(cam.tick()).toBe(true);
+    expect(cam.pan).toBe(300);
+  });
+
+  it("ticks at the press: no pan, later drags pan by their own way, no change lost", () => {
+    const cam = fakeCamera();
+    const settle = settleOnPress(cam);
+    cam.tick();
+    cam.programmatic = true; // Fit, not yet drawn
+    cam.x = 300;
+    settle(); // the press arrives, before the camera sees the button down
+    cam.pressed = true;
+    expect(cam.tick()).toBe(true); // Fit's change is still reported to the frame
+    expect(cam.pan).toBe(0);
+    cam.x = 310; // a real drag pans by its own 10 px
+    expect(cam.tick()).toBe(true);
+    expect(cam.pan).toBe(10);
+    expect(cam.tick()).toBe(false);
   });
 });

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { curveRange, keyStep, moveHead, playNext } from "../src/lib/steps";
+import { curveRange, keyStep, moveHead, playNext, tokenTicks } from "../src/lib/steps";
 
 describe("keyStep", () => {
   it("moves one checkpoint with the arrows and clamps at the ends", () => {
@@ -41,5 +41,23 @@ describe("moveHead", () => {
     expect(moveHead([1, 1], "ArrowUp", 2, 2)).toEqual([0, 1]);
     expect(moveHead(null, "ArrowLeft", 2, 2)).toEqual([0, 0]);
     expect(moveHead([1, 0], "Enter", 2, 2)).toBeNull();
+  });
+});
+
+describe("tokenTicks", () => {
+  const toks = ["<bos>", "\u0120dat", "<img src=x onerror=alert(1)>", "", "dif"];
+  it("labels every token where the cells are tall enough, shown as Heatmap shows them", () => {
+    expect(tokenTicks(toks, 5, 20)).toEqual([
+      [0, "<bos>"], [1, "\u00b7dat"], [2, "<img src=x onerror=alert(1)>"], [3, "\u2205"], [4, "dif"],
+    ]);
+  });
+  it("labels every stride-th token with its 0-indexed position on small cells", () => {
+    const many = Array.from({ length: 100 }, (_, i) => `t${i}`);
+    const ticks = tokenTicks(many, 100, 3); // 14 px apart: every 5th
+    expect(ticks.slice(0, 3)).toEqual([[0, "#0 t0"], [5, "#5 t5"], [10, "#10 t10"]]);
+    expect(ticks.length).toBe(20);
+  });
+  it("labels nothing without tokens' cells", () => {
+    expect(tokenTicks([], 0, 10)).toEqual([]);
   });
 });

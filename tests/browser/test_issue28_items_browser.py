@@ -137,6 +137,79 @@ def test_item2_score_view_labels_and_ticks_read_on_a_dark_page(browser):
         wp.close()
 
 
+#: The ScoreView of ``score_view()``, built in a kernel.
+SCORE_CELL = """import attnkit as ak
+from attnkit.testing import tiny_model
+model = tiny_model("llama", heads=4, hidden=32)
+text = "A student reads the new book in the library."
+n = len(model.encode(text))
+ak.ScoreView(ak.score_attribution(model, text, layer=1, head=1, queries=[n - 1], top=4), top=4)"""
+
+#: The key-label column of the first ScoreView on the page (RGBA, device pixels: left of the
+#: bars, six rows from the top of the plot) and the view's background colour.
+SCORE_LABELS = """() => { const v = document.querySelector('.attnkit-score'); const c = v.querySelector('canvas');
+  const r = c.width / c.clientWidth; const top = Number(v.dataset.plotTop), left = Number(v.dataset.plotLeft);
+  const W = Math.round((left - 4) * r), H = Math.round(6 * Number(v.dataset.rowHeight) * r);
+  const d = c.getContext('2d').getImageData(0, Math.round(top * r), W, H).data;
+  let s = ''; for (let i = 0; i < d.length; i += 8192) s += String.fromCharCode.apply(null, d.subarray(i, i + 8192));
+  return { b64: btoa(s), W, H, bg: getComputedStyle(v).backgroundColor, theme: document.body.dataset.jpThemeName ?? '' }; }"""
+
+
+def label_contrast(page) -> tuple[float, str]:
+    """WCAG contrast of the brightest key-label pixel of the page's ScoreView, composited over
+    the view's own background (the canvas is transparent), and the page's theme name."""
+    import base64
+    import re
+
+    out = page.evaluate(SCORE_LABELS)
+    px = np.frombuffer(base64.b64decode(out["b64"]), dtype=np.uint8).reshape(out["H"], out["W"], 4).astype(float)
+    bg = np.array([float(v) for v in re.findall(r"[\d.]+", out["bg"])[:3]])
+    a = px[..., 3:] / 255
+    seen = (a * px[..., :3] + (1 - a) * bg).reshape(-1, 3)
+    drawn = seen[np.abs(seen - bg).max(1) > 24]
+    assert len(drawn), "no key labels drawn"
+    brightest = drawn[np.abs(drawn - bg).sum(1).argmax()]
+    return contrast(brightest, bg), out["theme"]
+
+
+def test_item2_score_view_labels_read_in_jupyterlab_dark(browser, tmp_path):
+    """In a real JupyterLab with its "JupyterLab Dark" theme (set as the theme manager's
+    setting, as a user's overrides.json does), ScoreView's key labels read: contrast >= 4.5
+    with the view's dark background (before the last round: about 1.8:1)."""
+    try:
+        import jupyterlab  # noqa: F401
+    except ImportError:
+        skip_or_fail("jupyterlab is not installed")
+    overrides = tmp_path / ".lab-settings" / "overrides.d"
+    overrides.mkdir(parents=True)
+    (overrides / "dark.json").write_text(json.dumps({"@jupyterlab/apputils-extension:themes": {"theme": "JupyterLab Dark"}}))
+    with JupyterLab(tmp_path, {"score.ipynb": [SCORE_CELL]}) as lab, lab.page(browser) as page:
+        cells = lab.open(page, "score.ipynb")
+        lab.run_cell(page, cells, 0)
+        lab.wait_view(page, "attnkit-score")
+        page.wait_for_timeout(300)
+        ratio, theme = label_contrast(page)
+        assert theme == "JupyterLab Dark"
+        assert ratio >= 4.5, ratio
+
+
+def test_item2_score_view_labels_read_in_voila_dark(browser, tmp_path):
+    """The same under ``voila --theme=dark``."""
+    try:
+        import voila  # noqa: F401
+    except ImportError:
+        skip_or_fail("voila is not installed (pip install voila)")
+    from frontends import Voila
+
+    with Voila(tmp_path, [SCORE_CELL], theme="dark") as server, server.page(browser) as page:
+        page.goto(server.url, wait_until="domcontentloaded", timeout=120_000)
+        page.wait_for_function("() => Number(document.querySelector('.attnkit-score')?.dataset.drawn ?? 0) >= 1", timeout=120_000)
+        page.wait_for_timeout(300)
+        ratio, theme = label_contrast(page)
+        assert theme == "JupyterLab Dark"
+        assert ratio >= 4.5, ratio
+
+
 # ------------------------------------------------- item 3: no stray matplotlib figure
 def test_item3_matrix_view_leaves_no_pyplot_figure():
     """``QKScatter(mode="matrix")`` and its static copy open no pyplot figure (before:
@@ -531,5 +604,50 @@ def test_item9_crossview_all_heads_has_a_legend_and_head_colours_only(browser):
         a = float(np.dot(p - bg, d) / np.dot(d, d))
         residual = np.abs(bg + a * d - p).max()
         assert a > 0.5 and residual < 12, (p, colours, a, residual)  # head 1's colour over white
+    finally:
+        wp.close()
+
+
+# ---------------------------------------- item 15: a click after Fit pans the matrix away
+#: The pointer arrives on a point and presses within one frame (a quick move and click; frames
+#: slowed by software WebGL or a 72-head matrix make it likely): a mousemove and a mousedown in
+#: one task, no animation frame between them; the button is released (a click) two frames later.
+MOVE_AND_PRESS = """async ([x, y]) => {
+  const c = document.querySelector('#root canvas');
+  const r = c.getBoundingClientRect();
+  const at = { bubbles: true, cancelable: true, clientX: r.left + x, clientY: r.top + y, button: 0 };
+  c.dispatchEvent(new MouseEvent('mouseenter', { ...at, bubbles: false }));
+  c.dispatchEvent(new MouseEvent('mousemove', at));
+  c.dispatchEvent(new MouseEvent('mousedown', { ...at, buttons: 1 }));
+  await new Promise((ok) => requestAnimationFrame(() => requestAnimationFrame(ok)));
+  c.dispatchEvent(new MouseEvent('mouseup', { ...at, buttons: 0 }));
+  c.dispatchEvent(new MouseEvent('click', { ...at, buttons: 0 }));
+}"""
+
+
+def test_item15_click_after_fit_keeps_the_matrix_in_view(browser):
+    """Fit, then a quick move onto a point of the matrix and a click: the camera stays where
+    Fit put it and the matrix stays drawn, and the click opens the point's head (before: the
+    camera panned by the pointer's whole way from the Fit button to the point, which it counted
+    as a drag because no frame ran between the move and the press; the plot showed an empty
+    region, "blank until Fit is pressed again")."""
+    view = ak.QKScatter(qk_embedding(), mode="matrix")
+    wp = WidgetPage(browser, view, width=760)
+    try:
+        wait_ready(wp)
+        wp.page.wait_for_timeout(300)
+        ink = wp.canvas_stats()["ink"]
+        assert ink > 1000, ink
+        wp.page.locator("#root button", has_text="Fit").click()  # the pointer rests on Fit
+        wp.page.wait_for_function("() => document.querySelector('#root .attnkit')?.dataset.camera === '1.00000,0.00000,0.00000'")
+        wp.page.wait_for_timeout(300)
+        i = int(np.cumsum(read(view.panels))[2]) + 5  # a point of panel 2-2
+        wp.page.evaluate(MOVE_AND_PRESS, list(matrix_screen(view, wp, i)))
+        wp.page.wait_for_timeout(400)
+        assert wp.data("camera") == "1.00000,0.00000,0.00000"
+        assert wp.canvas_stats()["ink"] > 0.8 * ink
+        wp.apply_saved()
+        assert (view.mode, view.layer, view.head) == ("head", 1, 1)
+        assert wp.errors() == []
     finally:
         wp.close()

@@ -12,7 +12,8 @@ from __future__ import annotations
 import textwrap
 
 import pytest
-from frontends import CORNER, VIEWS_SETUP, Marimo, views_work
+from frontends import CORNER, INK, VIEWS_SETUP, Marimo, views_work
+from lab import wait_for
 from prereq import skip_or_fail
 
 pytestmark = pytest.mark.browser
@@ -69,3 +70,39 @@ def test_views_draw_keys_tiles_and_dark_theme_in_marimo(browser, marimo_dark):
             assert sum(got["bg"]) < 3 * 60, (kind, got)  # the view's background is dark
             corner = page.locator(f".attnkit-{kind}").first.evaluate(CORNER)
             assert sum(corner) < 3 * 60, (kind, corner)  # and so is its canvas
+
+
+def test_notebook_05_composition_section_shows_under_marimo_run(browser, tmp_path, monkeypatch):
+    """Notebook 05 converted with ``marimo convert`` and served by ``marimo run`` (quick mode):
+    its composition section shows the composition table, the random baseline, the strongest
+    K-composition into each layer-2 head and the composition HeadMap (before: the table went
+    through IPython's ``display`` and the strongest pairs through ``print``, which ``marimo
+    run`` sends to the server's terminal: the section's numbers silently disappeared)."""
+    import subprocess
+    import sys
+
+    from lab import REPO
+
+    try:
+        import marimo  # noqa: F401
+    except ImportError:
+        skip_or_fail("marimo is not installed (pip install marimo)")
+    monkeypatch.setenv("ATTNKIT_QUICK", "1")
+    app = tmp_path / "nb05.py"
+    subprocess.run([sys.executable, "-m", "marimo", "convert", str(REPO / "notebooks" / "05_why_a_head_attends.ipynb"),
+                    "-o", str(app)], check=True, capture_output=True, timeout=120, cwd=tmp_path)
+    (tmp_path / "srv").mkdir()
+    with Marimo(tmp_path / "srv", app.read_text(encoding="utf-8")) as server, server.page(browser, height=1400) as page:
+        page.goto(server.url, wait_until="domcontentloaded", timeout=120_000)
+        section = page.get_by_text("strongest K-composition from").first
+        section.wait_for(timeout=240_000)
+        text = page.evaluate("() => document.body.innerText")
+        start = text.index("1. Composition from the weights")
+        part = text[start:text.index("2. The induction stripe")]
+        assert "target_layer" in part and "target_head" in part, part[:800]  # the composition table
+        assert "p99" in part and "random 99th percentile" in part, part[:800]  # baseline, strongest
+        assert part.count("1-1") >= 2, part[:800]  # both layer-2 heads read the previous-token head 1-1
+        headmap = page.locator(".attnkit-headmap").first
+        headmap.wait_for(timeout=120_000)
+        wait_for(lambda: int(headmap.get_attribute("data-drawn") or 0) >= 1, 60, "the composition map to draw")
+        assert headmap.evaluate(INK)["ink"] > 500

@@ -283,3 +283,29 @@ def test_wide_rectangle_rows_are_readable(browser, t, min_row):
         assert wp.errors() == []
     finally:
         wp.close()
+
+
+def test_tall_rectangle_minimap_has_the_maps_shape(browser):
+    """A tall cross-attention (200 target rows over 40 source columns): the minimap is the
+    map's own shape, 40 / 200 of its height wide, and nothing is painted beside it (before:
+    the square of the longer side, four fifths of it an empty box)."""
+    from test_issue19_items_browser import grab
+
+    rows, cols = 200, 40
+    rng = np.random.default_rng(0)
+    maps = rng.random((1, 1, rows, cols))
+    maps /= maps.sum(-1, keepdims=True)
+    tgt, src = [f"t{i}" for i in range(rows)], [f"s{j}" for j in range(cols)]
+    att = CrossAttention(maps, tgt, ["word"] * rows, list(range(rows)), tgt, src, ["word"] * cols, list(range(cols)), src)
+    wp = WidgetPage(browser, ak.Heatmap(att, layer=0, head=0), width=700)
+    try:
+        wp.wait_drawn()
+        x, y, mini = (float(wp.data(k)) for k in ("mini-left", "mini-top", "mini-size"))
+        mw, mh = mini * cols / rows, mini
+        drawn, _ = grab(wp, x + 1, y + 1, mw - 2, mh - 2)
+        assert (drawn[..., 3] > 0).mean() > 0.95  # the map itself fills its box
+        beside, _ = grab(wp, x + mw + 3, y + 2, mini - mw - 4, mh - 4)
+        assert (beside[..., 3] == 0).all()  # nothing past the map's last column
+        assert (float(wp.data("mini-width")), float(wp.data("mini-height"))) == (mw, mh)
+    finally:
+        wp.close()

@@ -381,3 +381,87 @@ def test_a_2k_token_heatmap_zooms_offline_within_what_was_embedded(long_report, 
     assert got == pytest.approx(want, rel=5e-3)
     assert o.blocked == [], "the report tried to reach the network"
     assert o.failed == [] and o.errors == []
+
+
+# ------------------------------------------------------------- heads across training
+SCRUBBER = '''\
+import tempfile
+import attnkit as ak
+from attnkit.toys.induction import train_induction_model
+
+with tempfile.TemporaryDirectory() as folder:
+    final = train_induction_model(vocab_size=16, hidden=16, start_length=8, max_length=8,
+                                  tokens_per_step=64, steps=40, checkpoint_every=10, out=folder,
+                                  progress=False)
+    inputs = ak.induction_inputs(final, 2, 8, seed=0)
+    result = ak.checkpoint_scores(ak.checkpoints(folder), inputs, early=2, late=12, maps=True,
+                                  progress=False)
+view = ak.CheckpointScrubber(result)
+view.selected = [1, 0]
+view
+'''
+
+
+@pytest.fixture(scope="module")
+def scrubber_report(tmp_path_factory) -> tuple[Path, dict]:
+    if not (report.STATIC / "report.js").is_file():
+        skip_or_fail("report renderer not built: npm --prefix js/report ci && npm --prefix js/report run build")
+    import nbformat
+
+    folder = tmp_path_factory.mktemp("scrubber-report")
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(SCRUBBER)]
+    nbformat.write(nb, folder / "scrubber.ipynb")
+    out = folder / "scrubber.html"
+    mp = pytest.MonkeyPatch()
+    mp.setenv("PYTHONPATH", os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
+    try:
+        assert main(["report", str(folder / "scrubber.ipynb"), "-o", str(out), "--execute"]) == 0
+    finally:
+        mp.undo()
+    return out
+
+
+_PIXELS = """(k) => { const c = document.querySelectorAll('.attnkit-slot .attnkit canvas')[k];
+    const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data; let h = 0, ink = 0;
+    for (let i = 0; i < d.length; i++) { h = (h * 31 + d[i]) | 0; if (i % 4 === 3 && d[i] > 0) ink++; }
+    return [h, ink]; }"""
+
+
+def test_the_checkpoint_scrubber_steps_offline_in_a_report(scrubber_report, offline):
+    """The maps of every step travel with the report: moving the slider (keys, then a click
+    with the mouse) redraws the head map and the picked head's heatmap from file://."""
+    o = offline(viewport={"width": 1200, "height": 800})
+    page = o.page
+    page.goto(scrubber_report.as_uri())
+    summary = page.evaluate("window.attnkitReport.ready")
+    assert summary["slots"] == 1 and summary["missing"] == 0 and summary["failed"] == 0
+    page.wait_for_function("document.querySelector('.attnkit-slot .attnkit') && "
+                           "Number(document.querySelector('.attnkit-slot .attnkit').dataset.drawn) >= 1",
+                           timeout=15_000)
+    root = page.locator(".attnkit-slot .attnkit")
+    assert root.get_attribute("data-checkpoints") == "5" and root.get_attribute("data-step") == "40"
+    heat = root.locator("canvas").nth(2)
+    assert (heat.get_attribute("aria-label") or "").startswith("attention of head 2-1 at step 40")
+    assert heat.get_attribute("data-labels") == "17"  # <bos> and two copies of 8 tokens
+    seen = {"40": (page.evaluate(_PIXELS, 1), page.evaluate(_PIXELS, 2))}
+    slider = root.locator("input[type=range]")
+    slider.focus()
+    for key, step in (("ArrowLeft", "30"), ("Home", "0")):
+        page.keyboard.press(key)
+        page.wait_for_function(f"document.querySelector('.attnkit-slot .attnkit').dataset.step === '{step}'")
+        page.wait_for_timeout(100)
+        seen[step] = (page.evaluate(_PIXELS, 1), page.evaluate(_PIXELS, 2))
+        assert f"at step {step}" in (heat.get_attribute("aria-label") or "")
+    # each step its own head map and heatmap pixels (hash, inked pixels)
+    for k in (0, 1):
+        assert len({v[k][0] for v in seen.values()}) == 3, (k, seen)
+        assert all(v[k][1] > 200 for v in seen.values())
+    # the mouse: a click at the slider's right end shows the last step again
+    box = slider.bounding_box()
+    page.mouse.click(box["x"] + box["width"] - 2, box["y"] + box["height"] / 2)
+    page.wait_for_function("document.querySelector('.attnkit-slot .attnkit').dataset.step === '40'")
+    page.wait_for_timeout(100)
+    assert (page.evaluate(_PIXELS, 1), page.evaluate(_PIXELS, 2)) == seen["40"]
+    assert o.blocked == [], "the report tried to reach the network"
+    assert o.failed == [] and o.errors == []

@@ -43,6 +43,17 @@ def canvas_ink(wp: WidgetPage, k: int) -> int:
             return ink; }""", k)
 
 
+def region_ink(wp: WidgetPage, k: int, x0: float, y0: float, x1: float, y1: float) -> int:
+    """Inked pixels of canvas ``k`` inside a box given in CSS pixels."""
+    return wp.page.evaluate(
+        """([k, x0, y0, x1, y1]) => { const c = document.querySelectorAll('#root canvas')[k];
+            const r = c.width / c.getBoundingClientRect().width;
+            const d = c.getContext('2d').getImageData(Math.round(x0 * r), Math.round(y0 * r),
+                Math.round((x1 - x0) * r), Math.round((y1 - y0) * r)).data; let ink = 0;
+            for (let i = 0; i < d.length; i += 4) if (d[i + 3] > 0 && !(d[i] > 250 && d[i + 1] > 250 && d[i + 2] > 250)) ink++;
+            return ink; }""", [k, x0, y0, x1, y1])
+
+
 def test_scrubber_steps_plays_and_picks_heads(browser, img_dir):
     view = ak.CheckpointScrubber(series_result())
     wp = WidgetPage(browser, view, width=900)
@@ -73,6 +84,13 @@ def test_scrubber_steps_plays_and_picks_heads(browser, img_dir):
         assert canvas_ink(wp, 2) > 1000
         heat = wp.page.locator("#root canvas").nth(2).get_attribute("aria-label")
         assert heat.startswith("attention of head 2-1 at step 10") and "6 tokens" in heat
+        # the heatmap's rows and columns carry the 6 tokens, drawn as text in its margins
+        canvas = wp.page.locator("#root canvas").nth(2)
+        assert canvas.get_attribute("data-labels") == "6"
+        margin = float(canvas.get_attribute("data-margin"))
+        size = canvas.bounding_box()["width"] - margin
+        assert region_ink(wp, 2, 0, 16 + margin, margin, 16 + margin + size) > 50  # rows
+        assert region_ink(wp, 2, margin, 16, margin + size, 16 + margin) > 50  # columns
         # arrow keys on the focused map move the selected head
         wp.page.locator("#root canvas").nth(1).focus()
         wp.page.keyboard.press("ArrowRight")

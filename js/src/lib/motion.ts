@@ -141,3 +141,33 @@ export class MotionFrames {
     }, this.settleMs);
   }
 }
+
+/** What a plot's camera offers (dom-2d-camera, regl-scatterplot's): `tick` runs once a frame,
+ * pans by the pointer's way since the previous tick while the main button is held, and says
+ * whether the view changed. */
+export interface TickingCamera {
+  tick: () => boolean;
+}
+
+/**
+ * A press must not pan. dom-2d-camera reads the pointer's travel from one frame's tick to the
+ * next, and pans by it while the button is held; where the pointer arrives and presses within
+ * one frame (a quick move and click, frames slowed by software WebGL or a large matrix), the
+ * first tick after the press counts the whole way the pointer came (from the Fit button, say)
+ * as a drag and throws the points out of view. `settleOnPress(camera)` returns a function to
+ * call as the press arrives, before the camera sees it: it ticks the camera at once (the way
+ * so far then pans nothing, the button not being down yet), and a change that tick reports is
+ * handed on to the next frame's own tick, so no redraw is lost.
+ */
+export function settleOnPress(camera: TickingCamera): () => void {
+  const tick = camera.tick.bind(camera);
+  let owed = false;
+  camera.tick = () => {
+    const changed = tick() || owed;
+    owed = false;
+    return changed;
+  };
+  return () => {
+    owed = tick() || owed;
+  };
+}

@@ -1,5 +1,8 @@
 // Pure helpers of the checkpoint scrubber (scrubber.ts): stepping through checkpoints with
-// keys and play, and the range of the curves. No DOM here (unit-tested in js/tests/steps.test.ts).
+// keys and play, the range of the curves, the heatmap's token labels. No DOM here (unit-tested in
+// js/tests/steps.test.ts).
+
+import { displayToken, labelStride } from "./labels";
 
 /** The checkpoint index a key moves to from `index` of `n` (null: a key that does not step). */
 export function keyStep(key: string, index: number, n: number): number | null {
@@ -64,4 +67,23 @@ export function moveHead(sel: [number, number] | null, key: string, layers: numb
     default:
       return null;
   }
+}
+
+/** Smallest cell, in pixels, that carries every token's label (as Heatmap labels its axes). */
+export const MIN_TICK_PX = 11;
+
+/**
+ * The labelled positions of a heatmap axis of `n` tokens drawn `cellPx` apart: every token
+ * where it fits, else every `stride`-th (1, 2, 5 × 10^k) with its 0-indexed position first
+ * ("#10 cat"), as Heatmap's strided labels. Plain strings: the caller draws them as text.
+ */
+export function tokenTicks(tokens: string[], n: number, cellPx: number): [number, string][] {
+  const numbered = cellPx < MIN_TICK_PX;
+  const stride = labelStride(cellPx, numbered ? 14 : MIN_TICK_PX);
+  const out: [number, string][] = [];
+  for (let i = 0; i < n; i += stride) {
+    const tok = displayToken(tokens[i] ?? String(i));
+    out.push([i, numbered ? `#${i} ${tok}` : tok]);
+  }
+  return out;
 }

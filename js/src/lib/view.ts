@@ -11,7 +11,8 @@
 //   kernel     requests to the kernel over custom messages: a link that says what it waits
 //              for (`link`), times a request out, and comes back by itself the moment the
 //              kernel answers anything (a busy kernel answers late; it never gives up for good);
-//              once the kernel is restarted (the widget manager cuts the widget's link)
+//              once the kernel is restarted (the widget manager cuts the widget's link) or
+//              dies (the manager's kernel connection says "autorestarting" or "dead")
 //              the view keeps what it has, says why nothing more comes, and asks nothing;
 //   traits     read by the names traits.gen.ts lists for the view's bundle (generated from
 //              the Python widget classes; tsc checks every name), every one of them reloads
@@ -104,7 +105,7 @@ export abstract class View<B extends Bundle = Bundle> {
    * back-off until the kernel answers), "none" (no kernel can ever answer: an exported page).
    */
   link: Link = noKernel() ? "none" : "ok";
-  /** Why this view's kernel will never answer again ("the kernel was restarted"), or "". */
+  /** Why this view's kernel will never answer again ("the kernel was restarted", "the kernel died"), or "". */
   kernelGone = "";
   /** performance.now() of the oldest unanswered request since the kernel last answered */
   private silentSince: number | null = null;
@@ -188,6 +189,7 @@ export abstract class View<B extends Bundle = Bundle> {
     for (const n of this.traits()) this.onModel(`change:${n}`, reload);
     this.onModel("msg:custom", (content: Record<string, any>, buffers: Binary[]) => this.receive(content, buffers ?? []));
     this.onModel("comm_live_update", () => this.commCut());
+    this.watchKernel();
     if (typeof ResizeObserver !== "undefined") {
       // also the moment the view is put on the page: a container (an ipywidgets Box) renders
       // its children detached, where no theme variable can be read yet
@@ -443,9 +445,9 @@ export abstract class View<B extends Bundle = Bundle> {
    * good (the new kernel knows none of them). Unanswered requests fail, nothing more is asked
    * or taken in, and the views say why (link "none").
    */
-  private commCut(): void {
+  private commCut(why = "the kernel was restarted"): void {
     if (this.kernelGone) return;
-    this.kernelGone = "the kernel was restarted";
+    this.kernelGone = why;
     this.root.dataset.kernel = "gone";
     for (const w of this.waiting.values()) {
       for (const t of w.timer) clearTimeout(t);
@@ -454,6 +456,28 @@ export abstract class View<B extends Bundle = Bundle> {
     this.waiting.clear();
     this.silentSince = null;
     this.setLink("none");
+  }
+
+  /**
+   * A kernel that dies (its process killed, out of memory) is not restarted by the user, so
+   * the widget manager cuts no link: its views would learn it only when requests time out.
+   * The manager's kernel connection (JupyterLab, Notebook 7, Voila: anywidget hands the
+   * manager on as `model.widget_manager`) says so the moment the server notices (its restarter
+   * polls every few seconds): "autorestarting" (a fresh kernel that knows none of this view's
+   * widgets) or "dead". Either cuts the link as a restart does.
+   */
+  private watchKernel(): void {
+    const signal = kernelStatus(this.model);
+    if (!signal) return;
+    const onStatus = (_kernel: unknown, status: unknown) => {
+      if (status === "autorestarting" || status === "dead") this.commCut("the kernel died");
+    };
+    try {
+      signal.connect(onStatus, this);
+      this.disposers.push(() => signal.disconnect(onStatus, this));
+    } catch {
+      /* another manager's signal: requests still time out */
+    }
   }
 
   private setLink(link: Link): void {
@@ -529,6 +553,23 @@ export abstract class View<B extends Bundle = Bundle> {
  * line says which head is selected; a change of `selected` (from Python or a linked view) redraws.
  * HeadMap, HeadGrid, ClusterView and every mode of FlowView pick heads through it.
  */
+/** A Lumino signal as JupyterLab's kernel connection offers it (`statusChanged`). */
+interface StatusSignal {
+  connect(slot: (sender: unknown, status: unknown) => void, thisArg?: unknown): unknown;
+  disconnect(slot: (sender: unknown, status: unknown) => void, thisArg?: unknown): unknown;
+}
+
+/** The `statusChanged` signal of the kernel behind a widget model, or null where the front
+ * end offers none (a report, marimo, the test page's stand-in model). */
+export function kernelStatus(model: Model): StatusSignal | null {
+  try {
+    const signal = (model as { widget_manager?: { kernel?: { statusChanged?: unknown } | null } }).widget_manager?.kernel?.statusChanged as StatusSignal | undefined;
+    return signal && typeof signal.connect === "function" && typeof signal.disconnect === "function" ? signal : null;
+  } catch {
+    return null;
+  }
+}
+
 /** The bundles whose widget has a `selected` head. */
 export type PickerBundle = { [B in Bundle]: "selected" extends Trait<B> ? B : never }[Bundle];
 

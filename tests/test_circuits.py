@@ -1,0 +1,217 @@
+"""Circuits (issue 30): the edge graph, exact edge patching, EAP / EAP-IG, circuits, their
+faithfulness and ACDC, on tiny and hand-built models.
+
+Known answers: patching no edge is the clean run and patching every edge the corrupted run
+(each downstream input then reads the corrupted stream); EAP is the derivative of exact edge
+patching along the edge (a float64 central difference); EAP-IG with one step is EAP; and on a
+hand-built GPT-2 where one path carries the behaviour by construction, every method finds
+exactly that path.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import attnkit as ak
+from attnkit.errors import InputError, UnsupportedModelError
+from attnkit.interventions import hooks
+from attnkit.interventions.eap import gradient_scores
+from attnkit.interventions.edges import clean_and_corrupted, edge_graph, run
+from attnkit.testing import tiny_model
+from tolerances import F32, F32_DEEP, FD, assert_close
+
+pytestmark = pytest.mark.numerics
+
+
+def _ids(seed: int = 0, items: int = 2, n: int = 6, changed: int = 1):
+    rng = np.random.default_rng(seed)
+    clean = rng.integers(5, 290, (items, n))
+    corrupted = clean.copy()
+    corrupted[:, changed] = (clean[:, changed] + 7) % 290 + 5
+    return list(clean), list(corrupted)
+
+
+def _everything(g):
+    return [(u, d) for u in range(len(g.upstream)) for d in range(len(g.downstream)) if g.valid[u, d]]
+
+
+@pytest.mark.parametrize("kind, kw", [("gpt2", {}), ("llama", {"kv_heads": 2}),
+                                      ("qwen2", {"kv_heads": 2})])
+def test_no_edge_patched_is_clean_and_every_edge_patched_is_corrupted(kind, kw):
+    model = tiny_model(kind, **kw)
+    clean, corrupted = _ids()
+    runs = clean_and_corrupted(model, clean, corrupted, ak.interventions.loss())
+    g = runs.graph
+    bc, bx = runs.clean, runs.corrupted
+    masks = g.mask([[], _everything(g)], runs.reference.dtype, bc.device)
+    out, _ = run(model, bc, g, copies=2, masks=masks, corrupted=runs.ups_corrupted)
+    assert_close(out[:2].numpy(), hooks.forward(model, bc).numpy(), F32_DEEP)
+    assert_close(out[2:].numpy(), hooks.forward(model, bx).numpy(), F32_DEEP)
+    # and the upstream values of the unpatched run sum to the stream the logits read
+    assert_close(runs.measure([[], _everything(g)]), [runs.m_clean, runs.m_corrupted], F32_DEEP)
+
+
+def test_edge_graph_names_and_edges():
+    g = edge_graph(tiny_model("gpt2"))
+    edges = g.edges()
+    # a head reaches later layers' heads and its own layer's MLP, never its own layer's heads
+    assert ("1-1", "2-2.k") in edges and ("1-1", "1-mlp.in") in edges
+    assert ("1-1", "1-2.q") not in edges and ("2-mlp", "2-1.v") not in edges
+    # every upstream component reaches the logits
+    assert {u for u, d in edges if d == "logits"} == set(g.upstream)
+    # 2 embeddings x 6 head inputs + 4 into 1-mlp + 5 x 6 into layer 2 + 7 into 2-mlp + 8 logits
+    assert len(edges) == 12 + 4 + 30 + 7 + 8
+
+
+def test_eap_is_the_derivative_of_exact_edge_patching():
+    """Float64: moving one edge a fraction eps of the way to the corrupted value changes the
+    metric by eps x its EAP score (central difference, every edge)."""
+    model = tiny_model("gpt2")
+    model.hf.double()
+    clean, corrupted = _ids(seed=1)
+    runs = clean_and_corrupted(model, clean, corrupted, ak.interventions.loss())
+    g = runs.graph
+    scores = gradient_scores(runs)
+    pairs = _everything(g)
+    eps = 1e-5
+    fractional = torch.zeros(2 * len(pairs), *g.valid.shape, dtype=torch.float64)
+    for i, (u, d) in enumerate(pairs):
+        fractional[2 * i, u, d], fractional[2 * i + 1, u, d] = eps, -eps
+    v = runs.measure([], fractional=fractional, batch_size=512)
+    fd = (v[0::2] - v[1::2]) / (2 * eps)
+    assert_close(np.array([scores[u, d] for u, d in pairs]), fd, FD)
+    assert np.abs(fd).max() > 1e-2  # the edges do matter
+    # invalid edges score nothing
+    assert not scores[~g.valid].any()
+
+
+def test_eap_ig_with_one_step_is_eap_and_exact_scores_are_single_edge_patches():
+    model = tiny_model("gpt2")
+    clean, corrupted = _ids(seed=2)
+    eap = ak.edge_attribution(model, clean, corrupted, metric=ak.interventions.loss())
+    ig1 = ak.edge_attribution(model, clean, corrupted, metric=ak.interventions.loss(),
+                              method="eap-ig", steps=1)
+    assert_close(ig1.table["score"].to_numpy(), eap.table["score"].to_numpy(), F32)
+    exact = ak.edge_attribution(model, clean, corrupted, metric=ak.interventions.loss(),
+                                method="exact", progress=False)
+    runs = clean_and_corrupted(model, clean, corrupted, ak.interventions.loss())
+    one = runs.graph.index([("1-2", "2-1.k")])
+    assert_close(exact.table.loc[("1-2", "2-1.k"), "score"],
+                 runs.measure([one])[0] - runs.m_clean, F32_DEEP)
+    assert exact.meta["method"] == "exact" and ig1.meta["steps"] == 1
+    assert list(exact.table.columns) == ["score", "layer_up", "layer_down"]
+    assert exact.table.loc[("embed", "logits"), "layer_up"] == -1
+    assert exact.table.loc[("embed", "logits"), "layer_down"] == 2
+
+
+def _one_path_model():
+    """A 2-layer GPT-2 where only head 1-1 writes to the stream, reading values only: its
+    queries and keys are zero (uniform attention), every other head's output projection and
+    every MLP's output are zero. A change of the first token then reaches the last
+    position's logits through embed -> 1-1.v -> 1-1 -> logits alone."""
+    model = tiny_model("gpt2", layers=2, heads=2, hidden=16)
+    d, dh = 16, 8
+    with torch.no_grad():
+        for layer, block in enumerate(model.hf.transformer.h):
+            block.attn.c_attn.weight[:, :2 * d] = 0
+            block.attn.c_attn.bias[:2 * d] = 0
+            keep = slice(0, dh) if layer == 0 else slice(0, 0)
+            w = block.attn.c_proj.weight
+            mask = torch.zeros_like(w)
+            mask[keep] = 1
+            w.mul_(mask)
+            block.mlp.c_proj.weight.zero_()
+            block.mlp.c_proj.bias.zero_()
+    return model
+
+
+def test_a_hand_built_path_is_the_circuit():
+    model = _one_path_model()
+    clean, corrupted = _ids(seed=3, items=2, n=6, changed=0)
+    metric = ak.interventions.logprob(token=42, position=-1)
+    path = {("embed", "1-1.v"), ("1-1", "logits")}
+    exact = ak.edge_attribution(model, clean, corrupted, metric=metric, method="exact",
+                                progress=False)
+    s = exact.table["score"].abs()
+    assert set(s[s > 1e-6 * s.max()].index) == path
+    eap = ak.edge_attribution(model, clean, corrupted, metric=metric)
+    e = eap.table["score"].abs()
+    assert set(e[e > 1e-6 * e.max()].index) == path
+    G = ak.circuit(exact, top=2)
+    assert sorted(G.edges(keys=True)) == [("1-1", "logits", "out"), ("embed", "1-1", "v")]
+    assert G.nodes["1-1"] == {"layer": 0, "kind": "head"}
+    assert G.nodes["embed"] == {"layer": -1, "kind": "embed"}
+    assert G.nodes["logits"] == {"layer": 2, "kind": "logits"}
+    assert G.graph["n_layers"] == 2 and G.graph["n_heads"] == 2 and G.graph["method"] == "exact"
+    f = ak.circuit_faithfulness(model, G, clean, corrupted, metric=metric)
+    assert_close(f.meta["faithfulness"], 1.0, F32_DEEP, scale=1.0)
+    assert_close(f.table["faithfulness"].to_numpy(), [0.0, 0.0, 1.0], F32_DEEP, scale=1.0)
+    A = ak.acdc(model, clean, corrupted, metric=metric, threshold=1e-4, progress=False)
+    assert sorted(A.edges(keys=True)) == [("1-1", "logits", "out"), ("embed", "1-1", "v")]
+    assert A.graph["n_forwards"] <= len(exact.table) and A.graph["seconds"] > 0
+
+
+def test_circuit_keeps_the_largest_scores_and_threshold():
+    model = tiny_model("gpt2")
+    clean, corrupted = _ids(seed=4)
+    s = ak.edge_attribution(model, clean, corrupted, metric=ak.interventions.loss())
+    mag = s.table["score"].abs().sort_values(ascending=False)
+    G = ak.circuit(s, top=4)
+    kept = {(u, "logits" if v == "logits" else f"{v}.{k}") for u, v, k in G.edges(keys=True)}
+    assert kept == set(mag.index[:4])
+    cut = float(mag.iloc[5])
+    T = ak.circuit(s, threshold=cut)
+    assert T.number_of_edges() == 5  # strictly greater than the 6th largest
+    both = ak.circuit(s, top=3, threshold=cut)
+    assert both.number_of_edges() == 3
+    assert all(data["input"] == key for _, _, key, data in G.edges(keys=True, data=True))
+
+
+def test_faithfulness_curve_ends_at_one_for_every_edge():
+    model = tiny_model("llama", kv_heads=2)
+    clean, corrupted = _ids(seed=5)
+    s = ak.edge_attribution(model, clean, corrupted, metric=ak.interventions.loss())
+    f = ak.circuit_faithfulness(model, s, clean, corrupted, metric=ak.interventions.loss(),
+                                sizes=[0, 5, len(s.table)])
+    assert_close(f.table["faithfulness"].to_numpy()[[0, 2]], [0.0, 1.0], F32_DEEP, scale=1.0)
+    assert f.meta["n_total"] == len(s.table)
+
+
+def test_bad_input_is_refused_clearly():
+    model = tiny_model("gpt2")
+    clean, corrupted = _ids()
+    loss = ak.interventions.loss()
+    with pytest.raises(InputError, match="same length|tokens"):
+        ak.edge_attribution(model, clean, [c[:-1] for c in corrupted], metric=loss)
+    with pytest.raises(InputError, match="one corrupted input per clean"):
+        ak.edge_attribution(model, clean, corrupted[:1], metric=loss)
+    with pytest.raises(InputError, match="one number per input"):
+        ak.edge_attribution(model, clean, corrupted,
+                            metric=ak.interventions.custom(fn=lambda out: out[-1]))
+    with pytest.raises(InputError, match="method"):
+        ak.edge_attribution(model, clean, corrupted, metric=loss, method="acdc")
+    with pytest.raises(InputError, match="no gap|same on the clean"):
+        ak.edge_attribution(model, clean, clean, metric=loss)
+    s = ak.edge_attribution(model, clean, corrupted, metric=loss)
+    with pytest.raises(InputError, match="keeps no edge"):
+        ak.circuit(s, threshold=1e9)
+    with pytest.raises(InputError, match="top= .* or threshold="):
+        ak.circuit(s)
+    with pytest.raises(InputError, match="edge_attribution"):
+        ak.circuit(s.table["score"], top=3)
+    import networkx as nx
+
+    with pytest.raises(InputError, match="no edge"):
+        ak.circuit_faithfulness(model, nx.MultiDiGraph(), clean, corrupted, metric=loss)
+    bogus = nx.MultiDiGraph()
+    bogus.add_edge("2-1", "1-1", key="q", score=1.0, input="q")
+    with pytest.raises(InputError, match="does not reach"):
+        ak.circuit_faithfulness(model, bogus, clean, corrupted, metric=loss)
+    with pytest.raises(InputError, match="removes every edge"):
+        ak.acdc(model, clean, corrupted, metric=loss, threshold=1e9, progress=False)
+    with pytest.raises(UnsupportedModelError, match="post-norm"):
+        ak.edge_attribution(tiny_model("bert"), ["a b"], ["a c"])
+    with pytest.raises(UnsupportedModelError, match="grouped-query"):
+        ak.edge_attribution(tiny_model("llama", heads=4, kv_heads=2), clean, corrupted, metric=loss)
