@@ -466,13 +466,66 @@ def scale_section(root: Path, quick: bool, cases: str = "head,million,subset,dev
     return out
 
 
+#: One head of a store embedded in a fresh process (``--section speed``), run for this tree
+#: and for the ``--before`` revision's attnkit (from ``git archive``) side by side.
+SPEED_CASE = """
+import json, os, resource, sys, time
+t0 = time.perf_counter()
+import attnkit as ak
+sset = ak.open_store(sys.argv[1])
+emb = ak.qk_embedding(sset, heads=[tuple(int(v) for v in sys.argv[2].split("-"))], method="umap", progress=False)
+wall = time.perf_counter() - t0
+ru = resource.getrusage(resource.RUSAGE_SELF)
+f = emb.faithfulness.table.iloc[0]
+print("RESULT " + json.dumps({"attnkit": ak.__file__, "wall": wall, "cpu": ru.ru_utime + ru.ru_stime,
+      "peak_rss": ru.ru_maxrss * 1024, "points": len(emb.table), "fit": f["fit_seconds"], "place": f["place_seconds"],
+      "head": f["seconds"], "preservation": f["preservation"], "spearman": f["spearman"],
+      "nearest_key": f["nearest_key"], "load_after": os.getloadavg()[0]}), flush=True)
+"""
+
+
+def speed_section(root: Path, before: str, split: str) -> list[str]:
+    """One head (``SCALE_HEADS[0]``) of the EWT ``split`` store embedded with UMAP in a fresh
+    process (imports, reading, fit, placement, scores; numba's caches already filled by an
+    earlier run), by ``before``'s attnkit and by this tree's, the two processes started
+    together so that they share the machine's load."""
+    import json
+    import subprocess
+    import tempfile
+
+    tmp = Path(tempfile.mkdtemp(prefix="attnkit-before-"))
+    subprocess.run(f"git -C {REPO} archive {before} attnkit | tar -x -C {tmp}", shell=True, check=True)
+    store = root / f"ewt-{split}.zarr"
+    head = "{}-{}".format(*SCALE_HEADS[0])
+    load, at = os.getloadavg()[0], time.strftime("%H:%M")
+    procs = {name: subprocess.Popen([sys.executable, "-c", SPEED_CASE, str(store), head], stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(path)},
+                                    cwd=path)  # python -c puts its folder first on sys.path
+             for name, path in ((f"before ({before})", tmp), ("now", REPO))}
+    rows = [f"One head ({SCALE_HEADS[0][0] + 1}-{SCALE_HEADS[0][1] + 1}) of EWT {split}, UMAP, `sample=\"auto\"`, a fresh process "
+            f"each, both started together at {at} (load average {load:.1f}):", "",
+            "| attnkit | points | wall (s) | CPU (s) | per head: fit / place / whole (wall s) | peak RSS (MB) | preservation | Spearman / nearest key | load after |",
+            "|---|---:|---:|---:|---|---:|---:|---|---:|"]
+    for name, p in procs.items():
+        out, err = p.communicate()
+        line = [x for x in out.splitlines() if x.startswith("RESULT ")]
+        if p.returncode or not line:
+            raise SystemExit(f"{name} failed:\n{out[-3000:]}\n{err[-3000:]}")
+        r = json.loads(line[0][len("RESULT "):])
+        print(name, r, flush=True)
+        rows.append(f"| {name} | {r['points']:,} | {r['wall']:.1f} | {r['cpu']:.1f} | {r['fit']:.1f} / {r['place']:.1f} / {r['head']:.1f} | "
+                    f"{r['peak_rss'] / 1e6:.0f} | {r['preservation']:.3f} | {r['spearman']:.3f} / {r['nearest_key']:.3f} | {r['load_after']:.1f} |")
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--section", default="all", choices=["widget", "embed", "dask", "scale", "all"])
+    ap.add_argument("--section", default="all", choices=["widget", "embed", "dask", "scale", "speed", "all"])
     ap.add_argument("--root", default="/tmp/attnkit-qk-scale",
                     help="folder of the EWT stores of the scale section (made once, resumed)")
     ap.add_argument("--cases", default="head,million,subset,dev", help="cases of the scale section")
     ap.add_argument("--dev-runs", default="12x1,12x2,72x2", help="heads x workers of the scale section's dev case")
+    ap.add_argument("--split", default="train", choices=["dev", "train"], help="EWT store of the speed section")
     ap.add_argument("--case", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--subset", type=int, default=100_000, help=argparse.SUPPRESS)
     ap.add_argument("--heads", type=int, default=72, help=argparse.SUPPRESS)
@@ -502,6 +555,8 @@ def main() -> None:
     if args.section in ("scale", "all"):
         runs = tuple(tuple(int(v) for v in r.split("x")) for r in args.dev_runs.split(","))
         out += scale_section(Path(args.root), args.quick, args.cases, runs if not args.quick else ((2, 1), (2, 2)))
+    if args.section == "speed":
+        out += speed_section(Path(args.root), args.before or "main", args.split)
     print("\n".join(out))
 
 

@@ -274,3 +274,91 @@ def test_view_of_a_store_embedding_opens_the_clicked_sentence_from_the_store(tmp
     assert type(heat).__name__ == "Heatmap"
     # the map shown is item 4's, recomputed from the queries and keys the store holds
     np.testing.assert_array_equal(heat.matrix, qkmod.scores(sset.qk_states(4), 1, 1, causal=True))
+
+
+# ------------------------------------------------------------------ resume, progress, the fit
+def test_a_stopped_embedding_of_a_store_resumes_from_the_heads_it_saved(tmp_path, monkeypatch):
+    model = tiny_model("gpt2")
+    sset = ak.extract(model, TEXTS * 3, level="token", keep="qk", store=tmp_path / "s", progress=False)
+    heads = [(1, 0), (0, 1), (1, 1)]
+    whole = ak.qk_embedding(sset, heads=heads, method="pca", sample=40, progress=False)
+    real, calls = qkmod.embed_head, []
+
+    def stops_at_the_second(hp, **kw):
+        calls.append((hp.layer, hp.head))
+        if len(calls) == 2:
+            raise KeyboardInterrupt  # the user stops the run during the second head
+        return real(hp, **kw)
+
+    monkeypatch.setattr(qkmod, "embed_head", stops_at_the_second)
+    with pytest.raises(KeyboardInterrupt):
+        ak.qk_embedding(sset, heads=heads, method="pca", sample=40, progress=False, save=tmp_path / "run")
+    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == [
+        "attnkit-qk-embedding.json", "head-1-0.npz"]  # the finished head, nothing half-written
+    calls.clear()
+    monkeypatch.setattr(qkmod, "embed_head", lambda hp, **kw: (calls.append((hp.layer, hp.head)), real(hp, **kw))[1])
+    again = ak.qk_embedding(sset, heads=heads, method="pca", sample=40, progress=False, save=tmp_path / "run")
+    assert calls == [(0, 1), (1, 1)]  # the saved head is read back, not recomputed
+    np.testing.assert_array_equal(again.table[["x", "y"]], whole.table[["x", "y"]])
+    assert again.table[["layer", "head", "item", "position", "token", "kind"]].equals(
+        whole.table[["layer", "head", "item", "position", "token", "kind"]])
+    assert_close(again.faithfulness.table.drop(columns=["fit_seconds", "place_seconds", "seconds"]),
+                 whole.faithfulness.table.drop(columns=["fit_seconds", "place_seconds", "seconds"]), F32)
+    calls.clear()
+    ak.qk_embedding(sset, heads=heads, method="pca", sample=40, progress=False, save=tmp_path / "run")
+    assert calls == []  # everything saved: nothing recomputed
+    # other settings, a user's folder, attention in memory: refused, nothing written
+    with pytest.raises(InputError, match="other settings.*seed: 0 there, 1 now"):
+        ak.qk_embedding(sset, heads=heads, method="pca", sample=40, seed=1, progress=False, save=tmp_path / "run")
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep me")
+    with pytest.raises(InputError, match="not empty and was not made by qk_embedding"):
+        ak.qk_embedding(sset, heads=heads, method="pca", sample=40, progress=False, save=mine)
+    assert [p.name for p in mine.iterdir()] == ["notes.txt"]
+    with pytest.raises(InputError, match="save= keeps the per-head results of a stored corpus"):
+        ak.qk_embedding(model.attend("The cat sat."), method="pca", save=tmp_path / "x")
+    assert not (tmp_path / "x").exists()
+
+
+def test_progress_within_a_head_shows_the_fit_then_each_placement_chunk(monkeypatch):
+    bars = []
+
+    class Bar:
+        def __init__(self, items=None, *, show=True, desc="", total=None, unit="item", **kw):
+            self.items, self.desc, self.total, self.n, self.descs = items, desc, total, 0, [desc]
+            self.show = show
+            bars.append(self)
+
+        def __iter__(self):
+            for x in self.items:
+                self.n += 1
+                yield x
+
+        def update(self, k=1):
+            self.n += k
+
+        def set_description(self, d):
+            self.descs.append(d)
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(qkmod, "_bar", Bar)
+    monkeypatch.setattr(qkscale, "_bar", Bar)
+    monkeypatch.setattr(qkscale, "CHUNK", 100)
+    hp = _head(_clusters(n_clusters=30, size=10, d=8))
+    embed_head(hp, method="pca", dims=2, normalize=False, seed=0, sample=50, progress=True)
+    (steps,) = bars  # PCA places by its linear map: the steps, no chunks
+    assert steps.show
+    assert steps.descs == ["head 1-1: fitting 50 points", "head 1-1: placing 250 points", "head 1-1: scoring"]
+    assert steps.total == 3 and steps.n == 3
+    bars.clear()
+    embed_head(hp, method="umap", dims=2, normalize=False, seed=0, sample=50, progress=True)
+    steps, chunks = bars
+    assert steps.descs == ["head 1-1: fitting 50 points", "head 1-1: placing 250 points", "head 1-1: scoring"]
+    assert steps.n == 3
+    assert chunks.desc == "placing points" and chunks.n == 3  # 250 points, 100 a chunk
+    bars.clear()
+    embed_head(hp, method="pca", dims=2, normalize=False, seed=0, sample=50, progress=False)
+    assert [b.show for b in bars] == [False]  # progress=False: nothing shown

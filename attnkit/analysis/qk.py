@@ -30,6 +30,7 @@ import time
 import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -37,6 +38,7 @@ import pandas as pd
 
 from .._progress import progress as _bar
 from ..core import validate
+from ..core.labels import head_label
 from ..errors import InputError
 from ..core.qkstates import QKStates, scores
 from ..core.results import HeadResult, Result
@@ -59,6 +61,9 @@ QUALITY_K, QUALITY_EVAL = 10, 1000
 #: Bytes of raw query and key vectors one pass over a store gathers (the chosen heads are
 #: read in groups that fit; each group is one pass).
 GATHER_BYTES = 1 << 30
+#: The file that marks a folder of per-head results as written by :func:`qk_embedding`
+#: (``save=``), and its format.
+SAVE_MARKER, SAVE_FORMAT = "attnkit-qk-embedding.json", "attnkit-qk-embedding/1"
 #: Columns of :attr:`QKEmbedding.table`, before any joined by the user.
 COLUMNS = ("layer", "head", "item", "position", "token", "role", "kind", "x", "y", "z")
 
@@ -425,6 +430,13 @@ def fit_projection(points: np.ndarray, *, method: str = "umap", dims: int = 2,
     >>> bool(np.allclose(place(x[1:2]), y[1:2], rtol=1e-5))
     True
     """
+    return _fit_projection(points, method=method, dims=dims, seed=seed, exact_knn=False)
+
+
+def _fit_projection(points: np.ndarray, *, method: str, dims: int, seed: int,
+                    exact_knn: bool) -> tuple[np.ndarray, Any]:
+    """:func:`fit_projection`; ``exact_knn``: UMAP on the exact neighbour graph, without a
+    ``transform`` (see :func:`_umap_fit`)."""
     _check_method(method, dims)
     x = np.ascontiguousarray(points, dtype=np.float64)
     if method == "pca":  # linear: identical rows land on one point by themselves
@@ -461,13 +473,8 @@ def fit_projection(points: np.ndarray, *, method: str = "umap", dims: int = 2,
         def place(more: np.ndarray) -> np.ndarray:
             return ((np.asarray(more, dtype=np.float64) - mean) @ axes).astype(np.float32)
     elif method == "umap":
-        import umap
-
-        reducer = umap.UMAP(n_components=dims, n_neighbors=min(15, n - 1), random_state=seed,
-                            n_jobs=1, init="spectral" if n > 2 * dims + 10 else "random")
-        with warnings.catch_warnings():  # "spectral initialisation failed, falling back": fine
-            warnings.simplefilter("ignore", UserWarning)
-            y = reducer.fit_transform(uniq)
+        reducer = _umap_fit(uniq, dims=dims, seed=seed, exact_knn=exact_knn)
+        y = reducer.embedding_
 
         def place(more: np.ndarray) -> np.ndarray:
             with warnings.catch_warnings():
@@ -484,6 +491,58 @@ def fit_projection(points: np.ndarray, *, method: str = "umap", dims: int = 2,
         def place(more: np.ndarray) -> np.ndarray:
             return np.asarray(fitted.transform(np.asarray(more, dtype=np.float64)), dtype=np.float32)
     return np.asarray(y, dtype=np.float32)[inverse], place
+
+
+def _umap_module() -> Any:
+    """umap-learn, with numba's on-disk cache turned on for its jitted functions.
+
+    umap-learn compiles most of its numba functions on first use in every process, without
+    caching them (about 10 CPU seconds of a fresh process's first fit here); with caching
+    on, numba keeps the machine code beside umap-learn's sources (its own ``__pycache__``,
+    or numba's user cache folder where that is read-only), as it does for pynndescent, which
+    asks for it itself. Only functions not compiled yet are affected.
+    """
+    import umap
+    from numba.core.dispatcher import Dispatcher
+
+    global _UMAP_CACHING
+    if not _UMAP_CACHING:
+        import sys
+
+        for name, module in list(sys.modules.items()):
+            if name == "umap" or name.startswith("umap."):
+                for value in list(vars(module).values()):
+                    if isinstance(value, Dispatcher) and not value.signatures and \
+                            type(getattr(value, "_cache", None)).__name__ == "NullCache":
+                        try:
+                            value.enable_caching()
+                        except RuntimeError:  # no writable cache folder: compile as before
+                            pass
+        _UMAP_CACHING = True
+    return umap
+
+
+_UMAP_CACHING = False
+
+
+def _umap_fit(points: np.ndarray, *, dims: int, seed: int, exact_knn: bool) -> Any:
+    """A seeded UMAP fitted on distinct ``points`` (``[n, d]``); with ``exact_knn`` on the
+    exact 15-nearest-neighbour graph (:func:`~attnkit.analysis.qkscale.nearest`, every core),
+    not pynndescent's approximate one: faster for a sample of a few thousand points (no
+    pynndescent compile), but the estimator then has no ``transform``."""
+    umap = _umap_module()
+    n = len(points)
+    k = min(15, n - 1)
+    extra: dict[str, Any] = {}
+    if exact_knn:
+        dist, idx = qkscale.nearest(points, points, k)
+        extra["precomputed_knn"] = (idx, dist)
+    reducer = umap.UMAP(n_components=dims, n_neighbors=k, random_state=seed, n_jobs=1,
+                        init="spectral" if n > 2 * dims + 10 else "random", **extra)
+    with warnings.catch_warnings():  # "spectral initialisation failed, falling back": fine
+        warnings.simplefilter("ignore", UserWarning)
+        reducer.fit(points)
+    return reducer
 
 
 def _row_spearman(a: np.ndarray, closeness: np.ndarray, allowed: np.ndarray) -> np.ndarray:
@@ -631,7 +690,7 @@ def point_strata(offsets: np.ndarray) -> np.ndarray:
 
 def embed_head(hp: HeadPoints, *, method: str, dims: int, normalize: bool, seed: int,
                score: bool = True, sample: int | str | None = None,
-               placement: str = "knn") -> tuple[np.ndarray, dict[str, float]]:
+               placement: str = "knn", progress: bool = False) -> tuple[np.ndarray, dict[str, float]]:
     """One head's joint projection and its faithfulness (the unit of work on a worker).
 
     Parameters
@@ -642,6 +701,8 @@ def embed_head(hp: HeadPoints, *, method: str, dims: int, normalize: bool, seed:
         As in :func:`qk_embedding`.
     score : bool
         Also compute :func:`head_faithfulness` and the neighbourhood preservation.
+    progress : bool
+        Show the steps of this head (fit, placement chunk by chunk, scores) as progress bars.
 
     Returns
     -------
@@ -664,24 +725,37 @@ def embed_head(hp: HeadPoints, *, method: str, dims: int, normalize: bool, seed:
             raise InputError(f"placement must be one of {sorted(PLACEMENTS)}, not {placement!r}.")
         x = np.concatenate([q, k]).astype(np.float32)
         idx = qkscale.stratified_sample(point_strata(hp.offsets), size, seed=seed)
-        ys, place = fit_projection(x[idx], method=method, dims=dims, seed=seed)
+        label = f"head {head_label(hp.layer, hp.head)}"
+        steps = _bar(total=3 if score else 2, show=progress, desc=f"{label}: fitting {size:,} points",
+                     unit="step")
+        # the knn placement needs no transform: UMAP on the exact neighbour graph
+        ys, place = _fit_projection(x[idx], method=method, dims=dims, seed=seed,
+                                    exact_knn=placement == "knn")
         t1 = time.perf_counter()
         fit_s = t1 - t0
         rest = np.ones(len(x), dtype=bool)
         rest[idx] = False
         y = np.empty((len(x), dims), dtype=np.float32)
         y[idx] = ys
+        steps.update(1)
+        steps.set_description(f"{label}: placing {int(rest.sum()):,} points")
         if placement == "knn" and method != "pca":
-            y[rest] = qkscale.place_knn(x[idx], ys, x[rest])
+            y[rest] = qkscale.place_knn(x[idx], ys, x[rest], chunk=qkscale.CHUNK,
+                                              progress=progress)
         else:
             y[rest] = place(x[rest])
         place_s = time.perf_counter() - t1
+        steps.update(1)
+        steps.set_description(f"{label}: scoring")
         del x
     out: dict[str, float] = {}
     if score:
         out = head_faithfulness(hp, y[:n], y[n:], q, k)
         out["preservation"] = qkscale.neighbourhood_preservation(
             y, np.concatenate([q, k]), k=min(QUALITY_K, 2 * n - 1), n_eval=QUALITY_EVAL, seed=seed)
+    if size is not None:
+        steps.update(1 if score else 0)
+        steps.close()
     return y, {**out, "fitted": 2 * n if size is None else size, "fit_seconds": fit_s,
                "place_seconds": place_s, "seconds": time.perf_counter() - t0}
 
@@ -873,20 +947,100 @@ class QKEmbedding(Result):
 
 
 # ------------------------------------------------------------------ the functions
-def _run(hps: list[HeadPoints], client: Any, progress: bool, **options: Any) -> list[Any]:
+def _run(hps: list[HeadPoints], client: Any, progress: bool, saved: _Saved | None,
+         **options: Any) -> list[Any]:
+    """Embed each head (here or on ``client``); with ``saved``, each head's result is written
+    there as soon as it is done."""
     if client is None:
         bar = _bar(hps, show=progress and len(hps) > 1, desc="query-key space", unit="head")
-        return [embed_head(hp, **options) for hp in bar]
+        out = []
+        for hp in bar:
+            out.append(embed_head(hp, progress=progress, **options))
+            if saved is not None:
+                saved.write(hp.layer, hp.head, *out[-1])
+        return out
+    from distributed import as_completed
+
     from ..storage import engine
 
     c, owned = engine.connect(client)
     try:
         # one scatter of every head (one round trip, spread over the workers), a task a head
         futures = [c.submit(embed_head, hp, pure=False, **options) for hp in c.scatter(hps, direct=True)]
+        if saved is not None:
+            which = {f.key: hp for f, hp in zip(futures, hps)}
+            for fut in as_completed(futures):
+                hp = which[fut.key]
+                saved.write(hp.layer, hp.head, *fut.result())
         return c.gather(futures)
     finally:
         if owned:
             c.close()
+
+
+class _Saved:
+    """A folder of per-head results of one :func:`qk_embedding` of a store (``save=``).
+
+    The folder holds :data:`SAVE_MARKER`, written when attnkit created the folder (or
+    found it empty), with the settings of the embedding; each head's coordinates and scores
+    go to ``head-<layer>-<head>.npz`` (0-indexed) through a temporary file and a rename as
+    soon as the head is done. A folder that is not empty and has no marker, or one made with
+    other settings, is refused before anything is written: attnkit writes only into folders
+    it can prove it made for this embedding, and never deletes anything.
+    """
+
+    def __init__(self, path: Path, settings: dict[str, Any]) -> None:
+        import json
+
+        from ..storage.store import atomic_write
+
+        self.path = Path(path)
+        self._atomic_write = atomic_write
+        marker = self.path / SAVE_MARKER
+        if self.path.exists() and not self.path.is_dir():
+            raise InputError(f"save: {self.path} is a file, not a folder; name a new folder.")
+        if marker.is_file():
+            try:
+                got = json.loads(marker.read_text())
+            except (OSError, ValueError) as exc:
+                raise InputError(f"save: cannot read {marker} ({exc}); name a new folder.") from None
+            old = got.get("settings", {}) if isinstance(got, dict) else {}
+            differ = sorted(k for k in set(old) | set(settings) if old.get(k) != settings.get(k))
+            if got.get("format") != SAVE_FORMAT or differ:
+                raise InputError(
+                    f"save: {self.path} holds a query-key embedding made with other settings "
+                    f"({', '.join(f'{k}: {old.get(k)!r} there, {settings.get(k)!r} now' for k in differ)}); "
+                    "name a new folder, or call again with the same settings to resume.")
+        elif self.path.exists() and any(self.path.iterdir()):
+            raise InputError(f"save: {self.path} is not empty and was not made by qk_embedding (no "
+                             f"{SAVE_MARKER}); attnkit writes only into a new or empty folder.")
+        else:
+            data = json.dumps({"format": SAVE_FORMAT, "settings": settings}, indent=1).encode()
+            atomic_write(marker, lambda fh: fh.write(data))
+
+    def _file(self, layer: int, head: int) -> Path:
+        return self.path / f"head-{layer}-{head}.npz"
+
+    def read(self, layer: int, head: int) -> tuple[np.ndarray, dict[str, float]] | None:
+        """A finished head's coordinates and scores, or None."""
+        import json
+
+        f = self._file(layer, head)
+        if not f.is_file():
+            return None
+        with np.load(f, allow_pickle=False) as z:
+            return np.asarray(z["coords"]), json.loads(str(z["scores"]))
+
+    def write(self, layer: int, head: int, coords: np.ndarray, scores_: dict[str, float]) -> None:
+        """Write one head's result (a temporary file, then a rename)."""
+        import io
+        import json
+
+        buf = io.BytesIO()
+        np.savez(buf, coords=np.asarray(coords, dtype=np.float32),
+                 scores=np.array(json.dumps({k: float(v) for k, v in scores_.items()})))
+        data = buf.getvalue()
+        self._atomic_write(self._file(layer, head), lambda fh: fh.write(data))
 
 
 def qk_embedding(
@@ -901,6 +1055,7 @@ def qk_embedding(
     seed: int = 0,
     client: Any = None,
     progress: bool = True,
+    save: str | Path | None = None,
 ) -> QKEmbedding:
     """Queries and keys of each head projected together (AttentionViz, Yeh et al. 2023).
 
@@ -945,7 +1100,14 @@ def qk_embedding(
         Embed the heads in parallel on this Dask cluster; ``None`` runs here, with the
         same results.
     progress : bool
-        Show a progress bar over heads.
+        Show progress: over heads, and within a sampled head its fit, its placement chunk
+        by chunk and its scores.
+    save : str or Path, optional
+        With a store: a folder (new or empty) that each head's coordinates and scores are
+        written into as soon as the head is done. Called again with the same folder and
+        settings, a stopped embedding resumes: finished heads are read back, the others
+        computed. A folder not made by ``qk_embedding``, or made with other settings, is
+        refused (nothing in it is touched).
 
     Returns
     -------
@@ -962,7 +1124,8 @@ def qk_embedding(
     InputError
         Attention without queries and keys, heads or layers out of range or named twice,
         an unknown or not installed method, fewer points than the method needs, a sample
-        larger than a head's points, NaN in queries or keys.
+        larger than a head's points, NaN in queries or keys; ``save`` without a store, or
+        naming a folder attnkit did not make for this embedding.
 
     Examples
     --------
@@ -981,7 +1144,11 @@ def qk_embedding(
         raise InputError(f"placement must be one of {sorted(PLACEMENTS)}, not {placement!r}.")
     options = dict(method=method, dims=dims, normalize=normalize, seed=seed, sample=sample,
                    placement=placement)
+    folder = None if save is None else validate.path(save, "save")
     store = _is_store(attentions)
+    if save is not None and not store:
+        raise InputError("save= keeps the per-head results of a stored corpus (an AttentionSet "
+                         "extracted with keep='qk'); attention in memory is embedded in one go.")
     results: list[Any] = []
     hps: list[HeadPoints] = []
     if store:
@@ -989,17 +1156,29 @@ def qk_embedding(
         chosen = _heads(list(qk["layers"]), int(qk["heads"]), attentions.n_layers, heads)
         n_pos = int(attentions.items()["n"].sum())
         sample_size(sample, 2 * n_pos, method)  # a bad sample fails before any reading
+        saved = None if folder is None else _Saved(folder, {
+            **options, "store": str(attentions.path), "model": attentions.model,
+            "model_fingerprint": attentions.info.get("model_fingerprint"),
+            "inputs_fingerprint": attentions.info.get("inputs_fingerprint"), "positions": n_pos})
+        done = {} if saved is None else {lh: saved.read(*lh) for lh in chosen}
+        todo = [lh for lh in chosen if done.get(lh) is None]
         per_group = max(1, GATHER_BYTES // max(1, 2 * n_pos * int(qk["dim"]) * 4))
         items: list[_Item] = []
-        for g in range(0, len(chosen), per_group):
-            got, part = _gather_store(attentions, chosen[g:g + per_group], want_items=g == 0,
+        finished: dict[tuple[int, int], Any] = {lh: r for lh, r in done.items() if r is not None}
+        for g in range(0, max(1, len(todo)), per_group):
+            got, part = _gather_store(attentions, todo[g:g + per_group], want_items=g == 0,
                                       progress=progress)
             items = got if g == 0 else items
             # the vectors go once a head is embedded; what stays is its coordinates
-            results += _run(part, client, progress, **options)
-            hps += [HeadPoints(hp.layer, hp.head, hp.queries[:0].copy(), hp.keys[:0].copy(), hp.offsets,
-                               hp.scaling, hp.softcap, hp.causal) for hp in part]
+            for hp, r in zip(part, _run(part, client, progress, saved, **options)):
+                finished[(hp.layer, hp.head)] = r
             del part
+        scaling = dict(zip(qk["layers"], qk["scaling"]))
+        empty = np.zeros((0, int(qk["dim"])), dtype=np.float32)
+        for l, h in chosen:
+            hps.append(HeadPoints(l, h, empty, empty, np.zeros(1, dtype=np.int64), float(scaling[l]),
+                                  qk.get("softcap"), attentions.causal))
+            results.append(finished[(l, h)])
     else:
         items = _sources(attentions)
         st0 = items[0].states
@@ -1010,7 +1189,7 @@ def qk_embedding(
             by_layer.setdefault(l, []).append(h)
         hps = [hp for l, hs in by_layer.items() for hp in _gather(items, l, hs)]
         sample_size(sample, 2 * len(hps[0].queries), method)
-        results = _run(hps, client, progress, **options)
+        results = _run(hps, client, progress, None, **options)
     # the per-point columns shared by every head
     item_col = np.concatenate([np.full(len(it.tokens), it.item, dtype=np.int64) for it in items])
     pos_col = np.concatenate([np.arange(len(it.tokens), dtype=np.int64) for it in items])

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._progress import progress as _bar
 from ..core import validate
 from ..errors import InputError
 
@@ -152,7 +153,7 @@ def nearest(points: np.ndarray, reference: np.ndarray, k: int) -> tuple[np.ndarr
 
 
 def place_knn(fitted: np.ndarray, coords: np.ndarray, points: np.ndarray, *, k: int = PLACE_K,
-              step: float = PLACE_STEP, chunk: int = CHUNK) -> np.ndarray:
+              step: float = PLACE_STEP, chunk: int = CHUNK, progress: bool = False) -> np.ndarray:
     """Place ``points`` in a picture fitted on other points: each lands on the picture of its
     nearest fitted point, moved by ``step`` times the image of its offset from that point
     under the picture's local linear map there.
@@ -180,6 +181,8 @@ def place_knn(fitted: np.ndarray, coords: np.ndarray, points: np.ndarray, *, k: 
         The share of the local map's offset applied.
     chunk : int
         Points placed at a time (memory: ``chunk x d``).
+    progress : bool
+        Show a progress bar over the chunks placed.
 
     Returns
     -------
@@ -217,7 +220,9 @@ def place_knn(fitted: np.ndarray, coords: np.ndarray, points: np.ndarray, *, k: 
             jac[a:a + chunk] = np.linalg.solve(g, np.einsum("smd,smc->sdc", dx, dy))
     nn = NearestNeighbors(n_neighbors=1, algorithm="brute").fit(f)
     out = np.empty((len(points), c.shape[1]), dtype=np.float32)
-    for a in range(0, len(points), chunk):
+    chunk = validate.integer(chunk, "chunk", minimum=1)
+    starts = range(0, len(points), chunk)
+    for a in _bar(starts, show=progress, desc="placing points", unit="chunk"):
         x = np.asarray(points[a:a + chunk], dtype=np.float32)
         near = nn.kneighbors(x, return_distance=False)[:, 0]
         off = x.astype(np.float64) - f[near]
