@@ -408,18 +408,10 @@ class CircuitView(_LayeredGraph):
         if i < 0 or self._scores is None or self._edges[i]["port"] != "k":
             return
         from ..analysis.score_attribution import score_attribution
-        from .score import ScoreView
 
         layer, head = self._edges[i]["head"]
-        fresh = ScoreView(score_attribution(self._model, self._inputs, layer=layer, head=head,
-                                            queries=[-1]))
-        skip = {"_static_key", "layout", "comm", "keys", "log", "tabbable", "tooltip"}
-        with self._scores.hold_sync():
-            for name in fresh.trait_names(sync=True):
-                if name not in skip and not name.startswith("_"):
-                    self._scores.set_trait(name, getattr(fresh, name))
-        self._scores._frame = fresh._frame
-        self._scores._segments = fresh._segments
+        self._scores.update(score_attribution(self._model, self._inputs, layer=layer, head=head,
+                                              queries=[-1]))
 
 
 class RoutesView(_LayeredGraph):

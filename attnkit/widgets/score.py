@@ -79,6 +79,51 @@ class ScoreView(AttnkitWidget):
 
     def __init__(self, data: Result, *, query: int | None = None, top: int = 6,
                  title: str | None = None) -> None:
+        super().__init__(**self._read(data, query, top, title))
+
+    def update(self, data: Result, *, query: int | None = None, top: int = 6,
+               title: str | None = None) -> None:
+        """Show another result in this view (what a linked view calls when its selection
+        changes), as a new ``ScoreView(data, ...)`` would; the key selection is cleared.
+
+        Parameters
+        ----------
+        data : Result
+            A per-pair result of :func:`attnkit.score_attribution` (not aggregated).
+        query : int, optional
+            The query position shown (default: the result's last).
+        top : int
+            Pairs shown per key; the rest are summed into ``rest``.
+        title : str, optional
+            The title (default: the head and the query token).
+
+        Returns
+        -------
+        None
+
+        Raises
+        ------
+        InputError
+            As the constructor.
+
+        Examples
+        --------
+        >>> import attnkit as ak
+        >>> from attnkit.testing import tiny_model
+        >>> model = tiny_model("llama")
+        >>> view = ak.ScoreView(ak.score_attribution(model, "The cat sat.", layer=1, head=0, queries=[4]))
+        >>> view.update(ak.score_attribution(model, "The cat sat.", layer=0, head=1, queries=[3]))
+        >>> view.layer, view.head, view.query
+        (0, 1, 3)
+        """
+        traits = self._read(data, query, top, title)
+        with self.hold_sync():
+            for name, value in traits.items():
+                setattr(self, name, value)
+            self.selected_key = -1
+
+    def _read(self, data: Result, query: int | None, top: int, title: str | None) -> dict:
+        """The synced traits showing ``data`` (and the frame and segments kept for figures)."""
         top = validate.size(top, "top")
         query = None if query is None else validate.integer(query, "query")
         meta = getattr(data, "meta", {})
@@ -130,7 +175,7 @@ class ScoreView(AttnkitWidget):
         self._names = names
         layer, head = int(meta["layer"]), int(meta["head"])
         label = tokens[q] if q < len(tokens) else str(q)
-        super().__init__(
+        return dict(
             query=q, layer=layer, head=head, tokens=tokens, components=names, key_positions=keys,
             n_segments=n_seg, scores=wire(score, "float32"), seg_query=wire(sq, "int32"),
             seg_key=wire(sk, "int32"), seg_value=wire(sv, "float32"),
