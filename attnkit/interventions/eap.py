@@ -9,7 +9,7 @@ the corrupted value of ``u`` into ``d``, everything else running on the clean in
 ``"eap"``
     edge attribution patching (Syed et al. 2023), its first-order estimate
     ``(u(x′) − u(x)) · ∂M/∂x_d`` at the clean run, for every edge from two forwards and one
-    backward;
+    backward (the clean forward keeps its autograd graph for that backward);
 ``"eap-ig"``
     EAP with integrated gradients (Hanna et al. 2024): the gradient averaged over ``steps``
     runs whose token embeddings are ``e(x′) + k/steps (e(x) − e(x′))``, ``k = 1 … steps``.
@@ -86,7 +86,10 @@ def gradient_scores(runs: Runs, *, steps: int = 0, batch_size: int = 32) -> np.n
             a = torch.tensor(alphas[s:e], dtype=e_clean.dtype, device=e_clean.device)
             embed = (e_corr[None] + a[:, None, None, None] * (e_clean - e_corr)[None]).reshape(
                 R * bc.size, *e_clean.shape[1:])
-        out, p = run(model, bc, g, copies=R, grad=True, embed=embed)
+        if steps or runs.clean_pass is None:
+            out, p = run(model, bc, g, copies=R, grad=True, embed=embed)
+        else:  # plain EAP at the clean run: the kept clean pass (one copy) is that run
+            out, p = runs.clean_pass
         ctx = hooks.context(model, bc, runs.reference, R)
         # the metric is a mean over inputs (and steps): its gradient is too
         value = runs.metric(out, ctx).sum() / (bc.size * len(alphas))
@@ -267,7 +270,7 @@ def edge_attribution(
     size = validate.integer(batch_size, "batch_size", minimum=1)
     m = resolve(metric, model)
     start = time.perf_counter()
-    runs = clean_and_corrupted(model, clean, corrupted, m)
+    runs = clean_and_corrupted(model, clean, corrupted, m, grad=how == "eap")
     if how == "exact":
         scores = exact_scores(runs, batch_size=size, progress=progress)
     else:

@@ -560,6 +560,9 @@ class Runs:
     m_corrupted: float
     metric: Metric
     model: Any
+    #: ``(output, Pass)`` of the clean run kept with its autograd graph (``grad=True``), so
+    #: EAP backpropagates through it instead of running the clean inputs a second time.
+    clean_pass: Any = None
 
     @property
     def gap(self) -> float:
@@ -609,7 +612,8 @@ class Runs:
         return out
 
 
-def clean_and_corrupted(model: Any, clean: Any, corrupted: Any, m: Metric) -> Runs:
+def clean_and_corrupted(model: Any, clean: Any, corrupted: Any, m: Metric, *,
+                        grad: bool = False) -> Runs:
     """Run the clean and the corrupted inputs once each and keep what edge methods need.
 
     Parameters
@@ -620,6 +624,9 @@ def clean_and_corrupted(model: Any, clean: Any, corrupted: Any, m: Metric) -> Ru
         Matched inputs, the same number of tokens pair by pair.
     m : Metric
         The metric (bound to the model).
+    grad : bool
+        Run the clean inputs with every downstream input's gradient leaf and keep that run
+        (``Runs.clean_pass``) for one backward.
 
     Returns
     -------
@@ -645,7 +652,8 @@ def clean_and_corrupted(model: Any, clean: Any, corrupted: Any, m: Metric) -> Ru
     bc = hooks.batch(model, clean, "clean")
     bx = hooks.batch(model, corrupted, "corrupted")
     hooks.same_shape(bc, bx, ("clean", "corrupted"))
-    ref, pc = run(model, bc, graph)
+    kept, pc = run(model, bc, graph, grad=grad)
+    ref = kept.detach()
     out, px = run(model, bx, graph)
     ctx = hooks.context(model, bc, ref)
     m_clean = float(hooks.per_copy(m(ref, ctx), 1)[0])
@@ -657,4 +665,4 @@ def clean_and_corrupted(model: Any, clean: Any, corrupted: Any, m: Metric) -> Ru
             f"({m_clean:.6g} and {m_corr:.6g}), so no edge can change it; corrupt what the "
             "metric depends on, or choose another metric.")
     return Runs(graph, bc, bx, ref, [u.detach() for u in pc.ups], [u.detach() for u in px.ups],
-                m_clean, m_corr, m, model)
+                m_clean, m_corr, m, model, (kept, pc) if grad else None)
