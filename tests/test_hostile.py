@@ -61,7 +61,9 @@ COUNTS = {"size", "top", "batch_size", "dims", "steps", "n_boot", "samples", "bi
           "embed", "candidates", "n_words", "seed", "n", "length", "dpi", "epochs", "hidden",
           "freeze_layers", "max_length", "n_heads", "n_layers", "timeout", "checkpoint_every",
           # qk_embedding's fitted sample; neighbourhood_preservation's neighbours and points
-          "sample", "k", "n_eval"}
+          "sample", "k", "n_eval",
+          # extract(generate=True): how long each generated target may grow
+          "max_new_tokens"}
 CHOICES = {"measure", "method", "reduce", "level", "mode", "aggregate", "scale", "direction",
            "color_by", "overlay", "layout", "capture", "objective", "components", "keep",
            "normalize", "by", "column", "metric",
