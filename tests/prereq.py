@@ -20,3 +20,14 @@ def skip_or_fail(reason: str) -> None:
     if IN_CI:
         pytest.fail(f"{reason} (required under CI=true)")
     pytest.skip(reason)
+
+
+def require_installed(module: str, reason: str) -> None:
+    """Skip (or fail under CI) unless ``module`` can be imported, without importing it: the
+    front ends run in their own processes, and importing one here would run its import-time
+    code in the test worker (marimo's config dataclasses break in a worker where another test
+    left a second copy of ``dataclasses``)."""
+    import importlib.util
+
+    if importlib.util.find_spec(module) is None:
+        skip_or_fail(reason)

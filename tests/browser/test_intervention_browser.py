@@ -315,12 +315,10 @@ def knock_in(page, model) -> None:
 def test_other_front_ends_knock_out_in_the_kernel(browser, tmp_path, model, front):
     from frontends import Marimo, Voila
     from lab import Notebook7
-    from prereq import skip_or_fail
+    from prereq import require_installed
 
-    try:
-        __import__({"notebook7": "notebook", "voila": "voila", "marimo": "marimo"}[front])
-    except ImportError:
-        skip_or_fail(f"{front} is not installed")
+    require_installed({"notebook7": "notebook", "voila": "voila", "marimo": "marimo"}[front],
+                      f"{front} is not installed")
     if front == "notebook7":
         with Notebook7(tmp_path, {"iv.ipynb": [FRONT_CELL + "view"]}) as server, server.page(browser, height=1100) as page:
             cells = server.open(page, "iv.ipynb")

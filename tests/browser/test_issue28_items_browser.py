@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from harness import DARK, DARK_BG, WidgetPage
 from lab import JupyterLab, Notebook7, wait_for
-from prereq import skip_or_fail
+from prereq import require_installed, skip_or_fail
 from test_issue19_items_browser import contrast, grab
 
 import attnkit as ak
@@ -195,10 +195,7 @@ def test_item2_score_view_labels_read_in_jupyterlab_dark(browser, tmp_path):
 
 def test_item2_score_view_labels_read_in_voila_dark(browser, tmp_path):
     """The same under ``voila --theme=dark``."""
-    try:
-        import voila  # noqa: F401
-    except ImportError:
-        skip_or_fail("voila is not installed (pip install voila)")
+    require_installed("voila", "voila is not installed (pip install voila)")
     from frontends import Voila
 
     with Voila(tmp_path, [SCORE_CELL], theme="dark") as server, server.page(browser) as page:

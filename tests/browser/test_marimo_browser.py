@@ -14,7 +14,7 @@ import textwrap
 import pytest
 from frontends import CORNER, INK, VIEWS_SETUP, Marimo, views_work
 from lab import wait_for
-from prereq import skip_or_fail
+from prereq import require_installed
 
 pytestmark = pytest.mark.browser
 
@@ -53,10 +53,7 @@ def _(Heatmap, long):
 
 @pytest.fixture
 def marimo_dark(tmp_path):
-    try:
-        import marimo  # noqa: F401
-    except ImportError:
-        skip_or_fail("marimo is not installed (pip install marimo)")
+    require_installed("marimo", "marimo is not installed (pip install marimo)")
     with Marimo(tmp_path, APP, theme="dark") as server:
         yield server
 
@@ -83,10 +80,7 @@ def test_notebook_05_composition_section_shows_under_marimo_run(browser, tmp_pat
 
     from lab import REPO
 
-    try:
-        import marimo  # noqa: F401
-    except ImportError:
-        skip_or_fail("marimo is not installed (pip install marimo)")
+    require_installed("marimo", "marimo is not installed (pip install marimo)")
     monkeypatch.setenv("ATTNKIT_QUICK", "1")
     app = tmp_path / "nb05.py"
     subprocess.run([sys.executable, "-m", "marimo", "convert", str(REPO / "notebooks" / "05_why_a_head_attends.ipynb"),

@@ -10,7 +10,7 @@ keep their keys: ArrowUp moves the slider, not the notebook's active cell.
 from __future__ import annotations
 
 import pytest
-from prereq import skip_or_fail
+from prereq import require_installed
 from lab import Notebook7
 
 pytestmark = pytest.mark.browser
@@ -38,10 +38,7 @@ ACTIVE = "() => [...document.querySelectorAll('.jp-Notebook .jp-Cell')].findInde
 
 @pytest.fixture
 def nb7(tmp_path):
-    try:
-        import notebook  # noqa: F401
-    except ImportError:
-        skip_or_fail("Notebook 7 is not installed (pip install notebook)")
+    require_installed("notebook", "Notebook 7 is not installed (pip install notebook)")
     with Notebook7(tmp_path, {"keys.ipynb": [FLOW, HEATMAP, LAST]}) as server:
         yield server
 

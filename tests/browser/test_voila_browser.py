@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 from frontends import VIEWS_SETUP, Voila, views_work
-from prereq import skip_or_fail
+from prereq import require_installed
 
 pytestmark = pytest.mark.browser
 
@@ -19,10 +19,7 @@ CELLS = [VIEWS_SETUP, "display(HeadGrid(att))\nFlowView(att)", "Heatmap(long)"]
 
 @pytest.fixture
 def voila(tmp_path):
-    try:
-        import voila  # noqa: F401
-    except ImportError:
-        skip_or_fail("voila is not installed (pip install voila)")
+    require_installed("voila", "voila is not installed (pip install voila)")
     with Voila(tmp_path, CELLS) as server:
         yield server
 
