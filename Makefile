@@ -51,11 +51,12 @@ analyze: install
 
 # Everything CI runs: the front-end tests, lint and types, the Python tests with the
 # docstring examples (doctests, see pyproject's pytest options), and the API reference.
-# The Python tests run in two worker processes (pytest-xdist, a test file to a worker so each
-# browser module starts its server once); each worker runs torch on its share of the cores.
+# The Python tests run in one process: two Jupyter servers started at once by two xdist
+# workers sometimes answer 500 (seen twice), so `pytest -n 2 --dist loadfile` (pytest-xdist is
+# in the test extra; conftest gives each worker its share of the cores) is for local runs only.
 test: install lint
 	cd js && npm test
-	$(PY) -m pytest -n 2 --dist loadfile
+	$(PY) -m pytest
 	$(MAKE) test-numerics-portable
 	$(MAKE) docs
 
