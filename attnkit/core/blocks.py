@@ -15,7 +15,9 @@ Every analysis and view reads any :class:`~attnkit.core.types.AttentionLike` thr
   sink columns (:class:`Extremes`), the head statistics (:class:`attnkit.core.headstats.HeadStats`)
   — computed in **one** pass over its bands (the products in torch, the reductions in
   numpy). Results are kept per ``(attention, layer, head)`` (up to :data:`CACHE_BYTES`), so
-  two views of one attention read each head once.
+  two views of one attention read each head once. A long pass (:data:`PARALLEL_CELLS` and
+  up) reads its bands in worker threads, torch on one thread in each, and folds them in band
+  order: memory is then one band per worker.
 """
 
 from __future__ import annotations
@@ -1037,6 +1039,7 @@ def forget(att: Any) -> None:
 
 __all__ = [
     "BAND_ELEMENTS",
+    "PARALLEL_CELLS",
     "Band",
     "Bounds",
     "ColumnBins",
