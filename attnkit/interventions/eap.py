@@ -68,7 +68,6 @@ def gradient_scores(runs: Runs, *, steps: int = 0, batch_size: int = 32) -> np.n
     import torch
 
     model, g, bc = runs.model, runs.graph, runs.clean
-    delta = torch.stack([c - k for c, k in zip(runs.ups_corrupted, runs.ups_clean)])  # [U, B, T, d]
     grads: dict[int, Any] = {}
     if steps:
         emb = model.base.get_input_embeddings()
@@ -102,17 +101,13 @@ def gradient_scores(runs: Runs, *, steps: int = 0, batch_size: int = 32) -> np.n
             for i, d in enumerate(downs):
                 grads[d] = grads[d] + gr[i] if d in grads else gr[i]
     scores = np.zeros(g.valid.shape)
-    # inputs that the same upstream components reach (a layer's head inputs, its MLP input,
-    # the logits) are scored together: one matrix product [U, B*T*d] @ [B*T*d, K]
-    groups: dict[bytes, list[int]] = {}
-    for d in grads:
-        groups.setdefault(g.valid[:, d].tobytes(), []).append(d)
-    flat = delta.reshape(delta.shape[0], -1)
-    for downs in groups.values():
-        ups = np.flatnonzero(g.valid[:, downs[0]])
-        if len(ups):
-            G = torch.stack([grads[d].reshape(-1) for d in downs], 1).to(flat.dtype)
-            scores[np.ix_(ups, np.asarray(downs, dtype=np.int64))] = (flat[torch.as_tensor(ups)] @ G).double().cpu().numpy()
+    # inputs that read the same stream (a layer's head inputs, its MLP input, the logits) are
+    # scored together: one matrix product [U, B*T*d] @ [B*T*d, K]
+    for downs, ups, delta in runs.deltas():
+        downs = [d for d in downs if d in grads]
+        if downs:
+            G = torch.stack([grads[d].reshape(-1) for d in downs], 1).to(delta.dtype)
+            scores[np.ix_(ups, downs)] = (delta.reshape(len(ups), -1) @ G).double().cpu().numpy()
     return scores
 
 
