@@ -16,7 +16,9 @@ the corrupted value of ``u`` into ``d``, everything else running on the clean in
 
 ``∂M/∂x_d`` is the gradient with respect to the stream the input ``d`` reads (before its
 norm), so the EAP score is exactly the derivative of exact edge patching along the edge
-(tested against a float64 central difference). Scores are signed, in the metric's units and
+(tested against a float64 central difference). In a post-norm encoder ``u(x′) − u(x)`` is
+the difference of the two runs' terms at ``d``'s read point, each carried through its own
+run's norms (:meth:`~attnkit.interventions.edges.Runs.deltas`). Scores are signed, in the metric's units and
 averaged over the inputs; a circuit (:func:`~attnkit.interventions.circuit.circuit`) keeps
 the edges of largest ``|score|``.
 """
@@ -213,7 +215,8 @@ def edge_attribution(
     Parameters
     ----------
     model : Model
-        A pre-norm decoder (:mod:`attnkit.interventions.edges` lists the families).
+        A pre-norm decoder or a post-norm encoder (:mod:`attnkit.interventions.edges` lists
+        the families).
     clean, corrupted : sequence
         Matched inputs (texts or token ids), the same number of tokens pair by pair.
     metric : str, Metric or callable
