@@ -63,7 +63,7 @@ def main() -> None:
     finally:
         os.chdir(cwd)
 
-    ig, curve, jsd = ns["ig"], ns["curve"], ns["jsd"]
+    curve, jsd = ns["curve"], ns["jsd"]
     table = ns["top"]
     print("\n## top 12 edges (EAP-IG score, EAP score)")
     for (u, d), row in table.reindex(table["score"].abs().sort_values(ascending=False).index).head(12).iterrows():
