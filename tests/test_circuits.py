@@ -5,7 +5,10 @@ Known answers: patching no edge is the clean run and patching every edge the cor
 (each downstream input then reads the corrupted stream); EAP is the derivative of exact edge
 patching along the edge (a float64 central difference); EAP-IG with one step is EAP; and on a
 hand-built GPT-2 where one path carries the behaviour by construction, every method finds
-exactly that path.
+exactly that path. Post-norm encoders (BERT, RoBERTa, DistilBERT): the same endpoints both
+ways of building a read's stream, the carried terms against ak.residual_stream, one edge
+against a float64 forward written by hand from transformers' modules, EAP as the derivative,
+and a head that writes nothing scoring 0.
 """
 
 from __future__ import annotations

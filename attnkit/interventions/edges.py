@@ -881,7 +881,8 @@ class Runs:
         >>> from attnkit.interventions.edges import clean_and_corrupted
         >>> from attnkit.interventions.metrics import class_margin
         >>> from attnkit.testing import tiny_model
-        >>> runs = clean_and_corrupted(tiny_model("bert-cls"), ["a b c"], ["a d c"], class_margin())
+        >>> runs = clean_and_corrupted(tiny_model("bert-cls"), ["the cat sat"], ["the dog sat"],
+        ...                            class_margin())
         >>> [(len(downs), len(ups)) for downs, ups, _ in runs.deltas()]
         [(6, 3), (1, 5), (6, 6), (1, 8), (1, 9)]
         """
