@@ -51,12 +51,20 @@ analyze: install
 
 # Everything CI runs: the front-end tests, lint and types, the Python tests with the
 # docstring examples (doctests, see pyproject's pytest options), and the API reference.
-# The Python tests run in one process: two Jupyter servers started at once by two xdist
-# workers sometimes answer 500 (seen twice), so `pytest -n 2 --dist loadfile` (pytest-xdist is
-# in the test extra; conftest gives each worker its share of the cores) is for local runs only.
+# The Python tests run as two pytest sessions side by side: the browser tests in one process
+# (the Jupyter, Voila and marimo servers they start never start at once: two xdist workers'
+# servers answered HTTP 500 twice; pytest-xdist's --dist loadgroup does not group under
+# pytest 9), and everything else in two xdist workers (conftest gives each its share of the
+# cores). The browser session's output follows the other's; each has its own basetemp.
 test: install lint
 	cd js && npm test
-	$(PY) -m pytest
+	@t=$$(mktemp -d); \
+	OMP_NUM_THREADS=1 $(PY) -m pytest tests/browser -p no:cacheprovider --basetemp=$$t/browser \
+	  > $$t/browser.log 2>&1 & b=$$!; \
+	$(PY) -m pytest tests attnkit --ignore=tests/browser -n 2 --dist loadfile -p no:cacheprovider \
+	  --basetemp=$$t/rest; r=$$?; \
+	wait $$b; rb=$$?; echo "== browser tests (tests/browser) =="; cat $$t/browser.log; \
+	rm -rf $$t; test $$r -eq 0 && test $$rb -eq 0
 	$(MAKE) test-numerics-portable
 	$(MAKE) docs
 
@@ -66,7 +74,7 @@ test: install lint
 # fails here (tests/tolerances.py names how close two computations must be).
 test-numerics-portable: install
 	ATEN_CPU_CAPABILITY=default ATTNKIT_TEST_THREADS=1 ATTNKIT_TEST_MATMUL_PRECISION=high \
-	  $(PY) -m pytest -m numerics -q -p no:cacheprovider
+	  $(PY) -m pytest -n 2 -m numerics -q -p no:cacheprovider
 
 # The edit loop: everything but the tests marked slow (and the browser tests), under 3 minutes
 # on 2 cores. CI runs `make test`, which runs them all.

@@ -15,10 +15,14 @@
 - at corpus scale (``--section scale``, issue 32): one head of UD English EWT train (about
   half a million points) and two (about a million) from a store, sampled UMAP; a
   100,000-point subset projected whole and sampled (neighbourhood preservation, faithfulness);
-  every head of MiniLM over EWT dev on Dask clusters of one and two workers.
+  every head of MiniLM over EWT dev on Dask clusters of one and two workers;
+- the view of a million points of a store (``--section view``, issue 32 item 4): 15 heads of
+  EWT dev read back from ``qk_embedding(..., save=)``, QKScatter's matrix view, its PNG, the
+  first draw in headless Chromium and a lasso of half the points read back, for ``--before``'s
+  attnkit and this tree's, each in a fresh process (time and memory side by side).
 
 Run from the repo root:
-  python benchmarks/qk.py [--section widget|embed|dask|scale|all] [--before main] [--sentences 30] [--quick] [--root DIR]
+  python benchmarks/qk.py [--section widget|embed|dask|scale|speed|view|all] [--before main] [--sentences 30] [--quick] [--root DIR]
 """
 
 from __future__ import annotations
@@ -518,9 +522,115 @@ def speed_section(root: Path, before: str, split: str) -> list[str]:
     return rows
 
 
+#: The view of a million points of a store, in a fresh process (``--section view``): the
+#: embedding read back from its ``save=`` folder, QKScatter in the matrix view (the PNG a
+#: notebook embeds included), the first draw in headless Chromium, and a lasso of every
+#: other point read back in Python. argv: store, save folder, heads "l-h,l-h,...".
+VIEW_CASE = """
+import json, os, resource, sys, time
+import numpy as np
+def rss():
+    with open('/proc/self/status') as f:
+        return next(int(l.split()[1]) * 1024 for l in f if l.startswith('VmRSS'))
+t_start = time.perf_counter()
+import attnkit as ak
+sys.path.insert(0, os.path.join(os.getcwd(), 'tests', 'browser'))
+from harness import WidgetPage, launch
+from playwright.sync_api import sync_playwright
+sys.path.insert(0, os.path.join(os.getcwd(), 'benchmarks'))
+out = {'attnkit': ak.__file__, 'rss_imports': rss()}
+sset = ak.open_store(sys.argv[1])
+heads = [tuple(int(v) for v in h.split('-')) for h in sys.argv[3].split(',')]
+t0 = time.perf_counter()
+emb = ak.qk_embedding(sset, heads=heads, method='pca', save=sys.argv[2], progress=False)
+out['embedding_s'] = time.perf_counter() - t0
+out['rss_embedding'] = rss()
+t0 = time.perf_counter()
+view = ak.QKScatter(emb, mode='matrix')
+out['view_s'] = time.perf_counter() - t0
+t0 = time.perf_counter()
+png = view.to_png()
+out['png_s'] = time.perf_counter() - t0
+out['rss_view'] = rss()
+out['points'] = view.n_points
+first_draw = sys.argv[4]
+with sync_playwright() as p:
+    b = launch(p)
+    t0 = time.perf_counter()
+    wp = WidgetPage(b, view, width=760, dpr=1)
+    first = wp.page.evaluate(first_draw)
+    out['browser_s'] = time.perf_counter() - t0
+    out['first_draw_ms'] = first['first_ms']
+    out['errors'] = wp.errors()
+    wp.context.close()
+    b.close()
+out['to_first_draw_s'] = out['embedding_s'] + out['view_s'] + out['png_s'] + out['browser_s']
+t0 = time.perf_counter()
+view.select(np.arange(0, view.n_points, 2))
+sel = view.selected
+out['selected_points'] = len(sel)
+out['selected_s'] = time.perf_counter() - t0
+out['rss_selected'] = rss()
+t0 = time.perf_counter()
+tokens = sel['token'].tolist()[:3]
+out['selected_tokens_s'] = time.perf_counter() - t0
+ru = resource.getrusage(resource.RUSAGE_SELF)
+out['peak_rss'] = ru.ru_maxrss * 1024
+out['cpu'] = ru.ru_utime + ru.ru_stime
+out['load_after'] = os.getloadavg()[0]
+print('RESULT ' + json.dumps(out, default=float), flush=True)
+"""
+
+
+def view_section(root: Path, before: str, n_heads: int = 15) -> list[str]:
+    """A million points of EWT dev (``n_heads`` heads of MiniLM, 68,028 points each, PCA)
+    from a store to the first drawn frame, for ``before``'s attnkit (from ``git archive``,
+    with this tree's front-end bundle: the wire format is the same) and for this tree's:
+    each a fresh process, one after the other (memory is each process's own; the times
+    share the machine's load). The embedding is written once with ``save=`` and read back
+    by both, so what is measured is the result, the view and the draw, not the projection."""
+    import json
+    import shutil
+    import subprocess
+    import tempfile
+
+    import attnkit as ak
+
+    store = root / "ewt-dev.zarr"
+    if not store.is_dir():
+        _store("dev", root)
+    heads = [(l, h) for l in range(6) for h in range(12)][:n_heads]
+    folder = root / f"dev-pca-{n_heads}"
+    ak.qk_embedding(ak.open_store(store), heads=heads, method="pca", save=folder, progress=False)
+    tmp = Path(tempfile.mkdtemp(prefix="attnkit-before-"))
+    subprocess.run(f"git -C {REPO} archive {before} attnkit tests | tar -x -C {tmp}", shell=True, check=True)
+    shutil.copytree(REPO / "attnkit" / "static", tmp / "attnkit" / "static", dirs_exist_ok=True)
+    arg = ",".join(f"{l}-{h}" for l, h in heads)
+    rows = [f"{n_heads} heads of MiniLM over EWT dev in QKScatter's matrix view (PCA, read back from `save=`), "
+            f"a fresh process each, one after the other (started {time.strftime('%H:%M')}, load average "
+            f"{os.getloadavg()[0]:.1f}):", "",
+            "| attnkit | points | qk_embedding (s) | QKScatter + PNG (s) | browser: mount to drawn (s; first draw ms) | to first draw (s) "
+            "| RSS after imports / embedding / view (MB) | peak RSS (MB) | `view.selected` of every other point (s; RSS after, MB) | load after |",
+            "|---|---:|---:|---:|---|---:|---|---:|---|---:|"]
+    mb = 1e6
+    for name, path in ((f"before ({before})", tmp), ("now", REPO)):
+        p = subprocess.run([sys.executable, "-c", VIEW_CASE, str(store), str(folder), arg, FIRST_DRAW_JS],
+                           capture_output=True, text=True, cwd=path, env={**os.environ, "PYTHONPATH": str(path)})
+        line = [x for x in p.stdout.splitlines() if x.startswith("RESULT ")]
+        if p.returncode or not line:
+            raise SystemExit(f"{name} failed:\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}")
+        r = json.loads(line[0][len("RESULT "):])
+        print(name, r, flush=True)
+        rows.append(f"| {name} | {r['points']:,} | {r['embedding_s']:.2f} | {r['view_s']:.2f} + {r['png_s']:.2f} | "
+                    f"{r['browser_s']:.2f} ({r['first_draw_ms']:.0f}) | {r['to_first_draw_s']:.2f} | "
+                    f"{r['rss_imports'] / mb:.0f} / {r['rss_embedding'] / mb:.0f} / {r['rss_view'] / mb:.0f} | {r['peak_rss'] / mb:.0f} | "
+                    f"{r['selected_points']:,} points: {r['selected_s']:.3f} ({r['rss_selected'] / mb:.0f}) | {r['load_after']:.1f} |")
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--section", default="all", choices=["widget", "embed", "dask", "scale", "speed", "all"])
+    ap.add_argument("--section", default="all", choices=["widget", "embed", "dask", "scale", "speed", "view", "all"])
     ap.add_argument("--root", default="/tmp/attnkit-qk-scale",
                     help="folder of the EWT stores of the scale section (made once, resumed)")
     ap.add_argument("--cases", default="head,million,subset,dev", help="cases of the scale section")
@@ -557,6 +667,8 @@ def main() -> None:
         out += scale_section(Path(args.root), args.quick, args.cases, runs if not args.quick else ((2, 1), (2, 2)))
     if args.section == "speed":
         out += speed_section(Path(args.root), args.before or "main", args.split)
+    if args.section == "view":
+        out += view_section(Path(args.root), args.before or "main")
     print("\n".join(out))
 
 

@@ -20,6 +20,8 @@ DATA = {
     "ids", "batch", "recorders", "word_ids", "words",
     # raw query and key vectors of one head (attnkit.analysis.qk.normalize_qk)
     "queries", "keys",
+    # the reader of one column of a result's points (QKEmbedding.column(column, rows))
+    "column",
     # another tool's objects, named as that tool names them (attnkit.runtime.interop)
     "cache", "saved", "attention",
     # a result's own table and metadata, the column it shows, the axes it draws into

@@ -74,6 +74,28 @@ def test_long_source_tiles_pool_the_rectangle():
         pyr.tile(c, 0, 0, 6, 0, 0, 5, cols=1100)
 
 
+def test_tall_rectangle_tiles_are_what_its_view_draws():
+    """1,100 target rows over 60 source columns: the overview pools 4 x 4 bins; the view,
+    whose 60 columns are drawn wide (exact), asks for the exact tiles down the rows (one
+    column band: 60 < 256) and pools their rows itself, as a wide view pools its columns."""
+    rng = np.random.default_rng(3)
+    maps = rng.random((1, 1, 1100, 60)) + 0.5
+    maps /= maps.sum(-1, keepdims=True)
+    tgt, src = [f"t{i}" for i in range(1100)], [f"s{j}" for j in range(60)]
+    c = CrossAttention(maps, tgt, ["word"] * 1100, list(range(1100)), tgt, src, ["word"] * 60, list(range(60)), src)
+    m = c.maps[0, 0]
+    hm = ak.Heatmap(c)
+    assert hm.pyramid["top"] == 2 and hm.overview.shape == (275, 15)  # ceil(1100 / 4) x ceil(60 / 4)
+    assert_close(hm.overview[100, 14], m[400:404, 56:60].max(), F32)
+    for ti, rows in ((0, slice(0, 256)), (2, slice(512, 768)), (4, slice(1024, 1100))):
+        reply = hm.answer({"type": "tile", "layer": 0, "head": 0, "k": 0, "ti": ti, "tj": 0})
+        got = np.frombuffer(reply["array"]["buffer"], dtype=np.float32).reshape(reply["array"]["shape"])
+        assert got.shape == (rows.stop - rows.start, 60)
+        assert_close(got, m[rows], F32)
+    assert "outside the map (1100 x 60 bins)" in hm.answer(
+        {"type": "tile", "layer": 0, "head": 0, "k": 0, "ti": 0, "tj": 1})["error"]
+
+
 def test_head_grid_of_a_rectangle():
     c = cross(t=3, s=5)
     grid = ak.HeadGrid(c, progress=False)

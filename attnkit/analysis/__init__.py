@@ -25,7 +25,7 @@ from ..runtime.gradients import AttentionGradients, attention_gradients
 from .importance import TARGETS, attention_importance
 from .probe import AttentionProbe, probe_data
 from .score_attribution import GRAINS, score_attribution
-from .qk import QKEmbedding, normalize_qk, qk_embedding, qk_faithfulness
+from .qk import QKEmbedding, QKPoints, normalize_qk, qk_embedding, qk_faithfulness
 from .qkscale import neighbourhood_preservation
 from .stats import STAT_COLUMNS, head_stats, item_stats, uniform_row_entropy
 from .syntax import head_accuracy, offset_accuracy, relation_heads, right_branching_uas, word_hits
@@ -40,6 +40,7 @@ __all__ = [
     "AttentionGradients",
     "AttentionProbe",
     "QKEmbedding",
+    "QKPoints",
     "CorefEvaluation",
     "alignment_error_rate",
     "attention_gradients",

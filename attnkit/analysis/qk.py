@@ -28,7 +28,7 @@ from __future__ import annotations
 import importlib
 import time
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -761,19 +761,90 @@ def embed_head(hp: HeadPoints, *, method: str, dims: int, normalize: bool, seed:
 
 
 # ------------------------------------------------------------------ the result
-class QKEmbedding(Result):
+#: The ``kind`` of a point, by its code (0 query, 1 key): the table's categories, in order.
+KINDS = ("query", "key")
+#: The whole-number columns an embedding holds as compact arrays (its table widens them to
+#: int64), and the columns read from the inputs' positions when asked (never stored per point).
+_INTS = {"layer": np.int16, "head": np.int16, "item": np.int32, "position": np.int32}
+_LABELS = ("token", "role")
+
+
+class _Points(Result):
+    """What :class:`QKEmbedding` and :class:`QKPoints` share: the table is made from the
+    points' columns when first read (a million points never pass through a DataFrame unless
+    asked for), and reading one column reads only that column."""
+
+    _frame: pd.DataFrame | None = None
+
+    @property
+    def table(self) -> pd.DataFrame:
+        """The points as a DataFrame (made on first use, then kept)."""
+        if self._frame is None:
+            self._frame = self._make_table()
+        return self._frame
+
+    @table.setter
+    def table(self, value: pd.DataFrame) -> None:
+        self._frame = value
+
+    def _make_table(self) -> pd.DataFrame:
+        raise NotImplementedError
+
+    @property
+    def columns(self) -> pd.Index:
+        """The names of the table's columns (without making the table)."""
+        return pd.Index(self._names())
+
+    def _names(self) -> list[str]:
+        raise NotImplementedError
+
+    def __getitem__(self, key: Any) -> Any:
+        if isinstance(key, str) and key in self._names():
+            return self._series(key)
+        return self.table[key]
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._names())
+
+    def __contains__(self, key: Any) -> bool:
+        return key in self._names()
+
+    def _series(self, name: str) -> pd.Series:
+        raise NotImplementedError
+
+    def _html_rows(self) -> str:
+        # the first and last 20 rows, made for themselves (not the whole table)
+        n = len(self)
+        shown = np.arange(n) if n <= 40 else np.r_[0:20, n - 20:n]
+        more = "" if n <= 40 else f"<p>{n:,} rows; the first and last 20 shown.</p>"
+        return self._rows_frame(shown).to_html() + more
+
+    def _rows_frame(self, rows: np.ndarray) -> pd.DataFrame:
+        """The table's rows at positions ``rows`` (checked), made for them alone."""
+        raise NotImplementedError
+
+
+class QKEmbedding(_Points):
     """Queries and keys of some heads, projected together (:func:`qk_embedding`).
 
-    ``.table`` has one row per point: ``layer``, ``head``, ``item``, ``position``,
-    ``token``, ``role``, ``kind`` (``"query"`` or ``"key"``), ``x``, ``y`` (``z`` for 3-D)
-    and any column joined with :meth:`join`; ``.faithfulness`` is a per-head
+    The points are held as columns of arrays (float32 ``x``, ``y`` (``z``), whole-number
+    ``layer``, ``head``, ``item``, ``position``, and ``kind`` as a code); ``token`` and
+    ``role`` are looked up from the inputs when asked. :attr:`table` makes the DataFrame
+    the first time it is read: one row per point, ``layer``, ``head``, ``item``,
+    ``position``, ``token``, ``role``, ``kind`` (``"query"`` or ``"key"``), ``x``, ``y``
+    (``z`` for 3-D) and any column joined with :meth:`join`. :meth:`column`,
+    :meth:`head_rows` and :meth:`take` read the points without it (what
+    :class:`~attnkit.widgets.QKScatter` does). ``.faithfulness`` is a per-head
     :class:`~attnkit.core.results.HeadResult` (``spearman``, ``nearest_key``,
     ``nearest_key_original``, ``rows``, ``seconds``); ``.meta`` says how it was made.
 
     Parameters
     ----------
-    table : DataFrame
-        The points.
+    table : DataFrame or dict of str to ndarray
+        The points: a table, or its columns as arrays of one length (``layer``, ``head``,
+        ``item``, ``position``, ``kind`` as 0 for a query and 1 for a key, ``x``, ``y``,
+        optionally ``z``, ``token``, ``role`` and more; ``token`` and ``role`` default to
+        the ``sources``' tokens and roles).
     meta : dict
         Method, dims, normalisation, seed, heads, items.
     faithfulness : HeadResult
@@ -781,26 +852,224 @@ class QKEmbedding(Result):
     sources : list, optional
         The inputs' queries and keys (for :meth:`item_map` and :meth:`tokens`).
 
+    Raises
+    ------
+    InputError
+        For columns of different lengths, or without the ones named above.
+
     Examples
     --------
     >>> import attnkit as ak
     >>> from attnkit.testing import tiny_model
     >>> att = tiny_model("gpt2").attend("The cat sat on the mat and the dog sat too.")
     >>> emb = ak.qk_embedding(att, heads=[(1, 0)], method="pca")
-    >>> len(emb.table) == 2 * len(att), sorted(emb.table["kind"].unique())
+    >>> len(emb) == 2 * len(att), sorted(emb.table["kind"].unique())
     (True, ['key', 'query'])
     """
 
-    def __init__(self, table: pd.DataFrame, meta: dict[str, Any], *, faithfulness: HeadResult,
-                 sources: list[_Item] | None = None) -> None:
-        super().__init__(table, meta, plot="qk_embedding", widget="qk_scatter")
+    def __init__(self, table: pd.DataFrame | dict[str, np.ndarray], meta: dict[str, Any], *,
+                 faithfulness: HeadResult, sources: list[_Item] | None = None) -> None:
+        # Result's constructor takes a DataFrame; the columns stand in for one here
+        self.meta = dict(meta or {})
+        self._plot, self._widget = "qk_embedding", "qk_scatter"
         self.faithfulness = faithfulness
         self._sources = list(sources or [])
+        self._lookup: tuple[np.ndarray, dict[str, np.ndarray]] | None = None
+        self._frame = None
+        if isinstance(table, pd.DataFrame):
+            self._frame = table
+            self._cols: dict[str, Any] = {}
+            self._n = len(table)
+            return
+        if not isinstance(table, dict):
+            raise InputError(f"QKEmbedding takes a DataFrame or a dict of columns, not {type(table).__name__}.")
+        need = ["layer", "head", "item", "position", "kind", "x", "y"]
+        missing = [c for c in need if c not in table]
+        if missing:
+            raise InputError(f"QKEmbedding: the columns {missing} are missing; it needs {need}.")
+        lengths = {len(v) for v in table.values()}
+        if len(lengths) != 1:
+            raise InputError(f"QKEmbedding: the columns have different lengths {sorted(lengths)}.")
+        cols = {}
+        for name, v in table.items():
+            if name in _INTS:
+                cols[name] = np.asarray(v, dtype=_INTS[name])
+            elif name == "kind":
+                cols[name] = np.asarray(v, dtype=np.uint8)
+            elif name in ("x", "y", "z"):
+                cols[name] = np.ascontiguousarray(v, dtype=np.float32)
+            else:
+                cols[name] = v
+        if not self._sources and not all(c in cols for c in _LABELS):
+            raise InputError("QKEmbedding: without sources, the columns must hold 'token' and 'role'.")
+        self._cols = cols
+        self._n = int(lengths.pop())
 
     def __repr__(self) -> str:
         m = self.meta
-        return (f"QKEmbedding({len(self.table)} points, {len(m.get('heads', []))} heads, "
+        return (f"QKEmbedding({len(self)} points, {len(m.get('heads', []))} heads, "
                 f"{m.get('method')} {m.get('dims')}-D, normalize={m.get('normalize')})")
+
+    def __len__(self) -> int:
+        return self._n
+
+    # ------------------------------------------------------------------ columns
+    def _names(self) -> list[str]:
+        if not self._cols:
+            return [str(c) for c in self.table.columns]
+        order = [c for c in COLUMNS if c in self._cols or (c in _LABELS and self._sources)]
+        return order + [c for c in self._cols if c not in order]
+
+    def column(self, column: str, rows: Any = None) -> np.ndarray:
+        """One column's values, for every point or some, without making :attr:`table`.
+
+        Parameters
+        ----------
+        column : str
+            A column of :attr:`table` (``"x"``, ``"kind"``, ``"token"``, a joined one ...).
+        rows : int, sequence of int, slice or boolean mask, optional
+            Points (rows of :attr:`table`, 0-indexed); ``None`` for all.
+
+        Returns
+        -------
+        ndarray
+            ``[len(rows)]``: float32 coordinates, int64 whole numbers, the strings
+            ``"query"``/``"key"`` for ``kind``, objects (strings) for ``token`` and ``role``.
+
+        Raises
+        ------
+        InputError
+            For a column the table does not have, or rows outside it.
+
+        Examples
+        --------
+        >>> import attnkit as ak
+        >>> from attnkit.testing import tiny_model
+        >>> emb = ak.qk_embedding(tiny_model("bert").attend("The cat sat."), method="pca")
+        >>> emb.column("token", [1, 2]).tolist(), emb.column("kind", [0]).tolist()
+        (['the', 'cat'], ['query'])
+        """
+        names = self._names()
+        if not isinstance(column, str) or column not in names:
+            raise InputError(f"column must be one of {names}, not {column!r}.")
+        idx = None if rows is None else validate.positions(rows, self._n, "rows")
+        return self._values(column, idx)
+
+    def _values(self, name: str, idx: np.ndarray | None) -> np.ndarray:
+        """``name``'s values at ``idx`` (checked) or everywhere, as :meth:`column` gives them."""
+        if not self._cols:
+            s = self.table[name]
+            v = s.to_numpy() if idx is None else s.to_numpy()[idx]
+            if name == "kind":
+                return np.asarray(v).astype(str)
+            return v
+        if name in self._cols:
+            v = self._cols[name]
+            v = v if idx is None else v[idx]
+            if name in _INTS:
+                return np.asarray(v, dtype=np.int64)
+            if name == "kind":
+                return np.asarray(KINDS)[v]
+            return np.asarray(v)
+        # token or role: the item's labels at the position, from the inputs
+        starts, flat = self._labels()
+        item = self._cols["item"] if idx is None else self._cols["item"][idx]
+        pos = self._cols["position"] if idx is None else self._cols["position"][idx]
+        return flat[name][starts[item] + pos]
+
+    def _labels(self) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """Where each item's positions start in the inputs' concatenated tokens and roles
+        (by item number), and those (object arrays, one entry per position, made once)."""
+        if self._lookup is None:
+            top = max(it.item for it in self._sources) + 1
+            starts = np.zeros(top, dtype=np.int64)
+            at = 0
+            for it in self._sources:
+                starts[it.item] = at
+                at += len(it.tokens)
+            flat = {"token": np.concatenate([np.asarray(it.tokens, dtype=object) for it in self._sources]),
+                    "role": np.concatenate([np.asarray(it.roles, dtype=object) for it in self._sources])}
+            self._lookup = (starts, flat)
+        return self._lookup
+
+    def _series(self, name: str, idx: np.ndarray | None = None) -> pd.Series:
+        v = self._values(name, idx)
+        if name == "kind":
+            return pd.Series(pd.Categorical(v, categories=list(KINDS)), name=name,
+                             index=None if idx is None else idx)
+        return pd.Series(v, name=name, index=None if idx is None else idx)
+
+    def _rows_frame(self, rows: np.ndarray) -> pd.DataFrame:
+        if not self._cols:
+            return self.table.iloc[rows]
+        return pd.DataFrame({c: self._series(c, rows) for c in self._names()}, index=rows)
+
+    def _make_table(self) -> pd.DataFrame:
+        return pd.DataFrame({c: self._series(c) for c in self._names()})
+
+    def head_rows(self, layer: int, head: int) -> np.ndarray:
+        """The points of one head: their rows in :attr:`table`, in table order.
+
+        Parameters
+        ----------
+        layer, head : int
+            0-indexed.
+
+        Returns
+        -------
+        ndarray
+            Int64 row indices.
+
+        Raises
+        ------
+        InputError
+            For a head the embedding does not hold.
+
+        Examples
+        --------
+        >>> import attnkit as ak
+        >>> from attnkit.testing import tiny_model
+        >>> emb = ak.qk_embedding(tiny_model("gpt2").attend("One two three."), method="pca")
+        >>> rows = emb.head_rows(0, 1)
+        >>> len(rows) == len(emb) // 4, set(emb.column("head", rows).tolist())
+        (True, {1})
+        """
+        layer, head = self._check_head(layer, head)
+        lay, hd = self._ints("layer"), self._ints("head")
+        return np.flatnonzero((lay == layer) & (hd == head))
+
+    def _ints(self, name: str) -> np.ndarray:
+        """A whole-number column as held (no widening copy)."""
+        return self._cols[name] if name in self._cols else self.table[name].to_numpy()
+
+    def take(self, rows: Any) -> QKPoints:
+        """Some points, by row: what a lasso in :class:`~attnkit.widgets.QKScatter` selects.
+
+        Parameters
+        ----------
+        rows : int, sequence of int, slice or boolean mask
+            Rows of :attr:`table` (0-indexed).
+
+        Returns
+        -------
+        QKPoints
+            The points; their table (tokens, items, coordinates) is made when read.
+
+        Raises
+        ------
+        InputError
+            For rows outside the table.
+
+        Examples
+        --------
+        >>> import attnkit as ak
+        >>> from attnkit.testing import tiny_model
+        >>> emb = ak.qk_embedding(tiny_model("bert").attend("The cat sat."), method="pca")
+        >>> pts = emb.take([2, 3])
+        >>> len(pts), pts.table["token"].tolist()
+        (2, ['cat', 'sat'])
+        """
+        return QKPoints(self, rows)
 
     def head(self, layer: int, head: int) -> pd.DataFrame:
         """The points of one head.
@@ -813,7 +1082,7 @@ class QKEmbedding(Result):
         Returns
         -------
         DataFrame
-            Rows of :attr:`table` of that head.
+            Rows of :attr:`table` of that head (made for these rows only).
 
         Raises
         ------
@@ -826,12 +1095,10 @@ class QKEmbedding(Result):
         >>> from attnkit.testing import tiny_model
         >>> emb = ak.qk_embedding(tiny_model("gpt2").attend("One two three four five six."),
         ...                       method="pca")
-        >>> len(emb.head(0, 1)) == len(emb.table) // 4
+        >>> len(emb.head(0, 1)) == len(emb) // 4
         True
         """
-        layer, head = self._check_head(layer, head)
-        t = self.table
-        return t[(t["layer"] == layer) & (t["head"] == head)]
+        return self._rows_frame(self.head_rows(layer, head))
 
     def tokens(self, item: int) -> list[str]:
         """The tokens of one input (its sentence, position by position).
@@ -856,8 +1123,10 @@ class QKEmbedding(Result):
         return list(self._source(item).tokens)
 
     def item_map(self, item: int, layer: int, head: int) -> np.ndarray:
-        """Attention weights ``[n, n]`` of one input and head, recomputed from its queries and
-        keys (rows *from*, columns *to*).
+        """Attention weights ``[n, n]`` of one input and head (rows *from*, columns *to*):
+        read from the store where the embedding came from a store that keeps the maps of
+        attention weights, else recomputed from the input's queries and keys (read from the
+        store for a store that keeps only those).
 
         Parameters
         ----------
@@ -882,7 +1151,53 @@ class QKEmbedding(Result):
         """
         it = self._source(item)
         layer, head = self._check_head(layer, head)
+        store = it.store
+        if store is not None and store.has_maps and store.measure == "weights" and store.level == "token":
+            return np.asarray(store[it.item].map(layer, head), dtype=np.float32)
         return scores(it.states, layer, head, causal=it.causal)
+
+    def item_roles(self, item: int) -> list[str]:
+        """The roles of one input's positions (``"cls"``, ``"word"``, ``"sep"`` ...).
+
+        Parameters
+        ----------
+        item : int
+            The ``item`` of a point.
+
+        Returns
+        -------
+        list of str
+
+        Examples
+        --------
+        >>> import attnkit as ak
+        >>> from attnkit.testing import tiny_model
+        >>> emb = ak.qk_embedding(tiny_model("bert").attend("The cat sat."), method="pca")
+        >>> emb.item_roles(0)[:2]
+        ['cls', 'word']
+        """
+        return [str(r) for r in self._source(item).roles]
+
+    def item_causal(self, item: int) -> bool:
+        """Whether one input's attention is causal (a decoder's: no later key).
+
+        Parameters
+        ----------
+        item : int
+            The ``item`` of a point.
+
+        Returns
+        -------
+        bool
+
+        Examples
+        --------
+        >>> import attnkit as ak
+        >>> from attnkit.testing import tiny_model
+        >>> ak.qk_embedding(tiny_model("gpt2").attend("The cat sat."), method="pca").item_causal(0)
+        True
+        """
+        return bool(self._source(item).causal)
 
     def _check_head(self, layer: Any, head: Any) -> tuple[int, int]:
         heads = [(int(l), int(h)) for l, h in self.meta["heads"]]
@@ -935,15 +1250,155 @@ class QKEmbedding(Result):
         missing = [c for c in on if c not in data.columns]
         if missing:
             raise InputError(f"join: data has no column {missing}; it needs {on}.")
+        absent = [c for c in on if c not in self._names()]
+        if absent:
+            raise InputError(f"join: the embedding has no column {absent}; it has {self._names()}.")
         if data.duplicated(on).any():
             raise InputError(f"join: data repeats some {on}; keep one row per {on}.")
         new = [c for c in data.columns if c not in on]
-        clash = [c for c in new if c in self.table.columns]
+        clash = [c for c in new if c in self._names()]
         if clash:
             raise InputError(f"join: columns {clash} are already in the table.")
-        table = self.table.merge(data, on=on, how="left", sort=False)
-        table.index = self.table.index
-        return QKEmbedding(table, self.meta, faithfulness=self.faithfulness, sources=self._sources)
+        # only the key columns of every point are made, not the table
+        keys = pd.DataFrame({c: self._series(c).to_numpy() for c in on})
+        merged = keys.merge(data, on=on, how="left", sort=False)
+        if not self._cols:
+            table = self.table.copy()
+            for c in new:
+                table[c] = merged[c].array
+            return QKEmbedding(table, self.meta, faithfulness=self.faithfulness, sources=self._sources)
+        return QKEmbedding({**self._cols, **{c: merged[c].array for c in new}}, self.meta,
+                           faithfulness=self.faithfulness, sources=self._sources)
+
+
+class QKPoints(_Points):
+    """Some points of a :class:`QKEmbedding`, by row (:meth:`QKEmbedding.take`; what
+    :attr:`attnkit.widgets.QKScatter.selected` gives): their rows, and their table made
+    only when read (tokens and items looked up from the embedding's inputs for these
+    points only), so a selection of half a million points costs its indices until asked.
+
+    Column access and DataFrame attributes are forwarded to :attr:`table` (made then), as
+    on every result; ``len()``, :meth:`column` and :attr:`rows` do not make it.
+
+    Parameters
+    ----------
+    embedding : QKEmbedding
+        The points' embedding.
+    rows : int, sequence of int, slice or boolean mask
+        Rows of the embedding's table (0-indexed), in the order kept.
+
+    Raises
+    ------
+    InputError
+        For rows outside the embedding's table.
+
+    Examples
+    --------
+    >>> import attnkit as ak
+    >>> from attnkit.analysis import QKPoints
+    >>> from attnkit.testing import tiny_model
+    >>> emb = ak.qk_embedding(tiny_model("bert").attend("The cat sat."), method="pca")
+    >>> pts = QKPoints(emb, [0, 7])
+    >>> pts.rows.tolist(), pts.column("kind").tolist()
+    ([0, 7], ['query', 'key'])
+    """
+
+    def __init__(self, embedding: QKEmbedding, rows: Any) -> None:
+        if not isinstance(embedding, QKEmbedding):
+            raise InputError(f"QKPoints takes a QKEmbedding, not {type(embedding).__name__}.")
+        self._emb = embedding
+        self._rows = validate.positions(rows, len(embedding), "rows")
+        self._frame = None
+        width = 1 << 15
+        key = embedding._ints("layer").astype(np.int64)[self._rows] * width + embedding._ints("head")[self._rows]
+        here = set(np.unique(key).tolist())
+        heads = [list(h) for h in embedding.meta["heads"] if h[0] * width + h[1] in here]
+        self.meta = {**embedding.meta, "heads": heads, "n_points": len(self._rows)}
+        self._plot, self._widget = "qk_embedding", None
+
+    def __repr__(self) -> str:
+        return f"QKPoints({len(self)} points of {self._emb!r})"
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    @property
+    def rows(self) -> np.ndarray:
+        """Int64 ``[len(self)]``: the points' rows in the embedding's table."""
+        return self._rows
+
+    def _names(self) -> list[str]:
+        return self._emb._names()
+
+    def column(self, column: str, rows: Any = None) -> np.ndarray:
+        """One column's values for these points (or some of them), without making a table.
+
+        Parameters
+        ----------
+        column : str
+            A column of the embedding's table.
+        rows : int, sequence of int, slice or boolean mask, optional
+            Which of these points (0-indexed into them); ``None`` for all.
+
+        Returns
+        -------
+        ndarray
+            As :meth:`QKEmbedding.column`.
+
+        Raises
+        ------
+        InputError
+            For an unknown column or rows outside these points.
+
+        Examples
+        --------
+        >>> import attnkit as ak
+        >>> from attnkit.testing import tiny_model
+        >>> emb = ak.qk_embedding(tiny_model("bert").attend("The cat sat."), method="pca")
+        >>> emb.take([3, 2]).column("token").tolist()
+        ['sat', 'cat']
+        """
+        idx = self._rows if rows is None else self._rows[validate.positions(rows, len(self._rows), "rows")]
+        return self._emb.column(column, idx)
+
+    def head_rows(self, layer: int, head: int) -> np.ndarray:
+        """Which of these points belong to one head (0-indexed into them).
+
+        Parameters
+        ----------
+        layer, head : int
+            0-indexed.
+
+        Returns
+        -------
+        ndarray
+            Int64 indices into these points.
+
+        Raises
+        ------
+        InputError
+            For a head the embedding does not hold.
+
+        Examples
+        --------
+        >>> import attnkit as ak
+        >>> from attnkit.testing import tiny_model
+        >>> emb = ak.qk_embedding(tiny_model("gpt2").attend("One two."), method="pca")
+        >>> emb.take(emb.head_rows(1, 1)[:3]).head_rows(1, 1).tolist()
+        [0, 1, 2]
+        """
+        layer, head = self._emb._check_head(layer, head)
+        lay, hd = self._emb._ints("layer")[self._rows], self._emb._ints("head")[self._rows]
+        return np.flatnonzero((lay == layer) & (hd == head))
+
+    def _series(self, name: str) -> pd.Series:
+        return self._emb._series(name, self._rows)
+
+    def _rows_frame(self, rows: np.ndarray) -> pd.DataFrame:
+        return self._emb._rows_frame(self._rows[rows])
+
+    def _make_table(self) -> pd.DataFrame:
+        return self._emb._rows_frame(self._rows)
 
 
 # ------------------------------------------------------------------ the functions
@@ -1190,28 +1645,23 @@ def qk_embedding(
         hps = [hp for l, hs in by_layer.items() for hp in _gather(items, l, hs)]
         sample_size(sample, 2 * len(hps[0].queries), method)
         results = _run(hps, client, progress, None, **options)
-    # the per-point columns shared by every head
-    item_col = np.concatenate([np.full(len(it.tokens), it.item, dtype=np.int64) for it in items])
-    pos_col = np.concatenate([np.arange(len(it.tokens), dtype=np.int64) for it in items])
-    tok_col = np.concatenate([np.asarray(it.tokens, dtype=object) for it in items])
-    role_col = np.concatenate([np.asarray(it.roles, dtype=object) for it in items])
+    # the points as columns of arrays, head after head (each head's queries, then its keys,
+    # items in order); tokens and roles stay with the inputs until asked for
+    item_col = np.concatenate([np.full(len(it.tokens), it.item, dtype=np.int32) for it in items])
+    pos_col = np.concatenate([np.arange(len(it.tokens), dtype=np.int32) for it in items])
     n = len(item_col)
-    frames, rows = [], []
-    axes = ["x", "y", "z"][:dims]
-    for hp, (y, faith) in zip(hps, results):
-        cols: dict[str, Any] = {
-            "layer": np.full(2 * n, hp.layer, dtype=np.int64),
-            "head": np.full(2 * n, hp.head, dtype=np.int64),
-            "item": np.tile(item_col, 2), "position": np.tile(pos_col, 2),
-            "token": np.tile(tok_col, 2), "role": np.tile(role_col, 2),
-            "kind": np.repeat(np.array(["query", "key"], dtype=object), n),
-        }
-        for j, a in enumerate(axes):
-            cols[a] = y[:, j]
-        frames.append(pd.DataFrame(cols))
-        rows.append({"layer": hp.layer, "head": hp.head, **faith})
-    table = pd.concat(frames, ignore_index=True)
-    table["kind"] = pd.Categorical(table["kind"], categories=["query", "key"])
+    rows = [{"layer": hp.layer, "head": hp.head, **faith} for hp, (_, faith) in zip(hps, results)]
+    coords = np.concatenate([y for y, _ in results]) if results else np.zeros((0, dims), np.float32)
+    del results
+    columns: dict[str, np.ndarray] = {
+        "layer": np.repeat(np.asarray([hp.layer for hp in hps], dtype=np.int16), 2 * n),
+        "head": np.repeat(np.asarray([hp.head for hp in hps], dtype=np.int16), 2 * n),
+        "item": np.tile(item_col, 2 * len(hps)), "position": np.tile(pos_col, 2 * len(hps)),
+        "kind": np.tile(np.repeat(np.asarray([0, 1], dtype=np.uint8), n), len(hps)),
+    }
+    for j, a in enumerate(["x", "y", "z"][:dims]):
+        columns[a] = np.ascontiguousarray(coords[:, j], dtype=np.float32)
+    del coords
     faith_table = pd.DataFrame(rows).set_index(["layer", "head"])
     size = sample_size(sample, 2 * n, method)
     meta = {"method": method, "dims": dims, "normalize": normalize, "seed": seed,
@@ -1234,7 +1684,7 @@ def qk_embedding(
             "citation": "Yeh et al. 2023, AttentionViz (IEEE VIS)"}
     faith_res = HeadResult(faith_table, {**meta, "what": "faithfulness of the picture"},
                            value="spearman")
-    return QKEmbedding(table, meta, faithfulness=faith_res, sources=items)
+    return QKEmbedding(columns, meta, faithfulness=faith_res, sources=items)
 
 
 def qk_faithfulness(

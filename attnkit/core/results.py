@@ -131,7 +131,12 @@ class Result:
         meta = "".join(
             f"<li><b>{html.escape(str(k))}</b>: {html.escape(_short(v))}</li>" for k, v in self.meta.items()
         )
-        return f"<div><ul style='margin:0 0 4px'>{meta}</ul>{self.table.to_html(max_rows=40)}</div>"
+        return f"<div><ul style='margin:0 0 4px'>{meta}</ul>{self._html_rows()}</div>"
+
+    def _html_rows(self) -> str:
+        """The table as HTML (at most 40 rows) for :meth:`_repr_html_`; results whose table
+        is made on demand show their rows without making all of it."""
+        return self.table.to_html(max_rows=40)
 
     @property
     def attrs(self) -> dict[str, Any]:

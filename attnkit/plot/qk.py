@@ -15,11 +15,13 @@ from .common import figure_axes, shown_by_ipython
 KIND_COLORS = {"query": "#E69F00", "key": "#0072B2"}
 
 
-def _draw(ax: Any, pts: Any, size: float) -> None:
-    for kind, colour in KIND_COLORS.items():
-        sel = pts[pts["kind"] == kind]
-        ax.scatter(sel["x"], sel["y"], s=size, c=colour, linewidths=0, alpha=0.7,
-                   label=kind, rasterized=True)
+def _draw(ax: Any, points: Any, rows: np.ndarray, size: float) -> None:
+    """The queries and keys of ``points`` at ``rows`` (read as columns: no table is made)."""
+    x, y, kind = (points.column(c, rows) for c in ("x", "y", "kind"))
+    for name, colour in KIND_COLORS.items():
+        sel = kind == name
+        ax.scatter(x[sel], y[sel], s=size, c=colour, linewidths=0, alpha=0.7,
+                   label=name, rasterized=True)
     ax.set_xticks([])
     ax.set_yticks([])
     ax.set_aspect("equal", adjustable="datalim")
@@ -32,8 +34,9 @@ def plot_qk_embedding(embedding: Any, ax: Any = None, layer: int | None = None,
 
     Parameters
     ----------
-    embedding : QKEmbedding
-        What :func:`attnkit.qk_embedding` returned.
+    embedding : QKEmbedding or QKPoints
+        What :func:`attnkit.qk_embedding` returned, or some of its points
+        (:meth:`~attnkit.analysis.QKEmbedding.take`).
     ax : matplotlib Axes, optional
         Draw one head there.
     layer, head : int, optional
@@ -62,15 +65,14 @@ def plot_qk_embedding(embedding: Any, ax: Any = None, layer: int | None = None,
     from matplotlib.figure import Figure
 
     heads = [tuple(h) for h in embedding.meta["heads"]]
-    table = embedding.table
     one = ax is not None or layer is not None or len(heads) == 1
     if one:
         key = (layer, head) if layer is not None else heads[0]
         if key not in heads:
             raise InputError(f"Head {key} is not in this embedding ({heads}).")
-        pts = table[(table["layer"] == key[0]) & (table["head"] == key[1])]
+        rows = embedding.head_rows(*key)
         fig, ax = figure_axes(ax, (4.0, 4.0))
-        _draw(ax, pts, options.get("size", max(1.0, 30.0 / np.sqrt(max(len(pts), 1) / 100))))
+        _draw(ax, embedding, rows, options.get("size", max(1.0, 30.0 / np.sqrt(max(len(rows), 1) / 100))))
         ax.set_title(f"head {key[0] + 1}-{key[1] + 1} (1-indexed)")
         ax.legend(loc="best", fontsize=8, markerscale=3)
         return fig
@@ -80,12 +82,11 @@ def plot_qk_embedding(embedding: Any, ax: Any = None, layer: int | None = None,
     shown_by_ipython(Figure)
     fig = Figure(figsize=(1.3 * n_heads + 0.5, 1.3 * len(layers) + 0.5))
     axes = fig.subplots(len(layers), n_heads, squeeze=False)
-    groups = dict(tuple(table.groupby(["layer", "head"], sort=False)))
     for r, l in enumerate(layers):
         for c in range(n_heads):
             a = axes[r][c]
-            if (l, c) in groups:
-                _draw(a, groups[(l, c)], options.get("size", 1.0))
+            if (l, c) in heads:
+                _draw(a, embedding, embedding.head_rows(l, c), options.get("size", 1.0))
                 a.set_title(head_label(l, c), fontsize=7)
             else:
                 a.axis("off")

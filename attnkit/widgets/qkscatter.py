@@ -11,6 +11,7 @@ import pandas as pd
 import traitlets
 from matplotlib.figure import Figure
 
+from ..analysis.qk import QKEmbedding, QKPoints
 from ..core import validate
 from ..core.labels import head_label
 from ..errors import InputError
@@ -44,15 +45,18 @@ def _normalised(xy: np.ndarray) -> np.ndarray:
 class QKScatter(AttnkitWidget):
     """Queries and keys of one head, or every head as small multiples, drawn on WebGL.
 
-    Points travel as binary buffers: float16 positions (4 bytes) and a uint8 colour code, 5
-    bytes a point; in the matrix view the points go panel by panel, with one count a panel.
+    Points travel as binary buffers made straight from the embedding's columns (no table of
+    the points is made): float16 positions (4 bytes) and a uint8 colour code, 5 bytes a
+    point; in the matrix view the points go panel by panel, with one count a panel.
     The view pans and zooms (scroll or drag; ``+``/``-``/arrows/``0`` on the keyboard; where
     drawing every point takes longer than a frame, frames in motion move the last full frame
     and every point is drawn again once the view rests), colours points by any column with a
     legend, shows the hovered token in its sentence (asked from the kernel), syncs a lasso
-    selection (Shift + drag) to :attr:`selected`, and sets :attr:`clicked`; in the matrix
-    view a click (or Enter on the focused panel) opens that head. Without JavaScript the
-    notebook shows a PNG of the same picture.
+    selection (Shift + drag) to :attr:`selected` (the points' rows; their table is made only
+    when read), and sets :attr:`clicked`; in the matrix view a click (or Enter on the
+    focused panel) opens that head, in one head's view a click opens the point's input in
+    :meth:`linked_heatmap` (from the store, for an embedding of a store). Without
+    JavaScript the notebook shows a PNG of the same picture.
 
     Parameters
     ----------
@@ -107,8 +111,8 @@ class QKScatter(AttnkitWidget):
                  mode: str = "head", color_by: str = "kind", max_bytes: int = MAX_BYTES,
                  title: str | None = None) -> None:
         max_bytes = validate.size(max_bytes, "max_bytes")
-        table = getattr(embedding, "table", None)
-        if table is None or not {"x", "y", "kind", "layer", "head"} <= set(table.columns):
+        if not isinstance(embedding, QKEmbedding) or \
+                not {"x", "y", "kind", "layer", "head"} <= set(embedding.columns):
             raise InputError("QKScatter takes what attnkit.qk_embedding returned.")
         self._emb = embedding
         self._heads = [tuple(int(v) for v in h) for h in embedding.meta["heads"]]
@@ -174,7 +178,7 @@ class QKScatter(AttnkitWidget):
 
     def _colourable(self) -> list[str]:
         skip = {"x", "y", "z", "layer", "head"}
-        return [c for c in self._emb.table.columns if c not in skip]
+        return [str(c) for c in self._emb.columns if c not in skip]
 
     def _check_color(self, column: str) -> None:
         if column not in self._colourable():
@@ -192,23 +196,22 @@ class QKScatter(AttnkitWidget):
 
     # ------------------------------------------------------------------ data
     def _panel_of(self) -> np.ndarray:
-        """The panel (index into the embedding's heads) of every row of the table."""
-        lh = self._emb.table[["layer", "head"]].to_numpy(dtype=np.int64)
+        """The panel (index into the embedding's heads) of every point."""
+        layer, head = self._emb.column("layer"), self._emb.column("head")
         heads = np.asarray(self._heads, dtype=np.int64).reshape(-1, 2)
-        width = int(max(heads[:, 1].max(), lh[:, 1].max())) + 1
-        key = lh[:, 0] * width + lh[:, 1]
+        width = int(max(heads[:, 1].max(), head.max(initial=0))) + 1
+        key = layer * width + head
         order = heads[:, 0] * width + heads[:, 1]
         sort = np.argsort(order)
         return sort[np.searchsorted(order[sort], key)]
 
     def _shown(self) -> tuple[np.ndarray, np.ndarray]:
-        """Rows of the table the view draws (a seeded sample beyond the byte budget), and in
-        the matrix view the points a panel (the rows sorted panel by panel)."""
-        t = self._emb.table
+        """Rows of the embedding the view draws (a seeded sample beyond the byte budget),
+        and in the matrix view the points a panel (the rows sorted panel by panel)."""
         if self.mode == "head":
-            rows = np.flatnonzero(((t["layer"] == self.layer) & (t["head"] == self.head)).to_numpy())
+            rows = self._emb.head_rows(self.layer, self.head)
         else:
-            rows = np.arange(len(t))
+            rows = np.arange(len(self._emb))
         most = max(1, self._max_bytes // 5)
         self.n_total = len(rows)
         if len(rows) > most:
@@ -221,10 +224,9 @@ class QKScatter(AttnkitWidget):
         return rows[order], np.bincount(panel, minlength=len(self._heads))
 
     def _refresh(self) -> None:
-        t = self._emb.table
         rows, counts = self._shown()
         self._rows = rows
-        xy = t[["x", "y"]].to_numpy(dtype=np.float32)[rows]
+        xy = np.stack([self._emb.column("x", rows), self._emb.column("y", rows)], axis=1)
         if self.mode == "head":
             pts = _normalised(xy)
             panels: dict = {}
@@ -242,8 +244,7 @@ class QKScatter(AttnkitWidget):
             self._recolour()
 
     def _recolour(self) -> None:
-        col = self._emb.table[self.color_by].iloc[self._rows] if len(self._rows) else pd.Series([], dtype=object)
-        codes, cats, colors = _categories(col, self.color_by)
+        codes, cats, colors = _categories(self._emb.column(self.color_by, self._rows), self.color_by)
         with self.hold_sync():
             self.codes = wire(codes, "uint8")
             self.categories = cats
@@ -251,12 +252,14 @@ class QKScatter(AttnkitWidget):
 
     # ------------------------------------------------------------------ Python side
     @property
-    def selected(self) -> pd.DataFrame:
-        """The points of the lasso selection (rows of the embedding's table).
+    def selected(self) -> QKPoints:
+        """The points of the lasso selection: their rows in the embedding's table
+        (``.rows``), and the table of just those points, made when read (``.table``; column
+        access and DataFrame methods work on it directly, as on every result).
 
         Returns
         -------
-        DataFrame
+        QKPoints
             Empty when nothing is selected.
 
         Examples
@@ -266,12 +269,14 @@ class QKScatter(AttnkitWidget):
         >>> view = ak.QKScatter(ak.qk_embedding(tiny_model("gpt2").attend("The cat sat."), method="pca"))
         >>> view.select([0, 1]); view.selected[["kind", "position"]].values.tolist()
         [['query', 0], ['query', 1]]
+        >>> view.selected.rows.tolist()
+        [0, 1]
         """
         if not self.selection:
-            return self._emb.table.iloc[[]]
+            return self._emb.take(np.zeros(0, dtype=np.int64))
         idx = np.asarray(read(self.selection), dtype=np.int64)
         idx = idx[(idx >= 0) & (idx < len(self._rows))]
-        return self._emb.table.iloc[self._rows[idx]]
+        return self._emb.take(self._rows[idx])
 
     def select(self, ids: Sequence[int]) -> None:
         """Select points by their index in the drawn picture (what a lasso does).
@@ -329,7 +334,7 @@ class QKScatter(AttnkitWidget):
         ('cat', 'query', 'cat')
         """
         i = validate.index(ids, len(self._rows), "ids")
-        row = self._emb.table.iloc[int(self._rows[i])]
+        row = self._row(i)
         out = {k: (v.item() if hasattr(v, "item") else v) for k, v in row.items() if k in
                ("layer", "head", "item", "position", "token", "kind", "role")}
         out["kind"] = str(out["kind"])
@@ -368,11 +373,15 @@ class QKScatter(AttnkitWidget):
         if isinstance(content, dict) and content.get("type") == "point":
             self.send(self.answer(content))
 
+    def _row(self, i: int) -> pd.Series:
+        """The table row of drawn point ``i`` (made for that point alone)."""
+        return self._emb.take([int(self._rows[i])]).table.iloc[0]
+
     def _open_clicked(self, change: dict) -> None:
         i = int(change["new"])
         if not 0 <= i < len(self._rows):
             return
-        row = self._emb.table.iloc[int(self._rows[i])]
+        row = self._row(i)
         if self.mode == "matrix":
             with self.hold_trait_notifications():
                 self.layer, self.head, self.mode = int(row["layer"]), int(row["head"]), "head"
@@ -380,22 +389,30 @@ class QKScatter(AttnkitWidget):
             # point again after going back to the matrix opens its head again
             self.clicked = -1
             return
-        if self._linked is not None and str(row["kind"]) == "query":
-            self._show_map(int(row["item"]), int(row["layer"]), int(row["head"]), int(row["position"]))
+        if self._linked is not None:
+            self._show_map(int(row["item"]), int(row["layer"]), int(row["head"]), int(row["position"]),
+                           str(row["kind"]))
 
-    def _show_map(self, item: int, layer: int, head: int, position: int) -> None:
+    def _show_map(self, item: int, layer: int, head: int, position: int, kind: str) -> None:
         from ..core.attention import Attention
         from .heatmap import Heatmap
 
-        m = self._emb.item_map(item, layer, head)
-        att = Attention.from_maps(m[None, None], self._emb.tokens(item), causal=bool(np.triu(m, 1).max() == 0))
+        emb = self._emb
+        # the input's map of this head: read from the store (its maps, or computed from its
+        # stored queries and keys), never from the other inputs
+        m = emb.item_map(item, layer, head)
+        tokens = emb.tokens(item)
+        att = Attention.from_maps(m[None, None], tokens, emb.item_roles(item), causal=emb.item_causal(item))
+        where = "row" if kind == "query" else "column"
         heat = Heatmap(att, layer=0, head=0,
-                       title=f"item {item}, head {head_label(layer, head)}: row {position} ({self._emb.tokens(item)[position]})")
+                       title=f"item {item}, head {head_label(layer, head)}: {where} {position} ({tokens[position]})")
         self._linked.children = [heat]
 
     def linked_heatmap(self) -> Any:
-        """A box that shows, as a :class:`~attnkit.widgets.Heatmap`, the sentence of the
-        query point clicked last (its map for the open head).
+        """A box that shows, as a :class:`~attnkit.widgets.Heatmap`, the input of the point
+        clicked last: its map for the open head (the query's row, the key's column), read
+        from the store for an embedding of a store (its stored map, or the map computed
+        from its stored queries and keys when the store keeps only those).
 
         Returns
         -------
@@ -438,9 +455,11 @@ class QKScatter(AttnkitWidget):
         >>> len(ak.QKScatter(emb, mode="matrix").figure().axes)
         4
         """
-        emb = self._emb
-        if preview and len(emb.table) > 50_000 * (1 if self.mode == "head" else len(self._heads)):
-            emb = _Thin(emb, 50_000 * (1 if self.mode == "head" else len(self._heads)))
+        emb: Any = self._emb
+        most = 50_000 * (1 if self.mode == "head" else len(self._heads))
+        if preview and len(emb) > most:  # a seeded sample of the points, no table made
+            rng = np.random.default_rng(0)
+            emb = emb.take(np.sort(rng.choice(len(emb), size=most, replace=False)))
         if self.mode == "head":
             return plot_qk_embedding(emb, layer=self.layer, head=self.head)
         return plot_qk_embedding(emb)
@@ -451,24 +470,15 @@ class QKScatter(AttnkitWidget):
         return f"Queries (orange) and keys (blue) of head {head_label(self.layer, self.head)}"
 
 
-class _Thin:
-    """An embedding's table thinned to ``most`` points (seeded), for a quick static copy."""
-
-    def __init__(self, emb: Any, most: int) -> None:
-        rng = np.random.default_rng(0)
-        rows = np.sort(rng.choice(len(emb.table), size=most, replace=False))
-        self.table = emb.table.iloc[rows]
-        self.meta = emb.meta
-
-
-def _categories(col: pd.Series, name: str) -> tuple[np.ndarray, list[str], list[str]]:
-    """Codes (uint8), category labels and colours of a column: query/key in their colours,
-    numbers cut into at most :data:`MAX_CATEGORIES` bins, other values by frequency (the
-    rarest pooled as "other")."""
+def _categories(values: Any, name: str) -> tuple[np.ndarray, list[str], list[str]]:
+    """Codes (uint8), category labels and colours of a column's values: query/key in their
+    colours, numbers cut into at most :data:`MAX_CATEGORIES` bins, other values by frequency
+    (the rarest pooled as "other")."""
     if name == "kind":
         cats = ["query", "key"]
-        codes = np.where(col.astype(str).to_numpy() == "key", 1, 0)
+        codes = np.asarray(values).astype(str) == "key"
         return codes.astype(np.uint8), cats, [KIND_COLORS["query"], KIND_COLORS["key"]]
+    col = values if isinstance(values, pd.Series) else pd.Series(values)
     if pd.api.types.is_numeric_dtype(col) and col.nunique() > MAX_CATEGORIES:
         values = col.to_numpy(dtype=np.float64)
         edges = np.unique(np.nanquantile(values, np.linspace(0, 1, 11)))

@@ -6,8 +6,10 @@
 // drawn in the square view of its longer side: the cells past its rows or columns are
 // blank, the rows labelled with the target tokens, the columns with the source tokens.
 // A wide one (few target rows over many source columns) has taller rows than its columns
-// are wide while all its rows fit the plot (see `rowPx`): the rows stay readable and
-// hoverable; zoomed in until cells are as tall as those rows, cells are square again.
+// are wide while all its rows fit the plot, a tall one (many target rows over few source
+// columns) wider columns than its rows are tall (see `sides`): the shorter side's lines
+// stay readable and hoverable, drawn exact with the other side's cells pooled; zoomed in
+// until cells are as large as those lines, cells are square again.
 
 import { bitmap, FONT, FONT_SMALL, localPoint, sizeCanvas } from "./lib/canvas";
 import { Binary, WireArray } from "./lib/codec";
@@ -17,10 +19,10 @@ import { checkbox, select, stepper } from "./lib/controls";
 import { displayToken, fitText, formatValue, labelStride, truncate } from "./lib/labels";
 import { colorBarV } from "./lib/legend";
 import { describeScale, rankRows, Scale, ScaleKind, scaleIndex, scaleKey } from "./lib/scale";
-import { chooseLevel, Entry, levelSide, poolColumns, Pyramid, tileEntry, TileId, tileKey, TileLoader, tileOfCell, tilesCovering } from "./lib/tiles";
+import { chooseLevel, Entry, levelSide, poolCells, Pyramid, tileEntry, TileId, tileKey, TileLoader, tileOfCell, tilesCovering } from "./lib/tiles";
 import { bindPan } from "./lib/pan";
 import { h, mount, noKernel, RenderProps, View } from "./lib/view";
-import { cellAt, clampView, fullView, panBy, snapView, View as Window, zoomAt } from "./lib/zoom";
+import { cellAt, clampView, fullView, lineSides, panBy, snapView, View as Window, zoomAt } from "./lib/zoom";
 
 const LABEL_CHARS = 14;
 const MIN_LABEL_PX = 11;
@@ -28,9 +30,9 @@ const CACHE_BYTES = 96 * 2 ** 20;
 const IN_FLIGHT = 4;
 const SETTLE_MS = 60;
 const RIGHT = 118; // colour bar, its numbers, the minimap
-/** the least height of a wide rectangle's rows while all of them fit the plot */
-const MIN_ROW_PX = 16;
-/** a stretched view draws its rows exact (level 0 or finer) when this few tiles cover it */
+/** the least height of a wide rectangle's rows (width of a tall one's columns) while all fit the plot */
+const MIN_LINE_PX = 16;
+/** a stretched view draws its long lines exact (level 0 or finer) when this few tiles cover it */
 const MAX_EXACT_TILES = 16;
 
 interface Data {
@@ -284,7 +286,8 @@ class HeatmapView extends View<"heatmap"> {
       plotLeft: String(this.geom.left), plotTop: String(this.geom.top), plotSize: String(this.geom.plot),
       miniLeft: String(this.geom.miniX), miniTop: String(this.geom.miniY), miniSize: String(mini),
       miniWidth: String(this.miniBox()[0]), miniHeight: String(this.miniBox()[1]),
-    });    this.win = this.fitRows(this.win); // a new plot size may stretch the rows (or not)
+    });
+    this.win = this.fitLines(this.win); // a new plot size may stretch the lines (or not)
   }
 
   // ---------------------------------------------------------------------- draw
@@ -292,9 +295,9 @@ class HeatmapView extends View<"heatmap"> {
     this.cache.unpaint();
   }
 
-  private paintEntry(e: Entry, t: TileId, what: string, pool = 1): CanvasImageSource {
+  private paintEntry(e: Entry, t: TileId, what: string, rowPool = 1, colPool = 1): CanvasImageSource {
     const s = this.scale();
-    const key = `${scaleKey(s)}|${this.theme.empty}|${this.theme.bg}|${what}|${pool}`;
+    const key = `${scaleKey(s)}|${this.theme.empty}|${this.theme.bg}|${what}|${rowPool}x${colPool}`;
     if (e.bitmap && e.paintedFor === key) return e.bitmap;
     const d = this.d;
     const b0 = t.ti * d.pyramid.size;
@@ -312,53 +315,61 @@ class HeatmapView extends View<"heatmap"> {
       for (let i = 0; i < e.rows; i++) for (let j = Math.max(0, b0 + i - c0 + 1); j < e.cols; j++) masked[i * e.cols + j] = NaN;
       values = masked;
     }
-    // a stretched view's exact rows under columns too thin to draw: each run of `pool`
-    // columns pooled (max or mean), as the coarser level would, so no peak is dropped
-    if (pool > 1) values = poolColumns(values, e.rows, e.cols, pool, this.reduce() === "mean");
+    // a stretched view's exact lines across cells too thin to draw (a wide map's rows over
+    // its columns, a tall map's columns over its rows): each run of the thin side pooled
+    // (max or mean), as the coarser level would, so no peak is dropped
+    if (rowPool > 1 || colPool > 1) values = poolCells(values, e.rows, e.cols, rowPool, colPool, this.reduce() === "mean");
     const [er, eg, eb] = parseColor(this.theme.empty) ?? [240, 240, 240];
     const rgba = paint(values, lut(d.cmap, this.theme.bg), scaleIndex(s), undefined, [er, eg, eb, 255]);
-    e.bitmap = bitmap(rgba, Math.ceil(e.cols / pool), e.rows);
+    e.bitmap = bitmap(rgba, Math.ceil(e.cols / colPool), Math.ceil(e.rows / rowPool));
     e.paintedFor = key;
     return e.bitmap;
   }
 
   /** Draw tile `t` (already cached under `key`) into the plot, clipped to the map. */
-  private drawTile(ctx: CanvasRenderingContext2D, t: TileId, e: Entry, what: string, pool = 1): void {
-    const { left, top, plot } = this.geom;
+  private drawTile(ctx: CanvasRenderingContext2D, t: TileId, e: Entry, what: string, rowPool = 1, colPool = 1): void {
+    const { left, top } = this.geom;
     const w = this.win;
-    const cellPx = plot / w.size;
-    const rowPx = this.rowPx();
+    const [rowPx, colPx] = this.sides();
     const bin = 2 ** t.k;
     const r0 = t.ti * this.d.pyramid.size * bin;
     const c0 = t.tj * this.d.pyramid.size * bin;
-    const img = this.paintEntry(e, t, what, pool);
-    const cols = Math.ceil(e.cols / pool);
-    ctx.drawImage(img, 0, 0, cols, e.rows,
-      left + (c0 - w.x0) * cellPx, top + (r0 - w.y0) * rowPx, cols * pool * bin * cellPx, e.rows * bin * rowPx);
+    const img = this.paintEntry(e, t, what, rowPool, colPool);
+    const cols = Math.ceil(e.cols / colPool);
+    const rows = Math.ceil(e.rows / rowPool);
+    ctx.drawImage(img, 0, 0, cols, rows,
+      left + (c0 - w.x0) * colPx, top + (r0 - w.y0) * rowPx, cols * colPool * bin * colPx, rows * rowPool * bin * rowPx);
   }
 
   /**
-   * The height of a row: the cells' side, or, for a wide rectangle whose rows all fit the
-   * plot, taller: min(plot / rows, max(MIN_ROW_PX, plot / (2 rows))), so its rows fill at
-   * least half the plot (or all of it). A square map's rows are always its cells' side.
+   * The height of a row and the width of a column, [rowPx, colPx], in a view of `size`
+   * cells: the cells' side, or, for a rectangle whose shorter side's lines all fit the plot
+   * (a wide map's rows, a tall map's columns), those lines larger (lib/zoom.ts `lineSides`:
+   * at least MIN_LINE_PX, filling at least half the plot). A square map's cells are square.
    */
+  private sides(size = this.win.size): [number, number] {
+    return lineSides(this.geom.plot, size, this.d.rows, this.d.cols, MIN_LINE_PX);
+  }
+
   private rowPx(size = this.win.size): number {
-    const d = this.d;
-    const plot = this.geom.plot;
-    const cell = plot / size;
-    if (!d.rect || d.rows >= d.cols) return cell;
-    const fit = plot / d.rows;
-    return Math.max(cell, Math.min(fit, Math.max(MIN_ROW_PX, fit / 2)));
+    return this.sides(size)[0];
   }
 
-  /** Rows are taller than cells are wide in a view of `size` cells (then all rows show). */
+  private colPx(size = this.win.size): number {
+    return this.sides(size)[1];
+  }
+
+  /** Rows or columns are larger than cells in a view of `size` cells (then all of them show). */
   private stretched(size = this.win.size): boolean {
-    return this.rowPx(size) > this.geom.plot / size;
+    const [rowPx, colPx] = this.sides(size);
+    return Math.max(rowPx, colPx) > this.geom.plot / size;
   }
 
-  /** A stretched view shows every row: from the first. */
-  private fitRows(w: Window): Window {
-    return this.stretched(w.size) ? { ...w, y0: 0 } : w;
+  /** A stretched view shows every row (a wide map) or column (a tall one): from the first. */
+  private fitLines(w: Window): Window {
+    const [rowPx, colPx] = this.sides(w.size);
+    const cell = this.geom.plot / w.size;
+    return rowPx > cell ? { ...w, y0: 0 } : colPx > cell ? { ...w, x0: 0 } : w;
   }
 
   /** The cell (row, col) under plot point (px, py), or null. */
@@ -367,8 +378,8 @@ class HeatmapView extends View<"heatmap"> {
     const { plot } = this.geom;
     if (!this.stretched()) return cellAt(this.win, px, py, plot, d.n);
     if (px < 0 || py < 0 || px >= plot || py >= plot) return null;
-    const col = Math.floor(this.win.x0 + (px / plot) * this.win.size);
-    const row = Math.floor(this.win.y0 + py / this.rowPx());
+    const row = this.rowUnder(py);
+    const col = this.colUnder(px);
     return row < 0 || col < 0 || row >= d.n || col >= d.n ? null : [row, col];
   }
 
@@ -376,6 +387,12 @@ class HeatmapView extends View<"heatmap"> {
   private rowUnder(py: number): number {
     const w = this.win;
     return Math.floor(this.stretched() ? w.y0 + py / this.rowPx() : w.y0 + (py / this.geom.plot) * w.size);
+  }
+
+  /** The column under plot width px (a column label's place). */
+  private colUnder(px: number): number {
+    const w = this.win;
+    return Math.floor(this.stretched() ? w.x0 + px / this.colPx() : w.x0 + (px / this.geom.plot) * w.size);
   }
 
   protected draw(): void {
@@ -388,31 +405,36 @@ class HeatmapView extends View<"heatmap"> {
     const n = d.n;
     const w = this.win;
     const cellPx = plot / w.size;
-    const rowPx = this.rowPx();
+    const [rowPx, colPx] = this.sides();
     const rowsShown = plot / rowPx; // rows in view: w.size unless stretched
+    const colsShown = plot / colPx;
     const pyr = d.pyramid;
     const what = this.what();
-    // A stretched view's rows are tall: drawn exact where few tiles cover the view, each
-    // tile's columns pooled down to the level the columns alone would use.
-    const colLevel = chooseLevel(w.size, plot * dpr, pyr.top);
-    let level = colLevel;
-    if (rowPx > cellPx) {
-      for (let k = chooseLevel(rowsShown, plot * dpr, pyr.top); k < colLevel; k++) {
-        if (tilesCovering(pyr, k, w.y0, w.y0 + rowsShown, w.x0, w.x0 + w.size).length <= MAX_EXACT_TILES) {
+    // A stretched view's long lines (a wide map's rows, a tall map's columns) are drawn exact
+    // where few tiles cover the view, each tile's other side pooled down to the level the
+    // cells alone would use.
+    const cellLevel = chooseLevel(w.size, plot * dpr, pyr.top);
+    let level = cellLevel;
+    if (rowPx > cellPx || colPx > cellPx) {
+      for (let k = chooseLevel(Math.min(rowsShown, colsShown), plot * dpr, pyr.top); k < cellLevel; k++) {
+        if (tilesCovering(pyr, k, w.y0, w.y0 + rowsShown, w.x0, w.x0 + colsShown).length <= MAX_EXACT_TILES) {
           level = k;
           break;
         }
       }
     }
-    const pool = 2 ** (colLevel - level);
+    const pool = 2 ** (cellLevel - level);
+    const rowPool = colPx > cellPx ? pool : 1;
+    const colPool = rowPx > cellPx ? pool : 1;
     this.root.dataset.level = String(level);
     this.root.dataset.view = `${w.x0},${w.y0},${w.size}`;
     this.root.dataset.rowPx = String(rowPx);
+    this.root.dataset.colPx = String(colPx);
 
     // Cells: the overview first (always there), then the tiles of the chosen level on top.
     ctx.save();
     ctx.beginPath();
-    ctx.rect(left, top, Math.min(plot, (d.cols - w.x0) * cellPx), Math.min(plot, (d.rows - w.y0) * rowPx));
+    ctx.rect(left, top, Math.min(plot, (d.cols - w.x0) * colPx), Math.min(plot, (d.rows - w.y0) * rowPx));
     ctx.clip();
     ctx.imageSmoothingEnabled = false;
     ctx.fillStyle = th.empty;
@@ -423,9 +445,9 @@ class HeatmapView extends View<"heatmap"> {
     if (ov) this.drawTile(ctx, { k: pyr.top, ti: 0, tj: 0 }, ov, "value");
     let missing = 0;
     if (level < pyr.top) {
-      const tiles = tilesCovering(pyr, level, w.y0, w.y0 + rowsShown, w.x0, w.x0 + w.size);
+      const tiles = tilesCovering(pyr, level, w.y0, w.y0 + rowsShown, w.x0, w.x0 + colsShown);
       const cy = w.y0 + rowsShown / 2;
-      const cx = w.x0 + w.size / 2;
+      const cx = w.x0 + colsShown / 2;
       const span = pyr.size * 2 ** level;
       const dist = (t: TileId) => Math.hypot((t.ti + 0.5) * span - cy, (t.tj + 0.5) * span - cx);
       tiles.sort((a, b) => dist(a) - dist(b));
@@ -435,7 +457,7 @@ class HeatmapView extends View<"heatmap"> {
         const key = this.key(t, what);
         const e = this.cache.get(key);
         if (e) {
-          this.drawTile(ctx, t, e, what, pool);
+          this.drawTile(ctx, t, e, what, rowPool, colPool);
           this.noteDrawn(key);
         } else {
           missing++;
@@ -446,14 +468,14 @@ class HeatmapView extends View<"heatmap"> {
     ctx.restore();
     this.tiles.settle(`${w.x0},${w.y0},${w.size}`);
 
-    if (cellPx >= 10 || rowPx >= 10) {
+    if (colPx >= 10 || rowPx >= 10) {
       ctx.strokeStyle = th.dark ? "rgba(0,0,0,0.45)" : "rgba(255,255,255,0.6)";
       ctx.lineWidth = 1;
       ctx.beginPath();
-      const gridW = Math.min(plot, (d.cols - w.x0) * cellPx);
+      const gridW = Math.min(plot, (d.cols - w.x0) * colPx);
       const gridH = Math.min(plot, (d.rows - w.y0) * rowPx);
-      for (let i = Math.ceil(w.x0); cellPx >= 10 && i <= Math.min(d.cols, w.x0 + w.size); i++) {
-        const x = left + (i - w.x0) * cellPx;
+      for (let i = Math.ceil(w.x0); colPx >= 10 && i <= Math.min(d.cols, w.x0 + colsShown); i++) {
+        const x = left + (i - w.x0) * colPx;
         ctx.moveTo(x, top); ctx.lineTo(x, top + gridH);
       }
       for (let i = Math.ceil(w.y0); rowPx >= 10 && i <= Math.min(d.rows, w.y0 + rowsShown); i++) {
@@ -469,20 +491,20 @@ class HeatmapView extends View<"heatmap"> {
     if (this.hover) {
       const [r, c] = this.hover;
       const ry = top + (r - w.y0) * rowPx;
-      const cx = left + (c - w.x0) * cellPx;
+      const cx = left + (c - w.x0) * colPx;
       ctx.save();
       ctx.beginPath();
-      ctx.rect(left, top, Math.min(plot, (d.cols - w.x0) * cellPx), Math.min(plot, (d.rows - w.y0) * rowPx));
+      ctx.rect(left, top, Math.min(plot, (d.cols - w.x0) * colPx), Math.min(plot, (d.rows - w.y0) * rowPx));
       ctx.clip();
       ctx.fillStyle = "rgba(255, 170, 0, 0.16)";
       ctx.fillRect(left, ry, plot, Math.max(rowPx, 1));
-      ctx.fillRect(cx, top, Math.max(cellPx, 1), plot);
+      ctx.fillRect(cx, top, Math.max(colPx, 1), plot);
       ctx.strokeStyle = th.accent;
       ctx.lineWidth = 2;
-      ctx.strokeRect(cx - (cellPx < 4 ? 2 : 0), ry - (rowPx < 4 ? 2 : 0), Math.max(cellPx, 4), Math.max(rowPx, 4));
+      ctx.strokeRect(cx - (colPx < 4 ? 2 : 0), ry - (rowPx < 4 ? 2 : 0), Math.max(colPx, 4), Math.max(rowPx, 4));
       ctx.restore();
     }
-    this.drawLabels(ctx, cellPx, rowPx);
+    this.drawLabels(ctx, colPx, rowPx);
 
     ctx.font = FONT_SMALL;
     ctx.fillStyle = th.muted;
@@ -504,16 +526,16 @@ class HeatmapView extends View<"heatmap"> {
     this.zoomOut.disabled = w.size >= n;
     this.fit.disabled = w.size >= n;
     this.zoomIn.disabled = w.size <= Math.min(4, n);
-    this.updateText(level, missing, s, pool);
+    this.updateText(level, missing, s, rowPool, colPool);
   }
 
-  private drawLabels(ctx: CanvasRenderingContext2D, cellPx: number, rowPx = cellPx): void {
+  private drawLabels(ctx: CanvasRenderingContext2D, colPx: number, rowPx: number): void {
     const d = this.d;
     const th = this.theme;
     const { left, top, plot } = this.geom;
     const w = this.win;
     const room = left - 8; // labels are shortened to fit: never cut at the canvas edge
-    // Each axis by its own cells' size (a stretched view's rows are taller than its columns).
+    // Each axis by its own lines' size (a stretched view's rows or columns are larger than its cells).
     const axis = (px: number) => {
       const numbered = px < MIN_LABEL_PX; // strided labels carry their position
       const stride = labelStride(px, numbered ? 14 : MIN_LABEL_PX);
@@ -531,14 +553,14 @@ class HeatmapView extends View<"heatmap"> {
       };
     };
     const ra = axis(rowPx);
-    const ca = axis(cellPx);
+    const ca = axis(colPx);
     const inside = (p: number, a: number, half: number) => Math.max(a + half, Math.min(a + plot - half, p));
     const lo = Math.max(0, Math.floor(w.y0));
     const hi = Math.min(d.rows - 1, Math.ceil(w.y0 + plot / rowPx) - 1);
     const loC = Math.max(0, Math.floor(w.x0));
-    const hiC = Math.min(d.cols - 1, Math.ceil(w.x0 + w.size) - 1);
+    const hiC = Math.min(d.cols - 1, Math.ceil(w.x0 + plot / colPx) - 1);
     const hoverRow = this.hover ? inside(top + (this.hover[0] + 0.5 - w.y0) * rowPx, top, ra.half) : NaN;
-    const hoverCol = this.hover ? inside(left + (this.hover[1] + 0.5 - w.x0) * cellPx, left, ca.half) : NaN;
+    const hoverCol = this.hover ? inside(left + (this.hover[1] + 0.5 - w.x0) * colPx, left, ca.half) : NaN;
     ctx.save();
     ctx.beginPath();
     ctx.rect(0, top, left, plot);
@@ -576,7 +598,7 @@ class HeatmapView extends View<"heatmap"> {
     for (const j of cols) {
       if (j < loC || j > hiC) continue;
       const isHover = this.hover !== null && this.hover[1] === j;
-      const x = inside(left + (j + 0.5 - w.x0) * cellPx, left, ca.half);
+      const x = inside(left + (j + 0.5 - w.x0) * colPx, left, ca.half);
       if (!isHover && Math.abs(x - hoverCol) < ca.gap) continue;
       ctx.save();
       ctx.translate(x, top - 6);
@@ -618,9 +640,11 @@ class HeatmapView extends View<"heatmap"> {
     const f = this.geom.mini / d.n;
     ctx.strokeStyle = th.accent;
     ctx.lineWidth = 1.5;
-    const rowsShown = Math.min(w.size, this.geom.plot / this.rowPx());
+    const [rowPx, colPx] = this.sides();
+    const rowsShown = Math.min(w.size, this.geom.plot / rowPx);
+    const colsShown = Math.min(w.size, this.geom.plot / colPx);
     // the part of the view that holds cells (a rectangle's view runs past its shorter side)
-    const vw = Math.min(w.size, d.cols - w.x0) * f;
+    const vw = Math.min(colsShown, d.cols - w.x0) * f;
     const vh = Math.min(rowsShown, d.rows - w.y0) * f;
     ctx.strokeRect(miniX + w.x0 * f, miniY + w.y0 * f, Math.max(3, vw), Math.max(3, vh));
     ctx.strokeStyle = th.faint;
@@ -641,19 +665,20 @@ class HeatmapView extends View<"heatmap"> {
     return [(mini * d.cols) / d.n, (mini * d.rows) / d.n];
   }
 
-  private updateText(level: number, missing: number, s: Scale, pool = 1): void {
+  private updateText(level: number, missing: number, s: Scale, rowPool = 1, colPool = 1): void {
     const d = this.d;
     const w = this.win;
     // positions counted from 0, as in tables, code and every other view
     const r0 = Math.floor(w.y0);
     const r1 = Math.min(d.rows, Math.ceil(w.y0 + Math.min(w.size, this.geom.plot / this.rowPx()))) - 1;
     const c0 = Math.floor(w.x0);
-    const c1 = Math.min(d.cols, Math.ceil(w.x0 + w.size)) - 1;
+    const c1 = Math.min(d.cols, Math.ceil(w.x0 + Math.min(w.size, this.geom.plot / this.colPx()))) - 1;
     const parts = [d.rect
       ? `rows ${r0}\u2013${r1} of ${d.rows} target tokens, columns ${c0}\u2013${c1} of ${d.cols} source tokens`
       : `rows ${r0}\u2013${r1}, columns ${c0}\u2013${c1} of ${d.n}`];
     const bin = 2 ** level;
-    parts.push(bin === 1 && pool === 1 ? "every cell one token pair" : `each cell the ${this.reduce()} of ${bin}\u00d7${bin * pool} token pairs`);
+    parts.push(bin === 1 && rowPool === 1 && colPool === 1 ? "every cell one token pair"
+      : `each cell the ${this.reduce()} of ${bin * rowPool}\u00d7${bin * colPool} token pairs`);
     const beyond = !d.local.has(String(level)) && level < d.pyramid.top;
     if (missing > 0 && this.link === "none") {
       parts.push(d.embedNote ? `${d.embedNote}: showing coarser cells here`
@@ -782,7 +807,7 @@ class HeatmapView extends View<"heatmap"> {
       if (r >= 0 && r < d.rows) this.tip.show(at[0], at[1], displayToken(d.tokens[r] ?? ""), [["position", `#${r} (row, from${d.rect ? ", target" : ""})`]]);
       else this.tip.hide();
     } else if (py < 0 && px >= 0 && px < this.geom.plot) {
-      const c = Math.floor(this.win.x0 + (px / this.geom.plot) * this.win.size);
+      const c = this.colUnder(px);
       if (c >= 0 && c < d.cols) this.tip.show(at[0], at[1], displayToken(d.colTokens[c] ?? ""), [["position", `#${c} (column, to${d.rect ? ", source" : ""})`]]);
       else this.tip.hide();
     } else {
@@ -809,7 +834,7 @@ class HeatmapView extends View<"heatmap"> {
    * changed, so the tooltip names the one now there (or goes, when the pointer is elsewhere).
    */
   private setWindow(w: Window, toward: "in" | "out" | "near" = "near"): void {
-    this.win = this.fitRows(snapView(w, this.d.n, this.geom.plot, toward));
+    this.win = this.fitLines(snapView(w, this.d.n, this.geom.plot, toward));
     this.tiles.clearQueue();
     this.retip();
     this.redraw();
@@ -834,14 +859,18 @@ class HeatmapView extends View<"heatmap"> {
 
   /**
    * Zoom by `factor` keeping the cell under (fx, fy) (fractions of the plot) in place; where
-   * the view is stretched before or after, the row under it by the rows' own height.
+   * the view is stretched before or after, the row and column under it by their own sizes.
    */
   private zoomed(factor: number, fx: number, fy: number): Window {
     const w = zoomAt(this.win, factor, fx, fy, this.d.n);
     if (!this.stretched() && !this.stretched(w.size)) return w;
+    const px = fx * this.geom.plot;
     const py = fy * this.geom.plot;
-    const row = this.win.y0 + py / this.rowPx();
-    return clampView({ ...w, y0: row - py / this.rowPx(w.size) }, this.d.n);
+    const [rowPx, colPx] = this.sides();
+    const [rowTo, colTo] = this.sides(w.size);
+    const row = this.win.y0 + py / rowPx;
+    const col = this.win.x0 + px / colPx;
+    return clampView({ x0: col - px / colTo, y0: row - py / rowTo, size: w.size }, this.d.n);
   }
 
   private bind(): void {
@@ -862,7 +891,7 @@ class HeatmapView extends View<"heatmap"> {
           return true;
         }
         if (!moved || start.win.size >= this.d.n) return false;
-        this.win = this.fitRows(panBy(start.win, dx, dy, this.geom.plot, this.d.n));
+        this.win = this.fitLines(panBy(start.win, dx, dy, this.geom.plot, this.d.n));
         this.tip.hide();
         this.redraw();
         return true;
@@ -883,7 +912,7 @@ class HeatmapView extends View<"heatmap"> {
       return px >= 0 && py >= 0 && px <= this.geom.plot && py <= this.geom.plot;
     }, (factor, ev) => {
       const [px, py] = this.plotPoint(ev);
-      this.win = this.fitRows(snapView(this.zoomed(factor, px / this.geom.plot, py / this.geom.plot),
+      this.win = this.fitLines(snapView(this.zoomed(factor, px / this.geom.plot, py / this.geom.plot),
         this.d.n, this.geom.plot, factor > 1 ? "in" : "out"));
       this.tiles.clearQueue();
       this.onMove(ev as unknown as PointerEvent);

@@ -3,7 +3,7 @@ import { paintThumb, resampleRanges } from "../src/lib/atlas";
 import { displayToken, formatValue, headLabel, labelStride, truncate } from "../src/lib/labels";
 import { cellOrigin, finiteRange, gridHit, gridLayout } from "../src/lib/layout";
 import { fitEqual, nearest, toScreen } from "../src/lib/scatter";
-import { cellAt, clampView, fullView, panBy, snapView, zoomAt } from "../src/lib/zoom";
+import { cellAt, clampView, fullView, lineSides, panBy, snapView, zoomAt } from "../src/lib/zoom";
 
 describe("labels", () => {
   it("names heads 1-indexed", () => {
@@ -169,6 +169,29 @@ describe("zoom", () => {
     expect(cellAt(v, 399, 51, 400, 512)).toEqual([21, 17]);
     expect(cellAt(v, -1, 5, 400, 512)).toBeNull();
     expect(cellAt(fullView(4), 399, 399, 400, 4)).toEqual([3, 3]);
+  });
+});
+
+describe("line sides of a rectangle", () => {
+  it("keeps a square map's cells square", () => {
+    expect(lineSides(700, 350, 1000, 1000, 16)).toEqual([2, 2]);
+  });
+  it("stretches a tall map's columns, its rows the cells' height", () => {
+    // 200 x 40 on 720 px: 18 px would fill the plot, 16 px do, at least half of it
+    expect(lineSides(720, 200, 200, 40, 16)).toEqual([3.6, 16]);
+    // 1,100 x 60: 16 px a column would not fit: the plot shared out
+    expect(lineSides(720, 1100, 1100, 60, 16)).toEqual([720 / 1100, 12]);
+    // 3,000 x 10: half the plot is more than 16 px a column
+    expect(lineSides(720, 3000, 3000, 10, 16)).toEqual([0.24, 36]);
+  });
+  it("mirrors a wide map: rows stretched, columns the cells' width", () => {
+    expect(lineSides(720, 200, 40, 200, 16)).toEqual([16, 3.6]);
+    expect(lineSides(720, 1100, 60, 1100, 16)).toEqual([12, 720 / 1100]);
+  });
+  it("makes the cells square once zoomed in to cells as large", () => {
+    expect(lineSides(720, 45, 200, 40, 16)).toEqual([16, 16]);
+    expect(lineSides(720, 20, 200, 40, 16)).toEqual([36, 36]);
+    expect(lineSides(720, 20, 40, 200, 16)).toEqual([36, 36]);
   });
 });
 

@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import { chooseLevel, Entry, levelSide, poolColumns, TileCache, tileEntry, TileId, tileKey, TileLoader, tileOfCell, tilesCovering } from "../src/lib/tiles";
+import { chooseLevel, Entry, levelSide, poolCells, TileCache, tileEntry, TileId, tileKey, TileLoader, tileOfCell, tilesCovering } from "../src/lib/tiles";
 
 const P = { n: 8192, top: 4, size: 256 }; // 8k tokens: overview 512 = level 4
 
@@ -7,22 +7,46 @@ function entry(bytes: number, pinned = false) {
   return { values: new Float32Array(bytes / 4), rows: 1, cols: bytes / 4, pinned };
 }
 
-describe("poolColumns", () => {
-  // 2 rows x 5 columns pooled by 2: runs [0,1], [2,3], [4] (the last one short)
+describe("poolCells", () => {
+  // 2 rows x 5 columns pooled by 2 columns: runs [0,1], [2,3], [4] (the last one short)
   const v = [1, 3, 2, NaN, 5, 0.5, 0.25, NaN, NaN, 4];
   it("takes each run's max, leaving NaN out", () => {
-    expect(Array.from(poolColumns(v, 2, 5, 2, false))).toEqual([3, 2, 5, 0.5, NaN, 4]);
+    expect(Array.from(poolCells(v, 2, 5, 1, 2, false))).toEqual([3, 2, 5, 0.5, NaN, 4]);
   });
   it("takes each run's mean over its cells with values", () => {
-    expect(Array.from(poolColumns(v, 2, 5, 2, true))).toEqual([2, 2, 5, 0.375, NaN, 4]);
+    expect(Array.from(poolCells(v, 2, 5, 1, 2, true))).toEqual([2, 2, 5, 0.375, NaN, 4]);
   });
   it("keeps a peak a coarser draw would skip", () => {
     const row = new Float32Array(1100).fill(0.001);
     row[1003] = 0.5;
-    const pooled = poolColumns(row, 1, 1100, 4, false);
+    const pooled = poolCells(row, 1, 1100, 1, 4, false);
     expect(pooled.length).toBe(275);
     expect(pooled[250]).toBe(0.5); // 1003 >> 2
     expect(pooled.filter((x) => x === 0.5).length).toBe(1);
+  });
+  // 5 rows x 2 columns (a tall map's exact columns) pooled by 2 rows: runs [0,1], [2,3], [4]
+  const t = [1, 0.5, 3, 0.25, 2, NaN, NaN, NaN, 5, 4];
+  it("pools runs of rows under exact columns", () => {
+    expect(Array.from(poolCells(t, 5, 2, 2, 1, false))).toEqual([3, 0.5, 2, NaN, 5, 4]);
+    expect(Array.from(poolCells(t, 5, 2, 2, 1, true))).toEqual([2, 0.375, 2, NaN, 5, 4]);
+  });
+  it("is the transpose of pooling the transposed columns", () => {
+    const rows = 7;
+    const cols = 3;
+    const a = Float32Array.from({ length: rows * cols }, (_, i) => ((i * 37) % 11) / 10);
+    const at = new Float32Array(rows * cols);
+    for (let i = 0; i < rows; i++) for (let j = 0; j < cols; j++) at[j * rows + i] = a[i * cols + j];
+    for (const mean of [false, true]) {
+      const byRows = poolCells(a, rows, cols, 3, 1, mean); // 3 x 3
+      const byCols = poolCells(at, cols, rows, 1, 3, mean); // 3 x 3, transposed
+      for (let i = 0; i < 3; i++) for (let j = 0; j < cols; j++) expect(byRows[i * cols + j]).toBeCloseTo(byCols[j * 3 + i], 6);
+    }
+  });
+  it("pools both axes at once as the pyramid's square bins do", () => {
+    // 4 x 4 in 2 x 2 bins
+    const b = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16];
+    expect(Array.from(poolCells(b, 4, 4, 2, 2, false))).toEqual([6, 8, 14, 16]);
+    expect(Array.from(poolCells(b, 4, 4, 2, 2, true))).toEqual([3.5, 5.5, 11.5, 13.5]);
   });
 });
 

@@ -191,3 +191,76 @@ def test_moving_frames_reuse_the_last_frame_and_the_resting_frame_is_exact(brows
         assert wp.errors() == []
     finally:
         wp.context.close()
+
+
+#: The lasso's selection as the page's model holds it: the wire dict with its bytes in base64.
+SELECTION_JS = """() => { const s = window.__model.get('selection');
+  if (!s || !s.buffer) return null;
+  const b = new Uint8Array(s.buffer.buffer, s.buffer.byteOffset, s.buffer.byteLength);
+  let bin = ''; for (let i = 0; i < b.length; i++) bin += String.fromCharCode(b[i]);
+  return { dtype: s.dtype, shape: s.shape, b64: btoa(bin) }; }"""
+
+
+def test_store_backed_lasso_reads_back_and_a_click_opens_the_linked_heatmap(browser, tmp_path):
+    """An embedding of a store (queries and keys only): a lasso in the page selects points,
+    and the selection, handed to Python as the kernel would, reads back the rows of those
+    points (tokens from the store); a click on a query opens its input's map, computed from
+    the stored queries and keys, in the linked Heatmap."""
+    import base64
+
+    from attnkit.testing import tiny_model
+    from tolerances import F16, assert_close
+
+    texts = ["The cat sat on the mat.", "We read it.", "A dog barked twice at night."]
+    model = tiny_model("bert")
+    sset = ak.extract(model, texts, level="token", keep="qk", store=tmp_path / "s.zarr", progress=False)
+    emb = ak.qk_embedding(sset, method="pca", progress=False)
+    view = ak.QKScatter(emb, layer=1, head=0)
+    box = view.linked_heatmap()
+    wp = WidgetPage(browser, view, width=760)
+    try:
+        wp.page.wait_for_function("() => document.querySelector('#root .attnkit')?.dataset.ready === '1'", timeout=15000)
+        n = view.n_points
+        assert wp.data("points") == str(n)
+        size = float(wp.canvas.bounding_box()["width"])
+        b = wp.canvas.bounding_box()
+        wp.page.keyboard.down("Shift")
+        wp.page.mouse.move(b["x"] + 5, b["y"] + 5)
+        wp.page.mouse.down()
+        for px, py in [(size / 2, 5), (size / 2, size - 5), (5, size - 5), (5, 5)]:
+            wp.page.mouse.move(b["x"] + px, b["y"] + py, steps=8)
+        wp.page.mouse.up()
+        wp.page.keyboard.up("Shift")
+        wp.page.wait_for_timeout(500)
+        got = wp.page.evaluate(SELECTION_JS)
+        assert got is not None and got["dtype"] == "uint32"
+        view.set_state({"selection": {"dtype": "uint32", "shape": got["shape"],
+                                      "buffer": base64.b64decode(got["b64"])}})
+        sel = view.selected
+        left = [j for j in range(n) if _screen(view, wp, j)[0] < size / 2 - 8]
+        right = [j for j in range(n) if _screen(view, wp, j)[0] > size / 2 + 8]
+        drawn = read(view.selection).tolist()
+        assert len(sel) == len(drawn) >= 0.8 * len(left) and not set(drawn) & set(right)
+        # the rows read back are the embedding's rows of those drawn points
+        rows = emb.head_rows(1, 0)[drawn]
+        assert sel.rows.tolist() == rows.tolist()
+        assert sel["token"].tolist() == emb.table["token"].to_numpy()[rows].tolist()
+        # a click on a query point: the page sets `clicked`, the kernel opens its input's map
+        i = next(j for j in range(n) if emb.column("kind", emb.head_rows(1, 0)[j : j + 1])[0] == "query"
+                 and 20 < _screen(view, wp, j)[0] < size - 20 and 20 < _screen(view, wp, j)[1] < size - 20)
+        x, y = _screen(view, wp, i)
+        wp.page.keyboard.press("Escape")
+        wp.click(x, y)
+        wp.page.wait_for_timeout(300)
+        clicks = [c["clicked"] for c in wp.saved() if "clicked" in c]
+        assert clicks, wp.saved()
+        view.set_state({"clicked": clicks[-1]})
+        p = view.point(clicks[-1])
+        heat = box.children[0]
+        assert type(heat).__name__ == "Heatmap" and f"item {p['item']}, head 2-1" in heat.title
+        eager = model.attend(texts[p["item"]])
+        assert heat.tokens == eager.tokens
+        assert_close(heat.matrix, eager.map(1, 0), F16, scale=1)
+        assert wp.errors() == []
+    finally:
+        wp.context.close()

@@ -309,3 +309,140 @@ def test_tall_rectangle_minimap_has_the_maps_shape(browser):
         assert (float(wp.data("mini-width")), float(wp.data("mini-height"))) == (mw, mh)
     finally:
         wp.close()
+
+
+def tall(rows: int, cols: int, seed: int = 0) -> CrossAttention:
+    """``rows`` target rows over ``cols`` source columns, each row random weights in
+    [0.5, 1.5) normalised (every weight above 1e-3: the tooltip's 4 significant digits)."""
+    rng = np.random.default_rng(seed)
+    maps = rng.random((1, 1, rows, cols)) + 0.5
+    maps /= maps.sum(-1, keepdims=True)
+    tgt, src = [f"t{i}" for i in range(rows)], [f"s{j}" for j in range(cols)]
+    return CrossAttention(maps, tgt, ["word"] * rows, list(range(rows)), tgt, src,
+                          ["word"] * cols, list(range(cols)), src)
+
+
+def tip_value(v: float) -> float:
+    """A weight as the tooltip writes it: 4 significant digits."""
+    return float(f"{v:.4g}")
+
+
+@pytest.mark.parametrize("rows, cols", [(200, 40), (1100, 60)])
+def test_tall_rectangle_columns_are_readable(browser, rows, cols):
+    """A tall cross-attention (many more target rows than source columns): its columns are
+    drawn wide (at least 16 px or the plot shared out, filling at least half the plot's width,
+    every row shown), so the cells fill the plot instead of a sliver of the square of the
+    longer side; hovering the middle cell reads its (row, column, weight) against the numpy
+    map, the column labels name the source tokens, and zooming in until cells are as wide as
+    those columns makes the cells square, exact at level 0."""
+    att = tall(rows, cols)
+    m = att.maps[0, 0]
+    wp = WidgetPage(browser, ak.Heatmap(att), width=900)
+    try:
+        wp.wait_drawn()
+        missing0 = "() => document.querySelector('#root .attnkit').dataset.missing === '0'"
+        wp.page.wait_for_function(missing0, timeout=5000)
+        left, top = float(wp.data("plot-left")), float(wp.data("plot-top"))
+        size = float(wp.data("plot-size"))
+        # the cells fill the plot's width: a strip down the middle of the plot holds many
+        # colours (the square view of the longer side left it blank, the columns a sliver)
+        strip = wp.canvas_stats(left + size / 2 - 1, top + 1, 2, size - 2)
+        assert strip["colours"] >= 8, strip
+        col_px = float(wp.data("col-px") or 0)
+        row_px = float(wp.data("row-px") or 0)
+        assert row_px == pytest.approx(size / rows)  # every row, the plot's height shared out
+        assert col_px >= min(16.0, size / cols) - 1e-9 and cols * col_px >= size / 2, (col_px, size)
+        assert wp.data("level") == "0"  # exact columns (the rows pooled where thinner than bins)
+        strip = wp.canvas_stats(left + (cols - 0.5) * col_px - 1, top + 1, 2, size - 2)
+        assert strip["colours"] >= 8, strip  # the last column, down every row
+        if cols * col_px < size - 6:  # blank past the last column
+            beside = wp.canvas_stats(left + cols * col_px + 2, top + 1, size - cols * col_px - 4, size - 2)
+            assert beside["colours"] == 1, beside
+
+        # the middle cell: its column exactly, its row within a pixel's worth, its exact weight
+        r, c = rows // 2, cols // 2
+        wp.move(left + (c + 0.5) * col_px, top + (r + 0.5) * row_px)
+        wp.page.wait_for_function(
+            "() => /attention: [0-9]/.test(document.querySelector('#root .attnkit-tooltip')?.textContent ?? '')",
+            timeout=5000)
+        value, target, source = cell_text(wp)
+        assert source == f"s{c}" and abs(int(target[1:]) - r) <= 1, (target, source)
+        assert value == tip_value(float(m[int(target[1:]), c]))
+        wp.move(left + (c + 0.5) * col_px, top - 10)  # the column's label: its source token
+        assert wp.tooltip().startswith(f"s{c}") and "source" in wp.tooltip()
+
+        # zoom in (+ at the plot's centre): the columns keep their width until the cells
+        # are as wide, then the cells are square
+        wp.canvas.click(position={"x": left + size / 2, "y": top + size / 2})
+        wp.page.keyboard.press("Escape")
+        wp.canvas.focus()
+        for _ in range(8):
+            before = wp.data("view")
+            wp.page.keyboard.press("+")
+            wp.page.wait_for_function(
+                "(v) => document.querySelector('#root .attnkit').dataset.view !== v", arg=before, timeout=5000)
+            x0, y0, span = (float(v) for v in wp.data("view").split(","))
+            cell = size / span
+            if cell < col_px:  # still stretched: every column shown, each as wide as before
+                assert float(wp.data("col-px")) == pytest.approx(col_px) and x0 == 0
+                assert float(wp.data("row-px")) == pytest.approx(cell)
+            else:
+                break
+        assert cell >= col_px
+        assert float(wp.data("col-px")) == pytest.approx(cell) and float(wp.data("row-px")) == pytest.approx(cell)
+        wp.page.wait_for_function(
+            "() => document.querySelector('#root .attnkit').dataset.level === '0'", timeout=5000)
+        wp.page.wait_for_function(missing0, timeout=5000)
+        r, c = int(y0 + span / 2), int(x0 + span / 2)
+        assert c < cols
+        wp.move(left + (c - x0 + 0.5) * cell, top + (r - y0 + 0.5) * cell)
+        wp.page.wait_for_function(
+            "(c) => (document.querySelector('#root .attnkit-tooltip')?.textContent ?? '').includes(c)",
+            arg=f"s{c} ", timeout=5000)
+        wp.page.wait_for_function(
+            "() => /attention: [0-9]/.test(document.querySelector('#root .attnkit-tooltip')?.textContent ?? '')",
+            timeout=5000)
+        value, target, source = cell_text(wp)
+        assert (target, source) == (f"t{r}", f"s{c}") and value == tip_value(float(m[r, c]))
+        assert wp.errors() == []
+    finally:
+        wp.close()
+
+
+def test_tall_rectangle_head_grid_thumbnails_keep_every_column(browser):
+    """HeadGrid of a tall cross-attention (200 target rows over 40 source columns): each
+    thumbnail is the whole map drawn into its cell, not the square of its longer side (blank
+    right of the 40 columns): row r's peak on column r * 40 // 200 runs from the cell's
+    top-left corner to its bottom-right one."""
+    from test_issue19_items_browser import grab
+
+    rows, cols = 200, 40
+    maps = np.full((1, 1, rows, cols), 0.2 / (cols - 1))
+    for r in range(rows):
+        maps[0, 0, r, r * cols // rows] = 0.8
+    tgt, src = [f"t{i}" for i in range(rows)], [f"s{j}" for j in range(cols)]
+    att = CrossAttention(maps, tgt, ["word"] * rows, list(range(rows)), tgt, src, ["word"] * cols, list(range(cols)), src)
+    grid = ak.HeadGrid(att, progress=False)
+    assert grid.thumbs["shape"] == [1, 1, 128, 40]
+    wp = WidgetPage(browser, grid, width=500)
+    try:
+        wp.wait_drawn()
+        cell = float(wp.data("cell"))
+        x, y = float(wp.data("grid-left")), float(wp.data("grid-top"))
+        px, _ = grab(wp, x + 1, y + 1, cell - 2, cell - 2)
+        rgb = px[..., :3].astype(int)
+        flat = rgb.reshape(-1, 3)
+        colours, counts = np.unique(flat, axis=0, return_counts=True)
+        low = colours[counts.argmax()]  # the spread weight: most of the map
+        peak = np.abs(rgb - low).sum(-1) > 60
+        h, w = peak.shape
+        band = max(2, h // 10)
+        top_x = np.nonzero(peak[:band].any(0))[0]
+        bottom_x = np.nonzero(peak[-band:].any(0))[0]
+        assert top_x.size and top_x.max() < 0.2 * w, top_x  # the first rows peak on the left
+        assert bottom_x.size and bottom_x.min() > 0.8 * w, bottom_x  # the last rows on the right
+        legend = wp.page.locator("#root .attnkit-legend-text").text_content()
+        assert "128\u00d740 cells" in legend and "200 target \u00d7 40 source tokens" in legend
+        assert wp.errors() == []
+    finally:
+        wp.close()

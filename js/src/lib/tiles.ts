@@ -43,21 +43,28 @@ export interface TileId {
   tj: number;
 }
 
-/** Each row's runs of `pool` columns as one value: their max or mean (NaN cells left out). */
-export function poolColumns(values: ArrayLike<number>, rows: number, cols: number, pool: number, mean: boolean): Float32Array {
-  const out = Math.ceil(cols / pool);
-  const pooled = new Float32Array(rows * out);
-  for (let i = 0; i < rows; i++) {
-    for (let b = 0; b < out; b++) {
+/**
+ * A `rows` × `cols` block pooled in runs of `rowPool` rows × `colPool` columns (the last run of
+ * each axis shorter): each run's max or mean, NaN cells left out (NaN where a run has none).
+ * A stretched view's exact lines under thin cells: a wide map's columns, a tall map's rows.
+ */
+export function poolCells(values: ArrayLike<number>, rows: number, cols: number, rowPool: number, colPool: number, mean: boolean): Float32Array {
+  const outR = Math.ceil(rows / rowPool);
+  const outC = Math.ceil(cols / colPool);
+  const pooled = new Float32Array(outR * outC);
+  for (let a = 0; a < outR; a++) {
+    for (let b = 0; b < outC; b++) {
       let acc = mean ? 0 : -Infinity;
       let count = 0;
-      for (let j = b * pool; j < Math.min(cols, (b + 1) * pool); j++) {
-        const v = values[i * cols + j];
-        if (Number.isNaN(v)) continue;
-        acc = mean ? acc + v : Math.max(acc, v);
-        count++;
+      for (let i = a * rowPool; i < Math.min(rows, (a + 1) * rowPool); i++) {
+        for (let j = b * colPool; j < Math.min(cols, (b + 1) * colPool); j++) {
+          const v = values[i * cols + j];
+          if (Number.isNaN(v)) continue;
+          acc = mean ? acc + v : Math.max(acc, v);
+          count++;
+        }
       }
-      pooled[i * out + b] = count === 0 ? NaN : mean ? acc / count : acc;
+      pooled[a * outC + b] = count === 0 ? NaN : mean ? acc / count : acc;
     }
   }
   return pooled;

@@ -63,3 +63,19 @@ export function snapView(v: View, n: number, plotPx: number, toward: "in" | "out
   const cy = v.y0 + v.size / 2;
   return clampView({ x0: Math.round(cx - size / 2), y0: Math.round(cy - size / 2), size }, n);
 }
+
+/**
+ * The height of a view's rows and the width of its columns, [rowPx, colPx], for a map of
+ * `rows` × `cols` cells in a view of `size` cells a side on a plot `plotPx` wide. Cells are
+ * square (plotPx / size) unless the map is a rectangle whose shorter side's lines (a wide
+ * map's rows, a tall map's columns) would be thinner than min(plotPx / lines,
+ * max(minPx, plotPx / (2 lines))): then they are that, so all of them fill at least half the
+ * plot (all of it where minPx each would not fit), until zoomed in to cells as large.
+ */
+export function lineSides(plotPx: number, size: number, rows: number, cols: number, minPx: number): [number, number] {
+  const cell = plotPx / size;
+  if (rows === cols) return [cell, cell];
+  const fit = plotPx / Math.min(rows, cols);
+  const line = Math.max(cell, Math.min(fit, Math.max(minPx, fit / 2)));
+  return rows < cols ? [line, cell] : [cell, line];
+}
