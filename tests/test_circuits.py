@@ -5,7 +5,10 @@ Known answers: patching no edge is the clean run and patching every edge the cor
 (each downstream input then reads the corrupted stream); EAP is the derivative of exact edge
 patching along the edge (a float64 central difference); EAP-IG with one step is EAP; and on a
 hand-built GPT-2 where one path carries the behaviour by construction, every method finds
-exactly that path.
+exactly that path. Post-norm encoders (BERT, RoBERTa, DistilBERT): the same endpoints both
+ways of building a read's stream, the carried terms against ak.residual_stream, one edge
+against a float64 forward written by hand from transformers' modules, EAP as the derivative,
+and a head that writes nothing scoring 0.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from attnkit.interventions import hooks
 from attnkit.interventions.eap import gradient_scores
 from attnkit.interventions.edges import clean_and_corrupted, edge_graph, run
 from attnkit.testing import tiny_model
-from tolerances import F32, F32_DEEP, FD, assert_close
+from tolerances import F32, F32_DEEP, F64, FD, assert_close
 
 pytestmark = pytest.mark.numerics
 
@@ -221,8 +224,8 @@ def test_bad_input_is_refused_clearly():
         ak.circuit_faithfulness(model, bogus, clean, corrupted, metric=loss)
     with pytest.raises(InputError, match="removes every edge"):
         ak.acdc(model, clean, corrupted, metric=loss, threshold=1e9, progress=False)
-    with pytest.raises(UnsupportedModelError, match="post-norm"):
-        ak.edge_attribution(tiny_model("bert"), ["a b"], ["a c"])
+    with pytest.raises(UnsupportedModelError, match="parallel attention"):
+        ak.edge_attribution(tiny_model("gpt_neox"), clean, corrupted, metric=loss)
 
 
 # ------------------------------------------------------------------ grouped-query attention
@@ -376,3 +379,173 @@ def test_grouped_circuit_faithfulness_and_acdc(grouped):
     assert A.graph["n_kv_heads"] == 2 and 1 <= A.number_of_edges() <= 19
     assert A.graph["n_forwards"] <= 19
     assert all(A.nodes[n]["kind"] in ("embed", "head", "kv", "mlp", "logits") for n in A)
+
+
+# ------------------------------------------------------------------ post-norm encoders
+_POST = [("bert-cls", "margin"), ("bert-mlm", "loss"), ("roberta", "projection"),
+         ("distilbert", "projection")]
+
+
+def _metric(name):
+    return {"margin": ak.interventions.class_margin(), "loss": ak.interventions.loss(),
+            "projection": ak.interventions.projection()}[name]
+
+
+def _post_ids(seed: int = 0, items: int = 2, n: int = 6, changed: int = 2):
+    """Token ids with the special tokens of the tiny BERT tokenizer around random words."""
+    clean, corrupted = _ids(seed, items, n, changed)
+    return ([np.concatenate([[2], c % 50 + 5, [3]]) for c in clean],
+            [np.concatenate([[2], c % 50 + 5, [3]]) for c in corrupted])
+
+
+@pytest.mark.parametrize("kind, metric", _POST)
+def test_post_norm_no_edge_is_clean_and_every_edge_is_corrupted(kind, metric):
+    """Both ways of building a read's stream: from this run's (none patched; every edge
+    patched with an unpatched copy in the same forward, so the components are carried) and
+    from the corrupted stream (every edge patched alone: nothing is carried)."""
+    model = tiny_model(kind)
+    clean, corrupted = _post_ids()
+    runs = clean_and_corrupted(model, clean, corrupted, _metric(metric))
+    g = runs.graph
+    bc, bx = runs.clean, runs.corrupted
+    masks = g.mask([[], _everything(g)], runs.reference.dtype, bc.device)
+    out, _ = run(model, bc, g, copies=2, masks=masks, corrupted=runs.corrupted_values)
+    assert_close(out[:2].numpy(), hooks.forward(model, bc).numpy(), F32_DEEP)
+    assert_close(out[2:].numpy(), hooks.forward(model, bx).numpy(), F32_DEEP)
+    alone, _ = run(model, bc, g, copies=1, masks=masks[1:], corrupted=runs.corrupted_values)
+    assert_close(alone.numpy(), hooks.forward(model, bx).numpy(), F32_DEEP)
+    assert_close(runs.measure([[], _everything(g)]), [runs.m_clean, runs.m_corrupted], F32_DEEP)
+
+
+def test_post_norm_terms_are_the_residual_stream_decomposition():
+    """The carried terms at every layer's input are ak.residual_stream's components (float64
+    walk of the same forward), the token embedding's term holding the biases."""
+    model = tiny_model("bert-cls", layers=3)
+    clean, corrupted = _post_ids(seed=6, items=1)
+    runs = clean_and_corrupted(model, clean, corrupted, ak.interventions.class_margin())
+    g = runs.graph
+    for i, (_, ups, delta) in enumerate(runs.deltas()):
+        if i % 2 or i == 2 * g.n_layers:  # layer inputs only
+            continue
+        layer = i // 2
+        a = ak.residual_stream(model, clean[0], layer=layer)
+        b = ak.residual_stream(model, corrupted[0], layer=layer)
+        want = b.vectors - a.vectors
+        names = [g.upstream[u] for u in ups]
+        assert names == a.names[:-1]
+        want[0] += want[-1]  # the biases travel with the token embedding
+        assert_close(delta[:, 0].numpy(), want[:-1], F32_DEEP)
+
+
+def _bert_by_hand(model, ids, other, up=None, layer_d=None, head_d=None, via=None):
+    """Float64 logits of a BERT classifier computed from its own modules, with the stream
+    that head ``head_d`` of layer ``layer_d`` reads as ``via`` replaced by
+    ``x − (c_up − c′_up)``: ``up = (layer, head)``'s output carried by hand through each
+    run's norms (each run's own standard deviations)."""
+    bert, hf = model.hf.bert, model.hf
+    H = model.n_heads
+
+    def ln(mod, u):
+        sigma = ((u - u.mean(-1, keepdim=True)) ** 2).mean(-1, keepdim=True).add(mod.eps).sqrt()
+        return mod(u), sigma
+
+    def carry(mod, c, sigma):
+        return mod.weight * (c - c.mean(-1, keepdim=True)) / sigma
+
+    def forward(ids, replace=None):
+        ids = torch.as_tensor(ids)[None]
+        emb = bert.embeddings
+        e = (emb.word_embeddings(ids) + emb.position_embeddings(torch.arange(ids.shape[1]))[None]
+             + emb.token_type_embeddings(torch.zeros_like(ids)))
+        x, _ = ln(emb.LayerNorm, e)
+        carried = None
+        for li, layer in enumerate(bert.encoder.layer):
+            att = layer.attention
+            dh = x.shape[-1] // H
+            streams = {v: [x] * H for v in "qkv"}
+            if replace is not None and li == layer_d:
+                streams[via] = [replace if h == head_d else x for h in range(H)]
+            proj = {"q": att.self.query, "k": att.self.key, "v": att.self.value}
+            parts = {v: torch.stack([proj[v](streams[v][h])[..., h * dh:(h + 1) * dh]
+                                     for h in range(H)]) for v in "qkv"}  # [H, 1, T, dh]
+            probs = torch.softmax(parts["q"] @ parts["k"].transpose(-1, -2) / dh ** 0.5, -1)
+            z = probs @ parts["v"]  # [H, 1, T, dh]
+            w = att.output.dense.weight
+            heads = [z[h] @ w[:, h * dh:(h + 1) * dh].T for h in range(H)]
+            y = sum(heads) + att.output.dense.bias
+            h_l, s_a = ln(att.output.LayerNorm, x + y)
+            mlp = layer.output.dense(layer.intermediate(h_l))
+            x_next, s_o = ln(layer.output.LayerNorm, h_l + mlp)
+            if up is not None and li == up[0]:
+                carried = carry(layer.output.LayerNorm, carry(att.output.LayerNorm, heads[up[1]], s_a), s_o)
+            elif carried is not None and li < layer_d:
+                carried = carry(layer.output.LayerNorm, carry(att.output.LayerNorm, carried, s_a), s_o)
+            if li + 1 == layer_d:
+                at_read = (x_next, carried)
+            x = x_next
+        return hf.classifier(bert.pooler(x)), at_read
+
+    _, (x_c, c_c) = forward(ids)
+    _, (_, c_x) = forward(other)
+    return forward(ids, replace=x_c - (c_c - c_x))[0]
+
+
+def test_post_norm_one_edge_by_hand():
+    """Patching ("1-2", "3-1.k") of a 3-layer BERT classifier (float64) equals the logits
+    computed by hand from its modules, the head's output carried through two layers' norms
+    with each run's own statistics."""
+    model = tiny_model("bert-cls", layers=3)
+    model.hf.double()
+    clean, corrupted = _post_ids(seed=7, items=1)
+    runs = clean_and_corrupted(model, clean, corrupted, ak.interventions.class_margin())
+    g = runs.graph
+    masks = g.mask([[], g.index([("1-2", "3-1.k")])], torch.float64, "cpu")
+    out, _ = run(model, runs.clean, g, copies=2, masks=masks, corrupted=runs.corrupted_values)
+    with torch.no_grad():
+        want = _bert_by_hand(model, clean[0], corrupted[0], up=(0, 1), layer_d=2, head_d=0, via="k")
+    assert_close(out[1].numpy(), want[0].numpy(), F64)
+    assert_close(out[0].numpy(), runs.reference[0].numpy(), F64)
+    assert not np.allclose(out[0].numpy(), out[1].numpy())  # the edge does move the logits
+
+
+def test_post_norm_eap_is_the_derivative_of_exact_edge_patching():
+    model = tiny_model("bert-cls")
+    model.hf.double()
+    clean, corrupted = _post_ids(seed=8)
+    runs = clean_and_corrupted(model, clean, corrupted, ak.interventions.class_margin())
+    g = runs.graph
+    scores = gradient_scores(runs)
+    pairs = _everything(g)
+    eps = 1e-5
+    fractional = torch.zeros(2 * len(pairs), *g.valid.shape, dtype=torch.float64)
+    for i, (u, d) in enumerate(pairs):
+        fractional[2 * i, u, d], fractional[2 * i + 1, u, d] = eps, -eps
+    v = runs.measure([], fractional=fractional, batch_size=512)
+    fd = (v[0::2] - v[1::2]) / (2 * eps)
+    assert_close(np.array([scores[u, d] for u, d in pairs]), fd, FD)
+    assert np.abs(fd).max() > 1e-3
+    assert not scores[~g.valid].any()
+
+
+def test_post_norm_zeroed_head_scores_zero_and_eap_ranks_like_exact():
+    """Head 1-2's output projection is zero, so none of its edges can carry anything: exact
+    patching and EAP both give them 0 (exact patching within float32 through the model).
+    EAP ranks every edge by |score| as exact patching does."""
+    model = tiny_model("bert-cls", layers=2, heads=2, hidden=16)
+    with torch.no_grad():
+        model.hf.bert.encoder.layer[0].attention.output.dense.weight[:, 8:] = 0
+    clean, corrupted = _post_ids(seed=9, items=3)
+    metric = ak.interventions.class_margin()
+    exact = ak.edge_attribution(model, clean, corrupted, metric=metric, method="exact",
+                                progress=False)
+    eap = ak.edge_attribution(model, clean, corrupted, metric=metric)
+    for table in (exact.table, eap.table):
+        s = table["score"]
+        assert_close(s.loc["1-2"].to_numpy(), np.zeros(len(s.loc["1-2"])), F32_DEEP,
+                     scale=float(s.abs().max()))
+        assert s.loc["1-1"].abs().max() > 1e-2 * s.abs().max()
+    assert not eap.table.loc["1-2", "score"].any()  # its difference is exactly zero
+    from scipy.stats import spearmanr
+
+    rho = spearmanr(exact.table["score"].abs(), eap.table["score"].abs()).statistic
+    assert rho > 0.9, rho

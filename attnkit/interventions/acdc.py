@@ -44,7 +44,8 @@ def acdc(
     Parameters
     ----------
     model : Model
-        A pre-norm decoder (:mod:`attnkit.interventions.edges` lists the families).
+        A pre-norm decoder or a post-norm encoder (:mod:`attnkit.interventions.edges` lists
+        the families).
     clean, corrupted : sequence
         Matched inputs, the same number of tokens pair by pair.
     metric : str, Metric or callable

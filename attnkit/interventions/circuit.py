@@ -233,7 +233,7 @@ def circuit_faithfulness(
     Parameters
     ----------
     model : Model
-        The model the circuit is of (a pre-norm decoder).
+        The model the circuit is of (:mod:`attnkit.interventions.edges` lists the families).
     circuit : networkx.MultiDiGraph or Result
         A circuit (:func:`circuit`, :func:`~attnkit.interventions.acdc.acdc`), or an
         :func:`~attnkit.interventions.eap.edge_attribution` table (every edge, ranked by score).

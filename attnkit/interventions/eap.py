@@ -16,7 +16,9 @@ the corrupted value of ``u`` into ``d``, everything else running on the clean in
 
 ``∂M/∂x_d`` is the gradient with respect to the stream the input ``d`` reads (before its
 norm), so the EAP score is exactly the derivative of exact edge patching along the edge
-(tested against a float64 central difference). Scores are signed, in the metric's units and
+(tested against a float64 central difference). In a post-norm encoder ``u(x′) − u(x)`` is
+the difference of the two runs' terms at ``d``'s read point, each carried through its own
+run's norms (:meth:`~attnkit.interventions.edges.Runs.deltas`). Scores are signed, in the metric's units and
 averaged over the inputs; a circuit (:func:`~attnkit.interventions.circuit.circuit`) keeps
 the edges of largest ``|score|``.
 """
@@ -68,7 +70,6 @@ def gradient_scores(runs: Runs, *, steps: int = 0, batch_size: int = 32) -> np.n
     import torch
 
     model, g, bc = runs.model, runs.graph, runs.clean
-    delta = torch.stack([c - k for c, k in zip(runs.ups_corrupted, runs.ups_clean)])  # [U, B, T, d]
     grads: dict[int, Any] = {}
     if steps:
         emb = model.base.get_input_embeddings()
@@ -102,17 +103,13 @@ def gradient_scores(runs: Runs, *, steps: int = 0, batch_size: int = 32) -> np.n
             for i, d in enumerate(downs):
                 grads[d] = grads[d] + gr[i] if d in grads else gr[i]
     scores = np.zeros(g.valid.shape)
-    # inputs that the same upstream components reach (a layer's head inputs, its MLP input,
-    # the logits) are scored together: one matrix product [U, B*T*d] @ [B*T*d, K]
-    groups: dict[bytes, list[int]] = {}
-    for d in grads:
-        groups.setdefault(g.valid[:, d].tobytes(), []).append(d)
-    flat = delta.reshape(delta.shape[0], -1)
-    for downs in groups.values():
-        ups = np.flatnonzero(g.valid[:, downs[0]])
-        if len(ups):
-            G = torch.stack([grads[d].reshape(-1) for d in downs], 1).to(flat.dtype)
-            scores[np.ix_(ups, np.asarray(downs, dtype=np.int64))] = (flat[torch.as_tensor(ups)] @ G).double().cpu().numpy()
+    # inputs that read the same stream (a layer's head inputs, its MLP input, the logits) are
+    # scored together: one matrix product [U, B*T*d] @ [B*T*d, K]
+    for downs, ups, delta in runs.deltas():
+        downs = [d for d in downs if d in grads]
+        if downs:
+            G = torch.stack([grads[d].reshape(-1) for d in downs], 1).to(delta.dtype)
+            scores[np.ix_(ups, downs)] = (delta.reshape(len(ups), -1) @ G).double().cpu().numpy()
     return scores
 
 
@@ -219,7 +216,8 @@ def edge_attribution(
     Parameters
     ----------
     model : Model
-        A pre-norm decoder (:mod:`attnkit.interventions.edges` lists the families).
+        A pre-norm decoder or a post-norm encoder (:mod:`attnkit.interventions.edges` lists
+        the families).
     clean, corrupted : sequence
         Matched inputs (texts or token ids), the same number of tokens pair by pair.
     metric : str, Metric or callable

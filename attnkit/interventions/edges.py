@@ -28,13 +28,39 @@ normalised stream. Patching every edge gives the corrupted run, patching none th
 one forward pass (``m`` is ``[copies, upstream, downstream]``); a fractional ``m`` moves an
 edge part of the way, which is how its derivative is checked.
 
+**Post-norm encoders** (BERT, RoBERTa, DistilBERT) renormalise the stream after every block:
+``h_l = LN_A(x_l + Σ_h W_O^h z_h + b_O)``, ``x_{l+1} = LN_O(h_l + MLP(h_l))``, with
+``x_0 = LN_E(token + position + segment embeddings)``. A layer norm is linear once its row
+statistics are fixed (:class:`~attnkit.runtime.weights.LinearNorm`, the linearisation of
+:mod:`attnkit.runtime.decompose`): ``LN(u) = D_σ u + β`` with ``D_σ u = γ ⊙ (u − mean u) / σ``
+and ``σ`` the row's standard deviation. In each run (clean, corrupted or a patched copy), with
+*that run's own* ``σ`` at every norm, the stream at each read point is exactly
+
+    x = Σ_u ĉ_u,   ĉ_u = D_σk … D_σs u   (u's output carried through the norms after it),
+
+where the token embedding's term ``ĉ_embed`` also carries every bias (``b_O`` and each norm's
+``β``, through the norms after them): the biases belong to no component, and they go with the
+token embedding, which every run has. Each downstream input reads the stream at its point
+(a head's query, key and value input the layer's input ``x_l``, which they read without a
+norm; an MLP's input ``h_l``, the attention's post-norm output; the logits the final stream,
+through whatever head the model has: pooler and classifier, the masked-LM head, or none) and
+gets its own copy
+
+    x_d = x − Σ_u m[u, d] (ĉ_u − ĉ′_u),
+
+with ``ĉ′_u`` the corrupted run's term at the same point (its own statistics). Patching every
+edge into ``d`` gives ``Σ_u ĉ′_u = x′``, the corrupted run's stream, exactly (the bias terms
+move with the ``embed`` edge), and patching none gives ``x``; the rest of each copy's forward
+runs as the model does (its residual stream unpatched, its norms recomputed on it). Where
+most edges are patched, the same stream is computed as ``x′ + Σ_u (1 − m[u, d]) (ĉ_u − ĉ′_u)``
+(the sum over every ``u`` being ``x − x′``), carrying only the few unpatched components.
+
 Families: the pre-norm decoders whose queries, keys and values come from one stream read
 per head — GPT-2, Llama, Qwen2, Mistral, gpt-oss, with or without grouped-query attention (a
 shared key/value head reads one stream of its own, ``"L-kvG.k"``, whatever its query heads
-read). Post-norm encoders
-(BERT, RoBERTa, DistilBERT: the stream is renormalised after every block, so it is not a sum
-of components), GPT-NeoX (parallel attention and MLP), Gemma 2 (normalised attention
-output), encoder–decoders and vision models are refused with
+read) — and the post-norm encoders BERT, RoBERTa, XLM-RoBERTa and DistilBERT. GPT-NeoX
+(parallel attention and MLP), Gemma 2 (normalised attention output), encoder–decoders and
+vision models are refused with
 :class:`~attnkit.errors.UnsupportedModelError`.
 """
 
@@ -241,6 +267,30 @@ class EdgeGraph:
         return m
 
 
+def is_post_norm(model: Any) -> bool:
+    """Whether ``model`` renormalises its stream after every block (BERT, RoBERTa,
+    DistilBERT), so that edges are patched through that run's norms (module docstring).
+
+    Parameters
+    ----------
+    model : Model
+        The model.
+
+    Returns
+    -------
+    bool
+
+    Examples
+    --------
+    >>> from attnkit.interventions.edges import is_post_norm
+    >>> from attnkit.testing import tiny_model
+    >>> is_post_norm(tiny_model("bert")), is_post_norm(tiny_model("gpt2"))
+    (True, False)
+    """
+    layout = arch_of(model).layout
+    return layout is not None and layout.placement == "post"
+
+
 def check_family(model: Any) -> None:
     """Refuse a model whose edges attnkit cannot patch exactly (see the module docstring).
 
@@ -252,14 +302,16 @@ def check_family(model: Any) -> None:
     Raises
     ------
     UnsupportedModelError
-        For any family but the pre-norm decoders listed in the module docstring.
+        For any family but the pre-norm decoders and post-norm encoders listed in the
+        module docstring.
 
     Examples
     --------
     >>> from attnkit.interventions.edges import check_family
     >>> from attnkit.testing import tiny_model
-    >>> check_family(tiny_model("gpt2"))
-    >>> check_family(tiny_model("bert"))
+    >>> check_family(tiny_model("gpt2")), check_family(tiny_model("bert"))
+    (None, None)
+    >>> check_family(tiny_model("gpt_neox"))
     Traceback (most recent call last):
     ...
     attnkit.errors.UnsupportedModelError: model: edge patching needs a pre-norm decoder ...
@@ -267,18 +319,20 @@ def check_family(model: Any) -> None:
     hooks.sites(model)
     arch = arch_of(model)
     stream, layout = arch.stream, arch.layout
-    ok = (layout is not None and stream is not None and layout.placement == "pre"
-          and stream.qkv in ("split", "gpt2") and stream.attn_norm and stream.mlp_in_norm
-          and stream.final_norm and getattr(model, "family", "text") == "text")
-    if not ok:
+    text = getattr(model, "family", "text") == "text"
+    pre = (layout is not None and stream is not None and layout.placement == "pre"
+           and stream.qkv in ("split", "gpt2") and stream.attn_norm and stream.mlp_in_norm
+           and stream.final_norm)
+    post = (layout is not None and stream is not None and layout.placement == "post"
+            and stream.qkv == "split" and layout.norm and stream.embed_norm and stream.mlp_norm
+            and stream.mlp_in)
+    if not (text and (pre or post)):
         raise UnsupportedModelError(
             f"model: edge patching needs a pre-norm decoder whose stream is the sum of its "
-            f"components (GPT-2, Llama, Qwen2, Mistral, gpt-oss); {getattr(model, 'name', '?')} "
-            f"({getattr(model, 'model_type', '?')}) "
-            + ("renormalises the stream after every block (post-norm), so no edge carries a "
-               "fixed part of it." if layout is not None and layout.placement == "post" else
-               "is not one of them (parallel attention and MLP, a normalised attention output, "
-               "or no decomposition)."))
+            f"components (GPT-2, Llama, Qwen2, Mistral, gpt-oss) or a post-norm encoder (BERT, "
+            f"RoBERTa, DistilBERT); {getattr(model, 'name', '?')} "
+            f"({getattr(model, 'model_type', '?')}) is not one of them (parallel attention and "
+            "MLP, a normalised attention output, or no decomposition).")
 
 
 def edge_graph(model: Any) -> EdgeGraph:
@@ -287,7 +341,7 @@ def edge_graph(model: Any) -> EdgeGraph:
     Parameters
     ----------
     model : Model
-        A pre-norm decoder (see the module docstring).
+        A pre-norm decoder or a post-norm encoder (see the module docstring).
 
     Returns
     -------
@@ -373,10 +427,151 @@ class Pass:
     (``ups``, ``[N, T, d]`` each, in :attr:`EdgeGraph.upstream` order) and, with ``grad``,
     the zero leaf tensors added to the downstream inputs (``eps``: ``(downstream indices,
     [K, N, T, d])`` per read), whose gradients are the metric's gradients with respect to
-    those inputs."""
+    those inputs. A post-norm encoder's pass also keeps each norm's row statistics
+    (``sigmas``, ``[N, T]`` each in forward order: the embeddings' norm, then each layer's
+    attention and output norms) and the stream at each read point (``streams``, ``[N, T, d]``
+    each: every layer's input and attention output, then the final stream)."""
 
     ups: list[Any]
     eps: list[tuple[list[int], Any]] = field(default_factory=list)
+    sigmas: list[Any] = field(default_factory=list)
+    streams: list[Any] = field(default_factory=list)
+
+
+def post_norms(model: Any) -> tuple[list[Any], list[Any], Any]:
+    """A post-norm encoder's norms in forward order (the embeddings' norm, then each layer's
+    attention norm and output norm), each layer's MLP input module, and its layers.
+
+    Parameters
+    ----------
+    model : Model
+        A post-norm encoder (:func:`check_family`).
+
+    Returns
+    -------
+    tuple
+        ``(norms, mlp_inputs, layers)``: lists of ``torch.nn.Module``.
+
+    Examples
+    --------
+    >>> from attnkit.interventions.edges import post_norms
+    >>> from attnkit.testing import tiny_model
+    >>> norms, mlps, layers = post_norms(tiny_model("distilbert"))
+    >>> len(norms), type(mlps[0]).__name__
+    (5, 'FFN')
+    """
+    arch = arch_of(model)
+    stream, layout = arch.stream, arch.layout
+    assert stream is not None and layout is not None
+    assert stream.embed_norm and layout.norm and stream.mlp_norm and stream.mlp_in
+    layers = list(submodule(model.base, layout.layers))
+    norms = [submodule(model.base, stream.embed_norm)]
+    for mod in layers:
+        norms += [submodule(mod, layout.norm), submodule(mod, stream.mlp_norm)]
+    return norms, [submodule(mod, stream.mlp_in) for mod in layers], layers
+
+
+class _Carry:
+    """One run's upstream components carried through the post-norms it has crossed so far,
+    with that run's row statistics (module docstring): ``values [K, N, T, d]`` for the kept
+    upstream indices; the token embedding's entry (index 0) also holds every bias."""
+
+    def __init__(self, frozen: tuple[list[Any], list[Any]], graph: EdgeGraph,
+                 keep: Sequence[int]):
+        self.norms, self.out_bias = frozen
+        self.H = graph.n_heads
+        self.embeds = [i for i, layer in enumerate(graph.up_layer) if layer == -1]
+        self.keep = sorted(set(int(u) for u in keep))
+        self.kept = set(self.keep)
+        self.where: dict[int, int] = {}
+        self.values: Any = None
+
+    def _add(self, ups: Sequence[int], values: Sequence[Any]) -> None:
+        import torch
+
+        new = [(u, v) for u, v in zip(ups, values) if u in self.kept]
+        if not new:
+            return
+        stacked = torch.stack([v for _, v in new])
+        for u, _ in new:
+            self.where[u] = len(self.where)
+        self.values = stacked if self.values is None else torch.cat([self.values, stacked])
+
+    def _bias(self, b: Any) -> None:
+        if b is not None and 0 in self.where:
+            self.values[self.where[0]] += b
+
+    def _cross(self, k: int, sigma: Any) -> None:
+        norm = self.norms[k]
+        if self.values is not None:
+            self.values = norm.apply(self.values, sigma)
+        self._bias(norm.bias)
+
+    def embeddings(self, ups: Sequence[Any], sigma: Any) -> None:
+        """The embeddings (``ups`` holds every upstream value) cross the embeddings' norm."""
+        self._add(self.embeds, [ups[u] for u in self.embeds])
+        self._cross(0, sigma)
+
+    def attention(self, layer: int, ups: Sequence[Any], sigma: Any) -> None:
+        """Layer ``layer``'s heads join, and everything crosses its attention norm."""
+        first = len(self.embeds) + layer * (self.H + 1)
+        idx = list(range(first, first + self.H))
+        self._add(idx, [ups[u] for u in idx])
+        self._bias(self.out_bias[layer])
+        self._cross(1 + 2 * layer, sigma)
+
+    def mlp(self, layer: int, ups: Sequence[Any], sigma: Any) -> None:
+        """Layer ``layer``'s MLP joins, and everything crosses its output norm."""
+        u = len(self.embeds) + layer * (self.H + 1) + self.H
+        self._add([u], [ups[u]])
+        self._cross(2 + 2 * layer, sigma)
+
+    def get(self, ups: Sequence[int]) -> Any:
+        """``[len(ups), N, T, d]``: the kept components ``ups`` at the current point."""
+        return self.values[[self.where[u] for u in ups]]
+
+
+def _linear(model: Any, like: Any) -> tuple[list[Any], list[Any]]:
+    """A post-norm encoder's norms as :class:`~attnkit.runtime.weights.LinearNorm` and its
+    attention output biases ``b_O``, in the dtype and on the device of ``like``."""
+    from ..runtime.weights import LinearNorm
+
+    norms, _, _ = post_norms(model)
+    out_bias = [None if p.bias is None else p.bias.detach().to(dtype=like.dtype, device=like.device)
+                for p in hooks.sites(model).out_proj]
+    return [LinearNorm.of(n).to(like) for n in norms], out_bias
+
+
+def read_points(graph: EdgeGraph) -> list[list[int]]:
+    """The downstream inputs that read each point of a post-norm encoder's stream, in
+    forward order: layer ``l``'s head inputs (its input ``x_l``), layer ``l``'s MLP input
+    (``h_l``), ..., the logits (the final stream).
+
+    Parameters
+    ----------
+    graph : EdgeGraph
+        The model's edges.
+
+    Returns
+    -------
+    list of list of int
+
+    Examples
+    --------
+    >>> from attnkit.interventions.edges import edge_graph, read_points
+    >>> from attnkit.testing import tiny_model
+    >>> g = edge_graph(tiny_model("bert", layers=1, heads=1))
+    >>> [[g.downstream[d] for d in p] for p in read_points(g)]
+    [['1-1.q', '1-1.k', '1-1.v'], ['1-mlp.in'], ['logits']]
+    """
+    of = {n: i for i, n in enumerate(graph.downstream)}
+    points = []
+    for layer in range(graph.n_layers):
+        points.append([of[f"{head_label(layer, h)}.{via}"] for via in "qkv"
+                       for h in range(graph.n_heads)])
+        points.append([of[f"{mlp_label(layer)}.in"]])
+    points.append([of["logits"]])
+    return points
 
 
 @contextmanager
@@ -397,9 +592,9 @@ def patching(model: Any, graph: EdgeGraph, *, copies: int = 1, masks: Any = None
     masks : torch.Tensor, optional
         ``[R, upstream, downstream]``: how far each edge of each copy moves to the corrupted
         value (1 patches it); None patches nothing.
-    corrupted : list of torch.Tensor, optional
+    corrupted : list of torch.Tensor or Pass, optional
         ``u′``: the upstream values of the corrupted run, ``[B, T, d]`` each (needed with
-        ``masks``).
+        ``masks``); a post-norm encoder needs that run's whole :class:`Pass`.
     grad : bool
         Add a zero leaf tensor to every downstream input (:class:`Pass` ``eps``).
     embed : torch.Tensor, optional
@@ -427,6 +622,7 @@ def patching(model: Any, graph: EdgeGraph, *, copies: int = 1, masks: Any = None
     arch = arch_of(model)
     stream, layout = arch.stream, arch.layout
     assert stream is not None and layout is not None
+    post = layout.placement == "post"
     site = hooks.sites(model)
     H, dh = site.n_heads, site.head_dim
     G = int(graph.n_kv_heads or H)
@@ -440,21 +636,54 @@ def patching(model: Any, graph: EdgeGraph, *, copies: int = 1, masks: Any = None
     handles: list[Any] = []
     stash: dict[Any, Any] = {}
     separate = masks is not None or grad
+    keep: list[int] = []
+    complement = False
+    carries: list[Any] = [None, None]  # this run's and the corrupted run's (_Carry)
+    frozen: Any = None
+    if post and masks is not None:
+        if not isinstance(corrupted, Pass):
+            raise InputError("corrupted: a post-norm encoder's patched forward needs the "
+                             "corrupted run's Pass (its norms' statistics), not its values alone.")
+        valid = torch.as_tensor(graph.valid, device=masks.device)
+        on = ((masks != 0) & valid).any(2).any(0)
+        off = ((masks != 1) & valid).any(2).any(0)
+        # few unpatched components: build each stream from the corrupted one (module docstring)
+        complement = int(off.sum()) < int(on.sum())
+        keep = torch.nonzero(off if complement else on).flatten().tolist()
+    corrupted_ups = corrupted.ups if isinstance(corrupted, Pass) else corrupted
 
     def rows(t: Any, n: int) -> Any:
         return t.expand(n, *t.shape[1:]) if t.shape[0] == 1 and n != 1 else t
 
-    def split(x: Any, downs: list[int]) -> Any:
+    def weights(ups: list[int], downs: list[int], x: Any, flip: bool) -> Any:
+        m = masks[:, ups][:, :, downs].to(x.dtype)  # [R, U, K]
+        return 1 - m if flip else m
+
+    def split(x: Any, downs: list[int], point: int = 0) -> Any:
         """``[K, N, T, d]``: the stream of each downstream input in ``downs``."""
         xs = x.unsqueeze(0).expand(len(downs), *x.shape)
-        if masks is not None:
+        N = x.shape[0]
+        if masks is not None and not post:
             ups = [u for u in range(n_up) if graph.valid[u, downs].any()]
-            N = x.shape[0]
             D = torch.stack([(state.ups[u].reshape(copies, N // copies, *x.shape[1:])
-                              - corrupted[u].to(x.dtype)[None]) for u in ups])  # [U, R, B, T, d]
-            m = masks[:, ups][:, :, downs].to(x.dtype)  # [R, U, K]
-            delta = torch.einsum("urbtd,ruk->krbtd", D, m).reshape(len(downs), *x.shape)
-            xs = xs - delta
+                              - corrupted_ups[u].to(x.dtype)[None]) for u in ups])  # [U, R, B, T, d]
+            delta = torch.einsum("urbtd,ruk->krbtd", D, weights(ups, downs, x, False))
+            xs = xs - delta.reshape(len(downs), *x.shape)
+        elif masks is not None:
+            here, there = carries
+            ups = [u for u in keep if graph.valid[u, downs].any()]
+            if ups:
+                D = (here.get(ups).reshape(len(ups), copies, N // copies, *x.shape[1:])
+                     - there.get(ups)[:, None])  # [U, R, B, T, d]
+                delta = torch.einsum("urbtd,ruk->krbtd", D, weights(ups, downs, x, complement))
+                delta = delta.reshape(len(downs), *x.shape)
+            else:
+                delta = torch.zeros_like(xs)
+            if complement:  # x′ + Σ_u (1 − m) (ĉ_u − ĉ′_u)
+                xc = corrupted.streams[point].to(x.dtype)
+                xs = rows(xc, N // copies).repeat(copies, 1, 1).unsqueeze(0) + delta
+            else:
+                xs = xs - delta
         if grad:
             eps = torch.zeros(len(downs), *x.shape, dtype=x.dtype, device=x.device,
                               requires_grad=True)
@@ -475,14 +704,18 @@ def patching(model: Any, graph: EdgeGraph, *, copies: int = 1, masks: Any = None
     def token_hook(module: Any, args: Any, out: Any) -> Any:
         return embed.to(out.dtype) if embed is not None else None
 
+    def embeds_from(x: Any) -> None:
+        """Record the embeddings from the stream they sum to (``x``, ``[N, T, d]``)."""
+        rest = sum((rows(other_embeds[n], x.shape[0]) for n in embed_names if n != "embed"),
+                   torch.zeros_like(x))
+        for n in embed_names:
+            state.ups[up_of[n]] = x - rest if n == "embed" else rows(other_embeds[n], x.shape[0])
+
     def attn_norm_pre(layer: int) -> Any:
         def hook(module: Any, args: Any) -> None:
             x = args[0]
             if layer == 0:
-                rest = sum((rows(other_embeds[n], x.shape[0]) for n in embed_names if n != "embed"),
-                           torch.zeros_like(x))
-                for n in embed_names:
-                    state.ups[up_of[n]] = x - rest if n == "embed" else rows(other_embeds[n], x.shape[0])
+                embeds_from(x)
             if not separate:  # every input reads the stream itself: the model's own forward
                 return
             xs = split(x, heads_downs(layer))  # [H + 2G, N, T, d]: via-major
@@ -494,7 +727,7 @@ def patching(model: Any, graph: EdgeGraph, *, copies: int = 1, masks: Any = None
         def hook(module: Any, args: Any, out: Any) -> Any:
             if not separate:
                 return None
-            normed = stash.pop(("normed", layer)) if via in (None, "v") else stash[("normed", layer)]
+            normed = stash[("normed", layer)]
             w, b = module.weight, module.bias
             if via is None:  # GPT-2: one Conv1D, [d, 3 * H * dh] (never grouped)
                 wv = w.view(w.shape[0], 3, H, dh)
@@ -512,6 +745,7 @@ def patching(model: Any, graph: EdgeGraph, *, copies: int = 1, masks: Any = None
 
     def out_proj_pre(layer: int) -> Any:
         def hook(module: Any, args: Any) -> None:
+            stash.pop(("normed", layer), None)  # the projections have read it
             z = args[0]
             zs = z.reshape(*z.shape[:-1], H, dh)
             w = module.weight
@@ -527,9 +761,11 @@ def patching(model: Any, graph: EdgeGraph, *, copies: int = 1, masks: Any = None
         def hook(module: Any, args: Any) -> Any:
             x = args[0]
             stash[("mid", layer)] = x
+            if post:
+                state.streams.append(x.detach())
             if not separate:
                 return None
-            xs = split(x, [down_of[f"{mlp_label(layer)}.in"]])
+            xs = split(x, [down_of[f"{mlp_label(layer)}.in"]], 2 * layer + 1)
             return (xs[0], *args[1:])
         return hook
 
@@ -545,26 +781,82 @@ def patching(model: Any, graph: EdgeGraph, *, copies: int = 1, masks: Any = None
         xs = split(args[0], [down_of["logits"]])
         return (xs[0], *args[1:])
 
+    # ---- post-norm encoders: every norm's statistics, each run's carried components
+    def norm_pre(k: int) -> Any:
+        """The ``k``-th post-norm (forward order) is about to run on its input ``u``."""
+        layer = (k - 1) // 2
+
+        def hook(module: Any, args: Any) -> None:
+            u = args[0]
+            if k == 0:
+                embeds_from(u)
+            elif k % 2 == 0:  # the output norm: u = h_l + MLP(h_l)
+                state.ups[up_of[mlp_label(layer)]] = u - stash.pop(("mid", layer))
+            nonlocal frozen
+            if frozen is None:
+                frozen = _linear(model, u)
+            sigma = frozen[0][k].sigma(u)
+            state.sigmas.append(sigma.detach())
+            if masks is None:
+                return
+            if carries[0] is None:
+                carries[0], carries[1] = _Carry(frozen, graph, keep), _Carry(frozen, graph, keep)
+            for carry, ups, s in ((carries[0], state.ups, sigma),
+                                  (carries[1], corrupted.ups, corrupted.sigmas[k])):
+                if k == 0:
+                    carry.embeddings(ups, s)
+                elif k % 2:
+                    carry.attention(layer, ups, s)
+                else:
+                    carry.mlp(layer, ups, s)
+        return hook
+
+    def layer_in(layer: int) -> Any:
+        def hook(module: Any, args: Any, kwargs: Any) -> None:
+            x = args[0] if args else kwargs["hidden_states"]
+            state.streams.append(x.detach())
+            if separate:
+                xs = split(x, heads_downs(layer), 2 * layer)
+                stash[("normed", layer)] = xs.reshape(3, H, *x.shape)
+        return hook
+
+    def final_out(module: Any, args: Any, out: Any) -> Any:
+        state.streams.append(out.detach())
+        if not separate:
+            return None
+        return split(out, [down_of["logits"]], 2 * graph.n_layers)[0]
+
     try:
         for name, path in stream.embeds:
             if name != "embed":
                 handles.append(submodule(base, path).register_forward_hook(embed_hook(name)))
         if embed is not None:
             handles.append(base.get_input_embeddings().register_forward_hook(token_hook))
+        if post:
+            norm_mods, mlp_inputs, _ = post_norms(model)
+            for k, mod in enumerate(norm_mods):
+                handles.append(mod.register_forward_pre_hook(norm_pre(k)))
+            handles.append(norm_mods[-1].register_forward_hook(final_out))
         for layer, mod in enumerate(site.layers):
-            assert stream.mlp_in_norm is not None
-            handles.append(submodule(mod, stream.attn_norm or "").register_forward_pre_hook(
-                attn_norm_pre(layer)))
+            if post:
+                handles.append(mod.register_forward_pre_hook(layer_in(layer), with_kwargs=True))
+                handles.append(mlp_inputs[layer].register_forward_pre_hook(mlp_norm_pre(layer)))
+            else:
+                assert stream.mlp_in_norm is not None
+                handles.append(submodule(mod, stream.attn_norm or "").register_forward_pre_hook(
+                    attn_norm_pre(layer)))
+                handles.append(submodule(mod, stream.mlp_in_norm).register_forward_pre_hook(
+                    mlp_norm_pre(layer)))
+                handles.append(mod.register_forward_hook(layer_out(layer)))
             if stream.qkv == "gpt2":
                 handles.append(submodule(mod, stream.q).register_forward_hook(proj_hook(layer, None)))
             else:
                 for via, path in zip("qkv", (stream.q, stream.k, stream.v)):
                     handles.append(submodule(mod, path).register_forward_hook(proj_hook(layer, via)))
             handles.append(site.out_proj[layer].register_forward_pre_hook(out_proj_pre(layer)))
-            handles.append(submodule(mod, stream.mlp_in_norm).register_forward_pre_hook(
-                mlp_norm_pre(layer)))
-            handles.append(mod.register_forward_hook(layer_out(layer)))
-        handles.append(submodule(base, stream.final_norm or "").register_forward_pre_hook(final_pre))
+        if not post:
+            handles.append(submodule(base, stream.final_norm or "").register_forward_pre_hook(
+                final_pre))
         yield state
     finally:
         for h in handles:
@@ -649,6 +941,65 @@ class Runs:
     #: ``(output, Pass)`` of the clean run kept with its autograd graph (``grad=True``), so
     #: EAP backpropagates through it instead of running the clean inputs a second time.
     clean_pass: Any = None
+    #: Post-norm encoders: each run's :class:`Pass` (upstream values, norms' statistics,
+    #: streams at the read points), detached; None for a pre-norm decoder.
+    trace_clean: Pass | None = None
+    trace_corrupted: Pass | None = None
+
+    @property
+    def corrupted_values(self) -> Any:
+        """What :func:`patching` takes as ``corrupted``: the corrupted run's upstream values
+        (pre-norm) or its whole :class:`Pass` (post-norm)."""
+        return self.ups_corrupted if self.trace_corrupted is None else self.trace_corrupted
+
+    def deltas(self) -> Iterator[tuple[list[int], list[int], Any]]:
+        """``(downstream inputs, upstream components, ĉ′ − ĉ)`` for groups of downstream
+        inputs that read the same stream: the corrupted minus the clean value of each
+        upstream component as those inputs read it (``[U, B, T, d]``; in a post-norm encoder
+        carried through each run's own norms to the read point, module docstring).
+
+        Yields
+        ------
+        tuple
+            ``(list of int, list of int, torch.Tensor)``.
+
+        Examples
+        --------
+        >>> from attnkit.interventions.edges import clean_and_corrupted
+        >>> from attnkit.interventions.metrics import class_margin
+        >>> from attnkit.testing import tiny_model
+        >>> runs = clean_and_corrupted(tiny_model("bert-cls"), ["the cat sat"], ["the dog sat"],
+        ...                            class_margin())
+        >>> [(len(downs), len(ups)) for downs, ups, _ in runs.deltas()]
+        [(6, 3), (1, 5), (6, 6), (1, 8), (1, 9)]
+        """
+        import torch
+
+        g = self.graph
+        if self.trace_clean is None or self.trace_corrupted is None:
+            groups: dict[bytes, list[int]] = {}
+            for d in range(len(g.downstream)):
+                groups.setdefault(g.valid[:, d].tobytes(), []).append(d)
+            for downs in groups.values():
+                ups = np.flatnonzero(g.valid[:, downs[0]]).tolist()
+                if ups:
+                    yield downs, ups, torch.stack([self.ups_corrupted[u] - self.ups_clean[u]
+                                                   for u in ups])
+            return
+        every = list(range(len(g.upstream)))
+        frozen = _linear(self.model, self.ups_clean[0])
+        runs = [(_Carry(frozen, g, every), self.ups_clean, self.trace_clean.sigmas),
+                (_Carry(frozen, g, every), self.ups_corrupted, self.trace_corrupted.sigmas)]
+        for i, downs in enumerate(read_points(g)):  # point i follows norm i
+            for carry, ups, sigmas in runs:
+                if i == 0:
+                    carry.embeddings(ups, sigmas[0])
+                elif i % 2:
+                    carry.attention((i - 1) // 2, ups, sigmas[i])
+                else:
+                    carry.mlp((i - 1) // 2, ups, sigmas[i])
+            ups = [u for u in every if g.valid[u, downs[0]]]
+            yield downs, ups, runs[1][0].get(ups) - runs[0][0].get(ups)
 
     @property
     def gap(self) -> float:
@@ -692,7 +1043,7 @@ class Runs:
             masks = (self.graph.mask(sets[s:e], dtype, dev) if fractional is None
                      else fractional[s:e].to(dev))
             logits, _ = run(self.model, self.clean, self.graph, copies=e - s, masks=masks,
-                            corrupted=self.ups_corrupted)
+                            corrupted=self.corrupted_values)
             ctx = hooks.context(self.model, self.clean, self.reference, e - s)
             out[s:e] = hooks.per_copy(self.metric(logits, ctx), e - s)
         return out
@@ -750,5 +1101,9 @@ def clean_and_corrupted(model: Any, clean: Any, corrupted: Any, m: Metric, *,
             f"corrupted: the metric {m.name!r} is the same on the clean and corrupted inputs "
             f"({m_clean:.6g} and {m_corr:.6g}), so no edge can change it; corrupt what the "
             "metric depends on, or choose another metric.")
+    traces: list[Pass | None] = [None, None]
+    if is_post_norm(model):
+        traces = [Pass([u.detach() for u in p.ups], sigmas=p.sigmas, streams=p.streams)
+                  for p in (pc, px)]
     return Runs(graph, bc, bx, ref, [u.detach() for u in pc.ups], [u.detach() for u in px.ups],
-                m_clean, m_corr, m, model, (kept, pc) if grad else None)
+                m_clean, m_corr, m, model, (kept, pc) if grad else None, *traces)

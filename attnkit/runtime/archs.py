@@ -109,6 +109,9 @@ class Stream:
         stream after the attention block); edge patching recomputes it per MLP input.
     final_norm : str or None
         Pre-norm decoders: the norm before the output head, from the bare model.
+    mlp_in : str or None
+        Post-norm encoders: the MLP's first module, from a layer; its input is the stream
+        after the attention's norm, which edge patching gives each MLP input.
     """
 
     embeds: tuple[tuple[str, str], ...]
@@ -122,6 +125,7 @@ class Stream:
     rotary: bool = False
     mlp_in_norm: str | None = None
     final_norm: str | None = None
+    mlp_in: str | None = None
 
 
 @dataclass(frozen=True)
@@ -208,7 +212,7 @@ _BERT_STREAM = Stream(
     (("embed", "embeddings.word_embeddings"), ("pos_embed", "embeddings.position_embeddings"),
      ("type_embed", "embeddings.token_type_embeddings")),
     "embeddings.LayerNorm", None, "output.LayerNorm", "split",
-    "attention.self.query", "attention.self.key", "attention.self.value")
+    "attention.self.query", "attention.self.key", "attention.self.value", mlp_in="intermediate")
 _DECODER_LAYOUT = Layout("layers", "self_attn", "self_attn.o_proj", "pre")
 _ROTARY_STREAM = Stream((), None, "input_layernorm", None, "split", "self_attn.q_proj",
                         "self_attn.k_proj", "self_attn.v_proj", rotary=True,
@@ -248,7 +252,7 @@ ARCHS: dict[str, Arch] = {
         stream=Stream(
             (("embed", "embeddings.word_embeddings"), ("pos_embed", "embeddings.position_embeddings")),
             "embeddings.LayerNorm", None, "output_layer_norm", "split",
-            "attention.q_lin", "attention.k_lin", "attention.v_lin")),
+            "attention.q_lin", "attention.k_lin", "attention.v_lin", mlp_in="ffn")),
     # encoders read through their attention weights only
     "camembert": Arch(offset_positions=True, type_ids=False),
     "longformer": Arch(offset_positions=True),

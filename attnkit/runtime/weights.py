@@ -119,8 +119,25 @@ class LinearNorm:
         return ((c * c).mean(-1) + self.eps).sqrt()
 
     def apply(self, u: Any, sigma: Any) -> Any:
-        """``scale ⊙ centre(u) / σ`` for components ``u [..., P, d]`` (no bias)."""
-        return self.scale * self.center(u) / sigma[:, None]
+        """``scale ⊙ centre(u) / σ`` for components ``u [..., P, d]`` and row statistics
+        ``σ [P]`` (or ``u [..., N, T, d]`` and ``σ [N, T]``; no bias)."""
+        return self.scale * self.center(u) / sigma[..., None]
+
+    def to(self, like: Any) -> LinearNorm:
+        """This norm with its tensors in the dtype and on the device of ``like`` (a forward's
+        activations), for linearising that forward's own norms in its precision.
+
+        Examples
+        --------
+        >>> import torch
+        >>> from attnkit.runtime.weights import LinearNorm
+        >>> LinearNorm.of(torch.nn.LayerNorm(4)).to(torch.zeros(1)).scale.dtype
+        torch.float32
+        """
+        def cast(t: Any) -> Any:
+            return None if t is None else t.to(dtype=like.dtype, device=like.device)
+
+        return LinearNorm(self.kind, cast(self.scale), cast(self.bias), self.eps)
 
     def matrix(self, w: Any) -> Any:
         """``W diag(scale) C`` (``C`` the centring of a layer norm): a read matrix
