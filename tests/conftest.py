@@ -96,3 +96,31 @@ def tiny_gpt2():
     from attnkit.testing import tiny_model
 
     return tiny_model("gpt2")
+
+
+@pytest.fixture()
+def band_workers(monkeypatch):
+    """Every pass of :func:`attnkit.core.blocks.summarize` read in two worker threads (whatever
+    its size and the machine's cores), the caller on two torch threads; yields the names of
+    the threads that computed blocks of a LazyAttention."""
+    import threading
+
+    import torch
+
+    from attnkit.core import blocks
+    from attnkit.runtime.lazy import LazyAttention
+
+    monkeypatch.setattr(blocks, "PARALLEL_CELLS", 0)
+    monkeypatch.setattr(blocks, "_cores", lambda: 2)
+    seen: set[str] = set()
+    block = LazyAttention.block
+
+    def watched(self, *args, **kwargs):
+        seen.add(threading.current_thread().name)
+        return block(self, *args, **kwargs)
+
+    monkeypatch.setattr(LazyAttention, "block", watched)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    yield seen
+    torch.set_num_threads(threads)

@@ -10,6 +10,8 @@ exactly that path.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import numpy as np
 import pytest
 import torch
@@ -38,7 +40,9 @@ def _everything(g):
 
 
 @pytest.mark.parametrize("kind, kw", [("gpt2", {}), ("llama", {"kv_heads": 2}),
-                                      ("qwen2", {"kv_heads": 2})])
+                                      ("qwen2", {"kv_heads": 2}),
+                                      ("llama", {"heads": 4, "kv_heads": 2}),
+                                      ("qwen2", {"heads": 4, "kv_heads": 1})])
 def test_no_edge_patched_is_clean_and_every_edge_patched_is_corrupted(kind, kw):
     model = tiny_model(kind, **kw)
     clean, corrupted = _ids()
@@ -162,10 +166,14 @@ def test_circuit_keeps_the_largest_scores_and_threshold():
     kept = {(u, "logits" if v == "logits" else f"{v}.{k}") for u, v, k in G.edges(keys=True)}
     assert kept == set(mag.index[:4])
     cut = float(mag.iloc[5])
-    T = ak.circuit(s, threshold=cut)
+    T = ak.circuit(s, min_score=cut)
     assert T.number_of_edges() == 5  # strictly greater than the 6th largest
-    both = ak.circuit(s, top=3, threshold=cut)
+    both = ak.circuit(s, top=3, min_score=cut)
     assert both.number_of_edges() == 3
+    # the name it had before the contract: a deprecation warning naming the new one
+    with pytest.warns(DeprecationWarning, match="min_score"):
+        old = ak.circuit(s, threshold=cut)
+    assert sorted(old.edges(keys=True)) == sorted(T.edges(keys=True))
     assert all(data["input"] == key for _, _, key, data in G.edges(keys=True, data=True))
 
 
@@ -195,9 +203,11 @@ def test_bad_input_is_refused_clearly():
     with pytest.raises(InputError, match="no gap|same on the clean"):
         ak.edge_attribution(model, clean, clean, metric=loss)
     s = ak.edge_attribution(model, clean, corrupted, metric=loss)
-    with pytest.raises(InputError, match="keeps no edge"):
-        ak.circuit(s, threshold=1e9)
-    with pytest.raises(InputError, match="top= .* or threshold="):
+    with pytest.raises(InputError, match="min_score=1000000000.0 keeps no edge"):
+        ak.circuit(s, min_score=1e9)
+    with pytest.raises(InputError, match="min_score"):
+        ak.circuit(s, min_score=-1.0)
+    with pytest.raises(InputError, match="top= .* or min_score="):
         ak.circuit(s)
     with pytest.raises(InputError, match="edge_attribution"):
         ak.circuit(s.table["score"], top=3)
@@ -213,5 +223,156 @@ def test_bad_input_is_refused_clearly():
         ak.acdc(model, clean, corrupted, metric=loss, threshold=1e9, progress=False)
     with pytest.raises(UnsupportedModelError, match="post-norm"):
         ak.edge_attribution(tiny_model("bert"), ["a b"], ["a c"])
-    with pytest.raises(UnsupportedModelError, match="grouped-query"):
-        ak.edge_attribution(tiny_model("llama", heads=4, kv_heads=2), clean, corrupted, metric=loss)
+
+
+# ------------------------------------------------------------------ grouped-query attention
+def _ungrouped(model):
+    """The same network as ``model`` with one key/value head per query head: each shared
+    key/value head's projection rows repeated for every query head it serves (as the
+    attention repeats its keys and values), so both compute the same function."""
+    import copy
+
+    from attnkit.runtime.model import Model
+
+    cfg = copy.deepcopy(model.hf.config)
+    H, G = cfg.num_attention_heads, cfg.num_key_value_heads
+    dh = cfg.hidden_size // H
+    cfg.num_key_value_heads = H
+    hf = type(model.hf)(cfg)
+    state = {}
+    for name, w in model.hf.state_dict().items():
+        if name.endswith(("k_proj.weight", "v_proj.weight", "k_proj.bias", "v_proj.bias")):
+            w = w.view(G, dh, *w.shape[1:]).repeat_interleave(H // G, 0).reshape(H * dh, *w.shape[1:])
+        state[name] = w
+    hf.load_state_dict(state)
+    hf.eval()
+    return Model(hf, model.tokenizer, name=f"{model.name}-ungrouped")
+
+
+@pytest.fixture(scope="module")
+def grouped():
+    """A tiny Qwen2 (query, key and value biases) with 4 query heads sharing 2 key/value
+    heads, its ungrouped twin, and inputs that differ in one token."""
+    model = tiny_model("qwen2", heads=4, kv_heads=2, layers=2, seed=3)
+    clean, corrupted = _ids(seed=7, n=7, changed=2)
+    return model, _ungrouped(model), clean, corrupted
+
+
+def test_grouped_edge_graph_names_each_shared_key_value_head():
+    g = edge_graph(tiny_model("llama", heads=4, kv_heads=2))
+    assert g.n_kv_heads == 2
+    layer1 = [d for d in g.downstream if d.startswith("1-") and not d.endswith(".in")]
+    assert layer1 == ["1-1.q", "1-2.q", "1-kv1.k", "1-kv1.v", "1-3.q", "1-4.q", "1-kv2.k", "1-kv2.v"]
+    edges = g.edges()
+    # a layer-1 head reaches the layer-2 key/value heads, never its own layer's
+    assert ("1-3", "2-kv1.k") in edges and ("1-3", "1-kv1.v") not in edges
+    assert g.readers("2-kv2.v") == ["2-3", "2-4"]
+    # 1 embedding x 8 inputs + 5 into 1-mlp + 6 x 8 into layer 2 + 10 into 2-mlp + 11 logits
+    assert len(edges) == 8 + 5 + 48 + 10 + 11
+    with pytest.raises(InputError, match="not a downstream input"):
+        g.index([("1-1", "2-1.k")])  # a grouped model's keys belong to its key/value heads
+
+
+def test_a_patched_key_value_edge_is_every_query_heads_edge_patched_in_the_ungrouped_twin(grouped):
+    """Hand reference: the ungrouped twin computes the same function, and a shared key (or
+    value) input feeds every query head of its group, so patching edge (u, "L-kvG.k") is
+    patching (u, "L-h.k") for each query head h of the group in the twin; a query edge is
+    the same edge in both."""
+    model, twin, clean, corrupted = grouped
+    loss = ak.interventions.loss()
+    a = clean_and_corrupted(model, clean, corrupted, loss)
+    b = clean_and_corrupted(twin, clean, corrupted, loss)
+    assert_close(a.reference.numpy(), b.reference.numpy(), F32_DEEP)  # the same network
+    cases = [
+        ([("1-2", "2-kv1.k")], [("1-2", "2-1.k"), ("1-2", "2-2.k")]),
+        ([("embed", "2-kv2.v")], [("embed", "2-3.v"), ("embed", "2-4.v")]),
+        ([("1-mlp", "2-3.q")], [("1-mlp", "2-3.q")]),
+        ([("embed", "1-kv1.k"), ("1-4", "2-kv2.v")],
+         [("embed", "1-1.k"), ("embed", "1-2.k"), ("1-4", "2-3.v"), ("1-4", "2-4.v")]),
+    ]
+    got = a.measure([a.graph.index(e) for e, _ in cases])
+    want = b.measure([b.graph.index(e) for _, e in cases])
+    assert_close(got, want, F32_DEEP)
+    assert np.abs(got - a.m_clean).min() > 1e-4  # each patch changes the metric
+    # patching one query head's key (in the twin) is not patching the shared key
+    one = b.measure([b.graph.index([("1-2", "2-1.k")])])[0]
+    assert abs(one - got[0]) > 1e-4
+
+
+@contextmanager
+def _float64_throughout(model, monkeypatch):
+    """``model`` in float64 end to end, so that a float64 central difference can check a
+    derivative: its eager attention (attnkit's capture function forms float32 scores), a
+    softmax that keeps float64 (Llama and Qwen2's eager path asks for float32) and RMS norms
+    computed in the input's dtype (transformers' compute in float32 whatever the input);
+    each the same formula."""
+    import types
+
+    softmax = torch.nn.functional.softmax
+
+    def softmax64(x, dim=None, _stacklevel=3, dtype=None):
+        return softmax(x, dim=dim, dtype=None if x.dtype == torch.float64 else dtype)
+
+    def rms(self, x):
+        return self.weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.variance_epsilon))
+
+    monkeypatch.setattr(torch.nn.functional, "softmax", softmax64)
+    norms = [m for m in model.hf.modules() if type(m).__name__.endswith("RMSNorm")]
+    assert norms
+    for m in norms:
+        m.forward = types.MethodType(rms, m)
+    model.hf.double()
+    try:
+        with model.eager():
+            yield model
+    finally:
+        model.hf.float()
+        for m in norms:
+            del m.forward
+
+
+def test_grouped_eap_is_the_derivative_of_exact_patching_and_sums_the_twins_key_edges(grouped, monkeypatch):
+    model, twin, clean, corrupted = grouped
+    with _float64_throughout(model, monkeypatch):
+        runs = clean_and_corrupted(model, clean, corrupted, ak.interventions.loss())
+        g = runs.graph
+        scores = gradient_scores(runs)
+        pairs = _everything(g)
+        eps = 1e-5
+        fractional = torch.zeros(2 * len(pairs), *g.valid.shape, dtype=torch.float64)
+        for i, (u, d) in enumerate(pairs):
+            fractional[2 * i, u, d], fractional[2 * i + 1, u, d] = eps, -eps
+        v = runs.measure([], fractional=fractional, batch_size=512)
+        fd = (v[0::2] - v[1::2]) / (2 * eps)
+        assert_close(np.array([scores[u, d] for u, d in pairs]), fd, FD)
+        kv = [i for i, (u, d) in enumerate(pairs) if "-kv" in g.downstream[d]]
+        assert len(kv) > 20 and np.abs(fd[kv]).max() > 1e-3  # key/value edges do matter
+    # the shared stream's gradient is the sum of its query heads' (chain rule): EAP of a
+    # key/value edge is the sum of the twin's EAP scores of the group's edges
+    s = ak.edge_attribution(model, clean, corrupted, metric=ak.interventions.loss()).table["score"]
+    t = ak.edge_attribution(twin, clean, corrupted, metric=ak.interventions.loss()).table["score"]
+    for up in ("embed", "1-1", "1-3", "1-mlp"):
+        for grp, heads in (("2-kv1", (1, 2)), ("2-kv2", (3, 4))):
+            for via in "kv":
+                assert_close(s[(up, f"{grp}.{via}")], sum(t[(up, f"2-{h}.{via}")] for h in heads),
+                             F32_DEEP, scale=float(t.abs().max()))
+    assert_close(s[("1-2", "2-4.q")], t[("1-2", "2-4.q")], F32_DEEP, scale=float(t.abs().max()))
+
+
+def test_grouped_circuit_faithfulness_and_acdc(grouped):
+    model, _, clean, corrupted = grouped
+    loss = ak.interventions.loss()
+    s = ak.edge_attribution(model, clean, corrupted, metric=loss)
+    assert s.meta["n_kv_heads"] == 2
+    f = ak.circuit_faithfulness(model, s, clean, corrupted, metric=loss, sizes=[0, len(s.table)])
+    assert_close(f.table["faithfulness"].to_numpy(), [0.0, 1.0], F32_DEEP, scale=1.0)
+    G = ak.circuit(s, top=len(s.table))
+    assert G.nodes["2-kv1"]["kind"] == "kv" and G.nodes["2-kv1"]["layer"] == 1
+    assert G.graph["n_kv_heads"] == 2 and ("1-1", "2-kv1", "k") in G.edges(keys=True)
+    # ACDC: a key/value input is pruned without a forward once none of its query heads
+    # feeds anything (one layer: 19 edges)
+    small = tiny_model("llama", layers=1, heads=4, kv_heads=2, seed=1)
+    A = ak.acdc(small, clean, corrupted, metric=loss, threshold=0.0, progress=False)
+    assert A.graph["n_kv_heads"] == 2 and 1 <= A.number_of_edges() <= 19
+    assert A.graph["n_forwards"] <= 19
+    assert all(A.nodes[n]["kind"] in ("embed", "head", "kv", "mlp", "logits") for n in A)

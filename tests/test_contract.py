@@ -42,12 +42,6 @@ RETIRED = {"att", "atts", "att_a", "att_b", "attention_set", "set_a", "set_b", "
 #: Shared options and their one default.
 DEFAULTS = {"select_on": None, "threshold": 0.3, "heads": None, "sources": None, "alpha": 0.5,
             "residual": 0.5, "progress": True, "client": None, "seed": 0, "measure": "weights"}
-#: Shared option names whose default differs for a stated reason, (callable, option) -> why.
-DEFAULT_EXEMPT = {
-    ("circuit", "threshold"): "a bound on |edge score| in the metric's units, not an attention "
-                              "weight; the circuit schema shared with the views keeps it None "
-                              "(top= alone chooses the edges)",
-}
 #: Classes that attnkit builds for the user (records, stores, lazy maps): their constructors
 #: are internal, their public methods are checked.
 BUILT_BY_ATTNKIT = {
@@ -134,7 +128,7 @@ def test_signature_follows_the_contract(name):
         if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
             assert p.name in DATA, (f"{name}: option {p.name!r} must be keyword-only (after *); "
                                     f"only data arguments {sorted(DATA)} come first")
-        if p.name in DEFAULTS and (name, p.name) not in DEFAULT_EXEMPT:
+        if p.name in DEFAULTS:
             assert p.default == DEFAULTS[p.name], (
                 f"{name}: {p.name}= defaults to {p.default!r}, the contract's default is "
                 f"{DEFAULTS[p.name]!r}")

@@ -74,9 +74,13 @@ def _reference(model, text):
     return res, heads, mlp
 
 
-@pytest.mark.parametrize("kind", ["llama", "mistral"])
-def test_routes_match_a_reference_built_from_the_modules(kind):
-    model = tiny_model(kind)
+@pytest.mark.parametrize("kind, kw", [("llama", {}), ("mistral", {}),
+                                      # grouped-query attention: 2 key/value heads serve 4
+                                      # query heads (values repeated per group, not tiled)
+                                      ("llama", {"heads": 4, "kv_heads": 2}),
+                                      ("qwen2", {"heads": 4, "kv_heads": 2, "seed": 2})])
+def test_routes_match_a_reference_built_from_the_modules(kind, kw):
+    model = tiny_model(kind, **kw)
     res, heads, mlp = _reference(model, TEXT)
     threshold = 0.05
     g = ak.flow_routes(model, TEXT, threshold=threshold)

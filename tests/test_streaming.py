@@ -106,3 +106,68 @@ def test_rollout_of_head_averages(pair, no_dense_maps):
     assert_close(ak.rollout(lazy, all_layers=True),
                                ak.rollout(dense, all_layers=True), F32)
     assert_close(blocks.head_mean(lazy, 1), dense.maps[1].mean(0), F32)
+
+
+def test_passes_in_worker_threads_equal_the_dense_maps(pair, no_dense_maps, band_workers, monkeypatch):
+    """Bands read in worker threads (issue 28: the views at long context) give what the dense
+    maps give, and the caller's torch threads stay as they were."""
+    import threading
+
+    import torch
+
+    from attnkit.core.attention import pool_edges
+
+    lazy, dense = pair
+    n = len(lazy)
+    monkeypatch.setattr(blocks, "BAND_ELEMENTS", 4 * n)  # bands of four rows, one head each
+    grid, pool, ends = blocks.GridPool(2), blocks.EdgePool(5), blocks.Extremes((0,))
+    got = blocks.summarize(lazy, 1, range(4), [grid, pool, ends], cache=False)
+    assert any(name.startswith("attnkit-bands") for name in band_workers)  # read in the workers
+    for h in range(4):
+        full = dense.maps[1, h].astype(np.float64)
+        # level 2: bins of 4 x 4 cells from the origin, the last ones partial
+        cut = np.r_[np.arange(0, n, 4), n]
+        sizes = np.diff(cut)
+        hi = np.maximum.reduceat(np.maximum.reduceat(full, cut[:-1], axis=0), cut[:-1], axis=1)
+        lo = np.minimum.reduceat(np.minimum.reduceat(full, cut[:-1], axis=0), cut[:-1], axis=1)
+        mean = np.add.reduceat(np.add.reduceat(full, cut[:-1], axis=0), cut[:-1], axis=1) / sizes[:, None] / sizes
+        p = got[h][grid.key]
+        # lazy weights from Q/K, dense ones from the eager forward: float32 rounding
+        assert_close(p.max, hi, F32, scale=1)
+        assert_close(p.min, lo, F32, scale=1)
+        assert_close(p.mean, mean, F32, scale=1)
+        e = pool_edges(n, 5)
+        thumb = np.maximum.reduceat(np.maximum.reduceat(full, e[:-1], axis=0), e[:-1], axis=1)
+        assert_close(got[h][pool.key], thumb, F32, scale=1)
+        b = got[h][ends.key]  # causal: the zeros above the diagonal are the smallest values
+        assert_close([b.max, b.min, b.max_nosink, b.min_nosink], [full.max(), 0, full[:, 1:].max(), 0], F32, scale=1)
+    assert_close(item_stats(lazy), reference_stats(dense), F32, scale=1)
+    # the caller's thread count is its own again, and a thread started now gets the same
+    assert torch.get_num_threads() == 2
+    fresh: list[int] = []
+    t = threading.Thread(target=lambda: fresh.append(torch.get_num_threads()))
+    t.start()
+    t.join()
+    assert fresh == [2]
+
+
+def test_a_pass_in_worker_threads_tells_every_band_in_order(pair, band_workers, monkeypatch):
+    lazy, dense = pair
+    n = len(lazy)
+    monkeypatch.setattr(blocks, "BAND_ELEMENTS", 3 * n)  # bands of three rows
+    seen = []
+
+    def each_band(band, so_far):
+        seen.append((band.heads, band.span.start))
+        # the rows read so far are complete: the largest value of the head up to here
+        upto = dense.maps[0, band.heads[0], :band.span.stop]
+        assert_close(so_far(blocks.Extremes().key)[0].max, upto.max(), F32, scale=1)
+        return True
+
+    blocks.summarize_bands(lazy, 0, [2], [blocks.Extremes()], each_band, cache=False)
+    assert seen == [((2,), a) for a in range(0, n, 3)]
+    stopped = []
+    out = blocks.summarize_bands(lazy, 0, [2], [blocks.Extremes()],
+                                 lambda band, so_far: stopped.append(band.span.start) or len(stopped) < 2,
+                                 cache=False)
+    assert out is None and stopped == [0, 3]  # stopped after the second band

@@ -224,3 +224,26 @@ def test_circuit_view_of_the_toys_induction_circuit():
     groups = read(both.edge_group).tolist()
     assert groups.count(0) == len(shared)
     assert len(groups) == len(set(graphs[0].edges(keys=True)) | set(graphs[1].edges(keys=True)))
+
+
+def test_a_grouped_query_circuit_draws_each_shared_key_value_head_between_its_query_heads():
+    """A tiny Llama with 4 query heads on 2 key/value heads: ak.circuit's "L-kvG" nodes sit in
+    their layer's row between the query heads they serve, and an edge into one selects the
+    first of them in a linked heatmap."""
+    model = tiny_model("llama", heads=4, kv_heads=2)
+    clean, corrupted = [[5, 40, 41, 42, 43, 44]], [[5, 90, 41, 42, 43, 44]]
+    s = ak.edge_attribution(model, clean, corrupted, metric=ak.interventions.loss())
+    G = ak.circuit(s, top=len(s.table))
+    view = ak.CircuitView(G)
+    heatmap = view.link(ak.Heatmap(model.attend("The cat sat.")))
+    labels = view.node_labels
+    rows = dict(zip(labels, read(view.node_rows).tolist()))
+    order = dict(zip(labels, read(view.node_order).tolist()))
+    heads = dict(zip(labels, map(tuple, read(view.node_heads).tolist())))
+    assert rows["2-kv2"] == rows["2-3"] == 2 and rows["1-kv1"] == 1
+    assert order["2-3"] < order["2-kv2"] < order["2-4"] and order["2-kv1"] == 0.5
+    assert heads["2-kv2"] == (1, 2)
+    i = view.select_edge("1-1", "2-kv2", "v")
+    assert view.edge_text[i].startswith("1-1 → 2-kv2.v: score ")
+    assert view.edge_text[i].endswith("(the key/value head of 2-3, 2-4)")
+    assert (heatmap.layer, heatmap.head) == (1, 2)

@@ -176,6 +176,29 @@ def test_views_on_a_real_lazy_capture_match_the_dense_one():
     assert set(f1.graph.edges) == set(f2.graph.edges)
 
 
+def test_views_read_in_worker_threads_match_the_dense_maps(band_workers, monkeypatch):
+    """Issue 28: outside a kernel, long lazy maps are read in worker threads (torch on one
+    thread each) for Heatmap and HeadGrid; their numbers are the eager maps'."""
+    from attnkit.testing import tiny_model
+
+    model = tiny_model("llama", heads=4, kv_heads=2, max_positions=640)
+    text = " ".join(["The cat sat on the mat."] * 45)
+    lazy, dense = model.attend(text, lazy=True), model.attend(text)
+    n = len(lazy)
+    assert n > 512  # a pooled overview (level 1)
+    monkeypatch.setattr(blocks, "BAND_ELEMENTS", 32 * n)  # bands of 32 rows: many per head
+    hm = Heatmap(lazy, layer=1, head=2)
+    grid = HeadGrid(lazy, progress=False)
+    assert any(name.startswith("attnkit-bands") for name in band_workers)
+    full = dense.maps[1, 2]
+    assert hm.pyramid["top"] == 1
+    assert_close(read(hm.overview_max), pool_square(full, hm.overview_max["shape"][0], "max"), F16)
+    assert_close(hm.top_nosink, full[:, 1:].max(), F32, scale=1)
+    want = np.stack([np.stack([dense.pooled(l, h, grid.size) for h in range(4)]) for l in range(2)])
+    assert_close(grid._thumbs, want, F32, scale=1)
+    assert_close(read(grid.head_max), want.max(axis=(2, 3)), F32, scale=1)
+
+
 def test_views_say_which_measure_they_show():
     """The views carry the maps' measure in their state (a measure switch can set it)."""
     from attnkit.widgets import FlowView

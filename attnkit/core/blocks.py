@@ -15,15 +15,18 @@ Every analysis and view reads any :class:`~attnkit.core.types.AttentionLike` thr
   sink columns (:class:`Extremes`), the head statistics (:class:`attnkit.core.headstats.HeadStats`)
   — computed in **one** pass over its bands (the products in torch, the reductions in
   numpy). Results are kept per ``(attention, layer, head)`` (up to :data:`CACHE_BYTES`), so
-  two views of one attention read each head once.
+  two views of one attention read each head once. A long pass (:data:`PARALLEL_CELLS` and
+  up) reads its bands in worker threads, torch on one thread in each, and folds them in band
+  order: memory is then one band per worker.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Generator, Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -151,6 +154,16 @@ class Band:
             return self.rows
         return slice(int(self.rows[0]), int(self.rows[-1]) + 1)
 
+    def tensor(self) -> Any:
+        """``values`` as a float32 torch tensor ``[h, r, c]`` (the same memory when it is
+        writable), made once per band."""
+        if "tensor" not in self.memo:
+            import torch
+
+            values = self.values if self.values.flags.writeable else self.values.copy()
+            self.memo["tensor"] = torch.from_numpy(values)  # torch refuses read-only memory
+        return self.memo["tensor"]
+
 
 def bands(att: Any, layer: int, heads: Iterable[int] | None = None, *, rows: Any = None,
           elements: int | None = None, align: int = 1, edges: Sequence[np.ndarray] = (),
@@ -197,6 +210,19 @@ def bands(att: Any, layer: int, heads: Iterable[int] | None = None, *, rows: Any
     >>> [(b.heads, b.rows.start, b.cols.stop) for b in bands(att, 1, [1], elements=21)]
     [((1,), 0, 3), ((1,), 3, 6), ((1,), 6, 7)]
     """
+    measure = getattr(att, "measure", "weights")
+    for group, r, cols in _plan(att, layer, heads, rows=rows, elements=elements, align=align,
+                                edges=edges, n=n):
+        values = read(att, layer, group, r, cols)
+        if shares and measure != "weights":
+            values = row_shares(values, measure)
+        yield Band(group, r, cols, values)
+
+
+def _plan(att: Any, layer: int, heads: Iterable[int] | None = None, *, rows: Any = None,
+          elements: int | None = None, align: int = 1, edges: Sequence[np.ndarray] = (),
+          n: int | None = None) -> Iterator[tuple[tuple[int, ...], Rows, slice]]:
+    """The ``(heads, rows, cols)`` of each band :func:`bands` reads, in its order (reads nothing)."""
     n = len(att) if n is None else int(n)
     heads = tuple(range(att.n_heads)) if heads is None else tuple(int(h) for h in heads)
     budget = max(1, int(elements or BAND_ELEMENTS))
@@ -209,7 +235,6 @@ def bands(att: Any, layer: int, heads: Iterable[int] | None = None, *, rows: Any
     else:
         align = max(1, int(align))
         groups, step = [(h,) for h in heads], max(align, budget // max(1, n) // align * align)
-    measure = getattr(att, "measure", "weights")
     for group in groups:
         for a in range(0, count, step):
             if positions is None:
@@ -219,11 +244,7 @@ def bands(att: Any, layer: int, heads: Iterable[int] | None = None, *, rows: Any
                 sub = positions[a:a + step]
                 span = slice(int(sub[0]), int(sub[-1]) + 1)
                 r = span if span.stop - span.start == len(sub) else sub
-            cols = _widen(columns_of(att, span, n=n), edges)
-            values = read(att, layer, group, r, cols)
-            if shares and measure != "weights":
-                values = row_shares(values, measure)
-            yield Band(group, r, cols, values)
+            yield group, r, _widen(columns_of(att, span, n=n), edges)
 
 
 def _widen(cols: slice, edges: Sequence[np.ndarray]) -> slice:
@@ -328,10 +349,12 @@ class Reduction(Protocol):
 
     ``key`` names the result (heads' results are kept under it); ``align`` is what band
     starts must be a multiple of; ``edges(n)`` the column edges bands are widened out to
-    (or None); ``start(n, heads)`` makes the running state of ``heads`` heads, ``add``
-    folds one band in (``index``: the positions of the band's heads in that state; ``x``:
-    the band's values as a float32 torch tensor ``[h, r, c]``), and ``finish`` gives one
-    result per head.
+    (or None); ``start(n, heads)`` makes the running state of ``heads`` heads.
+    ``prepare(band, n)`` is the band's part of the result, computed from the band alone
+    (the bulk of the work: it may run in a worker thread, beside other bands' parts; it may
+    share work with the other reductions of the pass through ``band.memo``); ``add``
+    folds that part into the state (``index``: the positions of the band's heads in it), in
+    band order, and ``finish`` gives one result per head.
 
     Examples
     --------
@@ -349,7 +372,9 @@ class Reduction(Protocol):
 
     def start(self, n: int, heads: int) -> Any: ...
 
-    def add(self, state: Any, band: Band, index: list[int], x: Any) -> None: ...
+    def prepare(self, band: Band, n: int) -> Any: ...
+
+    def add(self, state: Any, part: Any, index: list[int]) -> None: ...
 
     def finish(self, state: Any) -> list[Any]: ...
 
@@ -429,7 +454,9 @@ def column_bins(band: Band, width: int, n: int) -> ColumnBins:
     if key not in band.memo:
         c0, c1 = band.cols.start, band.cols.stop
         a0 = -(-c0 // width) * width
-        a1 = max(a0, c1 if c1 == n else c1 // width * width)
+        a1 = c1 if c1 == n else c1 // width * width
+        if a1 <= a0:  # no whole bin among the columns (a sliding window's narrow band)
+            a0 = a1 = c0
         v = band.values[:, :, a0 - c0:a1 - c0]
         if width == 1 or a1 == a0:
             hi = lo = v
@@ -490,11 +517,11 @@ class GridPool:
         return {"n": n, "max": np.zeros((heads, m, m), dtype=np.float32),
                 "min": np.zeros((heads, m, m), dtype=np.float32), "sum": np.zeros((heads, m, m))}
 
-    def add(self, state: Any, band: Band, index: list[int], x: Any) -> None:
+    def prepare(self, band: Band, n: int) -> Any:
         b = 1 << self.level
-        bins = column_bins(band, b, state["n"])
+        bins = column_bins(band, b, n)
         if bins.stop <= bins.start:  # no whole bin read: all zeros
-            return
+            return None
         v = band.values[:, :, bins.start - band.cols.start:bins.stop - band.cols.start]
         hi, lo = bins.max, bins.min
         total = v if b == 1 else np.add.reduceat(v, np.arange(0, v.shape[2], b), axis=2)  # fast
@@ -504,7 +531,13 @@ class GridPool:
             total = np.add.reduceat(total.astype(np.float64), starts, axis=1)
         rows = slice(band.span.start // b, band.span.start // b + hi.shape[1])
         cols = slice(bins.start // b, bins.start // b + hi.shape[2])
-        for name, value in (("max", hi), ("min", lo), ("sum", total)):
+        return rows, cols, {"max": hi, "min": lo, "sum": total}
+
+    def add(self, state: Any, part: Any, index: list[int]) -> None:
+        if part is None:
+            return
+        rows, cols, values = part
+        for name, value in values.items():
             state[name][index, rows, cols] = value
 
     def finish(self, state: Any) -> list[Pooled]:
@@ -555,22 +588,28 @@ class EdgePool:
             return {"edges": e, "acc": np.full((heads, m, m), -np.inf, dtype=np.float32)}
         return {"edges": e, "acc": np.zeros((heads, m, m))}
 
-    def add(self, state: Any, band: Band, index: list[int], x: Any) -> None:
-        e, acc = state["edges"], state["acc"]
+    def prepare(self, band: Band, n: int) -> Any:
+        e = pool_edges(n, self.size)
+        dtype = np.float32 if self.reduce == "max" else np.float64
         ufunc = np.maximum if self.reduce == "max" else np.add
         rows = band.span
         ids = np.searchsorted(e, np.arange(rows.start, rows.stop), side="right") - 1
         i0, i1 = int(ids[0]), int(ids[-1]) + 1
-        part = np.zeros((len(index), i1 - i0, acc.shape[2]), dtype=acc.dtype)  # unread: 0
+        part = np.zeros((len(band.heads), i1 - i0, len(e) - 1), dtype=dtype)  # unread: 0
         c0, c1 = band.cols.start, band.cols.stop
         # the bins wholly read; the columns outside them lie outside the mask: zeros
         j0, j1 = int(np.searchsorted(e, c0)), int(np.searchsorted(e, c1, side="right")) - 1
         if j1 > j0:
-            values = band.values[:, :, :e[j1] - c0].astype(acc.dtype, copy=False)
+            values = band.values[:, :, :e[j1] - c0].astype(dtype, copy=False)
             cols = ufunc.reduceat(values, e[j0:j1] - c0, axis=2)  # [h, r, j1 - j0]
             firsts = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]])  # each row bin's first
             part[:, :, j0:j1] = ufunc.reduceat(cols, firsts, axis=1)
-        acc[index, i0:i1] = ufunc(acc[index, i0:i1], part)
+        return slice(i0, i1), part
+
+    def add(self, state: Any, part: Any, index: list[int]) -> None:
+        acc, (rows, values) = state["acc"], part
+        ufunc = np.maximum if self.reduce == "max" else np.add
+        acc[index, rows] = ufunc(acc[index, rows], values)
 
     def finish(self, state: Any) -> list[np.ndarray]:
         acc = state["acc"]
@@ -631,19 +670,16 @@ class Extremes:
         return None
 
     def start(self, n: int, heads: int) -> Any:
+        return {"acc": np.full((heads, 4), np.nan)}  # max, min, max without sinks, min without
+
+    def prepare(self, band: Band, n: int) -> Any:
         keep = np.ones(n, dtype=bool)
         keep[np.asarray(self.sinks, dtype=np.int64)] = False
-        acc = np.full((heads, 4), np.nan)  # max, min, max without sinks, min without sinks
-        return {"keep": keep, "acc": acc}
-
-    def add(self, state: Any, band: Band, index: list[int], x: Any) -> None:
-        keep, acc = state["keep"], state["acc"]
-        n = len(keep)
         c0, c1 = band.cols.start, band.cols.stop
         # from the column bins another reduction of the pass made, else bins of 64 columns
         made = [v for k, v in band.memo.items() if k[0] == "columns"]
         bins = made[0] if made else column_bins(band, 64, n)
-        found = np.full((len(index), 4), np.nan)  # max, min, max without sinks, min without
+        found = np.full((len(band.heads), 4), np.nan)  # max, min, max without sinks, min without
 
         def fold(hi: np.ndarray, lo: np.ndarray, col: int) -> None:
             if hi.size:
@@ -671,6 +707,10 @@ class Extremes:
             found[:, 0], found[:, 1] = np.fmax(found[:, 0], 0.0), np.fmin(found[:, 1], 0.0)
             if keep[:c0].any() or keep[c1:].any():
                 found[:, 2], found[:, 3] = np.fmax(found[:, 2], 0.0), np.fmin(found[:, 3], 0.0)
+        return found
+
+    def add(self, state: Any, part: Any, index: list[int]) -> None:
+        acc, found = state["acc"], part
         acc[index, 0::2] = np.fmax(acc[index, 0::2], found[:, 0::2])
         acc[index, 1::2] = np.fmin(acc[index, 1::2], found[:, 1::2])
 
@@ -780,24 +820,132 @@ def summarize_bands(att: Any, layer: int, heads: Iterable[int], reductions: Sequ
             r, state = by_key[key]
             return r.finish(state)
 
-        with torch.inference_mode():
-            for band in bands(att, layer, [heads[i] for i in todo], align=align, edges=edges, n=n):
-                values = band.values
-                if not values.flags.writeable:  # torch refuses to share read-only memory
-                    values = values.copy()
-                x = torch.from_numpy(values)  # the same memory
+        plan = list(_plan(att, layer, [heads[i] for i in todo], align=align, edges=edges, n=n))
+
+        def part(spec: tuple[tuple[int, ...], Rows, slice]) -> tuple[Band, list[Any]]:
+            """One band read and each reduction's part of it (in a worker thread, or here)."""
+            group, rows, cols = spec
+            with torch.inference_mode():
+                band = Band(group, rows, cols, read(att, layer, group, rows, cols))
+                return band, [r.prepare(band, n) for r in missing]
+
+        parts = _in_order(part, plan, workers=_band_workers(sum(_cells(spec) for spec in plan)))
+        try:
+            for band, got in parts:
                 index = [where[h] for h in band.heads]
-                for r, state in zip(missing, states):
-                    r.add(state, band, index, x)
+                for r, state, p in zip(missing, states, got):
+                    r.add(state, p, index)
                 if each_band(band, so_far) is False:
                     return None
-            for r, state in zip(missing, states):
-                for j, result in enumerate(r.finish(state)):
-                    found[todo[j]][r.key] = result
+        finally:
+            parts.close()  # a stopped pass: the bands not taken yet are dropped
+        for r, state in zip(missing, states):
+            for j, result in enumerate(r.finish(state)):
+                found[todo[j]][r.key] = result
         if cache:
             for i in todo:
                 _remember(att, layer, heads[i], found[i])
     return [{r.key: have[r.key] for r in reductions} for have in found]
+
+
+# ------------------------------------------------------------------- bands in worker threads
+#: cells (band rows x columns, summed over the bands) from which :func:`summarize` reads the
+#: bands of a pass in worker threads; below, in the caller's thread
+PARALLEL_CELLS = 1 << 24
+
+_POOL: Any = None  # (pid, ThreadPoolExecutor): worker threads, each running torch on one thread
+_POOL_LOCK = threading.Lock()
+_HERE = threading.local()  # .worker: this thread is one of the pool's
+
+
+def _cells(spec: tuple[tuple[int, ...], Rows, slice]) -> int:
+    group, rows, cols = spec
+    count = rows.stop - rows.start if isinstance(rows, slice) else len(rows)
+    return len(group) * count * (cols.stop - cols.start)
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def _band_workers(cells: int) -> int:
+    """Threads that read the bands of a pass of ``cells`` cells: one (the caller's) for small
+    passes, else as many as the caller's torch threads and the cores allow.
+
+    Why: reading a band is a few medium-sized operations (a matrix product, an exponential, the
+    reductions). Run on torch's OpenMP threads, each operation ends at a barrier where the
+    threads wait for the slowest: on a machine whose cores other processes also use, that
+    thread is often off its core, and threads spinning at the barrier take the cores the
+    others need (14x the forward at a load of 4 on 2 cores). Bands read whole, each in its own
+    thread with torch on one thread, never wait for one another."""
+    if cells < PARALLEL_CELLS or getattr(_HERE, "worker", False):  # no pass inside a band's
+        return 1
+    import torch
+
+    if "OpenMP" not in _parallel_backend():  # torch's thread count is per thread only there
+        return 1
+    return max(1, min(torch.get_num_threads(), _cores()))
+
+
+def _parallel_backend() -> str:
+    import torch
+
+    info = torch.__config__.parallel_info()
+    return next((line for line in info.splitlines() if "parallel backend" in line), "")
+
+
+def _one_torch_thread() -> None:
+    import torch
+
+    torch.set_num_threads(1)  # OpenMP: this thread's own count (and the default of new threads)
+    _HERE.worker = True
+
+
+def _pool() -> Any:
+    """The process's band readers: a thread per core, each running torch on one thread."""
+    global _POOL
+    from concurrent.futures import ThreadPoolExecutor
+
+    with _POOL_LOCK:
+        if _POOL is not None and _POOL[0] == os.getpid():
+            return _POOL[1]
+        import torch
+
+        size = _cores()
+        pool = ThreadPoolExecutor(size, thread_name_prefix="attnkit-bands", initializer=_one_torch_thread)
+        started = threading.Barrier(size + 1)
+        for _ in range(size):  # every thread started now, so the default below is set after theirs
+            pool.submit(started.wait)
+        started.wait()
+        # set_num_threads also sets the count new threads start with: back to this thread's
+        torch.set_num_threads(torch.get_num_threads())
+        _POOL = (os.getpid(), pool)  # a forked child makes its own (the threads stay behind)
+        return pool
+
+
+def _in_order(fn: Callable[[Any], Any], items: Sequence[Any], *, workers: int) -> Generator[Any, None, None]:
+    """``fn`` of each item, in order: here, or in ``workers`` of :func:`_pool`'s threads with
+    at most ``workers`` items in flight (memory: that many bands)."""
+    if workers <= 1:
+        yield from map(fn, items)
+        return
+    from collections import deque
+
+    pool = _pool()
+    pending: deque = deque()
+    try:
+        for item in items:
+            pending.append(pool.submit(fn, item))
+            if len(pending) >= workers:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
+    finally:
+        for future in pending:
+            future.cancel()
 
 
 # ------------------------------------------------------------------------------ cache
@@ -891,6 +1039,7 @@ def forget(att: Any) -> None:
 
 __all__ = [
     "BAND_ELEMENTS",
+    "PARALLEL_CELLS",
     "Band",
     "Bounds",
     "ColumnBins",

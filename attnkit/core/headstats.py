@@ -82,24 +82,34 @@ class HeadStats:
         acc[:, 7] = np.nan if self.cls_row < 0 else 0.0
         return {"n": n, "acc": acc}
 
-    def add(self, state: Any, band: Band, index: list[int], x: Any) -> None:
+    def prepare(self, band: Band, n: int) -> Any:
+        """The band's sums of the first seven statistics (float64 ``[h, 7]``) and its heads'
+        [CLS]-row entropy (None when the band does not hold that row)."""
         import torch
 
-        acc = state["acc"]
         rows, cols = band.span, band.cols
+        x = band.tensor()
         if self.measure != "weights":  # each row's shares (the band holds whole rows)
             x = torch.from_numpy(row_shares(band.values, self.measure))
-        acc[index, 0:3] += (x @ self.indicator[cols]).sum(1, dtype=torch.float64).numpy()
+        sums = np.zeros((len(band.heads), 7))
+        sums[:, 0:3] = (x @ self.indicator[cols]).sum(1, dtype=torch.float64).numpy()
         diag = rows.start - cols.start  # x[:, i, i + diag] is position (q, q)
         for col, offset in ((3, 0), (4, 1), (5, -1)):  # self, next, previous
-            acc[index, col] += torch.diagonal(x, diag + offset, dim1=1, dim2=2).sum(
+            sums[:, col] = torch.diagonal(x, diag + offset, dim1=1, dim2=2).sum(
                 -1, dtype=torch.float64).numpy()
         # p log p with 0 log 0 = 0; clamping at the smallest normal float keeps log on its
         # fast path (zeros and denormals are slow) and adds 0 * log(tiny) = 0
         ent = -(x * torch.log(x.clamp_min(_TINY))).sum(-1)  # [h, r]
-        acc[index, 6] += ent.sum(-1, dtype=torch.float64).numpy()
-        if rows.start <= self.cls_row < rows.stop:
-            acc[index, 7] = ent[:, self.cls_row - rows.start].double().numpy()
+        sums[:, 6] = ent.sum(-1, dtype=torch.float64).numpy()
+        cls = (ent[:, self.cls_row - rows.start].double().numpy()
+               if rows.start <= self.cls_row < rows.stop else None)
+        return sums, cls
+
+    def add(self, state: Any, part: Any, index: list[int]) -> None:
+        acc, (sums, cls) = state["acc"], part
+        acc[index, :7] += sums
+        if cls is not None:
+            acc[index, 7] = cls
 
     def finish(self, state: Any) -> list[np.ndarray]:
         acc = state["acc"]

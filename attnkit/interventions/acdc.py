@@ -61,8 +61,8 @@ def acdc(
         The kept edges as :func:`~attnkit.interventions.circuit.circuit` draws them, each with
         ``score`` (the metric's change when it alone is then patched on top of the removed
         edges); ``graph``: ``metric``, ``method`` (``"acdc"``), ``n_layers``, ``n_heads``,
-        ``tokens``, ``clean``, ``corrupted``, ``kept`` (the metric of the circuit),
-        ``threshold``, ``n_forwards``, ``seconds``.
+        ``n_kv_heads``, ``tokens``, ``clean``, ``corrupted``, ``kept`` (the metric of the
+        circuit), ``threshold``, ``n_forwards``, ``seconds``.
 
     Raises
     ------
@@ -92,8 +92,9 @@ def acdc(
     sign = 1.0 if m.higher_is_better else -1.0
     removed: set[tuple[int, int]] = set()
     alive = np.ones(len(g.upstream), dtype=bool)  # does the component still feed anything?
-    comp_of_down = [split_input(d)[0] for d in g.downstream]
     up_index = {n: i for i, n in enumerate(g.upstream)}
+    # the components whose output reads each input (a shared key/value head's: its query heads)
+    readers = [[up_index[c] for c in g.readers(d)] for d in g.downstream]
     current, forwards = runs.m_clean, 0
     scores: dict[tuple[int, int], float] = {}
     order = [(u, d) for d in reversed(range(len(g.downstream)))
@@ -102,8 +103,7 @@ def acdc(
     out_edges = {u: {(u, d) for d in range(len(g.downstream)) if g.valid[u, d]}
                  for u in range(len(g.upstream))}
     for u, d in progress_bar(order, show=progress, desc="acdc", unit="edge"):
-        comp = comp_of_down[d]
-        if comp != "logits" and not alive[up_index[comp]]:
+        if readers[d] and not alive[readers[d]].any():
             removed.add((u, d))
         else:
             value = float(runs.measure([sorted(removed | {(u, d)})])[0])
@@ -121,8 +121,8 @@ def acdc(
         raise InputError(f"threshold={tau} removes every edge (no edge worsens the metric by "
                          "as much); lower it.")
     G = nx.MultiDiGraph(metric=m.name, method="acdc", n_layers=g.n_layers, n_heads=g.n_heads,
-                        tokens=None, clean=runs.m_clean, corrupted=runs.m_corrupted,
-                        kept=current, threshold=tau, n_forwards=forwards,
+                        n_kv_heads=g.n_kv_heads, tokens=None, clean=runs.m_clean,
+                        corrupted=runs.m_corrupted, kept=current, threshold=tau, n_forwards=forwards,
                         seconds=time.perf_counter() - start)
     tok = getattr(model, "tokenizer", None)
     if tok is not None:

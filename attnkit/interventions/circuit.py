@@ -2,11 +2,12 @@
 
 :func:`circuit` keeps the edges of largest ``|score|`` of an
 :func:`~attnkit.interventions.eap.edge_attribution` table (the ``top`` of them, those above
-``threshold``, or both) as a ``networkx.MultiDiGraph`` over components: nodes ``"embed"``,
-``"pos_embed"``, ``"L-H"``, ``"L-mlp"``, ``"logits"`` (attributes ``layer``, 0-indexed with the
-embeddings at −1 and the logits at ``n_layers``, and ``kind``), one edge per kept
-``(upstream, downstream input)`` keyed by the input (``"q"``, ``"k"``, ``"v"``, ``"in"``,
-``"out"``) with its ``score``.
+those whose ``|score|`` is above ``min_score``, or both) as a ``networkx.MultiDiGraph`` over
+components: nodes ``"embed"``, ``"pos_embed"``, ``"L-H"``, ``"L-kvG"`` (a key/value head
+shared by several query heads, grouped-query attention), ``"L-mlp"``, ``"logits"``
+(attributes ``layer``, 0-indexed with the embeddings at −1 and the logits at ``n_layers``,
+and ``kind``), one edge per kept ``(upstream, downstream input)`` keyed by the input
+(``"q"``, ``"k"``, ``"v"``, ``"in"``, ``"out"``) with its ``score``.
 
 :func:`circuit_faithfulness` runs the clean inputs with every edge *outside* the circuit
 patched to the corrupted run (:mod:`attnkit.interventions.edges`) and reports
@@ -26,23 +27,25 @@ import numpy as np
 import pandas as pd
 
 from ..core import validate
-from ..core.labels import parse_head_label
+from .._compat import renamed
+from ..core.labels import parse_head_label, parse_kv_label
 from ..core.results import Result
 from ..errors import InputError
 from .edges import clean_and_corrupted
 from .metrics import Metric, resolve
 
 #: Graph attributes every circuit carries.
-GRAPH_KEYS = ("metric", "method", "n_layers", "n_heads", "tokens")
+GRAPH_KEYS = ("metric", "method", "n_layers", "n_heads", "n_kv_heads", "tokens")
 
 
 def component_kind(name: str) -> str:
-    """``"embed"``, ``"head"``, ``"mlp"`` or ``"logits"`` of a component name.
+    """``"embed"``, ``"head"``, ``"kv"`` (a key/value head shared by several query heads),
+    ``"mlp"`` or ``"logits"`` of a component name.
 
     Parameters
     ----------
     name : str
-        A component (``"embed"``, ``"2-1"``, ``"1-mlp"``, ``"logits"``).
+        A component (``"embed"``, ``"2-1"``, ``"2-kv1"``, ``"1-mlp"``, ``"logits"``).
 
     Returns
     -------
@@ -51,13 +54,15 @@ def component_kind(name: str) -> str:
     Examples
     --------
     >>> from attnkit.interventions.circuit import component_kind
-    >>> [component_kind(n) for n in ("pos_embed", "2-1", "1-mlp", "logits")]
-    ['embed', 'head', 'mlp', 'logits']
+    >>> [component_kind(n) for n in ("pos_embed", "2-1", "2-kv1", "1-mlp", "logits")]
+    ['embed', 'head', 'kv', 'mlp', 'logits']
     """
     if name == "logits":
         return "logits"
     if name.endswith("-mlp"):
         return "mlp"
+    if parse_kv_label(name) is not None:
+        return "kv"
     return "head" if parse_head_label(name) is not None else "embed"
 
 
@@ -97,7 +102,8 @@ def _check_scores(scores: Any) -> pd.DataFrame:
     return table
 
 
-def circuit(scores: Any, *, top: int | None = None, threshold: float | None = None) -> Any:
+@renamed(threshold="min_score")
+def circuit(scores: Any, *, top: int | None = None, min_score: float | None = None) -> Any:
     """The edges of largest ``|score|`` as a circuit graph (see
     :mod:`attnkit.interventions.circuit`).
 
@@ -107,21 +113,22 @@ def circuit(scores: Any, *, top: int | None = None, threshold: float | None = No
         :func:`~attnkit.interventions.eap.edge_attribution`'s table.
     top : int, optional
         Keep the ``top`` edges of largest ``|score|``.
-    threshold : float, optional
-        Keep the edges whose ``|score|`` is strictly greater than this (in the metric's
-        units). With ``top`` too, an edge must pass both.
+    min_score : float, optional
+        Keep the edges whose ``|score|`` is strictly greater than this, in the metric's units
+        (not the contract's ``threshold``, an attention weight). With ``top`` too, an edge
+        must pass both.
 
     Returns
     -------
     networkx.MultiDiGraph
         Nodes with ``layer`` and ``kind``; edges ``(upstream, component, key=input)`` with
         ``score`` and ``input``; ``graph`` holds ``metric``, ``method``, ``n_layers``,
-        ``n_heads``, ``tokens``, ``clean``, ``corrupted``.
+        ``n_heads``, ``n_kv_heads``, ``tokens``, ``clean``, ``corrupted``.
 
     Raises
     ------
     InputError
-        When neither ``top`` nor ``threshold`` is given, or they keep no edge.
+        When neither ``top`` nor ``min_score`` is given, or they keep no edge.
 
     Examples
     --------
@@ -136,13 +143,13 @@ def circuit(scores: Any, *, top: int | None = None, threshold: float | None = No
     import networkx as nx
 
     table = _check_scores(scores)
-    if top is None and threshold is None:
-        raise InputError("circuit: give top= (how many edges to keep) or threshold= (the "
-                         "smallest |score| kept), or both.")
+    if top is None and min_score is None:
+        raise InputError("circuit: give top= (how many edges to keep) or min_score= (the "
+                         "|score| an edge must exceed), or both.")
     mag = table["score"].abs().to_numpy()
     keep = np.ones(len(table), dtype=bool)
-    if threshold is not None:
-        t = validate.number(threshold, "threshold", low=0.0)
+    if min_score is not None:
+        t = validate.number(min_score, "min_score", low=0.0)
         keep &= mag > t
     if top is not None:
         k = validate.integer(top, "top", minimum=1)
@@ -152,7 +159,7 @@ def circuit(scores: Any, *, top: int | None = None, threshold: float | None = No
         keep &= ranked
     if not keep.any():
         raise InputError(
-            f"threshold={threshold} keeps no edge: the largest |score| is {mag.max():.4g}; "
+            f"min_score={min_score} keeps no edge: the largest |score| is {mag.max():.4g}; "
             "lower it or use top=.")
     meta = getattr(scores, "meta", {})
     kept = table[keep].assign(_mag=mag[keep]).sort_values("_mag", ascending=False, kind="stable")

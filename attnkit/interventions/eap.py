@@ -196,6 +196,7 @@ def scores_table(runs: Runs, scores: np.ndarray, meta: dict[str, Any]) -> Result
         tokens = [str(t) for t in tok.convert_ids_to_tokens(ids)]
     full = {"metric": runs.metric.name, "clean": runs.m_clean, "corrupted": runs.m_corrupted,
             "n_items": runs.clean.size, "n_layers": g.n_layers, "n_heads": g.n_heads,
+            "n_kv_heads": g.n_kv_heads,
             "tokens": tokens, "higher_is_better": runs.metric.higher_is_better, **meta}
     return Result(table, full)
 
@@ -239,10 +240,11 @@ def edge_attribution(
     Result
         Indexed by ``(upstream, downstream)`` (component names of
         :func:`~attnkit.residual_stream`; downstream inputs ``"2-1.q"``, ``"2-1.k"``,
-        ``"2-1.v"``, ``"1-mlp.in"``, ``"logits"``), columns ``score`` (signed change of the
+        ``"2-1.v"``, ``"1-mlp.in"``, ``"logits"``; under grouped-query attention a shared
+        key/value head's ``"2-kv1.k"`` and ``"2-kv1.v"``), columns ``score`` (signed change of the
         metric, mean over inputs), ``layer_up`` and ``layer_down`` (0-indexed; embeddings −1,
         logits ``n_layers``). ``meta``: ``metric``, ``method``, ``clean``, ``corrupted``
-        (the metric on each run), ``n_items``, ``n_layers``, ``n_heads``, ``tokens`` (of the
+        (the metric on each run), ``n_items``, ``n_layers``, ``n_heads``, ``n_kv_heads``, ``tokens`` (of the
         first clean input), ``steps``, ``seconds``.
 
     Raises

@@ -4,7 +4,13 @@ Upstream components write into the residual stream: the embeddings (``"embed"``,
 ``"pos_embed"`` where the model adds learned positions), each head's output ``W_O^h z_h``
 (``"L-H"``, 1-indexed as in :mod:`attnkit.core.labels`) and each MLP's output (``"L-mlp"``).
 Downstream inputs read it: each head's query, key and value input (``"L-H.q"``, ``".k"``,
-``".v"``), each MLP's input (``"L-mlp.in"``) and the final logits (``"logits"``). An edge
+``".v"``), each MLP's input (``"L-mlp.in"``) and the final logits (``"logits"``). Under
+grouped-query attention a key/value head serves ``r`` query heads, and its key and value
+inputs are those of the key/value head, not of one query head: ``"L-kvG.k"`` and
+``"L-kvG.v"`` (:func:`~attnkit.core.labels.kv_label`; key/value head ``G`` serves query heads
+``(G − 1) r + 1`` to ``G r``), while each query head keeps its own ``"L-H.q"``. With one
+key/value head per query head (``r = 1``) the key/value head is the head, and its inputs keep
+the head's name. An edge
 ``(u, d)`` joins an upstream component to a downstream input that comes after it (a head's
 output reaches its own layer's MLP, not its own layer's heads).
 
@@ -23,8 +29,9 @@ one forward pass (``m`` is ``[copies, upstream, downstream]``); a fractional ``m
 edge part of the way, which is how its derivative is checked.
 
 Families: the pre-norm decoders whose queries, keys and values come from one stream read
-per head — GPT-2, Llama, Qwen2, Mistral, gpt-oss — without grouped-query attention (a key
-or value input shared by several query heads is not one head's input). Post-norm encoders
+per head — GPT-2, Llama, Qwen2, Mistral, gpt-oss, with or without grouped-query attention (a
+shared key/value head reads one stream of its own, ``"L-kvG.k"``, whatever its query heads
+read). Post-norm encoders
 (BERT, RoBERTa, DistilBERT: the stream is renormalised after every block, so it is not a sum
 of components), GPT-NeoX (parallel attention and MLP), Gemma 2 (normalised attention
 output), encoder–decoders and vision models are refused with
@@ -40,7 +47,7 @@ from typing import Any
 
 import numpy as np
 
-from ..core.labels import head_label, mlp_label
+from ..core.labels import head_label, kv_label, mlp_label, parse_kv_label
 from ..errors import InputError, UnsupportedModelError
 from ..runtime.archs import arch_of, submodule
 from . import hooks
@@ -65,6 +72,9 @@ class EdgeGraph:
         Their layers (the logits ``n_layers``).
     n_layers, n_heads : int
         The model's shape.
+    n_kv_heads : int, optional
+        Key/value heads per layer (grouped-query attention: fewer than ``n_heads``, each
+        serving ``n_heads // n_kv_heads`` query heads); default ``n_heads``.
     """
 
     upstream: list[str]
@@ -73,9 +83,12 @@ class EdgeGraph:
     down_layer: list[int]
     n_layers: int
     n_heads: int
+    n_kv_heads: int | None = None
     valid: Any = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
+        if self.n_kv_heads is None:
+            self.n_kv_heads = self.n_heads
         up_is_head = np.array([self._up_kind(n) == "head" for n in self.upstream])
         down_is_mlp = np.array([d.endswith(".in") for d in self.downstream])
         ul = np.asarray(self.up_layer)[:, None]
@@ -105,6 +118,46 @@ class EdgeGraph:
         return [(self.upstream[u], self.downstream[d])
                 for d in range(len(self.downstream)) for u in range(len(self.upstream))
                 if self.valid[u, d]]
+
+    def readers(self, downstream: str) -> list[str]:
+        """The upstream components whose output reads the downstream input ``downstream``: a
+        query head's own for ``"L-H.q"`` (and ``".k"``, ``".v"`` without grouped-query
+        attention), every query head the key/value head serves for ``"L-kvG.k"`` and
+        ``".v"``, the MLP for ``"L-mlp.in"``, none for the logits.
+
+        Parameters
+        ----------
+        downstream : str
+            A downstream input of :attr:`downstream`.
+
+        Returns
+        -------
+        list of str
+
+        Raises
+        ------
+        InputError
+            For a name that is not a downstream input of this graph.
+
+        Examples
+        --------
+        >>> from attnkit.interventions.edges import edge_graph
+        >>> from attnkit.testing import tiny_model
+        >>> g = edge_graph(tiny_model("llama", heads=4, kv_heads=2))
+        >>> g.readers("2-kv2.k"), g.readers("2-3.q"), g.readers("1-mlp.in"), g.readers("logits")
+        (['2-3', '2-4'], ['2-3'], ['1-mlp'], [])
+        """
+        if downstream not in self.downstream:
+            raise InputError(f"downstream: {downstream!r} is not a downstream input of this "
+                             f"model ({', '.join(self.downstream[:4])}, ..., 'logits').")
+        if downstream == "logits":
+            return []
+        comp = downstream.rpartition(".")[0]
+        kv = parse_kv_label(comp)
+        if kv is None:
+            return [comp]
+        r = self.n_heads // int(self.n_kv_heads or self.n_heads)
+        return [head_label(kv[0], h) for h in range(kv[1] * r, (kv[1] + 1) * r)]
 
     def index(self, edges: Any, name: str = "edges") -> list[tuple[int, int]]:
         """``(upstream index, downstream index)`` of named edges, checked.
@@ -199,8 +252,7 @@ def check_family(model: Any) -> None:
     Raises
     ------
     UnsupportedModelError
-        For any family but the pre-norm decoders listed in the module docstring, and for
-        grouped-query attention.
+        For any family but the pre-norm decoders listed in the module docstring.
 
     Examples
     --------
@@ -227,12 +279,6 @@ def check_family(model: Any) -> None:
                "fixed part of it." if layout is not None and layout.placement == "post" else
                "is not one of them (parallel attention and MLP, a normalised attention output, "
                "or no decomposition)."))
-    kv = int(getattr(model.config, "num_key_value_heads", None) or model.n_heads)
-    if kv != model.n_heads:
-        raise UnsupportedModelError(
-            f"model: {model.name} shares each key/value head between {model.n_heads // kv} query "
-            "heads (grouped-query attention), so a head's key and value inputs are not its own; "
-            "edge patching supports models with one key/value head per query head.")
 
 
 def edge_graph(model: Any) -> EdgeGraph:
@@ -261,27 +307,63 @@ def edge_graph(model: Any) -> EdgeGraph:
     ['embed', 'pos_embed', '1-1', '1-2', '1-mlp', '2-1', '2-2', '2-mlp']
     >>> g.downstream[:4], g.downstream[-2:], len(g.edges())
     (['1-1.q', '1-1.k', '1-1.v', '1-2.q'], ['2-mlp.in', 'logits'], 61)
+
+    Under grouped-query attention each key/value head has one key and one value input,
+    after the queries of the heads it serves:
+
+    >>> edge_graph(tiny_model("llama", heads=4, kv_heads=2)).downstream[:9]
+    ['1-1.q', '1-2.q', '1-kv1.k', '1-kv1.v', '1-3.q', '1-4.q', '1-kv2.k', '1-kv2.v', '1-mlp.in']
     """
     check_family(model)
     stream = arch_of(model).stream
     assert stream is not None
-    L, H = model.n_layers, model.n_heads
+    L, H, G = model.n_layers, model.n_heads, hooks.kv_heads(model)
+    r = H // G
     up = ["embed"] + [n for n, _ in stream.embeds if n != "embed"]
     up_layer = [-1] * len(up)
     down: list[str] = []
     down_layer: list[int] = []
     for layer in range(L):
-        for h in range(H):
-            for via in "qkv":
-                down.append(f"{head_label(layer, h)}.{via}")
-                down_layer.append(layer)
+        for g in range(G):  # each key/value head after the queries of the heads it serves
+            down += [head_input(layer, h, "q", H, G) for h in range(g * r, (g + 1) * r)]
+            down += [head_input(layer, g, via, H, G) for via in "kv"]
+            down_layer += [layer] * (r + 2)
         down.append(f"{mlp_label(layer)}.in")
         down_layer.append(layer)
         up += [head_label(layer, h) for h in range(H)] + [mlp_label(layer)]
         up_layer += [layer] * (H + 1)
     down.append("logits")
     down_layer.append(L)
-    return EdgeGraph(up, up_layer, down, down_layer, L, H)
+    return EdgeGraph(up, up_layer, down, down_layer, L, H, G)
+
+
+def head_input(layer: int, index: int, via: str, n_heads: int, n_kv_heads: int) -> str:
+    """The name of an attention input: query head ``index``'s ``"L-H.q"``, or key/value head
+    ``index``'s ``".k"`` / ``".v"`` (``"L-kvG.k"`` under grouped-query attention, the head's
+    own ``"L-H.k"`` with one key/value head per query head).
+
+    Parameters
+    ----------
+    layer, index : int
+        0-indexed layer, and query head (``via="q"``) or key/value head.
+    via : str
+        ``"q"``, ``"k"`` or ``"v"``.
+    n_heads, n_kv_heads : int
+        Query and key/value heads per layer.
+
+    Returns
+    -------
+    str
+
+    Examples
+    --------
+    >>> from attnkit.interventions.edges import head_input
+    >>> head_input(1, 3, "q", 4, 2), head_input(1, 1, "k", 4, 2), head_input(1, 1, "v", 4, 4)
+    ('2-4.q', '2-kv2.k', '2-2.v')
+    """
+    if via == "q" or n_kv_heads == n_heads:
+        return f"{head_label(layer, index)}.{via}"
+    return f"{kv_label(layer, index)}.{via}"
 
 
 # ------------------------------------------------------------------ the forward
@@ -347,6 +429,7 @@ def patching(model: Any, graph: EdgeGraph, *, copies: int = 1, masks: Any = None
     assert stream is not None and layout is not None
     site = hooks.sites(model)
     H, dh = site.n_heads, site.head_dim
+    G = int(graph.n_kv_heads or H)
     base = model.base
     n_up = len(graph.upstream)
     state = Pass([None] * n_up)
@@ -380,7 +463,9 @@ def patching(model: Any, graph: EdgeGraph, *, copies: int = 1, masks: Any = None
         return xs
 
     def heads_downs(layer: int) -> list[int]:
-        return [down_of[f"{head_label(layer, h)}.{via}"] for via in "qkv" for h in range(H)]
+        """The layer's attention inputs, via-major: H queries, G keys, G values."""
+        return [down_of[head_input(layer, i, via, H, G)] for via, n in zip("qkv", (H, G, G))
+                for i in range(n)]
 
     def embed_hook(name: str) -> Any:
         def hook(module: Any, args: Any, out: Any) -> None:
@@ -400,9 +485,9 @@ def patching(model: Any, graph: EdgeGraph, *, copies: int = 1, masks: Any = None
                     state.ups[up_of[n]] = x - rest if n == "embed" else rows(other_embeds[n], x.shape[0])
             if not separate:  # every input reads the stream itself: the model's own forward
                 return
-            xs = split(x, heads_downs(layer))  # [3H, N, T, d]: via-major
+            xs = split(x, heads_downs(layer))  # [H + 2G, N, T, d]: via-major
             normed = module.forward(xs)
-            stash[("normed", layer)] = normed.reshape(3, H, *x.shape)
+            stash[("normed", layer)] = normed.split([H, G, G])
         return hook
 
     def proj_hook(layer: int, via: str | None) -> Any:
@@ -411,17 +496,18 @@ def patching(model: Any, graph: EdgeGraph, *, copies: int = 1, masks: Any = None
                 return None
             normed = stash.pop(("normed", layer)) if via in (None, "v") else stash[("normed", layer)]
             w, b = module.weight, module.bias
-            if via is None:  # GPT-2: one Conv1D, [d, 3 * H * dh]
+            if via is None:  # GPT-2: one Conv1D, [d, 3 * H * dh] (never grouped)
                 wv = w.view(w.shape[0], 3, H, dh)
-                y = torch.einsum("vhntd,dvhc->ntvhc", normed, wv)
+                y = torch.einsum("vhntd,dvhc->ntvhc", torch.stack(normed), wv)
                 if b is not None:
                     y = y + b.view(3, H, dh)
                 return y.reshape(*y.shape[:2], 3 * H * dh)
-            wv = w.view(H, dh, w.shape[-1])
+            n = H if via == "q" else G  # a key/value projection has G heads, each its stream
+            wv = w.view(n, dh, w.shape[-1])
             y = torch.einsum("hntd,hcd->nthc", normed["qkv".index(via)], wv)
             if b is not None:
-                y = y + b.view(H, dh)
-            return y.reshape(*y.shape[:2], H * dh)
+                y = y + b.view(n, dh)
+            return y.reshape(*y.shape[:2], n * dh)
         return hook
 
     def out_proj_pre(layer: int) -> Any:

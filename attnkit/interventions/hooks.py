@@ -124,6 +124,30 @@ def check_stack(model: Any, stack: Any) -> str | None:
     return validate.choice(stack, "stack", STACKS)
 
 
+def kv_heads(model: Any) -> int:
+    """Key/value heads per layer of a text model: fewer than ``model.n_heads`` under
+    grouped-query attention (each serves ``n_heads // kv_heads(model)`` query heads), else
+    ``model.n_heads``.
+
+    Parameters
+    ----------
+    model : Model
+        A model of :func:`attnkit.load`.
+
+    Returns
+    -------
+    int
+
+    Examples
+    --------
+    >>> from attnkit.interventions.hooks import kv_heads
+    >>> from attnkit.testing import tiny_model
+    >>> kv_heads(tiny_model("llama", heads=4, kv_heads=2)), kv_heads(tiny_model("gpt2"))
+    (2, 2)
+    """
+    return int(getattr(model.config, "num_key_value_heads", None) or model.n_heads)
+
+
 def sites(model: Any, stack: str | None = None) -> Sites:
     """The :class:`Sites` of ``model`` (of one stack of an encoder–decoder), or a clear
     refusal.

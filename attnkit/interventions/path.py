@@ -104,8 +104,7 @@ def receivers_by_layer(model: Any, sender: tuple[int, int], receivers: Any,
     if late:
         raise InputError(f"receivers {late} are not in a later layer than the sender {sender}: "
                          "a path runs from an earlier head to later ones.")
-    kv = int(getattr(model.config, "num_key_value_heads", None) or model.n_heads)
-    groups = model.n_heads // kv
+    groups = model.n_heads // hooks.kv_heads(model)
     out: dict[int, list[int]] = {}
     for layer in sorted({p[0] for p in pairs}):
         heads = sorted({h for l, h in pairs if l == layer})

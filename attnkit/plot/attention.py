@@ -11,6 +11,7 @@ heads are 0-indexed in arguments and shown 1-indexed as "L-H".
 
 from __future__ import annotations
 
+import textwrap
 import warnings
 from collections.abc import Iterable, Sequence
 
@@ -460,7 +461,10 @@ def plot_head_map(
     ax.set_ylabel(mpl_text(row_title))
     ax.tick_params(length=0)
     fig.colorbar(im, ax=ax, shrink=0.7, label=mpl_text(name))
-    ax.set_title(mpl_text(title or f"{name} per head"), fontsize=10, loc="left")
+    # a long title (the composition map's names its colour scale) wraps to the figure's width
+    # instead of running off it: about 10 characters an inch at this size
+    width = max(20, int(fig.get_figwidth() * 10))
+    ax.set_title(textwrap.fill(mpl_text(title or f"{name} per head"), width), fontsize=10, loc="left")
     return fig
 
 

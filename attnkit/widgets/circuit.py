@@ -26,7 +26,7 @@ import traitlets
 from matplotlib.figure import Figure
 
 from ..core import validate
-from ..core.labels import head_label, parse_head_label
+from ..core.labels import head_label, parse_head_label, parse_kv_label
 from ..errors import InputError
 from ..plot.common import mpl_text
 from ._base import SelectsHead
@@ -34,8 +34,9 @@ from ._codec import read, wire
 
 #: The inputs an edge of a circuit can enter, in the wire's order (``edge_port``).
 PORTS = ("", "q", "k", "v", "in", "out")
-#: Node kinds of a circuit (``ak.circuit``'s schema).
-KINDS = ("embed", "head", "mlp", "logits")
+#: Node kinds of a circuit (``ak.circuit``'s schema; ``"kv"``: a key/value head shared by
+#: several query heads, grouped-query attention).
+KINDS = ("embed", "head", "kv", "mlp", "logits")
 #: Colours of the static figure: positive, negative; in both, only the first, only the second.
 SIGN_COLORS = ("#2166ac", "#b2182b")
 GROUP_COLORS = ("#8c8c8c", "#1a9e9e", "#7b3294")
@@ -279,9 +280,12 @@ class CircuitView(_LayeredGraph):
     Components sit by layer: the embeddings at the bottom, each layer's heads in a row (its
     MLP last), the logits on top. An edge ends at the input it enters: a head's query, key
     and value inputs are three ports (q left and solid, k middle and dashed, v right and
-    dotted). Edges are coloured by the sign of their score (blue positive, red negative) and
-    their width is ``|score|``; hovering shows the score. Clicking an edge (or Enter on it:
-    arrow keys step through the edges, strongest first) selects the head it enters, which a
+    dotted); under grouped-query attention a key/value head shared by several query heads
+    (``"L-kvG"``) sits between them with its key and value ports. Edges are coloured by the
+    sign of their score (blue positive, red negative) and their width is ``|score|``; hovering
+    shows the score. Clicking an edge (or Enter on it: arrow keys step through the edges,
+    strongest first) selects the head it enters (for a shared key/value head, the first query
+    head it serves), which a
     linked :class:`~attnkit.Heatmap` shows (:meth:`link`); with ``model`` and ``inputs``, a
     key edge also shows why that head attends in a linked :class:`~attnkit.ScoreView`
     (:meth:`link` takes either). With ``other``, edges in both circuits are grey, those only in
@@ -292,7 +296,8 @@ class CircuitView(_LayeredGraph):
     ----------
     graph : networkx.MultiDiGraph
         The circuit (``ak.circuit``'s schema: nodes with ``layer`` and ``kind``; edges keyed
-        by the input, with ``score``; ``graph`` attributes ``n_layers``, ``n_heads``).
+        by the input, with ``score``; ``graph`` attributes ``n_layers``, ``n_heads`` and,
+        under grouped-query attention, ``n_kv_heads``).
     other : networkx.MultiDiGraph, optional
         A second circuit of the same model to compare with.
     names : (str, str), optional
@@ -333,6 +338,7 @@ class CircuitView(_LayeredGraph):
         b = None if other is None else _check_circuit(other, "other")
         L = int(a.graph.get("n_layers", 1 + max(d["layer"] for _, d in a.nodes(data=True))))
         H = int(a.graph.get("n_heads", 1))
+        r = H // int(a.graph.get("n_kv_heads") or H)  # query heads per key/value head
         if b is not None and (int(b.graph.get("n_layers", L)), int(b.graph.get("n_heads", H))) \
                 != (L, H):
             raise InputError("graph and other come from models of different shapes "
@@ -365,9 +371,13 @@ class CircuitView(_LayeredGraph):
                 pair = parse_head_label(str(node)) if d["kind"] == "head" else None
                 head = pair[1] if pair else -1
                 # head h in column h, the MLP after the heads, embeddings and logits between
-                # the middle heads
+                # the middle heads; a shared key/value head between the query heads it serves
+                # (and selects the first of them)
                 middle = (H - 1) / 2
                 order = float(head) if head >= 0 else (float(H) if d["kind"] == "mlp" else middle)
+                kv = parse_kv_label(str(node)) if d["kind"] == "kv" else None
+                if kv is not None:
+                    head, order = kv[1] * r, kv[1] * r + (r - 1) / 2
                 if d["kind"] == "embed":
                     order = middle + {"embed": -0.25, "pos_embed": 0.25, "type_embed": 0.5}.get(
                         str(node), 0.0)
@@ -388,6 +398,10 @@ class CircuitView(_LayeredGraph):
                     f"{n} {float(d['score']):+.4g}" if d else f"not in {n}"
                     for n, d in zip(nm, (da, db))))
             head = nodes[where[v]]["head"]
+            kv = parse_kv_label(str(v))
+            if kv is not None:
+                text += (" (the key/value head of " + ", ".join(
+                    head_label(kv[0], h) for h in range(kv[1] * r, (kv[1] + 1) * r)) + ")")
             edges.append({"src": where[u], "dst": where[v], "score": score, "port": k,
                           "group": group, "head": head, "text": text, "ids": key})
         edges.sort(key=lambda e: -abs(e["score"]))

@@ -14,7 +14,7 @@ import { divIndex, DIVERGING_DEFAULT, lutColor, SEQUENTIAL_DEFAULT, seqIndex, te
 import { isKnocked, Knocked, kernelNotice, moveCursor, resultText, Stripe, STRIPES, stripeCells, stripeOf } from "./lib/knockout";
 import { displayToken, formatValue, headLabel } from "./lib/labels";
 import { moveHead } from "./lib/steps";
-import { h, HeadPickerView, KernelTimeout, mount, RenderProps } from "./lib/view";
+import { flexRow, h, HeadPickerView, KernelTimeout, mount, RenderProps } from "./lib/view";
 
 const MAP_LEFT = 44;
 const MAP_TOP = 30;
@@ -78,12 +78,7 @@ class InterventionViewImpl extends HeadPickerView<"intervention"> {
     this.grid.setAttribute("role", "grid");
     this.result.setAttribute("role", "status");
     this.result.setAttribute("aria-live", "polite");
-    const row = h("div", "attnkit-iv-row");
-    row.style.display = "flex";
-    row.style.flexWrap = "wrap";
-    row.style.gap = "14px";
-    row.style.alignItems = "flex-start";
-    row.append(this.effects, this.heat, this.grid);
+    const row = flexRow("attnkit-iv-row", 14, this.effects, this.heat, this.grid);
     this.stage.append(row, this.result);
     this.hint.textContent = "Click a head on the left (or arrows) \u00b7 click a cell of its map to knock that edge out (Shift: the key's column, Alt: the diagonal), or focus the map, move with the arrows and press Enter \u00b7 right: later heads after \u2212 before, click to open \u00b7 positions from 0, heads from 1";
 

@@ -10,7 +10,7 @@ import { readArray, readFloats, WireArray } from "./lib/codec";
 import { lutColor, METRIC_DEFAULT, SEQUENTIAL_DEFAULT, seqIndex, textOn } from "./lib/colors";
 import { displayToken, fitText, formatValue, headLabel } from "./lib/labels";
 import { curveRange, keyStep, moveHead, playNext, tokenTicks } from "./lib/steps";
-import { h, HeadPickerView, mount, RenderProps } from "./lib/view";
+import { flexRow, h, HeadPickerView, mount, RenderProps } from "./lib/view";
 
 const PLAY_MS = 350;
 const CURVE_H = 150;
@@ -61,12 +61,7 @@ class ScrubberView extends HeadPickerView<"scrubber"> {
     this.map.setAttribute("aria-label", "head map: arrow keys pick a head");
     this.curve.setAttribute("role", "img");
     this.heat.setAttribute("role", "img");
-    const row = h("div", "attnkit-scrubber-row");
-    row.style.display = "flex";
-    row.style.flexWrap = "wrap";
-    row.style.gap = "12px";
-    row.style.alignItems = "flex-start";
-    row.append(this.curve, this.map, this.heat);
+    const row = flexRow("attnkit-scrubber-row", 12, this.curve, this.map, this.heat);
     this.stage.appendChild(row);
     this.hint.textContent = "Drag the slider or use its arrow keys, Home and End to move through training \u00b7 click a head (or focus the map and use the arrow keys) \u00b7 layers and heads counted from 1";
     this.listen(this.map, "click", (e) => {

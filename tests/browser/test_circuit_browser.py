@@ -1,10 +1,15 @@
 """CircuitView and RoutesView in headless Chromium: edges drawn, hover names an edge's score,
 a click or the keyboard selects the head it enters (and a linked heatmap follows), two
-circuits compared, user text as text only, a dark notebook theme."""
+circuits compared, user text as text only, a dark notebook theme; and in every front end
+(JupyterLab, Notebook 7, Voila, marimo): both views draw, a click on an edge into a head
+reaches the kernel, whose linked Heatmap comes back showing that head, and the labels stay
+legible in Voila's and marimo's dark themes; in an offline report a click says that showing
+the head needs a running kernel."""
 
 from __future__ import annotations
 
 import json
+import textwrap
 
 import networkx as nx
 import pytest
@@ -191,6 +196,123 @@ def test_circuit_views_live_in_an_offline_report(browser, tmp_path):
         page.keyboard.press("ArrowRight")
         page.wait_for_function(
             "document.querySelector('.attnkit-slot .attnkit-circuit').dataset.focusEdge === '0'")
+        # a click on the edge into head 2-2: no kernel behind the page, and the view says so
+        page.mouse.click(box["x"] + x, box["y"] + y)
+        assert circuit_root.get_attribute("data-chosen-edge") == "1"
+        status = circuit_root.locator(".attnkit-status").text_content()
+        assert "showing head 2-2 in a linked heatmap needs a running kernel (this saved page has none)" in status
+        assert "needs a running kernel" in circuit_root.locator(".attnkit-hint").text_content()
         assert blocked == [] and errors == []
     finally:
         context.close()
+
+
+# ------------------------------------------------------------------ every front end
+FRONT_CELL = """\
+import networkx as nx
+import attnkit as ak
+from attnkit.testing import tiny_model
+
+G = nx.MultiDiGraph(n_layers=2, n_heads=2, tokens=None, metric="m", method="hand")
+for name, layer, kind in [("embed", -1, "embed"), ("1-1", 0, "head"), ("2-2", 1, "head"), ("logits", 2, "logits")]:
+    G.add_node(name, layer=layer, kind=kind)
+for up, down, key, score in [("1-1", "2-2", "k", 0.9), ("embed", "2-2", "v", 0.7), ("2-2", "logits", "out", 1.5), ("embed", "1-1", "q", -0.2)]:
+    G.add_edge(up, down, key=key, score=score, input=key)
+circuit = ak.CircuitView(G)
+circuit_map = circuit.link(ak.Heatmap(tiny_model("gpt2").attend("The cat sat on the mat.")))
+llama = tiny_model("llama")
+routes = ak.RoutesView(ak.flow_routes(llama, "The cat sat on the mat.", threshold=0.1))
+routes_map = routes.link(ak.Heatmap(llama.attend("The cat sat on the mat.")))
+"""
+VIEWS = ("circuit", "circuit_map", "routes", "routes_map")
+MARIMO_APP = "import marimo\n\napp = marimo.App(width=\"full\")\n\n\n@app.cell\ndef _():\n" + \
+    textwrap.indent(FRONT_CELL, "    ") + f"    return {', '.join(VIEWS)}\n" + "".join(
+        f"\n\n@app.cell\ndef _({v}):\n    {v}\n    return\n" for v in VIEWS)
+
+#: Row labels (the canvas's left 80 CSS px hold nothing else): how many pixels they cover and
+#: their mean brightness (0-255, alpha-weighted): light text on a dark theme, dark on a light one.
+LABELS = """root => { const c = root.querySelector('canvas'); const r = c.width / c.clientWidth;
+    const d = c.getContext('2d').getImageData(0, 0, Math.round(80 * r), c.height).data;
+    let n = 0, sum = 0, w = 0;
+    for (let i = 0; i < d.length; i += 4) if (d[i + 3] > 60) {
+        n++; w += d[i + 3]; sum += d[i + 3] * (d[i] + d[i + 1] + d[i + 2]) / 3; }
+    return {n, mean: w ? sum / w : 0}; }"""
+
+
+def _routes_target():
+    """The first drawn route edge through a head other than head 1-1 (which the routes'
+    heatmap shows first), and that head: computed here from the same seeded model."""
+    view = ak.RoutesView(ak.flow_routes(tiny_model("llama"), "The cat sat on the mat.", threshold=0.1))
+    for i in range(view.n_edges):
+        view.selected_edge = i
+        if view.selected and list(view.selected) != [0, 0]:
+            return i, tuple(view.selected)
+    raise AssertionError("no route edge through another head")
+
+
+def _click_edge(page, root, i):
+    canvas = root.locator("canvas").first
+    canvas.scroll_into_view_if_needed()
+    box = canvas.bounding_box()
+    x, y = json.loads(root.get_attribute("data-edge-mids"))[i]
+    page.mouse.click(box["x"] + x, box["y"] + y)
+
+
+def views_round_trip(page, dark: bool) -> None:
+    """Both views and their heatmaps draw; a click on an edge into a head goes to the kernel,
+    whose linked Heatmap comes back showing that head; the row labels are light on a dark
+    theme and dark on a light one."""
+    from frontends import INK
+    from lab import wait_for
+
+    roots = {"circuit": page.locator(".attnkit-circuit").first, "routes": page.locator(".attnkit-routes").first,
+             "circuit_map": page.locator(".attnkit-heatmap").nth(0), "routes_map": page.locator(".attnkit-heatmap").nth(1)}
+    for kind, root in roots.items():
+        root.wait_for(timeout=120_000)
+        wait_for(lambda r=root: int(r.get_attribute("data-drawn") or 0) >= 1, 60, f"the {kind} view to draw")
+    assert roots["circuit"].get_attribute("data-edges") == "4"
+    assert int(roots["routes"].get_attribute("data-edges")) >= 2
+    for kind in ("circuit", "routes"):
+        assert roots[kind].evaluate(INK)["ink"] > 300, kind
+
+    def title(kind):
+        return roots[kind].locator(".attnkit-title").text_content()
+
+    assert "layer 1, head 1" in title("circuit_map") and "layer 1, head 1" in title("routes_map")
+    _click_edge(page, roots["circuit"], 1)  # 1-1 -> 2-2.k, the second strongest
+    wait_for(lambda: "layer 2, head 2" in title("circuit_map"), 120, "the kernel to show head 2-2")
+    assert roots["circuit"].get_attribute("data-selected") == "2-2"
+    i, (layer, head) = _routes_target()
+    _click_edge(page, roots["routes"], i)
+    wait_for(lambda: f"layer {layer + 1}, head {head + 1}" in title("routes_map"), 120,
+             f"the kernel to show head {layer + 1}-{head + 1}")
+    for kind in ("circuit", "routes"):
+        assert roots[kind].get_attribute("data-link") == "ok"
+        labels = roots[kind].evaluate(LABELS)
+        assert labels["n"] > 30, (kind, labels)
+        assert (labels["mean"] > 160) if dark else (labels["mean"] < 128), (kind, dark, labels)
+
+
+@pytest.mark.parametrize("front", ["jupyterlab", "notebook7", "voila", "marimo"])
+def test_front_ends_draw_the_views_and_open_the_heads_heatmap_in_the_kernel(browser, tmp_path, front):
+    from frontends import Marimo, Voila
+    from lab import JupyterLab, Notebook7
+    from prereq import require_installed
+
+    require_installed({"jupyterlab": "jupyterlab", "notebook7": "notebook", "voila": "voila",
+                       "marimo": "marimo"}[front], f"{front} is not installed")
+    cell = FRONT_CELL + f"display({', '.join(VIEWS)})"
+    if front in ("jupyterlab", "notebook7"):
+        server_type = JupyterLab if front == "jupyterlab" else Notebook7
+        with server_type(tmp_path, {"c.ipynb": [cell]}) as server, server.page(browser, height=1400) as page:
+            cells = server.open(page, "c.ipynb")
+            server.run_cell(page, cells, 0)
+            views_round_trip(page, dark=False)
+    elif front == "voila":  # Voila's dark theme: JupyterLab's theme variables
+        with Voila(tmp_path, [cell], theme="dark") as server, server.page(browser, height=1400) as page:
+            page.goto(server.url, wait_until="domcontentloaded", timeout=120_000)
+            views_round_trip(page, dark=True)
+    else:  # marimo's dark theme: none of JupyterLab's variables
+        with Marimo(tmp_path, MARIMO_APP, theme="dark") as server, server.page(browser, height=1400) as page:
+            page.goto(server.url, wait_until="domcontentloaded", timeout=120_000)
+            views_round_trip(page, dark=True)

@@ -8,7 +8,7 @@ import { readArray, readFloats, WireArray } from "./codec";
 import { DASH, edgeColor, edgeWidth, GROUP_COLORS, hitEdge, placeNodes, Placed, portOffset, PORTS, ROUTE_COLORS, SIGN_COLORS, stepEdge } from "./layered";
 import { displayToken, fitText, headLabel } from "./labels";
 import { legendItems } from "./legend";
-import { h, HeadPickerView, RenderProps } from "./view";
+import { h, HeadPickerView, noKernel, RenderProps } from "./view";
 
 type LayeredBundle = "circuit" | "routes";
 
@@ -50,7 +50,9 @@ export class LayeredView<B extends LayeredBundle> extends HeadPickerView<B> {
     this.canvas.setAttribute("role", "img");
     this.stage.appendChild(this.canvas);
     this.body.appendChild(this.legend);
-    this.hint.textContent = "Hover an edge for its score \u00b7 click it (or arrow keys, then Enter) to select the head it enters \u00b7 layers and heads counted from 1";
+    this.hint.textContent = "Hover an edge for its score \u00b7 click it (or arrow keys, then Enter) to select the head it enters" +
+      (noKernel() ? " (showing it in a linked heatmap needs a running kernel: this saved page has none)" : "") +
+      " \u00b7 layers and heads counted from 1";
     this.hoverable(this.canvas, (ev) => {
       const [x, y] = localPoint(this.canvas, ev);
       const i = this.hit(x, y);
@@ -104,7 +106,11 @@ export class LayeredView<B extends LayeredBundle> extends HeadPickerView<B> {
     const layer = this.d.heads[2 * i];
     const head = this.d.heads[2 * i + 1];
     this.root.dataset.chosenEdge = String(i);
-    if (layer >= 0) this.pick(layer, head, { selected_edge: i });
+    if (layer >= 0 && noKernel()) {
+      // a saved page: the linked heatmap lives in Python, so say why nothing follows
+      this.status.textContent = `showing head ${headLabel(layer, head)} in a linked heatmap needs a running kernel (this saved page has none)`;
+      this.redraw();
+    } else if (layer >= 0) this.pick(layer, head, { selected_edge: i });
     else {
       this.save({ selected_edge: i } as any);
       this.redraw();

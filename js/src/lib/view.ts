@@ -53,6 +53,15 @@ export function h<K extends keyof HTMLElementTagNameMap>(tag: K, cls: string, te
   return e;
 }
 
+/** A row that lays out `children` side by side and wraps them under each other when the
+ * notebook is too narrow (the views with several canvases: InterventionView, TrainingScrubber). */
+export function flexRow(cls: string, gap: number, ...children: HTMLElement[]): HTMLDivElement {
+  const row = h("div", cls);
+  Object.assign(row.style, { display: "flex", flexWrap: "wrap", gap: `${gap}px`, alignItems: "flex-start" });
+  row.append(...children);
+  return row;
+}
+
 /** The [layer, head] pair of a `selected` trait, or null. */
 export function selectedPair(v: unknown): [number, number] | null {
   if (Array.isArray(v) && v.length === 2 && v.every((x) => Number.isInteger(x))) return [v[0], v[1]];
