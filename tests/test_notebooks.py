@@ -96,8 +96,10 @@ def test_every_name_is_defined_outside_ipython_too(path):
 @pytest.mark.realmodel
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids)
 @pytest.mark.slow
-def test_runs_in_quick_mode(path, data_dir, minilm, monkeypatch):
+def test_runs_in_quick_mode(path, data_dir, minilm, monkeypatch, tmp_path):
     monkeypatch.setenv("ATTNKIT_QUICK", "1")
+    # notebook 01 keeps its stores in $ATTNKIT_RUNS (default ../runs, in the checkout)
+    monkeypatch.setenv("ATTNKIT_RUNS", str(tmp_path / "runs"))
     # On a shared, oversubscribed CPU torch's spinning threads slow training several-fold
     # (training in the quick fine-tune of notebook 02: 16-18 s with one thread, 75-77 s with
     # two, measured side by side at load ~6 on 2 cores).
