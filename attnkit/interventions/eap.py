@@ -99,7 +99,8 @@ def gradient_scores(runs: Runs, *, steps: int = 0, batch_size: int = 32) -> np.n
         for (downs, leaf), gr in zip(p.eps, got):
             if gr is None:
                 gr = torch.zeros_like(leaf)
-            gr = gr.detach().reshape(len(downs), R, bc.size, *gr.shape[2:]).sum(1)
+            gr = gr.detach().reshape(len(downs), R, bc.size, *gr.shape[2:])
+            gr = gr.sum(1) if R > 1 else gr[:, 0]
             for i, d in enumerate(downs):
                 grads[d] = grads[d] + gr[i] if d in grads else gr[i]
     scores = np.zeros(g.valid.shape)
@@ -108,8 +109,9 @@ def gradient_scores(runs: Runs, *, steps: int = 0, batch_size: int = 32) -> np.n
     for downs, ups, delta in runs.deltas():
         downs = [d for d in downs if d in grads]
         if downs:
-            G = torch.stack([grads[d].reshape(-1) for d in downs], 1).to(delta.dtype)
-            scores[np.ix_(ups, downs)] = (delta.reshape(len(ups), -1) @ G).double().cpu().numpy()
+            # [K, B*T*d] stacked contiguously (a column-wise stack is a strided copy)
+            G = torch.stack([grads[d].reshape(-1) for d in downs]).to(delta.dtype)
+            scores[np.ix_(ups, downs)] = (delta.reshape(len(ups), -1) @ G.T).double().cpu().numpy()
     return scores
 
 
