@@ -71,6 +71,7 @@ def gradient_scores(runs: Runs, *, steps: int = 0, batch_size: int = 32) -> np.n
 
     model, g, bc = runs.model, runs.graph, runs.clean
     grads: dict[int, Any] = {}
+    leaves_of: dict[tuple[int, ...], Any] = {}  # summed over chunks: [K, B, T, d] per leaf
     if steps:
         emb = model.base.get_input_embeddings()
         with torch.no_grad():
@@ -99,17 +100,26 @@ def gradient_scores(runs: Runs, *, steps: int = 0, batch_size: int = 32) -> np.n
         for (downs, leaf), gr in zip(p.eps, got):
             if gr is None:
                 gr = torch.zeros_like(leaf)
-            gr = gr.detach().reshape(len(downs), R, bc.size, *gr.shape[2:]).sum(1)
-            for i, d in enumerate(downs):
-                grads[d] = grads[d] + gr[i] if d in grads else gr[i]
+            gr = gr.detach().reshape(len(downs), R, bc.size, *gr.shape[2:])
+            gr = gr.sum(1) if R > 1 else gr[:, 0]
+            key = tuple(downs)
+            leaves_of[key] = leaves_of[key] + gr if key in leaves_of else gr
+    for key, gr in leaves_of.items():
+        for i, d in enumerate(key):
+            grads[d] = grads[d] + gr[i] if d in grads else gr[i]
+    # a group read from one leaf, in its order, uses that leaf's gradient as it is
+    whole = len(grads) == sum(len(key) for key in leaves_of)
     scores = np.zeros(g.valid.shape)
     # inputs that read the same stream (a layer's head inputs, its MLP input, the logits) are
     # scored together: one matrix product [U, B*T*d] @ [B*T*d, K]
     for downs, ups, delta in runs.deltas():
         downs = [d for d in downs if d in grads]
         if downs:
-            G = torch.stack([grads[d].reshape(-1) for d in downs], 1).to(delta.dtype)
-            scores[np.ix_(ups, downs)] = (delta.reshape(len(ups), -1) @ G).double().cpu().numpy()
+            if whole and tuple(downs) in leaves_of:
+                G = leaves_of[tuple(downs)].reshape(len(downs), -1).to(delta.dtype)
+            else:  # [K, B*T*d] stacked row-wise (a column-wise stack is a strided copy)
+                G = torch.stack([grads[d].reshape(-1) for d in downs]).to(delta.dtype)
+            scores[np.ix_(ups, downs)] = (delta.reshape(len(ups), -1) @ G.T).double().cpu().numpy()
     return scores
 
 

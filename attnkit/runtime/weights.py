@@ -123,6 +123,23 @@ class LinearNorm:
         ``σ [P]`` (or ``u [..., N, T, d]`` and ``σ [N, T]``; no bias)."""
         return self.scale * self.center(u) / sigma[..., None]
 
+    def apply_(self, u: Any, sigma: Any) -> Any:
+        """:meth:`apply` in place on ``u`` (returned), for tensors outside autograd: no copy
+        of ``u``, the same map up to rounding.
+
+        Examples
+        --------
+        >>> import torch
+        >>> from attnkit.runtime.weights import LinearNorm
+        >>> norm = LinearNorm.of(torch.nn.LayerNorm(4)).to(torch.zeros(1))
+        >>> u, sigma = torch.randn(3, 2, 4), torch.tensor([0.5, 2.0])
+        >>> bool(torch.allclose(norm.apply_(u.clone(), sigma), norm.apply(u, sigma)))
+        True
+        """
+        if self.kind == "layer":
+            u.sub_(u.mean(-1, keepdim=True))
+        return u.mul_(self.scale / sigma[..., None])
+
     def to(self, like: Any) -> LinearNorm:
         """This norm with its tensors in the dtype and on the device of ``like`` (a forward's
         activations), for linearising that forward's own norms in its precision.
