@@ -93,7 +93,7 @@ def test_notebook_05_composition_section_shows_under_marimo_run(browser, tmp_pat
         text = page.evaluate("() => document.body.innerText")
         start = text.index("1. Composition from the weights")
         part = text[start:text.index("2. The induction stripe")]
-        assert "target_layer" in part and "target_head" in part, part[:800]  # the composition table
+        assert "source head" in part and "target head" in part, part[:800]  # the composition table
         assert "p99" in part and "random 99th percentile" in part, part[:800]  # baseline, strongest
         assert part.count("1-1") >= 2, part[:800]  # both layer-2 heads read the previous-token head 1-1
         headmap = page.locator(".attnkit-headmap").first
