@@ -22,6 +22,7 @@ Every analysis and view reads any :class:`~attnkit.core.types.AttentionLike` thr
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 import weakref
@@ -589,7 +590,7 @@ class EdgePool:
         return {"edges": e, "acc": np.zeros((heads, m, m))}
 
     def prepare(self, band: Band, n: int) -> Any:
-        e = pool_edges(n, self.size)
+        e = _pass_edges(n, self.size)
         dtype = np.float32 if self.reduce == "max" else np.float64
         ufunc = np.maximum if self.reduce == "max" else np.add
         rows = band.span
@@ -644,6 +645,25 @@ class Bounds:
         return max(0.0, hi, -lo if signed else 0.0)
 
 
+@functools.lru_cache(maxsize=64)
+def _kept_columns(n: int, sinks: tuple[int, ...]) -> np.ndarray:
+    """Bool ``[n]``, read-only: the columns that are not ``sinks`` (made once per pass's
+    ``n``, not once per band: every band's :meth:`Extremes.prepare` reads it)."""
+    keep = np.ones(n, dtype=bool)
+    keep[np.asarray(sinks, dtype=np.int64)] = False
+    keep.flags.writeable = False
+    return keep
+
+
+@functools.lru_cache(maxsize=64)
+def _pass_edges(n: int, size: int) -> np.ndarray:
+    """:func:`~attnkit.core.attention.pool_edges`, read-only and made once per ``(n, size)``
+    (every band's :meth:`EdgePool.prepare` reads it)."""
+    e = pool_edges(n, size)
+    e.flags.writeable = False
+    return e
+
+
 @dataclass(frozen=True)
 class Extremes:
     """A head's :class:`Bounds`, the columns ``sinks`` left out of its ``*_nosink`` values.
@@ -673,8 +693,7 @@ class Extremes:
         return {"acc": np.full((heads, 4), np.nan)}  # max, min, max without sinks, min without
 
     def prepare(self, band: Band, n: int) -> Any:
-        keep = np.ones(n, dtype=bool)
-        keep[np.asarray(self.sinks, dtype=np.int64)] = False
+        keep = _kept_columns(n, tuple(int(s) for s in self.sinks))
         c0, c1 = band.cols.start, band.cols.stop
         # from the column bins another reduction of the pass made, else bins of 64 columns
         made = [v for k, v in band.memo.items() if k[0] == "columns"]
