@@ -24,6 +24,7 @@ import json
 import re
 import sys
 from pathlib import Path
+from urllib.parse import unquote
 
 
 def normalized(name: str) -> str:
@@ -47,7 +48,7 @@ def write_index(report: dict, out: Path) -> int:
         hashed = info.get("archive_info", {}).get("hash")
         if hashed:
             url = f"{url}#{hashed}"
-        filename = url.split("#", 1)[0].rsplit("/", 1)[-1]
+        filename = unquote(url.split("#", 1)[0].rsplit("/", 1)[-1])
         page = simple / name
         page.mkdir(exist_ok=True)
         page.joinpath("index.html").write_text(
