@@ -228,6 +228,17 @@ def test_bad_input_is_refused_clearly():
         ak.edge_attribution(tiny_model("gpt_neox"), clean, corrupted, metric=loss)
 
 
+def test_gradients_need_an_unpatched_forward():
+    """The attention inputs' gradients come from the projections' outputs of a forward in
+    which every head reads the one stream: patching with grad=True is refused."""
+    model = tiny_model("gpt2")
+    clean, corrupted = _ids()
+    runs = clean_and_corrupted(model, clean, corrupted, ak.interventions.loss())
+    masks = runs.graph.mask([[]], runs.reference.dtype, runs.clean.device)
+    with pytest.raises(InputError, match="grad: .*unpatched forward"):
+        run(model, runs.clean, runs.graph, masks=masks, corrupted=runs.ups_corrupted, grad=True)
+
+
 # ------------------------------------------------------------------ grouped-query attention
 def _ungrouped(model):
     """The same network as ``model`` with one key/value head per query head: each shared
