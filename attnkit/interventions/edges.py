@@ -474,8 +474,8 @@ class Pass:
         import torch
 
         leaves = [leaf for _, leaf in self.eps] + [leaf for _, ls, _ in self.reads for leaf in ls]
-        got = torch.autograd.grad(value, leaves, allow_unused=True)
-        got = [torch.zeros_like(leaf) if g is None else g.detach() for leaf, g in zip(leaves, got)]
+        raw = torch.autograd.grad(value, leaves, allow_unused=True)
+        got = [torch.zeros_like(leaf) if g is None else g.detach() for leaf, g in zip(leaves, raw)]
         out = [(downs, g) for (downs, _), g in zip(self.eps, got)]
         at = len(self.eps)
         for downs, ls, to_inputs in self.reads:
@@ -598,6 +598,60 @@ class _Carry:
         if at and at == list(range(at[0], at[0] + len(at))):
             return self.values[at[0]:at[0] + len(at)]
         return self.values[at]
+
+
+class _Unscaled:
+    """One run's components carried through the post-norms, as :meth:`Runs.deltas` reads
+    them: the same terms as :class:`_Carry` (module docstring), each kept without the scale
+    ``γ`` of the last norm it crossed (``ĉ_u = γ ⊙ values[u]``) and the biases in a term of
+    their own (``bias``, belonging to the token embedding's ``ĉ``). A norm crossing of a
+    layer norm is then ``(γ ⊙ v − mean(γ ⊙ v)) / σ``: the mean one matrix-vector product and
+    the rest one fused ``addcmul`` over the buffer, in place, instead of a centring and a
+    scaling pass (three passes over the buffer instead of five: this carrying is
+    memory-bound). Joining components are copied in and cross their first norm as one
+    block."""
+
+    def __init__(self, ups: Sequence[Any], sigmas: Sequence[Any]):
+        self.ups, self.sigmas = ups, sigmas
+        self.values: Any = None  # [upstream, N, T, d]: the first n joined
+        self.n = 0
+        self.scale: Any = None
+        self.bias: Any = None
+
+    def cross(self, norm: Any, k: int, joining: Sequence[int], before: Any) -> None:
+        """Cross the ``k``-th norm (a :class:`~attnkit.runtime.weights.LinearNorm`), the
+        components ``joining`` (the next upstream indices) and the bias ``before`` (or None)
+        joining just before it."""
+        import torch
+
+        u0 = self.ups[0]
+        if self.values is None:
+            self.values = u0.new_empty((len(self.ups), *u0.shape))
+        sigma = self.sigmas[k].to(u0.dtype)
+        s = 1 / sigma[..., None]  # [N, T, 1]
+        bias = self.bias
+        if before is not None:
+            bias = before.expand_as(u0) if bias is None else bias + before
+        if bias is not None:
+            bias = norm.apply(bias, sigma)
+        if norm.bias is not None:
+            bias = norm.bias.expand_as(u0).clone() if bias is None else bias + norm.bias
+        self.bias = bias
+        start = self.n
+        for u in joining:  # as they are (no scale yet), then crossed as one block
+            assert u == self.n, (u, self.n)  # components join in upstream order
+            self.values[u].copy_(self.ups[u])
+            self.n += 1
+        ones = torch.ones_like(norm.scale)
+        for block, scale in ((self.values[:start], self.scale), (self.values[start:self.n], ones)):
+            if not len(block):
+                continue
+            if norm.kind == "layer":  # (γ ⊙ v − mean(γ ⊙ v)) / σ in one pass over the block
+                m = block @ (scale / block.shape[-1])  # [n, N, T]
+                torch.addcmul(-(m[..., None] * s), block, scale * s, out=block)
+            else:
+                block.mul_(scale * s)
+        self.scale = norm.scale
 
 
 def _linear(model: Any, like: Any) -> tuple[list[Any], list[Any]]:
@@ -1135,26 +1189,31 @@ class Runs:
                                                    for u in ups])
             return
         every = list(range(len(g.upstream)))
+        norms, out_bias = _linear(self.model, self.ups_clean[0])
+        embeds = [u for u in every if g.up_layer[u] == -1]
+        runs = [_Unscaled(self.ups_clean, self.trace_clean.sigmas),
+                _Unscaled(self.ups_corrupted, self.trace_corrupted.sigmas)]
         diff = None  # one buffer for every point's differences
-        frozen = _linear(self.model, self.ups_clean[0])
-        runs = [(_Carry(frozen, g, every), self.ups_clean, self.trace_clean.sigmas),
-                (_Carry(frozen, g, every), self.ups_corrupted, self.trace_corrupted.sigmas)]
         for i, downs in enumerate(read_points(g)):  # point i follows norm i
-            with torch.no_grad():  # detached values: carried in place (_Carry)
-                for carry, ups, sigmas in runs:
-                    if i == 0:
-                        carry.embeddings(ups, sigmas[0])
-                    elif i % 2:
-                        carry.attention((i - 1) // 2, ups, sigmas[i])
-                    else:
-                        carry.mlp((i - 1) // 2, ups, sigmas[i])
+            layer = (i - 1) // 2
+            first = len(embeds) + layer * (g.n_heads + 1)
+            joining = (embeds if i == 0 else list(range(first, first + g.n_heads)) if i % 2
+                       else [first + g.n_heads])
+            with torch.no_grad():  # detached values: carried in place
+                for r in runs:
+                    r.cross(norms[i], i, joining, out_bias[layer] if i % 2 else None)
                 ups = [u for u in every if g.valid[u, downs[0]]]
-                after = runs[1][0].get(ups)
+                before, after = runs[0].values, runs[1].values
                 if diff is None:
-                    diff = after.new_empty((len(every), *after.shape[1:]))
-                delta = torch.sub(after, runs[0][0].get(ups), out=diff[:len(ups)])
+                    diff = after.new_empty(after.shape)
+                if ups == list(range(len(ups))):  # the components joined so far, in order
+                    delta = torch.sub(after[:len(ups)], before[:len(ups)], out=diff[:len(ups)])
+                else:
+                    delta = torch.sub(after[ups], before[ups], out=diff[:len(ups)])
+                delta.mul_(norms[i].scale)  # both runs' terms: the same norm's scale
+                if ups and ups[0] == 0 and runs[0].bias is not None:  # the biases go with "embed"
+                    delta[0] += runs[1].bias - runs[0].bias
             yield downs, ups, delta
-
     @property
     def gap(self) -> float:
         """``M(clean) − M(corrupted)``."""
