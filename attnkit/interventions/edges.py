@@ -1106,9 +1106,10 @@ def pair_batches(model: Any, clean: Any, corrupted: Any) -> tuple[hooks.Batch, h
     --------
     >>> from attnkit.interventions.edges import pair_batches
     >>> from attnkit.testing import tiny_model
-    >>> bc, bx = pair_batches(tiny_model("gpt2"), ["The cat sat.", "Go."], ["A cat sat.", "Run."])
-    >>> bc.lengths == bx.lengths
-    True
+    >>> bc, bx = pair_batches(tiny_model("gpt2"), ["The cat sat.", "We read."],
+    ...                       ["A cat sat.", "We read."])
+    >>> bc.lengths, bc.lengths == bx.lengths
+    ([7, 3], True)
     """
     check_family(model)
     bc = hooks.batch(model, clean, "clean")

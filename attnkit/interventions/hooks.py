@@ -319,8 +319,8 @@ class Batch:
         >>> from attnkit.testing import tiny_model
         >>> b = batch(tiny_model("gpt2"), ["The cat sat.", "We read.", "Go."])
         >>> part = b.rows(1, 3)
-        >>> part.lengths, tuple(part.kwargs["input_ids"].shape)
-        ([3, 2], (2, 3))
+        >>> b.width, part.lengths, tuple(part.kwargs["input_ids"].shape)
+        (7, [3, 3], (2, 3))
         """
         lengths = self.lengths[start:stop]
         sources = None if self.source_lengths is None else self.source_lengths[start:stop]
