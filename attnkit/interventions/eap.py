@@ -39,7 +39,7 @@ import pandas as pd
 from ..core import validate
 from ..core.results import Result
 from . import hooks
-from .edges import Runs, clean_and_corrupted, run
+from .edges import Runs, check_gap, clean_and_corrupted, edge_graph, pair_batches, run
 from .metrics import Metric, resolve
 
 #: Ways :func:`edge_attribution` scores the edges.
@@ -242,7 +242,8 @@ def edge_attribution(
     steps : int
         Interpolation steps of ``"eap-ig"`` (Hanna et al. use 5 to 100).
     batch_size : int
-        Rows per forward pass (steps × inputs, or edges × inputs).
+        Rows per forward pass (steps × inputs, or edges × inputs); the pairs run at most
+        ``batch_size`` at a time, so memory grows with ``batch_size``, not with the pairs.
     progress : bool
         Show a progress bar over the exact method's forward passes.
 
@@ -283,11 +284,27 @@ def edge_attribution(
     size = validate.integer(batch_size, "batch_size", minimum=1)
     m = resolve(metric, model)
     start = time.perf_counter()
-    runs = clean_and_corrupted(model, clean, corrupted, m, grad=how == "eap")
-    if how == "exact":
-        scores = exact_scores(runs, batch_size=size, progress=progress)
-    else:
-        scores = gradient_scores(runs, steps=n_steps if how == "eap-ig" else 0, batch_size=size)
+    bc, bx = pair_batches(model, clean, corrupted)
+    graph = edge_graph(model)
+    scores = np.zeros(graph.valid.shape)
+    m_clean = m_corrupted = 0.0
+    # at most batch_size pairs at a time (each chunk's runs hold every component of every
+    # input): memory grows with batch_size, not with the pairs; the scores and the metric
+    # are means over the inputs, so each chunk counts by its share of them
+    for s, e in hooks.chunks(bc.size, size):
+        runs = clean_and_corrupted(model, bc.rows(s, e), bx.rows(s, e), m, grad=how == "eap",
+                                   check=bc.size <= size)
+        if how == "exact":
+            part = exact_scores(runs, batch_size=size, progress=progress)
+        else:
+            part = gradient_scores(runs, steps=n_steps if how == "eap-ig" else 0, batch_size=size)
+        share = (e - s) / bc.size
+        scores += share * part
+        m_clean += share * runs.m_clean
+        m_corrupted += share * runs.m_corrupted
+        del runs, part  # before the next chunk's runs
+    check_gap(m, m_clean, m_corrupted)
     meta = {"method": how, "steps": n_steps if how == "eap-ig" else None,
             "seconds": time.perf_counter() - start}
-    return scores_table(runs, scores, meta)
+    whole = Runs(graph, bc, bx, None, [], [], m_clean, m_corrupted, m, model)
+    return scores_table(whole, scores, meta)

@@ -1262,9 +1262,10 @@ class Runs:
         return out
 
 
-def clean_and_corrupted(model: Any, clean: Any, corrupted: Any, m: Metric, *,
-                        grad: bool = False) -> Runs:
-    """Run the clean and the corrupted inputs once each and keep what edge methods need.
+def pair_batches(model: Any, clean: Any, corrupted: Any) -> tuple[hooks.Batch, hooks.Batch]:
+    """The clean and the corrupted inputs encoded, padded and checked pair by pair (the model
+    checked first): what :func:`clean_and_corrupted` reads, whole or a chunk of pairs at a
+    time (:meth:`~attnkit.interventions.hooks.Batch.rows`).
 
     Parameters
     ----------
@@ -1272,11 +1273,87 @@ def clean_and_corrupted(model: Any, clean: Any, corrupted: Any, m: Metric, *,
         A supported model (:func:`check_family`).
     clean, corrupted : sequence
         Matched inputs, the same number of tokens pair by pair.
+
+    Returns
+    -------
+    tuple of Batch
+
+    Raises
+    ------
+    InputError
+        When the inputs do not align.
+    UnsupportedModelError
+        As :func:`check_family`.
+
+    Examples
+    --------
+    >>> from attnkit.interventions.edges import pair_batches
+    >>> from attnkit.testing import tiny_model
+    >>> bc, bx = pair_batches(tiny_model("gpt2"), ["The cat sat.", "We read."],
+    ...                       ["A cat sat.", "We read."])
+    >>> bc.lengths, bc.lengths == bx.lengths
+    ([7, 3], True)
+    """
+    check_family(model)
+    bc = hooks.batch(model, clean, "clean")
+    bx = hooks.batch(model, corrupted, "corrupted")
+    hooks.same_shape(bc, bx, ("clean", "corrupted"))
+    return bc, bx
+
+
+def check_gap(m: Metric, m_clean: float, m_corrupted: float) -> None:
+    """Refuse a metric that is the same on the clean and the corrupted inputs (mean over
+    the inputs): no edge can change it.
+
+    Parameters
+    ----------
+    m : Metric
+        The metric.
+    m_clean, m_corrupted : float
+        Its mean on each run.
+
+    Raises
+    ------
+    InputError
+        When the gap is not finite, or zero to float precision.
+
+    Examples
+    --------
+    >>> from attnkit.interventions.edges import check_gap
+    >>> from attnkit.interventions.metrics import loss
+    >>> check_gap(loss(), 2.0, 3.0)
+    >>> check_gap(loss(), 2.0, 2.0)
+    Traceback (most recent call last):
+    ...
+    attnkit.errors.InputError: corrupted: the metric 'loss' is the same on the clean and corrupted inputs ...
+    """
+    gap = m_clean - m_corrupted
+    if not np.isfinite(gap) or abs(gap) <= 1e-6 * max(abs(m_clean), abs(m_corrupted), 1e-12):
+        raise InputError(
+            f"corrupted: the metric {m.name!r} is the same on the clean and corrupted inputs "
+            f"({m_clean:.6g} and {m_corrupted:.6g}), so no edge can change it; corrupt what the "
+            "metric depends on, or choose another metric.")
+
+
+def clean_and_corrupted(model: Any, clean: Any, corrupted: Any, m: Metric, *,
+                        grad: bool = False, check: bool = True) -> Runs:
+    """Run the clean and the corrupted inputs once each and keep what edge methods need.
+
+    Parameters
+    ----------
+    model : Model
+        A supported model (:func:`check_family`).
+    clean, corrupted : sequence or Batch
+        Matched inputs, the same number of tokens pair by pair (or :func:`pair_batches`'s
+        batches, or rows of them).
     m : Metric
         The metric (bound to the model).
     grad : bool
         Run the clean inputs with the leaves that give every downstream input's gradient
         (:func:`patching`'s ``grad``) and keep that run (``Runs.clean_pass``) for one backward.
+    check : bool
+        Refuse a metric that does not tell the two runs apart (:func:`check_gap`); callers
+        that run the pairs a chunk at a time check the mean over every chunk instead.
 
     Returns
     -------
@@ -1299,21 +1376,19 @@ def clean_and_corrupted(model: Any, clean: Any, corrupted: Any, m: Metric, *,
     (8, True)
     """
     graph = edge_graph(model)
-    bc = hooks.batch(model, clean, "clean")
-    bx = hooks.batch(model, corrupted, "corrupted")
-    hooks.same_shape(bc, bx, ("clean", "corrupted"))
+    if isinstance(clean, hooks.Batch) and isinstance(corrupted, hooks.Batch):
+        bc, bx = clean, corrupted
+        hooks.same_shape(bc, bx, ("clean", "corrupted"))
+    else:
+        bc, bx = pair_batches(model, clean, corrupted)
     kept, pc = run(model, bc, graph, grad=grad)
     ref = kept.detach()
     out, px = run(model, bx, graph)
     ctx = hooks.context(model, bc, ref)
     m_clean = float(hooks.per_copy(m(ref, ctx), 1)[0])
     m_corr = float(hooks.per_copy(m(out, ctx), 1)[0])
-    gap = m_clean - m_corr
-    if not np.isfinite(gap) or abs(gap) <= 1e-6 * max(abs(m_clean), abs(m_corr), 1e-12):
-        raise InputError(
-            f"corrupted: the metric {m.name!r} is the same on the clean and corrupted inputs "
-            f"({m_clean:.6g} and {m_corr:.6g}), so no edge can change it; corrupt what the "
-            "metric depends on, or choose another metric.")
+    if check:
+        check_gap(m, m_clean, m_corr)
     traces: list[Pass | None] = [None, None]
     if is_post_norm(model):
         traces = [Pass([u.detach() for u in p.ups], sigmas=p.sigmas, streams=p.streams)
