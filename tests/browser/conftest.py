@@ -21,9 +21,10 @@ from lab import JupyterLab, Shared  # noqa: E402
 from prereq import REPO, require_installed, skip_or_fail  # noqa: E402
 
 
-# Module scope: playwright's sync API allows one instance at a time per process, and other
-# browser test modules (test_report.py) start their own.
-@pytest.fixture(scope="module")
+# One for the session (playwright's sync API allows one instance at a time per process; every
+# module uses this one): each launch of playwright's driver and Chromium costs about 0.8 s of
+# CPU. Tests open pages in contexts of their own (browser.new_context / new_page).
+@pytest.fixture(scope="session")
 def browser():
     try:
         from playwright.sync_api import sync_playwright

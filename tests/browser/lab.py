@@ -215,8 +215,16 @@ class JupyterLab:
         return view
 
     def _get(self, api: str) -> Any:
-        with urllib.request.urlopen(f"{self.base}/api/{api}?token={self.token}", timeout=10) as r:
-            return json.loads(r.read())
+        for attempt in range(4):
+            try:
+                with urllib.request.urlopen(f"{self.base}/api/{api}?token={self.token}", timeout=10) as r:
+                    return json.loads(r.read())
+            except urllib.error.HTTPError as err:
+                # jupyter_server answers 500 to a kernel list that catches a kernel while it
+                # starts (its last_activity not set yet): ask again
+                if err.code != 500 or attempt == 3:
+                    raise
+                time.sleep(0.5)
 
     def kernels(self) -> list[dict]:
         """The server's running kernels; a folder's: those of its notebooks' sessions."""
