@@ -3,17 +3,24 @@
 ``Voila(folder, cells)`` serves a notebook made of ``cells`` as a Voila app (token auth);
 ``Marimo(folder, source)`` runs the marimo app ``source`` with ``marimo run`` (no token:
 it listens on 127.0.0.1 only). Both run on a free port with attnkit and tests/ on the
-kernel's path; every wait is bounded. ``views_work(page)`` is what each front end must do
-with the same three views (HeadGrid, FlowView, a 2,048-token Heatmap).
+kernel's path; every wait is bounded. ``Voila(folder)`` serves a folder instead:
+``server.folder(name, cells, theme)`` is a test's own notebook in it, its kernels shut down at
+the end (tests/browser/conftest.py's ``voila`` fixture: one such server for the session).
+``views_work(page)`` is what each front end must do with the same three views (HeadGrid,
+FlowView, a 2,048-token Heatmap).
 """
 
 from __future__ import annotations
 
+import copy
 import os
+import re
 import secrets
 import socket
 import subprocess
 import sys
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -59,7 +66,7 @@ class _Server:
     """A server process on a free port of 127.0.0.1, its output in ``folder/server.log``."""
 
     def __init__(self, folder: Path) -> None:
-        self.dir = Path(folder)
+        self.dir = self.root = Path(folder)
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen | None = None
@@ -73,7 +80,7 @@ class _Server:
         return {}
 
     def log(self) -> str:
-        return (self.dir / "server.log").read_text(errors="replace")
+        return (self.root / "server.log").read_text(errors="replace")
 
     def __enter__(self) -> Self:
         extra = self.prepare()
@@ -120,17 +127,57 @@ class _Server:
 
 
 class Voila(_Server):
-    """``voila app.ipynb`` on a notebook of ``cells`` (``theme``: Voila's light or dark)."""
+    """``voila app.ipynb`` on a notebook of ``cells`` (``theme``: Voila's light or dark).
 
-    def __init__(self, folder: Path, cells: list[str], theme: str = "light") -> None:
+    Without ``cells``, ``voila folder``: ``folder(name, cells, theme)`` then gives a test its
+    own subfolder with its ``app.ipynb``, rendered at ``url`` in ``theme`` (Voila's ``?theme=``);
+    leaving its ``with`` block shuts down the kernels started meanwhile."""
+
+    def __init__(self, folder: Path, cells: list[str] | None = None, theme: str = "light") -> None:
         super().__init__(folder)
         self.cells, self.theme = cells, theme
         self.token = secrets.token_hex(16)
         self.url = f"{self.base}/?token={self.token}"
+        self.prefix = ""  # a folder of a shared server: its name
+        self._before: set[str] = set()
+
+    def folder(self, name: str, cells: list[str], theme: str = "light") -> Voila:
+        if not re.fullmatch(r"[A-Za-z0-9_-]+", name):
+            raise ValueError(f"a folder name of letters, digits, - and _: {name!r}")
+        sub = copy.copy(self)
+        sub.dir, sub.prefix, sub.cells, sub.theme = self.root / name, name, cells, theme
+        sub.url = f"{self.base}/voila/render/{name}/app.ipynb?token={self.token}&theme={theme}"
+        sub.dir.mkdir()
+        return sub
+
+    def _kernel_ids(self) -> set[str]:
+        """The server's kernels: its connection files (Voila has no API that lists them)."""
+        return {f.stem.removeprefix("kernel-") for f in (self.root / ".connections").glob("*/kernel-*.json")}
+
+    def __enter__(self) -> Self:
+        if not self.prefix:
+            return super().__enter__()
+        self.prepare()
+        self._before = self._kernel_ids()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if not self.prefix:
+            return super().__exit__(*exc)
+        for kernel in self._kernel_ids() - self._before:  # what the page started
+            req = urllib.request.Request(f"{self.base}/api/kernels/{kernel}?token={self.token}", method="DELETE")
+            try:
+                urllib.request.urlopen(req, timeout=30).close()
+            except urllib.error.HTTPError as err:  # gone meanwhile
+                if err.code != 404:
+                    raise
 
     def prepare(self) -> dict[str, str]:
         import nbformat
 
+        (self.root / ".connections").mkdir(exist_ok=True)
+        if self.cells is None:
+            return {}
         nb = nbformat.v4.new_notebook()
         nb.cells = [nbformat.v4.new_code_cell(c) for c in self.cells]
         nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
@@ -138,9 +185,9 @@ class Voila(_Server):
         return {}
 
     def command(self) -> list[str]:
-        return [sys.executable, "-m", "voila", "app.ipynb", "--no-browser", f"--port={self.port}",
-                "--Voila.ip=127.0.0.1", f"--token={self.token}", f"--theme={self.theme}",
-                "--Voila.port_retries=0"]
+        return [sys.executable, "-m", "voila", "app.ipynb" if self.cells is not None else ".", "--no-browser",
+                f"--port={self.port}", "--Voila.ip=127.0.0.1", f"--token={self.token}", f"--theme={self.theme}",
+                "--Voila.port_retries=0", f"--Voila.connection_dir_root={self.root / '.connections'}"]
 
 
 class Marimo(_Server):

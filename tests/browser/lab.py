@@ -1,17 +1,25 @@
 """A JupyterLab server for end-to-end tests and benchmarks: notebooks written into a folder,
 the server on 127.0.0.1 on a free port with token auth, attnkit's JupyterLab settings override
 (jupyter/overrides.d, what the wheel installs into share/jupyter/lab/settings) in effect, and
-helpers to open a notebook and run its cells in a Playwright page. Every wait is bounded."""
+helpers to open a notebook and run its cells in a Playwright page. Every wait is bounded.
+
+A server can also be shared: ``server.folder(name, notebooks)`` is a test's own folder below
+the server's root (its own JupyterLab workspace, its own kernels), and ``Shared`` starts one
+JupyterLab and one Notebook 7 server for a whole test session (tests/browser/conftest.py's
+``jupyter`` fixture): each server start costs seconds of CPU, a folder none."""
 
 from __future__ import annotations
 
+import copy
 import json
 import os
+import re
 import secrets
 import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -63,6 +71,9 @@ class JupyterLab:
 
     #: the ``jupyter`` subcommand, its settings class and where it opens a notebook
     APP, SETTINGS, TREE = "lab", "LabApp", "lab/tree"
+    #: whether a folder of a shared server opens its notebooks in a workspace of its own (a
+    #: fresh JupyterLab page restores the layout of its workspace: other tests' notebooks)
+    WORKSPACES = True
 
     def __init__(self, folder: Path, notebooks: dict[str, list[str]], *, disabled: tuple[str, ...] = (),
                  save_widget_state: bool = True) -> None:
@@ -74,14 +85,33 @@ class JupyterLab:
         self.token = secrets.token_hex(16)
         self.base = f"http://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen | None = None
+        self.root = self.dir  # the server's root folder
+        self.prefix = ""  # a shared server's folder: its path below the root ("": the server's own)
+        self.workspace: str | None = None
 
     def url(self, name: str) -> str:
-        return f"{self.base}/{self.TREE}/{name}?token={self.token}"
+        path = f"{self.prefix}/{name}" if self.prefix else name
+        tree = f"lab/workspaces/{self.workspace}/tree" if self.workspace else self.TREE
+        return f"{self.base}/{tree}/{path}?token={self.token}"
 
     def log(self) -> str:
-        return (self.dir / "lab.log").read_text(errors="replace")
+        return (self.root / "lab.log").read_text(errors="replace")
 
-    def __enter__(self) -> Self:
+    def folder(self, name: str, notebooks: dict[str, list[str]]) -> Self:
+        """Folder ``name`` below this (running) server's root with ``notebooks`` in it, as a
+        server of its own to a test: ``with server.folder("t1", {...}) as lab:`` writes the
+        notebooks, opens them in workspace ``name`` (JupyterLab), ``kernels`` and
+        ``shut_kernels`` see only the kernels of its notebooks, and leaving the block shuts
+        them down (the server keeps running)."""
+        if not re.fullmatch(r"[A-Za-z0-9_-]+", name):
+            raise ValueError(f"a folder name of letters, digits, - and _: {name!r}")
+        sub = copy.copy(self)
+        sub.dir, sub.prefix, sub.notebooks = self.root / name, name, notebooks
+        sub.workspace = name if self.WORKSPACES else None
+        sub.dir.mkdir()
+        return sub
+
+    def _write_notebooks(self) -> None:
         import nbformat
 
         for name, cells in self.notebooks.items():
@@ -89,6 +119,11 @@ class JupyterLab:
             nb.cells = [nbformat.v4.new_code_cell(c) for c in cells]
             nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
             nbformat.write(nb, self.dir / name)
+
+    def __enter__(self) -> Self:
+        self._write_notebooks()
+        if self.prefix:  # a folder of a running server
+            return self
         settings = self.dir / ".lab-settings"
         (settings / "overrides.d").mkdir(parents=True, exist_ok=True)
         (settings / "overrides.d" / "attnkit.json").write_text(
@@ -133,7 +168,10 @@ class JupyterLab:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        stop(self.proc, self._log)
+        if self.prefix:  # a folder: its kernels go, the server stays
+            self.shut_kernels()
+        else:
+            stop(self.proc, self._log)
 
     # ------------------------------------------------------------ in a page
     @contextmanager
@@ -176,20 +214,42 @@ class JupyterLab:
             timeout=timeout)
         return view
 
+    def _get(self, api: str) -> Any:
+        for attempt in range(4):
+            try:
+                with urllib.request.urlopen(f"{self.base}/api/{api}?token={self.token}", timeout=10) as r:
+                    return json.loads(r.read())
+            except urllib.error.HTTPError as err:
+                # jupyter_server answers 500 to a kernel list that catches a kernel while it
+                # starts (its last_activity not set yet): ask again
+                if err.code != 500 or attempt == 3:
+                    raise
+                time.sleep(0.5)
+
     def kernels(self) -> list[dict]:
-        with urllib.request.urlopen(f"{self.base}/api/kernels?token={self.token}", timeout=10) as r:
-            return json.loads(r.read())
+        """The server's running kernels; a folder's: those of its notebooks' sessions."""
+        kernels = self._get("kernels")
+        if not self.prefix:
+            return kernels
+        mine = {s["kernel"]["id"] for s in self._get("sessions")
+                if s.get("kernel") and s["path"].startswith(f"{self.prefix}/")}
+        return [k for k in kernels if k["id"] in mine]
 
     def shut_kernels(self) -> None:
         for k in self.kernels():
             req = urllib.request.Request(f"{self.base}/api/kernels/{k['id']}?token={self.token}", method="DELETE")
-            urllib.request.urlopen(req, timeout=10).close()
+            try:
+                urllib.request.urlopen(req, timeout=30).close()
+            except urllib.error.HTTPError as err:  # gone meanwhile (a kernel that died)
+                if err.code != 404:
+                    raise
 
 
 class Notebook7(JupyterLab):
     """The same, served by Notebook 7 (the ``notebook`` package): one notebook per page."""
 
     APP, SETTINGS, TREE = "notebook", "JupyterNotebookApp", "notebooks"
+    WORKSPACES = False  # a notebook page restores no layout
 
     def open(self, page: Any, name: str) -> Any:
         page.goto(self.url(name), wait_until="domcontentloaded", timeout=90_000)
@@ -199,3 +259,37 @@ class Notebook7(JupyterLab):
         wait_for(lambda: any(k.get("execution_state") == "idle" and k.get("connections", 0) > 0
                              for k in self.kernels()), 90, "the notebook's kernel to be idle and connected")
         return cells
+
+
+class Shared:
+    """One server of each kind (JupyterLab, Notebook 7, frontends.Voila) for many tests, each
+    started on first use in its own folder below ``root``: ``shared.folder(JupyterLab,
+    test_name, notebooks)`` is a test's own folder of it (see ``JupyterLab.folder``). A server
+    that has died is started again; ``close()`` stops them all."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        self.servers: dict[type, Any] = {}
+        self.folders = 0
+
+    def server(self, kind: type) -> Any:
+        server = self.servers.get(kind)
+        if server is None or server.proc is None or server.proc.poll() is not None:
+            if server is not None:
+                server.__exit__(None, None, None)
+            folder = self.root / f"{kind.__name__.lower()}-{secrets.token_hex(3)}"
+            folder.mkdir(parents=True)
+            new = kind(folder, {}) if issubclass(kind, JupyterLab) else kind(folder)
+            self.servers[kind] = server = new.__enter__()
+        return server
+
+    def folder(self, kind: type, test: str, *args: Any, **kwargs: Any) -> Any:
+        """A new folder for ``test`` in the server of ``kind``: ``server.folder(name, *args, **kwargs)``."""
+        self.folders += 1
+        name = re.sub(r"[^A-Za-z0-9_-]+", "-", test).strip("-")[:80]
+        return self.server(kind).folder(f"{name}-{self.folders}", *args, **kwargs)
+
+    def close(self) -> None:
+        for server in self.servers.values():
+            server.__exit__(None, None, None)
+        self.servers.clear()

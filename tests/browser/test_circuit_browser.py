@@ -294,8 +294,8 @@ def views_round_trip(page, dark: bool) -> None:
 
 
 @pytest.mark.parametrize("front", ["jupyterlab", "notebook7", "voila", "marimo"])
-def test_front_ends_draw_the_views_and_open_the_heads_heatmap_in_the_kernel(browser, tmp_path, front):
-    from frontends import Marimo, Voila
+def test_front_ends_draw_the_views_and_open_the_heads_heatmap_in_the_kernel(browser, tmp_path, jupyter, voila, front):
+    from frontends import Marimo
     from lab import JupyterLab, Notebook7
     from prereq import require_installed
 
@@ -304,12 +304,12 @@ def test_front_ends_draw_the_views_and_open_the_heads_heatmap_in_the_kernel(brow
     cell = FRONT_CELL + f"display({', '.join(VIEWS)})"
     if front in ("jupyterlab", "notebook7"):
         server_type = JupyterLab if front == "jupyterlab" else Notebook7
-        with server_type(tmp_path, {"c.ipynb": [cell]}) as server, server.page(browser, height=1400) as page:
+        with jupyter(server_type, {"c.ipynb": [cell]}) as server, server.page(browser, height=1400) as page:
             cells = server.open(page, "c.ipynb")
             server.run_cell(page, cells, 0)
             views_round_trip(page, dark=False)
     elif front == "voila":  # Voila's dark theme: JupyterLab's theme variables
-        with Voila(tmp_path, [cell], theme="dark") as server, server.page(browser, height=1400) as page:
+        with voila([cell], theme="dark") as server, server.page(browser, height=1400) as page:
             page.goto(server.url, wait_until="domcontentloaded", timeout=120_000)
             views_round_trip(page, dark=True)
     else:  # marimo's dark theme: none of JupyterLab's variables

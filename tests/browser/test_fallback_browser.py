@@ -49,6 +49,7 @@ def _server(kind, tmp_path, **options):
 
 
 def test_pictures_show_where_anywidget_is_missing(browser, tmp_path):
+    # a server of its own: anywidget's front end disabled, widget state not saved
     with _server(Notebook7, tmp_path, disabled=("anywidget",), save_widget_state=False) as nb7, \
             nb7.page(browser, height=1400) as page:
         cells = nb7.open(page, "views.ipynb")
@@ -77,8 +78,8 @@ def test_pictures_show_where_anywidget_is_missing(browser, tmp_path):
         assert text.count("model not found") == 2, text
 
 
-def test_a_live_view_hides_its_picture(browser, tmp_path):
-    with _server(JupyterLab, tmp_path) as lab, lab.page(browser, height=1400) as page:
+def test_a_live_view_hides_its_picture(browser, jupyter):
+    with jupyter(JupyterLab, {"views.ipynb": [VIEWS]}) as lab, lab.page(browser, height=1400) as page:
         cells = lab.open(page, "views.ipynb")
         lab.run_cell(page, cells, 0)
         lab.wait_view(page, "attnkit-headgrid")

@@ -187,19 +187,13 @@ view
 """
 
 
-def test_jupyterlab_click_and_keyboard_knock_out_in_the_kernel(browser, tmp_path):
+def test_jupyterlab_click_and_keyboard_knock_out_in_the_kernel(browser, jupyter, model):
     import json
 
     from lab import JupyterLab, wait_for
-    from prereq import skip_or_fail
 
-    try:
-        import jupyterlab  # noqa: F401
-    except ImportError:
-        skip_or_fail("jupyterlab is not installed (pip install jupyterlab)")
-    model = tiny_model("gpt2")
     inputs = ["The cat sat on the mat.", "A dog ran in the park."]
-    with JupyterLab(tmp_path, {"iv.ipynb": [LAB_CELL]}) as lab, lab.page(browser, height=1100) as page:
+    with jupyter(JupyterLab, {"iv.ipynb": [LAB_CELL]}) as lab, lab.page(browser, height=1100) as page:
         cells = lab.open(page, "iv.ipynb")
         lab.run_cell(page, cells, 0)
         root = lab.wait_view(page, "attnkit-intervention")
@@ -312,20 +306,20 @@ def knock_in(page, model) -> None:
 
 
 @pytest.mark.parametrize("front", ["notebook7", "voila", "marimo"])
-def test_other_front_ends_knock_out_in_the_kernel(browser, tmp_path, model, front):
-    from frontends import Marimo, Voila
+def test_other_front_ends_knock_out_in_the_kernel(browser, tmp_path, jupyter, voila, model, front):
+    from frontends import Marimo
     from lab import Notebook7
     from prereq import require_installed
 
     require_installed({"notebook7": "notebook", "voila": "voila", "marimo": "marimo"}[front],
                       f"{front} is not installed")
     if front == "notebook7":
-        with Notebook7(tmp_path, {"iv.ipynb": [FRONT_CELL + "view"]}) as server, server.page(browser, height=1100) as page:
+        with jupyter(Notebook7, {"iv.ipynb": [FRONT_CELL + "view"]}) as server, server.page(browser, height=1100) as page:
             cells = server.open(page, "iv.ipynb")
             server.run_cell(page, cells, 0)
             knock_in(page, model)
     elif front == "voila":
-        with Voila(tmp_path, [FRONT_CELL + "view"]) as server, server.page(browser) as page:
+        with voila([FRONT_CELL + "view"]) as server, server.page(browser) as page:
             page.goto(server.url, wait_until="domcontentloaded", timeout=120_000)
             knock_in(page, model)
     else:

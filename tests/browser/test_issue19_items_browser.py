@@ -581,7 +581,7 @@ def test_item9_notebook_04_runs_clean_and_its_long_heatmap_tells_the_truth(brows
 
 @pytest.mark.slow
 @pytest.mark.realmodel
-def test_item9_docs_grid_and_heatmap_example_shows_both_views(browser, tmp_path, minilm):
+def test_item9_docs_grid_and_heatmap_example_shows_both_views(browser, jupyter, minilm):
     """docs/widgets.md's first example, up to the line that shows ``grid`` and ``hm``, run in
     JupyterLab: two views in the output, no tuple's repr."""
     from lab import JupyterLab
@@ -592,7 +592,7 @@ def test_item9_docs_grid_and_heatmap_example_shows_both_views(browser, tmp_path,
     shown = next(i for i, line in enumerate(block) if re.match(r"^(display\()?grid, hm\b", line))
     code = "\n".join(block[: shown + 1])
     assert "HeadGrid(att)" in code and "Heatmap(att)" in code
-    with JupyterLab(tmp_path, {"docs.ipynb": [code]}) as lab, lab.page(browser, height=1400) as page:
+    with jupyter(JupyterLab, {"docs.ipynb": [code]}) as lab, lab.page(browser, height=1400) as page:
         cells = lab.open(page, "docs.ipynb")
         lab.run_cell(page, cells, 0)
         lab.wait_view(page, "attnkit-headgrid", timeout=120_000)

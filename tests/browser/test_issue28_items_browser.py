@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from harness import DARK, DARK_BG, WidgetPage
 from lab import JupyterLab, Notebook7, wait_for
-from prereq import require_installed, skip_or_fail
+from prereq import skip_or_fail
 from test_issue19_items_browser import contrast, grab
 
 import attnkit as ak
@@ -87,16 +87,11 @@ view
 
 
 @pytest.mark.parametrize("server", [JupyterLab, Notebook7], ids=["jupyterlab", "notebook7"])
-def test_item1_lasso_selects_points_in_jupyterlab_and_notebook7(browser, tmp_path, server):
+def test_item1_lasso_selects_points_in_jupyterlab_and_notebook7(browser, jupyter, server):
     """Shift + drag round the left half of the plot selects points and Python's
     ``view.selected`` holds them (before: the notebook took Shift + mousedown as a cell-range
     selection and swallowed every mouse move and the mouse-up: nothing drawn, nothing chosen)."""
-    try:
-        import jupyterlab  # noqa: F401
-        import notebook  # noqa: F401
-    except ImportError:
-        skip_or_fail("jupyterlab / notebook are not installed")
-    with server(tmp_path, {"qk.ipynb": [LASSO_CELL]}) as lab, lab.page(browser, height=1100) as page:
+    with jupyter(server, {"qk.ipynb": [LASSO_CELL]}) as lab, lab.page(browser, height=1100) as page:
         cells = lab.open(page, "qk.ipynb")
         lab.run_cell(page, cells, 0)
         view = lab.wait_view(page, "attnkit-qkscatter")
@@ -112,7 +107,7 @@ def test_item1_lasso_selects_points_in_jupyterlab_and_notebook7(browser, tmp_pat
             page.mouse.move(b["x"] + px, b["y"] + py, steps=8)
         page.mouse.up()
         page.keyboard.up("Shift")
-        got = wait_for(lambda: (tmp_path / "selected.json").exists() and json.loads((tmp_path / "selected.json").read_text()),
+        got = wait_for(lambda: (lab.dir / "selected.json").exists() and json.loads((lab.dir / "selected.json").read_text()),
                        30, "the lasso's selection in the kernel")
         assert 10 <= got < 80, got  # about half of the 80 points, not all
 
@@ -182,6 +177,7 @@ def test_item2_score_view_labels_read_in_jupyterlab_dark(browser, tmp_path):
         skip_or_fail("jupyterlab is not installed")
     overrides = tmp_path / ".lab-settings" / "overrides.d"
     overrides.mkdir(parents=True)
+    # a server of its own: its theme is a server-wide setting
     (overrides / "dark.json").write_text(json.dumps({"@jupyterlab/apputils-extension:themes": {"theme": "JupyterLab Dark"}}))
     with JupyterLab(tmp_path, {"score.ipynb": [SCORE_CELL]}) as lab, lab.page(browser) as page:
         cells = lab.open(page, "score.ipynb")
@@ -193,12 +189,9 @@ def test_item2_score_view_labels_read_in_jupyterlab_dark(browser, tmp_path):
         assert ratio >= 4.5, ratio
 
 
-def test_item2_score_view_labels_read_in_voila_dark(browser, tmp_path):
-    """The same under ``voila --theme=dark``."""
-    require_installed("voila", "voila is not installed (pip install voila)")
-    from frontends import Voila
-
-    with Voila(tmp_path, [SCORE_CELL], theme="dark") as server, server.page(browser) as page:
+def test_item2_score_view_labels_read_in_voila_dark(browser, voila):
+    """The same under Voila's dark theme."""
+    with voila([SCORE_CELL], theme="dark") as server, server.page(browser) as page:
         page.goto(server.url, wait_until="domcontentloaded", timeout=120_000)
         page.wait_for_function("() => Number(document.querySelector('.attnkit-score')?.dataset.drawn ?? 0) >= 1", timeout=120_000)
         page.wait_for_timeout(300)

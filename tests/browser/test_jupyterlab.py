@@ -5,7 +5,8 @@ not the notebook's selection; a saved notebook reopened with a new kernel still 
 figures from the widget state saved with it (attnkit's JupyterLab settings override,
 jupyter/overrides.d/attnkit.json, turns "save widget state" on).
 
-The server listens on 127.0.0.1 on a free port with token auth; every wait is bounded.
+The server listens on 127.0.0.1 on a free port with token auth (one for the session: each test
+in a folder and workspace of its own, tests/browser/conftest.py); every wait is bounded.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import sys
 
 import nbformat
 import pytest
-from prereq import REPO, skip_or_fail
+from prereq import REPO
 from lab import JupyterLab, wait_for
 
 sys.path.insert(0, str(REPO / "tests"))
@@ -69,12 +70,8 @@ flow
 
 
 @pytest.fixture
-def lab(tmp_path):
-    try:
-        import jupyterlab  # noqa: F401
-    except ImportError:
-        skip_or_fail("jupyterlab is not installed (pip install jupyterlab)")
-    with JupyterLab(tmp_path, {"grid.ipynb": [SETUP, READ], "tiles.ipynb": [TILES, FLOW]}) as server:
+def lab(jupyter):
+    with jupyter(JupyterLab, {"grid.ipynb": [SETUP, READ], "tiles.ipynb": [TILES, FLOW]}) as server:
         yield server
 
 

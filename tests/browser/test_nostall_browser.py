@@ -10,7 +10,8 @@
   thread, while the kernel answers a ``1 + 1`` cell before the overview is done
   (how fast: ``benchmarks/widgets.py --section stall``).
 
-The server listens on 127.0.0.1 on a free port with token auth; every wait is bounded.
+The server listens on 127.0.0.1 on a free port with token auth (one for the session: each test
+in a folder and workspace of its own, tests/browser/conftest.py); every wait is bounded.
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ from __future__ import annotations
 import time
 
 import pytest
-from prereq import skip_or_fail
 from lab import JupyterLab
 
 pytestmark = pytest.mark.browser
@@ -62,12 +62,8 @@ BUILT = 'print("BUILT", round(built_s, 2), grid.computing)'
 
 
 @pytest.fixture
-def lab(tmp_path):
-    try:
-        import jupyterlab  # noqa: F401
-    except ImportError:
-        skip_or_fail("jupyterlab is not installed (pip install jupyterlab)")
-    with JupyterLab(tmp_path, {"busy.ipynb": [BUSY_HEATMAP, BUSY], "grid.ipynb": [GRID, ONE_PLUS_ONE, BUILT],
+def lab(jupyter):
+    with jupyter(JupyterLab, {"busy.ipynb": [BUSY_HEATMAP, BUSY], "grid.ipynb": [GRID, ONE_PLUS_ONE, BUILT],
                                "heatmap.ipynb": [HEATMAP, ONE_PLUS_ONE, BUILT.replace("grid", "hm")]}) as server:
         yield server
 

@@ -10,7 +10,6 @@ keep their keys: ArrowUp moves the slider, not the notebook's active cell.
 from __future__ import annotations
 
 import pytest
-from prereq import require_installed
 from lab import Notebook7
 
 pytestmark = pytest.mark.browser
@@ -37,9 +36,8 @@ ACTIVE = "() => [...document.querySelectorAll('.jp-Notebook .jp-Cell')].findInde
 
 
 @pytest.fixture
-def nb7(tmp_path):
-    require_installed("notebook", "Notebook 7 is not installed (pip install notebook)")
-    with Notebook7(tmp_path, {"keys.ipynb": [FLOW, HEATMAP, LAST]}) as server:
+def nb7(jupyter):
+    with jupyter(Notebook7, {"keys.ipynb": [FLOW, HEATMAP, LAST]}) as server:
         yield server
 
 

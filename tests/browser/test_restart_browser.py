@@ -10,7 +10,9 @@ a real JupyterLab:
 - the same for a long-input Heatmap whose overview fills in band by band: the rows read keep
   their pixels, the rest stay blank.
 
-The server listens on 127.0.0.1 on a free port with token auth; every wait is bounded.
+The server listens on 127.0.0.1 on a free port with token auth (one for the session: each test
+in a folder and workspace of its own, its kernel restarted or killed alone,
+tests/browser/conftest.py); every wait is bounded.
 """
 
 from __future__ import annotations
@@ -18,7 +20,6 @@ from __future__ import annotations
 import time
 
 import pytest
-from prereq import skip_or_fail
 from lab import JupyterLab
 
 pytestmark = pytest.mark.browser
@@ -73,12 +74,8 @@ COLUMN = """(root) => {
 
 
 @pytest.fixture
-def lab(tmp_path):
-    try:
-        import jupyterlab  # noqa: F401
-    except ImportError:
-        skip_or_fail("jupyterlab is not installed (pip install jupyterlab)")
-    with JupyterLab(tmp_path, {"grid.ipynb": [GRID], "heatmap.ipynb": [HEATMAP]}) as server:
+def lab(jupyter):
+    with jupyter(JupyterLab, {"grid.ipynb": [GRID], "heatmap.ipynb": [HEATMAP]}) as server:
         yield server
 
 
@@ -200,7 +197,7 @@ GRID_PID = "import os, pathlib\npathlib.Path('kernel.pid').write_text(str(os.get
 
 
 @pytest.mark.parametrize("server", ["jupyterlab", "notebook7"])
-def test_headgrid_says_at_once_that_its_kernel_died(browser, tmp_path, server):
+def test_headgrid_says_at_once_that_its_kernel_died(browser, jupyter, server):
     """The kernel process is killed (SIGKILL, as the out-of-memory killer does) while a
     HeadGrid fills in; nobody restarts it. The view's status says within SAYS_WITHIN_MS that
     the computation stopped because the kernel died, and keeps the heads it had (before: it
@@ -210,13 +207,8 @@ def test_headgrid_says_at_once_that_its_kernel_died(browser, tmp_path, server):
 
     from lab import Notebook7
 
-    try:
-        import jupyterlab  # noqa: F401
-        import notebook  # noqa: F401
-    except ImportError:
-        skip_or_fail("jupyterlab / notebook are not installed")
     cls = JupyterLab if server == "jupyterlab" else Notebook7
-    with cls(tmp_path, {"grid.ipynb": [GRID_PID]}) as lab, lab.page(browser, height=1100) as page:
+    with jupyter(cls, {"grid.ipynb": [GRID_PID]}) as lab, lab.page(browser, height=1100) as page:
         errors = _errors(page)
         cells = lab.open(page, "grid.ipynb")
         lab.run_cell(page, cells, 0)
@@ -225,7 +217,7 @@ def test_headgrid_says_at_once_that_its_kernel_died(browser, tmp_path, server):
         page.wait_for_function(f"() => Number({v}.dataset.ready) >= 2", timeout=60_000, polling=50)
         before = grid.evaluate(THUMBS)
         assert before["computing"] == "running" and before["ready"] < 16, before["status"]
-        os.kill(int((tmp_path / "kernel.pid").read_text()), signal.SIGKILL)
+        os.kill(int((lab.dir / "kernel.pid").read_text()), signal.SIGKILL)
         t0 = page.evaluate("() => performance.now()")
         status = f"{v}?.querySelector('.attnkit-status')?.textContent ?? ''"
         page.wait_for_function(f"() => ({status}).includes('stopped: the kernel died')", timeout=30_000, polling=100)

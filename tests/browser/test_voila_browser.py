@@ -9,24 +9,16 @@ keys, ``+`` zooms the Heatmap and exact tiles come from the kernel (custom messa
 from __future__ import annotations
 
 import pytest
-from frontends import VIEWS_SETUP, Voila, views_work
-from prereq import require_installed
+from frontends import VIEWS_SETUP, views_work
 
 pytestmark = pytest.mark.browser
 
 CELLS = [VIEWS_SETUP, "display(HeadGrid(att))\nFlowView(att)", "Heatmap(long)"]
 
 
-@pytest.fixture
-def voila(tmp_path):
-    require_installed("voila", "voila is not installed (pip install voila)")
-    with Voila(tmp_path, CELLS) as server:
-        yield server
-
-
 def test_views_draw_keys_and_tiles_in_voila(browser, voila):
-    with voila.page(browser) as page:
-        page.goto(voila.url, wait_until="domcontentloaded", timeout=120_000)
+    with voila(CELLS) as server, server.page(browser) as page:
+        page.goto(server.url, wait_until="domcontentloaded", timeout=120_000)
         views_work(page)
         # each figure once: the three pictures are in the page, hidden
         states = page.evaluate("""() => [...document.querySelectorAll('img.attnkit-static')].map(img => [
