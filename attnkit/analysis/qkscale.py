@@ -13,6 +13,9 @@ nearest in another.
 
 from __future__ import annotations
 
+import contextlib
+from typing import Any
+
 import numpy as np
 
 from .._progress import progress as _bar
@@ -152,13 +155,25 @@ def nearest(points: np.ndarray, reference: np.ndarray, k: int) -> tuple[np.ndarr
     return d, i
 
 
-def nearest_index(points: np.ndarray, reference: np.ndarray, *, chunk: int = 512) -> np.ndarray:
+def one_thread() -> Any:
+    """A context in which BLAS runs on one thread: the searches below multiply small blocks,
+    where a second BLAS thread costs more in waiting than it gains (and the caller may run
+    one search a core)."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # pragma: no cover - scikit-learn brings it
+        return contextlib.nullcontext()
+    return threadpool_limits(limits=1, user_api="blas")
+
+
+def nearest_index(points: np.ndarray, reference: np.ndarray, *, chunk: int = 128) -> np.ndarray:
     """The nearest row of ``reference`` to each row of ``points`` (Euclidean, exact; the
     lowest row among exact ties).
 
-    Candidates come from a float32 search (one matrix product a block of points, the
-    distances up to the block's rounding bound); only the points whose runner-up lies within
-    that bound of the best are settled in float64, among those candidates alone.
+    Candidates come from a float32 search (one matrix product a block of points, on one
+    BLAS thread, the block's distances kept in cache); only the points whose runner-up lies
+    within the float32 rounding bound of the best are settled in float64, among those
+    candidates alone.
 
     Parameters
     ----------
@@ -184,32 +199,33 @@ def nearest_index(points: np.ndarray, reference: np.ndarray, *, chunk: int = 512
     """
     x = np.asarray(points)
     r64 = np.asarray(reference, dtype=np.float64)
-    r32 = r64.astype(np.float32)
+    minus2 = np.ascontiguousarray((-2.0 * r64).T, dtype=np.float32)
     rn = np.einsum("md,md->m", r64, r64)
     rmax = float(np.sqrt(rn.max())) if len(rn) else 0.0
     rn32 = rn.astype(np.float32)
     out = np.empty(len(x), dtype=np.int64)
     chunk = validate.integer(chunk, "chunk", minimum=1)
-    for a in range(0, len(x), chunk):
-        xb = np.asarray(x[a:a + chunk], dtype=np.float64)
-        g = np.asarray(xb, dtype=np.float32) @ r32.T
-        g *= -2.0
-        g += rn32  # |r|^2 - 2 x.r: the squared distance less |x|^2, the same for a row
-        best = g.argmin(1)
-        lo = g[np.arange(len(g)), best]
-        xn = np.einsum("nd,nd->n", xb, xb)
-        # float32 rounding of the product and the sums: a few d x 2^-24 of (|x| + |r|)^2
-        tol = (8e-6 * max(1, x.shape[1] // 16)) * (np.sqrt(xn) + rmax) ** 2
-        close = g <= (lo + tol)[:, None]
-        rows = np.flatnonzero(close.sum(1) > 1)
-        out[a:a + len(g)] = best
-        if len(rows):
-            ri, ci = np.nonzero(close[rows])
-            diff = xb[rows[ri]] - r64[ci]
-            d2 = np.einsum("nd,nd->n", diff, diff)
-            order = np.lexsort((ci, d2, ri))
-            first = np.concatenate([[True], ri[order][1:] != ri[order][:-1]])
-            out[a + rows[ri[order][first]]] = ci[order][first]
+    # float32 rounding of the product and the sums: a few d x 2^-24 of (|x| + |r|)^2
+    rel = 1e-6 * (4 + x.shape[1] if x.ndim == 2 else 4)
+    with one_thread():
+        for a in range(0, len(x), chunk):
+            xb = np.asarray(x[a:a + chunk])
+            g = np.asarray(xb, dtype=np.float32) @ minus2
+            g += rn32  # |r|^2 - 2 x.r: the squared distance less |x|^2, the same for a row
+            best = g.argmin(1)
+            lo = g[np.arange(len(g)), best]
+            xb64 = xb.astype(np.float64)
+            tol = rel * (np.sqrt(np.einsum("nd,nd->n", xb64, xb64)) + rmax) ** 2
+            close = g <= (lo + tol)[:, None]
+            rows = np.flatnonzero(np.count_nonzero(close, axis=1) > 1)
+            out[a:a + len(g)] = best
+            if len(rows):
+                ri, ci = np.nonzero(close[rows])
+                diff = xb64[rows[ri]] - r64[ci]
+                d2 = np.einsum("nd,nd->n", diff, diff)
+                order = np.lexsort((ci, d2, ri))
+                first = np.concatenate([[True], ri[order][1:] != ri[order][:-1]])
+                out[a + rows[ri[order][first]]] = ci[order][first]
     return out
 
 
@@ -328,6 +344,10 @@ class RunningNeighbours:
     the points stream past chunk by chunk (memory: ``len(queries) x k``, whatever the number
     of points): :func:`neighbourhood_preservation` of a corpus that is never held whole.
 
+    Each chunk is searched in float32 (one matrix product); only the points closer than a
+    fixed point's current ``k``-th neighbour (plus the float32 rounding bound) are measured
+    again in float64 and merged, so after the first chunks little is merged.
+
     Parameters
     ----------
     queries : ndarray
@@ -350,31 +370,50 @@ class RunningNeighbours:
 
     def __init__(self, queries: np.ndarray, ids: np.ndarray, k: int) -> None:
         self.q = np.asarray(queries, dtype=np.float64)
+        self.minus2 = np.ascontiguousarray(-2.0 * self.q, dtype=np.float32)
         self.qn = np.einsum("ed,ed->e", self.q, self.q)
+        self.qnorm = np.sqrt(self.qn)
         self.ids = np.asarray(ids, dtype=np.int64)
         self.k = int(k)
-        self.d = np.full((len(self.q), 0), np.inf)
-        self.i = np.zeros((len(self.q), 0), dtype=np.int64)
+        self.d = np.full((len(self.q), self.k), np.inf)
+        self.i = np.full((len(self.q), self.k), -1, dtype=np.int64)
+        self.rel = 1e-6 * (4 + self.q.shape[1])
 
     def add(self, points: np.ndarray, ids: np.ndarray) -> None:
         """Take ``points`` (``[n, d]``) numbered ``ids`` (``[n]``) into account."""
         x = np.asarray(points, dtype=np.float64)
+        ids = np.asarray(ids, dtype=np.int64)
         if not len(x) or not len(self.q):
             return
-        d = self.qn[:, None] + np.einsum("nd,nd->n", x, x)[None, :] - 2.0 * (self.q @ x.T)
-        idx = np.broadcast_to(np.asarray(ids, dtype=np.int64), d.shape)
-        d = np.where(idx == self.ids[:, None], np.inf, d)
-        d = np.concatenate([self.d, d], axis=1)
-        idx = np.concatenate([self.i, idx], axis=1)
-        if d.shape[1] > self.k:
-            part = np.argpartition(d, self.k - 1, axis=1)[:, :self.k]
-            d, idx = np.take_along_axis(d, part, 1), np.take_along_axis(idx, part, 1)
-        self.d, self.i = d, idx
+        xn = np.einsum("nd,nd->n", x, x)
+        with one_thread():
+            g = self.minus2 @ x.T.astype(np.float32)  # [E, n]: |x|^2 - 2 q.x, less |q|^2
+        g += xn.astype(np.float32)[None, :]
+        worst = self.d.max(1) - self.qn  # the k-th neighbour so far, on g's scale
+        tol = self.rel * (self.qnorm[:, None] + np.sqrt(xn)[None, :]) ** 2
+        er, xc = np.nonzero(g <= worst[:, None] + tol)
+        keep = ids[xc] != self.ids[er]
+        er, xc = er[keep], xc[keep]
+        if not len(er):
+            return
+        diff = self.q[er] - x[xc]
+        d2 = np.einsum("nd,nd->n", diff, diff)
+        rows, start, count = np.unique(er, return_index=True, return_counts=True)
+        width = self.k + int(count.max())
+        dd = np.full((len(rows), width), np.inf)
+        ii = np.full((len(rows), width), np.iinfo(np.int64).max)
+        dd[:, :self.k], ii[:, :self.k] = self.d[rows], np.where(self.i[rows] < 0, ii[:, :self.k], self.i[rows])
+        slot = self.k + np.arange(len(er)) - np.repeat(start, count)
+        row_of = np.repeat(np.arange(len(rows)), count)
+        dd[row_of, slot], ii[row_of, slot] = d2, ids[xc]
+        order = np.lexsort((ii, dd), axis=1)[:, :self.k]
+        self.d[rows] = np.take_along_axis(dd, order, 1)
+        got = np.take_along_axis(ii, order, 1)
+        self.i[rows] = np.where(got == np.iinfo(np.int64).max, -1, got)
 
     def result(self) -> np.ndarray:
         """Int ``[E, k]`` the nearest point numbers, nearest first (ties by number)."""
-        order = np.lexsort((self.i, self.d), axis=1)
-        return np.take_along_axis(self.i, order, 1)
+        return self.i.copy()
 
 
 def neighbourhood_preservation(a: np.ndarray, b: np.ndarray, *, k: int = 10, n_eval: int = 1000,
