@@ -1513,6 +1513,8 @@ def _stream_heads(aset: Any, heads: list[tuple[int, int]], *, size: int, method:
             both = np.concatenate([q, k])
             st.sample[s_to] = both[s_at]
             st.eval[e_to] = both[e_at]
+            del q, k, q64, k64, both
+        del got  # nothing of a chunk outlives its turn
     if normalize:
         for st in state:
             st.shift = st.sum_q / n - st.sum_k / n
@@ -1521,6 +1523,8 @@ def _stream_heads(aset: Any, heads: list[tuple[int, int]], *, size: int, method:
             for st in state:
                 k64 = got["keys"][(st.layer, st.head)].astype(np.float64) + st.shift
                 st.norm_k += float(np.linalg.norm(k64, axis=1).sum())
+                del k64
+            del got
         for st in state:
             nq, nk = st.norm_q / n, st.norm_k / n
             if not (nq > 0 and nk > 0):
@@ -1560,12 +1564,15 @@ def _stream_heads(aset: Any, heads: list[tuple[int, int]], *, size: int, method:
                 hp = HeadPoints(st.layer, st.head, q, k, local, float(scaling[st.layer]), softcap,
                                 aset.causal)
                 r, near, near_o, counted = _faith_parts(hp, y[:m], y[m:], qn, kn)
+                del hp
                 r = r[np.isfinite(r)]
                 st.rho_sum += float(r.sum())
                 st.rho_n += len(r)
                 st.near, st.near_o, st.rows = st.near + near, st.near_o + near_o, st.rows + counted
                 assert st.space is not None
                 st.space.add(np.concatenate([qn, kn]), ids)
+            del q, k, qn, kn, y
+        del got
     seconds = time.perf_counter() - t0
     out = []
     for st in state:

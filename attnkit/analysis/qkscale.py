@@ -155,18 +155,26 @@ def nearest(points: np.ndarray, reference: np.ndarray, k: int) -> tuple[np.ndarr
     return d, i
 
 
+_CONTROLLER: list[Any] = []
+
+
 def one_thread() -> Any:
     """A context in which BLAS runs on one thread: the searches below multiply small blocks,
     where a second BLAS thread costs more in waiting than it gains (and the caller may run
-    one search a core)."""
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # pragma: no cover - scikit-learn brings it
+    one search a core). The libraries are looked up once a process."""
+    if not _CONTROLLER:
+        try:
+            from threadpoolctl import ThreadpoolController
+        except ImportError:  # pragma: no cover - scikit-learn brings it
+            _CONTROLLER.append(None)
+        else:
+            _CONTROLLER.append(ThreadpoolController())
+    if _CONTROLLER[0] is None:  # pragma: no cover
         return contextlib.nullcontext()
-    return threadpool_limits(limits=1, user_api="blas")
+    return _CONTROLLER[0].limit(limits=1, user_api="blas")
 
 
-def nearest_index(points: np.ndarray, reference: np.ndarray, *, chunk: int = 128) -> np.ndarray:
+def nearest_index(points: np.ndarray, reference: np.ndarray, *, chunk: int = 64) -> np.ndarray:
     """The nearest row of ``reference`` to each row of ``points`` (Euclidean, exact; the
     lowest row among exact ties).
 
@@ -197,21 +205,24 @@ def nearest_index(points: np.ndarray, reference: np.ndarray, *, chunk: int = 128
     >>> nearest_index(np.array([[0.9, 0.1], [-1.0, 0.0]]), ref).tolist()   # a tie: the lower row
     [1, 0]
     """
+    chunk = validate.integer(chunk, "chunk", minimum=1)
     x = np.asarray(points)
     r64 = np.asarray(reference, dtype=np.float64)
-    minus2 = np.ascontiguousarray((-2.0 * r64).T, dtype=np.float32)
     rn = np.einsum("md,md->m", r64, r64)
     rmax = float(np.sqrt(rn.max())) if len(rn) else 0.0
-    rn32 = rn.astype(np.float32)
+    # [x, 1] . [-2 r, |r|^2]: the squared distance less |x|^2 (the same for a row), one product
+    right = np.ascontiguousarray(np.vstack([-2.0 * r64.T, rn[None, :]]), dtype=np.float32)
+    left = np.empty((chunk, r64.shape[1] + 1), dtype=np.float32)
+    left[:, -1] = 1.0
     out = np.empty(len(x), dtype=np.int64)
-    chunk = validate.integer(chunk, "chunk", minimum=1)
     # float32 rounding of the product and the sums: a few d x 2^-24 of (|x| + |r|)^2
     rel = 1e-6 * (4 + x.shape[1] if x.ndim == 2 else 4)
     with one_thread():
         for a in range(0, len(x), chunk):
             xb = np.asarray(x[a:a + chunk])
-            g = np.asarray(xb, dtype=np.float32) @ minus2
-            g += rn32  # |r|^2 - 2 x.r: the squared distance less |x|^2, the same for a row
+            lb = left[:len(xb)]
+            lb[:, :-1] = xb
+            g = lb @ right
             best = g.argmin(1)
             lo = g[np.arange(len(g)), best]
             xb64 = xb.astype(np.float64)
@@ -370,7 +381,9 @@ class RunningNeighbours:
 
     def __init__(self, queries: np.ndarray, ids: np.ndarray, k: int) -> None:
         self.q = np.asarray(queries, dtype=np.float64)
-        self.minus2 = np.ascontiguousarray(-2.0 * self.q, dtype=np.float32)
+        # [-2 q, 1] . [x, |x|^2]: the squared distance less |q|^2, one product
+        self.left = np.ascontiguousarray(np.hstack([-2.0 * self.q, np.ones((len(self.q), 1))]),
+                                         dtype=np.float32)
         self.qn = np.einsum("ed,ed->e", self.q, self.q)
         self.qnorm = np.sqrt(self.qn)
         self.ids = np.asarray(ids, dtype=np.int64)
@@ -386,12 +399,14 @@ class RunningNeighbours:
         if not len(x) or not len(self.q):
             return
         xn = np.einsum("nd,nd->n", x, x)
+        right = np.empty((x.shape[1] + 1, len(x)), dtype=np.float32)
+        right[:-1] = x.T
+        right[-1] = xn
         with one_thread():
-            g = self.minus2 @ x.T.astype(np.float32)  # [E, n]: |x|^2 - 2 q.x, less |q|^2
-        g += xn.astype(np.float32)[None, :]
+            g = self.left @ right  # [E, n]
         worst = self.d.max(1) - self.qn  # the k-th neighbour so far, on g's scale
-        tol = self.rel * (self.qnorm[:, None] + np.sqrt(xn)[None, :]) ** 2
-        er, xc = np.nonzero(g <= worst[:, None] + tol)
+        tol = self.rel * (self.qnorm + np.sqrt(xn.max())) ** 2
+        er, xc = np.nonzero(g <= (worst + tol)[:, None])
         keep = ids[xc] != self.ids[er]
         er, xc = er[keep], xc[keep]
         if not len(er):
