@@ -594,23 +594,44 @@ def head_faithfulness(hp: HeadPoints, coords_q: np.ndarray, coords_k: np.ndarray
 def _faith_parts(hp: HeadPoints, coords_q: np.ndarray, coords_k: np.ndarray, space_q: np.ndarray,
                  space_k: np.ndarray) -> tuple[np.ndarray, int, int, int]:
     """:func:`head_faithfulness` before averaging: every row's rank correlation, the rows
-    whose nearest key is the most attended (picture, space), and the rows counted."""
+    whose nearest key is the most attended (picture, space), and the rows counted. Items of
+    one length are scored together (stacked ``[B, n, n]``; each item's values as alone)."""
+    off = np.asarray(hp.offsets, dtype=np.int64)
+    lens = np.diff(off)
     rho, near, near_o, rows = [], 0, 0, 0
-    for i in range(len(hp.offsets) - 1):
-        a0, b0 = hp.offsets[i], hp.offsets[i + 1]
-        n = b0 - a0
+    scale = np.float32(hp.scaling)
+    for n in np.unique(lens):
+        n = int(n)
         if n < 2:
             continue
-        w = hp.weights(i)
+        at = off[:-1][lens == n]
+        take = (at[:, None] + np.arange(n)[None, :]).reshape(-1)
+        b = len(at)
+        q = np.asarray(hp.queries[take]).reshape(b, n, -1)
+        k = np.asarray(hp.keys[take]).reshape(b, n, -1)
+        sc = (q @ k.transpose(0, 2, 1)) * scale
+        if hp.softcap:
+            sc = np.tanh(sc / hp.softcap) * hp.softcap
         allowed = np.tri(n, dtype=bool) if hp.causal else np.ones((n, n), dtype=bool)
-        d = np.linalg.norm(coords_q[a0:b0, None, :] - coords_k[None, a0:b0, :], axis=-1)
-        do = np.linalg.norm(space_q[a0:b0, None, :] - space_k[None, a0:b0, :], axis=-1)
-        keep = allowed.sum(1) >= 2
-        top = np.where(allowed, w, -np.inf).argmax(1)
-        near += int((np.where(allowed, d, np.inf).argmin(1) == top)[keep].sum())
-        near_o += int((np.where(allowed, do, np.inf).argmin(1) == top)[keep].sum())
+        if hp.causal:
+            sc = np.where(allowed, sc, -np.inf)
+        sc = sc - sc.max(-1, keepdims=True)
+        e = np.exp(sc)
+        w = (e / e.sum(-1, keepdims=True)).astype(np.float32)
+        cq = np.asarray(coords_q[take]).reshape(b, n, -1)
+        ck = np.asarray(coords_k[take]).reshape(b, n, -1)
+        d = np.linalg.norm(cq[:, :, None, :] - ck[:, None, :, :], axis=-1)
+        # the nearest key in the space: |k|^2 - 2 q.k orders a row's keys as the distance
+        sq = np.asarray(space_q[take], dtype=np.float64).reshape(b, n, -1)
+        sk = np.asarray(space_k[take], dtype=np.float64).reshape(b, n, -1)
+        do = np.einsum("bnd,bnd->bn", sk, sk)[:, None, :] - 2.0 * (sq @ sk.transpose(0, 2, 1))
+        keep = np.broadcast_to(allowed.sum(1) >= 2, (b, n))
+        top = np.where(allowed, w, -np.inf).argmax(-1)
+        near += int((np.where(allowed, d, np.inf).argmin(-1) == top)[keep].sum())
+        near_o += int((np.where(allowed, do, np.inf).argmin(-1) == top)[keep].sum())
         rows += int(keep.sum())
-        rho.append(_row_spearman(w, -d, allowed))
+        flat_allowed = np.broadcast_to(allowed, (b, n, n)).reshape(b * n, n)
+        rho.append(_row_spearman(w.reshape(b * n, n), -d.reshape(b * n, n), flat_allowed))
     return (np.concatenate(rho) if rho else np.zeros(0)), near, near_o, rows
 
 
@@ -1730,7 +1751,12 @@ def qk_embedding(
         :func:`~attnkit.analysis.qkscale.stratified_sample`). ``"auto"`` fits UMAP and
         t-SNE on :data:`~attnkit.analysis.qkscale.AUTO_SAMPLE` points when a head has more
         than :data:`~attnkit.analysis.qkscale.AUTO_ABOVE`, and on every point otherwise
-        (PCA always on every point); ``None`` fits on every point.
+        (PCA always on every point); ``None`` fits on every point. A sampled embedding of a
+        store (without ``client``) streams it: the stored batches are read one at a time in
+        three passes (the normalisation's sums, the sample's vectors and the scored points';
+        the keys' norms after the shift; placement and scores), so memory holds the sample,
+        each head's coordinates and one batch of raw vectors, whatever the corpus' size
+        (``.meta["streamed"]``).
     placement : {"knn", "transform"}
         How the points outside the sample are placed: ``"knn"``, on the picture of their
         nearest sampled point in the normalised query-key space, spread around it by the
@@ -1742,7 +1768,8 @@ def qk_embedding(
         The only source of randomness (UMAP, t-SNE, the sample).
     client : dask.distributed.Client or str, optional
         Embed the heads in parallel on this Dask cluster; ``None`` runs here, with the
-        same results.
+        same results. With a client, a store's heads are read whole (a group of heads at a
+        time) and sent to the workers, not streamed.
     progress : bool
         Show progress: over heads, and within a sampled head its fit, its placement chunk
         by chunk and its scores.
@@ -1761,7 +1788,10 @@ def qk_embedding(
         (:func:`head_faithfulness`, with ``preservation``: the share of each point's 10
         nearest neighbours in the picture that are also its nearest in the query-key space,
         over 1,000 seeded points; ``fitted`` points, ``fit_seconds``, ``place_seconds``);
-        ``.meta``: method, sample size, sampling and placement rule, mean quality.
+        ``.meta``: method, sample size, sampling and placement rule, mean quality, and
+        ``streamed`` (read from a store in chunks) with ``chunk`` (what one chunk is). For a
+        streamed head, ``seconds`` is the time of the passes it shared with the heads
+        read with it.
 
     Raises
     ------
