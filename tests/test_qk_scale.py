@@ -298,11 +298,11 @@ def test_a_streamed_store_gives_the_in_memory_embedding_holding_one_chunk(tmp_pa
     def counting(self, b, hs, **kw):
         held = sum(len(a) for ref in alive if (a := ref()) is not None) // (2 * len(hs))
         most[0] = max(most[0], held)
-        items, lens, rows = real(self, b, hs, **kw)
+        items, lens, rows, labels = real(self, b, hs, **kw)
         alive.extend(weakref.ref(a) for part in rows.values() for a in part.values())
         if len(rows) == 1:  # a keys-only pass: count its arrays twice, like a whole chunk
             alive.extend(weakref.ref(a) for a in rows["keys"].values())
-        return items, lens, rows
+        return items, lens, rows, labels
 
     monkeypatch.setattr(type(sset), "qk_head_rows", counting)
     monkeypatch.setattr(qkmod, "_gather_store", None)  # never every vector of a head at once
@@ -333,7 +333,7 @@ def test_a_stopped_embedding_of_a_store_resumes_from_the_heads_it_saved(tmp_path
     monkeypatch.setattr(qkmod, "GATHER_BYTES", 1)
     real, calls = qkmod._stream_heads, []
 
-    def stops_at_the_second(aset, heads, **kw):
+    def stops_at_the_second(aset, heads, **kw):  # one group of heads a call
         calls.extend(heads)
         if len(calls) == 2:
             raise KeyboardInterrupt  # the user stops the run during the second head

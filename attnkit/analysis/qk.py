@@ -1475,8 +1475,8 @@ STREAM_CHUNK = "one stored batch (extract's batch_size items of similar length) 
 
 
 def _stream_heads(aset: Any, heads: list[tuple[int, int]], *, size: int, method: str, dims: int,
-                  normalize: bool, seed: int, placement: str, progress: bool,
-                  score: bool = True) -> list[tuple[np.ndarray, dict[str, float]]]:
+                  normalize: bool, seed: int, placement: str, progress: bool, score: bool = True,
+                  want_items: bool = False) -> tuple[list[_Item], list[tuple[np.ndarray, dict[str, float]]]]:
     """The sampled embedding of some heads of a store, read in chunks (stored batches): what
     :func:`embed_head` computes, holding only the sample, the scored points and one chunk of
     raw vectors, whatever the number of points.
@@ -1502,7 +1502,10 @@ def _stream_heads(aset: Any, heads: list[tuple[int, int]], *, size: int, method:
 
     def chunks(desc: str, **read: Any) -> Iterator[tuple[np.ndarray, np.ndarray, dict]]:
         for b in _bar(range(aset.n_batches), show=progress, desc=desc, unit="batch"):
-            items, lens, got = aset.qk_head_rows(b, heads, **read)
+            items, lens, got, labels = aset.qk_head_rows(b, heads, **read)
+            if labels is not None:
+                for i, t, r in zip(items, *labels):
+                    found[int(i)] = _Item(int(i), t, r, aset.causal, store=aset)
             # the batch's rows in input order's numbering (queries 0..n-1, keys n..2n-1)
             starts = offsets[items]
             rows = np.repeat(starts - np.concatenate([[0], np.cumsum(lens)[:-1]]), lens) + \
@@ -1516,8 +1519,9 @@ def _stream_heads(aset: Any, heads: list[tuple[int, int]], *, size: int, method:
         return np.flatnonzero(found), at[found]
 
     label = ", ".join(head_label(l, h) for l, h in heads)
-    # pass 1: sums, the sample's and the scored points' raw vectors
-    for _, rows, got in chunks(f"heads {label}: reading (1/{3 if normalize else 2})"):
+    found: list[_Item | None] = [None] * len(lengths)
+    # pass 1: sums, the sample's and the scored points' raw vectors (and the items' tokens)
+    for _, rows, got in chunks(f"heads {label}: reading (1/{3 if normalize else 2})", tokens=want_items):
         ids = np.concatenate([rows, rows + n])
         s_at, s_to = hits(ids, idx)
         e_at, e_to = hits(ids, ev)
@@ -1608,7 +1612,7 @@ def _stream_heads(aset: Any, heads: list[tuple[int, int]], *, size: int, method:
                        "preservation": qkscale.shared_share(pic, st.space.result())}
         out.append((st.coords, {**scores_, "fitted": size, "fit_seconds": st.fit_s,
                                 "place_seconds": st.place_s, "seconds": seconds}))
-    return out
+    return [it for it in found if it is not None], out
 
 
 # ------------------------------------------------------------------ the functions
@@ -1818,8 +1822,8 @@ def qk_embedding(
         raise InputError(f"placement must be one of {sorted(PLACEMENTS)}, not {placement!r}.")
     options = dict(method=method, dims=dims, normalize=normalize, seed=seed, sample=sample,
                    placement=placement)
-    options_stream = dict(method=method, dims=dims, normalize=normalize, seed=seed,
-                          placement=placement)
+    options_stream: dict[str, Any] = dict(method=method, dims=dims, normalize=normalize, seed=seed,
+                                          placement=placement)
     streamed = False
     folder = None if save is None else validate.path(save, "save")
     store = _is_store(attentions)
@@ -1849,13 +1853,16 @@ def qk_embedding(
             per_group = max(1, GATHER_BYTES // max(1, 2 * n_pos * dims * 4))
             groups = [todo[g:g + per_group] for g in range(0, len(todo), per_group)]
             bar = _bar(groups, show=progress and len(groups) > 1, desc="query-key space", unit="group")
-            for part in bar:
-                for (l, h), r in zip(part, _stream_heads(attentions, part, size=size, progress=progress,
-                                                         **options_stream)):
+            for g, part in enumerate(bar):
+                got, res = _stream_heads(attentions, part, size=size, progress=progress,
+                                         want_items=g == 0, **options_stream)
+                items = got if g == 0 else items
+                for (l, h), r in zip(part, res):
                     finished[(l, h)] = r
                     if saved is not None:
                         saved.write(l, h, *r)
-            items = _store_items(attentions, progress)
+            if not todo:  # every head saved: only the tokens are read
+                items = _store_items(attentions, progress)
         else:
             per_group = max(1, GATHER_BYTES // max(1, 2 * n_pos * int(qk["dim"]) * 4))
             for g in range(0, len(todo), per_group):

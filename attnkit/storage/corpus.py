@@ -517,7 +517,9 @@ class AttentionSet(Sequence[Attention]):
         return items, [self._qk(int(i), data, b) for i in items]
 
     def qk_head_rows(self, batch: int, heads: Sequence[tuple[int, int]], *, queries: bool = True,
-                     keys: bool = True, check_fill: bool = True) -> tuple[np.ndarray, np.ndarray, dict[str, dict[tuple[int, int], np.ndarray]]]:
+                     keys: bool = True, check_fill: bool = True, tokens: bool = False,
+                     ) -> tuple[np.ndarray, np.ndarray, dict[str, dict[tuple[int, int], np.ndarray]],
+                                tuple[list[list[str]], list[np.ndarray]] | None]:
         """Some heads' queries and/or keys over stored batch ``batch``, one array per head with
         the batch's positions as rows, in one verified read of ``qk/queries`` and/or
         ``qk/keys`` only (no tokens, no per-item objects, nothing kept in the set's cache):
@@ -534,6 +536,8 @@ class AttentionSet(Sequence[Attention]):
         check_fill : bool
             Scan the values for a missing chunk (the fill value). A second read of a batch
             may skip it; the chunks' checksums are verified on every read.
+        tokens : bool
+            Read the items' tokens and roles in the same read.
 
         Returns
         -------
@@ -544,6 +548,8 @@ class AttentionSet(Sequence[Attention]):
         rows : dict
             ``rows["queries"][(layer, head)]`` and ``rows["keys"][(layer, head)]``: float32
             ``[sum(lengths), d]`` (a key head shared by grouped queries is read for each).
+        labels : tuple or None
+            With ``tokens``: each item's tokens (list of str) and roles (array), same order.
 
         Raises
         ------
@@ -558,7 +564,7 @@ class AttentionSet(Sequence[Attention]):
         >>> from attnkit.testing import tiny_model
         >>> sset = ak.extract(tiny_model("llama"), ["The cat sat.", "We read."], level="token",
         ...                   keep="qk", batch_size=2, progress=False)
-        >>> items, n, rows = sset.qk_head_rows(0, [(1, 0)])
+        >>> items, n, rows, _ = sset.qk_head_rows(0, [(1, 0)])
         >>> i = int(items[0])
         >>> bool((rows["keys"][(1, 0)][:n[0]] == sset.qk_states(i).keys(1)[0]).all())
         True
@@ -576,7 +582,8 @@ class AttentionSet(Sequence[Attention]):
         parts = {"queries": ("qk/queries", int(qk["heads"]), 1),
                  "keys": ("qk/keys", int(qk["kv_heads"]), int(qk["heads"]) // int(qk["kv_heads"]))}
         wanted = [p for p, on in (("queries", queries), ("keys", keys)) if on]
-        data = self._backend.read_batch(b, [parts[p][0] for p in wanted], check_fill=check_fill)
+        extra = ["positions/tokens", "positions/roles"] if tokens else []
+        data = self._backend.read_batch(b, [parts[p][0] for p in wanted] + extra, check_fill=check_fill)
         lay, d = self._layout, int(qk["dim"])
         items = lay.batches[b]
         n = lay.table["n"][items].astype(np.int64)
@@ -595,7 +602,16 @@ class AttentionSet(Sequence[Attention]):
                     got[at:at + m] = flat[o:o + m * d].reshape(m, d)
                     at += m
                 out[p][(layer, head)] = got
-        return items, n, out
+        labels = None
+        if tokens:
+            base = lay.range(b, "pos_offset", "n")[0]
+            toks, roles = [], []
+            for i, m in zip(items, n.tolist()):
+                p0 = int(lay.table["pos_offset"][i]) - base
+                toks.append([str(x) for x in data["positions/tokens"][p0 : p0 + m]])
+                roles.append(_ROLE_NAMES[data["positions/roles"][p0 : p0 + m]])
+            labels = (toks, roles)
+        return items, n, out, labels
 
     def batch_tokens(self, batch: int) -> tuple[np.ndarray, list[list[str]], list[np.ndarray]]:
         """Tokens and roles of every item of stored batch ``batch``, read alone (no maps,
