@@ -295,10 +295,10 @@ def test_a_streamed_store_gives_the_in_memory_embedding_holding_one_chunk(tmp_pa
 
     real, alive, most = type(sset).qk_head_rows, [], [0]
 
-    def counting(self, b, hs, **kw):
-        held = sum(len(a) for ref in alive if (a := ref()) is not None) // (2 * len(hs))
+    def counting(self, b, *, heads, **kw):
+        held = sum(len(a) for ref in alive if (a := ref()) is not None) // (2 * len(heads))
         most[0] = max(most[0], held)
-        items, lens, rows, labels = real(self, b, hs, **kw)
+        items, lens, rows, labels = real(self, b, heads=heads, **kw)
         alive.extend(weakref.ref(a) for part in rows.values() for a in part.values())
         if len(rows) == 1:  # a keys-only pass: count its arrays twice, like a whole chunk
             alive.extend(weakref.ref(a) for a in rows["keys"].values())

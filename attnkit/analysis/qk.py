@@ -1502,7 +1502,7 @@ def _stream_heads(aset: Any, heads: list[tuple[int, int]], *, size: int, method:
 
     def chunks(desc: str, **read: Any) -> Iterator[tuple[np.ndarray, np.ndarray, dict]]:
         for b in _bar(range(aset.n_batches), show=progress, desc=desc, unit="batch"):
-            items, lens, got, labels = aset.qk_head_rows(b, heads, **read)
+            items, lens, got, labels = aset.qk_head_rows(b, heads=heads, **read)
             if labels is not None:
                 for i, t, r in zip(items, *labels):
                     found[int(i)] = _Item(int(i), t, r, aset.causal, store=aset)

@@ -516,7 +516,7 @@ class AttentionSet(Sequence[Attention]):
         items = self._layout.batches[b]
         return items, [self._qk(int(i), data, b) for i in items]
 
-    def qk_head_rows(self, batch: int, heads: Sequence[tuple[int, int]], *, queries: bool = True,
+    def qk_head_rows(self, batch: int, *, heads: Sequence[tuple[int, int]] | None = None, queries: bool = True,
                      keys: bool = True, check_fill: bool = True, tokens: bool = False,
                      ) -> tuple[np.ndarray, np.ndarray, dict[str, dict[tuple[int, int], np.ndarray]],
                                 tuple[list[list[str]], list[np.ndarray]] | None]:
@@ -529,8 +529,8 @@ class AttentionSet(Sequence[Attention]):
         ----------
         batch : int
             A batch, ``0 <= batch < n_batches``.
-        heads : sequence of (layer, head)
-            0-indexed heads (layers among :attr:`qk_layers`).
+        heads : sequence of (layer, head), optional
+            0-indexed heads (layers among :attr:`qk_layers`); None for every kept head.
         queries, keys : bool
             Which to read (each is its own array in the store).
         check_fill : bool
@@ -564,7 +564,7 @@ class AttentionSet(Sequence[Attention]):
         >>> from attnkit.testing import tiny_model
         >>> sset = ak.extract(tiny_model("llama"), ["The cat sat.", "We read."], level="token",
         ...                   keep="qk", batch_size=2, progress=False)
-        >>> items, n, rows, _ = sset.qk_head_rows(0, [(1, 0)])
+        >>> items, n, rows, _ = sset.qk_head_rows(0, heads=[(1, 0)])
         >>> i = int(items[0])
         >>> bool((rows["keys"][(1, 0)][:n[0]] == sset.qk_states(i).keys(1)[0]).all())
         True
@@ -575,6 +575,8 @@ class AttentionSet(Sequence[Attention]):
         b = validate.index(batch, self.n_batches, "batch")
         qk = self.info["qk"]
         layers = list(qk["layers"])
+        heads = ([(x, h) for x in layers for h in range(int(qk["heads"]))] if heads is None
+                 else validate.head_pairs(heads, self.n_layers, int(qk["heads"])))
         for layer, _ in heads:
             if layer not in layers:
                 raise InputError(f"heads: layer {layer} is not among the layers whose queries and "
