@@ -228,6 +228,17 @@ def test_bad_input_is_refused_clearly():
         ak.edge_attribution(tiny_model("gpt_neox"), clean, corrupted, metric=loss)
 
 
+def test_gradients_need_an_unpatched_forward():
+    """The attention inputs' gradients come from the projections' outputs of a forward in
+    which every head reads the one stream: patching with grad=True is refused."""
+    model = tiny_model("gpt2")
+    clean, corrupted = _ids()
+    runs = clean_and_corrupted(model, clean, corrupted, ak.interventions.loss())
+    masks = runs.graph.mask([[]], runs.reference.dtype, runs.clean.device)
+    with pytest.raises(InputError, match="grad: .*unpatched forward"):
+        run(model, runs.clean, runs.graph, masks=masks, corrupted=runs.ups_corrupted, grad=True)
+
+
 # ------------------------------------------------------------------ grouped-query attention
 def _ungrouped(model):
     """The same network as ``model`` with one key/value head per query head: each shared
@@ -549,3 +560,49 @@ def test_post_norm_zeroed_head_scores_zero_and_eap_ranks_like_exact():
 
     rho = spearmanr(exact.table["score"].abs(), eap.table["score"].abs()).statistic
     assert rho > 0.9, rho
+
+
+# ------------------------------------------------------------------ pairs in chunks
+def _uneven(post: bool):
+    """Five pairs of 4 to 8 tokens (so that chunks are padded to widths of their own)."""
+    clean, corrupted = [], []
+    for seed, n in enumerate((6, 4, 8, 5, 6)):
+        c, x = (_post_ids if post else _ids)(seed=seed, items=1, n=n, changed=1)
+        clean += c
+        corrupted += x
+    return clean, corrupted
+
+
+@pytest.mark.parametrize("kind, metric", [("gpt2", "loss"), ("llama", "loss"),
+                                          ("bert-cls", "margin")])
+def test_pairs_in_chunks_give_the_scores_and_curve_of_one_batch(kind, metric):
+    """edge_attribution and circuit_faithfulness run at most batch_size pairs at a time:
+    chunks of 2, 2 and 1 pairs give what one batch of the 5 gives (every method)."""
+    model = tiny_model(kind, **({"kv_heads": 2} if kind == "llama" else {}))
+    clean, corrupted = _uneven(kind.startswith("bert"))
+    m = _metric(metric)
+    for method in ("eap", "eap-ig", "exact"):
+        whole, parts = (ak.edge_attribution(model, clean, corrupted, metric=m, method=method,
+                                            steps=3, batch_size=size, progress=False)
+                        for size in (64, 2))
+        assert_close(parts.table["score"].to_numpy(), whole.table["score"].to_numpy(), F32_DEEP,
+                     err_msg=method)
+        assert_close([parts.meta["clean"], parts.meta["corrupted"]],
+                     [whole.meta["clean"], whole.meta["corrupted"]], F32_DEEP)
+        assert parts.meta["n_items"] == whole.meta["n_items"] == 5
+        assert parts.meta["tokens"] == whole.meta["tokens"]
+    n = len(whole.table)
+    curves = [ak.circuit_faithfulness(model, ak.circuit(whole, top=n // 2), clean, corrupted,
+                                      metric=m, sizes=[0, 3, n // 4], batch_size=size)
+              for size in (64, 2)]
+    for f in (curves, [ak.circuit_faithfulness(model, whole, clean, corrupted, metric=m,
+                                               sizes=[0, 10, n], batch_size=size)
+                       for size in (64, 2)]):
+        assert_close(f[1].table.to_numpy(), f[0].table.to_numpy(), F32_DEEP)
+        assert_close([f[1].meta[k] for k in ("faithfulness", "kept", "clean", "corrupted")],
+                     [f[0].meta[k] for k in ("faithfulness", "kept", "clean", "corrupted")],
+                     F32_DEEP)
+        assert f[1].meta["n_items"] == 5
+    # no edge kept is the corrupted run, every edge the clean run
+    assert_close(f[1].table["metric"].to_numpy()[[0, 2]],
+                 [f[0].meta["corrupted"], f[0].meta["clean"]], F32_DEEP)

@@ -646,9 +646,15 @@ class Bounds:
 
 
 @functools.lru_cache(maxsize=64)
-def _kept_columns(n: int, sinks: tuple[int, ...]) -> np.ndarray:
-    """Bool ``[n]``, read-only: the columns that are not ``sinks`` (made once per pass's
-    ``n``, not once per band: every band's :meth:`Extremes.prepare` reads it)."""
+def kept_columns(n: int, sinks: tuple[int, ...]) -> np.ndarray:
+    """Bool ``[n]``, read-only: the columns that are not ``sinks`` (cached per ``(n, sinks)``:
+    every band's :meth:`Extremes.prepare` and a rectangle's overview read it).
+
+    Examples
+    --------
+    >>> kept_columns(4, (0, 2)).tolist()
+    [False, True, False, True]
+    """
     keep = np.ones(n, dtype=bool)
     keep[np.asarray(sinks, dtype=np.int64)] = False
     keep.flags.writeable = False
@@ -693,7 +699,7 @@ class Extremes:
         return {"acc": np.full((heads, 4), np.nan)}  # max, min, max without sinks, min without
 
     def prepare(self, band: Band, n: int) -> Any:
-        keep = _kept_columns(n, tuple(int(s) for s in self.sinks))
+        keep = kept_columns(n, tuple(int(s) for s in self.sinks))
         c0, c1 = band.cols.start, band.cols.stop
         # from the column bins another reduction of the pass made, else bins of 64 columns
         made = [v for k, v in band.memo.items() if k[0] == "columns"]

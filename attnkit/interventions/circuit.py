@@ -31,7 +31,8 @@ from .._compat import renamed
 from ..core.labels import parse_head_label, parse_kv_label
 from ..core.results import Result
 from ..errors import InputError
-from .edges import clean_and_corrupted
+from . import hooks
+from .edges import check_gap, clean_and_corrupted, edge_graph, pair_batches
 from .metrics import Metric, resolve
 
 #: Graph attributes every circuit carries.
@@ -246,7 +247,8 @@ def circuit_faithfulness(
         default every ``k`` from 0 to the circuit's edges (at most 64 of them, spaced
         geometrically beyond).
     batch_size : int
-        Rows per forward pass.
+        Rows per forward pass (edge sets × inputs); the pairs run at most ``batch_size`` at
+        a time, so memory grows with ``batch_size``, not with the pairs.
     progress : bool
         Kept for the contract (a few forward passes).
 
@@ -288,8 +290,8 @@ def circuit_faithfulness(
         if not named:
             raise InputError("circuit has no edge; keep at least one (ak.circuit(scores, top=1)).")
     m = resolve(metric, model)
-    runs = clean_and_corrupted(model, clean, corrupted, m)
-    g = runs.graph
+    bc, bx = pair_batches(model, clean, corrupted)
+    g = edge_graph(model)
     kept = g.index(named, "circuit")
     everything = [(u, d) for u in range(g.valid.shape[0]) for d in range(g.valid.shape[1])
                   if g.valid[u, d]]
@@ -305,14 +307,29 @@ def circuit_faithfulness(
     for k in ks:
         keep = set(kept[:k])
         sets.append([e for e in everything if e not in keep])
-    values = runs.measure(sets, batch_size=size)
-    share = (values - runs.m_corrupted) / runs.gap
-    full = values[ks.index(n)] if n in ks else runs.measure(
-        [[e for e in everything if e not in set(kept)]], batch_size=size)[0]
+    if n not in ks:  # the whole circuit, measured with the curve
+        sets.append([e for e in everything if e not in set(kept)])
+    # at most batch_size pairs at a time; the metric is a mean over the inputs, so each
+    # chunk counts by its share of them
+    measured = np.zeros(len(sets))
+    m_clean = m_corrupted = 0.0
+    for s, e in hooks.chunks(bc.size, size):
+        runs = clean_and_corrupted(model, bc.rows(s, e), bx.rows(s, e), m,
+                                   check=bc.size <= size)
+        part = (e - s) / bc.size
+        measured += part * runs.measure(sets, batch_size=size)
+        m_clean += part * runs.m_clean
+        m_corrupted += part * runs.m_corrupted
+        del runs  # before the next chunk's runs
+    check_gap(m, m_clean, m_corrupted)
+    gap = m_clean - m_corrupted
+    values = measured[:len(ks)]
+    share = (values - m_corrupted) / gap
+    full = values[ks.index(n)] if n in ks else measured[-1]
     table = pd.DataFrame({"faithfulness": share, "metric": values},
                          index=pd.Index(ks, name="edges"))
-    meta = {"faithfulness": float((full - runs.m_corrupted) / runs.gap), "kept": float(full),
-            "n_edges": n, "n_total": len(everything), "metric": m.name, "clean": runs.m_clean,
-            "corrupted": runs.m_corrupted, "n_items": runs.clean.size,
+    meta = {"faithfulness": float((full - m_corrupted) / gap), "kept": float(full),
+            "n_edges": n, "n_total": len(everything), "metric": m.name, "clean": m_clean,
+            "corrupted": m_corrupted, "n_items": bc.size,
             "higher_is_better": m.higher_is_better}
     return Result(table, meta)

@@ -16,7 +16,12 @@ the corrupted value of ``u`` into ``d``, everything else running on the clean in
 
 ``∂M/∂x_d`` is the gradient with respect to the stream the input ``d`` reads (before its
 norm), so the EAP score is exactly the derivative of exact edge patching along the edge
-(tested against a float64 central difference). In a post-norm encoder ``u(x′) − u(x)`` is
+(tested against a float64 central difference). Every head reads the one stream of the
+clean run: the projections are linear in what they read, so head ``h``'s input gradient is
+``W[h]ᵀ g[h]`` from the gradient ``g`` at its query, key or value projection's output, one
+batched product per projection and layer, carried back through the norm before the read in
+a pre-norm decoder at the run's row statistics
+(:meth:`~attnkit.interventions.edges.Pass.gradients`). In a post-norm encoder ``u(x′) − u(x)`` is
 the difference of the two runs' terms at ``d``'s read point, each carried through its own
 run's norms (:meth:`~attnkit.interventions.edges.Runs.deltas`). Scores are signed, in the metric's units and
 averaged over the inputs; a circuit (:func:`~attnkit.interventions.circuit.circuit`) keeps
@@ -34,7 +39,7 @@ import pandas as pd
 from ..core import validate
 from ..core.results import Result
 from . import hooks
-from .edges import Runs, clean_and_corrupted, run
+from .edges import Runs, check_gap, clean_and_corrupted, edge_graph, pair_batches, run
 from .metrics import Metric, resolve
 
 #: Ways :func:`edge_attribution` scores the edges.
@@ -95,27 +100,25 @@ def gradient_scores(runs: Runs, *, steps: int = 0, batch_size: int = 32) -> np.n
         ctx = hooks.context(model, bc, runs.reference, R)
         # the metric is a mean over inputs (and steps): its gradient is too
         value = runs.metric(out, ctx).sum() / (bc.size * len(alphas))
-        leaves = [leaf for _, leaf in p.eps]
-        got = torch.autograd.grad(value, leaves, allow_unused=True)
-        for (downs, leaf), gr in zip(p.eps, got):
-            if gr is None:
-                gr = torch.zeros_like(leaf)
-            gr = gr.detach().reshape(len(downs), R, bc.size, *gr.shape[2:])
+        for downs, gr in p.gradients(value):
+            gr = gr.reshape(len(downs), R, bc.size, *gr.shape[2:])
             gr = gr.sum(1) if R > 1 else gr[:, 0]
             key = tuple(downs)
             leaves_of[key] = leaves_of[key] + gr if key in leaves_of else gr
     for key, gr in leaves_of.items():
         for i, d in enumerate(key):
             grads[d] = grads[d] + gr[i] if d in grads else gr[i]
-    # a group read from one leaf, in its order, uses that leaf's gradient as it is
+    # a group read from one leaf uses that leaf's gradient as it is, in the leaf's order
     whole = len(grads) == sum(len(key) for key in leaves_of)
+    as_read = {frozenset(key): key for key in leaves_of}
     scores = np.zeros(g.valid.shape)
     # inputs that read the same stream (a layer's head inputs, its MLP input, the logits) are
     # scored together: one matrix product [U, B*T*d] @ [B*T*d, K]
     for downs, ups, delta in runs.deltas():
         downs = [d for d in downs if d in grads]
         if downs:
-            if whole and tuple(downs) in leaves_of:
+            if whole and frozenset(downs) in as_read:
+                downs = list(as_read[frozenset(downs)])
                 G = leaves_of[tuple(downs)].reshape(len(downs), -1).to(delta.dtype)
             else:  # [K, B*T*d] stacked row-wise (a column-wise stack is a strided copy)
                 G = torch.stack([grads[d].reshape(-1) for d in downs]).to(delta.dtype)
@@ -239,7 +242,8 @@ def edge_attribution(
     steps : int
         Interpolation steps of ``"eap-ig"`` (Hanna et al. use 5 to 100).
     batch_size : int
-        Rows per forward pass (steps × inputs, or edges × inputs).
+        Rows per forward pass (steps × inputs, or edges × inputs); the pairs run at most
+        ``batch_size`` at a time, so memory grows with ``batch_size``, not with the pairs.
     progress : bool
         Show a progress bar over the exact method's forward passes.
 
@@ -280,11 +284,27 @@ def edge_attribution(
     size = validate.integer(batch_size, "batch_size", minimum=1)
     m = resolve(metric, model)
     start = time.perf_counter()
-    runs = clean_and_corrupted(model, clean, corrupted, m, grad=how == "eap")
-    if how == "exact":
-        scores = exact_scores(runs, batch_size=size, progress=progress)
-    else:
-        scores = gradient_scores(runs, steps=n_steps if how == "eap-ig" else 0, batch_size=size)
+    bc, bx = pair_batches(model, clean, corrupted)
+    graph = edge_graph(model)
+    scores = np.zeros(graph.valid.shape)
+    m_clean = m_corrupted = 0.0
+    # at most batch_size pairs at a time (each chunk's runs hold every component of every
+    # input): memory grows with batch_size, not with the pairs; the scores and the metric
+    # are means over the inputs, so each chunk counts by its share of them
+    for s, e in hooks.chunks(bc.size, size):
+        runs = clean_and_corrupted(model, bc.rows(s, e), bx.rows(s, e), m, grad=how == "eap",
+                                   check=bc.size <= size)
+        if how == "exact":
+            part = exact_scores(runs, batch_size=size, progress=progress)
+        else:
+            part = gradient_scores(runs, steps=n_steps if how == "eap-ig" else 0, batch_size=size)
+        share = (e - s) / bc.size
+        scores += share * part
+        m_clean += share * runs.m_clean
+        m_corrupted += share * runs.m_corrupted
+        del runs, part  # before the next chunk's runs
+    check_gap(m, m_clean, m_corrupted)
     meta = {"method": how, "steps": n_steps if how == "eap-ig" else None,
             "seconds": time.perf_counter() - start}
-    return scores_table(runs, scores, meta)
+    whole = Runs(graph, bc, bx, None, [], [], m_clean, m_corrupted, m, model)
+    return scores_table(whole, scores, meta)

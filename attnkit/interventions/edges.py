@@ -425,17 +425,63 @@ def head_input(layer: int, index: int, via: str, n_heads: int, n_kv_heads: int) 
 class Pass:
     """What one forward through :func:`patching` keeps: the upstream values it computed
     (``ups``, ``[N, T, d]`` each, in :attr:`EdgeGraph.upstream` order) and, with ``grad``,
-    the zero leaf tensors added to the downstream inputs (``eps``: ``(downstream indices,
-    [K, N, T, d])`` per read), whose gradients are the metric's gradients with respect to
-    those inputs. A post-norm encoder's pass also keeps each norm's row statistics
+    the zero leaf tensors added to the MLP inputs and the logits' stream (``eps``:
+    ``(downstream indices, [K, N, T, d])`` per read), whose gradients are the metric's
+    gradients with respect to those inputs. A post-norm encoder's pass also keeps each norm's row statistics
     (``sigmas``, ``[N, T]`` each in forward order: the embeddings' norm, then each layer's
     attention and output norms) and the stream at each read point (``streams``, ``[N, T, d]``
-    each: every layer's input and attention output, then the final stream)."""
+    each: every layer's input and attention output, then the final stream).
+
+    The attention inputs of a ``grad`` pass read the stream itself (no copy per input): the
+    leaves are added to the query, key and value projections' outputs instead (``reads``:
+    per layer ``(its attention inputs, via-major, [leaves], to_inputs)``). The projections are
+    linear in what they read, so the gradient with respect to head ``h``'s input is
+    ``W[h]ᵀ g[h]`` (``g`` the gradient at the projection's output, sliced to the head's
+    columns), carried back through the norm before the read where there is one (pre-norm) at
+    this run's row statistics; ``to_inputs`` maps the leaves' gradients to that ``[K, N, T,
+    d]`` (:meth:`gradients`)."""
 
     ups: list[Any]
     eps: list[tuple[list[int], Any]] = field(default_factory=list)
     sigmas: list[Any] = field(default_factory=list)
     streams: list[Any] = field(default_factory=list)
+    reads: list[tuple[list[int], list[Any], Any]] = field(default_factory=list)
+
+    def gradients(self, value: Any) -> list[tuple[list[int], Any]]:
+        """The gradient of ``value`` (a scalar of this ``grad`` pass) with respect to each
+        downstream input's stream: ``(downstream indices, [K, N, T, d])`` per read (zeros
+        where ``value`` does not depend on it).
+
+        Parameters
+        ----------
+        value : torch.Tensor
+            A scalar computed from the pass's output.
+
+        Returns
+        -------
+        list of (list of int, torch.Tensor)
+
+        Examples
+        --------
+        >>> from attnkit.interventions import hooks
+        >>> from attnkit.interventions.edges import edge_graph, run
+        >>> from attnkit.testing import tiny_model
+        >>> model = tiny_model("gpt2")
+        >>> out, p = run(model, hooks.batch(model, ["The cat sat."]), edge_graph(model), grad=True)
+        >>> [(len(downs), tuple(g.shape)) for downs, g in p.gradients(out.sum())]
+        [(1, (1, 1, 7, 16)), (1, (1, 1, 7, 16)), (1, (1, 1, 7, 16)), (6, (6, 1, 7, 16)), (6, (6, 1, 7, 16))]
+        """
+        import torch
+
+        leaves = [leaf for _, leaf in self.eps] + [leaf for _, ls, _ in self.reads for leaf in ls]
+        raw = torch.autograd.grad(value, leaves, allow_unused=True)
+        got = [torch.zeros_like(leaf) if g is None else g.detach() for leaf, g in zip(leaves, raw)]
+        out = [(downs, g) for (downs, _), g in zip(self.eps, got)]
+        at = len(self.eps)
+        for downs, ls, to_inputs in self.reads:
+            out.append((downs, to_inputs(got[at:at + len(ls)])))
+            at += len(ls)
+        return out
 
 
 def post_norms(model: Any) -> tuple[list[Any], list[Any], Any]:
@@ -554,6 +600,60 @@ class _Carry:
         return self.values[at]
 
 
+class _Unscaled:
+    """One run's components carried through the post-norms, as :meth:`Runs.deltas` reads
+    them: the same terms as :class:`_Carry` (module docstring), each kept without the scale
+    ``γ`` of the last norm it crossed (``ĉ_u = γ ⊙ values[u]``) and the biases in a term of
+    their own (``bias``, belonging to the token embedding's ``ĉ``). A norm crossing of a
+    layer norm is then ``(γ ⊙ v − mean(γ ⊙ v)) / σ``: the mean one matrix-vector product and
+    the rest one fused ``addcmul`` over the buffer, in place, instead of a centring and a
+    scaling pass (three passes over the buffer instead of five: this carrying is
+    memory-bound). Joining components are copied in and cross their first norm as one
+    block."""
+
+    def __init__(self, ups: Sequence[Any], sigmas: Sequence[Any]):
+        self.ups, self.sigmas = ups, sigmas
+        self.values: Any = None  # [upstream, N, T, d]: the first n joined
+        self.n = 0
+        self.scale: Any = None
+        self.bias: Any = None
+
+    def cross(self, norm: Any, k: int, joining: Sequence[int], before: Any) -> None:
+        """Cross the ``k``-th norm (a :class:`~attnkit.runtime.weights.LinearNorm`), the
+        components ``joining`` (the next upstream indices) and the bias ``before`` (or None)
+        joining just before it."""
+        import torch
+
+        u0 = self.ups[0]
+        if self.values is None:
+            self.values = u0.new_empty((len(self.ups), *u0.shape))
+        sigma = self.sigmas[k].to(u0.dtype)
+        s = 1 / sigma[..., None]  # [N, T, 1]
+        bias = self.bias
+        if before is not None:
+            bias = before.expand_as(u0) if bias is None else bias + before
+        if bias is not None:
+            bias = norm.apply(bias, sigma)
+        if norm.bias is not None:
+            bias = norm.bias.expand_as(u0).clone() if bias is None else bias + norm.bias
+        self.bias = bias
+        start = self.n
+        for u in joining:  # as they are (no scale yet), then crossed as one block
+            assert u == self.n, (u, self.n)  # components join in upstream order
+            self.values[u].copy_(self.ups[u])
+            self.n += 1
+        ones = torch.ones_like(norm.scale)
+        for block, scale in ((self.values[:start], self.scale), (self.values[start:self.n], ones)):
+            if not len(block):
+                continue
+            if norm.kind == "layer":  # (γ ⊙ v − mean(γ ⊙ v)) / σ in one pass over the block
+                m = block @ (scale / block.shape[-1])  # [n, N, T]
+                torch.addcmul(-(m[..., None] * s), block, scale * s, out=block)
+            else:
+                block.mul_(scale * s)
+        self.scale = norm.scale
+
+
 def _linear(model: Any, like: Any) -> tuple[list[Any], list[Any]]:
     """A post-norm encoder's norms as :class:`~attnkit.runtime.weights.LinearNorm` and its
     attention output biases ``b_O``, in the dtype and on the device of ``like``."""
@@ -563,6 +663,43 @@ def _linear(model: Any, like: Any) -> tuple[list[Any], list[Any]]:
     out_bias = [None if p.bias is None else p.bias.detach().to(dtype=like.dtype, device=like.device)
                 for p in hooks.sites(model).out_proj]
     return [LinearNorm.of(n).to(like) for n in norms], out_bias
+
+
+def _head_input_grads(pairs: list[tuple[Any, Any]], norm: Any, x: Any) -> Any:
+    """``[K, N, T, d]``: the gradient with respect to the stream each of ``K`` attention
+    inputs reads, from ``(g [N, T, n * dh], W [n, dh, d])`` per projection (the gradient at
+    its output, its weight per head: ``K = Σ n``): ``W[h]ᵀ g[h]`` per head, one batched
+    product per projection, and where a norm comes before the read (``norm``, a pre-norm
+    model's module, with ``x [N, T, d]`` the stream it normalised) that through the norm's
+    transposed Jacobian at ``x``'s row statistics: with ``x̂`` the normalised row and ``σ``
+    its statistic, ``J^T a = (C diag(γ) a) / σ − x̂ mean((C diag(γ) a) / σ ⊙ x̂)`` (``C`` the
+    centring of a layer norm, the identity for an RMS norm). ``1 / σ`` is applied to ``g``
+    and ``C diag(γ)`` folded into ``W`` (:meth:`~attnkit.runtime.weights.LinearNorm.matrix`),
+    so the only pass over ``[K, N, T, d]`` besides the product is the ``x̂`` term."""
+    import torch
+
+    from ..runtime.weights import LinearNorm
+
+    g0, w0 = pairs[0]
+    N, T, d = g0.shape[0], g0.shape[1], w0.shape[-1]
+    out = g0.new_empty((sum(int(w.shape[0]) for _, w in pairs), N * T, d))
+    lin: Any = None
+    sigma: Any = None
+    if norm is not None:
+        lin = LinearNorm.of(norm).to(x)
+        sigma = lin.sigma(x)[..., None]  # [N, T, 1]
+    with torch.no_grad():
+        at = 0
+        for g, w in pairs:
+            n, dh = int(w.shape[0]), int(w.shape[1])
+            if lin is not None:
+                g, w = g / sigma, lin.matrix(w)
+            torch.bmm(g.reshape(N * T, n, dh).transpose(0, 1), w.to(g.dtype), out=out[at:at + n])
+            at += n
+        if lin is not None:
+            xhat = (lin.center(x) / sigma).reshape(N * T, d)
+            out.addcmul_(xhat, (out * xhat).mean(-1, keepdim=True), value=-1)
+    return out.view(-1, N, T, d)
 
 
 def read_points(graph: EdgeGraph) -> list[list[int]]:
@@ -619,13 +756,22 @@ def patching(model: Any, graph: EdgeGraph, *, copies: int = 1, masks: Any = None
         ``u′``: the upstream values of the corrupted run, ``[B, T, d]`` each (needed with
         ``masks``); a post-norm encoder needs that run's whole :class:`Pass`.
     grad : bool
-        Add a zero leaf tensor to every downstream input (:class:`Pass` ``eps``).
+        Keep what gives the gradient with respect to every downstream input's stream
+        (:meth:`Pass.gradients`): a zero leaf tensor added to each MLP input and to the
+        logits' stream (:class:`Pass` ``eps``), and to each query, key and value
+        projection's output (``reads``). Only for an unpatched forward (``masks`` None).
     embed : torch.Tensor, optional
         ``[N, T, d]``: replaces the token embeddings' output (integrated gradients).
 
     Yields
     ------
     Pass
+
+    Raises
+    ------
+    InputError
+        For ``grad`` with ``masks``: the attention inputs' gradients are taken where every
+        head reads the one stream of an unpatched forward.
 
     Examples
     --------
@@ -658,7 +804,11 @@ def patching(model: Any, graph: EdgeGraph, *, copies: int = 1, masks: Any = None
     other_embeds: dict[str, Any] = {}
     handles: list[Any] = []
     stash: dict[Any, Any] = {}
-    separate = masks is not None or grad
+    separate = masks is not None  # every downstream input reads a stream of its own
+    if grad and separate:
+        raise InputError("grad: gradients with respect to the downstream inputs are taken on an "
+                         "unpatched forward (masks=None), where every head reads the stream "
+                         "itself; patch with grad=False.")
     keep: list[int] = []
     complement = False
     carries: list[Any] = [None, None]  # this run's and the corrupted run's (_Carry)
@@ -740,6 +890,8 @@ def patching(model: Any, graph: EdgeGraph, *, copies: int = 1, masks: Any = None
             if layer == 0:
                 embeds_from(x)
             if not separate:  # every input reads the stream itself: the model's own forward
+                if grad:  # the row statistics the heads' gradients cross the norm with
+                    stash[("x", layer)] = x.detach()
                 return
             xs = split(x, heads_downs(layer))  # [H + 2G, N, T, d]: via-major
             normed = module.forward(xs)
@@ -749,7 +901,11 @@ def patching(model: Any, graph: EdgeGraph, *, copies: int = 1, masks: Any = None
     def proj_hook(layer: int, via: str | None) -> Any:
         def hook(module: Any, args: Any, out: Any) -> Any:
             if not separate:
-                return None
+                if not grad:
+                    return None
+                leaf = torch.zeros_like(out, requires_grad=True)  # its gradient: g at the output
+                stash.setdefault(("leaves", layer), {})[via] = (leaf, module.weight)
+                return out + leaf
             normed = stash[("normed", layer)]
             w, b = module.weight, module.bias
             if via is None:  # GPT-2: one Conv1D, [d, 3 * H * dh] (never grouped)
@@ -766,16 +922,38 @@ def patching(model: Any, graph: EdgeGraph, *, copies: int = 1, masks: Any = None
             return y.reshape(*y.shape[:2], n * dh)
         return hook
 
+    def add_read(layer: int) -> None:
+        """The layer's projections have run: its attention inputs' gradients (Pass.reads)."""
+        got = stash.pop(("leaves", layer))
+        vias = [None] if None in got else list("qkv")
+        ws = []
+        for via in vias:
+            w = got[via][1]
+            if via is None:  # GPT-2's Conv1D [d, 3 * H * dh]: [3H, dh, d]
+                ws.append(w.view(w.shape[0], 3 * H, dh).permute(1, 2, 0))
+            else:  # [n * dh, d]: [n, dh, d]
+                ws.append(w.view(w.shape[0] // dh, dh, w.shape[1]))
+        norm = None if post else submodule(site.layers[layer], stream.attn_norm or "")
+        x = stash.pop(("x", layer), None)
+
+        def to_inputs(grads: Sequence[Any]) -> Any:
+            return _head_input_grads(list(zip(grads, ws)), norm, x)
+
+        state.reads.append((heads_downs(layer), [got[via][0] for via in vias], to_inputs))
+
     def out_proj_pre(layer: int) -> Any:
         def hook(module: Any, args: Any) -> None:
             stash.pop(("normed", layer), None)  # the projections have read it
+            if grad:
+                add_read(layer)
             z = args[0]
             zs = z.reshape(*z.shape[:-1], H, dh)
             w = module.weight
-            if layout.conv1d:
-                per = torch.einsum("nthc,hcd->hntd", zs, w.view(H, dh, w.shape[-1]))
-            else:
-                per = torch.einsum("nthc,dhc->hntd", zs, w.view(w.shape[0], H, dh))
+            with torch.no_grad():  # values only (a gradient pass reads its leaves)
+                if layout.conv1d:
+                    per = torch.einsum("nthc,hcd->hntd", zs, w.view(H, dh, w.shape[-1]))
+                else:
+                    per = torch.einsum("nthc,dhc->hntd", zs, w.view(w.shape[0], H, dh))
             for h in range(H):
                 state.ups[up_of[head_label(layer, h)]] = per[h]
         return hook
@@ -786,7 +964,7 @@ def patching(model: Any, graph: EdgeGraph, *, copies: int = 1, masks: Any = None
             stash[("mid", layer)] = x
             if post:
                 state.streams.append(x.detach())
-            if not separate:
+            if not (separate or grad):
                 return None
             xs = split(x, [down_of[f"{mlp_label(layer)}.in"]], 2 * layer + 1)
             return (xs[0], *args[1:])
@@ -799,7 +977,7 @@ def patching(model: Any, graph: EdgeGraph, *, copies: int = 1, masks: Any = None
         return hook
 
     def final_pre(module: Any, args: Any) -> Any:
-        if not separate:
+        if not (separate or grad):
             return None
         xs = split(args[0], [down_of["logits"]])
         return (xs[0], *args[1:])
@@ -845,7 +1023,7 @@ def patching(model: Any, graph: EdgeGraph, *, copies: int = 1, masks: Any = None
 
     def final_out(module: Any, args: Any, out: Any) -> Any:
         state.streams.append(out.detach())
-        if not separate:
+        if not (separate or grad):
             return None
         return split(out, [down_of["logits"]], 2 * graph.n_layers)[0]
 
@@ -1011,26 +1189,31 @@ class Runs:
                                                    for u in ups])
             return
         every = list(range(len(g.upstream)))
+        norms, out_bias = _linear(self.model, self.ups_clean[0])
+        embeds = [u for u in every if g.up_layer[u] == -1]
+        runs = [_Unscaled(self.ups_clean, self.trace_clean.sigmas),
+                _Unscaled(self.ups_corrupted, self.trace_corrupted.sigmas)]
         diff = None  # one buffer for every point's differences
-        frozen = _linear(self.model, self.ups_clean[0])
-        runs = [(_Carry(frozen, g, every), self.ups_clean, self.trace_clean.sigmas),
-                (_Carry(frozen, g, every), self.ups_corrupted, self.trace_corrupted.sigmas)]
         for i, downs in enumerate(read_points(g)):  # point i follows norm i
-            with torch.no_grad():  # detached values: carried in place (_Carry)
-                for carry, ups, sigmas in runs:
-                    if i == 0:
-                        carry.embeddings(ups, sigmas[0])
-                    elif i % 2:
-                        carry.attention((i - 1) // 2, ups, sigmas[i])
-                    else:
-                        carry.mlp((i - 1) // 2, ups, sigmas[i])
+            layer = (i - 1) // 2
+            first = len(embeds) + layer * (g.n_heads + 1)
+            joining = (embeds if i == 0 else list(range(first, first + g.n_heads)) if i % 2
+                       else [first + g.n_heads])
+            with torch.no_grad():  # detached values: carried in place
+                for r in runs:
+                    r.cross(norms[i], i, joining, out_bias[layer] if i % 2 else None)
                 ups = [u for u in every if g.valid[u, downs[0]]]
-                after = runs[1][0].get(ups)
+                before, after = runs[0].values, runs[1].values
                 if diff is None:
-                    diff = after.new_empty((len(every), *after.shape[1:]))
-                delta = torch.sub(after, runs[0][0].get(ups), out=diff[:len(ups)])
+                    diff = after.new_empty(after.shape)
+                if ups == list(range(len(ups))):  # the components joined so far, in order
+                    delta = torch.sub(after[:len(ups)], before[:len(ups)], out=diff[:len(ups)])
+                else:
+                    delta = torch.sub(after[ups], before[ups], out=diff[:len(ups)])
+                delta.mul_(norms[i].scale)  # both runs' terms: the same norm's scale
+                if ups and ups[0] == 0 and runs[0].bias is not None:  # the biases go with "embed"
+                    delta[0] += runs[1].bias - runs[0].bias
             yield downs, ups, delta
-
     @property
     def gap(self) -> float:
         """``M(clean) − M(corrupted)``."""
@@ -1079,9 +1262,10 @@ class Runs:
         return out
 
 
-def clean_and_corrupted(model: Any, clean: Any, corrupted: Any, m: Metric, *,
-                        grad: bool = False) -> Runs:
-    """Run the clean and the corrupted inputs once each and keep what edge methods need.
+def pair_batches(model: Any, clean: Any, corrupted: Any) -> tuple[hooks.Batch, hooks.Batch]:
+    """The clean and the corrupted inputs encoded, padded and checked pair by pair (the model
+    checked first): what :func:`clean_and_corrupted` reads, whole or a chunk of pairs at a
+    time (:meth:`~attnkit.interventions.hooks.Batch.rows`).
 
     Parameters
     ----------
@@ -1089,11 +1273,87 @@ def clean_and_corrupted(model: Any, clean: Any, corrupted: Any, m: Metric, *,
         A supported model (:func:`check_family`).
     clean, corrupted : sequence
         Matched inputs, the same number of tokens pair by pair.
+
+    Returns
+    -------
+    tuple of Batch
+
+    Raises
+    ------
+    InputError
+        When the inputs do not align.
+    UnsupportedModelError
+        As :func:`check_family`.
+
+    Examples
+    --------
+    >>> from attnkit.interventions.edges import pair_batches
+    >>> from attnkit.testing import tiny_model
+    >>> bc, bx = pair_batches(tiny_model("gpt2"), ["The cat sat.", "We read."],
+    ...                       ["A cat sat.", "We read."])
+    >>> bc.lengths, bc.lengths == bx.lengths
+    ([7, 3], True)
+    """
+    check_family(model)
+    bc = hooks.batch(model, clean, "clean")
+    bx = hooks.batch(model, corrupted, "corrupted")
+    hooks.same_shape(bc, bx, ("clean", "corrupted"))
+    return bc, bx
+
+
+def check_gap(m: Metric, m_clean: float, m_corrupted: float) -> None:
+    """Refuse a metric that is the same on the clean and the corrupted inputs (mean over
+    the inputs): no edge can change it.
+
+    Parameters
+    ----------
+    m : Metric
+        The metric.
+    m_clean, m_corrupted : float
+        Its mean on each run.
+
+    Raises
+    ------
+    InputError
+        When the gap is not finite, or zero to float precision.
+
+    Examples
+    --------
+    >>> from attnkit.interventions.edges import check_gap
+    >>> from attnkit.interventions.metrics import loss
+    >>> check_gap(loss(), 2.0, 3.0)
+    >>> check_gap(loss(), 2.0, 2.0)
+    Traceback (most recent call last):
+    ...
+    attnkit.errors.InputError: corrupted: the metric 'loss' is the same on the clean and corrupted inputs ...
+    """
+    gap = m_clean - m_corrupted
+    if not np.isfinite(gap) or abs(gap) <= 1e-6 * max(abs(m_clean), abs(m_corrupted), 1e-12):
+        raise InputError(
+            f"corrupted: the metric {m.name!r} is the same on the clean and corrupted inputs "
+            f"({m_clean:.6g} and {m_corrupted:.6g}), so no edge can change it; corrupt what the "
+            "metric depends on, or choose another metric.")
+
+
+def clean_and_corrupted(model: Any, clean: Any, corrupted: Any, m: Metric, *,
+                        grad: bool = False, check: bool = True) -> Runs:
+    """Run the clean and the corrupted inputs once each and keep what edge methods need.
+
+    Parameters
+    ----------
+    model : Model
+        A supported model (:func:`check_family`).
+    clean, corrupted : sequence or Batch
+        Matched inputs, the same number of tokens pair by pair (or :func:`pair_batches`'s
+        batches, or rows of them).
     m : Metric
         The metric (bound to the model).
     grad : bool
-        Run the clean inputs with every downstream input's gradient leaf and keep that run
-        (``Runs.clean_pass``) for one backward.
+        Run the clean inputs with the leaves that give every downstream input's gradient
+        (:func:`patching`'s ``grad``) and keep that run (``Runs.clean_pass``) for one backward.
+    check : bool
+        Refuse a metric that does not tell the two runs apart (:func:`check_gap`); callers
+        that run the pairs a chunk at a time check the mean over every chunk instead.
 
     Returns
     -------
@@ -1116,21 +1376,19 @@ def clean_and_corrupted(model: Any, clean: Any, corrupted: Any, m: Metric, *,
     (8, True)
     """
     graph = edge_graph(model)
-    bc = hooks.batch(model, clean, "clean")
-    bx = hooks.batch(model, corrupted, "corrupted")
-    hooks.same_shape(bc, bx, ("clean", "corrupted"))
+    if isinstance(clean, hooks.Batch) and isinstance(corrupted, hooks.Batch):
+        bc, bx = clean, corrupted
+        hooks.same_shape(bc, bx, ("clean", "corrupted"))
+    else:
+        bc, bx = pair_batches(model, clean, corrupted)
     kept, pc = run(model, bc, graph, grad=grad)
     ref = kept.detach()
     out, px = run(model, bx, graph)
     ctx = hooks.context(model, bc, ref)
     m_clean = float(hooks.per_copy(m(ref, ctx), 1)[0])
     m_corr = float(hooks.per_copy(m(out, ctx), 1)[0])
-    gap = m_clean - m_corr
-    if not np.isfinite(gap) or abs(gap) <= 1e-6 * max(abs(m_clean), abs(m_corr), 1e-12):
-        raise InputError(
-            f"corrupted: the metric {m.name!r} is the same on the clean and corrupted inputs "
-            f"({m_clean:.6g} and {m_corr:.6g}), so no edge can change it; corrupt what the "
-            "metric depends on, or choose another metric.")
+    if check:
+        check_gap(m, m_clean, m_corr)
     traces: list[Pass | None] = [None, None]
     if is_post_norm(model):
         traces = [Pass([u.detach() for u in p.ups], sigmas=p.sigmas, streams=p.streams)

@@ -300,6 +300,40 @@ class Batch:
         return {k: v.repeat(copies, *([1] * (v.dim() - 1))) if hasattr(v, "repeat") else v
                 for k, v in self.kwargs.items()}
 
+    def rows(self, start: int, stop: int) -> Batch:
+        """Inputs ``start`` to ``stop - 1``, padded to the longest of them (inputs are padded
+        on the right, so the padding cut is padding only).
+
+        Parameters
+        ----------
+        start, stop : int
+            The inputs kept, as a slice ``[start:stop]``.
+
+        Returns
+        -------
+        Batch
+
+        Examples
+        --------
+        >>> from attnkit.interventions.hooks import batch
+        >>> from attnkit.testing import tiny_model
+        >>> b = batch(tiny_model("gpt2"), ["The cat sat.", "We read.", "Go."])
+        >>> part = b.rows(1, 3)
+        >>> b.width, part.lengths, tuple(part.kwargs["input_ids"].shape)
+        (7, [3, 3], (2, 3))
+        """
+        lengths = self.lengths[start:stop]
+        sources = None if self.source_lengths is None else self.source_lengths[start:stop]
+        kwargs = {}
+        for k, v in self.kwargs.items():
+            if hasattr(v, "dim") and v.dim() >= 1 and v.shape[0] == self.size:
+                v = v[start:stop]
+                if v.dim() == 2 and not v.is_floating_point():  # ids and masks [B, T]
+                    v = v[:, :max(lengths if sources is None or k.startswith("decoder_")
+                                  else sources)]
+            kwargs[k] = v
+        return Batch(kwargs, lengths, sources)
+
 
 def batch(model: Any, inputs: Any, name: str = "inputs") -> Batch:
     """Encode ``inputs`` (texts, pairs, word lists or token ids, as :meth:`Model.encode`;

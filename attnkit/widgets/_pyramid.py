@@ -24,7 +24,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ..core.blocks import BAND_ELEMENTS, Band, EdgePool, Extremes, GridPool, Reduction, read, summarize_bands
+from ..core.blocks import (BAND_ELEMENTS, Band, EdgePool, Extremes, GridPool, Reduction, kept_columns, read,
+                           summarize_bands)
 from ..errors import InputError
 from ..plot.common import row_ranks
 
@@ -167,9 +168,7 @@ def rect_overview(source: BlockSource, layer: int, head: int, n: int, cols: int,
     """:func:`overview_bands` of a rectangular map ``[n, cols]`` (cross-attention, dense): one
     read of the head, pooled at ``level``; ``sinks`` are columns."""
     full = block(source, layer, head, slice(0, n), slice(0, cols))
-    keep = np.ones(cols, dtype=bool)
-    keep[np.asarray(sinks, dtype=np.int64)] = False
-    rest = full[:, keep]
+    rest = full[:, kept_columns(cols, tuple(int(s) for s in np.asarray(sinks).ravel()))]
 
     def top(v: np.ndarray) -> float:
         if not v.size:

@@ -21,6 +21,7 @@ import contextlib
 import io
 import json
 import os
+import resource
 import time
 from pathlib import Path
 
@@ -50,6 +51,7 @@ def main() -> None:
     exec("import numpy as np\nimport matplotlib\nmatplotlib.use('Agg')\n"
          "import matplotlib.pyplot as plt\nfrom scipy.stats import spearmanr\nimport attnkit as ak", ns)
     cwd = os.getcwd()
+    began = time.perf_counter()
     os.chdir(ROOT / "notebooks")
     try:
         for c in cells[start:]:
@@ -79,6 +81,9 @@ def main() -> None:
           + ", ".join(f"{v:.3f}" for v in per_layer.to_numpy()))
     print(f"observed {ns['observed']:.4f}; random mean {np.mean(ns['random_shares']):.4f}, "
           f"95th pct {np.percentile(ns['random_shares'], 95):.4f}")
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e9  # KiB on Linux
+    print(f"\nsection 4: {time.perf_counter() - began:.0f} s; peak RSS of the process {peak:.2f} GB; "
+          f"{len(ns['clean'])} pairs, {args.steps} steps, 1-min load {os.getloadavg()[0]:.1f} at the end")
 
 
 if __name__ == "__main__":
