@@ -277,27 +277,75 @@ def test_view_of_a_store_embedding_opens_the_clicked_sentence_from_the_store(tmp
     np.testing.assert_array_equal(heat.matrix, qkmod.scores(sset.qk_states(4), 1, 1, causal=True))
 
 
+MORE = ["Old maps hung on every wall of the small station.", "Rain came early that year.",
+        "She counted the boats twice before leaving.", "Nothing moved in the garden after dark.",
+        "They sold bread, fish and a little cheese.", "Why would anyone build a bridge there?"]
+
+
+@pytest.mark.parametrize("method", ["pca", "umap"])
+def test_a_streamed_store_gives_the_in_memory_embedding_holding_one_chunk(tmp_path, monkeypatch, method):
+    model = tiny_model("gpt2")
+    sset = ak.extract(model, TEXTS + MORE, level="token", keep="qk", batch_size=2,
+                      store=tmp_path / "s", progress=False)
+    heads = [(1, 0), (0, 1)]
+    largest = max(int(sset.items()["n"].iloc[sset.batch_items(b)].sum()) for b in range(sset.n_batches))
+    # a test double around the store's chunk reader: the raw vectors of earlier chunks still
+    # alive when a chunk is read (weak references: whatever the embedding keeps, it holds)
+    import weakref
+
+    real, alive, most = type(sset).qk_head_rows, [], [0]
+
+    def counting(self, b, *, heads, **kw):
+        held = sum(len(a) for ref in alive if (a := ref()) is not None) // (2 * len(heads))
+        most[0] = max(most[0], held)
+        items, lens, rows, labels = real(self, b, heads=heads, **kw)
+        alive.extend(weakref.ref(a) for part in rows.values() for a in part.values())
+        if len(rows) == 1:  # a keys-only pass: count its arrays twice, like a whole chunk
+            alive.extend(weakref.ref(a) for a in rows["keys"].values())
+        return items, lens, rows, labels
+
+    monkeypatch.setattr(type(sset), "qk_head_rows", counting)
+    monkeypatch.setattr(qkmod, "_gather_store", None)  # never every vector of a head at once
+    emb = ak.qk_embedding(sset, heads=heads, method=method, sample=60, progress=False)
+    assert most[0] <= largest  # one chunk of raw vectors (the one before) at any read
+    assert emb.meta["streamed"] and "stored batch" in emb.meta["chunk"]
+    monkeypatch.undo()
+    n = int(sset.items()["n"].sum())
+    f = emb.faithfulness.table
+    for j, hp in enumerate(qkmod.store_head_points(sset, heads, progress=False)):
+        # the in-memory path on the same vectors: every point where it put it
+        y, ref = embed_head(hp, method=method, dims=2, normalize=True, seed=0, sample=60)
+        got = np.c_[emb.table["x"].to_numpy(), emb.table["y"].to_numpy()][2 * n * j:2 * n * (j + 1)]
+        assert_close(got, y, F32)
+        for col in ("spearman", "nearest_key", "nearest_key_original", "rows"):
+            assert f.iloc[j][col] == pytest.approx(ref[col], rel=1e-9)
+        # the scored points' neighbours, kept as the points went by: ties may fall otherwise
+        assert abs(f.iloc[j]["preservation"] - ref["preservation"]) <= 0.01
+
+
 # ------------------------------------------------------------------ resume, progress, the fit
 def test_a_stopped_embedding_of_a_store_resumes_from_the_heads_it_saved(tmp_path, monkeypatch):
     model = tiny_model("gpt2")
     sset = ak.extract(model, TEXTS * 3, level="token", keep="qk", store=tmp_path / "s", progress=False)
     heads = [(1, 0), (0, 1), (1, 1)]
     whole = ak.qk_embedding(sset, heads=heads, method="pca", sample=40, progress=False)
-    real, calls = qkmod.embed_head, []
+    # a sampled embedding of a store streams its heads in groups that fit (here one head each)
+    monkeypatch.setattr(qkmod, "GATHER_BYTES", 1)
+    real, calls = qkmod._stream_heads, []
 
-    def stops_at_the_second(hp, **kw):
-        calls.append((hp.layer, hp.head))
+    def stops_at_the_second(aset, heads, **kw):  # one group of heads a call
+        calls.extend(heads)
         if len(calls) == 2:
             raise KeyboardInterrupt  # the user stops the run during the second head
-        return real(hp, **kw)
+        return real(aset, heads, **kw)
 
-    monkeypatch.setattr(qkmod, "embed_head", stops_at_the_second)
+    monkeypatch.setattr(qkmod, "_stream_heads", stops_at_the_second)
     with pytest.raises(KeyboardInterrupt):
         ak.qk_embedding(sset, heads=heads, method="pca", sample=40, progress=False, save=tmp_path / "run")
     assert sorted(p.name for p in (tmp_path / "run").iterdir()) == [
         "attnkit-qk-embedding.json", "head-1-0.npz"]  # the finished head, nothing half-written
     calls.clear()
-    monkeypatch.setattr(qkmod, "embed_head", lambda hp, **kw: (calls.append((hp.layer, hp.head)), real(hp, **kw))[1])
+    monkeypatch.setattr(qkmod, "_stream_heads", lambda aset, heads, **kw: (calls.extend(heads), real(aset, heads, **kw))[1])
     again = ak.qk_embedding(sset, heads=heads, method="pca", sample=40, progress=False, save=tmp_path / "run")
     assert calls == [(0, 1), (1, 1)]  # the saved head is read back, not recomputed
     np.testing.assert_array_equal(again.table[["x", "y"]], whole.table[["x", "y"]])

@@ -584,27 +584,55 @@ def head_faithfulness(hp: HeadPoints, coords_q: np.ndarray, coords_k: np.ndarray
         key they attend to most), ``nearest_key_original`` (the same in the original
         space) and ``rows`` (rows counted: those with at least 2 keys to choose from).
     """
-    rho, near, near_o, rows = [], 0, 0, 0
-    for i in range(len(hp.offsets) - 1):
-        a0, b0 = hp.offsets[i], hp.offsets[i + 1]
-        n = b0 - a0
-        if n < 2:
-            continue
-        w = hp.weights(i)
-        allowed = np.tri(n, dtype=bool) if hp.causal else np.ones((n, n), dtype=bool)
-        d = np.linalg.norm(coords_q[a0:b0, None, :] - coords_k[None, a0:b0, :], axis=-1)
-        do = np.linalg.norm(space_q[a0:b0, None, :] - space_k[None, a0:b0, :], axis=-1)
-        keep = allowed.sum(1) >= 2
-        top = np.where(allowed, w, -np.inf).argmax(1)
-        near += int((np.where(allowed, d, np.inf).argmin(1) == top)[keep].sum())
-        near_o += int((np.where(allowed, do, np.inf).argmin(1) == top)[keep].sum())
-        rows += int(keep.sum())
-        rho.append(_row_spearman(w, -d, allowed))
-    r = np.concatenate(rho) if rho else np.zeros(0)
+    r, near, near_o, rows = _faith_parts(hp, coords_q, coords_k, space_q, space_k)
     r = r[np.isfinite(r)]
     return {"spearman": float(r.mean()) if len(r) else float("nan"),
             "nearest_key": near / rows if rows else float("nan"),
             "nearest_key_original": near_o / rows if rows else float("nan"), "rows": rows}
+
+
+def _faith_parts(hp: HeadPoints, coords_q: np.ndarray, coords_k: np.ndarray, space_q: np.ndarray,
+                 space_k: np.ndarray) -> tuple[np.ndarray, int, int, int]:
+    """:func:`head_faithfulness` before averaging: every row's rank correlation, the rows
+    whose nearest key is the most attended (picture, space), and the rows counted. Items of
+    one length are scored together (stacked ``[B, n, n]``; each item's values as alone)."""
+    off = np.asarray(hp.offsets, dtype=np.int64)
+    lens = np.diff(off)
+    rho, near, near_o, rows = [], 0, 0, 0
+    scale = np.float32(hp.scaling)
+    for n in np.unique(lens):
+        n = int(n)
+        if n < 2:
+            continue
+        at = off[:-1][lens == n]
+        take = (at[:, None] + np.arange(n)[None, :]).reshape(-1)
+        b = len(at)
+        q = np.asarray(hp.queries[take]).reshape(b, n, -1)
+        k = np.asarray(hp.keys[take]).reshape(b, n, -1)
+        sc = (q @ k.transpose(0, 2, 1)) * scale
+        if hp.softcap:
+            sc = np.tanh(sc / hp.softcap) * hp.softcap
+        allowed = np.tri(n, dtype=bool) if hp.causal else np.ones((n, n), dtype=bool)
+        if hp.causal:
+            sc = np.where(allowed, sc, -np.inf)
+        sc = sc - sc.max(-1, keepdims=True)
+        e = np.exp(sc)
+        w = (e / e.sum(-1, keepdims=True)).astype(np.float32)
+        cq = np.asarray(coords_q[take]).reshape(b, n, -1)
+        ck = np.asarray(coords_k[take]).reshape(b, n, -1)
+        d = np.linalg.norm(cq[:, :, None, :] - ck[:, None, :, :], axis=-1)
+        # the nearest key in the space: |k|^2 - 2 q.k orders a row's keys as the distance
+        sq = np.asarray(space_q[take], dtype=np.float64).reshape(b, n, -1)
+        sk = np.asarray(space_k[take], dtype=np.float64).reshape(b, n, -1)
+        do = np.einsum("bnd,bnd->bn", sk, sk)[:, None, :] - 2.0 * (sq @ sk.transpose(0, 2, 1))
+        keep = np.broadcast_to(allowed.sum(1) >= 2, (b, n))
+        top = np.where(allowed, w, -np.inf).argmax(-1)
+        near += int((np.where(allowed, d, np.inf).argmin(-1) == top)[keep].sum())
+        near_o += int((np.where(allowed, do, np.inf).argmin(-1) == top)[keep].sum())
+        rows += int(keep.sum())
+        flat_allowed = np.broadcast_to(allowed, (b, n, n)).reshape(b * n, n)
+        rho.append(_row_spearman(w.reshape(b * n, n), -d.reshape(b * n, n), flat_allowed))
+    return (np.concatenate(rho) if rho else np.zeros(0)), near, near_o, rows
 
 
 def sample_size(sample: int | str | None, n_points: int, method: str) -> int | None:
@@ -1401,6 +1429,192 @@ class QKPoints(_Points):
         return self._emb._rows_frame(self._rows)
 
 
+# ------------------------------------------------------------------ streaming a store
+def _store_items(aset: Any, progress: bool) -> list[_Item]:
+    """Every item's tokens and roles (a read of the positions only)."""
+    items: list[_Item | None] = [None] * len(aset)
+    for b in _bar(range(aset.n_batches), show=progress, desc="reading tokens", unit="batch"):
+        idx, toks, roles = aset.batch_tokens(b)
+        for i, t, r in zip(idx, toks, roles):
+            items[int(i)] = _Item(int(i), t, r, aset.causal, store=aset)
+    return [it for it in items if it is not None]
+
+
+class _StreamHead:
+    """One head of a streamed embedding: what the passes over the store accumulate."""
+
+    def __init__(self, layer: int, head: int, d: int, n: int, size: int, n_eval: int,
+                 dims: int) -> None:
+        self.layer, self.head, self.n = layer, head, n
+        self.sum_q, self.sum_k = np.zeros(d), np.zeros(d)
+        self.norm_q = self.norm_k = 0.0
+        self.sample = np.empty((size, d), dtype=np.float32)  # raw, then normalised
+        self.eval = np.empty((n_eval, d), dtype=np.float32)
+        self.shift, self.scale = np.zeros(d), 1.0
+        self.coords = np.empty((2 * n, dims), dtype=np.float32)
+        self.rho_sum, self.rho_n, self.near, self.near_o, self.rows = 0.0, 0, 0, 0, 0
+        self.fit_s = self.place_s = 0.0
+        self.fitted: np.ndarray = np.zeros((0, dims), dtype=np.float32)
+        self.place: Any = None
+        self.space: qkscale.RunningNeighbours | None = None
+
+    def normalised(self, q: np.ndarray, k: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``[n, d]`` raw queries and keys in the normalised space (float64), as
+        :func:`normalize_qk` of the whole head puts them."""
+        return (q.astype(np.float64) * self.scale,
+                (k.astype(np.float64) + self.shift) / self.scale)
+
+    def mixed(self, rows: np.ndarray, is_key: np.ndarray) -> np.ndarray:
+        """Raw rows (queries or keys, by ``is_key``) normalised: float64."""
+        x = rows.astype(np.float64)
+        return np.where(is_key[:, None], (x + self.shift) / self.scale, x * self.scale)
+
+
+#: What the passes over a store of a streamed embedding read (``.meta["chunk"]``).
+STREAM_CHUNK = "one stored batch (extract's batch_size items of similar length) at a time"
+
+
+def _stream_heads(aset: Any, heads: list[tuple[int, int]], *, size: int, method: str, dims: int,
+                  normalize: bool, seed: int, placement: str, progress: bool, score: bool = True,
+                  want_items: bool = False) -> tuple[list[_Item], list[tuple[np.ndarray, dict[str, float]]]]:
+    """The sampled embedding of some heads of a store, read in chunks (stored batches): what
+    :func:`embed_head` computes, holding only the sample, the scored points and one chunk of
+    raw vectors, whatever the number of points.
+
+    Pass 1 (checked read of queries and keys): the normalisation's sums, the sample's and
+    the scored points' raw vectors (which rows: from the items' lengths alone). Pass 2 (keys
+    only, when normalising): the keys' mean norm after the shift. Then each head's fit on its
+    sample. Pass 3 (queries and keys): every point placed, each item's faithfulness, and
+    the scored points' nearest neighbours in the normalised space kept as the points go by.
+    """
+    qk = aset.info["qk"]
+    lengths = aset.items()["n"].to_numpy(dtype=np.int64)
+    offsets = np.concatenate([[0], np.cumsum(lengths)])
+    n = int(offsets[-1])
+    d = int(qk["dim"])
+    idx = qkscale.stratified_sample(point_strata(offsets), size, seed=seed)
+    n_eval = min(QUALITY_EVAL, 2 * n)
+    ev = np.sort(np.random.default_rng(validate.seed(seed)).choice(2 * n, size=n_eval, replace=False))
+    k_eval = min(QUALITY_K, 2 * n - 1)
+    scaling = dict(zip(qk["layers"], qk["scaling"]))
+    state = [_StreamHead(l, h, d, n, size, n_eval, dims) for l, h in heads]
+    t0 = time.perf_counter()
+
+    def chunks(desc: str, **read: Any) -> Iterator[tuple[np.ndarray, np.ndarray, dict]]:
+        for b in _bar(range(aset.n_batches), show=progress, desc=desc, unit="batch"):
+            items, lens, got, labels = aset.qk_head_rows(b, heads=heads, **read)
+            if labels is not None:
+                for i, t, r in zip(items, *labels):
+                    found[int(i)] = _Item(int(i), t, r, aset.causal, store=aset)
+            # the batch's rows in input order's numbering (queries 0..n-1, keys n..2n-1)
+            starts = offsets[items]
+            rows = np.repeat(starts - np.concatenate([[0], np.cumsum(lens)[:-1]]), lens) + \
+                np.arange(int(lens.sum()))
+            yield lens, rows, got
+            del got
+
+    def hits(ids: np.ndarray, within: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        at = np.minimum(np.searchsorted(within, ids), len(within) - 1)
+        found = within[at] == ids
+        return np.flatnonzero(found), at[found]
+
+    label = ", ".join(head_label(l, h) for l, h in heads)
+    found: list[_Item | None] = [None] * len(lengths)
+    # pass 1: sums, the sample's and the scored points' raw vectors (and the items' tokens)
+    for _, rows, got in chunks(f"heads {label}: reading (1/{3 if normalize else 2})", tokens=want_items):
+        ids = np.concatenate([rows, rows + n])
+        s_at, s_to = hits(ids, idx)
+        e_at, e_to = hits(ids, ev)
+        for st in state:
+            q, k = got["queries"][(st.layer, st.head)], got["keys"][(st.layer, st.head)]
+            if not (np.isfinite(q).all() and np.isfinite(k).all()):
+                raise InputError(f"The queries or keys of head {(st.layer, st.head)} hold NaN or "
+                                 "infinite values; there is nothing to embed (check the model's "
+                                 "dtype and inputs).")
+            q64, k64 = q.astype(np.float64), k.astype(np.float64)
+            st.sum_q += q64.sum(0)
+            st.sum_k += k64.sum(0)
+            st.norm_q += float(np.linalg.norm(q64, axis=1).sum())
+            both = np.concatenate([q, k])
+            st.sample[s_to] = both[s_at]
+            st.eval[e_to] = both[e_at]
+            del q, k, q64, k64, both
+        del got  # nothing of a chunk outlives its turn
+    if normalize:
+        for st in state:
+            st.shift = st.sum_q / n - st.sum_k / n
+        # pass 2: the keys' mean norm once shifted (the shift needs every key first)
+        for _, _, got in chunks(f"heads {label}: reading keys (2/3)", queries=False, check_fill=False):
+            for st in state:
+                k64 = got["keys"][(st.layer, st.head)].astype(np.float64) + st.shift
+                st.norm_k += float(np.linalg.norm(k64, axis=1).sum())
+                del k64
+            del got
+        for st in state:
+            nq, nk = st.norm_q / n, st.norm_k / n
+            if not (nq > 0 and nk > 0):
+                raise InputError("The queries or keys of this head are all zero: there is no "
+                                 "scale to match.")
+            st.scale = float(np.sqrt(nk / nq))
+    # the fits
+    is_key, ev_key = idx >= n, ev >= n
+    for st in state:
+        t1 = time.perf_counter()
+        xs = st.mixed(st.sample, is_key).astype(np.float32)
+        st.fitted, place = _fit_projection(xs, method=method, dims=dims, seed=seed,
+                                           exact_knn=placement == "knn")
+        st.place = qkscale.KnnPlacer(xs, st.fitted).place if placement == "knn" and method != "pca" \
+            else place
+        st.fit_s = time.perf_counter() - t1
+        if score:
+            st.space = qkscale.RunningNeighbours(st.mixed(st.eval, ev_key), ev, k_eval)
+        del st.sample, st.eval
+    # pass 3: placement, faithfulness item by item, the scored points' neighbours
+    softcap = qk.get("softcap")
+    for lens, rows, got in chunks(f"heads {label}: placing and scoring (3/3)" if normalize
+                                  else f"heads {label}: placing and scoring (2/2)", check_fill=False):
+        ids = np.concatenate([rows, rows + n])
+        s_at, s_to = hits(ids, idx)
+        local = np.concatenate([[0], np.cumsum(lens)])
+        for st in state:
+            q, k = got["queries"][(st.layer, st.head)], got["keys"][(st.layer, st.head)]
+            qn, kn = st.normalised(q, k) if normalize else (q.astype(np.float64), k.astype(np.float64))
+            t1 = time.perf_counter()
+            y = st.place(np.concatenate([qn, kn]).astype(np.float32))
+            y[s_at] = st.fitted[s_to]  # the fitted points keep their fitted pictures
+            st.place_s += time.perf_counter() - t1
+            st.coords[ids] = y
+            if score:
+                m = len(rows)
+                hp = HeadPoints(st.layer, st.head, q, k, local, float(scaling[st.layer]), softcap,
+                                aset.causal)
+                r, near, near_o, counted = _faith_parts(hp, y[:m], y[m:], qn, kn)
+                del hp
+                r = r[np.isfinite(r)]
+                st.rho_sum += float(r.sum())
+                st.rho_n += len(r)
+                st.near, st.near_o, st.rows = st.near + near, st.near_o + near_o, st.rows + counted
+                assert st.space is not None
+                st.space.add(np.concatenate([qn, kn]), ids)
+            del q, k, qn, kn, y
+        del got
+    seconds = time.perf_counter() - t0
+    out = []
+    for st in state:
+        scores_: dict[str, float] = {}
+        if score:
+            assert st.space is not None
+            pic = qkscale.neighbours(st.coords.astype(np.float64), ev, k_eval)
+            scores_ = {"spearman": st.rho_sum / st.rho_n if st.rho_n else float("nan"),
+                       "nearest_key": st.near / st.rows if st.rows else float("nan"),
+                       "nearest_key_original": st.near_o / st.rows if st.rows else float("nan"),
+                       "rows": st.rows,
+                       "preservation": qkscale.shared_share(pic, st.space.result())}
+        out.append((st.coords, {**scores_, "fitted": size, "fit_seconds": st.fit_s,
+                                "place_seconds": st.place_s, "seconds": seconds}))
+    return [it for it in found if it is not None], out
+
+
 # ------------------------------------------------------------------ the functions
 def _run(hps: list[HeadPoints], client: Any, progress: bool, saved: _Saved | None,
          **options: Any) -> list[Any]:
@@ -1541,7 +1755,12 @@ def qk_embedding(
         :func:`~attnkit.analysis.qkscale.stratified_sample`). ``"auto"`` fits UMAP and
         t-SNE on :data:`~attnkit.analysis.qkscale.AUTO_SAMPLE` points when a head has more
         than :data:`~attnkit.analysis.qkscale.AUTO_ABOVE`, and on every point otherwise
-        (PCA always on every point); ``None`` fits on every point.
+        (PCA always on every point); ``None`` fits on every point. A sampled embedding of a
+        store (without ``client``) streams it: the stored batches are read one at a time in
+        three passes (the normalisation's sums, the sample's vectors and the scored points';
+        the keys' norms after the shift; placement and scores), so memory holds the sample,
+        each head's coordinates and one batch of raw vectors, whatever the corpus' size
+        (``.meta["streamed"]``).
     placement : {"knn", "transform"}
         How the points outside the sample are placed: ``"knn"``, on the picture of their
         nearest sampled point in the normalised query-key space, spread around it by the
@@ -1553,7 +1772,8 @@ def qk_embedding(
         The only source of randomness (UMAP, t-SNE, the sample).
     client : dask.distributed.Client or str, optional
         Embed the heads in parallel on this Dask cluster; ``None`` runs here, with the
-        same results.
+        same results. With a client, a store's heads are read whole (a group of heads at a
+        time) and sent to the workers, not streamed.
     progress : bool
         Show progress: over heads, and within a sampled head its fit, its placement chunk
         by chunk and its scores.
@@ -1572,7 +1792,10 @@ def qk_embedding(
         (:func:`head_faithfulness`, with ``preservation``: the share of each point's 10
         nearest neighbours in the picture that are also its nearest in the query-key space,
         over 1,000 seeded points; ``fitted`` points, ``fit_seconds``, ``place_seconds``);
-        ``.meta``: method, sample size, sampling and placement rule, mean quality.
+        ``.meta``: method, sample size, sampling and placement rule, mean quality, and
+        ``streamed`` (read from a store in chunks) with ``chunk`` (what one chunk is). For a
+        streamed head, ``seconds`` is the time of the passes it shared with the heads
+        read with it.
 
     Raises
     ------
@@ -1599,6 +1822,9 @@ def qk_embedding(
         raise InputError(f"placement must be one of {sorted(PLACEMENTS)}, not {placement!r}.")
     options = dict(method=method, dims=dims, normalize=normalize, seed=seed, sample=sample,
                    placement=placement)
+    options_stream: dict[str, Any] = dict(method=method, dims=dims, normalize=normalize, seed=seed,
+                                          placement=placement)
+    streamed = False
     folder = None if save is None else validate.path(save, "save")
     store = _is_store(attentions)
     if save is not None and not store:
@@ -1617,17 +1843,38 @@ def qk_embedding(
             "inputs_fingerprint": attentions.info.get("inputs_fingerprint"), "positions": n_pos})
         done = {} if saved is None else {lh: saved.read(*lh) for lh in chosen}
         todo = [lh for lh in chosen if done.get(lh) is None]
-        per_group = max(1, GATHER_BYTES // max(1, 2 * n_pos * int(qk["dim"]) * 4))
+        size = sample_size(sample, 2 * n_pos, method)
+        streamed = size is not None and client is None
         items: list[_Item] = []
         finished: dict[tuple[int, int], Any] = {lh: r for lh, r in done.items() if r is not None}
-        for g in range(0, max(1, len(todo)), per_group):
-            got, part = _gather_store(attentions, todo[g:g + per_group], want_items=g == 0,
-                                      progress=progress)
-            items = got if g == 0 else items
-            # the vectors go once a head is embedded; what stays is its coordinates
-            for hp, r in zip(part, _run(part, client, progress, saved, **options)):
-                finished[(hp.layer, hp.head)] = r
-            del part
+        if streamed:
+            assert size is not None
+            # what a streamed head holds: its points' pictures (the raw vectors go by in chunks)
+            per_group = max(1, GATHER_BYTES // max(1, 2 * n_pos * dims * 4))
+            groups = [todo[g:g + per_group] for g in range(0, len(todo), per_group)]
+            bar = _bar(groups, show=progress and len(groups) > 1, desc="query-key space", unit="group")
+            for g, part in enumerate(bar):
+                got, res = _stream_heads(attentions, part, size=size, progress=progress,
+                                         want_items=g == 0, **options_stream)
+                items = got if g == 0 else items
+                for (l, h), r in zip(part, res):
+                    finished[(l, h)] = r
+                    if saved is not None:
+                        saved.write(l, h, *r)
+            if not todo:  # every head saved: only the tokens are read
+                items = _store_items(attentions, progress)
+        else:
+            per_group = max(1, GATHER_BYTES // max(1, 2 * n_pos * int(qk["dim"]) * 4))
+            for g in range(0, len(todo), per_group):
+                got, part = _gather_store(attentions, todo[g:g + per_group], want_items=g == 0,
+                                          progress=progress)
+                items = got if g == 0 else items
+                # the vectors go once a head is embedded; what stays is its coordinates
+                for hp, r in zip(part, _run(part, client, progress, saved, **options)):
+                    finished[(hp.layer, hp.head)] = r
+                del part
+            if not todo:  # every head saved: only the tokens are read
+                items = _store_items(attentions, progress)
         scaling = dict(zip(qk["layers"], qk["scaling"]))
         empty = np.zeros((0, int(qk["dim"])), dtype=np.float32)
         for l, h in chosen:
@@ -1668,7 +1915,8 @@ def qk_embedding(
             "n_layers": items[0].n_layers,
             "n_heads": int(items[0].states.queries(items[0].states.layers[0]).shape[0]),
             "heads": [list(x) for x in chosen], "n_items": len(items), "n_positions": n,
-            "n_points": 2 * n, "sample": size,
+            "n_points": 2 * n, "sample": size, "streamed": streamed,
+            "chunk": STREAM_CHUNK if streamed else None,
             "sampling": (None if size is None else
                          "stratified: queries and keys, position ranges 0, 1, 2-3, 4-7, ... in "
                          "proportion; evenly spaced over the items in each (seeded start)"),

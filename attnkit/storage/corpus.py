@@ -57,7 +57,7 @@ class MemoryBackend:
         self.batches[b] = arrays
         self.committed.add(b)
 
-    def read_batch(self, b: int, names: Iterable[str]) -> dict[str, np.ndarray]:
+    def read_batch(self, b: int, names: Iterable[str], *, check_fill: bool = True) -> dict[str, np.ndarray]:
         return slice_index(self._index, self.layout, b, names, self.batches.get(b, {}))
 
 
@@ -515,6 +515,145 @@ class AttentionSet(Sequence[Attention]):
         data = self._backend.read_batch(b, ["positions/tokens", "positions/roles", "qk/queries", "qk/keys"])
         items = self._layout.batches[b]
         return items, [self._qk(int(i), data, b) for i in items]
+
+    def qk_head_rows(self, batch: int, *, heads: Sequence[tuple[int, int]] | None = None, queries: bool = True,
+                     keys: bool = True, check_fill: bool = True, tokens: bool = False,
+                     ) -> tuple[np.ndarray, np.ndarray, dict[str, dict[tuple[int, int], np.ndarray]],
+                                tuple[list[list[str]], list[np.ndarray]] | None]:
+        """Some heads' queries and/or keys over stored batch ``batch``, one array per head with
+        the batch's positions as rows, in one verified read of ``qk/queries`` and/or
+        ``qk/keys`` only (no tokens, no per-item objects, nothing kept in the set's cache):
+        how :func:`attnkit.qk_embedding` streams a store in chunks.
+
+        Parameters
+        ----------
+        batch : int
+            A batch, ``0 <= batch < n_batches``.
+        heads : sequence of (layer, head), optional
+            0-indexed heads (layers among :attr:`qk_layers`); None for every kept head.
+        queries, keys : bool
+            Which to read (each is its own array in the store).
+        check_fill : bool
+            Scan the values for a missing chunk (the fill value). A second read of a batch
+            may skip it; the chunks' checksums are verified on every read.
+        tokens : bool
+            Read the items' tokens and roles in the same read.
+
+        Returns
+        -------
+        items : numpy.ndarray
+            Input-order indices of the batch's items.
+        lengths : numpy.ndarray
+            Their lengths; the rows of item ``items[j]`` follow those of ``items[:j]``.
+        rows : dict
+            ``rows["queries"][(layer, head)]`` and ``rows["keys"][(layer, head)]``: float32
+            ``[sum(lengths), d]`` (a key head shared by grouped queries is read for each).
+        labels : tuple or None
+            With ``tokens``: each item's tokens (list of str) and roles (array), same order.
+
+        Raises
+        ------
+        InputError
+            When the set keeps no queries and keys, or for a batch or layer out of range.
+        StoreError
+            When a chunk of the batch is damaged or missing (naming its items).
+
+        Examples
+        --------
+        >>> import attnkit as ak
+        >>> from attnkit.testing import tiny_model
+        >>> sset = ak.extract(tiny_model("llama"), ["The cat sat.", "We read."], level="token",
+        ...                   keep="qk", batch_size=2, progress=False)
+        >>> items, n, rows, _ = sset.qk_head_rows(0, heads=[(1, 0)])
+        >>> i = int(items[0])
+        >>> bool((rows["keys"][(1, 0)][:n[0]] == sset.qk_states(i).keys(1)[0]).all())
+        True
+        """
+        if not self.qk_layers:
+            raise InputError("This set keeps no queries and keys; extract with keep=('maps', 'qk') "
+                             "and level='token'.")
+        b = validate.index(batch, self.n_batches, "batch")
+        qk = self.info["qk"]
+        layers = list(qk["layers"])
+        heads = ([(x, h) for x in layers for h in range(int(qk["heads"]))] if heads is None
+                 else validate.head_pairs(heads, self.n_layers, int(qk["heads"])))
+        for layer, _ in heads:
+            if layer not in layers:
+                raise InputError(f"heads: layer {layer} is not among the layers whose queries and "
+                                 f"keys are kept: {layers}.")
+        parts = {"queries": ("qk/queries", int(qk["heads"]), 1),
+                 "keys": ("qk/keys", int(qk["kv_heads"]), int(qk["heads"]) // int(qk["kv_heads"]))}
+        wanted = [p for p, on in (("queries", queries), ("keys", keys)) if on]
+        extra = ["positions/tokens", "positions/roles"] if tokens else []
+        data = self._backend.read_batch(b, [parts[p][0] for p in wanted] + extra, check_fill=check_fill)
+        lay, d = self._layout, int(qk["dim"])
+        items = lay.batches[b]
+        n = lay.table["n"][items].astype(np.int64)
+        out: dict[str, dict[tuple[int, int], np.ndarray]] = {}
+        for p in wanted:
+            name, n_heads, groups = parts[p]
+            flat = data[name]
+            start = lay.flat[name].offsets[items].astype(np.int64) - lay.flat_range(b, name)[0]
+            out[p] = {}
+            for layer, head in heads:
+                j = layers.index(layer) * n_heads + head // groups
+                # each item's block is [layers, heads, n, d]: this head's n x d values
+                got = np.empty((int(n.sum()), d), dtype=np.float32)
+                at = 0
+                for o, m in zip((start + j * n * d).tolist(), n.tolist()):
+                    got[at:at + m] = flat[o:o + m * d].reshape(m, d)
+                    at += m
+                out[p][(layer, head)] = got
+        labels = None
+        if tokens:
+            base = lay.range(b, "pos_offset", "n")[0]
+            toks, roles = [], []
+            for i, m in zip(items, n.tolist()):
+                p0 = int(lay.table["pos_offset"][i]) - base
+                toks.append([str(x) for x in data["positions/tokens"][p0 : p0 + m]])
+                roles.append(_ROLE_NAMES[data["positions/roles"][p0 : p0 + m]])
+            labels = (toks, roles)
+        return items, n, out, labels
+
+    def batch_tokens(self, batch: int) -> tuple[np.ndarray, list[list[str]], list[np.ndarray]]:
+        """Tokens and roles of every item of stored batch ``batch``, read alone (no maps,
+        queries or keys).
+
+        Parameters
+        ----------
+        batch : int
+            A batch, ``0 <= batch < n_batches``.
+
+        Returns
+        -------
+        items : numpy.ndarray
+            Input-order indices of the batch's items.
+        tokens : list of list of str
+            Each item's tokens, same order.
+        roles : list of numpy.ndarray
+            Each item's position roles (``"special"``, ``"token"``, ...), same order.
+
+        Examples
+        --------
+        >>> import attnkit as ak
+        >>> from attnkit.testing import tiny_model
+        >>> sset = ak.extract(tiny_model("bert"), ["The cat sat.", "We read."], batch_size=2,
+        ...                   progress=False)
+        >>> items, tokens, roles = sset.batch_tokens(0)
+        >>> tokens[list(items).index(0)] == sset[0].tokens
+        True
+        """
+        b = validate.index(batch, self.n_batches, "batch")
+        data = self._backend.read_batch(b, ["positions/tokens", "positions/roles"])
+        lay = self._layout
+        items = lay.batches[b]
+        base = lay.range(b, "pos_offset", "n")[0]
+        toks, roles = [], []
+        for i in items:
+            p, n = int(lay.table["pos_offset"][i]) - base, int(lay.table["n"][i])
+            toks.append([str(x) for x in data["positions/tokens"][p : p + n]])
+            roles.append(_ROLE_NAMES[data["positions/roles"][p : p + n]])
+        return items, toks, roles
 
     def summary(self, kind: str) -> np.ndarray:
         """A per-item summary of every item, rows in input order.

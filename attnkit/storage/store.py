@@ -683,8 +683,12 @@ class StoreReader:
                 ranges[name] = lay.rows(b)
         return ranges
 
-    def read_batch(self, b: int, names: Iterable[str]) -> dict[str, np.ndarray]:
-        """The arrays ``names`` over batch ``b``, verified (checksums, no missing chunk)."""
+    def read_batch(self, b: int, names: Iterable[str], *, check_fill: bool = True) -> dict[str, np.ndarray]:
+        """The arrays ``names`` over batch ``b``, verified (checksums, no missing chunk).
+
+        ``check_fill=False`` skips the scan of the values for the fill value (a missing
+        chunk): for a batch read again after a read that scanned it; the chunks' checksums
+        are verified on every read all the same."""
         if b not in self.committed:
             raise StoreError(
                 f"Batch {b} of {self.loc} is not complete (items "
@@ -707,7 +711,8 @@ class StoreReader:
         values = _sync(_gather(reads))
         out = {}
         for (name, r), v in zip(direct.items(), values):
-            if isinstance(v, BaseException) or _holds_fill(name, np.asarray(v)) or self.missing_chunks(name, r):
+            if isinstance(v, BaseException) or (check_fill and _holds_fill(name, np.asarray(v))) \
+                    or self.missing_chunks(name, r):
                 raise self.damage_error(name, r, v if isinstance(v, BaseException) else None)
             out[name] = np.asarray(v)
         for (name, k), v in zip(wanted, values[len(direct):]):
@@ -728,7 +733,7 @@ class StoreReader:
             for k in range(lo // c, -(-hi // c)):
                 chunk = self._chunks.get((name, k))
                 if chunk is None:  # evicted while this batch was assembled: read it again
-                    return self.read_batch(b, names)
+                    return self.read_batch(b, names, check_fill=check_fill)
                 self._chunks.move_to_end((name, k))
                 parts.append(chunk[max(lo - k * c, 0) : min(hi - k * c, c)])
             out[name] = parts[0] if len(parts) == 1 else np.concatenate(parts)

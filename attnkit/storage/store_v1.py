@@ -103,7 +103,7 @@ class V1Backend:
                 "store (format 2 verifies every read)."
             ) from exc
 
-    def read_batch(self, b: int, names: Iterable[str]) -> dict[str, np.ndarray]:
+    def read_batch(self, b: int, names: Iterable[str], *, check_fill: bool = True) -> dict[str, np.ndarray]:
 
         computed = {}
         names = list(names)
