@@ -32,8 +32,8 @@ from ..core.labels import parse_head_label, parse_kv_label
 from ..core.results import Result
 from ..errors import InputError
 from . import hooks
-from .edges import check_gap, clean_and_corrupted, edge_graph, pair_batches
-from .metrics import Metric, resolve
+from .edges import clean_and_corrupted, edge_graph, pair_batches
+from .metrics import Metric, check_gap, resolve
 
 #: Graph attributes every circuit carries.
 GRAPH_KEYS = ("metric", "method", "n_layers", "n_heads", "n_kv_heads", "tokens")

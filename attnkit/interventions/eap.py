@@ -39,8 +39,8 @@ import pandas as pd
 from ..core import validate
 from ..core.results import Result
 from . import hooks
-from .edges import Runs, check_gap, clean_and_corrupted, edge_graph, pair_batches, run
-from .metrics import Metric, resolve
+from .edges import Runs, clean_and_corrupted, edge_graph, pair_batches, run
+from .metrics import Metric, check_gap, resolve
 
 #: Ways :func:`edge_attribution` scores the edges.
 METHODS = ("eap", "eap-ig", "exact")

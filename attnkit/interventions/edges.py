@@ -77,7 +77,7 @@ from ..core.labels import head_label, kv_label, mlp_label, parse_kv_label
 from ..errors import InputError, UnsupportedModelError
 from ..runtime.archs import arch_of, submodule
 from . import hooks
-from .metrics import Metric
+from .metrics import Metric, check_gap
 
 
 @dataclass
@@ -1299,40 +1299,6 @@ def pair_batches(model: Any, clean: Any, corrupted: Any) -> tuple[hooks.Batch, h
     bx = hooks.batch(model, corrupted, "corrupted")
     hooks.same_shape(bc, bx, ("clean", "corrupted"))
     return bc, bx
-
-
-def check_gap(m: Metric, m_clean: float, m_corrupted: float) -> None:
-    """Refuse a metric that is the same on the clean and the corrupted inputs (mean over
-    the inputs): no edge can change it.
-
-    Parameters
-    ----------
-    m : Metric
-        The metric.
-    m_clean, m_corrupted : float
-        Its mean on each run.
-
-    Raises
-    ------
-    InputError
-        When the gap is not finite, or zero to float precision.
-
-    Examples
-    --------
-    >>> from attnkit.interventions.edges import check_gap
-    >>> from attnkit.interventions.metrics import loss
-    >>> check_gap(loss(), 2.0, 3.0)
-    >>> check_gap(loss(), 2.0, 2.0)
-    Traceback (most recent call last):
-    ...
-    attnkit.errors.InputError: corrupted: the metric 'loss' is the same on the clean and corrupted inputs ...
-    """
-    gap = m_clean - m_corrupted
-    if not np.isfinite(gap) or abs(gap) <= 1e-6 * max(abs(m_clean), abs(m_corrupted), 1e-12):
-        raise InputError(
-            f"corrupted: the metric {m.name!r} is the same on the clean and corrupted inputs "
-            f"({m_clean:.6g} and {m_corrupted:.6g}), so no edge can change it; corrupt what the "
-            "metric depends on, or choose another metric.")
 
 
 def clean_and_corrupted(model: Any, clean: Any, corrupted: Any, m: Metric, *,

@@ -711,3 +711,39 @@ def output_kind(model: Any) -> str:
 
 _NEEDS = {"tokens": "token logits (a causal or masked LM)", "classes": "class logits (a classifier)",
           "hidden": "hidden states (a model without a head)"}
+
+
+def check_gap(m: Metric, m_clean: float, m_corrupted: float, *,
+              so: str = "no edge can change it") -> None:
+    """Refuse a metric that is the same on the clean and the corrupted inputs (mean over
+    the inputs): there is nothing for a patch or an edge to change.
+
+    Parameters
+    ----------
+    m : Metric
+        The metric.
+    m_clean, m_corrupted : float
+        Its mean on each run.
+    so : str
+        What follows for the caller, in the message.
+
+    Raises
+    ------
+    InputError
+        When the gap is not finite, or zero to float precision.
+
+    Examples
+    --------
+    >>> from attnkit.interventions.metrics import check_gap, loss
+    >>> check_gap(loss(), 2.0, 3.0)
+    >>> check_gap(loss(), 2.0, 2.0)
+    Traceback (most recent call last):
+    ...
+    attnkit.errors.InputError: corrupted: the metric 'loss' is the same on the clean and corrupted inputs ...
+    """
+    gap = m_clean - m_corrupted
+    if not np.isfinite(gap) or abs(gap) <= 1e-6 * max(abs(m_clean), abs(m_corrupted), 1e-12):
+        raise InputError(
+            f"corrupted: the metric {m.name!r} is the same on the clean and corrupted inputs "
+            f"({m_clean:.6g} and {m_corrupted:.6g}), so {so}; corrupt what the metric depends "
+            "on, or choose another metric.")

@@ -47,7 +47,7 @@ from ..core import validate
 from ..core.results import HeadResult, Result, head_frame
 from ..errors import InputError
 from . import hooks
-from .metrics import Metric, resolve
+from .metrics import Metric, check_gap, resolve
 
 #: What one patched component is.
 GRAINS = ("head", "head×position", "layer", "residual×position")
@@ -276,12 +276,7 @@ def clean_and_corrupted(model: Any, clean: Any, corrupted: Any, m: Metric,
     ctx = hooks.context(model, bc, ref)
     m_clean = float(hooks.per_copy(m(ref, ctx), 1)[0])
     m_corr = float(hooks.per_copy(m(out, ctx), 1)[0])
-    gap = m_clean - m_corr
-    if not np.isfinite(gap) or abs(gap) <= 1e-6 * max(abs(m_clean), abs(m_corr), 1e-12):
-        raise InputError(
-            f"corrupted: the metric {m.name!r} is the same on the clean and corrupted inputs "
-            f"({m_clean:.6g} and {m_corr:.6g}), so there is no gap to restore; corrupt what the "
-            "metric depends on, or choose another metric.")
+    check_gap(m, m_clean, m_corr, so="there is no gap to restore")
     return {"clean": bc, "corrupted": bx, "sources": sources, "reference": ref,
             "m_clean": m_clean, "m_corrupted": m_corr}
 
