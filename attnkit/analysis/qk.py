@@ -39,7 +39,7 @@ import pandas as pd
 from .._progress import progress as _bar
 from ..core import validate
 from ..core.labels import head_label
-from ..errors import InputError
+from ..errors import InputError, StoreError
 from ..core.qkstates import QKStates, scores
 from ..core.results import HeadResult, Result
 from ..core.types import as_collection
@@ -1615,6 +1615,96 @@ def _stream_heads(aset: Any, heads: list[tuple[int, int]], *, size: int, method:
     return [it for it in found if it is not None], out
 
 
+# ------------------------------------------------------------------ streaming on Dask workers
+#: Tasks per worker when a store's heads are streamed on Dask workers: each task streams a
+#: group of heads (three reads of the store, one per pass, shared by the group's heads), so
+#: fewer tasks read less and more tasks balance the workers better; consecutive heads go
+#: together (a layer's heads in one task where the numbers allow).
+TASKS_PER_WORKER = 3
+
+
+def _store_key(aset: Any) -> tuple[Any, ...]:
+    """What a worker checks to know it opened the same store as the client."""
+    return (len(aset), aset.n_batches, aset.info.get("inputs_fingerprint"),
+            aset.info.get("model_fingerprint"), aset.info.get("qk"))
+
+
+def _opens_store(where: Any, key: tuple[Any, ...]) -> bool:
+    """On a worker: whether it can open the store at ``where`` and finds the client's."""
+    from ..storage.corpus import AttentionSet
+
+    try:
+        return _store_key(AttentionSet.open(where)) == key
+    except Exception:  # any failure to open means: not readable from here
+        return False
+
+
+def _stream_task(where: Any, key: tuple[Any, ...], heads: list[tuple[int, int]], *, size: int,
+                 **options: Any) -> list[tuple[np.ndarray, dict[str, float]]]:
+    """On a worker: open the store and stream one group of heads (:func:`_stream_heads`)."""
+    from ..storage.corpus import AttentionSet
+
+    aset = AttentionSet.open(where)
+    if _store_key(aset) != key:
+        raise StoreError(f"The store a Dask worker opened at {where} is not the one qk_embedding "
+                         "was given (other items or model); it changed during the run.")
+    return _stream_heads(aset, heads, size=size, progress=False, **options)[1]
+
+
+def _worker_groups(heads: list[tuple[int, int]], n_workers: int, most: int) -> list[list[tuple[int, int]]]:
+    """Consecutive heads in about :data:`TASKS_PER_WORKER` groups a worker, each of at most
+    ``most`` heads (the memory bound of a streamed group)."""
+    per = min(most, max(1, -(-len(heads) // (TASKS_PER_WORKER * n_workers))))
+    n = -(-len(heads) // per)
+    return [list(g) for g in np.array_split(np.arange(len(heads)), n)
+            for g in [[heads[int(j)] for j in g]]]
+
+
+def _stream_on_workers(aset: Any, todo: list[tuple[int, int]], client: Any, *, size: int,
+                       per_group: int, progress: bool, saved: _Saved | None, **options: Any,
+                       ) -> tuple[list[_Item], dict[tuple[int, int], Any]] | None:
+    """Stream groups of heads on the Dask workers, each task opening the store itself; None
+    when a worker cannot open it (an in-memory set, a folder the workers do not share).
+    Meanwhile this process reads the items' tokens; finished heads are saved as they come."""
+    from distributed import as_completed
+
+    from ..storage import engine
+
+    where = aset.location
+    if where is None:
+        return None
+    key = _store_key(aset)
+    c, owned = engine.connect(client)
+    try:
+        engine.n_workers(c)  # at least one worker to ask
+        can = c.run(_opens_store, where, key)
+        if not can or not all(can.values()):
+            return None
+        groups = _worker_groups(todo, len(can), per_group)
+        futures = [c.submit(_stream_task, where, key, g, size=size, pure=False, **options)
+                   for g in groups]
+        try:
+            items = _store_items(aset, progress)  # the tokens, while the workers stream
+            which = {f.key: g for f, g in zip(futures, groups)}
+            done: dict[tuple[int, int], Any] = {}
+            bar = _bar(total=len(todo), show=progress, desc="query-key space (Dask workers)",
+                       unit="head")
+            for fut in as_completed(futures, loop=c.loop):
+                for lh, r in zip(which[fut.key], fut.result()):
+                    done[lh] = r
+                    if saved is not None:
+                        saved.write(*lh, *r)
+                bar.update(len(which[fut.key]))
+            bar.close()
+        except BaseException:
+            engine.cancel(c, futures)
+            raise
+        return items, done
+    finally:
+        if owned:
+            c.close()
+
+
 # ------------------------------------------------------------------ the functions
 def _run(hps: list[HeadPoints], client: Any, progress: bool, saved: _Saved | None,
          **options: Any) -> list[Any]:
@@ -1638,7 +1728,7 @@ def _run(hps: list[HeadPoints], client: Any, progress: bool, saved: _Saved | Non
         futures = [c.submit(embed_head, hp, pure=False, **options) for hp in c.scatter(hps, direct=True)]
         if saved is not None:
             which = {f.key: hp for f, hp in zip(futures, hps)}
-            for fut in as_completed(futures):
+            for fut in as_completed(futures, loop=c.loop):
                 hp = which[fut.key]
                 saved.write(hp.layer, hp.head, *fut.result())
         return c.gather(futures)
@@ -1844,13 +1934,24 @@ def qk_embedding(
         done = {} if saved is None else {lh: saved.read(*lh) for lh in chosen}
         todo = [lh for lh in chosen if done.get(lh) is None]
         size = sample_size(sample, 2 * n_pos, method)
-        streamed = size is not None and client is None
         items: list[_Item] = []
         finished: dict[tuple[int, int], Any] = {lh: r for lh, r in done.items() if r is not None}
-        if streamed:
+        # what a streamed head holds: its points' pictures (the raw vectors go by in chunks)
+        per_group = max(1, GATHER_BYTES // max(1, 2 * n_pos * dims * 4))
+        streamed = size is not None
+        there = None
+        if streamed and client is not None and todo:
+            # each worker opens the store and streams a group of heads; None when they cannot
+            # open it (then the heads are read here and sent to them, whole)
             assert size is not None
-            # what a streamed head holds: its points' pictures (the raw vectors go by in chunks)
-            per_group = max(1, GATHER_BYTES // max(1, 2 * n_pos * dims * 4))
+            there = _stream_on_workers(attentions, todo, client, size=size, per_group=per_group,
+                                       progress=progress, saved=saved, **options_stream)
+            streamed = there is not None
+        if there is not None:
+            items, got_there = there
+            finished.update(got_there)
+        elif streamed and (client is None or not todo):
+            assert size is not None
             groups = [todo[g:g + per_group] for g in range(0, len(todo), per_group)]
             bar = _bar(groups, show=progress and len(groups) > 1, desc="query-key space", unit="group")
             for g, part in enumerate(bar):

@@ -92,7 +92,8 @@ def connect(client: Any) -> tuple[Any, bool]:
     return client, False
 
 
-def _n_workers(client: Any) -> int:
+def n_workers(client: Any) -> int:
+    """How many workers the cluster has now (waiting a while for a first one)."""
     n = len(client.scheduler_info().get("workers", {}))
     if n == 0:
         try:
@@ -106,7 +107,7 @@ def _n_workers(client: Any) -> int:
     return max(n, 1)
 
 
-def _cancel(client: Any, futures: list) -> None:
+def cancel(client: Any, futures: list) -> None:
     """Cancel ``futures`` on the way out of a failure; a client that is already closed (the
     failure itself, often) must not hide what went wrong."""
     with contextlib.suppress(Exception):
@@ -176,7 +177,7 @@ class _ClusterRunner:
         self.local = model if not isinstance(model, str) else None
         self.name = ""
         try:
-            self.n_workers = _n_workers(self.client)
+            self.n_workers = n_workers(self.client)
             self.name = self._register(model)
         except BaseException:
             self.close()
@@ -286,7 +287,7 @@ class _ClusterRunner:
                         on_done(b)
                     f.release()
             except BaseException:
-                _cancel(self.client, futures)
+                cancel(self.client, futures)
                 raise
 
         cluster_call("Extraction on the cluster", go)
@@ -515,8 +516,8 @@ def _run_tasks(client: Any, task: Callable, blocks: list, fn: Callable, progress
 
     client, owned = connect(client)
     try:
-        n_workers = _n_workers(client)
-        per = max(1, min(16, math.ceil(len(blocks) / (4 * n_workers))))
+        workers = n_workers(client)
+        per = max(1, min(16, math.ceil(len(blocks) / (4 * workers))))
         groups = [blocks[k : k + per] for k in range(0, len(blocks), per)]
 
         def go() -> list[Any]:
@@ -530,7 +531,7 @@ def _run_tasks(client: Any, task: Callable, blocks: list, fn: Callable, progress
                     done[f.key] = f.result()
                     b.update(len(done[f.key]))
             except BaseException:
-                _cancel(client, futures)
+                cancel(client, futures)
                 raise
             finally:
                 b.close()
