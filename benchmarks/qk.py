@@ -387,6 +387,7 @@ def _case(args: argparse.Namespace) -> None:
             cluster.close()
         f = emb.faithfulness.table
         out.update(heads=len(heads), workers=args.workers, points=len(emb.table) // len(heads), sample=emb.meta["sample"],
+                   streamed=emb.meta["streamed"],
                    mean_fit=float(f["fit_seconds"].mean()), mean_place=float(f["place_seconds"].mean()),
                    mean_head=float(f["seconds"].mean()), mean_preservation=float(f["preservation"].mean()))
     ru = resource.getrusage(resource.RUSAGE_SELF)
@@ -461,12 +462,13 @@ def scale_section(root: Path, quick: bool, cases: str = "head,million,subset,dev
         out += ["", f"Neighbourhoods of the sampled picture kept in the full one (k=10, 1,000 points): {r['sampled_vs_full']:.3f}.", ""]
     if "dev" not in chosen:
         return out
-    out += ["| heads of MiniLM over EWT dev | workers | points a head | sample | wall (s) | mean per head: fit / place / whole (s) | worker peak RSS (MB) | mean preservation | load before → after |",
-            "|---|---:|---:|---:|---:|---|---:|---:|---|"]
+    out += ["| heads of MiniLM over EWT dev | workers | points a head | sample | streamed | wall (s) | mean per head: fit / place / whole (s) | worker peak RSS (MB) | client peak RSS (MB) | mean preservation | at, load before → after |",
+            "|---|---:|---:|---:|---|---:|---|---:|---:|---:|---|"]
     for heads, workers in dev_runs:
         r = _run_case(root, "dev-heads", "--heads", str(heads), "--workers", str(workers))
-        out.append(f"| {r['heads']} | {workers} | {r['points']:,} | {r['sample']} | {r['seconds']:.1f} | {r['mean_fit']:.1f} / {r['mean_place']:.1f} / {r['mean_head']:.1f} | "
-                   f"{r['worker_peak_rss'] / mb:.0f} | {r['mean_preservation']:.3f} | {load(r)} |")
+        out.append(f"| {r['heads']} | {workers} | {r['points']:,} | {r['sample']} | {r['streamed']} | {r['seconds']:.1f} | "
+                   f"{r['mean_fit']:.1f} / {r['mean_place']:.1f} / {r['mean_head']:.1f} | "
+                   f"{r['worker_peak_rss'] / mb:.0f} | {r['peak_rss'] / mb:.0f} | {r['mean_preservation']:.3f} | {r['at']}, {load(r)} |")
     return out
 
 

@@ -1656,8 +1656,7 @@ def _worker_groups(heads: list[tuple[int, int]], n_workers: int, most: int) -> l
     ``most`` heads (the memory bound of a streamed group)."""
     per = min(most, max(1, -(-len(heads) // (TASKS_PER_WORKER * n_workers))))
     n = -(-len(heads) // per)
-    return [list(g) for g in np.array_split(np.arange(len(heads)), n)
-            for g in [[heads[int(j)] for j in g]]]
+    return [[heads[int(j)] for j in part] for part in np.array_split(np.arange(len(heads)), n)]
 
 
 def _stream_on_workers(aset: Any, todo: list[tuple[int, int]], client: Any, *, size: int,
@@ -1846,11 +1845,12 @@ def qk_embedding(
         t-SNE on :data:`~attnkit.analysis.qkscale.AUTO_SAMPLE` points when a head has more
         than :data:`~attnkit.analysis.qkscale.AUTO_ABOVE`, and on every point otherwise
         (PCA always on every point); ``None`` fits on every point. A sampled embedding of a
-        store (without ``client``) streams it: the stored batches are read one at a time in
-        three passes (the normalisation's sums, the sample's vectors and the scored points';
-        the keys' norms after the shift; placement and scores), so memory holds the sample,
-        each head's coordinates and one batch of raw vectors, whatever the corpus' size
-        (``.meta["streamed"]``).
+        store streams it: the stored batches are read one at a time in three passes (the
+        normalisation's sums, the sample's vectors and the scored points'; the keys' norms
+        after the shift; placement and scores), one read of a batch serving a group of
+        heads, so memory holds the sample, each head's coordinates and one batch of raw
+        vectors, whatever the corpus' size (``.meta["streamed"]``). With ``client``, each
+        Dask worker does the same for the groups of heads it is given (below).
     placement : {"knn", "transform"}
         How the points outside the sample are placed: ``"knn"``, on the picture of their
         nearest sampled point in the normalised query-key space, spread around it by the
@@ -1862,8 +1862,15 @@ def qk_embedding(
         The only source of randomness (UMAP, t-SNE, the sample).
     client : dask.distributed.Client or str, optional
         Embed the heads in parallel on this Dask cluster; ``None`` runs here, with the
-        same results. With a client, a store's heads are read whole (a group of heads at a
-        time) and sent to the workers, not streamed.
+        same results. A sampled embedding of a store whose path every worker can open (a
+        folder on a filesystem they share, as on a ``LocalCluster``, or a URL they can reach)
+        is streamed on the workers: one task per group of consecutive heads (about
+        :data:`TASKS_PER_WORKER` a worker), each opening the store and reading it in the three
+        passes above, so no process holds a whole head's raw vectors; this process reads only
+        the items' tokens meanwhile, and saves each head (``save``) as its group finishes.
+        Otherwise (a set held in this process's memory, a store the workers cannot open or
+        find different: they are asked first, with ``client.run``), the heads are read here,
+        a group at a time, and sent to the workers whole (``.meta["streamed"]`` is False).
     progress : bool
         Show progress: over heads, and within a sampled head its fit, its placement chunk
         by chunk and its scores.
