@@ -606,3 +606,46 @@ def test_pairs_in_chunks_give_the_scores_and_curve_of_one_batch(kind, metric):
     # no edge kept is the corrupted run, every edge the clean run
     assert_close(f[1].table["metric"].to_numpy()[[0, 2]],
                  [f[0].meta["corrupted"], f[0].meta["clean"]], F32_DEEP)
+
+
+def _scaled_norms(model, seed, zero=None):
+    """Random norm scales (some negative, some small) and shifts, so that the post-norm
+    maps differ from norm to norm; ``zero``: set one entry of the first or the last norm's
+    scale to 0."""
+    gen = torch.Generator().manual_seed(seed)
+    norms = [m for m in model.hf.modules() if isinstance(m, torch.nn.LayerNorm)]
+    with torch.no_grad():
+        for m in norms:
+            m.weight.copy_(torch.randn(m.weight.shape, generator=gen) * 0.8 + 0.3)
+            m.bias.copy_(torch.randn(m.bias.shape, generator=gen) * 0.5)
+        if zero is not None:
+            norms[0 if zero == "first" else -1].weight[3] = 0.0
+    return model
+
+
+@pytest.mark.parametrize("kind, metric, zero", [(k, m, z) for k, m in _POST for z in (None, "first", "last")]
+                         + [("gpt2", "loss", None), ("llama-gqa", "loss", None)])
+@pytest.mark.parametrize("block_bytes", [16 << 20, 3000])
+def test_first_order_sums_are_the_differences_times_the_gradients(kind, metric, zero, block_bytes):
+    """Runs.first_order equals Σ (ĉ′ − ĉ) · g over the differences Runs.deltas gives, in
+    whole or in blocks of rows. Post-norm: each component is scaled once, the norms' maps
+    factored out (a zero scale before the last norm falls back to carrying them through each
+    run's norms); pre-norm: the differences themselves."""
+    post = kind not in ("gpt2", "llama-gqa")
+    model = tiny_model("llama", layers=3, heads=4, kv_heads=2) if kind == "llama-gqa" else tiny_model(kind, layers=3)
+    if post:
+        model = _scaled_norms(model, seed=11, zero=zero)
+    clean, corrupted = _post_ids(seed=8, items=3) if post else _ids(seed=8, items=3, n=7)
+    m = _metric(metric)
+    runs = clean_and_corrupted(model, clean, corrupted, m, grad=True)
+    out, p = runs.clean_pass
+    value = runs.metric(out, hooks.context(model, runs.clean, runs.reference, 1)).sum()
+    grads = {d: gr[i] for downs, gr in p.gradients(value) for i, d in enumerate(downs)}
+    want = np.zeros(runs.graph.valid.shape)
+    for downs, ups, delta in runs.deltas():
+        g = torch.stack([grads[d] for d in downs]).double()
+        want[np.ix_(ups, downs)] = torch.einsum("untd,kntd->uk", delta.double(), g).numpy()
+    got = runs.first_order(lambda downs: (downs, torch.stack([grads[d].reshape(-1) for d in downs])),
+                           block_bytes=block_bytes)
+    assert np.abs(want).max() > 0
+    assert_close(got, want, F32_DEEP)

@@ -23,7 +23,9 @@ batched product per projection and layer, carried back through the norm before t
 a pre-norm decoder at the run's row statistics
 (:meth:`~attnkit.interventions.edges.Pass.gradients`). In a post-norm encoder ``u(x′) − u(x)`` is
 the difference of the two runs' terms at ``d``'s read point, each carried through its own
-run's norms (:meth:`~attnkit.interventions.edges.Runs.deltas`). Scores are signed, in the metric's units and
+run's norms (:meth:`~attnkit.interventions.edges.Runs.deltas`); the sums are computed
+without carrying anything, the norms' maps factored into one scaling per component and one
+per downstream input (:meth:`~attnkit.interventions.edges.Runs.first_order`). Scores are signed, in the metric's units and
 averaged over the inputs; a circuit (:func:`~attnkit.interventions.circuit.circuit`) keeps
 the edges of largest ``|score|``.
 """
@@ -111,18 +113,20 @@ def gradient_scores(runs: Runs, *, steps: int = 0, batch_size: int = 32) -> np.n
     # a group read from one leaf uses that leaf's gradient as it is, in the leaf's order
     whole = len(grads) == sum(len(key) for key in leaves_of)
     as_read = {frozenset(key): key for key in leaves_of}
-    scores = np.zeros(g.valid.shape)
     # inputs that read the same stream (a layer's head inputs, its MLP input, the logits) are
     # scored together: one matrix product [U, B*T*d] @ [B*T*d, K]
-    for downs, ups, delta in runs.deltas():
+
+    def read(downs: list[int]) -> tuple[list[int], Any] | None:
         downs = [d for d in downs if d in grads]
-        if downs:
-            if whole and frozenset(downs) in as_read:
-                downs = list(as_read[frozenset(downs)])
-                G = leaves_of[tuple(downs)].reshape(len(downs), -1).to(delta.dtype)
-            else:  # [K, B*T*d] stacked row-wise (a column-wise stack is a strided copy)
-                G = torch.stack([grads[d].reshape(-1) for d in downs]).to(delta.dtype)
-            scores[np.ix_(ups, downs)] = (delta.reshape(len(ups), -1) @ G.T).double().cpu().numpy()
+        if not downs:
+            return None
+        if whole and frozenset(downs) in as_read:
+            downs = list(as_read[frozenset(downs)])
+            return downs, leaves_of[tuple(downs)].reshape(len(downs), -1)
+        # [K, B*T*d] stacked row-wise (a column-wise stack is a strided copy)
+        return downs, torch.stack([grads[d].reshape(-1) for d in downs])
+
+    scores = runs.first_order(read)
     return scores
 
 

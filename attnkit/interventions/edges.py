@@ -654,6 +654,215 @@ class _Unscaled:
         self.scale = norm.scale
 
 
+class _Factored:
+    """First-order scores of a post-norm encoder without carrying any component through the
+    norms (what :meth:`Runs.first_order` computes; :meth:`Runs.deltas` is its definition).
+
+    A layer norm's linear map at fixed statistics is ``D_σ v = γ ⊙ C v / σ``, and the row
+    statistic ``σ`` is one number per row: it commutes with ``γ ⊙`` and the centring ``C``.
+    A component ``u`` that joins before norm ``j``, read after norm ``i``, is therefore
+    ``ĉ_u = ρ_{j,i} N_{j,i} u`` in every run, with ``ρ_{j,i} = Π_{k=j..i} 1/σ_k`` the run's
+    per-row factor and ``N_{j,i} = Γ_i C … Γ_j C`` the same map in both runs. Unrolled,
+    ``N_{j,i} u = γ̃_{i,j} ⊙ u − Σ_{k=j..i} μ_k(u) γ̃_{i,k}`` (``γ̃_{i,k} = Π_{m=k..i} γ_m``,
+    ``μ_k(u) = a_{j,k} · u`` the mean norm ``k`` removes, a linear functional of ``u``).
+    With cumulative products ``Q_i = Π_{k≤i} 1/σ_k`` (per row, per run) and ``G_i = Π_{k≤i}
+    γ_k`` (per column), ``ρ_{j,i} γ̃_{i,j} = (Q_i / Q_{j−1}) (G_i / G_{j−1})``, so the score
+    ``Σ (ĉ′_u − ĉ_u) · g_d`` of an edge into ``d`` (gradient ``g_d``) is one inner product
+    of a row per component and run (``u / (Q_{j−1} G_{j−1})`` and ``−μ(u) / Q_{j−1}``, made
+    once) with a row per downstream input and run (``± g_d Q_i G_i`` and ``± Q_i (γ̃_{i,k}
+    · g_d)``, made at its read point), the two runs side by side in one matrix product per
+    read point. Each row is scaled once instead of carried through every norm after it.
+
+    The cumulative products are normalised (a common factor per row or per column cancels
+    in every ratio); :meth:`of` returns None where they would leave float32's comfortable
+    range or a scale entry is zero, and :meth:`Runs.first_order` then uses the carried
+    terms."""
+
+    #: Largest |log| of a normalised cumulative product (float32 holds e^±87).
+    LIMIT = 30.0
+
+    def __init__(self, ups: Sequence[Any], q: Any, big_g: Any, a: Any, tilde: Any,
+                 join: Sequence[int]):
+        self.ups, self.q, self.big_g, self.a, self.tilde, self.join = ups, q, big_g, a, tilde, join
+
+    @classmethod
+    def of(cls, norms: Sequence[Any], sigmas: Sequence[Sequence[Any]], ups: Sequence[Sequence[Any]],
+           join: Sequence[int]) -> _Factored | None:
+        """The factors of ``norms`` (float64 :class:`~attnkit.runtime.weights.LinearNorm`, in
+        forward order), each run's statistics ``sigmas`` (corrupted, clean: ``[N, T]`` per
+        norm) and upstream values ``ups`` (corrupted, clean), components joining before the
+        norms ``join``; None outside float32's comfortable range."""
+        import torch
+
+        K, d = len(norms), int(norms[0].scale.shape[-1])
+        gam = torch.stack([n.scale.double().cpu() for n in norms])  # [K, d]
+        # G_i for i = -1 .. K-1 (row i + 1). Only G_{j-1} of a join point j is divided by:
+        # those rows are normalised per column and must be in range; the later rows are
+        # multiplied only (a last norm's dead dimension, γ ≈ 0, is harmless there)
+        last = max(join)
+        if not bool((gam[:last] != 0).all()):
+            return None
+        lg = torch.cat([gam.new_zeros(1, d), gam[:last].abs().log().cumsum(0)])
+        lg -= (lg.amax(0) + lg.amin(0)) / 2
+        if not bool(lg.abs().max() <= cls.LIMIT):
+            return None
+        rows = [torch.cat([gam.new_ones(1, d), gam[:last].sign().cumprod(0)]) * lg.exp()]
+        for k in range(last, K):
+            rows.append(rows[-1][-1:] * gam[k])
+        big_g = torch.cat(rows)
+        q = []
+        for run in sigmas:  # Q_i = Π 1/σ_k, i = -1 .. K-1, normalised per row
+            ls = torch.stack([s.double().log() for s in run])  # [K, N, T]
+            lq = torch.cat([ls.new_zeros(1, *ls.shape[1:]), -ls.cumsum(0)])
+            lq -= (lq.amax(0) + lq.amin(0)) / 2
+            if not bool(lq.abs().max() <= cls.LIMIT):
+                return None
+            q.append(lq.exp())
+        # γ̃_{i,k} = Π_{m=k..i} γ_m for k ≤ i: tilde[i, k]; tilde[k - 1, k] = 1
+        tilde = gam.new_zeros(K + 1, K + 1, d)  # rows and columns shifted by one: i + 1, k
+        for k in range(K + 1):
+            tilde[k, k] = 1.0
+            for i in range(k, K):
+                tilde[i + 1, k] = tilde[i, k] * gam[i]
+        centred = [n.kind == "layer" for n in norms]
+        a = {}  # a[j]: [d, K], column k the functional μ_k (zero for k < j)
+        for j in sorted(set(join)):
+            aj = gam.new_zeros(d, K)
+            for k in range(j, K):
+                if centred[k]:
+                    col = tilde[k, j] / d  # γ̃_{k-1, j}
+                    for kk in range(j, k):
+                        col = col - tilde[k, kk].mean() * aj[:, kk]  # γ̃_{k-1, kk}
+                    aj[:, k] = col
+            a[j] = aj
+        big = max(float(t.abs().max()) for t in (big_g, tilde, *a.values()))
+        if not big < float(np.exp(2 * cls.LIMIT)):
+            return None
+        return cls(ups, q, big_g, a, tilde, join)
+
+    def scores(self, points: Sequence[tuple[list[int], list[int], Any]], bias: Sequence[Any],
+               out: np.ndarray, block_bytes: int) -> None:
+        """Fill ``out [U, D]`` with the scores of ``(upstream indices, downstream indices,
+        gradients [D_i, N·T·d])`` per read point in forward order (its downstream list empty
+        where nothing is read; each point's upstream indices a prefix of the next's), with
+        ``bias`` the biases' difference ``ĉ′ − ĉ`` in the token embedding's term at each
+        point (``[N, T, d]`` or None), ``block_bytes`` the size of the components' block of
+        rows."""
+        import torch
+
+        like = self.ups[0][0]
+        N, T, d = like.shape
+        K = self.q[0].shape[0] - 1
+        f32 = dict(dtype=like.dtype, device=like.device)
+        U = len(self.ups[0])
+        most = max(len(downs) for _, downs, _ in points)
+        # the sums run over rows (input × position), a block of rows at a time: the buffers
+        # stay small and are reused (fresh memory costs a page fault per 4 kB)
+        rows = max(1, min(N * T, block_bytes // (like.element_size() * 2 * d * U)))
+        x = like.new_empty((U, 2, rows, d))  # u / (Q_{j-1} G_{j-1}), both runs side by side
+        xc = like.new_zeros((U, 2, rows, K))  # −μ(u) / Q_{j-1}
+        # ± g_d Q_i G_i and ± Q_i (γ̃_{i,k} · g_d), k ≤ i, of a point and those it waits with
+        y = like.new_empty((most + 3, 2, rows, d))
+        yc = like.new_zeros((most + 3, 2, rows, K))
+        sign = torch.tensor([1.0, -1.0], dtype=torch.float64)
+        joins = {j: [u for u, jj in enumerate(self.join) if jj == j] for j in sorted(set(self.join))}
+        # μ_k for k ≥ j only (the other columns of xc stay zero)
+        folds = {j: (-self.big_g[j][:, None] * self.a[j][:, j:]).to(**f32) for j in joins}
+        q = [qr.reshape(K + 1, -1) for qr in self.q]  # [K + 1, N·T] per run
+        small = [len(downs) <= 2 for _, downs, _ in points]
+        flat = [[u.reshape(N * T, d) for u in ups] for ups in self.ups]  # (a copy if broadcast)
+        flat_bias = [None if b is None else b.reshape(N * T, d) for b in bias]
+        total = np.zeros(out.shape)
+        extra = [np.zeros(len(downs)) for _, downs, _ in points]  # the biases' scores
+        for r0 in range(0, N * T, rows):
+            r1 = min(N * T, r0 + rows)
+            R = r1 - r0
+            xs, xcs = x[:, :, :R], xc[:, :, :R]
+            for r, ups in enumerate(flat):  # corrupted, clean
+                for j, at in joins.items():
+                    main = torch.outer(1 / q[r][j, r0:r1], 1 / self.big_g[j]).to(**f32)
+                    for u in at:
+                        torch.mul(ups[u][r0:r1], main, out=xs[u, r])
+                    # μ(u) / Q_{j-1} = (u / (Q_{j-1} G_{j-1})) @ (G_{j-1} ⊙ a_j)
+                    torch.matmul(xs[at[0]:at[-1] + 1, r], folds[j], out=xcs[at[0]:at[-1] + 1, r, :, j:])
+            held: list[tuple[int, int]] = []  # (point, its first row of y)
+            used = 0
+            for i, (ups, downs, g) in enumerate(points):
+                if downs:
+                    D = len(downs)
+                    gv = g.reshape(D, 1, N * T, d)[:, :, r0:r1]
+                    qi = sign[:, None] * torch.stack([q[0][i + 1, r0:r1], q[1][i + 1, r0:r1]])
+                    scale = (qi[:, :, None] * self.big_g[i + 1]).to(**f32)  # [2, R, d]
+                    torch.mul(gv, scale, out=y[used:used + D, :, :R])
+                    t = self.tilde[i + 1, :i + 1].T.to(**f32)  # γ̃_{i,k}, k ≤ i: [d, i + 1]
+                    torch.mul(gv @ t, qi.to(**f32)[:, :, None], out=yc[used:used + D, :, :R, :i + 1])
+                    yc[used:used + D, :, :R, i + 1:] = 0
+                    b = flat_bias[i]
+                    if b is not None and ups and ups[0] == 0:  # the biases go with "embed"
+                        extra[i] += (gv.reshape(D, -1) @ b[r0:r1].reshape(-1)).double().cpu().numpy()
+                    held.append((i, used))
+                    used += D
+                # a point read by one or two inputs (an MLP's, the logits) waits for the next
+                # one, which reads the same components and more, and so does the point before
+                # a tail of such points: one product reads the components once for them all
+                if not used or (i + 1 < len(points) and (small[i] or all(small[i + 1:]))
+                                and used + len(points[i + 1][1]) <= y.shape[0]):
+                    continue
+                n = max(len(points[h][0]) for h, _ in held)
+                sc = xs[:n].reshape(n, -1) @ y[:used, :, :R].reshape(used, -1).T
+                sc += xcs[:n].reshape(n, -1) @ yc[:used, :, :R].reshape(used, -1).T
+                for h, first in held:
+                    ups_h, downs_h = points[h][0], points[h][1]
+                    if ups_h != list(range(len(ups_h))):
+                        raise AssertionError("components join in upstream order")
+                    block = total[:len(ups_h), downs_h]
+                    block += sc[:len(ups_h), first:first + len(downs_h)].double().cpu().numpy()
+                    total[:len(ups_h), downs_h] = block
+                held, used = [], 0
+        for i, (_, downs, _) in enumerate(points):
+            total[0, downs] += extra[i]
+        valid = np.zeros(out.shape, bool)
+        for ups, downs, _ in points:
+            valid[np.ix_(ups, downs)] = True
+        out[valid] = total[valid]
+
+
+def _delta_scores(after: Sequence[Any], before: Sequence[Any],
+                  points: Sequence[tuple[list[int], list[int], Any]], out: np.ndarray,
+                  block_bytes: int) -> None:
+    """Fill ``out [U, D]`` with ``Σ (u′ − u) · g_d`` over rows (input × position) and width,
+    from each component's values ``after`` (``u′``) and ``before`` (``u``, ``[N, T, d]``
+    each) and ``(upstream indices, downstream indices, gradients [D_i, N·T·d])`` per group
+    of inputs (downstream list empty where nothing is read), ``block_bytes`` of the
+    differences' rows at a time (small buffers, reused: fresh memory costs a page fault per
+    4 kB)."""
+    import torch
+
+    like = before[0]
+    N, T, d = like.shape
+    NT = N * T
+    U = max((len(ups) for ups, downs, _ in points if downs), default=0)
+    if not U:
+        return
+    rows = max(1, min(NT, block_bytes // (like.element_size() * d * U)))
+    x = like.new_empty((U, rows, d))
+    flat = [[u.reshape(NT, d) for u in run[:U]] for run in (after, before)]
+    total = np.zeros(out.shape)
+    for r0 in range(0, NT, rows):
+        r1 = min(NT, r0 + rows)
+        xs = x[:, :r1 - r0]
+        for u in range(U):
+            torch.sub(flat[0][u][r0:r1], flat[1][u][r0:r1], out=xs[u])
+        for ups, downs, g in points:
+            if downs:
+                n = len(ups)
+                left = xs[:n] if ups == list(range(n)) else xs[ups]
+                grad = g.reshape(len(downs), NT, d)[:, r0:r1].reshape(len(downs), -1)
+                total[np.ix_(ups, downs)] += (left.reshape(n, -1) @ grad.T).double().cpu().numpy()
+    for ups, downs, _ in points:
+        out[np.ix_(ups, downs)] = total[np.ix_(ups, downs)]
+
+
 def _linear(model: Any, like: Any) -> tuple[list[Any], list[Any]]:
     """A post-norm encoder's norms as :class:`~attnkit.runtime.weights.LinearNorm` and its
     attention output biases ``b_O``, in the dtype and on the device of ``like``."""
@@ -685,20 +894,27 @@ def _head_input_grads(pairs: list[tuple[Any, Any]], norm: Any, x: Any) -> Any:
     out = g0.new_empty((sum(int(w.shape[0]) for _, w in pairs), N * T, d))
     lin: Any = None
     sigma: Any = None
+    xhat: Any = None
+    means = []  # mean(out[k] ⊙ x̂) per head, from the heads' own width: (g / σ) · (W x̂)
     if norm is not None:
         lin = LinearNorm.of(norm).to(x)
         sigma = lin.sigma(x)[..., None]  # [N, T, 1]
+        xhat = (lin.center(x) / sigma).reshape(N * T, d)
     with torch.no_grad():
         at = 0
         for g, w in pairs:
             n, dh = int(w.shape[0]), int(w.shape[1])
             if lin is not None:
                 g, w = g / sigma, lin.matrix(w)
-            torch.bmm(g.reshape(N * T, n, dh).transpose(0, 1), w.to(g.dtype), out=out[at:at + n])
+            w = w.to(g.dtype)
+            g = g.reshape(N * T, n, dh)
+            torch.bmm(g.transpose(0, 1), w, out=out[at:at + n])
+            if lin is not None:
+                wx = (xhat @ w.reshape(n * dh, d).T).view(N * T, n, dh)
+                means.append((g * wx).sum(-1).T / d)  # [n, N·T]
             at += n
         if lin is not None:
-            xhat = (lin.center(x) / sigma).reshape(N * T, d)
-            out.addcmul_(xhat, (out * xhat).mean(-1, keepdim=True), value=-1)
+            out.addcmul_(xhat, torch.cat(means)[..., None], value=-1)
     return out.view(-1, N, T, d)
 
 
@@ -1214,6 +1430,105 @@ class Runs:
                 if ups and ups[0] == 0 and runs[0].bias is not None:  # the biases go with "embed"
                     delta[0] += runs[1].bias - runs[0].bias
             yield downs, ups, delta
+    def first_order(self, read: Any, *, block_bytes: int = 16 << 20) -> np.ndarray:
+        """EAP's sum ``Σ (ĉ′_u − ĉ_u) · g_d`` over inputs, positions and width for every edge:
+        ``[upstream, downstream]`` float64 (invalid edges 0), with ``read(downs)`` giving the
+        gradients of the downstream inputs ``downs`` (one read point's) as ``(downs in the
+        order of the rows, [len, N·T·d])``, or None to skip them. In a post-norm encoder the
+        terms are not carried through the norms (:class:`_Factored`) unless the norms' scales
+        leave float32's range; :meth:`deltas` is the definition either way.
+
+        Parameters
+        ----------
+        read : callable
+            ``read(list of int) -> (list of int, torch.Tensor) or None``.
+        block_bytes : int
+            Post-norm: the sums over rows (input × position) take this many bytes of every
+            component's rows at a time (small buffers, reused: fresh memory costs a page
+            fault per 4 kB).
+
+        Returns
+        -------
+        numpy.ndarray
+
+        Examples
+        --------
+        >>> import torch
+        >>> from attnkit.interventions.edges import clean_and_corrupted
+        >>> from attnkit.interventions.metrics import class_margin
+        >>> from attnkit.testing import tiny_model
+        >>> runs = clean_and_corrupted(tiny_model("bert-cls"), ["the cat sat"], ["the dog sat"],
+        ...                            class_margin())
+        >>> size = runs.ups_clean[0].numel()
+        >>> runs.first_order(lambda downs: (downs, torch.ones(len(downs), size))).shape
+        (9, 15)
+        """
+        import torch
+
+        from ..runtime.weights import LinearNorm
+
+        g = self.graph
+        scores = np.zeros(g.valid.shape)
+        post = self.trace_clean is not None and self.trace_corrupted is not None
+        fac = None
+        if post:
+            assert self.trace_clean is not None and self.trace_corrupted is not None
+            embeds = [u for u in range(len(g.upstream)) if g.up_layer[u] == -1]
+            join = [0] * len(embeds)
+            for layer in range(g.n_layers):
+                join += [2 * layer + 1] * g.n_heads + [2 * layer + 2]
+            with torch.no_grad():
+                fac = _Factored.of([LinearNorm.of(n) for n in post_norms(self.model)[0]],
+                                   [self.trace_corrupted.sigmas, self.trace_clean.sigmas],
+                                   [self.ups_corrupted, self.ups_clean], join)
+            if fac is None:  # the carried terms
+                for downs, ups, delta in self.deltas():
+                    got = read(downs)
+                    if got is not None:
+                        downs, grad = got
+                        scores[np.ix_(ups, downs)] = (delta.reshape(len(ups), -1) @ grad.T).double().cpu().numpy()
+                return scores
+            groups = read_points(g)
+        else:  # inputs that read the same components, in forward order
+            by_ups: dict[bytes, list[int]] = {}
+            for d in range(len(g.downstream)):
+                by_ups.setdefault(g.valid[:, d].tobytes(), []).append(d)
+            groups = list(by_ups.values())
+        points: list[tuple[list[int], list[int], Any]] = []
+        for downs in groups:
+            ups = np.flatnonzero(g.valid[:, downs[0]]).tolist()
+            got = read(downs) if ups else None
+            points.append((ups, [], None) if got is None else (ups, *got))
+        with torch.no_grad():
+            if fac is None:
+                _delta_scores(self.ups_corrupted, self.ups_clean, points, scores, block_bytes)
+            else:
+                fac.scores(points, self._post_bias(), scores, block_bytes)
+        return scores
+
+    def _post_bias(self) -> list[Any]:
+        """A post-norm encoder's biases carried through each run's norms (they belong to the
+        token embedding's term, module docstring): ``ĉ′ − ĉ`` of that part at each read
+        point, ``[N, T, d]`` (or None where no bias has joined)."""
+        assert self.trace_clean is not None and self.trace_corrupted is not None
+        like = self.ups_clean[0]
+        norms, out_bias = _linear(self.model, like)
+        bias: list[Any] = []
+        carried: list[Any] = [None, None]
+        for i in range(len(norms)):
+            layer = (i - 1) // 2
+            for r, trace in enumerate((self.trace_corrupted, self.trace_clean)):
+                b = carried[r]
+                if i % 2 and out_bias[layer] is not None:
+                    b = out_bias[layer] if b is None else b + out_bias[layer]
+                if b is not None:
+                    b = norms[i].apply(b, trace.sigmas[i].to(like.dtype))
+                if norms[i].bias is not None:
+                    b = norms[i].bias.expand_as(like) if b is None else b + norms[i].bias
+                carried[r] = b
+            bias.append(None if carried[0] is None else carried[0] - carried[1])
+        return bias
+
     @property
     def gap(self) -> float:
         """``M(clean) − M(corrupted)``."""
