@@ -712,7 +712,7 @@ class _Factored:
         big_g = torch.cat(rows)
         q = []
         for run in sigmas:  # Q_i = Π 1/σ_k, i = -1 .. K-1, normalised per row
-            ls = torch.stack([s.double().log() for s in run])  # [K, N, T]
+            ls = torch.stack([s.detach().double().cpu().log() for s in run])  # [K, N, T], here
             lq = torch.cat([ls.new_zeros(1, *ls.shape[1:]), -ls.cumsum(0)])
             lq -= (lq.amax(0) + lq.amin(0)) / 2
             if not bool(lq.abs().max() <= cls.LIMIT):
@@ -753,7 +753,7 @@ class _Factored:
         like = self.ups[0][0]
         N, T, d = like.shape
         K = self.q[0].shape[0] - 1
-        f32 = dict(dtype=like.dtype, device=like.device)
+        as_like = dict(dtype=like.dtype, device=like.device)
         U = len(self.ups[0])
         most = max(len(downs) for _, downs, _ in points)
         # the sums run over rows (input × position), a block of rows at a time: the buffers
@@ -767,7 +767,7 @@ class _Factored:
         sign = torch.tensor([1.0, -1.0], dtype=torch.float64)
         joins = {j: [u for u, jj in enumerate(self.join) if jj == j] for j in sorted(set(self.join))}
         # μ_k for k ≥ j only (the other columns of xc stay zero)
-        folds = {j: (-self.big_g[j][:, None] * self.a[j][:, j:]).to(**f32) for j in joins}
+        folds = {j: (-self.big_g[j][:, None] * self.a[j][:, j:]).to(**as_like) for j in joins}
         q = [qr.reshape(K + 1, -1) for qr in self.q]  # [K + 1, N·T] per run
         small = [len(downs) <= 2 for _, downs, _ in points]
         flat = [[u.reshape(N * T, d) for u in ups] for ups in self.ups]  # (a copy if broadcast)
@@ -780,7 +780,7 @@ class _Factored:
             xs, xcs = x[:, :, :R], xc[:, :, :R]
             for r, ups in enumerate(flat):  # corrupted, clean
                 for j, at in joins.items():
-                    main = torch.outer(1 / q[r][j, r0:r1], 1 / self.big_g[j]).to(**f32)
+                    main = torch.outer(1 / q[r][j, r0:r1], 1 / self.big_g[j]).to(**as_like)
                     for u in at:
                         torch.mul(ups[u][r0:r1], main, out=xs[u, r])
                     # μ(u) / Q_{j-1} = (u / (Q_{j-1} G_{j-1})) @ (G_{j-1} ⊙ a_j)
@@ -792,10 +792,10 @@ class _Factored:
                     D = len(downs)
                     gv = g.reshape(D, 1, N * T, d)[:, :, r0:r1]
                     qi = sign[:, None] * torch.stack([q[0][i + 1, r0:r1], q[1][i + 1, r0:r1]])
-                    scale = (qi[:, :, None] * self.big_g[i + 1]).to(**f32)  # [2, R, d]
+                    scale = (qi[:, :, None] * self.big_g[i + 1]).to(**as_like)  # [2, R, d]
                     torch.mul(gv, scale, out=y[used:used + D, :, :R])
-                    t = self.tilde[i + 1, :i + 1].T.to(**f32)  # γ̃_{i,k}, k ≤ i: [d, i + 1]
-                    torch.mul(gv @ t, qi.to(**f32)[:, :, None], out=yc[used:used + D, :, :R, :i + 1])
+                    t = self.tilde[i + 1, :i + 1].T.to(**as_like)  # γ̃_{i,k}, k ≤ i: [d, i + 1]
+                    torch.mul(gv @ t, qi.to(**as_like)[:, :, None], out=yc[used:used + D, :, :R, :i + 1])
                     yc[used:used + D, :, :R, i + 1:] = 0
                     b = flat_bias[i]
                     if b is not None and ups and ups[0] == 0:  # the biases go with "embed"
@@ -813,11 +813,8 @@ class _Factored:
                 sc += xcs[:n].reshape(n, -1) @ yc[:used, :, :R].reshape(used, -1).T
                 for h, first in held:
                     ups_h, downs_h = points[h][0], points[h][1]
-                    if ups_h != list(range(len(ups_h))):
-                        raise AssertionError("components join in upstream order")
-                    block = total[:len(ups_h), downs_h]
-                    block += sc[:len(ups_h), first:first + len(downs_h)].double().cpu().numpy()
-                    total[:len(ups_h), downs_h] = block
+                    assert ups_h == list(range(len(ups_h))), "components join in upstream order"
+                    total[:len(ups_h), downs_h] += sc[:len(ups_h), first:first + len(downs_h)].double().cpu().numpy()
                 held, used = [], 0
         for i, (_, downs, _) in enumerate(points):
             total[0, downs] += extra[i]
