@@ -1427,6 +1427,7 @@ class Runs:
                 if ups and ups[0] == 0 and runs[0].bias is not None:  # the biases go with "embed"
                     delta[0] += runs[1].bias - runs[0].bias
             yield downs, ups, delta
+
     def first_order(self, read: Any, *, block_bytes: int = 16 << 20) -> np.ndarray:
         """EAP's sum ``Σ (ĉ′_u − ĉ_u) · g_d`` over inputs, positions and width for every edge:
         ``[upstream, downstream]`` float64 (invalid edges 0), with ``read(downs)`` giving the
@@ -1440,9 +1441,8 @@ class Runs:
         read : callable
             ``read(list of int) -> (list of int, torch.Tensor) or None``.
         block_bytes : int
-            Post-norm: the sums over rows (input × position) take this many bytes of every
-            component's rows at a time (small buffers, reused: fresh memory costs a page
-            fault per 4 kB).
+            The sums over rows (input × position) take this many bytes of the components'
+            rows at a time (small buffers, reused: fresh memory costs a page fault per 4 kB).
 
         Returns
         -------
