@@ -113,10 +113,9 @@ def gradient_scores(runs: Runs, *, steps: int = 0, batch_size: int = 32) -> np.n
     # a group read from one leaf uses that leaf's gradient as it is, in the leaf's order
     whole = len(grads) == sum(len(key) for key in leaves_of)
     as_read = {frozenset(key): key for key in leaves_of}
-    # inputs that read the same stream (a layer's head inputs, its MLP input, the logits) are
-    # scored together: one matrix product [U, B*T*d] @ [B*T*d, K]
-
     def read(downs: list[int]) -> tuple[list[int], Any] | None:
+        """The gradients of inputs that read the same stream (a layer's head inputs, its MLP
+        input, the logits), scored together: ``[K, B*T*d]``."""
         downs = [d for d in downs if d in grads]
         if not downs:
             return None
@@ -126,8 +125,7 @@ def gradient_scores(runs: Runs, *, steps: int = 0, batch_size: int = 32) -> np.n
         # [K, B*T*d] stacked row-wise (a column-wise stack is a strided copy)
         return downs, torch.stack([grads[d].reshape(-1) for d in downs])
 
-    scores = runs.first_order(read)
-    return scores
+    return runs.first_order(read)
 
 
 def exact_scores(runs: Runs, *, batch_size: int = 32, progress: bool = True) -> np.ndarray:
