@@ -218,6 +218,18 @@ class WidgetPage:
             arg=count, timeout=timeout,
         )
 
+    def wait_text(self, selector: str, pattern: str, timeout: float = 5000) -> str:
+        """Wait until the text of ``selector`` (inside ``#root``) matches the regular expression
+        ``pattern`` (JavaScript syntax, searched), and return that text. Views write their legend
+        and status lines when they draw (on an animation frame), not in the event handler of the
+        click or key that changed them: a test reads them after waiting here, never right after
+        the action."""
+        self.page.wait_for_function(
+            """([sel, pat]) => new RegExp(pat).test(document.querySelector('#root ' + sel)?.textContent ?? '')""",
+            arg=[selector, pattern], timeout=timeout,
+        )
+        return self.page.locator(f"#root {selector}").first.text_content() or ""
+
     def canvas_stats(self, x: float = 0, y: float = 0, w: float | None = None,
                      h: float | None = None) -> dict[str, float]:
         """Pixel statistics of a CSS-pixel rectangle of the first canvas: count of pixels that
