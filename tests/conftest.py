@@ -124,3 +124,28 @@ def band_workers(monkeypatch):
     torch.set_num_threads(2)
     yield seen
     torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="session")
+def dask_cluster():
+    """``with dask_cluster(processes=True) as client:``: a Dask client of a new two-worker
+    ``LocalCluster`` (one thread a worker, no dashboard, its logs silenced). ``processes=True``:
+    worker processes (they see only what they are sent or can open themselves);
+    ``processes=False``: worker threads in this process (they share its files and memory).
+    The client and then the cluster are closed when the ``with`` block ends, also when a test
+    fails inside it. Session-scoped, so a module-scoped fixture may keep one cluster for its
+    tests; the cluster itself lives only as long as its ``with`` block. Skips without
+    ``distributed``."""
+    import contextlib
+    import logging
+
+    distributed = pytest.importorskip("distributed")
+
+    @contextlib.contextmanager
+    def start(*, processes: bool):
+        with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=processes,
+                                      dashboard_address=None, silence_logs=logging.CRITICAL) as cluster, \
+                distributed.Client(cluster, set_as_default=False) as client:
+            yield client
+
+    return start

@@ -3,7 +3,6 @@ process (to float16 rounding), and every cluster fault with a clear attnkit erro
 
 from __future__ import annotations
 
-import logging
 import os
 import signal
 import sys
@@ -29,13 +28,10 @@ FACTORY = "attnkit.testing:tiny_model"
 
 
 @pytest.fixture(scope="module")
-def client():
-    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                       dashboard_address=None, silence_logs=logging.CRITICAL)
-    c = distributed.Client(cluster, set_as_default=False)
-    yield c
-    c.close()
-    cluster.close()
+def client(dask_cluster):
+    """One cluster of two worker processes for the module's tests."""
+    with dask_cluster(processes=True) as c:
+        yield c
 
 
 def _same_maps(a, b) -> None:

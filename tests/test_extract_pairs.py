@@ -5,7 +5,6 @@ read cross-attention from the store."""
 
 from __future__ import annotations
 
-import logging
 
 import numpy as np
 import pytest
@@ -203,12 +202,8 @@ def test_bad_input_is_refused_and_changes_nothing(tmp_path):
 
 
 @pytest.mark.slow
-def test_dask_extracts_the_same_pairs(tmp_path):
-    distributed = pytest.importorskip("distributed")
-    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                       dashboard_address=None, silence_logs=logging.CRITICAL)
-    client = distributed.Client(cluster, set_as_default=False)
-    try:
+def test_dask_extracts_the_same_pairs(tmp_path, dask_cluster):
+    with dask_cluster(processes=True) as client:
         ref = ak.extract(tiny_seq2seq("t5"), PAIRS, level="token", keep=KEEP_ALL, batch_size=2,
                          progress=False)
         on = ak.extract("attnkit.testing:tiny_seq2seq", PAIRS, level="token", keep=KEEP_ALL,
@@ -226,9 +221,6 @@ def test_dask_extracts_the_same_pairs(tmp_path):
         with pytest.raises(InputError, match=r"Input 0: .*\(source, target\) pair"):
             ak.extract("attnkit.testing:tiny_seq2seq", ["The cat."], store=tmp_path / "t",
                        client=client, progress=False)
-    finally:
-        client.close()
-        cluster.close()
 
 
 # ------------------------------------------- sources alone: targets generated (issue 28)

@@ -3,7 +3,6 @@ faithfulness scores, their known answers on the toy induction decoder, and bad i
 
 from __future__ import annotations
 
-import logging
 
 import numpy as np
 import pandas as pd
@@ -167,12 +166,8 @@ def test_store_and_lazy_give_the_same_picture(tmp_path):
 
 
 @pytest.mark.slow
-def test_dask_gives_the_same_embedding():
-    distributed = pytest.importorskip("distributed")
-    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                       dashboard_address=None, silence_logs=logging.CRITICAL)
-    client = distributed.Client(cluster, set_as_default=False)
-    try:
+def test_dask_gives_the_same_embedding(dask_cluster):
+    with dask_cluster(processes=True) as client:
         atts = [tiny_model("gpt2").attend(t) for t in ["The cat sat on the mat.", "We read it."]]
         here = ak.qk_embedding(atts, method="pca", progress=False)
         there = ak.qk_embedding(atts, method="pca", client=client, progress=False)
@@ -180,6 +175,3 @@ def test_dask_gives_the_same_embedding():
         clock = ["seconds", "fit_seconds", "place_seconds"]
         pd.testing.assert_frame_equal(here.faithfulness.table.drop(columns=clock),
                                       there.faithfulness.table.drop(columns=clock))
-    finally:
-        client.close()
-        cluster.close()

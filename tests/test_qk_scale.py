@@ -371,108 +371,85 @@ def test_a_stopped_embedding_of_a_store_resumes_from_the_heads_it_saved(tmp_path
     assert not (tmp_path / "x").exists()
 
 
-@pytest.fixture
-def in_process_cluster():
-    """Two one-thread Dask workers in this process (they share its files and memory)."""
-    import logging
-
-    distributed = pytest.importorskip("distributed")
-    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
-                                       dashboard_address=None, silence_logs=logging.CRITICAL)
-    client = distributed.Client(cluster, set_as_default=False)
-    try:
-        yield client
-    finally:
-        client.close()
-        cluster.close()
-
-
 CLOCK = ["fit_seconds", "place_seconds", "seconds"]
 
 
-def test_a_store_is_streamed_on_the_dask_workers_as_here(tmp_path, monkeypatch, in_process_cluster):
-    model = tiny_model("gpt2")
-    sset = ak.extract(model, TEXTS + MORE, level="token", keep="qk", batch_size=2,
-                      store=tmp_path / "s", progress=False)
-    heads = [(0, 0), (0, 1), (1, 0), (1, 1)]
-    here = ak.qk_embedding(sset, heads=heads, method="umap", sample=60, progress=False)
-    real, tasks = qkmod._stream_heads, []
+def test_a_store_is_streamed_on_the_dask_workers_as_here(tmp_path, monkeypatch, dask_cluster):
+    with dask_cluster(processes=False) as client:  # two worker threads in this process
+        model = tiny_model("gpt2")
+        sset = ak.extract(model, TEXTS + MORE, level="token", keep="qk", batch_size=2,
+                          store=tmp_path / "s", progress=False)
+        heads = [(0, 0), (0, 1), (1, 0), (1, 1)]
+        here = ak.qk_embedding(sset, heads=heads, method="umap", sample=60, progress=False)
+        real, tasks = qkmod._stream_heads, []
 
-    def on_a_worker(aset, heads, **kw):  # each task: a store the worker opened, a group of heads
-        tasks.append((aset is sset, list(heads), kw.get("want_items", False)))
-        return real(aset, heads, **kw)
+        def on_a_worker(aset, heads, **kw):  # each task: a store the worker opened, a group of heads
+            tasks.append((aset is sset, list(heads), kw.get("want_items", False)))
+            return real(aset, heads, **kw)
 
-    monkeypatch.setattr(qkmod, "_stream_heads", on_a_worker)
-    monkeypatch.setattr(qkmod, "_gather_store", None)  # nothing gathered whole, here or there
-    there = ak.qk_embedding(sset, heads=heads, method="umap", sample=60, progress=False,
-                            client=in_process_cluster)
-    assert there.meta["streamed"] and "stored batch" in there.meta["chunk"]
-    # at least a task a worker, consecutive heads together, each task its own opened store
-    assert len(tasks) >= 2 and sorted(h for _, g, _ in tasks for h in g) == heads
-    assert all(not same and not items for same, _, items in tasks)
-    assert all(g == heads[heads.index(g[0]):heads.index(g[0]) + len(g)] for _, g, _ in tasks)
-    # the same embedding, to the bit: one seed, the same passes, whichever worker ran a head
-    pd.testing.assert_frame_equal(there.table, here.table)
-    pd.testing.assert_frame_equal(there.faithfulness.table.drop(columns=CLOCK),
-                                  here.faithfulness.table.drop(columns=CLOCK))
-    # saved as they finish (from this process) and resumed: a saved head is not sent again
-    tasks.clear()
-    ak.qk_embedding(sset, heads=heads[:1], method="umap", sample=60, progress=False,
-                    save=tmp_path / "run")
-    tasks.clear()
-    again = ak.qk_embedding(sset, heads=heads, method="umap", sample=60, progress=False,
-                            client=in_process_cluster, save=tmp_path / "run")
-    assert sorted(h for _, g, _ in tasks for h in g) == heads[1:]
-    assert sorted(p.name for p in (tmp_path / "run").glob("head-*")) == [
-        f"head-{l}-{h}.npz" for l, h in heads]
-    pd.testing.assert_frame_equal(again.table, here.table)
-    tasks.clear()
-    ak.qk_embedding(sset, heads=heads, method="umap", sample=60, progress=False,
-                    client=in_process_cluster, save=tmp_path / "run")
-    assert tasks == []  # every head saved: only the tokens are read
+        monkeypatch.setattr(qkmod, "_stream_heads", on_a_worker)
+        monkeypatch.setattr(qkmod, "_gather_store", None)  # nothing gathered whole, here or there
+        there = ak.qk_embedding(sset, heads=heads, method="umap", sample=60, progress=False,
+                                client=client)
+        assert there.meta["streamed"] and "stored batch" in there.meta["chunk"]
+        # at least a task a worker, consecutive heads together, each task its own opened store
+        assert len(tasks) >= 2 and sorted(h for _, g, _ in tasks for h in g) == heads
+        assert all(not same and not items for same, _, items in tasks)
+        assert all(g == heads[heads.index(g[0]):heads.index(g[0]) + len(g)] for _, g, _ in tasks)
+        # the same embedding, to the bit: one seed, the same passes, whichever worker ran a head
+        pd.testing.assert_frame_equal(there.table, here.table)
+        pd.testing.assert_frame_equal(there.faithfulness.table.drop(columns=CLOCK),
+                                      here.faithfulness.table.drop(columns=CLOCK))
+        # saved as they finish (from this process) and resumed: a saved head is not sent again
+        tasks.clear()
+        ak.qk_embedding(sset, heads=heads[:1], method="umap", sample=60, progress=False,
+                        save=tmp_path / "run")
+        tasks.clear()
+        again = ak.qk_embedding(sset, heads=heads, method="umap", sample=60, progress=False,
+                                client=client, save=tmp_path / "run")
+        assert sorted(h for _, g, _ in tasks for h in g) == heads[1:]
+        assert sorted(p.name for p in (tmp_path / "run").glob("head-*")) == [
+            f"head-{l}-{h}.npz" for l, h in heads]
+        pd.testing.assert_frame_equal(again.table, here.table)
+        tasks.clear()
+        ak.qk_embedding(sset, heads=heads, method="umap", sample=60, progress=False,
+                        client=client, save=tmp_path / "run")
+        assert tasks == []  # every head saved: only the tokens are read
 
 
 def test_heads_go_to_the_workers_whole_when_they_cannot_open_the_store(tmp_path, monkeypatch,
-                                                                       in_process_cluster):
-    model = tiny_model("gpt2")
-    heads = [(1, 0), (0, 1)]
-    stored = ak.extract(model, TEXTS, level="token", keep="qk", batch_size=2,
-                        store=tmp_path / "s", progress=False)
-    held = ak.extract(model, TEXTS, level="token", keep="qk", batch_size=2, progress=False)
-    here = ak.qk_embedding(stored, heads=heads, method="pca", sample=40, progress=False)
-    monkeypatch.setattr(qkmod, "_stream_task", None)  # no task streams
-    # a set in this process's memory (no path), and a store the workers do not find
-    monkeypatch.setattr(qkmod, "_opens_store", lambda where, key: False)
-    for sset in (held, stored):
-        there = ak.qk_embedding(sset, heads=heads, method="pca", sample=40, progress=False,
-                                client=in_process_cluster)
-        assert not there.meta["streamed"] and there.meta["chunk"] is None
-        # the gathered heads' embedding: the streamed one's up to float32 summation order
-        assert_close(there.table[["x", "y"]], here.table[["x", "y"]], F32)
+                                                                       dask_cluster):
+    with dask_cluster(processes=False) as client:  # two worker threads in this process
+        model = tiny_model("gpt2")
+        heads = [(1, 0), (0, 1)]
+        stored = ak.extract(model, TEXTS, level="token", keep="qk", batch_size=2,
+                            store=tmp_path / "s", progress=False)
+        held = ak.extract(model, TEXTS, level="token", keep="qk", batch_size=2, progress=False)
+        here = ak.qk_embedding(stored, heads=heads, method="pca", sample=40, progress=False)
+        monkeypatch.setattr(qkmod, "_stream_task", None)  # no task streams
+        # a set in this process's memory (no path), and a store the workers do not find
+        monkeypatch.setattr(qkmod, "_opens_store", lambda where, key: False)
+        for sset in (held, stored):
+            there = ak.qk_embedding(sset, heads=heads, method="pca", sample=40, progress=False,
+                                    client=client)
+            assert not there.meta["streamed"] and there.meta["chunk"] is None
+            # the gathered heads' embedding: the streamed one's up to float32 summation order
+            assert_close(there.table[["x", "y"]], here.table[["x", "y"]], F32)
 
 
 @pytest.mark.slow
-def test_worker_processes_stream_a_folder_and_are_sent_a_memory_store(tmp_path):
-    import logging
-
-    distributed = pytest.importorskip("distributed")
+def test_worker_processes_stream_a_folder_and_are_sent_a_memory_store(tmp_path, dask_cluster):
     model = tiny_model("gpt2")
     heads = [(1, 0), (0, 1), (1, 1)]
     folder = ak.extract(model, TEXTS, level="token", keep="qk", store=tmp_path / "s", progress=False)
     memory = ak.extract(model, TEXTS, level="token", keep="qk", store="memory://qk-dask-test",
                         progress=False)
     here = ak.qk_embedding(folder, heads=heads, method="pca", sample=40, progress=False)
-    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                       dashboard_address=None, silence_logs=logging.CRITICAL)
-    client = distributed.Client(cluster, set_as_default=False)
-    try:
+    with dask_cluster(processes=True) as client:
         streamed = ak.qk_embedding(folder, heads=heads, method="pca", sample=40, progress=False,
                                    client=client)
         sent = ak.qk_embedding(memory, heads=heads, method="pca", sample=40, progress=False,
                                client=client)  # another process's memory: not readable there
-    finally:
-        client.close()
-        cluster.close()
     assert streamed.meta["streamed"] and not sent.meta["streamed"]
     pd.testing.assert_frame_equal(streamed.table, here.table)
     assert_close(sent.table[["x", "y"]], here.table[["x", "y"]], F32)

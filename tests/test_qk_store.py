@@ -3,7 +3,6 @@ attention, and ``extract(..., keep="qk")`` with the store's checksums, resume an
 
 from __future__ import annotations
 
-import logging
 
 import numpy as np
 import pytest
@@ -103,12 +102,8 @@ def test_bad_qk_options_change_nothing(tmp_path):
 
 
 @pytest.mark.slow
-def test_cluster_keeps_the_same_queries_and_keys(tmp_path):
-    distributed = pytest.importorskip("distributed")
-    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                       dashboard_address=None, silence_logs=logging.CRITICAL)
-    client = distributed.Client(cluster, set_as_default=False)
-    try:
+def test_cluster_keeps_the_same_queries_and_keys(tmp_path, dask_cluster):
+    with dask_cluster(processes=True) as client:
         ref = ak.extract(tiny_model(), TEXTS, level="token", keep=("maps", "qk"), batch_size=2,
                          progress=False)
         on = ak.extract("attnkit.testing:tiny_model", TEXTS, level="token", keep=("maps", "qk"),
@@ -117,6 +112,3 @@ def test_cluster_keeps_the_same_queries_and_keys(tmp_path):
             # one torch thread on a worker, several here: float32 order, then float16 rounding
             np.testing.assert_allclose(a.queries(1), b.queries(1), atol=4e-3)
             np.testing.assert_allclose(a.keys(0), b.keys(0), atol=4e-3)
-    finally:
-        client.close()
-        cluster.close()

@@ -4,7 +4,6 @@ induction phase change in two layers, none in one."""
 
 from __future__ import annotations
 
-import logging
 import math
 
 import numpy as np
@@ -147,18 +146,12 @@ def test_composition_needs_two_layers(tmp_path):
                              early=1, late=3, progress=False)
 
 
-def test_on_a_dask_cluster_gives_the_same_tables(run, scores):
-    distributed = pytest.importorskip("distributed")
+def test_on_a_dask_cluster_gives_the_same_tables(run, scores, dask_cluster):
     series, _, inputs = run
-    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                       dashboard_address=None, silence_logs=logging.CRITICAL)
-    try:
-        with distributed.Client(cluster, set_as_default=False) as client:
-            remote = ak.checkpoint_scores(series, inputs, stats=True, composition=True, early=3,
-                                          late=14, maps=True, attribution=STRIPE, heads=[(1, 0)],
-                                          progress=False, client=client)
-    finally:
-        cluster.close()
+    with dask_cluster(processes=True) as client:
+        remote = ak.checkpoint_scores(series, inputs, stats=True, composition=True, early=3,
+                                      late=14, maps=True, attribution=STRIPE, heads=[(1, 0)],
+                                      progress=False, client=client)
     # workers run one torch thread, this process maybe more: float32 sums may differ in order
     assert remote.table.index.equals(scores.table.index)
     for column in scores.table.columns:  # each column at its own scale (entropy vs shares)
