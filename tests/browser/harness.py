@@ -230,6 +230,25 @@ class WidgetPage:
         )
         return self.page.locator(f"#root {selector}").first.text_content() or ""
 
+    def frame(self) -> None:
+        """Wait for the next animation frame of the page. A click, key or drag queues the
+        view's redraw (requestAnimationFrame) before it returns, and frame callbacks run in the
+        order they were queued: once this returns, that redraw has run."""
+        self.page.evaluate("() => nextFrame()")
+
+    def wait_data(self, name: str, test: str, arg: Any = None, timeout: float = 5000) -> str:
+        """Wait until ``test`` (a JavaScript function of the value and ``arg``) is true of the
+        root's ``data-<name>`` ('' while absent), and return that value. Views set ``data-view``,
+        ``data-level``... when they draw, an animation frame after the key or click that
+        changed them: wait here for the value a test asserts, never read it right after the
+        action."""
+        key = "".join(w.capitalize() if i else w for i, w in enumerate(name.split("-")))
+        self.page.wait_for_function(
+            f"(arg) => ({test})(document.querySelector('#root .attnkit')?.dataset['{key}'] ?? '', arg)",
+            arg=arg, timeout=timeout,
+        )
+        return self.data(name) or ""
+
     def canvas_stats(self, x: float = 0, y: float = 0, w: float | None = None,
                      h: float | None = None) -> dict[str, float]:
         """Pixel statistics of a CSS-pixel rectangle of the first canvas: count of pixels that

@@ -117,17 +117,21 @@ def test_long_source_zooms_into_exact_tiles(browser):
         wp.canvas.click(position={"x": left + 5, "y": top + 5})
         for _ in range(7):  # zoom in on the top right, around source 1,000
             wp.page.keyboard.press("+")
-        wp.page.evaluate("() => 0")
+        # data-view is written when the zoomed view is drawn (a frame after the keys): wait for it
+        view = wp.wait_data("view", "(v) => Number(v.split(',')[2]) < 20")
         size = float(wp.data("plot-size"))
-        x0, y0, span = (float(v) for v in wp.data("view").split(","))
+        x0, y0, span = (float(v) for v in view.split(","))
         assert span < 20
-        # move the view onto column 1,003 (arrow keys step an eighth of the view)
+        # move the view onto column 1,003 (arrow keys step an eighth of the view), each step
+        # read once it is drawn
         while x0 + span < 1004:
             wp.page.keyboard.press("ArrowRight")
-            x0, y0, span = (float(v) for v in wp.data("view").split(","))
+            view = wp.wait_data("view", "(v, old) => v !== old", view)
+            x0, y0, span = (float(v) for v in view.split(","))
         while y0 > 0:
             wp.page.keyboard.press("ArrowUp")
-            x0, y0, span = (float(v) for v in wp.data("view").split(","))
+            view = wp.wait_data("view", "(v, old) => v !== old", view)
+            x0, y0, span = (float(v) for v in view.split(","))
         wp.page.wait_for_function(
             "() => document.querySelector('#root .attnkit').dataset.level === '0'")
         wp.page.wait_for_function(

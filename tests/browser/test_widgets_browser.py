@@ -331,14 +331,18 @@ def test_drag_pans_the_heatmap_and_the_cluster_view(browser):
         wp.wait_drawn()
         wp.page.get_by_role("button", name="zoom in").click()
         wp.page.get_by_role("button", name="zoom in").click()
-        wp.page.wait_for_timeout(100)
-        x0, y0, size = map(float, wp.data("view").split(","))
+        # data-view is written when the view is drawn, a frame after the click: wait for it
+        view = wp.wait_data("view", "(v) => Number(v.split(',')[2]) === 16")
+        x0, y0, size = map(float, view.split(","))
         assert size == 16
         plot = float(wp.data("plot-size"))
         left, top = float(wp.data("plot-left")), float(wp.data("plot-top"))
         assert drag(wp, left + plot / 2, top + plot / 2, -plot / 4, -plot / 8) == "grabbing"
-        wp.page.wait_for_timeout(100)
-        x1, y1, size1 = map(float, wp.data("view").split(","))
+        # frames drawn during the drag show part of the pan: wait for the whole pan drawn
+        view = wp.wait_data("view", """(v, [x0, y0, size]) => { const [x, y, s] = v.split(',').map(Number);
+            return s === size && Math.abs(x - x0 - size / 4) < 0.5 && Math.abs(y - y0 - size / 8) < 0.5; }""",
+            [x0, y0, size])
+        x1, y1, size1 = map(float, view.split(","))
         # dragging the map left and up shows cells to the right and below: a quarter and an eighth of the view
         assert size1 == size and abs((x1 - x0) - size / 4) < 0.5 and abs((y1 - y0) - size / 8) < 0.5
         assert wp.errors() == []
@@ -351,11 +355,11 @@ def test_drag_pans_the_heatmap_and_the_cluster_view(browser):
     try:
         wp.wait_drawn()
         wp.page.get_by_role("button", name="zoom in").click()
-        wp.page.wait_for_timeout(100)
+        wp.frame()  # the zoomed picture drawn
         before = wp.page.evaluate("() => document.querySelector('#root canvas').toDataURL()")
         size = float(wp.data("plot-size"))
         assert drag(wp, size / 2, size / 2, 60, 30) == "grabbing"
-        wp.page.wait_for_timeout(100)
+        wp.frame()  # the panned picture drawn
         after = wp.page.evaluate("() => document.querySelector('#root canvas').toDataURL()")
         assert after != before and wp.data("zoom") == "2.000"
         assert wp.saved() == []  # the click that ends a drag selects nothing
