@@ -284,7 +284,9 @@ def test_item7_matrix_click_reopens_its_head_and_no_stale_ring(browser):
             view.mode = "matrix"
             wp.push("mode", "points", "panels", "n_points", "codes", "selection", "clicked")
             wp.page.wait_for_function("() => document.querySelector('#root .attnkit')?.dataset.mode === 'matrix'")
-            wp.page.wait_for_timeout(300)
+            # the matrix's points are placed when it is drawn (the frame after the push): only
+            # then does a click find the point
+            wp.frame()
         assert wp.errors() == []
     finally:
         wp.close()
