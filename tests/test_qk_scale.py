@@ -324,6 +324,52 @@ def test_a_streamed_store_gives_the_in_memory_embedding_holding_one_chunk(tmp_pa
         assert abs(f.iloc[j]["preservation"] - ref["preservation"]) <= 0.01
 
 
+@pytest.mark.parametrize("method", ["pca", pytest.param("tsne", marks=pytest.mark.slow), "umap"])
+def test_transform_placement_streamed_as_in_memory(tmp_path, monkeypatch, method):
+    model = tiny_model("gpt2")
+    sset = ak.extract(model, TEXTS + MORE, level="token", keep="qk", batch_size=2,
+                      store=tmp_path / "s", progress=False)
+    heads = [(1, 0), (0, 1)]
+    hps = qkmod.store_head_points(sset, heads, progress=False)
+    monkeypatch.setattr(qkmod, "_gather_store", None)  # streamed: never a whole head
+    emb = ak.qk_embedding(sset, heads=heads, method=method, sample=60, placement="transform",
+                          progress=False)
+    monkeypatch.undo()
+    assert emb.meta["streamed"]
+    n = int(sset.items()["n"].sum())
+    xy = np.c_[emb.table["x"].to_numpy(), emb.table["y"].to_numpy()]
+    f = emb.faithfulness.table
+    for j, hp in enumerate(hps):
+        got = xy[2 * n * j:2 * n * (j + 1)]
+        y, ref = embed_head(hp, method=method, dims=2, normalize=True, seed=0, sample=60,
+                            placement="transform")
+        if method != "umap":
+            # PCA's linear map and openTSNE's transform place each point by itself: every
+            # point where the in-memory path put it
+            assert_close(got, y, F32)
+            for col in ("spearman", "nearest_key", "nearest_key_original", "rows"):
+                assert f.iloc[j][col] == pytest.approx(ref[col], rel=1e-9)
+            assert abs(f.iloc[j]["preservation"] - ref["preservation"]) <= 0.01
+            continue
+        # UMAP's transform places a call's points together (one seeded random stream for
+        # their negative samples, edges cut relative to the call's largest weight): the
+        # streamed path calls it once a stored batch, the in-memory path once for all. The
+        # known answer: the same fit, then UMAP's transform of each stored batch's points
+        q, k = qkmod.normalize_qk(hp.queries, hp.keys)
+        x = np.concatenate([q, k]).astype(np.float32)
+        idx = qkscale.stratified_sample(qkmod.point_strata(hp.offsets), 60, seed=0)
+        ys, place = qkmod._fit_projection(x[idx], method="umap", dims=2, seed=0, exact_knn=False)
+        want = np.empty_like(got)
+        for b in range(sset.n_batches):
+            items = sset.batch_items(b)
+            rows = np.concatenate([np.arange(hp.offsets[i], hp.offsets[i + 1]) for i in items])
+            ids = np.concatenate([rows, rows + n])
+            want[ids] = place(x[ids])
+        want[idx] = ys  # the fitted points keep their fitted pictures, on both paths
+        assert_close(got[idx], y[idx], F32)
+        assert_close(got, want, F32)
+
+
 # ------------------------------------------------------------------ resume, progress, the fit
 def test_a_stopped_embedding_of_a_store_resumes_from_the_heads_it_saved(tmp_path, monkeypatch):
     model = tiny_model("gpt2")
