@@ -1749,9 +1749,10 @@ def _interrupted(exc: BaseException, heads: list[tuple[int, int]], saved: _Saved
 
 # ------------------------------------------------------------------ the functions
 def _run(hps: list[HeadPoints], client: Any, progress: bool, saved: _Saved | None,
-         chosen: list[tuple[int, int]] | None = None, **options: Any) -> list[Any]:
+         chosen: list[tuple[int, int]], **options: Any) -> list[Any]:
     """Embed each head (here or on ``client``); with ``saved``, each head's result is written
-    there as soon as it is done."""
+    there as soon as it is done (``chosen``: every head of the call, for the message of a
+    run the cluster lost)."""
     if client is None:
         bar = _bar(hps, show=progress and len(hps) > 1, desc="query-key space", unit="head")
         out = []
@@ -1768,9 +1769,8 @@ def _run(hps: list[HeadPoints], client: Any, progress: bool, saved: _Saved | Non
         futures = [c.submit(embed_head, hp, pure=False, **options) for hp in c.scatter(hps, direct=True)]
         which = {f.key: hp for f, hp in zip(futures, hps)}
         got: dict[Any, Any] = {}
-        heads = chosen if chosen is not None else [(hp.layer, hp.head) for hp in hps]
         try:
-            for fut, res in _completed(c, futures, heads=heads, saved=saved):
+            for fut, res in _completed(c, futures, heads=chosen, saved=saved):
                 got[fut.key] = res
                 if saved is not None:
                     hp = which[fut.key]
@@ -2052,7 +2052,7 @@ def qk_embedding(
             by_layer.setdefault(l, []).append(h)
         hps = [hp for l, hs in by_layer.items() for hp in _gather(items, l, hs)]
         sample_size(sample, 2 * len(hps[0].queries), method)
-        results = _run(hps, client, progress, None, **options)
+        results = _run(hps, client, progress, None, chosen, **options)
     # the points as columns of arrays, head after head (each head's queries, then its keys,
     # items in order); tokens and roles stay with the inputs until asked for
     item_col = np.concatenate([np.full(len(it.tokens), it.item, dtype=np.int32) for it in items])
