@@ -686,3 +686,23 @@ def test_a_lost_cluster_names_the_saved_heads_and_a_task_error_passes_through(tm
     with pytest.raises(OSError, match="disk full on the worker"):
         ak.qk_embedding(sset, heads=[(1, 1)], method="pca", sample=40, progress=False,
                         client=in_process_cluster, save=tmp_path / "run")
+    # the heads read here and sent whole (the workers cannot open the store): the same
+    monkeypatch.setattr(qkmod, "_opens_store", lambda where, key: False)
+    real_embed = qkmod.embed_head
+
+    def lost_head(hp, **kw):
+        if (hp.layer, hp.head) == (1, 1):
+            import time
+
+            t = time.monotonic()
+            while not (tmp_path / "sent" / "head-0-0.npz").exists() and time.monotonic() - t < 60:
+                time.sleep(0.02)
+            raise CancelledError("lost")
+        return real_embed(hp, **kw)
+
+    monkeypatch.setattr(qkmod, "embed_head", lost_head)
+    with pytest.raises(ClusterError, match=r"CancelledError: lost.*1 of 2 heads \(\(0, 0\);"
+                                           r".*not done: \(1, 1\)\."):
+        ak.qk_embedding(sset, heads=heads, method="pca", sample=40, progress=False,
+                        client=in_process_cluster, save=tmp_path / "sent")
+    assert sorted(p.name for p in (tmp_path / "sent").glob("head-*")) == ["head-0-0.npz"]
