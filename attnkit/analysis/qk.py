@@ -1953,6 +1953,11 @@ def qk_embedding(
         an unknown or not installed method, fewer points than the method needs, a sample
         larger than a head's points, NaN in queries or keys; ``save`` without a store, or
         naming a folder attnkit did not make for this embedding.
+    ClusterError
+        With ``client``: a worker died on a task (Dask's ``KilledWorker``), the client was
+        closed, or the connection to the scheduler was lost. The message names the heads
+        finished and saved in ``save`` and those not; the same call with the same ``save``
+        resumes.
 
     Examples
     --------
