@@ -284,6 +284,15 @@ def _store(split: str, root: Path) -> object:
     return sset
 
 
+def _own_peak() -> int:
+    """This process's own high-water mark of resident memory in bytes (0 where /proc has none):
+    ru_maxrss carries the forking parent's over execve; /proc's VmHWM belongs to the new
+    address space."""
+    status = Path("/proc/self/status")
+    hwm = [ln for ln in status.read_text().splitlines() if ln.startswith("VmHWM:")] if status.is_file() else []
+    return int(hwm[0].split()[1]) * 1024 if hwm else 0
+
+
 def _case(args: argparse.Namespace) -> None:
     """One measurement in this (fresh) process; prints one JSON line with its peak RSS."""
     import json
@@ -381,22 +390,24 @@ def _case(args: argparse.Namespace) -> None:
             t0 = time.perf_counter()
             emb = ak.qk_embedding(sset, heads=heads, method="umap", client=client, progress=False)
             out["seconds"] = time.perf_counter() - t0
+            # the client's peak while qk_embedding ran (the LocalCluster's scheduler lives in
+            # this process too), before anything builds the result's table
+            out["client_peak_rss"] = _own_peak()
             out["worker_peak_rss"] = max(client.run(lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024).values())
         finally:
             client.close()
             cluster.close()
         f = emb.faithfulness.table
-        out.update(heads=len(heads), workers=args.workers, points=len(emb.table) // len(heads), sample=emb.meta["sample"],
+        out.update(heads=len(heads), workers=args.workers, points=len(emb) // len(heads), sample=emb.meta["sample"],
                    streamed=emb.meta["streamed"],
                    mean_fit=float(f["fit_seconds"].mean()), mean_place=float(f["place_seconds"].mean()),
                    mean_head=float(f["seconds"].mean()), mean_preservation=float(f["preservation"].mean()))
+    if args.case == "dev-heads":
+        t1 = time.perf_counter()
+        out["table_seconds"] = (len(emb.table), time.perf_counter() - t1)[1]  # as a user reading it
     ru = resource.getrusage(resource.RUSAGE_SELF)
     out["peak_rss"] = ru.ru_maxrss * 1024
-    # this process's own high-water mark (ru_maxrss carries the forking parent's over
-    # execve; /proc's VmHWM belongs to the new address space)
-    status = Path("/proc/self/status")
-    hwm = [ln for ln in status.read_text().splitlines() if ln.startswith("VmHWM:")] if status.is_file() else []
-    out["own_peak_rss"] = int(hwm[0].split()[1]) * 1024 if hwm else out["peak_rss"]
+    out["own_peak_rss"] = _own_peak() or out["peak_rss"]
     out["cpu"] = ru.ru_utime + ru.ru_stime  # this process, every thread (the load makes wall time long)
     out["load_after"] = os.getloadavg()
     print("RESULT " + json.dumps(out, default=float), flush=True)
@@ -467,13 +478,13 @@ def scale_section(root: Path, quick: bool, cases: str = "head,million,subset,dev
         out += ["", f"Neighbourhoods of the sampled picture kept in the full one (k=10, 1,000 points): {r['sampled_vs_full']:.3f}.", ""]
     if "dev" not in chosen:
         return out
-    out += ["| heads of MiniLM over EWT dev | workers | points a head | sample | streamed | wall (s) | mean per head: fit / place / whole (s) | worker peak RSS (MB) | client and scheduler peak RSS (MB) | mean preservation | at, load before → after |",
+    out += ["| heads of MiniLM over EWT dev | workers | points a head | sample | streamed | wall (s) | mean per head: fit / place / whole (s) | worker peak RSS (MB) | client and scheduler peak RSS (MB): at the result / after its table | mean preservation | at, load before → after |",
             "|---|---:|---:|---:|---|---:|---|---:|---:|---:|---|"]
     for heads, workers in dev_runs:
         r = _run_case(root, "dev-heads", "--heads", str(heads), "--workers", str(workers))
         out.append(f"| {r['heads']} | {workers} | {r['points']:,} | {r['sample']} | {r['streamed']} | {r['seconds']:.1f} | "
                    f"{r['mean_fit']:.1f} / {r['mean_place']:.1f} / {r['mean_head']:.1f} | "
-                   f"{r['worker_peak_rss'] / mb:.0f} | {r['own_peak_rss'] / mb:.0f} | {r['mean_preservation']:.3f} | {r['at']}, {load(r)} |")
+                   f"{r['worker_peak_rss'] / mb:.0f} | {r['client_peak_rss'] / mb:.0f} / {r['own_peak_rss'] / mb:.0f} | {r['mean_preservation']:.3f} | {r['at']}, {load(r)} |")
     return out
 
 

@@ -324,6 +324,52 @@ def test_a_streamed_store_gives_the_in_memory_embedding_holding_one_chunk(tmp_pa
         assert abs(f.iloc[j]["preservation"] - ref["preservation"]) <= 0.01
 
 
+@pytest.mark.parametrize("method", ["pca", pytest.param("tsne", marks=pytest.mark.slow), "umap"])
+def test_transform_placement_streamed_as_in_memory(tmp_path, monkeypatch, method):
+    model = tiny_model("gpt2")
+    sset = ak.extract(model, TEXTS + MORE, level="token", keep="qk", batch_size=2,
+                      store=tmp_path / "s", progress=False)
+    heads = [(1, 0), (0, 1)]
+    hps = qkmod.store_head_points(sset, heads, progress=False)
+    monkeypatch.setattr(qkmod, "_gather_store", None)  # streamed: never a whole head
+    emb = ak.qk_embedding(sset, heads=heads, method=method, sample=60, placement="transform",
+                          progress=False)
+    monkeypatch.undo()
+    assert emb.meta["streamed"]
+    n = int(sset.items()["n"].sum())
+    xy = np.c_[emb.table["x"].to_numpy(), emb.table["y"].to_numpy()]
+    f = emb.faithfulness.table
+    for j, hp in enumerate(hps):
+        got = xy[2 * n * j:2 * n * (j + 1)]
+        y, ref = embed_head(hp, method=method, dims=2, normalize=True, seed=0, sample=60,
+                            placement="transform")
+        if method != "umap":
+            # PCA's linear map and openTSNE's transform place each point by itself: every
+            # point where the in-memory path put it
+            assert_close(got, y, F32)
+            for col in ("spearman", "nearest_key", "nearest_key_original", "rows"):
+                assert f.iloc[j][col] == pytest.approx(ref[col], rel=1e-9)
+            assert abs(f.iloc[j]["preservation"] - ref["preservation"]) <= 0.01
+            continue
+        # UMAP's transform places a call's points together (one seeded random stream for
+        # their negative samples, edges cut relative to the call's largest weight): the
+        # streamed path calls it once a stored batch, the in-memory path once for all. The
+        # known answer: the same fit, then UMAP's transform of each stored batch's points
+        q, k = qkmod.normalize_qk(hp.queries, hp.keys)
+        x = np.concatenate([q, k]).astype(np.float32)
+        idx = qkscale.stratified_sample(qkmod.point_strata(hp.offsets), 60, seed=0)
+        ys, place = qkmod._fit_projection(x[idx], method="umap", dims=2, seed=0, exact_knn=False)
+        want = np.empty_like(got)
+        for b in range(sset.n_batches):
+            items = sset.batch_items(b)
+            rows = np.concatenate([np.arange(hp.offsets[i], hp.offsets[i + 1]) for i in items])
+            ids = np.concatenate([rows, rows + n])
+            want[ids] = place(x[ids])
+        want[idx] = ys  # the fitted points keep their fitted pictures, on both paths
+        assert_close(got[idx], y[idx], F32)
+        assert_close(got, want, F32)
+
+
 # ------------------------------------------------------------------ resume, progress, the fit
 def test_a_stopped_embedding_of_a_store_resumes_from_the_heads_it_saved(tmp_path, monkeypatch):
     model = tiny_model("gpt2")
@@ -496,3 +542,144 @@ def test_progress_within_a_head_shows_the_fit_then_each_placement_chunk(monkeypa
     bars.clear()
     embed_head(hp, method="pca", dims=2, normalize=False, seed=0, sample=50, progress=False)
     assert [b.show for b in bars] == [False]  # progress=False: nothing shown
+
+
+def _dies_on_the_last_group(where, key, heads, *, size, **options):
+    """On a worker (pickled by value): the group holding head (1, 1) waits until the client
+    has saved the other heads, then its worker process dies (as one killed for memory)."""
+    import os
+    import time
+    from pathlib import Path
+
+    if (1, 1) in heads:
+        folder = Path(os.environ["ATTNKIT_TEST_SAVE"])
+        t = time.monotonic()
+        while len(list(folder.glob("head-*.npz"))) < 3 and time.monotonic() - t < 120:
+            time.sleep(0.05)
+        os._exit(1)
+    return qkmod._stream_task(where, key, heads, size=size, **options)
+
+
+@pytest.mark.slow
+def test_a_worker_that_dies_mid_run_loses_no_saved_head_and_a_rerun_resumes(tmp_path, monkeypatch):
+    import logging
+    import sys
+
+    import cloudpickle
+    import dask
+
+    from attnkit.errors import ClusterError
+
+    distributed = pytest.importorskip("distributed")
+    model = tiny_model("gpt2")
+    heads = [(0, 0), (0, 1), (1, 0), (1, 1)]
+    sset = ak.extract(model, TEXTS + MORE, level="token", keep="qk", batch_size=2,
+                      store=tmp_path / "s", progress=False)
+    here = ak.qk_embedding(sset, heads=heads, method="pca", sample=60, progress=False)
+    run = tmp_path / "run"
+    monkeypatch.setenv("ATTNKIT_TEST_SAVE", str(run))  # the workers inherit it
+    # a worker that dies on a task fails it at once (Dask retries it 3 times by default)
+    with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
+        cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                           dashboard_address=None, silence_logs=logging.CRITICAL)
+    client = distributed.Client(cluster, set_as_default=False)
+    module = sys.modules[__name__]
+    cloudpickle.register_pickle_by_value(module)  # the workers cannot import the tests
+    groups = []
+    real_groups = qkmod._worker_groups
+    monkeypatch.setattr(qkmod, "_worker_groups",
+                        lambda *a: (groups.append(g := real_groups(*a)), g)[1])
+    try:
+        monkeypatch.setattr(qkmod, "_stream_task", _dies_on_the_last_group)
+        with pytest.raises(ClusterError) as info:
+            ak.qk_embedding(sset, heads=heads, method="pca", sample=60, progress=False,
+                            client=client, save=run)
+        assert groups[-1] == [[h] for h in heads]  # a head a task; the last one's worker dies
+        msg = str(info.value)
+        assert "KilledWorker" in msg and "a worker died" in msg
+        assert f"Finished and saved in {run}: 3 of 4 heads ((0, 0), (0, 1), (1, 0);" in msg
+        assert "not done: (1, 1)." in msg
+        assert "again with the same save= (and settings) to resume" in msg
+        # the heads finished before the death are on disk, whole, as an uninterrupted run
+        # made them; nothing of the lost head
+        assert sorted(p.name for p in run.iterdir()) == [
+            "attnkit-qk-embedding.json", "head-0-0.npz", "head-0-1.npz", "head-1-0.npz"]
+        n = int(sset.items()["n"].sum())
+        xy = np.c_[here.table["x"].to_numpy(), here.table["y"].to_numpy()]
+        for j, (l, h) in enumerate(heads[:3]):
+            with np.load(run / f"head-{l}-{h}.npz") as z:
+                assert_close(z["coords"], xy[2 * n * j:2 * n * (j + 1)], F32)
+        # a rerun on a healthy cluster with the same save=: only the lost head is computed
+        monkeypatch.undo()
+        monkeypatch.setattr(qkmod, "_worker_groups",
+                            lambda *a: (groups.append(g := real_groups(*a)), g)[1])
+        again = ak.qk_embedding(sset, heads=heads, method="pca", sample=60, progress=False,
+                                client=client, save=run)
+        assert groups[-1] == [[(1, 1)]]
+    finally:
+        cloudpickle.unregister_pickle_by_value(module)
+        client.close()
+        cluster.close()
+    assert_close(again.table[["x", "y"]], here.table[["x", "y"]], F32)
+    assert again.table[["layer", "head", "item", "position", "token", "kind"]].equals(
+        here.table[["layer", "head", "item", "position", "token", "kind"]])
+    assert_close(again.faithfulness.table.drop(columns=CLOCK),
+                 here.faithfulness.table.drop(columns=CLOCK), F32)
+
+
+def test_a_lost_cluster_names_the_saved_heads_and_a_task_error_passes_through(tmp_path, monkeypatch,
+                                                                             in_process_cluster):
+    from concurrent.futures import CancelledError
+
+    from attnkit.errors import ClusterError
+
+    model = tiny_model("gpt2")
+    heads = [(0, 0), (1, 1)]
+    sset = ak.extract(model, TEXTS, level="token", keep="qk", store=tmp_path / "s", progress=False)
+    real = qkmod._stream_task
+
+    def lost(where, key, heads, **kw):  # the scheduler dropped the task (a lost connection)
+        if (1, 1) in heads:  # once the other head is saved
+            import time
+
+            t = time.monotonic()
+            while not (tmp_path / "run" / "head-0-0.npz").exists() and time.monotonic() - t < 60:
+                time.sleep(0.02)
+            raise CancelledError("lost")
+        return real(where, key, heads, **kw)
+
+    def own_error(where, key, heads, **kw):  # the task's own OSError is not the cluster's
+        raise OSError("disk full on the worker")
+
+    monkeypatch.setattr(qkmod, "_stream_task", lost)
+    with pytest.raises(ClusterError, match=r"CancelledError: lost.*1 of 2 heads \(\(0, 0\);"
+                                           r".*not done: \(1, 1\)\..*same save="):
+        ak.qk_embedding(sset, heads=heads, method="pca", sample=40, progress=False,
+                        client=in_process_cluster, save=tmp_path / "run")
+    with pytest.raises(ClusterError, match="were not kept: save=folder keeps"):
+        ak.qk_embedding(sset, heads=heads, method="pca", sample=40, progress=False,
+                        client=in_process_cluster)
+    monkeypatch.setattr(qkmod, "_stream_task", own_error)
+    with pytest.raises(OSError, match="disk full on the worker"):
+        ak.qk_embedding(sset, heads=[(1, 1)], method="pca", sample=40, progress=False,
+                        client=in_process_cluster, save=tmp_path / "run")
+    # the heads read here and sent whole (the workers cannot open the store): the same
+    monkeypatch.setattr(qkmod, "_opens_store", lambda where, key: False)
+    real_embed = qkmod.embed_head
+
+    def lost_head(hp, **kw):
+        if (hp.layer, hp.head) == (1, 1):
+            import time
+
+            t = time.monotonic()
+            while not (tmp_path / "sent" / "head-0-0.npz").exists() and time.monotonic() - t < 60:
+                time.sleep(0.02)
+            raise CancelledError("lost")
+        return real_embed(hp, **kw)
+
+    monkeypatch.setattr(qkmod, "embed_head", lost_head)
+    with pytest.raises(ClusterError, match=r"CancelledError: lost.*1 of 2 heads \(\(0, 0\);"
+                                           r".*not done: \(1, 1\)\."):
+        ak.qk_embedding(sset, heads=heads, method="pca", sample=40, progress=False,
+                        client=in_process_cluster, save=tmp_path / "sent")
+    assert sorted(p.name for p in (tmp_path / "sent").glob("head-*")) == ["head-0-0.npz"]

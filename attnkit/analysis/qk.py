@@ -39,7 +39,7 @@ import pandas as pd
 from .._progress import progress as _bar
 from ..core import validate
 from ..core.labels import head_label
-from ..errors import InputError, StoreError
+from ..errors import AttnkitError, ClusterError, InputError, StoreError
 from ..core.qkstates import QKStates, scores
 from ..core.results import HeadResult, Result
 from ..core.types import as_collection
@@ -1660,13 +1660,12 @@ def _worker_groups(heads: list[tuple[int, int]], n_workers: int, most: int) -> l
 
 
 def _stream_on_workers(aset: Any, todo: list[tuple[int, int]], client: Any, *, size: int,
-                       per_group: int, progress: bool, saved: _Saved | None, **options: Any,
+                       per_group: int, progress: bool, saved: _Saved | None,
+                       chosen: list[tuple[int, int]], **options: Any,
                        ) -> tuple[list[_Item], dict[tuple[int, int], Any]] | None:
     """Stream groups of heads on the Dask workers, each task opening the store itself; None
     when a worker cannot open it (an in-memory set, a folder the workers do not share).
     Meanwhile this process reads the items' tokens; finished heads are saved as they come."""
-    from distributed import as_completed
-
     from ..storage import engine
 
     where = aset.location
@@ -1688,8 +1687,8 @@ def _stream_on_workers(aset: Any, todo: list[tuple[int, int]], client: Any, *, s
             done: dict[tuple[int, int], Any] = {}
             bar = _bar(total=len(todo), show=progress, desc="query-key space (Dask workers)",
                        unit="head")
-            for fut in as_completed(futures, loop=c.loop):
-                for lh, r in zip(which[fut.key], fut.result()):
+            for fut, res in _completed(c, futures, heads=chosen, saved=saved):
+                for lh, r in zip(which[fut.key], res):
                     done[lh] = r
                     if saved is not None:
                         saved.write(*lh, *r)
@@ -1704,11 +1703,56 @@ def _stream_on_workers(aset: Any, todo: list[tuple[int, int]], client: Any, *, s
             c.close()
 
 
+def _completed(c: Any, futures: list, *, heads: list[tuple[int, int]],
+               saved: _Saved | None) -> Iterator[tuple[Any, Any]]:
+    """Each future with its result as it finishes. A worker that died on a task (Dask's
+    ``KilledWorker``), a closed client or a lost connection becomes a :class:`ClusterError`
+    that names the heads of ``heads`` saved so far and those not, and how to resume; a
+    task's own error is raised as it is."""
+    from distributed import as_completed
+
+    from ..storage import engine
+
+    fut = None
+    try:
+        for fut in as_completed(futures, loop=c.loop):
+            res = fut.result()
+            yield fut, res
+            fut = None  # what follows the yield is not the cluster's doing
+    except AttnkitError:
+        raise
+    except Exception as exc:
+        if not engine.cluster_lost(exc, fut):
+            raise
+        raise _interrupted(exc, heads, saved) from exc
+
+
+def _interrupted(exc: BaseException, heads: list[tuple[int, int]], saved: _Saved | None) -> ClusterError:
+    """The error of a run the cluster lost: what is kept, what is not, how to go on."""
+    def names(hs: list[tuple[int, int]]) -> str:
+        return ", ".join(f"({l}, {h})" for l, h in hs) if hs else "none"
+
+    why = (f"qk_embedding: the Dask cluster lost the work before every head was done "
+           f"({type(exc).__name__}: {exc}): a worker died (killed, or out of memory), or the "
+           "connection to the scheduler was lost.")
+    if saved is None:
+        return ClusterError(f"{why} The heads finished so far were not kept: save=folder keeps "
+                            "each head of a stored corpus as it finishes, so that a rerun resumes.")
+    have = [lh for lh in heads if saved.has(*lh)]
+    left = [lh for lh in heads if lh not in set(have)]
+    return ClusterError(
+        f"{why} Finished and saved in {saved.path}: {len(have)} of {len(heads)} heads "
+        f"({names(have)}; (layer, head) from 0, as in heads=); not done: {names(left)}. Call "
+        "qk_embedding again with the same save= (and settings) to resume: the saved heads are "
+        "read back, only the others are computed.")
+
+
 # ------------------------------------------------------------------ the functions
 def _run(hps: list[HeadPoints], client: Any, progress: bool, saved: _Saved | None,
-         **options: Any) -> list[Any]:
+         chosen: list[tuple[int, int]], **options: Any) -> list[Any]:
     """Embed each head (here or on ``client``); with ``saved``, each head's result is written
-    there as soon as it is done."""
+    there as soon as it is done (``chosen``: every head of the call, for the message of a
+    run the cluster lost)."""
     if client is None:
         bar = _bar(hps, show=progress and len(hps) > 1, desc="query-key space", unit="head")
         out = []
@@ -1717,20 +1761,24 @@ def _run(hps: list[HeadPoints], client: Any, progress: bool, saved: _Saved | Non
             if saved is not None:
                 saved.write(hp.layer, hp.head, *out[-1])
         return out
-    from distributed import as_completed
-
     from ..storage import engine
 
     c, owned = engine.connect(client)
     try:
         # one scatter of every head (one round trip, spread over the workers), a task a head
         futures = [c.submit(embed_head, hp, pure=False, **options) for hp in c.scatter(hps, direct=True)]
-        if saved is not None:
-            which = {f.key: hp for f, hp in zip(futures, hps)}
-            for fut in as_completed(futures, loop=c.loop):
-                hp = which[fut.key]
-                saved.write(hp.layer, hp.head, *fut.result())
-        return c.gather(futures)
+        which = {f.key: hp for f, hp in zip(futures, hps)}
+        got: dict[Any, Any] = {}
+        try:
+            for fut, res in _completed(c, futures, heads=chosen, saved=saved):
+                got[fut.key] = res
+                if saved is not None:
+                    hp = which[fut.key]
+                    saved.write(hp.layer, hp.head, *res)
+        except BaseException:
+            engine.cancel(c, futures)
+            raise
+        return [got[f.key] for f in futures]
     finally:
         if owned:
             c.close()
@@ -1778,6 +1826,10 @@ class _Saved:
 
     def _file(self, layer: int, head: int) -> Path:
         return self.path / f"head-{layer}-{head}.npz"
+
+    def has(self, layer: int, head: int) -> bool:
+        """Whether the head's result is in the folder."""
+        return self._file(layer, head).is_file()
 
     def read(self, layer: int, head: int) -> tuple[np.ndarray, dict[str, float]] | None:
         """A finished head's coordinates and scores, or None."""
@@ -1901,6 +1953,11 @@ def qk_embedding(
         an unknown or not installed method, fewer points than the method needs, a sample
         larger than a head's points, NaN in queries or keys; ``save`` without a store, or
         naming a folder attnkit did not make for this embedding.
+    ClusterError
+        With ``client``: a worker died on a task (Dask's ``KilledWorker``), the client was
+        closed, or the connection to the scheduler was lost. The message names the heads
+        finished and saved in ``save`` and those not; the same call with the same ``save``
+        resumes.
 
     Examples
     --------
@@ -1952,7 +2009,8 @@ def qk_embedding(
             # open it (then the heads are read here and sent to them, whole)
             assert size is not None
             there = _stream_on_workers(attentions, todo, client, size=size, per_group=per_group,
-                                       progress=progress, saved=saved, **options_stream)
+                                       progress=progress, saved=saved, chosen=chosen,
+                                       **options_stream)
             streamed = there is not None
         if there is not None:
             items, got_there = there
@@ -1978,7 +2036,7 @@ def qk_embedding(
                                           progress=progress)
                 items = got if g == 0 else items
                 # the vectors go once a head is embedded; what stays is its coordinates
-                for hp, r in zip(part, _run(part, client, progress, saved, **options)):
+                for hp, r in zip(part, _run(part, client, progress, saved, chosen, **options)):
                     finished[(hp.layer, hp.head)] = r
                 del part
             if not todo:  # every head saved: only the tokens are read
@@ -1999,7 +2057,7 @@ def qk_embedding(
             by_layer.setdefault(l, []).append(h)
         hps = [hp for l, hs in by_layer.items() for hp in _gather(items, l, hs)]
         sample_size(sample, 2 * len(hps[0].queries), method)
-        results = _run(hps, client, progress, None, **options)
+        results = _run(hps, client, progress, None, chosen, **options)
     # the points as columns of arrays, head after head (each head's queries, then its keys,
     # items in order); tokens and roles stay with the inputs until asked for
     item_col = np.concatenate([np.full(len(it.tokens), it.item, dtype=np.int32) for it in items])

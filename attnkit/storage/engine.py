@@ -114,6 +114,22 @@ def cancel(client: Any, futures: list) -> None:
         client.cancel(futures)
 
 
+def cluster_lost(exc: BaseException, future: Any = None) -> bool:
+    """Whether ``exc``, raised while a client waited for ``future``, means the cluster lost
+    the work (a worker that died on it, a closed client, a lost connection) rather than the
+    task's own error: a task that raised ``OSError`` itself leaves its future ``"error"``."""
+    from concurrent.futures import CancelledError
+
+    from distributed import KilledWorker
+    from distributed.client import ClosedClientError
+
+    if isinstance(exc, (KilledWorker, CancelledError, ClosedClientError)):
+        return True
+    if isinstance(exc, (OSError, TimeoutError)):
+        return future is None or getattr(future, "status", None) != "error"
+    return False
+
+
 def cluster_call(what: str, fn: Callable[[], Any]) -> Any:
     """Run a client call; comm failures become ClusterError, attnkit errors pass through."""
     from concurrent.futures import CancelledError
