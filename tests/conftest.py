@@ -133,19 +133,23 @@ def dask_cluster():
     worker processes (they see only what they are sent or can open themselves);
     ``processes=False``: worker threads in this process (they share its files and memory).
     The client and then the cluster are closed when the ``with`` block ends, also when a test
-    fails inside it. Session-scoped, so a module-scoped fixture may keep one cluster for its
+    fails inside it. ``config``: Dask settings set while the cluster starts (e.g.
+    ``{"distributed.scheduler.allowed-failures": 0}``). Session-scoped, so a module-scoped fixture may keep one cluster for its
     tests; the cluster itself lives only as long as its ``with`` block. Skips without
     ``distributed``."""
     import contextlib
     import logging
 
     distributed = pytest.importorskip("distributed")
+    import dask
 
     @contextlib.contextmanager
-    def start(*, processes: bool):
-        with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=processes,
-                                      dashboard_address=None, silence_logs=logging.CRITICAL) as cluster, \
-                distributed.Client(cluster, set_as_default=False) as client:
-            yield client
+    def start(*, processes: bool, config: dict | None = None):
+        with contextlib.ExitStack() as stack:
+            with dask.config.set(config or {}):  # the scheduler reads it when it starts
+                cluster = stack.enter_context(distributed.LocalCluster(
+                    n_workers=2, threads_per_worker=1, processes=processes,
+                    dashboard_address=None, silence_logs=logging.CRITICAL))
+            yield stack.enter_context(distributed.Client(cluster, set_as_default=False))
 
     return start

@@ -561,16 +561,14 @@ def _dies_on_the_last_group(where, key, heads, *, size, **options):
 
 
 @pytest.mark.slow
-def test_a_worker_that_dies_mid_run_loses_no_saved_head_and_a_rerun_resumes(tmp_path, monkeypatch):
-    import logging
+def test_a_worker_that_dies_mid_run_loses_no_saved_head_and_a_rerun_resumes(tmp_path, monkeypatch,
+                                                                            dask_cluster):
     import sys
 
     import cloudpickle
-    import dask
 
     from attnkit.errors import ClusterError
 
-    distributed = pytest.importorskip("distributed")
     model = tiny_model("gpt2")
     heads = [(0, 0), (0, 1), (1, 0), (1, 1)]
     sset = ak.extract(model, TEXTS + MORE, level="token", keep="qk", batch_size=2,
@@ -578,11 +576,6 @@ def test_a_worker_that_dies_mid_run_loses_no_saved_head_and_a_rerun_resumes(tmp_
     here = ak.qk_embedding(sset, heads=heads, method="pca", sample=60, progress=False)
     run = tmp_path / "run"
     monkeypatch.setenv("ATTNKIT_TEST_SAVE", str(run))  # the workers inherit it
-    # a worker that dies on a task fails it at once (Dask retries it 3 times by default)
-    with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
-        cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                           dashboard_address=None, silence_logs=logging.CRITICAL)
-    client = distributed.Client(cluster, set_as_default=False)
     module = sys.modules[__name__]
     cloudpickle.register_pickle_by_value(module)  # the workers cannot import the tests
     groups = []
@@ -590,36 +583,36 @@ def test_a_worker_that_dies_mid_run_loses_no_saved_head_and_a_rerun_resumes(tmp_
     monkeypatch.setattr(qkmod, "_worker_groups",
                         lambda *a: (groups.append(g := real_groups(*a)), g)[1])
     try:
-        monkeypatch.setattr(qkmod, "_stream_task", _dies_on_the_last_group)
-        with pytest.raises(ClusterError) as info:
-            ak.qk_embedding(sset, heads=heads, method="pca", sample=60, progress=False,
-                            client=client, save=run)
-        assert groups[-1] == [[h] for h in heads]  # a head a task; the last one's worker dies
-        msg = str(info.value)
-        assert "KilledWorker" in msg and "a worker died" in msg
-        assert f"Finished and saved in {run}: 3 of 4 heads ((0, 0), (0, 1), (1, 0);" in msg
-        assert "not done: (1, 1)." in msg
-        assert "again with the same save= (and settings) to resume" in msg
-        # the heads finished before the death are on disk, whole, as an uninterrupted run
-        # made them; nothing of the lost head
-        assert sorted(p.name for p in run.iterdir()) == [
-            "attnkit-qk-embedding.json", "head-0-0.npz", "head-0-1.npz", "head-1-0.npz"]
-        n = int(sset.items()["n"].sum())
-        xy = np.c_[here.table["x"].to_numpy(), here.table["y"].to_numpy()]
-        for j, (l, h) in enumerate(heads[:3]):
-            with np.load(run / f"head-{l}-{h}.npz") as z:
-                assert_close(z["coords"], xy[2 * n * j:2 * n * (j + 1)], F32)
-        # a rerun on a healthy cluster with the same save=: only the lost head is computed
-        monkeypatch.undo()
-        monkeypatch.setattr(qkmod, "_worker_groups",
-                            lambda *a: (groups.append(g := real_groups(*a)), g)[1])
-        again = ak.qk_embedding(sset, heads=heads, method="pca", sample=60, progress=False,
+        # a worker that dies on a task fails it at once (Dask retries it 3 times by default)
+        with dask_cluster(processes=True, config={"distributed.scheduler.allowed-failures": 0}) as client:
+            monkeypatch.setattr(qkmod, "_stream_task", _dies_on_the_last_group)
+            with pytest.raises(ClusterError) as info:
+                ak.qk_embedding(sset, heads=heads, method="pca", sample=60, progress=False,
                                 client=client, save=run)
-        assert groups[-1] == [[(1, 1)]]
+            assert groups[-1] == [[h] for h in heads]  # a head a task; the last one's worker dies
+            msg = str(info.value)
+            assert "KilledWorker" in msg and "a worker died" in msg
+            assert f"Finished and saved in {run}: 3 of 4 heads ((0, 0), (0, 1), (1, 0);" in msg
+            assert "not done: (1, 1)." in msg
+            assert "again with the same save= (and settings) to resume" in msg
+            # the heads finished before the death are on disk, whole, as an uninterrupted run
+            # made them; nothing of the lost head
+            assert sorted(p.name for p in run.iterdir()) == [
+                "attnkit-qk-embedding.json", "head-0-0.npz", "head-0-1.npz", "head-1-0.npz"]
+            n = int(sset.items()["n"].sum())
+            xy = np.c_[here.table["x"].to_numpy(), here.table["y"].to_numpy()]
+            for j, (l, h) in enumerate(heads[:3]):
+                with np.load(run / f"head-{l}-{h}.npz") as z:
+                    assert_close(z["coords"], xy[2 * n * j:2 * n * (j + 1)], F32)
+            # a rerun on a healthy cluster with the same save=: only the lost head is computed
+            monkeypatch.undo()
+            monkeypatch.setattr(qkmod, "_worker_groups",
+                                lambda *a: (groups.append(g := real_groups(*a)), g)[1])
+            again = ak.qk_embedding(sset, heads=heads, method="pca", sample=60, progress=False,
+                                    client=client, save=run)
+            assert groups[-1] == [[(1, 1)]]
     finally:
         cloudpickle.unregister_pickle_by_value(module)
-        client.close()
-        cluster.close()
     assert_close(again.table[["x", "y"]], here.table[["x", "y"]], F32)
     assert again.table[["layer", "head", "item", "position", "token", "kind"]].equals(
         here.table[["layer", "head", "item", "position", "token", "kind"]])
@@ -628,58 +621,59 @@ def test_a_worker_that_dies_mid_run_loses_no_saved_head_and_a_rerun_resumes(tmp_
 
 
 def test_a_lost_cluster_names_the_saved_heads_and_a_task_error_passes_through(tmp_path, monkeypatch,
-                                                                             in_process_cluster):
-    from concurrent.futures import CancelledError
+                                                                             dask_cluster):
+    with dask_cluster(processes=False) as client:  # two worker threads in this process
+        from concurrent.futures import CancelledError
 
-    from attnkit.errors import ClusterError
+        from attnkit.errors import ClusterError
 
-    model = tiny_model("gpt2")
-    heads = [(0, 0), (1, 1)]
-    sset = ak.extract(model, TEXTS, level="token", keep="qk", store=tmp_path / "s", progress=False)
-    real = qkmod._stream_task
+        model = tiny_model("gpt2")
+        heads = [(0, 0), (1, 1)]
+        sset = ak.extract(model, TEXTS, level="token", keep="qk", store=tmp_path / "s", progress=False)
+        real = qkmod._stream_task
 
-    def lost(where, key, heads, **kw):  # the scheduler dropped the task (a lost connection)
-        if (1, 1) in heads:  # once the other head is saved
-            import time
+        def lost(where, key, heads, **kw):  # the scheduler dropped the task (a lost connection)
+            if (1, 1) in heads:  # once the other head is saved
+                import time
 
-            t = time.monotonic()
-            while not (tmp_path / "run" / "head-0-0.npz").exists() and time.monotonic() - t < 60:
-                time.sleep(0.02)
-            raise CancelledError("lost")
-        return real(where, key, heads, **kw)
+                t = time.monotonic()
+                while not (tmp_path / "run" / "head-0-0.npz").exists() and time.monotonic() - t < 60:
+                    time.sleep(0.02)
+                raise CancelledError("lost")
+            return real(where, key, heads, **kw)
 
-    def own_error(where, key, heads, **kw):  # the task's own OSError is not the cluster's
-        raise OSError("disk full on the worker")
+        def own_error(where, key, heads, **kw):  # the task's own OSError is not the cluster's
+            raise OSError("disk full on the worker")
 
-    monkeypatch.setattr(qkmod, "_stream_task", lost)
-    with pytest.raises(ClusterError, match=r"CancelledError: lost.*1 of 2 heads \(\(0, 0\);"
-                                           r".*not done: \(1, 1\)\..*same save="):
-        ak.qk_embedding(sset, heads=heads, method="pca", sample=40, progress=False,
-                        client=in_process_cluster, save=tmp_path / "run")
-    with pytest.raises(ClusterError, match="were not kept: save=folder keeps"):
-        ak.qk_embedding(sset, heads=heads, method="pca", sample=40, progress=False,
-                        client=in_process_cluster)
-    monkeypatch.setattr(qkmod, "_stream_task", own_error)
-    with pytest.raises(OSError, match="disk full on the worker"):
-        ak.qk_embedding(sset, heads=[(1, 1)], method="pca", sample=40, progress=False,
-                        client=in_process_cluster, save=tmp_path / "run")
-    # the heads read here and sent whole (the workers cannot open the store): the same
-    monkeypatch.setattr(qkmod, "_opens_store", lambda where, key: False)
-    real_embed = qkmod.embed_head
+        monkeypatch.setattr(qkmod, "_stream_task", lost)
+        with pytest.raises(ClusterError, match=r"CancelledError: lost.*1 of 2 heads \(\(0, 0\);"
+                                               r".*not done: \(1, 1\)\..*same save="):
+            ak.qk_embedding(sset, heads=heads, method="pca", sample=40, progress=False,
+                            client=client, save=tmp_path / "run")
+        with pytest.raises(ClusterError, match="were not kept: save=folder keeps"):
+            ak.qk_embedding(sset, heads=heads, method="pca", sample=40, progress=False,
+                            client=client)
+        monkeypatch.setattr(qkmod, "_stream_task", own_error)
+        with pytest.raises(OSError, match="disk full on the worker"):
+            ak.qk_embedding(sset, heads=[(1, 1)], method="pca", sample=40, progress=False,
+                            client=client, save=tmp_path / "run")
+        # the heads read here and sent whole (the workers cannot open the store): the same
+        monkeypatch.setattr(qkmod, "_opens_store", lambda where, key: False)
+        real_embed = qkmod.embed_head
 
-    def lost_head(hp, **kw):
-        if (hp.layer, hp.head) == (1, 1):
-            import time
+        def lost_head(hp, **kw):
+            if (hp.layer, hp.head) == (1, 1):
+                import time
 
-            t = time.monotonic()
-            while not (tmp_path / "sent" / "head-0-0.npz").exists() and time.monotonic() - t < 60:
-                time.sleep(0.02)
-            raise CancelledError("lost")
-        return real_embed(hp, **kw)
+                t = time.monotonic()
+                while not (tmp_path / "sent" / "head-0-0.npz").exists() and time.monotonic() - t < 60:
+                    time.sleep(0.02)
+                raise CancelledError("lost")
+            return real_embed(hp, **kw)
 
-    monkeypatch.setattr(qkmod, "embed_head", lost_head)
-    with pytest.raises(ClusterError, match=r"CancelledError: lost.*1 of 2 heads \(\(0, 0\);"
-                                           r".*not done: \(1, 1\)\."):
-        ak.qk_embedding(sset, heads=heads, method="pca", sample=40, progress=False,
-                        client=in_process_cluster, save=tmp_path / "sent")
-    assert sorted(p.name for p in (tmp_path / "sent").glob("head-*")) == ["head-0-0.npz"]
+        monkeypatch.setattr(qkmod, "embed_head", lost_head)
+        with pytest.raises(ClusterError, match=r"CancelledError: lost.*1 of 2 heads \(\(0, 0\);"
+                                               r".*not done: \(1, 1\)\."):
+            ak.qk_embedding(sset, heads=heads, method="pca", sample=40, progress=False,
+                            client=client, save=tmp_path / "sent")
+        assert sorted(p.name for p in (tmp_path / "sent").glob("head-*")) == ["head-0-0.npz"]
