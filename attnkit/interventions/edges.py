@@ -530,8 +530,7 @@ class _Carry:
     def __init__(self, frozen: tuple[list[Any], list[Any]], graph: EdgeGraph,
                  keep: Sequence[int]):
         self.norms, self.out_bias = frozen
-        self.H = graph.n_heads
-        self.embeds = [i for i, layer in enumerate(graph.up_layer) if layer == -1]
+        self.join = _join_points(graph)
         self.keep = sorted(set(int(u) for u in keep))
         self.kept = set(self.keep)
         self.where: dict[int, int] = {}
@@ -572,24 +571,15 @@ class _Carry:
                            else norm.apply(self.values, sigma))
         self._bias(norm.bias)
 
-    def embeddings(self, ups: Sequence[Any], sigma: Any) -> None:
-        """The embeddings (``ups`` holds every upstream value) cross the embeddings' norm."""
-        self._add(self.embeds, [ups[u] for u in self.embeds])
-        self._cross(0, sigma)
-
-    def attention(self, layer: int, ups: Sequence[Any], sigma: Any) -> None:
-        """Layer ``layer``'s heads join, and everything crosses its attention norm."""
-        first = len(self.embeds) + layer * (self.H + 1)
-        idx = list(range(first, first + self.H))
-        self._add(idx, [ups[u] for u in idx])
-        self._bias(self.out_bias[layer])
-        self._cross(1 + 2 * layer, sigma)
-
-    def mlp(self, layer: int, ups: Sequence[Any], sigma: Any) -> None:
-        """Layer ``layer``'s MLP joins, and everything crosses its output norm."""
-        u = len(self.embeds) + layer * (self.H + 1) + self.H
-        self._add([u], [ups[u]])
-        self._cross(2 + 2 * layer, sigma)
+    def cross(self, k: int, ups: Sequence[Any], sigma: Any) -> None:
+        """The components that join before the ``k``-th norm (``ups`` holds every upstream
+        value; a layer's heads also bring its attention output bias) join, and everything
+        crosses that norm at the statistics ``sigma``."""
+        joining = [u for u, j in enumerate(self.join) if j == k]
+        self._add(joining, [ups[u] for u in joining])
+        if k % 2:
+            self._bias(self.out_bias[(k - 1) // 2])
+        self._cross(k, sigma)
 
     def get(self, ups: Sequence[int]) -> Any:
         """``[len(ups), N, T, d]``: the kept components ``ups`` at the current point (a view
@@ -598,6 +588,21 @@ class _Carry:
         if at and at == list(range(at[0], at[0] + len(at))):
             return self.values[at[0]:at[0] + len(at)]
         return self.values[at]
+
+
+def _bias_across(bias: Any, before: Any, norm: Any, sigma: Any, like: Any) -> Any:
+    """The biases' term of one run (it belongs to the token embedding's, module docstring)
+    after a post-norm: the term so far ``bias`` plus the bias ``before`` that joins just before
+    the norm (each may be None), through ``norm`` (a
+    :class:`~attnkit.runtime.weights.LinearNorm`) at the run's statistics ``sigma [N, T]``,
+    plus the norm's own shift; ``[N, T, d]`` like ``like``, or None where no bias has joined."""
+    if before is not None:
+        bias = before.expand_as(like) if bias is None else bias + before
+    if bias is not None:
+        bias = norm.apply(bias, sigma)
+    if norm.bias is not None:
+        bias = norm.bias.expand_as(like) if bias is None else bias + norm.bias
+    return bias
 
 
 class _Unscaled:
@@ -629,14 +634,7 @@ class _Unscaled:
             self.values = u0.new_empty((len(self.ups), *u0.shape))
         sigma = self.sigmas[k].to(u0.dtype)
         s = 1 / sigma[..., None]  # [N, T, 1]
-        bias = self.bias
-        if before is not None:
-            bias = before.expand_as(u0) if bias is None else bias + before
-        if bias is not None:
-            bias = norm.apply(bias, sigma)
-        if norm.bias is not None:
-            bias = norm.bias.expand_as(u0).clone() if bias is None else bias + norm.bias
-        self.bias = bias
+        self.bias = _bias_across(self.bias, before, norm, sigma, u0)
         start = self.n
         for u in joining:  # as they are (no scale yet), then crossed as one block
             assert u == self.n, (u, self.n)  # components join in upstream order
@@ -913,6 +911,25 @@ def _head_input_grads(pairs: list[tuple[Any, Any]], norm: Any, x: Any) -> Any:
         if lin is not None:
             out.addcmul_(xhat, torch.cat(means)[..., None], value=-1)
     return out.view(-1, N, T, d)
+
+
+def _join_points(graph: EdgeGraph) -> list[int]:
+    """A post-norm encoder's components, each with the index of the first norm it crosses
+    (:func:`post_norms` order): the embeddings 0, layer ``l``'s heads ``2l + 1`` (its
+    attention norm), its MLP ``2l + 2`` (its output norm)."""
+    join = [0] * sum(1 for layer in graph.up_layer if layer == -1)
+    for layer in range(graph.n_layers):
+        join += [2 * layer + 1] * graph.n_heads + [2 * layer + 2]
+    return join
+
+
+def _same_reads(graph: EdgeGraph) -> list[list[int]]:
+    """The downstream inputs grouped by the upstream components they read, in forward order
+    (a pre-norm layer's attention inputs, its MLP input, the logits)."""
+    groups: dict[bytes, list[int]] = {}
+    for d in range(len(graph.downstream)):
+        groups.setdefault(graph.valid[:, d].tobytes(), []).append(d)
+    return list(groups.values())
 
 
 def read_points(graph: EdgeGraph) -> list[list[int]]:
@@ -1217,12 +1234,7 @@ def patching(model: Any, graph: EdgeGraph, *, copies: int = 1, masks: Any = None
                 carries[0], carries[1] = _Carry(frozen, graph, keep), _Carry(frozen, graph, keep)
             for carry, ups, s in ((carries[0], state.ups, sigma),
                                   (carries[1], corrupted.ups, corrupted.sigmas[k])):
-                if k == 0:
-                    carry.embeddings(ups, s)
-                elif k % 2:
-                    carry.attention(layer, ups, s)
-                else:
-                    carry.mlp(layer, ups, s)
+                carry.cross(k, ups, s)
         return hook
 
     def layer_in(layer: int) -> Any:
@@ -1392,10 +1404,7 @@ class Runs:
 
         g = self.graph
         if self.trace_clean is None or self.trace_corrupted is None:
-            groups: dict[bytes, list[int]] = {}
-            for d in range(len(g.downstream)):
-                groups.setdefault(g.valid[:, d].tobytes(), []).append(d)
-            for downs in groups.values():
+            for downs in _same_reads(g):
                 ups = np.flatnonzero(g.valid[:, downs[0]]).tolist()
                 if ups:
                     yield downs, ups, torch.stack([self.ups_corrupted[u] - self.ups_clean[u]
@@ -1403,18 +1412,15 @@ class Runs:
             return
         every = list(range(len(g.upstream)))
         norms, out_bias = _linear(self.model, self.ups_clean[0])
-        embeds = [u for u in every if g.up_layer[u] == -1]
+        join = _join_points(g)
         runs = [_Unscaled(self.ups_clean, self.trace_clean.sigmas),
                 _Unscaled(self.ups_corrupted, self.trace_corrupted.sigmas)]
         diff = None  # one buffer for every point's differences
         for i, downs in enumerate(read_points(g)):  # point i follows norm i
-            layer = (i - 1) // 2
-            first = len(embeds) + layer * (g.n_heads + 1)
-            joining = (embeds if i == 0 else list(range(first, first + g.n_heads)) if i % 2
-                       else [first + g.n_heads])
+            joining = [u for u in every if join[u] == i]
             with torch.no_grad():  # detached values: carried in place
                 for r in runs:
-                    r.cross(norms[i], i, joining, out_bias[layer] if i % 2 else None)
+                    r.cross(norms[i], i, joining, out_bias[(i - 1) // 2] if i % 2 else None)
                 ups = [u for u in every if g.valid[u, downs[0]]]
                 before, after = runs[0].values, runs[1].values
                 if diff is None:
@@ -1470,14 +1476,10 @@ class Runs:
         fac = None
         if post:
             assert self.trace_clean is not None and self.trace_corrupted is not None
-            embeds = [u for u in range(len(g.upstream)) if g.up_layer[u] == -1]
-            join = [0] * len(embeds)
-            for layer in range(g.n_layers):
-                join += [2 * layer + 1] * g.n_heads + [2 * layer + 2]
             with torch.no_grad():
                 fac = _Factored.of([LinearNorm.of(n) for n in post_norms(self.model)[0]],
                                    [self.trace_corrupted.sigmas, self.trace_clean.sigmas],
-                                   [self.ups_corrupted, self.ups_clean], join)
+                                   [self.ups_corrupted, self.ups_clean], _join_points(g))
             if fac is None:  # the carried terms
                 for downs, ups, delta in self.deltas():
                     got = read(downs)
@@ -1486,11 +1488,8 @@ class Runs:
                         scores[np.ix_(ups, downs)] = (delta.reshape(len(ups), -1) @ grad.T).double().cpu().numpy()
                 return scores
             groups = read_points(g)
-        else:  # inputs that read the same components, in forward order
-            by_ups: dict[bytes, list[int]] = {}
-            for d in range(len(g.downstream)):
-                by_ups.setdefault(g.valid[:, d].tobytes(), []).append(d)
-            groups = list(by_ups.values())
+        else:
+            groups = _same_reads(g)
         points: list[tuple[list[int], list[int], Any]] = []
         for downs in groups:
             ups = np.flatnonzero(g.valid[:, downs[0]]).tolist()
@@ -1513,16 +1512,9 @@ class Runs:
         bias: list[Any] = []
         carried: list[Any] = [None, None]
         for i in range(len(norms)):
-            layer = (i - 1) // 2
+            before = out_bias[(i - 1) // 2] if i % 2 else None
             for r, trace in enumerate((self.trace_corrupted, self.trace_clean)):
-                b = carried[r]
-                if i % 2 and out_bias[layer] is not None:
-                    b = out_bias[layer] if b is None else b + out_bias[layer]
-                if b is not None:
-                    b = norms[i].apply(b, trace.sigmas[i].to(like.dtype))
-                if norms[i].bias is not None:
-                    b = norms[i].bias.expand_as(like) if b is None else b + norms[i].bias
-                carried[r] = b
+                carried[r] = _bias_across(carried[r], before, norms[i], trace.sigmas[i].to(like.dtype), like)
             bias.append(None if carried[0] is None else carried[0] - carried[1])
         return bias
 
