@@ -404,7 +404,9 @@ def _case(args: argparse.Namespace) -> None:
                    mean_head=float(f["seconds"].mean()), mean_preservation=float(f["preservation"].mean()))
     if args.case == "dev-heads":
         t1 = time.perf_counter()
-        out["table_seconds"] = (len(emb.table), time.perf_counter() - t1)[1]  # as a user reading it
+        table = emb.table  # built on first reading, as a user's first look builds it
+        out["table_seconds"] = time.perf_counter() - t1
+        del table
     ru = resource.getrusage(resource.RUSAGE_SELF)
     out["peak_rss"] = ru.ru_maxrss * 1024
     out["own_peak_rss"] = _own_peak() or out["peak_rss"]

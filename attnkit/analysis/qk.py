@@ -1739,7 +1739,8 @@ def _interrupted(exc: BaseException, heads: list[tuple[int, int]], saved: _Saved
         return ClusterError(f"{why} The heads finished so far were not kept: save=folder keeps "
                             "each head of a stored corpus as it finishes, so that a rerun resumes.")
     have = [lh for lh in heads if saved.has(*lh)]
-    left = [lh for lh in heads if lh not in set(have)]
+    kept = set(have)
+    left = [lh for lh in heads if lh not in kept]
     return ClusterError(
         f"{why} Finished and saved in {saved.path}: {len(have)} of {len(heads)} heads "
         f"({names(have)}; (layer, head) from 0, as in heads=); not done: {names(left)}. Call "
